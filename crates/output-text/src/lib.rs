@@ -1,0 +1,326 @@
+//! Turn raw process output into text a model can read.
+//!
+//! Two pieces, both streaming and both bounded:
+//!
+//! * [`Sanitizer`] strips ANSI/OSC/DCS escape sequences, folds `\r\n` and lone
+//!   `\r` into `\n`, and replaces invalid UTF-8 with U+FFFD. It is built on
+//!   the `vte` parser (the state machine behind Alacritty), so a sequence or
+//!   a multi-byte character split across two reads is carried over to the
+//!   next chunk instead of leaking half an escape into the text.
+//! * [`HeadTail`] keeps the first and last bytes of an unbounded stream in
+//!   fixed memory and renders them with one marker line
+//!   `[… N bytes omitted …]`, reporting `truncated` and `total_bytes`.
+//!
+//! This crate knows nothing of processes, terminals or tools; every tool and
+//! every provider that shows process output to a model uses it, so they all
+//! sanitize and truncate the same way.
+
+use std::collections::VecDeque;
+
+/// A streaming sanitizer: feed it raw bytes chunk by chunk.
+pub struct Sanitizer {
+    parser: vte::Parser,
+    sink: Sink,
+}
+
+#[derive(Default)]
+struct Sink {
+    out: String,
+    pending_cr: bool,
+}
+
+impl Sink {
+    fn flush_cr(&mut self) {
+        if self.pending_cr {
+            self.pending_cr = false;
+            self.out.push('\n');
+        }
+    }
+}
+
+impl vte::Perform for Sink {
+    fn print(&mut self, c: char) {
+        self.flush_cr();
+        self.out.push(c);
+    }
+
+    fn execute(&mut self, byte: u8) {
+        match byte {
+            b'\n' => {
+                // `\r\n`, `\r\r\n` (a program's `\r\n` through ONLCR) and `\n`
+                // all become one newline.
+                self.pending_cr = false;
+                self.out.push('\n');
+            }
+            b'\r' => self.pending_cr = true,
+            b'\t' => {
+                self.flush_cr();
+                self.out.push('\t');
+            }
+            // Bell, backspace, shift-in/out and other C0 controls carry no text.
+            _ => {}
+        }
+    }
+}
+
+impl Default for Sanitizer {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Sanitizer {
+    /// A sanitizer at the start of a stream.
+    pub fn new() -> Self {
+        Self {
+            parser: vte::Parser::new(),
+            sink: Sink::default(),
+        }
+    }
+
+    /// Feeds `bytes` and appends the text they complete to `out`.
+    ///
+    /// A trailing `\r` is held back until the next chunk shows whether a
+    /// `\n` follows; call [`Sanitizer::finish`] at the end of the stream.
+    pub fn push(&mut self, bytes: &[u8], out: &mut String) {
+        self.parser.advance(&mut self.sink, bytes);
+        out.push_str(&self.sink.out);
+        self.sink.out.clear();
+    }
+
+    /// Like [`Sanitizer::push`], returning the text.
+    pub fn push_to_string(&mut self, bytes: &[u8]) -> String {
+        let mut out = String::new();
+        self.push(bytes, &mut out);
+        out
+    }
+
+    /// Ends the stream: a held-back `\r` becomes a newline.
+    pub fn finish(&mut self, out: &mut String) {
+        self.sink.flush_cr();
+        out.push_str(&self.sink.out);
+        self.sink.out.clear();
+    }
+}
+
+/// Sanitizes a complete byte string in one go.
+pub fn sanitize(bytes: &[u8]) -> String {
+    let mut s = Sanitizer::new();
+    let mut out = String::with_capacity(bytes.len());
+    s.push(bytes, &mut out);
+    s.finish(&mut out);
+    out
+}
+
+/// Text with its truncation facts, ready for a tool result.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rendered {
+    /// The text: whole, or head + marker line + tail.
+    pub text: String,
+    /// True when bytes were omitted.
+    pub truncated: bool,
+    /// The size in bytes of the whole text before truncation.
+    pub total_bytes: u64,
+    /// How many bytes the marker stands for.
+    pub omitted_bytes: u64,
+}
+
+/// The marker line that replaces omitted bytes.
+pub fn omission_marker(omitted: u64) -> String {
+    format!("[… {omitted} bytes omitted …]")
+}
+
+/// Keeps the head and the tail of a text stream in bounded memory.
+///
+/// At most `limit` bytes are kept (half head, half tail); everything in
+/// between is only counted.
+#[derive(Debug, Clone)]
+pub struct HeadTail {
+    head_cap: usize,
+    tail_cap: usize,
+    head: String,
+    tail: VecDeque<u8>,
+    total: u64,
+}
+
+impl HeadTail {
+    /// An empty buffer that renders at most about `limit` bytes.
+    pub fn new(limit: usize) -> Self {
+        let limit = limit.max(64);
+        let head_cap = limit / 2;
+        Self {
+            head_cap,
+            tail_cap: limit - head_cap,
+            head: String::new(),
+            tail: VecDeque::new(),
+            total: 0,
+        }
+    }
+
+    /// Appends text.
+    pub fn push_str(&mut self, text: &str) {
+        self.total += text.len() as u64;
+        let mut rest = text;
+        if self.head.len() < self.head_cap && self.tail.is_empty() {
+            let room = self.head_cap - self.head.len();
+            let cut = floor_char_boundary(rest, room.min(rest.len()));
+            self.head.push_str(&rest[..cut]);
+            rest = &rest[cut..];
+        }
+        if rest.is_empty() {
+            return;
+        }
+        let bytes = rest.as_bytes();
+        if bytes.len() >= self.tail_cap {
+            self.tail.clear();
+            self.tail.extend(&bytes[bytes.len() - self.tail_cap..]);
+        } else {
+            let overflow = (self.tail.len() + bytes.len()).saturating_sub(self.tail_cap);
+            self.tail.drain(..overflow);
+            self.tail.extend(bytes);
+        }
+    }
+
+    /// Bytes pushed so far.
+    pub fn total_bytes(&self) -> u64 {
+        self.total
+    }
+
+    /// Renders the kept text; the marker stands for what was dropped.
+    pub fn render(&self) -> Rendered {
+        let kept = (self.head.len() + self.tail.len()) as u64;
+        let omitted = self.total - kept;
+        let (a, b) = self.tail.as_slices();
+        let mut tail_bytes = Vec::with_capacity(self.tail.len());
+        tail_bytes.extend_from_slice(a);
+        tail_bytes.extend_from_slice(b);
+        if omitted == 0 {
+            let mut text = self.head.clone();
+            text.push_str(&String::from_utf8_lossy(&tail_bytes));
+            return Rendered {
+                text,
+                truncated: false,
+                total_bytes: self.total,
+                omitted_bytes: 0,
+            };
+        }
+        // The tail may start inside a multi-byte character: skip to the
+        // next boundary and count the skipped bytes as omitted.
+        let start = tail_bytes
+            .iter()
+            .position(|b| (*b as i8) >= -0x40)
+            .unwrap_or(tail_bytes.len());
+        let omitted = omitted + start as u64;
+        let tail = String::from_utf8_lossy(&tail_bytes[start..]);
+        let mut text = String::with_capacity(self.head.len() + tail.len() + 40);
+        text.push_str(&self.head);
+        if !text.is_empty() && !text.ends_with('\n') {
+            text.push('\n');
+        }
+        text.push_str(&omission_marker(omitted));
+        text.push('\n');
+        text.push_str(&tail);
+        Rendered {
+            text,
+            truncated: true,
+            total_bytes: self.total,
+            omitted_bytes: omitted,
+        }
+    }
+}
+
+/// Truncates a complete text to about `limit` bytes, head + marker + tail.
+pub fn truncate_middle(text: &str, limit: usize) -> Rendered {
+    let mut ht = HeadTail::new(limit);
+    ht.push_str(text);
+    ht.render()
+}
+
+fn floor_char_boundary(s: &str, mut index: usize) -> usize {
+    while index > 0 && !s.is_char_boundary(index) {
+        index -= 1;
+    }
+    index
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    #[test]
+    fn strips_csi_and_osc_and_folds_line_endings() {
+        let raw = b"\x1b[1;31mred\x1b[0m\r\nline2\r\r\nprogress 10%\rprogress 20%\n\x1b]0;title\x07done\x1b]133;A\x1b\\!";
+        assert_eq!(
+            sanitize(raw),
+            "red\nline2\nprogress 10%\nprogress 20%\ndone!"
+        );
+    }
+
+    #[test]
+    fn carries_partial_sequences_and_characters_across_chunks() {
+        let raw = "a\x1b[38;5;196mé\x1b]0;t\x07b\r\nc".as_bytes();
+        for split in 0..=raw.len() {
+            let mut s = Sanitizer::new();
+            let mut out = String::new();
+            s.push(&raw[..split], &mut out);
+            s.push(&raw[split..], &mut out);
+            s.finish(&mut out);
+            assert_eq!(out, "aéb\nc", "split at {split}");
+        }
+    }
+
+    #[test]
+    fn replaces_invalid_utf8() {
+        assert_eq!(sanitize(b"ok\xff\xfeok"), "ok\u{fffd}\u{fffd}ok");
+    }
+
+    #[test]
+    fn trailing_cr_is_held_until_finish() {
+        let mut s = Sanitizer::new();
+        assert_eq!(s.push_to_string(b"x\r"), "x");
+        assert_eq!(s.push_to_string(b"\ny"), "\ny");
+    }
+
+    #[test]
+    fn short_text_is_untouched() {
+        let r = truncate_middle("hello\n", 100);
+        assert_eq!(
+            r,
+            Rendered {
+                text: "hello\n".into(),
+                truncated: false,
+                total_bytes: 6,
+                omitted_bytes: 0
+            }
+        );
+    }
+
+    #[test]
+    fn long_text_keeps_head_and_tail_with_exact_counts() {
+        let text: String = (0..1000).map(|i| format!("line {i:04}\n")).collect();
+        let mut ht = HeadTail::new(200);
+        for chunk in text.as_bytes().chunks(7) {
+            ht.push_str(std::str::from_utf8(chunk).unwrap());
+        }
+        let r = ht.render();
+        assert!(r.truncated);
+        assert_eq!(r.total_bytes, text.len() as u64);
+        assert!(r.text.starts_with("line 0000\n"));
+        assert!(r.text.ends_with("line 0999\n"));
+        let marker = omission_marker(r.omitted_bytes);
+        assert!(r.text.contains(&marker));
+        // kept + omitted == total
+        let kept = r.text.len() - marker.len() - 1 - usize::from(!text[..100].ends_with('\n'));
+        assert_eq!(kept as u64 + r.omitted_bytes, r.total_bytes);
+    }
+
+    #[test]
+    fn truncation_never_splits_a_character() {
+        let text = "é".repeat(500);
+        let r = truncate_middle(&text, 101);
+        assert!(r.truncated);
+        assert!(!r.text.contains('\u{fffd}'));
+        assert_eq!(r.total_bytes, 1000);
+    }
+}
