@@ -1,0 +1,64 @@
+//! An implementation of the dsh lsp seam (`lsp-seam`) over stdio language
+//! servers, based on `async-lsp`: rust-analyzer is the built-in preset
+//! ([`StdioLspProvider::rust_analyzer`]), and any other server (pylsp,
+//! pyright, clangd, ...) is a [`ServerConfig`] filled from the host's
+//! configuration, with no code change.
+//!
+//! One [`StdioLspProvider`] serves one server kind and runs one process
+//! per project root, started lazily (or eagerly with
+//! [`StdioLspProvider::start`]). Before each query it re-syncs the file
+//! from disk by content hash, waits (bounded) until the server has loaded
+//! the project — so it never answers "nothing" while indexing — and turns
+//! the server's answer into the seam's results, with positions converted
+//! exactly between the model's 1-based Unicode-scalar columns and the
+//! negotiated UTF-8 or UTF-16 offsets. Dead servers are restarted within a
+//! budget; every server runs in its own session and is ended by session id,
+//! so none outlives the provider.
+//!
+//! This crate deliberately is not a tool: it renders no text and
+//! serializes nothing for the model (the tool layer does), and it does not
+//! read configuration files (the host builds [`LspConfig`]).
+
+mod config;
+mod provider;
+mod server;
+mod text;
+
+pub use config::{ClientOptions, LspConfig, ReadinessSignal, RootStrategy, ServerConfig};
+pub use provider::StdioLspProvider;
+pub use server::ServerProcess;
+pub use text::Encoding;
+
+use std::sync::Arc;
+
+use lsp_seam::{LspProvider, RegisterError, Router};
+
+/// Builds a [`Router`] with one provider per configured server, plus the
+/// rust-analyzer preset when its binary is found and no configured server
+/// already claims `.rs`. Returns the router and the providers (to call
+/// [`StdioLspProvider::start`] or [`StdioLspProvider::shutdown`] on).
+pub fn build_router(
+    config: &LspConfig,
+) -> Result<(Router, Vec<Arc<StdioLspProvider>>), RegisterError> {
+    let mut router = Router::new();
+    let mut providers = Vec::new();
+    for (name, server) in &config.servers {
+        let mut server = server.clone();
+        if server.name.is_empty() {
+            server.name.clone_from(name);
+        }
+        let provider = Arc::new(StdioLspProvider::new(server, config.options.clone()));
+        router.register(provider.clone() as Arc<dyn LspProvider>)?;
+        providers.push(provider);
+    }
+    let rs_claimed = config
+        .servers
+        .values()
+        .any(|s| s.extensions.contains_key(".rs"));
+    if !rs_claimed && let Some(ra) = StdioLspProvider::rust_analyzer(config.options.clone()) {
+        let ra = Arc::new(ra);
+        router.register(ra.clone() as Arc<dyn LspProvider>)?;
+        providers.push(ra);
+    }
+    Ok((router, providers))
+}

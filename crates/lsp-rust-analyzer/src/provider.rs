@@ -1,0 +1,875 @@
+//! [`StdioLspProvider`]: the seam's provider over one configured server
+//! kind, one process per project root.
+
+use std::collections::{BTreeMap, HashMap};
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use lsp_seam::{
+    Address, DefinitionItem, DefinitionResult, FileReferences, HoverContent, HoverResult,
+    LspError, LspFuture, LspProvider, NumberedLine, Op, PositionQuery, Reference,
+    ReferencesDetail, ReferencesResult, Resolved, SymbolItem, SymbolScope, SymbolsQuery,
+    SymbolsResult, UnavailableReason,
+};
+use lsp_types::request::{
+    DocumentSymbolRequest, GotoDefinition, HoverRequest, References, WorkspaceSymbolRequest,
+};
+use lsp_types::{
+    DocumentSymbol, DocumentSymbolParams, DocumentSymbolResponse, GotoDefinitionParams,
+    GotoDefinitionResponse, HoverContents, HoverParams, MarkedString, OneOf,
+    PartialResultParams, Position, Range, ReferenceContext, ReferenceParams, SymbolInformation,
+    SymbolKind, TextDocumentIdentifier, TextDocumentPositionParams, Url,
+    WorkDoneProgressParams, WorkspaceSymbolParams, WorkspaceSymbolResponse,
+};
+
+use crate::config::{ClientOptions, RootStrategy, ServerConfig};
+use crate::server::{Failure, Server, ServerProcess, path_url};
+use crate::text::{self, Encoding};
+
+/// Longest snippet kept for a reference, in characters.
+const SNIPPET_CHARS: usize = 200;
+/// Largest file read to render results.
+const MAX_FILE_BYTES: u64 = 8 << 20;
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// The server of one root, replaced on restart.
+#[derive(Default)]
+struct Slot {
+    server: tokio::sync::Mutex<Option<Arc<Server>>>,
+    restarts: AtomicU32,
+}
+
+/// A provider of the lsp seam over one kind of stdio language server
+/// (rust-analyzer, pylsp, ...): one server process per project root,
+/// started on first use (or by [`StdioLspProvider::start`]).
+pub struct StdioLspProvider {
+    config: Arc<ServerConfig>,
+    options: ClientOptions,
+    slots: Mutex<HashMap<PathBuf, Arc<Slot>>>,
+}
+
+impl std::fmt::Debug for StdioLspProvider {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StdioLspProvider")
+            .field("name", &self.config.name)
+            .field("servers", &self.servers())
+            .finish_non_exhaustive()
+    }
+}
+
+/// A file read for one query.
+struct FileText {
+    path: PathBuf,
+    text: String,
+}
+
+/// Reads files at most once per query.
+#[derive(Default)]
+struct Files {
+    cache: HashMap<PathBuf, Option<Arc<String>>>,
+}
+
+impl Files {
+    fn get(&mut self, path: &Path) -> Option<Arc<String>> {
+        self.cache
+            .entry(path.to_owned())
+            .or_insert_with(|| {
+                let meta = std::fs::metadata(path).ok()?;
+                if meta.len() > MAX_FILE_BYTES {
+                    return None;
+                }
+                std::fs::read_to_string(path).ok().map(Arc::new)
+            })
+            .clone()
+    }
+
+    fn line(&mut self, path: &Path, index: u32) -> Option<String> {
+        let text = self.get(path)?;
+        text::line_at(&text, index as usize).map(str::to_owned)
+    }
+
+    /// A server position in `path` as (1-based line, 1-based column).
+    fn position(&mut self, path: &Path, pos: Position, encoding: Encoding) -> (u32, u32) {
+        let column = match self.line(path, pos.line) {
+            Some(line) => text::from_server_offset(&line, pos.character, encoding),
+            None => pos.character as usize,
+        };
+        (
+            pos.line.saturating_add(1),
+            u32::try_from(column).unwrap_or(u32::MAX).saturating_add(1),
+        )
+    }
+}
+
+fn url_path(url: &Url) -> PathBuf {
+    url.to_file_path()
+        .unwrap_or_else(|()| PathBuf::from(url.as_str()))
+}
+
+fn kind_word(kind: SymbolKind) -> &'static str {
+    const WORDS: [(SymbolKind, &str); 26] = [
+        (SymbolKind::FILE, "file"),
+        (SymbolKind::MODULE, "module"),
+        (SymbolKind::NAMESPACE, "namespace"),
+        (SymbolKind::PACKAGE, "package"),
+        (SymbolKind::CLASS, "class"),
+        (SymbolKind::METHOD, "method"),
+        (SymbolKind::PROPERTY, "property"),
+        (SymbolKind::FIELD, "field"),
+        (SymbolKind::CONSTRUCTOR, "constructor"),
+        (SymbolKind::ENUM, "enum"),
+        (SymbolKind::INTERFACE, "interface"),
+        (SymbolKind::FUNCTION, "function"),
+        (SymbolKind::VARIABLE, "variable"),
+        (SymbolKind::CONSTANT, "constant"),
+        (SymbolKind::STRING, "string"),
+        (SymbolKind::NUMBER, "number"),
+        (SymbolKind::BOOLEAN, "boolean"),
+        (SymbolKind::ARRAY, "array"),
+        (SymbolKind::OBJECT, "object"),
+        (SymbolKind::KEY, "key"),
+        (SymbolKind::NULL, "null"),
+        (SymbolKind::ENUM_MEMBER, "enum_member"),
+        (SymbolKind::STRUCT, "struct"),
+        (SymbolKind::EVENT, "event"),
+        (SymbolKind::OPERATOR, "operator"),
+        (SymbolKind::TYPE_PARAMETER, "type_parameter"),
+    ];
+    WORDS
+        .iter()
+        .find(|(k, _)| *k == kind)
+        .map_or("unknown", |(_, w)| w)
+}
+
+fn contains(range: &Range, pos: Position) -> bool {
+    (range.start.line, range.start.character) <= (pos.line, pos.character)
+        && (pos.line, pos.character) <= (range.end.line, range.end.character)
+}
+
+fn position_params(uri: &Url, pos: Position) -> TextDocumentPositionParams {
+    TextDocumentPositionParams {
+        text_document: TextDocumentIdentifier { uri: uri.clone() },
+        position: pos,
+    }
+}
+
+impl StdioLspProvider {
+    /// A provider for `config`; nothing is started until used.
+    pub fn new(config: ServerConfig, options: ClientOptions) -> StdioLspProvider {
+        StdioLspProvider {
+            config: Arc::new(config),
+            options,
+            slots: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The rust-analyzer preset, or `None` when no `rust-analyzer` binary
+    /// is found in `PATH`.
+    pub fn rust_analyzer(options: ClientOptions) -> Option<StdioLspProvider> {
+        let config = ServerConfig::rust_analyzer();
+        config.resolve_command().ok()?;
+        Some(StdioLspProvider::new(config, options))
+    }
+
+    /// The server configuration.
+    pub fn config(&self) -> &ServerConfig {
+        &self.config
+    }
+
+    /// The project root that serves `path` (a file or a directory), found
+    /// by walking up to the config's root markers.
+    pub fn root_for(&self, path: &Path) -> Result<PathBuf, LspError> {
+        let start = if path.is_dir() {
+            path.to_owned()
+        } else {
+            path.parent().map(Path::to_owned).unwrap_or_default()
+        };
+        let has_marker =
+            |dir: &Path| self.config.root_markers.iter().any(|m| dir.join(m).exists());
+        let found = match self.config.root_strategy {
+            RootStrategy::NearestMarker => start.ancestors().find(|d| has_marker(d)),
+            RootStrategy::CargoWorkspace => {
+                let manifests: Vec<&Path> =
+                    start.ancestors().filter(|d| has_marker(d)).collect();
+                let is_workspace = |d: &&&Path| {
+                    self.config.root_markers.iter().any(|m| {
+                        std::fs::read_to_string(d.join(m)).is_ok_and(|t| {
+                            t.lines().any(|l| l.trim_start().starts_with("[workspace]"))
+                        })
+                    })
+                };
+                manifests
+                    .iter()
+                    .rev()
+                    .find(is_workspace)
+                    .or(manifests.first())
+                    .copied()
+            }
+        };
+        match found {
+            Some(root) => Ok(root.to_owned()),
+            None if self.config.require_root => Err(LspError::Unavailable {
+                reason: UnavailableReason::NoProject,
+                message: format!(
+                    "{}: no {} in {} or any parent directory",
+                    self.config.name,
+                    self.config.root_markers.join(" or "),
+                    start.display()
+                ),
+            }),
+            None => Ok(start),
+        }
+    }
+
+    /// Starts (without waiting for readiness) the server for the project
+    /// containing `dir`, e.g. the session's own root.
+    pub async fn start(&self, dir: &Path) -> Result<(), LspError> {
+        let dir = absolute(dir)?;
+        let root = self.root_for(&dir)?;
+        self.server_for(&root).await.map(|_| ())
+    }
+
+    /// Waits until the server for `path`'s project is ready, starting it
+    /// if needed; `LSP_NOT_READY` after `timeout`.
+    pub async fn wait_ready(&self, path: &Path, timeout: Duration) -> Result<(), LspError> {
+        let path = absolute(path)?;
+        let root = self.root_for(&path)?;
+        let server = self.server_for(&root).await?;
+        server.wait_ready(timeout).await.map_err(|f| match f {
+            Failure::Lsp(e) => e,
+            Failure::Dead | Failure::ContentModified => LspError::Unavailable {
+                reason: UnavailableReason::Crashed,
+                message: format!("{}: died while loading", self.config.name),
+            },
+        })
+    }
+
+    /// The running server processes.
+    pub fn servers(&self) -> Vec<ServerProcess> {
+        let slots: Vec<(PathBuf, Arc<Slot>)> = lock(&self.slots)
+            .iter()
+            .map(|(r, s)| (r.clone(), s.clone()))
+            .collect();
+        let mut out = Vec::new();
+        for (root, slot) in slots {
+            if let Ok(guard) = slot.server.try_lock()
+                && let Some(server) = guard.as_ref()
+                && server.is_alive()
+            {
+                out.push(ServerProcess {
+                    name: self.config.name.clone(),
+                    root,
+                    pid: server.pid(),
+                });
+            }
+        }
+        out.sort_by(|a, b| a.root.cmp(&b.root));
+        out
+    }
+
+    /// Shuts every server down cleanly (`shutdown`, `exit`), then ends
+    /// their sessions.
+    pub async fn shutdown(&self) {
+        let slots: Vec<Arc<Slot>> = lock(&self.slots).drain().map(|(_, s)| s).collect();
+        for slot in slots {
+            let server = slot.server.lock().await.take();
+            if let Some(server) = server {
+                server.shutdown().await;
+            }
+        }
+    }
+
+    /// Sends one request as is to the warm server of `path`'s project:
+    /// no document sync, readiness wait or conversion. For measuring the
+    /// overhead of the provider.
+    pub async fn raw_request<R: lsp_types::request::Request>(
+        &self,
+        path: &Path,
+        params: R::Params,
+    ) -> Result<R::Result, LspError> {
+        let path = absolute(path)?;
+        let root = self.root_for(&path)?;
+        let server = self.server_for(&root).await?;
+        server
+            .request::<R>(params, self.options.request_timeout)
+            .await
+            .map_err(|f| match f {
+                Failure::Lsp(e) => e,
+                Failure::Dead | Failure::ContentModified => LspError::ServerError {
+                    code: None,
+                    message: "request failed".into(),
+                },
+            })
+    }
+
+    /// The live server for `root`: started if absent, restarted (within
+    /// the budget) if dead.
+    async fn server_for(&self, root: &Path) -> Result<Arc<Server>, LspError> {
+        let slot = lock(&self.slots)
+            .entry(root.to_owned())
+            .or_default()
+            .clone();
+        let mut guard = slot.server.lock().await;
+        if let Some(server) = guard.as_ref() {
+            if server.is_alive() {
+                return Ok(server.clone());
+            }
+            let tail = server.stderr_tail_text();
+            let how = match server.status().phase {
+                crate::server::Phase::Dead(how) => how,
+                crate::server::Phase::Loading
+                | crate::server::Phase::Ready
+                | crate::server::Phase::NoProject(_) => "unknown".into(),
+            };
+            let used = slot.restarts.load(Ordering::SeqCst);
+            if used >= self.options.restart_budget {
+                return Err(LspError::Unavailable {
+                    reason: UnavailableReason::Crashed,
+                    message: format!(
+                        "{} for {} died ({how}) and was restarted {used} time(s), its budget{tail}",
+                        self.config.name,
+                        root.display()
+                    ),
+                });
+            }
+            slot.restarts.fetch_add(1, Ordering::SeqCst);
+            tracing::info!(
+                "restarting {} for {} after it died ({how})",
+                self.config.name,
+                root.display()
+            );
+            *guard = None;
+        }
+        let server = Server::start(self.config.clone(), root.to_owned(), self.options.clone()).await?;
+        *guard = Some(server.clone());
+        Ok(server)
+    }
+
+    /// Replaces a stuck server without charging the crash budget.
+    async fn restart_stuck(&self, root: &Path, stuck: &Arc<Server>) {
+        let slot = lock(&self.slots).get(root).cloned();
+        if let Some(slot) = slot {
+            let mut guard = slot.server.lock().await;
+            if guard.as_ref().is_some_and(|s| Arc::ptr_eq(s, stuck)) {
+                stuck.kill();
+                *guard = None;
+            }
+        }
+    }
+
+    /// Runs `query` against the server of `path`'s project: syncs
+    /// documents, waits for readiness, retries `ContentModified`, restarts
+    /// a stuck or dead server.
+    async fn run<T, F, Fut>(&self, op: Op, path: &Path, query: F) -> Result<T, LspError>
+    where
+        F: Fn(Arc<Server>, Arc<FileText>) -> Fut,
+        Fut: Future<Output = Result<T, Failure>>,
+    {
+        let path = absolute(path)?;
+        if !path.is_file() {
+            return Err(LspError::FileNotFound { path });
+        }
+        let Some(language_id) = self.config.language_id(&path).map(str::to_owned) else {
+            return Err(LspError::Unavailable {
+                reason: UnavailableReason::NoProvider,
+                message: format!("{} does not handle {}", self.config.name, path.display()),
+            });
+        };
+        let root = self.root_for(&path)?;
+        let mut stuck_restarts = 0;
+        let max_attempts = self.options.restart_budget + 3;
+        for _ in 0..max_attempts {
+            let server = self.server_for(&root).await?;
+            let text = std::fs::read_to_string(&path)
+                .map_err(|_| LspError::FileNotFound { path: path.clone() })?;
+            let file = Arc::new(FileText {
+                path: path.clone(),
+                text,
+            });
+            let outcome = async {
+                server.refresh_documents()?;
+                server.sync_document(&file.path, &file.text, &language_id)?;
+                server.wait_ready(self.options.ready_timeout).await?;
+                let mut retries = 0;
+                loop {
+                    match query(server.clone(), file.clone()).await {
+                        Err(Failure::ContentModified) if retries < self.options.content_modified_retries => {
+                            tokio::time::sleep(Duration::from_millis(50 << retries)).await;
+                            retries += 1;
+                            server.refresh_documents()?;
+                            server.wait_ready(self.options.ready_timeout).await?;
+                        }
+                        other => return other,
+                    }
+                }
+            }
+            .await;
+            match outcome {
+                Ok(v) => return Ok(v),
+                Err(Failure::Lsp(LspError::Timeout { timeout_ms, .. })) => {
+                    return Err(LspError::Timeout { op, timeout_ms });
+                }
+                Err(Failure::Lsp(e)) => return Err(e),
+                Err(Failure::Dead) => continue,
+                Err(Failure::ContentModified) if stuck_restarts == 0 => {
+                    stuck_restarts += 1;
+                    self.restart_stuck(&root, &server).await;
+                }
+                Err(Failure::ContentModified) => {
+                    return Err(LspError::ServerError {
+                        code: Some(-32801),
+                        message: "content modified: the server kept answering ContentModified, also after a restart".into(),
+                    });
+                }
+            }
+        }
+        Err(LspError::Unavailable {
+            reason: UnavailableReason::Crashed,
+            message: format!("{} kept dying for {}", self.config.name, root.display()),
+        })
+    }
+
+    fn unsupported(&self, server: &Server, capability: &str, op: Op) -> Result<(), Failure> {
+        if server.supports(capability) {
+            Ok(())
+        } else {
+            Err(Failure::Lsp(LspError::UnsupportedOperation {
+                op,
+                server: self.config.name.clone(),
+            }))
+        }
+    }
+
+    /// Resolves a query's address to a server position and the echo.
+    fn locate(
+        server: &Server,
+        file: &FileText,
+        query: &PositionQuery,
+    ) -> Result<(Url, Position, Resolved), Failure> {
+        let at = text::resolve(&file.text, query.line, &query.address)?;
+        let line = text::line_at(&file.text, query.line as usize - 1).unwrap_or_default();
+        let pos = Position {
+            line: query.line - 1,
+            character: text::to_server_offset(line, at.chars, server.encoding),
+        };
+        let resolved = Resolved {
+            path: file.path.clone(),
+            line: query.line,
+            column: u32::try_from(at.chars + 1).unwrap_or(u32::MAX),
+            symbol: at.symbol,
+        };
+        Ok((path_url(&file.path)?, pos, resolved))
+    }
+
+    async fn definition_impl(&self, query: &PositionQuery) -> Result<DefinitionResult, LspError> {
+        validate_line(query)?;
+        self.run(Op::Definition, &query.path, |server, file| async move {
+            self.unsupported(&server, "definitionProvider", Op::Definition)?;
+            let (uri, pos, resolved) = Self::locate(&server, &file, query)?;
+            let answer = server
+                .request::<GotoDefinition>(
+                    GotoDefinitionParams {
+                        text_document_position_params: position_params(&uri, pos),
+                        work_done_progress_params: WorkDoneProgressParams::default(),
+                        partial_result_params: PartialResultParams::default(),
+                    },
+                    self.options.request_timeout,
+                )
+                .await?;
+            // (target, name position, whole range if known)
+            let targets: Vec<(Url, Position, Option<Range>)> = match answer {
+                None => vec![],
+                Some(GotoDefinitionResponse::Scalar(l)) => vec![(l.uri, l.range.start, None)],
+                Some(GotoDefinitionResponse::Array(ls)) => {
+                    ls.into_iter().map(|l| (l.uri, l.range.start, None)).collect()
+                }
+                Some(GotoDefinitionResponse::Link(links)) => links
+                    .into_iter()
+                    .map(|l| {
+                        (
+                            l.target_uri,
+                            l.target_selection_range.start,
+                            Some(l.target_range),
+                        )
+                    })
+                    .collect(),
+            };
+            let mut files = Files::default();
+            let mut items = Vec::new();
+            for (uri, name_pos, range) in targets {
+                let path = url_path(&uri);
+                let range = match range {
+                    Some(r) => Some(r),
+                    None => self.enclosing_symbol_range(&server, &uri, name_pos).await,
+                };
+                let (line, column) = files.position(&path, name_pos, server.encoding);
+                let (first, last) = match range {
+                    Some(r) => (r.start.line.min(name_pos.line), r.end.line.max(name_pos.line)),
+                    None => (name_pos.line, name_pos.line),
+                };
+                let cap = self.options.max_body_lines.max(1);
+                let shown_last = last.min(first.saturating_add(cap - 1));
+                let body: Vec<NumberedLine> = match files.get(&path) {
+                    Some(text) => text
+                        .split('\n')
+                        .enumerate()
+                        .skip(first as usize)
+                        .take((shown_last - first + 1) as usize)
+                        .map(|(i, l)| NumberedLine {
+                            line: u32::try_from(i + 1).unwrap_or(u32::MAX),
+                            text: l.strip_suffix('\r').unwrap_or(l).to_owned(),
+                        })
+                        .collect(),
+                    None => vec![],
+                };
+                items.push(DefinitionItem {
+                    external: !path.starts_with(&server.root),
+                    path,
+                    line,
+                    column,
+                    body_omitted_lines: last - shown_last,
+                    body,
+                });
+            }
+            Ok(DefinitionResult { resolved, items })
+        })
+        .await
+    }
+
+    /// The range of the innermost document symbol whose name is at `pos`
+    /// (for servers that answer definitions without a whole range).
+    async fn enclosing_symbol_range(&self, server: &Server, uri: &Url, pos: Position) -> Option<Range> {
+        if !server.supports("documentSymbolProvider") {
+            return None;
+        }
+        let answer = server
+            .request::<DocumentSymbolRequest>(
+                DocumentSymbolParams {
+                    text_document: TextDocumentIdentifier { uri: uri.clone() },
+                    work_done_progress_params: WorkDoneProgressParams::default(),
+                    partial_result_params: PartialResultParams::default(),
+                },
+                self.options.request_timeout,
+            )
+            .await
+            .ok()??;
+        let ranges: Vec<(Range, Range)> = match answer {
+            DocumentSymbolResponse::Flat(symbols) => symbols
+                .into_iter()
+                .filter(|s| s.location.uri == *uri)
+                .map(|s| (s.location.range, s.location.range))
+                .collect(),
+            DocumentSymbolResponse::Nested(symbols) => {
+                let mut out = Vec::new();
+                flatten_ranges(&symbols, &mut out);
+                out
+            }
+        };
+        ranges
+            .into_iter()
+            .filter(|(range, selection)| contains(selection, pos) || (range.start.line == pos.line && contains(range, pos)))
+            .min_by_key(|(range, _)| range.end.line - range.start.line)
+            .map(|(range, _)| range)
+    }
+
+    async fn references_impl(&self, query: &PositionQuery) -> Result<ReferencesResult, LspError> {
+        validate_line(query)?;
+        self.run(Op::References, &query.path, |server, file| async move {
+            self.unsupported(&server, "referencesProvider", Op::References)?;
+            let (uri, pos, resolved) = Self::locate(&server, &file, query)?;
+            let locations = server
+                .request::<References>(
+                    ReferenceParams {
+                        text_document_position: position_params(&uri, pos),
+                        work_done_progress_params: WorkDoneProgressParams::default(),
+                        partial_result_params: PartialResultParams::default(),
+                        context: ReferenceContext {
+                            include_declaration: true,
+                        },
+                    },
+                    self.options.request_timeout,
+                )
+                .await?
+                .unwrap_or_default();
+            let mut files = Files::default();
+            let mut grouped: BTreeMap<PathBuf, Vec<Reference>> = BTreeMap::new();
+            for loc in locations {
+                let path = url_path(&loc.uri);
+                let (line, column) = files.position(&path, loc.range.start, server.encoding);
+                let snippet = files
+                    .line(&path, loc.range.start.line)
+                    .map(|l| l.trim().chars().take(SNIPPET_CHARS).collect());
+                grouped.entry(path).or_default().push(Reference {
+                    line,
+                    column,
+                    snippet,
+                });
+            }
+            let mut total = 0;
+            let files: Vec<FileReferences> = grouped
+                .into_iter()
+                .map(|(path, mut refs)| {
+                    refs.sort_by_key(|r| (r.line, r.column));
+                    refs.dedup_by_key(|r| (r.line, r.column));
+                    total += refs.len();
+                    FileReferences {
+                        path,
+                        count: refs.len(),
+                        refs,
+                    }
+                })
+                .collect();
+            Ok(ReferencesResult {
+                resolved,
+                files,
+                total,
+                detail: ReferencesDetail::Full,
+            })
+        })
+        .await
+    }
+
+    async fn hover_impl(&self, query: &PositionQuery) -> Result<HoverResult, LspError> {
+        validate_line(query)?;
+        self.run(Op::Hover, &query.path, |server, file| async move {
+            self.unsupported(&server, "hoverProvider", Op::Hover)?;
+            let (uri, pos, resolved) = Self::locate(&server, &file, query)?;
+            let hover = server
+                .request::<HoverRequest>(
+                    HoverParams {
+                        text_document_position_params: position_params(&uri, pos),
+                        work_done_progress_params: WorkDoneProgressParams::default(),
+                    },
+                    self.options.request_timeout,
+                )
+                .await?;
+            let markdown = hover.map(|h| match h.contents {
+                HoverContents::Scalar(s) => marked(s),
+                HoverContents::Array(v) => v.into_iter().map(marked).collect::<Vec<_>>().join("\n\n"),
+                HoverContents::Markup(m) => m.value,
+            });
+            let content = match markdown.filter(|m| !m.trim().is_empty()) {
+                Some(m) => HoverContent::Markdown(m),
+                None => HoverContent::SourceLine(
+                    text::line_at(&file.text, query.line as usize - 1)
+                        .unwrap_or_default()
+                        .to_owned(),
+                ),
+            };
+            Ok(HoverResult { resolved, content })
+        })
+        .await
+    }
+
+    async fn symbols_impl(&self, query: &SymbolsQuery) -> Result<SymbolsResult, LspError> {
+        if query.query.as_deref().is_some_and(|q| q.trim().is_empty()) {
+            return Err(LspError::InvalidArgument {
+                field: "query".into(),
+                message: "must not be empty (omit it for the file's outline)".into(),
+            });
+        }
+        self.run(Op::Symbols, &query.path, |server, file| async move {
+            let mut files = Files::default();
+            match &query.query {
+                None => {
+                    self.unsupported(&server, "documentSymbolProvider", Op::Symbols)?;
+                    let uri = path_url(&file.path)?;
+                    let answer = server
+                        .request::<DocumentSymbolRequest>(
+                            DocumentSymbolParams {
+                                text_document: TextDocumentIdentifier { uri },
+                                work_done_progress_params: WorkDoneProgressParams::default(),
+                                partial_result_params: PartialResultParams::default(),
+                            },
+                            self.options.request_timeout,
+                        )
+                        .await?;
+                    let mut symbols = Vec::new();
+                    match answer {
+                        None => {}
+                        Some(DocumentSymbolResponse::Flat(flat)) => {
+                            symbols.extend(flat.into_iter().map(|s| information(s, &mut files, server.encoding)));
+                        }
+                        Some(DocumentSymbolResponse::Nested(nested)) => {
+                            flatten_symbols(&nested, None, &file.path, &mut symbols);
+                        }
+                    }
+                    symbols.sort_by_key(|s| (s.line, s.end_line));
+                    Ok(SymbolsResult {
+                        scope: SymbolScope::Outline {
+                            path: file.path.clone(),
+                        },
+                        symbols,
+                    })
+                }
+                Some(q) => {
+                    self.unsupported(&server, "workspaceSymbolProvider", Op::Symbols)?;
+                    let answer = server
+                        .request::<WorkspaceSymbolRequest>(
+                            WorkspaceSymbolParams {
+                                query: q.clone(),
+                                work_done_progress_params: WorkDoneProgressParams::default(),
+                                partial_result_params: PartialResultParams::default(),
+                            },
+                            self.options.request_timeout,
+                        )
+                        .await?;
+                    let symbols = match answer {
+                        None => vec![],
+                        Some(WorkspaceSymbolResponse::Flat(flat)) => flat
+                            .into_iter()
+                            .map(|s| information(s, &mut files, server.encoding))
+                            .collect(),
+                        Some(WorkspaceSymbolResponse::Nested(nested)) => nested
+                            .into_iter()
+                            .map(|s| {
+                                let (path, line, end_line) = match s.location {
+                                    OneOf::Left(l) => (
+                                        url_path(&l.uri),
+                                        l.range.start.line + 1,
+                                        l.range.end.line + 1,
+                                    ),
+                                    OneOf::Right(w) => (url_path(&w.uri), 1, 1),
+                                };
+                                SymbolItem {
+                                    name: s.name,
+                                    kind: kind_word(s.kind),
+                                    path,
+                                    line,
+                                    end_line,
+                                    container: s.container_name,
+                                }
+                            })
+                            .collect(),
+                    };
+                    Ok(SymbolsResult {
+                        scope: SymbolScope::Workspace { query: q.clone() },
+                        symbols,
+                    })
+                }
+            }
+        })
+        .await
+    }
+}
+
+impl Drop for StdioLspProvider {
+    fn drop(&mut self) {
+        // Dropping the slots drops each server, which ends its session.
+        lock(&self.slots).clear();
+    }
+}
+
+fn validate_line(query: &PositionQuery) -> Result<(), LspError> {
+    if query.line == 0 {
+        return Err(LspError::InvalidArgument {
+            field: "line".into(),
+            message: "lines are 1-based".into(),
+        });
+    }
+    match &query.address {
+        Address::Column(0) => Err(LspError::InvalidArgument {
+            field: "column".into(),
+            message: "columns are 1-based".into(),
+        }),
+        Address::Column(_) | Address::Symbol { .. } => Ok(()),
+    }
+}
+
+fn absolute(path: &Path) -> Result<PathBuf, LspError> {
+    let joined = if path.is_absolute() {
+        path.to_owned()
+    } else {
+        std::env::current_dir()
+            .map_err(|_| LspError::FileNotFound {
+                path: path.to_owned(),
+            })?
+            .join(path)
+    };
+    joined
+        .canonicalize()
+        .map_err(|_| LspError::FileNotFound {
+            path: path.to_owned(),
+        })
+}
+
+fn marked(s: MarkedString) -> String {
+    match s {
+        MarkedString::String(s) => s,
+        MarkedString::LanguageString(l) => format!("```{}\n{}\n```", l.language, l.value),
+    }
+}
+
+#[allow(deprecated)]
+fn information(s: SymbolInformation, _files: &mut Files, _encoding: Encoding) -> SymbolItem {
+    SymbolItem {
+        name: s.name,
+        kind: kind_word(s.kind),
+        path: url_path(&s.location.uri),
+        line: s.location.range.start.line + 1,
+        end_line: s.location.range.end.line + 1,
+        container: s.container_name,
+    }
+}
+
+fn flatten_symbols(
+    symbols: &[DocumentSymbol],
+    container: Option<&str>,
+    path: &Path,
+    out: &mut Vec<SymbolItem>,
+) {
+    for s in symbols {
+        out.push(SymbolItem {
+            name: s.name.clone(),
+            kind: kind_word(s.kind),
+            path: path.to_owned(),
+            line: s.selection_range.start.line + 1,
+            end_line: s.range.end.line + 1,
+            container: container.map(str::to_owned),
+        });
+        if let Some(children) = &s.children {
+            flatten_symbols(children, Some(&s.name), path, out);
+        }
+    }
+}
+
+fn flatten_ranges(symbols: &[DocumentSymbol], out: &mut Vec<(Range, Range)>) {
+    for s in symbols {
+        out.push((s.range, s.selection_range));
+        if let Some(children) = &s.children {
+            flatten_ranges(children, out);
+        }
+    }
+}
+
+impl LspProvider for StdioLspProvider {
+    fn name(&self) -> &str {
+        &self.config.name
+    }
+
+    fn extensions(&self) -> Vec<String> {
+        self.config.extensions.keys().cloned().collect()
+    }
+
+    fn definition<'a>(&'a self, query: &'a PositionQuery) -> LspFuture<'a, DefinitionResult> {
+        Box::pin(self.definition_impl(query))
+    }
+
+    fn references<'a>(&'a self, query: &'a PositionQuery) -> LspFuture<'a, ReferencesResult> {
+        Box::pin(self.references_impl(query))
+    }
+
+    fn hover<'a>(&'a self, query: &'a PositionQuery) -> LspFuture<'a, HoverResult> {
+        Box::pin(self.hover_impl(query))
+    }
+
+    fn symbols<'a>(&'a self, query: &'a SymbolsQuery) -> LspFuture<'a, SymbolsResult> {
+        Box::pin(self.symbols_impl(query))
+    }
+}

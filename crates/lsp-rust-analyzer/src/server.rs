@@ -1,0 +1,874 @@
+//! One running language server: the child process (in its own session),
+//! the async-lsp main loop, readiness, document sync, file watching, and
+//! requests with timeout and `$/cancelRequest`.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::hash::{Hash, Hasher};
+use std::ops::ControlFlow;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll};
+use std::time::{Duration, SystemTime};
+
+use async_lsp::router::Router;
+use async_lsp::{ErrorCode, MainLoop, ServerSocket};
+use lsp_seam::{LspError, UnavailableReason};
+use lsp_types::notification::{
+    Cancel, DidChangeTextDocument, DidChangeWatchedFiles, DidCloseTextDocument,
+    DidOpenTextDocument, Exit, Initialized, Notification,
+};
+use lsp_types::request::{
+    Initialize, RegisterCapability, Request, Shutdown, UnregisterCapability, WorkDoneProgressCreate,
+    WorkspaceConfiguration,
+};
+use lsp_types::{
+    CancelParams, ClientCapabilities, DidChangeTextDocumentParams,
+    DidChangeWatchedFilesClientCapabilities, DidChangeWatchedFilesParams,
+    DidCloseTextDocumentParams, DidOpenTextDocumentParams, DocumentSymbolClientCapabilities,
+    FileChangeType, FileEvent, GeneralClientCapabilities, GotoCapability, HoverClientCapabilities,
+    InitializeParams, InitializedParams, MarkupKind, NumberOrString, PositionEncodingKind,
+    ProgressParams, ProgressParamsValue, ServerCapabilities, TextDocumentClientCapabilities,
+    TextDocumentContentChangeEvent, TextDocumentIdentifier, TextDocumentItem, Url,
+    VersionedTextDocumentIdentifier, WindowClientCapabilities, WorkDoneProgress,
+    WorkspaceClientCapabilities, WorkspaceFolder,
+};
+use serde_json::Value;
+use tokio::io::AsyncBufReadExt;
+use tokio::sync::watch;
+use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
+
+use crate::config::{ClientOptions, ReadinessSignal, ServerConfig};
+use crate::text::Encoding;
+
+/// Lines of stderr kept for a `crashed` message.
+const STDERR_TAIL_LINES: usize = 20;
+/// Longest stderr line kept.
+const STDERR_LINE_BYTES: usize = 400;
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Where a server is in its life.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Phase {
+    /// Starting, loading or indexing.
+    Loading,
+    /// Answers are complete.
+    Ready,
+    /// The server found no project (its message).
+    NoProject(String),
+    /// The process or its pipe is gone (how).
+    Dead(String),
+}
+
+/// What the client knows about the server's state.
+#[derive(Debug, Clone)]
+pub(crate) struct Status {
+    pub phase: Phase,
+    /// The latest progress message.
+    pub progress: Option<String>,
+    /// rust-analyzer: a `quiescent: false` was seen.
+    seen_busy: bool,
+    /// `initialized` was sent.
+    initialized: bool,
+    /// Active `$/progress` tokens and their latest messages.
+    active: BTreeMap<String, String>,
+}
+
+/// State shared between the main loop's handlers and the client.
+struct Shared {
+    status: watch::Sender<Status>,
+    stderr: Mutex<VecDeque<String>>,
+    settings: Option<Value>,
+    readiness: ReadinessSignal,
+}
+
+impl Shared {
+    fn update(&self, f: impl FnOnce(&mut Status)) {
+        let readiness = self.readiness;
+        self.status.send_modify(|s| {
+            f(s);
+            if matches!(s.phase, Phase::Dead(_) | Phase::NoProject(_)) {
+                return;
+            }
+            let ready = match readiness {
+                ReadinessSignal::Progress => s.initialized && s.active.is_empty(),
+                ReadinessSignal::ServerStatus => s.phase == Phase::Ready,
+            };
+            s.phase = if ready { Phase::Ready } else { Phase::Loading };
+        });
+    }
+
+    fn mark_dead(&self, how: String) {
+        self.status.send_modify(|s| {
+            if !matches!(s.phase, Phase::Dead(_)) {
+                s.phase = Phase::Dead(how);
+            }
+        });
+    }
+
+    fn on_progress(&self, params: ProgressParams) {
+        let token = match params.token {
+            NumberOrString::Number(n) => n.to_string(),
+            NumberOrString::String(s) => s,
+        };
+        let ProgressParamsValue::WorkDone(work) = params.value;
+        self.update(|s| match work {
+            WorkDoneProgress::Begin(b) => {
+                let text = join_progress(&b.title, b.message.as_deref(), b.percentage);
+                s.progress = Some(text.clone());
+                s.active.insert(token, text);
+            }
+            WorkDoneProgress::Report(r) => {
+                let title = s.active.get(&token).cloned().unwrap_or_default();
+                let title = title.split(':').next().unwrap_or_default().to_owned();
+                let text = join_progress(&title, r.message.as_deref(), r.percentage);
+                s.progress = Some(text.clone());
+                s.active.insert(token, text);
+            }
+            WorkDoneProgress::End(_) => {
+                s.active.remove(&token);
+            }
+        });
+    }
+
+    fn on_server_status(&self, params: &Value) {
+        let health = params.get("health").and_then(Value::as_str).unwrap_or("ok");
+        let quiescent = params
+            .get("quiescent")
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+        let message = params
+            .get("message")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        let no_project = health != "ok"
+            && message.as_deref().is_some_and(|m| {
+                m.contains("Failed to discover workspace") || m.contains("failed to find any projects")
+            });
+        self.update(|s| {
+            if no_project {
+                s.phase = Phase::NoProject(message.clone().unwrap_or_default());
+                return;
+            }
+            if message.is_some() {
+                s.progress.clone_from(&message);
+            }
+            if !quiescent {
+                s.seen_busy = true;
+                s.phase = Phase::Loading;
+            } else if s.seen_busy {
+                s.phase = Phase::Ready;
+            }
+        });
+    }
+
+    fn configuration(&self, items: &[lsp_types::ConfigurationItem]) -> Vec<Value> {
+        items
+            .iter()
+            .map(|item| {
+                let Some(settings) = &self.settings else {
+                    return Value::Null;
+                };
+                match &item.section {
+                    None => settings.clone(),
+                    Some(section) => section
+                        .split('.')
+                        .try_fold(settings, |v, key| v.get(key))
+                        .cloned()
+                        .unwrap_or(Value::Null),
+                }
+            })
+            .collect()
+    }
+}
+
+fn join_progress(title: &str, message: Option<&str>, percentage: Option<u32>) -> String {
+    let mut text = title.to_owned();
+    if let Some(m) = message.filter(|m| !m.is_empty()) {
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        text.push_str(m);
+    }
+    if let Some(p) = percentage {
+        text.push_str(&format!(" ({p}%)"));
+    }
+    text
+}
+
+/// Why a request to one server failed, before conversion to [`LspError`].
+#[derive(Debug)]
+pub(crate) enum Failure {
+    /// A seam error to return as is.
+    Lsp(LspError),
+    /// The server died (EOF, exit, broken pipe).
+    Dead,
+    /// The server answered `ContentModified` (-32801).
+    ContentModified,
+}
+
+impl From<LspError> for Failure {
+    fn from(e: LspError) -> Self {
+        Failure::Lsp(e)
+    }
+}
+
+/// One document the server has open.
+#[derive(Debug)]
+struct OpenDocument {
+    version: i32,
+    hash: u64,
+    stamp: Option<(SystemTime, u64)>,
+    last_used: u64,
+    language_id: String,
+}
+
+#[derive(Debug, Default)]
+struct OpenDocuments {
+    docs: HashMap<PathBuf, OpenDocument>,
+    clock: u64,
+}
+
+fn content_hash(text: &str) -> u64 {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    text.hash(&mut h);
+    h.finish()
+}
+
+fn file_stamp(path: &Path) -> Option<(SystemTime, u64)> {
+    let m = std::fs::metadata(path).ok()?;
+    Some((m.modified().ok()?, m.len()))
+}
+
+/// A path as a `file://` URL.
+pub(crate) fn path_url(path: &Path) -> Result<Url, LspError> {
+    Url::from_file_path(path).map_err(|()| LspError::InvalidArgument {
+        field: "path".into(),
+        message: format!("{} is not an absolute path", path.display()),
+    })
+}
+
+/// Facts about a running server, for diagnostics and tests.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerProcess {
+    /// The server's configured name.
+    pub name: String,
+    /// The project root it serves.
+    pub root: PathBuf,
+    /// Its pid, which is also its session id.
+    pub pid: i32,
+}
+
+/// One running language server.
+pub(crate) struct Server {
+    pub config: Arc<ServerConfig>,
+    pub root: PathBuf,
+    pub encoding: Encoding,
+    pub capabilities: Value,
+    pid: i32,
+    socket: ServerSocket,
+    next_id: Mutex<i32>,
+    shared: Arc<Shared>,
+    docs: Mutex<OpenDocuments>,
+    dirty: Arc<Mutex<Vec<PathBuf>>>,
+    options: ClientOptions,
+    _watcher: Option<notify::RecommendedWatcher>,
+}
+
+impl std::fmt::Debug for Server {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Server")
+            .field("name", &self.config.name)
+            .field("root", &self.root)
+            .field("pid", &self.pid)
+            .finish_non_exhaustive()
+    }
+}
+
+fn skip_watched(path: &Path) -> bool {
+    path.components().any(|c| {
+        matches!(
+            c.as_os_str().to_str(),
+            Some("target" | ".git" | "node_modules" | "__pycache__" | ".venv")
+        )
+    })
+}
+
+impl Server {
+    /// Spawns the server for `root` in a new session and initializes it.
+    pub async fn start(
+        config: Arc<ServerConfig>,
+        root: PathBuf,
+        options: ClientOptions,
+    ) -> Result<Arc<Server>, LspError> {
+        let program = config.resolve_command()?;
+        let mut cmd = tokio::process::Command::new(&program);
+        cmd.args(&config.args)
+            .envs(&config.env)
+            .current_dir(&root)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true);
+        // SAFETY: only async-signal-safe calls (setsid, prctl) between fork
+        // and exec.
+        unsafe {
+            cmd.pre_exec(|| {
+                nix::unistd::setsid()?;
+                // A backstop if the host dies without running its cleanup.
+                nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)?;
+                Ok(())
+            });
+        }
+        let spawn_failed = |e: std::io::Error| LspError::Unavailable {
+            reason: UnavailableReason::SpawnFailed,
+            message: format!("{}: could not start {}: {e}", config.name, program.display()),
+        };
+        // Spawned from a runtime worker so the death signal is tied to a
+        // thread that lives as long as the runtime.
+        let mut child = tokio::spawn(async move { cmd.spawn() })
+            .await
+            .map_err(|e| spawn_failed(std::io::Error::other(e.to_string())))?
+            .map_err(spawn_failed)?;
+        let pid = child.id().and_then(|p| i32::try_from(p).ok()).unwrap_or(0);
+        let (Some(stdin), Some(stdout), Some(stderr)) =
+            (child.stdin.take(), child.stdout.take(), child.stderr.take())
+        else {
+            return Err(spawn_failed(std::io::Error::other("no stdio pipes")));
+        };
+
+        let (status_tx, _) = watch::channel(Status {
+            phase: Phase::Loading,
+            progress: None,
+            seen_busy: false,
+            initialized: false,
+            active: BTreeMap::new(),
+        });
+        let shared = Arc::new(Shared {
+            status: status_tx,
+            stderr: Mutex::new(VecDeque::new()),
+            settings: config.settings.clone(),
+            readiness: config.readiness,
+        });
+
+        let (mainloop, socket) = MainLoop::new_client(|_server| {
+            let mut router = Router::new(shared.clone());
+            router
+                .request::<WorkDoneProgressCreate, _>(|_, _| async { Ok(()) })
+                .request::<RegisterCapability, _>(|_, _| async { Ok(()) })
+                .request::<UnregisterCapability, _>(|_, _| async { Ok(()) })
+                .request::<WorkspaceConfiguration, _>(|st, params| {
+                    let values = st.configuration(&params.items);
+                    async move { Ok(values) }
+                })
+                .unhandled_request(|_, req| {
+                    let refresh = req.method.ends_with("/refresh");
+                    async move {
+                        if refresh {
+                            Ok(Value::Null)
+                        } else {
+                            Err(async_lsp::ResponseError::new(
+                                ErrorCode::METHOD_NOT_FOUND,
+                                format!("client does not handle {}", req.method),
+                            ))
+                        }
+                    }
+                })
+                .unhandled_notification(|st, notif| {
+                    match notif.method.as_str() {
+                        "experimental/serverStatus" => st.on_server_status(&notif.params),
+                        lsp_types::notification::Progress::METHOD => {
+                            if let Ok(p) = serde_json::from_value::<ProgressParams>(notif.params) {
+                                st.on_progress(p);
+                            }
+                        }
+                        _ => {}
+                    }
+                    ControlFlow::Continue(())
+                })
+                .unhandled_event(|_, _| ControlFlow::Continue(()));
+            router
+        });
+
+        let loop_shared = shared.clone();
+        tokio::spawn(async move {
+            let how = match mainloop
+                .run_buffered(stdout.compat(), stdin.compat_write())
+                .await
+            {
+                Ok(()) => "the connection closed".to_owned(),
+                Err(e) => format!("the connection failed: {e}"),
+            };
+            loop_shared.mark_dead(how);
+        });
+        let err_shared = shared.clone();
+        let name = config.name.clone();
+        tokio::spawn(async move {
+            let mut lines = tokio::io::BufReader::new(stderr).lines();
+            while let Ok(Some(mut line)) = lines.next_line().await {
+                tracing::debug!(server = %name, "stderr: {line}");
+                if line.len() > STDERR_LINE_BYTES {
+                    let mut cut = STDERR_LINE_BYTES;
+                    while !line.is_char_boundary(cut) {
+                        cut -= 1;
+                    }
+                    line.truncate(cut);
+                }
+                let mut tail = lock(&err_shared.stderr);
+                if tail.len() == STDERR_TAIL_LINES {
+                    tail.pop_front();
+                }
+                tail.push_back(line);
+            }
+        });
+        let wait_shared = shared.clone();
+        tokio::spawn(async move {
+            let how = match child.wait().await {
+                Ok(status) => format!("the process exited ({status})"),
+                Err(e) => format!("waiting for the process failed: {e}"),
+            };
+            wait_shared.mark_dead(how);
+        });
+
+        let mut server = Server {
+            config: config.clone(),
+            root: root.clone(),
+            encoding: Encoding::Utf16,
+            capabilities: Value::Null,
+            pid,
+            socket,
+            next_id: Mutex::new(0),
+            shared,
+            docs: Mutex::new(OpenDocuments::default()),
+            dirty: Arc::new(Mutex::new(Vec::new())),
+            options: options.clone(),
+            _watcher: None,
+        };
+
+        let root_url = path_url(&root)?;
+        #[allow(deprecated)]
+        let params = InitializeParams {
+            process_id: Some(std::process::id()),
+            root_uri: Some(root_url.clone()),
+            initialization_options: config.initialization_options.clone(),
+            capabilities: client_capabilities(),
+            workspace_folders: Some(vec![WorkspaceFolder {
+                uri: root_url,
+                name: root
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_else(|| "root".into()),
+            }]),
+            client_info: Some(lsp_types::ClientInfo {
+                name: "dsh".into(),
+                version: Some(env!("CARGO_PKG_VERSION").into()),
+            }),
+            ..InitializeParams::default()
+        };
+        let init = match server
+            .request::<Initialize>(params, options.request_timeout.max(Duration::from_secs(30)))
+            .await
+        {
+            Ok(init) => init,
+            Err(failure) => {
+                let why = match failure {
+                    Failure::Lsp(e) => e.to_string(),
+                    Failure::Dead => "the server exited during initialize".into(),
+                    Failure::ContentModified => "content modified".into(),
+                };
+                return Err(LspError::Unavailable {
+                    reason: UnavailableReason::SpawnFailed,
+                    message: format!("{}: {why}{}", config.name, server.stderr_tail_text()),
+                });
+            }
+        };
+        server.encoding = match &init.capabilities.position_encoding {
+            Some(e) if *e == PositionEncodingKind::UTF8 => Encoding::Utf8,
+            Some(_) | None => Encoding::Utf16,
+        };
+        server.capabilities = capabilities_json(&init.capabilities);
+        server
+            .socket
+            .notify::<Initialized>(InitializedParams {})
+            .map_err(|_| LspError::Unavailable {
+                reason: UnavailableReason::SpawnFailed,
+                message: format!("{}: exited after initialize", config.name),
+            })?;
+        server.shared.update(|s| s.initialized = true);
+        if options.watch_files {
+            server._watcher = server.watch();
+        }
+        Ok(Arc::new(server))
+    }
+
+    fn watch(&self) -> Option<notify::RecommendedWatcher> {
+        use notify::{EventKind, RecursiveMode, Watcher, event::ModifyKind};
+        let socket = self.socket.clone();
+        let dirty = self.dirty.clone();
+        let config = self.config.clone();
+        let handler = move |res: notify::Result<notify::Event>| {
+            let Ok(event) = res else { return };
+            let typ = match event.kind {
+                EventKind::Create(_) => FileChangeType::CREATED,
+                EventKind::Modify(ModifyKind::Metadata(_)) => return,
+                EventKind::Modify(_) => FileChangeType::CHANGED,
+                EventKind::Remove(_) => FileChangeType::DELETED,
+                EventKind::Access(_) | EventKind::Any | EventKind::Other => return,
+            };
+            let mut changes = Vec::new();
+            for path in event.paths.iter().filter(|p| !skip_watched(p)) {
+                if let Ok(uri) = Url::from_file_path(path) {
+                    changes.push(FileEvent { uri, typ });
+                }
+                if config.language_id(path).is_some() {
+                    let mut d = lock(&dirty);
+                    if d.len() < 4096 && !d.contains(path) {
+                        d.push(path.clone());
+                    }
+                }
+            }
+            if !changes.is_empty() {
+                let _ = socket.notify::<DidChangeWatchedFiles>(DidChangeWatchedFilesParams {
+                    changes,
+                });
+            }
+        };
+        let mut watcher = match notify::recommended_watcher(handler) {
+            Ok(w) => w,
+            Err(e) => {
+                tracing::warn!("cannot watch {}: {e}", self.root.display());
+                return None;
+            }
+        };
+        if let Err(e) = watcher.watch(&self.root, RecursiveMode::Recursive) {
+            tracing::warn!("cannot watch {}: {e}", self.root.display());
+            return None;
+        }
+        Some(watcher)
+    }
+
+    /// The server's pid (= its session id).
+    pub fn pid(&self) -> i32 {
+        self.pid
+    }
+
+    /// Whether the process and its connection are alive.
+    pub fn is_alive(&self) -> bool {
+        !matches!(self.shared.status.borrow().phase, Phase::Dead(_))
+    }
+
+    /// The current status.
+    pub fn status(&self) -> Status {
+        self.shared.status.borrow().clone()
+    }
+
+    /// The last lines of stderr, formatted for an error message.
+    pub fn stderr_tail_text(&self) -> String {
+        let tail = lock(&self.shared.stderr);
+        if tail.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; last stderr lines:\n{}",
+                tail.iter().cloned().collect::<Vec<_>>().join("\n")
+            )
+        }
+    }
+
+    /// Sends a request, with a timeout that also sends `$/cancelRequest`.
+    pub async fn request<R: Request>(
+        &self,
+        params: R::Params,
+        timeout: Duration,
+    ) -> Result<R::Result, Failure> {
+        // async-lsp numbers outgoing requests 0, 1, 2, ... in the order they
+        // reach its main loop; sending under this lock keeps our count equal
+        // to the id it assigns, which `$/cancelRequest` needs.
+        let (id, mut fut, early) = {
+            let mut next = lock(&self.next_id);
+            let id = *next;
+            *next += 1;
+            let mut fut = Box::pin(self.socket.request::<R>(params));
+            let waker = futures::task::noop_waker();
+            let early = match fut.as_mut().poll(&mut Context::from_waker(&waker)) {
+                Poll::Ready(r) => Some(r),
+                Poll::Pending => None,
+            };
+            (id, fut, early)
+        };
+        let outcome = match early {
+            Some(r) => r,
+            None => match tokio::time::timeout(timeout, &mut fut).await {
+                Ok(r) => r,
+                Err(_) => {
+                    let _ = self.socket.notify::<Cancel>(CancelParams {
+                        id: NumberOrString::Number(id),
+                    });
+                    return Err(Failure::Lsp(LspError::Timeout {
+                        op: lsp_seam::Op::Definition,
+                        timeout_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
+                    }));
+                }
+            },
+        };
+        match outcome {
+            Ok(v) => Ok(v),
+            Err(async_lsp::Error::Response(e)) if e.code == ErrorCode::CONTENT_MODIFIED => {
+                Err(Failure::ContentModified)
+            }
+            Err(async_lsp::Error::Response(e)) => Err(Failure::Lsp(LspError::ServerError {
+                code: Some(i64::from(e.code.0)),
+                message: e.message,
+            })),
+            Err(async_lsp::Error::Deserialize(e)) => Err(Failure::Lsp(LspError::ServerError {
+                code: None,
+                message: format!("undecodable answer to {}: {e}", R::METHOD),
+            })),
+            Err(_) => Err(Failure::Dead),
+        }
+    }
+
+    /// Waits up to `timeout` for the server to be ready.
+    pub async fn wait_ready(&self, timeout: Duration) -> Result<(), Failure> {
+        let mut rx = self.shared.status.subscribe();
+        let started = tokio::time::Instant::now();
+        let deadline = started + timeout;
+        loop {
+            let progress = {
+                let s = rx.borrow_and_update();
+                match &s.phase {
+                    Phase::Ready => return Ok(()),
+                    Phase::NoProject(m) => {
+                        return Err(Failure::Lsp(LspError::Unavailable {
+                            reason: UnavailableReason::NoProject,
+                            message: format!("{}: {m}", self.config.name),
+                        }));
+                    }
+                    Phase::Dead(_) => return Err(Failure::Dead),
+                    Phase::Loading => s.progress.clone(),
+                }
+            };
+            match tokio::time::timeout_at(deadline, rx.changed()).await {
+                Ok(Ok(())) => {}
+                Ok(Err(_)) => return Err(Failure::Dead),
+                Err(_) => {
+                    return Err(Failure::Lsp(LspError::NotReady {
+                        progress,
+                        waited_ms: u64::try_from(started.elapsed().as_millis())
+                            .unwrap_or(u64::MAX),
+                    }));
+                }
+            }
+        }
+    }
+
+    fn notify<N: Notification>(&self, params: N::Params) -> Result<(), Failure> {
+        self.socket.notify::<N>(params).map_err(|_| Failure::Dead)
+    }
+
+    /// Makes the server's view of `path` equal to `text` (open or full
+    /// change), closing the least recently used document beyond the bound.
+    pub fn sync_document(&self, path: &Path, text: &str, language_id: &str) -> Result<(), Failure> {
+        let hash = content_hash(text);
+        let stamp = file_stamp(path);
+        let mut docs = lock(&self.docs);
+        docs.clock += 1;
+        let clock = docs.clock;
+        if let Some(doc) = docs.docs.get_mut(path) {
+            doc.last_used = clock;
+            doc.stamp = stamp;
+            if doc.hash == hash {
+                return Ok(());
+            }
+            doc.hash = hash;
+            doc.version += 1;
+            let version = doc.version;
+            return self.notify::<DidChangeTextDocument>(DidChangeTextDocumentParams {
+                text_document: VersionedTextDocumentIdentifier {
+                    uri: path_url(path)?,
+                    version,
+                },
+                content_changes: vec![TextDocumentContentChangeEvent {
+                    range: None,
+                    range_length: None,
+                    text: text.to_owned(),
+                }],
+            });
+        }
+        self.notify::<DidOpenTextDocument>(DidOpenTextDocumentParams {
+            text_document: TextDocumentItem {
+                uri: path_url(path)?,
+                language_id: language_id.to_owned(),
+                version: 1,
+                text: text.to_owned(),
+            },
+        })?;
+        docs.docs.insert(
+            path.to_owned(),
+            OpenDocument {
+                version: 1,
+                hash,
+                stamp,
+                last_used: clock,
+                language_id: language_id.to_owned(),
+            },
+        );
+        while docs.docs.len() > self.options.max_open_documents.max(1) {
+            let Some(oldest) = docs
+                .docs
+                .iter()
+                .min_by_key(|(_, d)| d.last_used)
+                .map(|(p, _)| p.clone())
+            else {
+                break;
+            };
+            docs.docs.remove(&oldest);
+            self.notify::<DidCloseTextDocument>(DidCloseTextDocumentParams {
+                text_document: TextDocumentIdentifier {
+                    uri: path_url(&oldest)?,
+                },
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Re-syncs open documents whose file changed on disk, and opens files
+    /// the watcher saw change, so the next answer reflects the disk.
+    pub fn refresh_documents(&self) -> Result<(), Failure> {
+        let dirty: Vec<PathBuf> = std::mem::take(&mut *lock(&self.dirty));
+        let stale: Vec<(PathBuf, String)> = {
+            let docs = lock(&self.docs);
+            docs.docs
+                .iter()
+                .filter(|(p, d)| file_stamp(p) != d.stamp || dirty.contains(p))
+                .map(|(p, d)| (p.clone(), d.language_id.clone()))
+                .collect()
+        };
+        let mut todo = stale;
+        for p in dirty {
+            if !todo.iter().any(|(q, _)| *q == p)
+                && let Some(lang) = self.config.language_id(&p)
+            {
+                todo.push((p.clone(), lang.to_owned()));
+            }
+        }
+        for (path, lang) in todo {
+            match std::fs::read_to_string(&path) {
+                Ok(text) => self.sync_document(&path, &text, &lang)?,
+                Err(_) => {
+                    let was_open = lock(&self.docs).docs.remove(&path).is_some();
+                    if was_open {
+                        self.notify::<DidCloseTextDocument>(DidCloseTextDocumentParams {
+                            text_document: TextDocumentIdentifier {
+                                uri: path_url(&path)?,
+                            },
+                        })?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Asks the server to shut down and exit, then ends its session.
+    pub async fn shutdown(&self) {
+        if self.is_alive() {
+            let grace = self.options.shutdown_grace;
+            if self.request::<Shutdown>((), grace).await.is_ok() {
+                let _ = self.notify::<Exit>(());
+            }
+            let mut rx = self.shared.status.subscribe();
+            let _ = tokio::time::timeout(
+                grace,
+                rx.wait_for(|s| matches!(s.phase, Phase::Dead(_))),
+            )
+            .await;
+        }
+        let pid = self.pid;
+        let _ = tokio::task::spawn_blocking(move || end_server_session(pid)).await;
+    }
+
+    /// Kills the server now (used to restart a stuck server).
+    pub fn kill(&self) {
+        end_server_session(self.pid);
+        self.shared.mark_dead("killed by the client".into());
+    }
+
+    /// Whether the server declared `capability` (a field of its
+    /// `ServerCapabilities`) with a value other than `false`.
+    pub fn supports(&self, capability: &str) -> bool {
+        self.capabilities
+            .get(capability)
+            .is_some_and(|v| !v.is_null() && *v != Value::Bool(false))
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        end_server_session(self.pid);
+    }
+}
+
+fn end_server_session(pid: i32) {
+    if pid <= 0 {
+        return;
+    }
+    let steps = [
+        process_tree::Step {
+            signal: nix::sys::signal::Signal::SIGTERM,
+            grace: Duration::from_millis(200),
+        },
+        process_tree::Step {
+            signal: nix::sys::signal::Signal::SIGKILL,
+            grace: Duration::from_secs(2),
+        },
+    ];
+    if let Err(e) = process_tree::end_session(pid, &steps) {
+        tracing::warn!("language server session {pid} survived: {e}");
+    }
+}
+
+fn capabilities_json(caps: &ServerCapabilities) -> Value {
+    serde_json::to_value(caps).unwrap_or(Value::Null)
+}
+
+fn client_capabilities() -> ClientCapabilities {
+    ClientCapabilities {
+        general: Some(GeneralClientCapabilities {
+            position_encodings: Some(vec![PositionEncodingKind::UTF8, PositionEncodingKind::UTF16]),
+            ..GeneralClientCapabilities::default()
+        }),
+        text_document: Some(TextDocumentClientCapabilities {
+            definition: Some(GotoCapability {
+                dynamic_registration: None,
+                link_support: Some(true),
+            }),
+            hover: Some(HoverClientCapabilities {
+                dynamic_registration: None,
+                content_format: Some(vec![MarkupKind::Markdown, MarkupKind::PlainText]),
+            }),
+            document_symbol: Some(DocumentSymbolClientCapabilities {
+                hierarchical_document_symbol_support: Some(true),
+                ..DocumentSymbolClientCapabilities::default()
+            }),
+            ..TextDocumentClientCapabilities::default()
+        }),
+        workspace: Some(WorkspaceClientCapabilities {
+            configuration: Some(true),
+            workspace_folders: Some(true),
+            did_change_watched_files: Some(DidChangeWatchedFilesClientCapabilities {
+                dynamic_registration: Some(true),
+                relative_pattern_support: Some(true),
+            }),
+            ..WorkspaceClientCapabilities::default()
+        }),
+        window: Some(WindowClientCapabilities {
+            work_done_progress: Some(true),
+            ..WindowClientCapabilities::default()
+        }),
+        experimental: Some(serde_json::json!({ "serverStatusNotification": true })),
+        ..ClientCapabilities::default()
+    }
+}

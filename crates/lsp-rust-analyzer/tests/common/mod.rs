@@ -1,0 +1,114 @@
+//! Shared helpers: fixture copies, a shared runtime, binary checks.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::sync::LazyLock;
+use std::time::{Duration, Instant};
+
+use lsp_rust_analyzer::{ClientOptions, ServerConfig};
+use lsp_seam::{Address, LspError, PositionQuery};
+
+/// One runtime per test binary, so warm servers outlive single tests.
+pub static RT: LazyLock<tokio::runtime::Runtime> = LazyLock::new(|| {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+});
+
+/// The repository's `tests/fixtures/lsp/NAME`.
+pub fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/fixtures/lsp")
+        .join(name)
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let name = entry.file_name();
+        if name == "target" {
+            continue;
+        }
+        let target = to.join(&name);
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).unwrap();
+        }
+    }
+}
+
+/// A fresh copy of fixture `name` in a temp dir (canonical path).
+pub fn fixture_copy(name: &str) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::Builder::new()
+        .prefix("lsp-fixture-")
+        .tempdir()
+        .unwrap();
+    let root = dir.path().join(name);
+    copy_dir(&fixture(name), &root);
+    let root = root.canonicalize().unwrap();
+    (dir, root)
+}
+
+/// Fails (never skips) when `binary` is not on PATH, saying what to install.
+pub fn require_binary(config: &ServerConfig, install: &str) {
+    if let Err(e) = config.resolve_command() {
+        panic!("{e}\nThis test needs a real language server: {install}");
+    }
+}
+
+/// Fails unless rust-analyzer is installed.
+pub fn require_rust_analyzer() {
+    require_binary(
+        &ServerConfig::rust_analyzer(),
+        "run `rustup component add rust-analyzer`",
+    );
+}
+
+/// Options for tests: the defaults, with a generous readiness wait.
+pub fn options() -> ClientOptions {
+    ClientOptions {
+        ready_timeout: Duration::from_secs(60),
+        ..ClientOptions::default()
+    }
+}
+
+/// A query addressing `symbol` on `line`.
+pub fn at(path: &Path, line: u32, symbol: &str) -> PositionQuery {
+    PositionQuery {
+        path: path.to_owned(),
+        line,
+        address: Address::Symbol {
+            name: symbol.into(),
+            occurrence: 1,
+        },
+    }
+}
+
+/// Retries `f` while it is `LSP_NOT_READY`, up to `limit` (only catches
+/// hangs); returns every outcome seen, the last one first-class.
+pub async fn until_ready<T, F, Fut>(limit: Duration, mut f: F) -> (Vec<LspError>, Result<T, LspError>)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, LspError>>,
+{
+    let start = Instant::now();
+    let mut not_ready = Vec::new();
+    loop {
+        match f().await {
+            Err(e @ LspError::NotReady { .. }) if start.elapsed() < limit => {
+                not_ready.push(e);
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            other => return (not_ready, other),
+        }
+    }
+}
+
+/// Whether any process of session `sid` is still alive.
+pub fn session_alive(sid: i32) -> bool {
+    !process_tree::live_session_members(sid).is_empty()
+}

@@ -1,0 +1,418 @@
+//! The four ops and the error paths against a real, shared, warm
+//! rust-analyzer on a copy of the fixture workspace.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, LazyLock};
+use std::time::Duration;
+
+use common::*;
+use lsp_rust_analyzer::{LspConfig, ServerConfig, StdioLspProvider, build_router};
+use lsp_seam::*;
+use pretty_assertions::assert_eq;
+
+struct Warm {
+    _dir: tempfile::TempDir,
+    root: PathBuf,
+    provider: Arc<StdioLspProvider>,
+}
+
+/// One warm rust-analyzer shared by the tests of this binary.
+static WARM: LazyLock<Warm> = LazyLock::new(|| {
+    require_rust_analyzer();
+    let (dir, root) = fixture_copy("rust-workspace");
+    let provider = Arc::new(StdioLspProvider::rust_analyzer(options()).unwrap());
+    RT.block_on(provider.wait_ready(&root.join("app/src/main.rs"), Duration::from_secs(120)))
+        .unwrap();
+    Warm {
+        _dir: dir,
+        root,
+        provider,
+    }
+});
+
+fn warm() -> (&'static Path, &'static StdioLspProvider) {
+    (&WARM.root, &WARM.provider)
+}
+
+fn numbered(first: u32, lines: &[&str]) -> Vec<NumberedLine> {
+    lines
+        .iter()
+        .enumerate()
+        .map(|(i, l)| NumberedLine {
+            line: first + i as u32,
+            text: (*l).to_owned(),
+        })
+        .collect()
+}
+
+#[test]
+fn definition_across_crates_after_non_ascii_text() {
+    let (root, p) = warm();
+    let main = root.join("app/src/main.rs");
+    let got = RT
+        .block_on(p.definition(&at(&main, 9, "total_area")))
+        .unwrap();
+    assert_eq!(
+        got,
+        DefinitionResult {
+            resolved: Resolved {
+                path: main.clone(),
+                line: 9,
+                column: 56,
+                symbol: Some("total_area".into()),
+            },
+            items: vec![DefinitionItem {
+                path: root.join("shapes/src/canvas.rs"),
+                line: 17,
+                column: 12,
+                external: false,
+                body: numbered(
+                    16,
+                    &[
+                        "    /// The sum of all areas.",
+                        "    pub fn total_area(&self) -> f64 {",
+                        "        self.shapes.iter().map(|s| s.area()).sum()",
+                        "    }",
+                    ]
+                ),
+                body_omitted_lines: 0,
+            }],
+        }
+    );
+}
+
+#[test]
+fn definition_by_column_equals_definition_by_symbol() {
+    let (root, p) = warm();
+    let main = root.join("app/src/main.rs");
+    let by_symbol = RT.block_on(p.definition(&at(&main, 9, "total_area"))).unwrap();
+    let by_column = RT
+        .block_on(p.definition(&PositionQuery {
+            path: main.clone(),
+            line: 9,
+            address: Address::Column(60),
+        }))
+        .unwrap();
+    assert_eq!(by_column.items, by_symbol.items);
+    assert_eq!(
+        by_column.resolved,
+        Resolved {
+            path: main,
+            line: 9,
+            column: 60,
+            symbol: Some("total_area".into())
+        }
+    );
+}
+
+#[test]
+fn definition_outside_the_project_is_external() {
+    let (root, p) = warm();
+    let lib = root.join("shapes/src/lib.rs");
+    let got = RT.block_on(p.definition(&at(&lib, 20, "PI"))).unwrap();
+    assert_eq!(got.items.len(), 1);
+    let item = &got.items[0];
+    assert!(item.external, "{item:?}");
+    assert!(!item.path.starts_with(root), "{item:?}");
+    assert!(
+        item.body.iter().any(|l| l.text.contains("pub const PI: f64")),
+        "{item:?}"
+    );
+}
+
+#[test]
+fn references_grouped_by_file_with_snippets() {
+    let (root, p) = warm();
+    let canvas = root.join("shapes/src/canvas.rs");
+    let got = RT.block_on(p.references(&at(&canvas, 17, "total_area"))).unwrap();
+    let r = |line, column, snippet: &str| Reference {
+        line,
+        column,
+        snippet: Some(snippet.into()),
+    };
+    assert_eq!(
+        got,
+        ReferencesResult {
+            resolved: Resolved {
+                path: canvas.clone(),
+                line: 17,
+                column: 12,
+                symbol: Some("total_area".into()),
+            },
+            files: vec![
+                FileReferences {
+                    path: root.join("app/src/main.rs"),
+                    count: 1,
+                    refs: vec![r(
+                        9,
+                        56,
+                        "let étiquette = \"Fläche ≈ 𝜋r²\"; let total = canvas.total_area();"
+                    )],
+                },
+                FileReferences {
+                    path: root.join("app/src/report.rs"),
+                    count: 1,
+                    refs: vec![r(
+                        5,
+                        39,
+                        "println!(\"total area: {}\", canvas.total_area());"
+                    )],
+                },
+                FileReferences {
+                    path: canvas,
+                    count: 1,
+                    refs: vec![r(17, 12, "pub fn total_area(&self) -> f64 {")],
+                },
+            ],
+            total: 3,
+            detail: ReferencesDetail::Full,
+        }
+    );
+}
+
+#[test]
+fn references_of_a_struct_used_across_files() {
+    let (root, p) = warm();
+    let canvas = root.join("shapes/src/canvas.rs");
+    let got = RT.block_on(p.references(&at(&canvas, 6, "Canvas"))).unwrap();
+    let per_file: Vec<(PathBuf, Vec<u32>)> = got
+        .files
+        .iter()
+        .map(|f| (f.path.clone(), f.refs.iter().map(|r| r.line).collect()))
+        .collect();
+    assert_eq!(
+        per_file,
+        vec![
+            (root.join("app/src/main.rs"), vec![1, 6]),
+            (root.join("app/src/report.rs"), vec![1, 4]),
+            (canvas.clone(), vec![6, 10, 12, 13]),
+            (root.join("shapes/src/lib.rs"), vec![5]),
+        ]
+    );
+    assert_eq!(got.total, 9);
+}
+
+#[test]
+fn hover_gives_markdown() {
+    let (root, p) = warm();
+    let main = root.join("app/src/main.rs");
+    let got = RT.block_on(p.hover(&at(&main, 7, "Circle"))).unwrap();
+    assert_eq!(
+        got.content,
+        HoverContent::Markdown(
+            "\n```rust\nshapes\n```\n\n```rust\npub struct Circle {\n    pub radius: f64,\n}\n```\n\n---\n\nA circle.".into()
+        )
+    );
+}
+
+#[test]
+fn hover_without_content_gives_the_source_line() {
+    let (root, p) = warm();
+    let main = root.join("app/src/main.rs");
+    let got = RT
+        .block_on(p.hover(&PositionQuery {
+            path: main,
+            line: 5,
+            address: Address::Column(12),
+        }))
+        .unwrap();
+    assert_eq!(got.content, HoverContent::SourceLine("fn main() {".into()));
+}
+
+#[test]
+fn symbols_outline_with_kinds_lines_and_containers() {
+    let (root, p) = warm();
+    let lib = root.join("shapes/src/lib.rs");
+    let got = RT
+        .block_on(p.symbols(&SymbolsQuery {
+            path: lib.clone(),
+            query: None,
+        }))
+        .unwrap();
+    let s = |name: &str, kind, line, end_line, container: Option<&str>| SymbolItem {
+        name: name.into(),
+        kind,
+        path: lib.clone(),
+        line,
+        end_line,
+        container: container.map(str::to_owned),
+    };
+    assert_eq!(
+        got,
+        SymbolsResult {
+            scope: SymbolScope::Outline { path: lib.clone() },
+            symbols: vec![
+                s("canvas", "module", 3, 3, None),
+                s("Shape", "interface", 8, 11, None),
+                s("area", "method", 10, 10, Some("Shape")),
+                s("Circle", "struct", 14, 16, None),
+                s("radius", "field", 15, 15, Some("Circle")),
+                s("impl Shape for Circle", "object", 18, 22, None),
+                s("area", "method", 19, 21, Some("impl Shape for Circle")),
+                s("Square", "struct", 25, 27, None),
+                s("side", "field", 26, 26, Some("Square")),
+                s("impl Shape for Square", "object", 29, 33, None),
+                s("area", "method", 30, 32, Some("impl Shape for Square")),
+            ],
+        }
+    );
+}
+
+#[test]
+fn symbols_workspace_search() {
+    let (root, p) = warm();
+    let main = root.join("app/src/main.rs");
+    let got = RT
+        .block_on(p.symbols(&SymbolsQuery {
+            path: main,
+            query: Some("total_area".into()),
+        }))
+        .unwrap();
+    assert_eq!(
+        got,
+        SymbolsResult {
+            scope: SymbolScope::Workspace {
+                query: "total_area".into()
+            },
+            symbols: vec![SymbolItem {
+                name: "total_area".into(),
+                // rust-analyzer's word for a method in a workspace search.
+                kind: "function",
+                path: root.join("shapes/src/canvas.rs"),
+                line: 17,
+                end_line: 17,
+                container: Some("Canvas".into()),
+            }],
+        }
+    );
+}
+
+#[test]
+fn invalid_positions_echo_the_line() {
+    let (root, p) = warm();
+    let main = root.join("app/src/main.rs");
+    let out_of_range = RT
+        .block_on(p.definition(&PositionQuery {
+            path: main.clone(),
+            line: 400,
+            address: Address::Column(1),
+        }))
+        .unwrap_err();
+    assert_eq!(
+        out_of_range,
+        LspError::InvalidPosition {
+            message: "line 400 is out of range: the file has 12 lines".into(),
+            line_text: None,
+        }
+    );
+    let not_on_line = RT
+        .block_on(p.references(&at(&main, 6, "Square")))
+        .unwrap_err();
+    assert_eq!(
+        not_on_line,
+        LspError::InvalidPosition {
+            message: "symbol `Square` is not on line 6".into(),
+            line_text: Some("    let mut canvas = Canvas::new();".into()),
+        }
+    );
+    assert_eq!(not_on_line.code(), "LSP_INVALID_POSITION");
+    let column = RT
+        .block_on(p.hover(&PositionQuery {
+            path: main,
+            line: 5,
+            address: Address::Column(13),
+        }))
+        .unwrap_err();
+    assert_eq!(
+        column,
+        LspError::InvalidPosition {
+            message: "column 13 is out of range: line 5 has 11 characters (columns are 1-based)".into(),
+            line_text: Some("fn main() {".into()),
+        }
+    );
+}
+
+#[test]
+fn missing_file_is_file_not_found() {
+    let (root, p) = warm();
+    let missing = root.join("app/src/missing.rs");
+    let err = RT.block_on(p.hover(&at(&missing, 1, "x"))).unwrap_err();
+    assert_eq!(err, LspError::FileNotFound { path: missing });
+}
+
+#[test]
+fn unknown_extension_is_no_provider_through_the_router() {
+    let (router, _providers) = build_router(&LspConfig::default()).unwrap();
+    assert_eq!(router.routes(), vec![(".rs".into(), "rust-analyzer".into())]);
+    let err = RT
+        .block_on(router.dispatch(&Request::Hover(at(Path::new("notes.xyz"), 1, "x"))))
+        .unwrap_err();
+    assert_eq!(
+        (err.code(), err.reason()),
+        ("LSP_UNAVAILABLE", Some(UnavailableReason::NoProvider))
+    );
+}
+
+#[test]
+fn rs_file_outside_any_cargo_project_is_no_project() {
+    let dir = tempfile::tempdir().unwrap();
+    let loose = dir.path().join("loose.rs");
+    std::fs::write(&loose, "fn main() {}\n").unwrap();
+    let p = StdioLspProvider::rust_analyzer(options()).unwrap();
+    let err = RT.block_on(p.definition(&at(&loose, 1, "main"))).unwrap_err();
+    assert_eq!(err.reason(), Some(UnavailableReason::NoProject), "{err}");
+    assert_eq!(p.servers(), vec![]);
+}
+
+#[test]
+fn configured_server_whose_binary_is_missing_is_binary_not_found() {
+    let mut config = LspConfig::default();
+    config.servers.insert(
+        "ghost".into(),
+        ServerConfig {
+            command: "no-such-language-server-xyz".into(),
+            extensions: [(".ghost".to_owned(), "ghost".to_owned())].into(),
+            ..ServerConfig::default()
+        },
+    );
+    let (router, _providers) = build_router(&config).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("a.ghost");
+    std::fs::write(&file, "x\n").unwrap();
+    let err = RT
+        .block_on(router.dispatch(&Request::Hover(at(&file, 1, "x"))))
+        .unwrap_err();
+    assert_eq!(err.reason(), Some(UnavailableReason::BinaryNotFound), "{err}");
+    let message = err.to_string();
+    assert!(
+        message.contains("no-such-language-server-xyz") && message.contains("searched PATH: "),
+        "{message}"
+    );
+}
+
+#[test]
+fn conflicting_servers_are_rejected() {
+    let mut config = LspConfig::default();
+    for name in ["one", "two"] {
+        config.servers.insert(
+            name.into(),
+            ServerConfig {
+                command: "true".into(),
+                extensions: [(".py".to_owned(), "python".to_owned())].into(),
+                ..ServerConfig::default()
+            },
+        );
+    }
+    let err = build_router(&config).unwrap_err();
+    assert_eq!(
+        err,
+        RegisterError::Conflict {
+            extension: ".py".into(),
+            existing: "one".into(),
+            new: "two".into()
+        }
+    );
+}

@@ -1,0 +1,296 @@
+//! Requests and results. Lines are 1-based; columns are 1-based Unicode
+//! scalar values.
+
+use std::path::PathBuf;
+
+use crate::Op;
+
+/// How a position on a line is addressed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Address {
+    /// A 1-based Unicode-scalar column.
+    Column(u32),
+    /// An identifier as written on the line; `occurrence` (1-based) picks
+    /// among repeats.
+    Symbol {
+        /// The identifier.
+        name: String,
+        /// Which occurrence on the line, 1-based.
+        occurrence: u32,
+    },
+}
+
+/// A query at a position (definition, references, hover).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PositionQuery {
+    /// The file; absolute, or relative to the host's working directory.
+    pub path: PathBuf,
+    /// 1-based line.
+    pub line: u32,
+    /// The column or symbol on that line.
+    pub address: Address,
+}
+
+/// A symbols query: the outline of `path`, or with `query` a search of the
+/// workspace of the server that handles `path`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SymbolsQuery {
+    /// The file that routes the query (and whose outline is wanted).
+    pub path: PathBuf,
+    /// A workspace search string; `None` asks for the outline.
+    pub query: Option<String>,
+}
+
+/// One query, one variant per [`Op`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Request {
+    /// See [`Op::Definition`].
+    Definition(PositionQuery),
+    /// See [`Op::References`].
+    References(PositionQuery),
+    /// See [`Op::Hover`].
+    Hover(PositionQuery),
+    /// See [`Op::Symbols`].
+    Symbols(SymbolsQuery),
+}
+
+impl Request {
+    /// The op of this request.
+    pub fn op(&self) -> Op {
+        match self {
+            Request::Definition(_) => Op::Definition,
+            Request::References(_) => Op::References,
+            Request::Hover(_) => Op::Hover,
+            Request::Symbols(_) => Op::Symbols,
+        }
+    }
+
+    /// The path that routes this request.
+    pub fn path(&self) -> &std::path::Path {
+        match self {
+            Request::Definition(q) | Request::References(q) | Request::Hover(q) => &q.path,
+            Request::Symbols(q) => &q.path,
+        }
+    }
+}
+
+/// The position that was actually queried, echoed to the model.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resolved {
+    /// The file, absolute.
+    pub path: PathBuf,
+    /// 1-based line.
+    pub line: u32,
+    /// 1-based Unicode-scalar column.
+    pub column: u32,
+    /// The identifier at that position, when one is there.
+    pub symbol: Option<String>,
+}
+
+/// One numbered source line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NumberedLine {
+    /// 1-based line number.
+    pub line: u32,
+    /// The line's text, without its newline.
+    pub text: String,
+}
+
+/// One definition site.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DefinitionItem {
+    /// The file, absolute.
+    pub path: PathBuf,
+    /// 1-based line of the definition's name.
+    pub line: u32,
+    /// 1-based Unicode-scalar column of the definition's name.
+    pub column: u32,
+    /// True when the definition lies outside the server's project root
+    /// (a dependency or the standard library).
+    pub external: bool,
+    /// The definition's source, numbered, at most the provider's cap.
+    pub body: Vec<NumberedLine>,
+    /// How many lines of the definition were cut from `body`.
+    pub body_omitted_lines: u32,
+}
+
+/// The answer to [`Op::Definition`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DefinitionResult {
+    /// What was queried.
+    pub resolved: Resolved,
+    /// The definition sites (usually one; empty when there is none).
+    pub items: Vec<DefinitionItem>,
+}
+
+/// One reference.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reference {
+    /// 1-based line.
+    pub line: u32,
+    /// 1-based Unicode-scalar column.
+    pub column: u32,
+    /// The referencing line, trimmed; `None` once dropped to fit a budget.
+    pub snippet: Option<String>,
+}
+
+/// The references in one file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileReferences {
+    /// The file, absolute.
+    pub path: PathBuf,
+    /// How many references are in this file (also when `refs` was dropped).
+    pub count: usize,
+    /// The references, sorted; empty once dropped to fit a budget.
+    pub refs: Vec<Reference>,
+}
+
+/// How much detail a [`ReferencesResult`] still carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum ReferencesDetail {
+    /// Every reference with its snippet.
+    Full,
+    /// Positions without snippets.
+    NoSnippets,
+    /// Counts per file only.
+    CountsPerFile,
+    /// Only `total`.
+    TotalOnly,
+}
+
+/// The answer to [`Op::References`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReferencesResult {
+    /// What was queried.
+    pub resolved: Resolved,
+    /// References grouped by file, files sorted by path.
+    pub files: Vec<FileReferences>,
+    /// The number of references, always given.
+    pub total: usize,
+    /// What [`ReferencesResult::shrink_to`] has dropped, if anything.
+    pub detail: ReferencesDetail,
+}
+
+impl ReferencesResult {
+    /// A rough size in bytes of this result as text: each file's path and
+    /// count, each reference's position and snippet.
+    pub fn approx_bytes(&self) -> usize {
+        let mut n = 32;
+        for f in &self.files {
+            n += f.path.as_os_str().len() + 16;
+            for r in &f.refs {
+                n += 16 + r.snippet.as_ref().map_or(0, |s| s.len() + 4);
+            }
+        }
+        n
+    }
+
+    /// Shrinks the result until [`ReferencesResult::approx_bytes`] fits
+    /// `budget`: first drop snippets, then the positions (keeping counts per
+    /// file), then the files (keeping `total`). Returns the detail left.
+    pub fn shrink_to(&mut self, budget: usize) -> ReferencesDetail {
+        if self.approx_bytes() > budget && self.detail < ReferencesDetail::NoSnippets {
+            for f in &mut self.files {
+                for r in &mut f.refs {
+                    r.snippet = None;
+                }
+            }
+            self.detail = ReferencesDetail::NoSnippets;
+        }
+        if self.approx_bytes() > budget && self.detail < ReferencesDetail::CountsPerFile {
+            for f in &mut self.files {
+                f.refs.clear();
+            }
+            self.detail = ReferencesDetail::CountsPerFile;
+        }
+        if self.approx_bytes() > budget && self.detail < ReferencesDetail::TotalOnly {
+            self.files.clear();
+            self.detail = ReferencesDetail::TotalOnly;
+        }
+        self.detail
+    }
+}
+
+/// What hover found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HoverContent {
+    /// The server's hover text, as markdown.
+    Markdown(String),
+    /// The server had nothing: the source line at the position instead.
+    SourceLine(String),
+}
+
+/// The answer to [`Op::Hover`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HoverResult {
+    /// What was queried.
+    pub resolved: Resolved,
+    /// The hover text, or the source line when the server had none.
+    pub content: HoverContent,
+}
+
+/// Whether a symbols answer is an outline or a search.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SymbolScope {
+    /// The outline of one file.
+    Outline {
+        /// The file, absolute.
+        path: PathBuf,
+    },
+    /// A workspace search.
+    Workspace {
+        /// The search string.
+        query: String,
+    },
+}
+
+/// One symbol.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SymbolItem {
+    /// The symbol's name.
+    pub name: String,
+    /// Its kind as a word (`function`, `struct`, `method`, ...).
+    pub kind: &'static str,
+    /// The file, absolute.
+    pub path: PathBuf,
+    /// 1-based line of its name.
+    pub line: u32,
+    /// 1-based last line of its whole definition.
+    pub end_line: u32,
+    /// The enclosing symbol's name, when there is one.
+    pub container: Option<String>,
+}
+
+/// The answer to [`Op::Symbols`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SymbolsResult {
+    /// Outline or search.
+    pub scope: SymbolScope,
+    /// Symbols in source order (outline) or the server's order (search).
+    pub symbols: Vec<SymbolItem>,
+}
+
+/// One answer, one variant per [`Op`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Answer {
+    /// See [`Op::Definition`].
+    Definition(DefinitionResult),
+    /// See [`Op::References`].
+    References(ReferencesResult),
+    /// See [`Op::Hover`].
+    Hover(HoverResult),
+    /// See [`Op::Symbols`].
+    Symbols(SymbolsResult),
+}
+
+impl Answer {
+    /// The op this answers.
+    pub fn op(&self) -> Op {
+        match self {
+            Answer::Definition(_) => Op::Definition,
+            Answer::References(_) => Op::References,
+            Answer::Hover(_) => Op::Hover,
+            Answer::Symbols(_) => Op::Symbols,
+        }
+    }
+}
