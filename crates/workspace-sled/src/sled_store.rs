@@ -1,0 +1,254 @@
+//! The two seams on one open sled database, guarded by the store's file lock.
+
+use std::fs::{File, OpenOptions};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use nix::errno::Errno;
+use nix::fcntl::{Flock, FlockArg};
+use workspace::{
+    DomainImage, DomainWrite, LOG_CAPACITY, LogEntry, Registry, SessionHeader, SessionId,
+    SessionPersistence, StorageDomain, StorageError, WorkspaceError,
+};
+
+const GLOBAL_TREE: &str = "workspace/global";
+const GLOBAL_KEY: &[u8] = b"global";
+const TABLE_PREFIX: &str = "workspace/table/";
+const HEADERS_TREE: &str = "sessions/headers";
+const LOG_TREE: &str = "sessions/log";
+
+struct Handle {
+    // Field order is drop order: the database closes before the lock goes.
+    db: sled::Db,
+    poisoned: Mutex<Option<String>>,
+    _lock: Flock<File>,
+}
+
+/// The store, open and locked for the span of one operation. Cheap to clone;
+/// the lock is released when the last clone (and every seam handle) is dropped.
+#[derive(Clone)]
+pub struct OpenStore {
+    handle: Arc<Handle>,
+}
+
+fn io(e: impl std::fmt::Display) -> StorageError {
+    StorageError::Io { message: e.to_string() }
+}
+
+impl OpenStore {
+    /// Takes the store's lock (waiting up to `lock_wait`) and opens sled under `dir`.
+    pub fn open(dir: &Path, lock_wait: Duration) -> Result<Self, StorageError> {
+        let started = Instant::now();
+        std::fs::create_dir_all(dir).map_err(|e| io(format!("cannot create {}: {e}", dir.display())))?;
+        let lock_path = dir.join("lock");
+        let mut file = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .read(true)
+            .write(true)
+            .open(&lock_path)
+            .map_err(|e| io(format!("cannot open {}: {e}", lock_path.display())))?;
+        let busy = |dir: &Path| StorageError::Busy {
+            dir: dir.to_owned(),
+            waited_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+        };
+        let mut backoff = Duration::from_millis(1);
+        let lock = loop {
+            match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+                Ok(lock) => break lock,
+                Err((f, Errno::EWOULDBLOCK | Errno::EINTR)) => {
+                    file = f;
+                    let elapsed = started.elapsed();
+                    if elapsed >= lock_wait {
+                        return Err(busy(dir));
+                    }
+                    std::thread::sleep(backoff.min(lock_wait - elapsed));
+                    backoff = (backoff * 2).min(Duration::from_millis(50));
+                }
+                Err((_, e)) => return Err(io(format!("cannot lock {}: {e}", lock_path.display()))),
+            }
+        };
+        // sled takes a lock of its own; in this process a just-closed database
+        // may hold it for a moment longer, so that one is retried too.
+        let db_path = dir.join("db");
+        let db = loop {
+            match sled::Config::new().path(&db_path).flush_every_ms(None).open() {
+                Ok(db) => break db,
+                Err(sled::Error::Io(e)) if e.to_string().contains("could not acquire lock") => {
+                    let elapsed = started.elapsed();
+                    if elapsed >= lock_wait {
+                        return Err(busy(dir));
+                    }
+                    std::thread::sleep(backoff.min(lock_wait - elapsed));
+                    backoff = (backoff * 2).min(Duration::from_millis(50));
+                }
+                Err(e) => return Err(io(format!("cannot open the store at {}: {e}", dir.display()))),
+            }
+        };
+        Ok(Self { handle: Arc::new(Handle { db, poisoned: Mutex::new(None), _lock: lock }) })
+    }
+
+    /// The storage-domain seam on this store.
+    pub fn domain(&self) -> SledDomain {
+        SledDomain { store: self.clone() }
+    }
+
+    /// The session-persistence seam on this store.
+    pub fn sessions(&self) -> SledSessions {
+        SledSessions { store: self.clone() }
+    }
+
+    /// Starts a registry on this store (recovery, checks, bootstrap).
+    pub fn registry(&self) -> Result<Registry<SledDomain, SledSessions>, WorkspaceError> {
+        Registry::open(self.domain(), self.sessions())
+    }
+
+    /// How many handles share this open store (the harness of the tests reads it).
+    pub fn handles(&self) -> usize {
+        Arc::strong_count(&self.handle)
+    }
+
+    /// Runs one sled action: refused when poisoned; an error poisons.
+    fn run<T>(&self, action: impl FnOnce(&sled::Db) -> sled::Result<T>) -> Result<T, StorageError> {
+        let mut poisoned = self.handle.poisoned.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(first) = poisoned.as_ref() {
+            return Err(StorageError::Poisoned { first: first.clone() });
+        }
+        action(&self.handle.db).map_err(|e| {
+            let message = e.to_string();
+            *poisoned = Some(message.clone());
+            StorageError::Io { message }
+        })
+    }
+
+    /// Runs a write and flushes before returning.
+    fn durable(&self, action: impl FnOnce(&sled::Db) -> sled::Result<()>) -> Result<(), StorageError> {
+        self.run(|db| {
+            action(db)?;
+            db.flush()?;
+            Ok(())
+        })
+    }
+}
+
+/// The storage domain on sled: a global tree and one tree per table.
+pub struct SledDomain {
+    store: OpenStore,
+}
+
+impl StorageDomain for SledDomain {
+    fn load(&mut self) -> Result<DomainImage, StorageError> {
+        self.store.run(|db| {
+            let mut image = DomainImage {
+                global: db.open_tree(GLOBAL_TREE)?.get(GLOBAL_KEY)?.map(|v| v.to_vec()),
+                ..DomainImage::default()
+            };
+            for name in db.tree_names() {
+                let Some(table) = name.strip_prefix(TABLE_PREFIX.as_bytes()) else { continue };
+                let table = String::from_utf8_lossy(table).into_owned();
+                let rows = image.tables.entry(table).or_default();
+                for entry in db.open_tree(&name)?.iter() {
+                    let (k, v) = entry?;
+                    rows.insert(String::from_utf8_lossy(&k).into_owned(), v.to_vec());
+                }
+            }
+            Ok(image)
+        })
+    }
+
+    fn write(&mut self, write: DomainWrite) -> Result<(), StorageError> {
+        self.store.durable(|db| {
+            match write {
+                DomainWrite::PutGlobal(v) => {
+                    db.open_tree(GLOBAL_TREE)?.insert(GLOBAL_KEY, v)?;
+                }
+                DomainWrite::PutRow { table, key, value } => {
+                    db.open_tree(format!("{TABLE_PREFIX}{table}"))?.insert(key.as_bytes(), value)?;
+                }
+                DomainWrite::DeleteRow { table, key } => {
+                    db.open_tree(format!("{TABLE_PREFIX}{table}"))?.remove(key.as_bytes())?;
+                }
+            }
+            Ok(())
+        })
+    }
+}
+
+/// Session persistence on sled: a header tree keyed by id and one log tree
+/// keyed by id and sequence number.
+pub struct SledSessions {
+    store: OpenStore,
+}
+
+fn decode<T: serde::de::DeserializeOwned>(bytes: &[u8], what: &str) -> Result<T, StorageError> {
+    serde_json::from_slice(bytes).map_err(|e| StorageError::Corrupt { what: format!("{what}: {e}") })
+}
+
+fn encode<T: serde::Serialize>(value: &T) -> Result<Vec<u8>, StorageError> {
+    serde_json::to_vec(value).map_err(|e| StorageError::Corrupt { what: format!("cannot encode: {e}") })
+}
+
+impl SessionPersistence for SledSessions {
+    fn list_headers(&mut self) -> Result<Vec<SessionHeader>, StorageError> {
+        let raw = self.store.run(|db| {
+            db.open_tree(HEADERS_TREE)?.iter().values().map(|v| v.map(|v| v.to_vec())).collect::<Result<Vec<_>, _>>()
+        })?;
+        raw.iter().map(|v| decode(v, "a session header")).collect()
+    }
+
+    fn header(&mut self, id: SessionId) -> Result<Option<SessionHeader>, StorageError> {
+        let raw = self.store.run(|db| db.open_tree(HEADERS_TREE)?.get(id.0.as_bytes()))?;
+        raw.map(|v| decode(&v, &format!("the header of session {id}"))).transpose()
+    }
+
+    fn put_header(&mut self, header: &SessionHeader) -> Result<(), StorageError> {
+        let value = encode(header)?;
+        self.store.durable(|db| db.open_tree(HEADERS_TREE)?.insert(header.id.0.as_bytes(), value).map(drop))
+    }
+
+    fn append_log(&mut self, id: SessionId, entry: &LogEntry) -> Result<(), StorageError> {
+        let value = encode(entry)?;
+        self.store.durable(|db| {
+            let tree = db.open_tree(LOG_TREE)?;
+            let prefix = id.0.as_bytes();
+            let next = match tree.scan_prefix(prefix).keys().next_back() {
+                Some(key) => seq_of(&key?).saturating_add(1),
+                None => 0,
+            };
+            let mut batch = sled::Batch::default();
+            batch.insert(log_key(id, next), value);
+            let count = tree.scan_prefix(prefix).keys().count() + 1;
+            for key in tree.scan_prefix(prefix).keys().take(count.saturating_sub(LOG_CAPACITY)) {
+                batch.remove(key?);
+            }
+            tree.apply_batch(batch)
+        })
+    }
+
+    fn read_log(&mut self, id: SessionId) -> Result<Vec<LogEntry>, StorageError> {
+        let raw = self.store.run(|db| {
+            db.open_tree(LOG_TREE)?
+                .scan_prefix(id.0.as_bytes())
+                .values()
+                .map(|v| v.map(|v| v.to_vec()))
+                .collect::<Result<Vec<_>, _>>()
+        })?;
+        raw.iter().map(|v| decode(v, &format!("a log entry of session {id}"))).collect()
+    }
+}
+
+fn log_key(id: SessionId, seq: u64) -> Vec<u8> {
+    let mut key = id.0.as_bytes().to_vec();
+    key.extend_from_slice(&seq.to_be_bytes());
+    key
+}
+
+fn seq_of(key: &[u8]) -> u64 {
+    let mut seq = [0u8; 8];
+    if let Some(tail) = key.get(16..24) {
+        seq.copy_from_slice(tail);
+    }
+    u64::from_be_bytes(seq)
+}
+
