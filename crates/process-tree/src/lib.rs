@@ -214,6 +214,27 @@ pub fn wait_until_empty(sid: i32, grace: Duration) -> bool {
     }
 }
 
+/// Makes the calling process a session leader; meant for `pre_exec`, so
+/// every child the host spawns is a session leader that [`end_session`] can
+/// end as a whole:
+///
+/// ```no_run
+/// # use std::os::unix::process::CommandExt;
+/// let mut command = std::process::Command::new("bash");
+/// // SAFETY: `setsid` is async-signal-safe and touches no memory.
+/// unsafe { command.pre_exec(process_tree::setsid_in_child) };
+/// ```
+pub fn setsid_in_child() -> std::io::Result<()> {
+    nix::unistd::setsid()
+        .map(drop)
+        .map_err(std::io::Error::from)
+}
+
+/// The conventional name of a signal number (`SIGKILL`), or `SIG<n>`.
+pub fn signal_name(signal: i32) -> String {
+    Signal::try_from(signal).map_or_else(|_| format!("SIG{signal}"), |s| s.as_str().to_owned())
+}
+
 /// Makes this process the "child subreaper" of its descendants: orphans
 /// are re-parented to it instead of to init. Call once at host start-up
 /// on machines whose init may not reap.
@@ -271,7 +292,7 @@ mod tests {
             .stdin(Stdio::null());
         // SAFETY: setsid is async-signal-safe.
         unsafe {
-            command.pre_exec(|| nix::unistd::setsid().map(drop).map_err(std::io::Error::from));
+            command.pre_exec(setsid_in_child);
         }
         let mut child = command.spawn().unwrap();
         let sid = child.id() as i32;

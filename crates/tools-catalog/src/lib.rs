@@ -1,1 +1,36 @@
-//! x
+//! The model-facing tool layer of dsh.
+//!
+//! A tool is a name, a description written for a model, an argument type
+//! whose JSON Schema comes from `schemars`, and a call that returns either a
+//! [`ToolReply`] (one text block for the model plus structured content) or a
+//! [`ToolError`] (the contract's error envelope: `isError`,
+//! `{error: {code, message, retryable}}`, text `[error CODE] message`).
+//! A [`Catalog`] is the set of tools of one [`Preset`], built over one
+//! [`Runtime`] that outlives it: the host can rebuild the catalog (a config
+//! reload) without touching live terminals or jobs.
+//!
+//! This crate is the serialization boundary: argument and result types are
+//! serde/schemars types here and are converted by hand to the seam types of
+//! the capability crates. It knows nothing of MCP or of any transport, and
+//! it never chooses a provider: the host wires providers into the
+//! [`Runtime`]. Nothing here assumes there is only one [`Owner`].
+
+mod args;
+mod bash;
+mod catalog;
+mod context;
+mod error;
+mod reply;
+
+pub use args::{Clamped, clamp_ms, parse_args};
+pub use catalog::{Catalog, Preset, Tool, ToolFuture, ToolSpec, catalog_json, catalog_markdown, catalog_markdown_for,
+    input_schema,
+};
+pub use context::{CallContext, Runtime, Settings};
+pub use error::{ErrorCode, ToolError};
+pub use reply::ToolReply;
+pub use terminal_seam::Owner;
+
+/// The process-output renderer every tool uses: escape stripping, line
+/// ending folding, lossy UTF-8 and head+tail truncation.
+pub use output_text as render;

@@ -1,0 +1,315 @@
+//! `dsh mcp`: the tools over MCP stdio.
+//!
+//! [`Host`] owns the long-lived [`Runtime`] and the current tool layer (the
+//! config and the [`Catalog`] built from it). A [`Connection`] is one MCP
+//! client: it has its own [`Owner`] and only borrows the host, so a config
+//! reload swaps the tool layer under live connections without touching
+//! their terminals or jobs, and one host could later serve many
+//! connections.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use arc_swap::ArcSwap;
+use futures::FutureExt as _;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig,
+};
+use rmcp::service::{NotificationContext, RequestContext};
+use rmcp::{ErrorData as McpError, Peer, RoleServer, ServerHandler, ServiceExt as _};
+use serde_json::Value;
+use tokio::sync::watch;
+use tools_catalog::{CallContext, Catalog, Owner, Preset, Runtime, ToolError};
+
+use crate::config::{self, Config};
+
+/// How `dsh mcp` was started.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// `--preset`, which wins over the config's `preset`.
+    pub preset: Option<Preset>,
+    /// `--config`, re-read on reload.
+    pub config_arg: Option<PathBuf>,
+}
+
+/// The tools as configured right now.
+pub struct ToolLayer {
+    /// The config the layer was built from.
+    pub config: Config,
+    /// The tools served.
+    pub catalog: Catalog,
+}
+
+impl ToolLayer {
+    fn build(config: Config, preset: Option<Preset>) -> Self {
+        let preset = preset
+            .or(config.preset.map(Preset::from))
+            .unwrap_or(Preset::Full);
+        let catalog = Catalog::new(preset, &config.settings());
+        Self { config, catalog }
+    }
+
+    /// What `tools/list` returns.
+    fn mcp_tools(&self) -> Vec<rmcp::model::Tool> {
+        self.catalog
+            .tools()
+            .iter()
+            .map(|t| {
+                let s = t.spec();
+                rmcp::model::Tool::new(s.name, s.description, Arc::new(s.input_schema.clone()))
+            })
+            .collect()
+    }
+}
+
+/// The long-lived part of the server.
+pub struct Host {
+    runtime: Arc<Runtime>,
+    layer: ArcSwap<ToolLayer>,
+    options: Options,
+}
+
+impl Host {
+    /// A host serving `config`.
+    pub fn new(config: Config, options: Options) -> Self {
+        Self {
+            runtime: Arc::new(Runtime::new()),
+            layer: ArcSwap::from_pointee(ToolLayer::build(config, options.preset)),
+            options,
+        }
+    }
+
+    /// Re-reads the config and rebuilds the tool layer; live terminals and
+    /// jobs are untouched. Returns whether the tool list changed.
+    pub fn reload(&self) -> Result<bool, config::ConfigError> {
+        let (config, _) = config::load(self.options.config_arg.as_deref())?;
+        let old = self.layer.load();
+        let new = ToolLayer::build(config, self.options.preset);
+        let changed = old.mcp_tools() != new.mcp_tools();
+        self.layer.store(Arc::new(new));
+        Ok(changed)
+    }
+}
+
+/// One MCP client.
+#[derive(Clone)]
+pub struct Connection {
+    host: Arc<Host>,
+    owner: Owner,
+    /// The session's directory: the client's first root, else ours. `None`
+    /// until the client has been asked for its roots.
+    cwd: watch::Receiver<Option<PathBuf>>,
+    cwd_tx: Arc<watch::Sender<Option<PathBuf>>>,
+    peer: Arc<OnceLock<Peer<RoleServer>>>,
+}
+
+impl Connection {
+    /// A new connection with a new owner.
+    pub fn new(host: Arc<Host>, label: &str) -> Self {
+        let (cwd_tx, cwd) = watch::channel(None);
+        Self {
+            host,
+            owner: Owner::new(label),
+            cwd,
+            cwd_tx: Arc::new(cwd_tx),
+            peer: Arc::new(OnceLock::new()),
+        }
+    }
+
+    async fn session_cwd(&self) -> PathBuf {
+        let mut rx = self.cwd.clone();
+        let waited =
+            tokio::time::timeout(Duration::from_secs(2), rx.wait_for(Option::is_some)).await;
+        match waited {
+            Ok(Ok(cwd)) => cwd.clone().unwrap_or_else(server_cwd),
+            _ => server_cwd(),
+        }
+    }
+}
+
+fn server_cwd() -> PathBuf {
+    std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"))
+}
+
+fn root_path(uri: &str) -> Option<PathBuf> {
+    let path = uri.strip_prefix("file://")?;
+    let path = Path::new(path);
+    path.is_dir().then(|| path.to_path_buf())
+}
+
+const INSTRUCTIONS: &str = "dsh gives you a shell (`bash`), and in the full preset persistent terminals \
+(`terminal_*`), background jobs (`job_*`) and language-server queries (`lsp`). Errors come as \
+`[error CODE] message`; the message says what to do next.";
+
+impl ServerHandler for Connection {
+    // Logging notifications and roots are deprecated by a draft of the
+    // protocol but are what today's clients implement.
+    #[allow(deprecated)]
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_logging()
+                .enable_tools()
+                .enable_tool_list_changed()
+                .build(),
+        )
+        .with_server_info(Implementation::new("dsh", env!("CARGO_PKG_VERSION")))
+        .with_instructions(INSTRUCTIONS)
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        Ok(ListToolsResult::with_all_items(
+            self.host.layer.load().mcp_tools(),
+        ))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let layer = self.host.layer.load_full();
+        let Some(tool) = layer.catalog.get(&request.name).cloned() else {
+            return Err(McpError::invalid_params(
+                format!(
+                    "unknown tool `{}`; this server has: {}",
+                    request.name,
+                    layer.catalog.names().join(", ")
+                ),
+                None,
+            ));
+        };
+        let cx = CallContext {
+            owner: self.owner.clone(),
+            cwd: self.session_cwd().await,
+            runtime: self.host.runtime.clone(),
+        };
+        let args = request.arguments.map(Value::Object).unwrap_or(Value::Null);
+        let started = Instant::now();
+        let call = std::panic::AssertUnwindSafe(tool.call(&cx, args)).catch_unwind();
+        let outcome = tokio::select! {
+            outcome = call => match outcome {
+                Ok(result) => result,
+                Err(_) => Err(ToolError::new(
+                    "INTERNAL",
+                    format!("the `{}` tool failed unexpectedly; the server is still running — try again or use another approach", request.name),
+                )),
+            },
+            () = context.ct.cancelled() => Err(ToolError::new("CANCELLED", "the client cancelled this call")),
+        };
+        let code = outcome.as_ref().err().map_or("ok", |e| e.code);
+        tracing::info!(
+            tool = %request.name,
+            outcome = code,
+            ms = started.elapsed().as_millis() as u64,
+            "tool call"
+        );
+        Ok(CallToolResponse::from(to_mcp_result(outcome)))
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        let peer = context.peer.clone();
+        let _ = self.peer.set(peer.clone());
+        let wants_roots = peer
+            .peer_info()
+            .is_some_and(|info| info.capabilities.roots.is_some());
+        let tx = self.cwd_tx.clone();
+        if !wants_roots {
+            tx.send_replace(Some(server_cwd()));
+            return;
+        }
+        #[allow(deprecated)]
+        tokio::spawn(async move {
+            let roots = tokio::time::timeout(Duration::from_secs(2), peer.list_roots()).await;
+            let cwd = match roots {
+                Ok(Ok(result)) => result.roots.first().and_then(|r| root_path(&r.uri)),
+                _ => None,
+            };
+            tx.send_replace(Some(cwd.unwrap_or_else(server_cwd)));
+        });
+    }
+}
+
+fn to_mcp_result(outcome: Result<tools_catalog::ToolReply, ToolError>) -> CallToolResult {
+    match outcome {
+        Ok(reply) => {
+            let mut result = CallToolResult::structured(reply.structured);
+            result.content = vec![ContentBlock::text(reply.text)];
+            result
+        }
+        Err(err) => {
+            let mut result = CallToolResult::structured_error(err.structured());
+            result.content = vec![ContentBlock::text(err.text())];
+            result
+        }
+    }
+}
+
+/// Serves one client on stdin/stdout until it disconnects or the process
+/// is asked to stop; SIGHUP reloads the config.
+pub async fn serve_stdio(config: Config, options: Options) -> anyhow::Result<()> {
+    // Orphans of our commands come back to us (and are reaped) instead of
+    // becoming zombies under an init that may not reap.
+    if let Err(e) = process_tree::become_subreaper() {
+        tracing::warn!("could not become a child subreaper: {e}");
+    }
+    let mut sigchld = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::child())?;
+    tokio::spawn(async move {
+        while sigchld.recv().await.is_some() {
+            let _ = tokio::task::spawn_blocking(process_tree::reap_adopted).await;
+        }
+    });
+
+    let host = Arc::new(Host::new(config, options));
+    let connection = Connection::new(host.clone(), "mcp-stdio");
+    let peer_slot = connection.peer.clone();
+    let service = connection.serve(rmcp::transport::stdio()).await?;
+    tracing::info!(
+        version = env!("CARGO_PKG_VERSION"),
+        preset = %host.layer.load().catalog.preset(),
+        "dsh mcp serving on stdio"
+    );
+
+    let reload_host = host.clone();
+    let mut sighup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())?;
+    tokio::spawn(async move {
+        while sighup.recv().await.is_some() {
+            match reload_host.reload() {
+                Ok(changed) => {
+                    tracing::info!(tools_changed = changed, "config reloaded");
+                    if changed {
+                        if let Some(peer) = peer_slot.get() {
+                            if let Err(e) = peer.notify_tool_list_changed().await {
+                                tracing::warn!("could not announce the new tool list: {e}");
+                            }
+                        }
+                    }
+                }
+                Err(e) => tracing::error!("reload failed, keeping the old config: {e}"),
+            }
+        }
+    });
+
+    let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    let cancel = service.cancellation_token();
+    tokio::select! {
+        reason = service.waiting() => {
+            tracing::info!("client disconnected: {reason:?}");
+        }
+        _ = sigterm.recv() => {
+            tracing::info!("SIGTERM: stopping");
+            cancel.cancel();
+        }
+        _ = tokio::signal::ctrl_c() => {
+            tracing::info!("SIGINT: stopping");
+            cancel.cancel();
+        }
+    }
+    Ok(())
+}

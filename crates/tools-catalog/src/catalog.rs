@@ -1,0 +1,240 @@
+//! Tools, presets and the catalog.
+
+use std::fmt::Write as _;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use schemars::JsonSchema;
+use serde_json::{Map, Value, json};
+
+use crate::{CallContext, Settings, ToolError, ToolReply};
+
+/// A named set of tools.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Preset {
+    /// `bash` only: a complete agent needs nothing more.
+    Minimal,
+    /// Every tool (the default).
+    Full,
+}
+
+impl Preset {
+    /// Every preset, smallest first.
+    pub const ALL: [Preset; 2] = [Preset::Minimal, Preset::Full];
+
+    /// The preset's name as written in configs and on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Preset::Minimal => "minimal",
+            Preset::Full => "full",
+        }
+    }
+
+    /// Parses a preset name.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|p| p.name() == name)
+    }
+}
+
+impl std::fmt::Display for Preset {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// What the model sees of a tool, independent of any runtime.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolSpec {
+    /// The tool's name.
+    pub name: &'static str,
+    /// The description the model reads.
+    pub description: &'static str,
+    /// The presets that include the tool.
+    pub presets: &'static [Preset],
+    /// The error codes the tool can return.
+    pub error_codes: &'static [&'static str],
+    /// The JSON Schema of the arguments.
+    pub input_schema: Map<String, Value>,
+}
+
+impl ToolSpec {
+    /// A spec whose input schema is generated from `T`.
+    pub fn new<T: JsonSchema>(
+        name: &'static str,
+        description: &'static str,
+        presets: &'static [Preset],
+        error_codes: &'static [&'static str],
+    ) -> Self {
+        Self {
+            name,
+            description,
+            presets,
+            error_codes,
+            input_schema: input_schema::<T>(),
+        }
+    }
+}
+
+/// The JSON Schema of an argument type, as a tool's `inputSchema`.
+pub fn input_schema<T: JsonSchema>() -> Map<String, Value> {
+    let schema = schemars::SchemaGenerator::default().into_root_schema_for::<T>();
+    let mut map = match serde_json::to_value(schema) {
+        Ok(Value::Object(map)) => map,
+        _ => Map::new(),
+    };
+    // Paid on every request: leave out what a client does not need.
+    map.remove("$schema");
+    map.remove("title");
+    map
+}
+
+/// The future a tool call returns.
+pub type ToolFuture<'a> = Pin<Box<dyn Future<Output = Result<ToolReply, ToolError>> + Send + 'a>>;
+
+/// A model-facing tool.
+pub trait Tool: Send + Sync {
+    /// What the model sees.
+    fn spec(&self) -> &ToolSpec;
+
+    /// Runs one call with the raw JSON arguments.
+    fn call<'a>(&'a self, cx: &'a CallContext, args: Value) -> ToolFuture<'a>;
+}
+
+/// The tools of one preset, in catalog order.
+pub struct Catalog {
+    preset: Preset,
+    tools: Vec<Arc<dyn Tool>>,
+}
+
+impl std::fmt::Debug for Catalog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Catalog")
+            .field("preset", &self.preset)
+            .field("tools", &self.names())
+            .finish()
+    }
+}
+
+/// Every tool, in catalog order.
+fn all_tools(settings: &Settings) -> Vec<Arc<dyn Tool>> {
+    vec![Arc::new(crate::bash::BashTool::new(settings))]
+}
+
+impl Catalog {
+    /// The tools of `preset`, configured by `settings`.
+    pub fn new(preset: Preset, settings: &Settings) -> Self {
+        let tools = all_tools(settings)
+            .into_iter()
+            .filter(|t| t.spec().presets.contains(&preset))
+            .collect();
+        Self { preset, tools }
+    }
+
+    /// The preset this catalog serves.
+    pub fn preset(&self) -> Preset {
+        self.preset
+    }
+
+    /// The tools, in order.
+    pub fn tools(&self) -> &[Arc<dyn Tool>] {
+        &self.tools
+    }
+
+    /// The tool names, in order.
+    pub fn names(&self) -> Vec<&'static str> {
+        self.tools.iter().map(|t| t.spec().name).collect()
+    }
+
+    /// Looks a tool up by name.
+    pub fn get(&self, name: &str) -> Option<&Arc<dyn Tool>> {
+        self.tools.iter().find(|t| t.spec().name == name)
+    }
+}
+
+/// The catalog of `preset` as JSON: `{preset, tools: [{name, description,
+/// presets, error_codes, input_schema}]}`.
+pub fn catalog_json(preset: Preset) -> Value {
+    let catalog = Catalog::new(preset, &Settings::default());
+    let tools: Vec<Value> = catalog
+        .tools()
+        .iter()
+        .map(|t| {
+            let s = t.spec();
+            json!({
+                "name": s.name,
+                "description": s.description,
+                "presets": s.presets.iter().map(|p| p.name()).collect::<Vec<_>>(),
+                "error_codes": s.error_codes,
+                "input_schema": s.input_schema,
+            })
+        })
+        .collect();
+    json!({ "preset": preset.name(), "tools": tools })
+}
+
+/// The whole catalog (every tool of every preset) as Markdown: the text of
+/// `docs/tool-catalog.md`.
+pub fn catalog_markdown() -> String {
+    render_markdown(None)
+}
+
+/// The tools of one preset as Markdown.
+pub fn catalog_markdown_for(preset: Preset) -> String {
+    render_markdown(Some(preset))
+}
+
+fn render_markdown(only: Option<Preset>) -> String {
+    let shown = Catalog::new(only.unwrap_or(Preset::Full), &Settings::default());
+    let mut out = String::new();
+    match only {
+        None => out.push_str(
+            "# Tool catalog\n\n<!-- Generated by `cargo xtask codegen` from the code; do not edit. -->\n\n",
+        ),
+        Some(p) => {
+            let _ = writeln!(out, "# Tool catalog: preset `{}`\n", p.name());
+        }
+    }
+    for preset in Preset::ALL {
+        if only.is_some_and(|p| p != preset) {
+            continue;
+        }
+        let c = Catalog::new(preset, &Settings::default());
+        let bytes: usize = c
+            .tools()
+            .iter()
+            .map(|t| {
+                let s = t.spec();
+                s.name.len()
+                    + s.description.len()
+                    + serde_json::to_string(&s.input_schema).map_or(0, |j| j.len())
+            })
+            .sum();
+        let _ = writeln!(
+            out,
+            "* `{}`: {} ({} bytes of names, descriptions and schemas)",
+            preset.name(),
+            c.names()
+                .iter()
+                .map(|n| format!("`{n}`"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            bytes
+        );
+    }
+    for tool in shown.tools() {
+        let s = tool.spec();
+        let schema = serde_json::to_string_pretty(&s.input_schema).unwrap_or_default();
+        let list = |items: Vec<String>| items.join(", ");
+        let _ = write!(
+            out,
+            "\n## `{}`\n\nPresets: {}.\n\n{}\n\nErrors: {}.\n\n```json\n{}\n```\n",
+            s.name,
+            list(s.presets.iter().map(|p| format!("`{}`", p.name())).collect()),
+            s.description,
+            list(s.error_codes.iter().map(|c| format!("`{c}`")).collect()),
+            schema
+        );
+    }
+    out
+}

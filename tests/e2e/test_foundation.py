@@ -1,0 +1,246 @@
+"""The foundation end to end: the real `dsh mcp` binary driven by the
+official MCP Python SDK client."""
+
+import json
+import os
+import re
+import subprocess
+import time
+
+import pytest
+from mcp.shared.exceptions import McpError
+
+from conftest import (
+    catalog,
+    connect,
+    dsh_bin,
+    err,
+    live_in_session,
+    ok,
+    processes,
+    text_of,
+)
+
+pytestmark = pytest.mark.anyio
+
+
+def dsh_children():
+    """Pids of the `dsh` servers this test process started."""
+    me = os.getpid()
+    out = []
+    for pid, ppid, _sid, _state in processes():
+        if ppid != me:
+            continue
+        try:
+            if os.path.realpath(f"/proc/{pid}/exe") == os.path.realpath(dsh_bin()):
+                out.append(pid)
+        except OSError:
+            pass
+    return out
+
+
+@pytest.mark.parametrize("preset", ["minimal", "full"])
+async def test_tools_list_matches_the_generated_catalog(isolated_env, preset):
+    expected = catalog(preset)
+    async with connect(isolated_env, "--preset", preset) as s:
+        listed = (await s.list_tools()).tools
+    assert [t.name for t in listed] == [t["name"] for t in expected["tools"]]
+    for tool, want in zip(listed, expected["tools"]):
+        assert tool.description == want["description"]
+        assert tool.inputSchema == want["input_schema"]
+    if preset == "minimal":
+        assert [t.name for t in listed] == ["bash"]
+
+
+async def test_generated_catalog_file_is_current(isolated_env):
+    """docs/tool-catalog.md is what the code renders (see `cargo xtask codegen`)."""
+    out = subprocess.run(
+        [dsh_bin(), "catalog", "--format", "md", "--preset", "full"],
+        check=True, capture_output=True, text=True,
+    ).stdout
+    for tool in catalog("full")["tools"]:
+        assert f"## `{tool['name']}`" in out
+
+
+async def test_server_identifies_itself(isolated_env):
+    params_env = isolated_env
+    async with connect(params_env) as s:
+        # The SDK keeps the initialize result; ask the server again via ping.
+        await s.send_ping()
+    from conftest import StdioServerParameters, stdio_client, ClientSession
+    import tempfile
+    with tempfile.TemporaryFile("w+") as errlog:
+        params = StdioServerParameters(command=dsh_bin(), args=["mcp"], env=params_env)
+        async with stdio_client(params, errlog=errlog) as (r, w):
+            async with ClientSession(r, w) as session:
+                init = await session.initialize()
+    assert init.serverInfo.name == "dsh"
+    assert re.fullmatch(r"\d+\.\d+\.\d+", init.serverInfo.version)
+    assert init.capabilities.tools is not None
+
+
+async def test_bash_end_to_end_and_the_server_keeps_serving(isolated_env, tmp_path):
+    async with connect(isolated_env) as s:
+        # success
+        r = ok(await s.call_tool("bash", {"command": "echo hello"}))
+        assert (r["exit_code"], r["output"], r["timed_out"], r["truncated"], r["total_bytes"]) == (
+            0, "hello\n", False, False, 6)
+        assert text_of(await s.call_tool("bash", {"command": "echo hello"})).startswith("hello\n[exit 0 · ")
+
+        # non-zero exit
+        r = ok(await s.call_tool("bash", {"command": "echo before; exit 3"}))
+        assert (r["exit_code"], r["output"]) == (3, "before\n")
+
+        # stderr is captured, in order with stdout
+        r = ok(await s.call_tool("bash", {"command": "echo out; echo err >&2; echo out2"}))
+        assert r["output"] == "out\nerr\nout2\n"
+
+        # the stated environment, stdin closed, cwd honoured
+        (tmp_path / "sub").mkdir()
+        r = ok(await s.call_tool("bash", {
+            "command": 'echo "$TERM $NO_COLOR $PAGER $GIT_PAGER $GIT_TERMINAL_PROMPT"; pwd; cat; echo rc=$?',
+            "cwd": str(tmp_path / "sub"),
+        }))
+        assert r["output"] == f"dumb 1 cat cat 0\n{tmp_path / 'sub'}\nrc=0\n"
+
+        # a timeout kills the whole tree, background children included
+        r = ok(await s.call_tool("bash", {
+            "command": "echo $$; sleep 300 & sleep 301 & sleep 30",
+            "timeout_ms": 700,
+        }))
+        assert r["timed_out"] is True
+        assert r["exit_code"] is None
+        sid = int(r["output"].split()[0])
+        assert live_in_session(sid) == []
+
+        # a command that exits leaves nothing running in the background
+        r = ok(await s.call_tool("bash", {"command": "echo $$; sleep 300 &"}))
+        assert r["exit_code"] == 0 and r["timed_out"] is False
+        assert live_in_session(int(r["output"].split()[0])) == []
+
+        # no zombie is left under the server
+        for pid in dsh_children():
+            zombies = [p for p in processes() if p[1] == pid and p[3] == "Z"]
+            assert zombies == []
+
+        # 10 MB of output: head and tail kept, counts exact
+        r = ok(await s.call_tool("bash", {"command": "head -c 10000000 /dev/zero | tr '\\0' a; echo; echo END"}))
+        assert r["total_bytes"] == 10_000_000 + 1 + 4
+        assert r["truncated"] is True
+        out = r["output"]
+        assert len(out.encode()) < 33_000
+        m = re.search(r"\n\[… (\d+) bytes omitted …\]\n", out)
+        assert m, out[:200]
+        kept = len(out.encode()) - len(m.group(0).encode())
+        assert kept + int(m.group(1)) == r["total_bytes"]
+        assert out.startswith("a" * 1000) and out.endswith("a\nEND\n")
+
+        # a missing cwd is a clear error
+        e = err(await s.call_tool("bash", {"command": "true", "cwd": str(tmp_path / "nope")}))
+        assert e["code"] == "INVALID_ARGUMENT"
+        assert e["message"].startswith("cwd: ") and "nope" in e["message"]
+
+        # wrong argument types name the field
+        e = err(await s.call_tool("bash", {"command": "true", "timeout_ms": "soon"}))
+        assert e["code"] == "INVALID_ARGUMENT" and e["message"].startswith("timeout_ms: ")
+        e = err(await s.call_tool("bash", {"command": 5}))
+        assert e["code"] == "INVALID_ARGUMENT" and e["message"].startswith("command: ")
+        e = err(await s.call_tool("bash", {}))
+        assert e == {"code": "INVALID_ARGUMENT", "message": "missing field `command`", "retryable": False}
+
+        # an out-of-range limit is clamped, and the result says so
+        r = ok(await s.call_tool("bash", {"command": "echo hi", "timeout_ms": 9_000_000}))
+        assert r["clamped"] == {"field": "timeout_ms", "from": 9_000_000, "to": 600_000}
+
+        # an unknown tool is an error
+        with pytest.raises(McpError) as info:
+            await s.call_tool("no_such_tool", {})
+        assert "unknown tool `no_such_tool`" in str(info.value)
+
+        # and after all of that the server still answers
+        r = ok(await s.call_tool("bash", {"command": "echo still here"}))
+        assert r["output"] == "still here\n"
+
+
+def _rpc(proc, message):
+    proc.stdin.write((json.dumps(message) + "\n").encode())
+    proc.stdin.flush()
+
+
+def _read_response(proc, want_id, timeout=10):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            raise AssertionError("server closed stdout")
+        msg = json.loads(line)
+        if msg.get("id") == want_id:
+            return msg
+    raise AssertionError("no response")
+
+
+def test_garbage_on_stdin_does_not_kill_the_server(isolated_env):
+    proc = subprocess.Popen(
+        [dsh_bin(), "mcp"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL, env=isolated_env,
+    )
+    try:
+        _rpc(proc, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "0"}}})
+        assert _read_response(proc, 1)["result"]["serverInfo"]["name"] == "dsh"
+        _rpc(proc, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+        proc.stdin.write(b"this is not json\n{\"jsonrpc\": \"2.0\", \"id\": \n\xff\xfe\n")
+        proc.stdin.flush()
+        _rpc(proc, {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                    "params": {"name": "bash", "arguments": {"command": "echo alive"}}})
+        reply = _read_response(proc, 2)
+        assert reply["result"]["structuredContent"]["output"] == "alive\n"
+        assert proc.poll() is None
+    finally:
+        proc.stdin.close()
+        proc.wait(timeout=10)
+    assert proc.returncode == 0
+
+
+@pytest.mark.parametrize(
+    "config, expected",
+    [
+        ("[limits]\nmax_result_bytes = 4096\nbogus = 1\n",
+         r"^dsh: config error: .*config\.toml:3: limits\.bogus: unknown field `bogus`"),
+        ("[limits]\nmax_result_bytes = \"lots\"\n",
+         r"^dsh: config error: .*config\.toml:2: limits\.max_result_bytes: invalid type: string \"lots\""),
+        ("preset = \"huge\"\n",
+         r"^dsh: config error: .*config\.toml:1: preset: unknown variant `huge`, expected `minimal` or `full`"),
+    ],
+    ids=["unknown-key", "wrong-type", "unknown-preset"],
+)
+def test_config_errors_are_one_line_with_exit_2(isolated_env, tmp_path, config, expected):
+    path = tmp_path / "config.toml"
+    path.write_text(config)
+    for args in (["mcp", "--config", str(path)], ["mcp"]):
+        env = dict(isolated_env)
+        if args == ["mcp"]:
+            # the same file at the default location is read too
+            (tmp_path / "config" / "dsh").mkdir(parents=True, exist_ok=True)
+            (tmp_path / "config" / "dsh" / "config.toml").write_text(config)
+        p = subprocess.run([dsh_bin(), *args], input="", capture_output=True, text=True, env=env, timeout=30)
+        assert p.returncode == 2, p.stderr
+        assert p.stdout == ""
+        lines = p.stderr.strip().splitlines()
+        assert len(lines) == 1, p.stderr
+        assert re.search(expected, lines[0]), lines[0]
+
+
+def test_unknown_preset_on_the_command_line_is_a_usage_error(isolated_env):
+    p = subprocess.run([dsh_bin(), "mcp", "--preset", "huge"], input="", capture_output=True,
+                       text=True, env=isolated_env, timeout=30)
+    assert p.returncode == 2
+    assert "invalid value 'huge' for '--preset" in p.stderr
+
+
+def test_missing_explicit_config_is_an_error(isolated_env, tmp_path):
+    p = subprocess.run([dsh_bin(), "mcp", "--config", str(tmp_path / "absent.toml")], input="",
+                       capture_output=True, text=True, env=isolated_env, timeout=30)
+    assert p.returncode == 2
+    assert "absent.toml: cannot read" in p.stderr
