@@ -147,6 +147,16 @@ fn kind_word(kind: SymbolKind) -> &'static str {
         .map_or("unknown", |(_, w)| w)
 }
 
+/// The 0-based last line a range covers (an end at column 0 of a later
+/// line does not cover that line).
+fn last_line(range: &Range) -> u32 {
+    if range.end.character == 0 && range.end.line > range.start.line {
+        range.end.line - 1
+    } else {
+        range.end.line
+    }
+}
+
 fn contains(range: &Range, pos: Position) -> bool {
     (range.start.line, range.start.character) <= (pos.line, pos.character)
         && (pos.line, pos.character) <= (range.end.line, range.end.character)
@@ -416,7 +426,11 @@ impl StdioLspProvider {
                     return Err(LspError::Timeout { op, timeout_ms });
                 }
                 Err(Failure::Lsp(e)) => return Err(e),
-                Err(Failure::Dead) => continue,
+                Err(Failure::Dead) => {
+                    // The connection broke: make sure the slot sees it dead.
+                    server.kill();
+                    continue;
+                }
                 Err(Failure::ContentModified) if stuck_restarts == 0 => {
                     stuck_restarts += 1;
                     self.restart_stuck(&root, &server).await;
@@ -510,7 +524,7 @@ impl StdioLspProvider {
                 };
                 let (line, column) = files.position(&path, name_pos, server.encoding);
                 let (first, last) = match range {
-                    Some(r) => (r.start.line.min(name_pos.line), r.end.line.max(name_pos.line)),
+                    Some(r) => (r.start.line.min(name_pos.line), last_line(&r).max(name_pos.line)),
                     None => (name_pos.line, name_pos.line),
                 };
                 let cap = self.options.max_body_lines.max(1);
@@ -574,7 +588,7 @@ impl StdioLspProvider {
         ranges
             .into_iter()
             .filter(|(range, selection)| contains(selection, pos) || (range.start.line == pos.line && contains(range, pos)))
-            .min_by_key(|(range, _)| range.end.line - range.start.line)
+            .min_by_key(|(range, _)| last_line(range) - range.start.line)
             .map(|(range, _)| range)
     }
 
@@ -733,7 +747,7 @@ impl StdioLspProvider {
                                     OneOf::Left(l) => (
                                         url_path(&l.uri),
                                         l.range.start.line + 1,
-                                        l.range.end.line + 1,
+                                        last_line(&l.range) + 1,
                                     ),
                                     OneOf::Right(w) => (url_path(&w.uri), 1, 1),
                                 };
@@ -813,7 +827,7 @@ fn information(s: SymbolInformation, _files: &mut Files, _encoding: Encoding) ->
         kind: kind_word(s.kind),
         path: url_path(&s.location.uri),
         line: s.location.range.start.line + 1,
-        end_line: s.location.range.end.line + 1,
+        end_line: last_line(&s.location.range) + 1,
         container: s.container_name,
     }
 }
@@ -830,7 +844,7 @@ fn flatten_symbols(
             kind: kind_word(s.kind),
             path: path.to_owned(),
             line: s.selection_range.start.line + 1,
-            end_line: s.range.end.line + 1,
+            end_line: last_line(&s.range) + 1,
             container: container.map(str::to_owned),
         });
         if let Some(children) = &s.children {
