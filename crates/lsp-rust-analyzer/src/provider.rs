@@ -9,20 +9,20 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use lsp_seam::{
-    Address, DefinitionItem, DefinitionResult, FileReferences, HoverContent, HoverResult,
-    LspError, LspFuture, LspProvider, NumberedLine, Op, PositionQuery, Reference,
-    ReferencesDetail, ReferencesResult, Resolved, SymbolItem, SymbolScope, SymbolsQuery,
-    SymbolsResult, UnavailableReason,
+    Address, DefinitionItem, DefinitionResult, FileReferences, HoverContent, HoverResult, LspError,
+    LspFuture, LspProvider, NumberedLine, Op, PositionQuery, Reference, ReferencesDetail,
+    ReferencesResult, Resolved, SymbolItem, SymbolScope, SymbolsQuery, SymbolsResult,
+    UnavailableReason,
 };
 use lsp_types::request::{
     DocumentSymbolRequest, GotoDefinition, HoverRequest, References, WorkspaceSymbolRequest,
 };
 use lsp_types::{
     DocumentSymbol, DocumentSymbolParams, DocumentSymbolResponse, GotoDefinitionParams,
-    GotoDefinitionResponse, HoverContents, HoverParams, MarkedString, OneOf,
-    PartialResultParams, Position, Range, ReferenceContext, ReferenceParams, SymbolInformation,
-    SymbolKind, TextDocumentIdentifier, TextDocumentPositionParams, Url,
-    WorkDoneProgressParams, WorkspaceSymbolParams, WorkspaceSymbolResponse,
+    GotoDefinitionResponse, HoverContents, HoverParams, MarkedString, OneOf, PartialResultParams,
+    Position, Range, ReferenceContext, ReferenceParams, SymbolInformation, SymbolKind,
+    TextDocumentIdentifier, TextDocumentPositionParams, Url, WorkDoneProgressParams,
+    WorkspaceSymbolParams, WorkspaceSymbolResponse,
 };
 
 use crate::config::{ClientOptions, RootStrategy, ServerConfig};
@@ -200,13 +200,16 @@ impl StdioLspProvider {
         } else {
             path.parent().map(Path::to_owned).unwrap_or_default()
         };
-        let has_marker =
-            |dir: &Path| self.config.root_markers.iter().any(|m| dir.join(m).exists());
+        let has_marker = |dir: &Path| {
+            self.config
+                .root_markers
+                .iter()
+                .any(|m| dir.join(m).exists())
+        };
         let found = match self.config.root_strategy {
             RootStrategy::NearestMarker => start.ancestors().find(|d| has_marker(d)),
             RootStrategy::CargoWorkspace => {
-                let manifests: Vec<&Path> =
-                    start.ancestors().filter(|d| has_marker(d)).collect();
+                let manifests: Vec<&Path> = start.ancestors().filter(|d| has_marker(d)).collect();
                 let is_workspace = |d: &&&Path| {
                     self.config.root_markers.iter().any(|m| {
                         std::fs::read_to_string(d.join(m)).is_ok_and(|t| {
@@ -356,7 +359,8 @@ impl StdioLspProvider {
             );
             *guard = None;
         }
-        let server = Server::start(self.config.clone(), root.to_owned(), self.options.clone()).await?;
+        let server =
+            Server::start(self.config.clone(), root.to_owned(), self.options.clone()).await?;
         *guard = Some(server.clone());
         Ok(server)
     }
@@ -409,7 +413,9 @@ impl StdioLspProvider {
                 let mut retries = 0;
                 loop {
                     match query(server.clone(), file.clone()).await {
-                        Err(Failure::ContentModified) if retries < self.options.content_modified_retries => {
+                        Err(Failure::ContentModified)
+                            if retries < self.options.content_modified_retries =>
+                        {
                             tokio::time::sleep(Duration::from_millis(50 << retries)).await;
                             retries += 1;
                             server.refresh_documents()?;
@@ -500,9 +506,10 @@ impl StdioLspProvider {
             let targets: Vec<(Url, Position, Option<Range>)> = match answer {
                 None => vec![],
                 Some(GotoDefinitionResponse::Scalar(l)) => vec![(l.uri, l.range.start, None)],
-                Some(GotoDefinitionResponse::Array(ls)) => {
-                    ls.into_iter().map(|l| (l.uri, l.range.start, None)).collect()
-                }
+                Some(GotoDefinitionResponse::Array(ls)) => ls
+                    .into_iter()
+                    .map(|l| (l.uri, l.range.start, None))
+                    .collect(),
                 Some(GotoDefinitionResponse::Link(links)) => links
                     .into_iter()
                     .map(|l| {
@@ -524,7 +531,10 @@ impl StdioLspProvider {
                 };
                 let (line, column) = files.position(&path, name_pos, server.encoding);
                 let (first, last) = match range {
-                    Some(r) => (r.start.line.min(name_pos.line), last_line(&r).max(name_pos.line)),
+                    Some(r) => (
+                        r.start.line.min(name_pos.line),
+                        last_line(&r).max(name_pos.line),
+                    ),
                     None => (name_pos.line, name_pos.line),
                 };
                 let cap = self.options.max_body_lines.max(1);
@@ -558,7 +568,12 @@ impl StdioLspProvider {
 
     /// The range of the innermost document symbol whose name is at `pos`
     /// (for servers that answer definitions without a whole range).
-    async fn enclosing_symbol_range(&self, server: &Server, uri: &Url, pos: Position) -> Option<Range> {
+    async fn enclosing_symbol_range(
+        &self,
+        server: &Server,
+        uri: &Url,
+        pos: Position,
+    ) -> Option<Range> {
         if !server.supports("documentSymbolProvider") {
             return None;
         }
@@ -587,7 +602,9 @@ impl StdioLspProvider {
         };
         ranges
             .into_iter()
-            .filter(|(range, selection)| contains(selection, pos) || (range.start.line == pos.line && contains(range, pos)))
+            .filter(|(range, selection)| {
+                contains(selection, pos) || (range.start.line == pos.line && contains(range, pos))
+            })
             .min_by_key(|(range, _)| last_line(range) - range.start.line)
             .map(|(range, _)| range)
     }
@@ -665,7 +682,9 @@ impl StdioLspProvider {
                 .await?;
             let markdown = hover.map(|h| match h.contents {
                 HoverContents::Scalar(s) => marked(s),
-                HoverContents::Array(v) => v.into_iter().map(marked).collect::<Vec<_>>().join("\n\n"),
+                HoverContents::Array(v) => {
+                    v.into_iter().map(marked).collect::<Vec<_>>().join("\n\n")
+                }
                 HoverContents::Markup(m) => m.value,
             });
             let content = match markdown.filter(|m| !m.trim().is_empty()) {
@@ -708,7 +727,10 @@ impl StdioLspProvider {
                     match answer {
                         None => {}
                         Some(DocumentSymbolResponse::Flat(flat)) => {
-                            symbols.extend(flat.into_iter().map(|s| information(s, &mut files, server.encoding)));
+                            symbols.extend(
+                                flat.into_iter()
+                                    .map(|s| information(s, &mut files, server.encoding)),
+                            );
                         }
                         Some(DocumentSymbolResponse::Nested(nested)) => {
                             flatten_symbols(&nested, None, &file.path, &mut symbols);
@@ -806,11 +828,9 @@ fn absolute(path: &Path) -> Result<PathBuf, LspError> {
             })?
             .join(path)
     };
-    joined
-        .canonicalize()
-        .map_err(|_| LspError::FileNotFound {
-            path: path.to_owned(),
-        })
+    joined.canonicalize().map_err(|_| LspError::FileNotFound {
+        path: path.to_owned(),
+    })
 }
 
 fn marked(s: MarkedString) -> String {

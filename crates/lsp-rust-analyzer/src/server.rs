@@ -18,8 +18,8 @@ use lsp_types::notification::{
     DidOpenTextDocument, Exit, Initialized, Notification,
 };
 use lsp_types::request::{
-    Initialize, RegisterCapability, Request, Shutdown, UnregisterCapability, WorkDoneProgressCreate,
-    WorkspaceConfiguration,
+    Initialize, RegisterCapability, Request, Shutdown, UnregisterCapability,
+    WorkDoneProgressCreate, WorkspaceConfiguration,
 };
 use lsp_types::{
     CancelParams, ClientCapabilities, DidChangeTextDocumentParams,
@@ -145,7 +145,8 @@ impl Shared {
             .map(str::to_owned);
         let no_project = health != "ok"
             && message.as_deref().is_some_and(|m| {
-                m.contains("Failed to discover workspace") || m.contains("failed to find any projects")
+                m.contains("Failed to discover workspace")
+                    || m.contains("failed to find any projects")
             });
         self.update(|s| {
             if no_project {
@@ -324,7 +325,11 @@ impl Server {
         }
         let spawn_failed = |e: std::io::Error| LspError::Unavailable {
             reason: UnavailableReason::SpawnFailed,
-            message: format!("{}: could not start {}: {e}", config.name, program.display()),
+            message: format!(
+                "{}: could not start {}: {e}",
+                config.name,
+                program.display()
+            ),
         };
         // Spawned from a runtime worker so the death signal is tied to a
         // thread that lives as long as the runtime.
@@ -530,9 +535,8 @@ impl Server {
                 }
             }
             if !changes.is_empty() {
-                let _ = socket.notify::<DidChangeWatchedFiles>(DidChangeWatchedFilesParams {
-                    changes,
-                });
+                let _ =
+                    socket.notify::<DidChangeWatchedFiles>(DidChangeWatchedFilesParams { changes });
             }
         };
         let mut watcher = match notify::recommended_watcher(handler) {
@@ -656,8 +660,7 @@ impl Server {
                 Err(_) => {
                     return Err(Failure::Lsp(LspError::NotReady {
                         progress,
-                        waited_ms: u64::try_from(started.elapsed().as_millis())
-                            .unwrap_or(u64::MAX),
+                        waited_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
                     }));
                 }
             }
@@ -780,11 +783,8 @@ impl Server {
                 let _ = self.notify::<Exit>(());
             }
             let mut rx = self.shared.status.subscribe();
-            let _ = tokio::time::timeout(
-                grace,
-                rx.wait_for(|s| matches!(s.phase, Phase::Dead(_))),
-            )
-            .await;
+            let _ = tokio::time::timeout(grace, rx.wait_for(|s| matches!(s.phase, Phase::Dead(_))))
+                .await;
         }
         let pid = self.pid;
         let _ = tokio::task::spawn_blocking(move || end_server_session(pid)).await;
@@ -837,7 +837,10 @@ fn capabilities_json(caps: &ServerCapabilities) -> Value {
 fn client_capabilities() -> ClientCapabilities {
     ClientCapabilities {
         general: Some(GeneralClientCapabilities {
-            position_encodings: Some(vec![PositionEncodingKind::UTF8, PositionEncodingKind::UTF16]),
+            position_encodings: Some(vec![
+                PositionEncodingKind::UTF8,
+                PositionEncodingKind::UTF16,
+            ]),
             ..GeneralClientCapabilities::default()
         }),
         text_document: Some(TextDocumentClientCapabilities {
@@ -869,6 +872,5 @@ fn client_capabilities() -> ClientCapabilities {
             ..WindowClientCapabilities::default()
         }),
         experimental: Some(serde_json::json!({ "serverStatusNotification": true })),
-        ..ClientCapabilities::default()
     }
 }

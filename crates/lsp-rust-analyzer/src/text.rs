@@ -134,9 +134,9 @@ pub fn resolve(text: &str, line: u32, address: &Address) -> Result<LinePosition,
                     chars,
                     symbol: Some(name.clone()),
                 }),
-                None if hits.is_empty() => Err(invalid(format!(
-                    "symbol `{name}` is not on line {line}"
-                ))),
+                None if hits.is_empty() => {
+                    Err(invalid(format!("symbol `{name}` is not on line {line}")))
+                }
                 None => Err(invalid(format!(
                     "symbol `{name}` occurs {} time(s) on line {line}, not {occurrence}",
                     hits.len()

@@ -65,7 +65,11 @@ fn cold_start_answers_not_ready_or_correct_never_empty_and_drop_ends_the_server(
     assert_eq!(sids.len(), 1);
     assert!(session_alive(sids[0]));
     drop(p);
-    assert!(!session_alive(sids[0]), "server session {} survived drop", sids[0]);
+    assert!(
+        !session_alive(sids[0]),
+        "server session {} survived drop",
+        sids[0]
+    );
 }
 
 #[test]
@@ -77,7 +81,9 @@ fn an_edit_on_disk_is_seen_by_the_next_references_and_shutdown_is_clean() {
     RT.block_on(p.start(&root)).unwrap();
     RT.block_on(p.wait_ready(&canvas, Duration::from_secs(120)))
         .unwrap();
-    let before = RT.block_on(p.references(&at(&canvas, 17, "total_area"))).unwrap();
+    let before = RT
+        .block_on(p.references(&at(&canvas, 17, "total_area")))
+        .unwrap();
     assert_eq!(before.total, 3);
 
     // A new call site in a file the server has never been sent.
@@ -86,7 +92,9 @@ fn an_edit_on_disk_is_seen_by_the_next_references_and_shutdown_is_clean() {
     text.push_str("\n/// Twice the total.\npub fn twice(canvas: &Canvas) -> f64 {\n    canvas.total_area() * 2.0\n}\n");
     std::fs::write(&report, text).unwrap();
 
-    let after = RT.block_on(p.references(&at(&canvas, 17, "total_area"))).unwrap();
+    let after = RT
+        .block_on(p.references(&at(&canvas, 17, "total_area")))
+        .unwrap();
     assert_eq!(
         reference_lines(&after, &root),
         vec![
@@ -101,7 +109,11 @@ fn an_edit_on_disk_is_seen_by_the_next_references_and_shutdown_is_clean() {
     assert_eq!(sids.len(), 1);
     RT.block_on(p.shutdown());
     assert_eq!(p.servers(), vec![]);
-    assert!(!session_alive(sids[0]), "server session {} survived shutdown", sids[0]);
+    assert!(
+        !session_alive(sids[0]),
+        "server session {} survived shutdown",
+        sids[0]
+    );
 }
 
 #[test]
@@ -116,10 +128,7 @@ fn a_killed_server_is_restarted_until_the_budget_is_spent() {
     let main = root.join("app/src/main.rs");
     let query = at(&main, 9, "total_area");
     let expected = RT.block_on(p.definition(&query)).unwrap();
-    assert_eq!(
-        (expected.items.len(), expected.items[0].line),
-        (1, 17)
-    );
+    assert_eq!((expected.items.len(), expected.items[0].line), (1, 17));
 
     let kill = |p: &StdioLspProvider| {
         let pid = sessions(p)[0];
@@ -142,7 +151,8 @@ fn a_killed_server_is_restarted_until_the_budget_is_spent() {
     let err = RT.block_on(p.definition(&query)).unwrap_err();
     assert_eq!(err.reason(), Some(UnavailableReason::Crashed), "{err}");
     assert!(
-        err.to_string().contains("was restarted 1 time(s), its budget"),
+        err.to_string()
+            .contains("was restarted 1 time(s), its budget"),
         "{err}"
     );
     assert!(!session_alive(first));

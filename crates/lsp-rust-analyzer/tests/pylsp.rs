@@ -88,7 +88,15 @@ fn pylsp_answers_definition_and_symbols() {
     let got: Vec<(String, &str, u32, u32, Option<String>)> = symbols
         .symbols
         .iter()
-        .map(|s| (s.name.clone(), s.kind, s.line, s.end_line, s.container.clone()))
+        .map(|s| {
+            (
+                s.name.clone(),
+                s.kind,
+                s.line,
+                s.end_line,
+                s.container.clone(),
+            )
+        })
         .collect();
     assert_eq!(
         got,

@@ -88,7 +88,9 @@ fn definition_across_crates_after_non_ascii_text() {
 fn definition_by_column_equals_definition_by_symbol() {
     let (root, p) = warm();
     let main = root.join("app/src/main.rs");
-    let by_symbol = RT.block_on(p.definition(&at(&main, 9, "total_area"))).unwrap();
+    let by_symbol = RT
+        .block_on(p.definition(&at(&main, 9, "total_area")))
+        .unwrap();
     let by_column = RT
         .block_on(p.definition(&PositionQuery {
             path: main.clone(),
@@ -118,7 +120,9 @@ fn definition_outside_the_project_is_external() {
     assert!(item.external, "{item:?}");
     assert!(!item.path.starts_with(root), "{item:?}");
     assert!(
-        item.body.iter().any(|l| l.text.contains("pub const PI: f64")),
+        item.body
+            .iter()
+            .any(|l| l.text.contains("pub const PI: f64")),
         "{item:?}"
     );
 }
@@ -127,7 +131,9 @@ fn definition_outside_the_project_is_external() {
 fn references_grouped_by_file_with_snippets() {
     let (root, p) = warm();
     let canvas = root.join("shapes/src/canvas.rs");
-    let got = RT.block_on(p.references(&at(&canvas, 17, "total_area"))).unwrap();
+    let got = RT
+        .block_on(p.references(&at(&canvas, 17, "total_area")))
+        .unwrap();
     let r = |line, column, snippet: &str| Reference {
         line,
         column,
@@ -177,7 +183,9 @@ fn references_grouped_by_file_with_snippets() {
 fn references_of_a_struct_used_across_files() {
     let (root, p) = warm();
     let canvas = root.join("shapes/src/canvas.rs");
-    let got = RT.block_on(p.references(&at(&canvas, 6, "Canvas"))).unwrap();
+    let got = RT
+        .block_on(p.references(&at(&canvas, 6, "Canvas")))
+        .unwrap();
     let per_file: Vec<(PathBuf, Vec<u32>)> = got
         .files
         .iter()
@@ -329,7 +337,8 @@ fn invalid_positions_echo_the_line() {
     assert_eq!(
         column,
         LspError::InvalidPosition {
-            message: "column 13 is out of range: line 5 has 11 characters (columns are 1-based)".into(),
+            message: "column 13 is out of range: line 5 has 11 characters (columns are 1-based)"
+                .into(),
             line_text: Some("fn main() {".into()),
         }
     );
@@ -346,7 +355,10 @@ fn missing_file_is_file_not_found() {
 #[test]
 fn unknown_extension_is_no_provider_through_the_router() {
     let (router, _providers) = build_router(&LspConfig::default()).unwrap();
-    assert_eq!(router.routes(), vec![(".rs".into(), "rust-analyzer".into())]);
+    assert_eq!(
+        router.routes(),
+        vec![(".rs".into(), "rust-analyzer".into())]
+    );
     let err = RT
         .block_on(router.dispatch(&Request::Hover(at(Path::new("notes.xyz"), 1, "x"))))
         .unwrap_err();
@@ -362,7 +374,9 @@ fn rs_file_outside_any_cargo_project_is_no_project() {
     let loose = dir.path().join("loose.rs");
     std::fs::write(&loose, "fn main() {}\n").unwrap();
     let p = StdioLspProvider::rust_analyzer(options()).unwrap();
-    let err = RT.block_on(p.definition(&at(&loose, 1, "main"))).unwrap_err();
+    let err = RT
+        .block_on(p.definition(&at(&loose, 1, "main")))
+        .unwrap_err();
     assert_eq!(err.reason(), Some(UnavailableReason::NoProject), "{err}");
     assert_eq!(p.servers(), vec![]);
 }
@@ -385,7 +399,11 @@ fn configured_server_whose_binary_is_missing_is_binary_not_found() {
     let err = RT
         .block_on(router.dispatch(&Request::Hover(at(&file, 1, "x"))))
         .unwrap_err();
-    assert_eq!(err.reason(), Some(UnavailableReason::BinaryNotFound), "{err}");
+    assert_eq!(
+        err.reason(),
+        Some(UnavailableReason::BinaryNotFound),
+        "{err}"
+    );
     let message = err.to_string();
     assert!(
         message.contains("no-such-language-server-xyz") && message.contains("searched PATH: "),

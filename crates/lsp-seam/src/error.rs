@@ -164,7 +164,9 @@ pub enum RegisterError {
     },
     /// An extension is not lowercase, lacks its leading dot, or contains
     /// another dot.
-    #[error("provider {provider} declares malformed extension {extension:?} (want lowercase, one leading dot, e.g. \".rs\")")]
+    #[error(
+        "provider {provider} declares malformed extension {extension:?} (want lowercase, one leading dot, e.g. \".rs\")"
+    )]
     MalformedExtension {
         /// The extension as declared.
         extension: String,

@@ -134,7 +134,11 @@ fn no_route_is_unavailable_no_provider() {
         let err = block_on(router.dispatch(&hover(path))).unwrap_err();
         assert_eq!(
             (err.code(), err.reason(), err.retryable()),
-            ("LSP_UNAVAILABLE", Some(UnavailableReason::NoProvider), false),
+            (
+                "LSP_UNAVAILABLE",
+                Some(UnavailableReason::NoProvider),
+                false
+            ),
             "{path}"
         );
     }
@@ -144,7 +148,9 @@ fn no_route_is_unavailable_no_provider() {
 fn conflicting_registration_is_rejected_and_registers_nothing() {
     let mut router = Router::new();
     router.register(echo("rust", &[".rs"])).unwrap();
-    let err = router.register(echo("other", &[".toml", ".rs"])).unwrap_err();
+    let err = router
+        .register(echo("other", &[".toml", ".rs"]))
+        .unwrap_err();
     assert_eq!(
         err,
         RegisterError::Conflict {
@@ -268,7 +274,13 @@ fn error_codes_and_retryability_are_stable() {
     .collect();
     assert_eq!(
         reasons,
-        ["no_provider", "binary_not_found", "spawn_failed", "crashed", "no_project"]
+        [
+            "no_provider",
+            "binary_not_found",
+            "spawn_failed",
+            "crashed",
+            "no_project"
+        ]
     );
 }
 
@@ -309,14 +321,25 @@ fn references_shrink_in_order_and_keep_total() {
             x.snippet = None;
         }
     }
-    assert_eq!(r.shrink_to(probe.approx_bytes()), ReferencesDetail::NoSnippets);
-    assert!(r.files.iter().flat_map(|f| &f.refs).all(|x| x.snippet.is_none()));
+    assert_eq!(
+        r.shrink_to(probe.approx_bytes()),
+        ReferencesDetail::NoSnippets
+    );
+    assert!(
+        r.files
+            .iter()
+            .flat_map(|f| &f.refs)
+            .all(|x| x.snippet.is_none())
+    );
     assert!(no_snippets > probe.approx_bytes());
 
     let mut r = full.clone();
     assert_eq!(r.shrink_to(150), ReferencesDetail::CountsPerFile);
     assert_eq!(
-        r.files.iter().map(|f| (f.count, f.refs.len())).collect::<Vec<_>>(),
+        r.files
+            .iter()
+            .map(|f| (f.count, f.refs.len()))
+            .collect::<Vec<_>>(),
         vec![(4, 0), (4, 0), (4, 0)]
     );
     assert_eq!(r.total, 12);

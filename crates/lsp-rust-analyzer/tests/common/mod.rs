@@ -90,7 +90,10 @@ pub fn at(path: &Path, line: u32, symbol: &str) -> PositionQuery {
 
 /// Retries `f` while it is `LSP_NOT_READY`, up to `limit` (only catches
 /// hangs); returns every outcome seen, the last one first-class.
-pub async fn until_ready<T, F, Fut>(limit: Duration, mut f: F) -> (Vec<LspError>, Result<T, LspError>)
+pub async fn until_ready<T, F, Fut>(
+    limit: Duration,
+    mut f: F,
+) -> (Vec<LspError>, Result<T, LspError>)
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<T, LspError>>,
