@@ -333,6 +333,7 @@ impl StdioLspProvider {
             if server.is_alive() {
                 return Ok(server.clone());
             }
+            server.stderr_drained().await;
             let tail = server.stderr_tail_text();
             let how = match server.status().phase {
                 crate::server::Phase::Dead(how) => how,

@@ -80,6 +80,8 @@ pub(crate) struct Status {
 struct Shared {
     status: watch::Sender<Status>,
     stderr: Mutex<VecDeque<String>>,
+    /// True once stderr reached end of file.
+    stderr_closed: watch::Sender<bool>,
     settings: Option<Value>,
     readiness: ReadinessSignal,
 }
@@ -354,6 +356,7 @@ impl Server {
         let shared = Arc::new(Shared {
             status: status_tx,
             stderr: Mutex::new(VecDeque::new()),
+            stderr_closed: watch::channel(false).0,
             settings: config.settings.clone(),
             readiness: config.readiness,
         });
@@ -427,6 +430,7 @@ impl Server {
                 }
                 tail.push_back(line);
             }
+            err_shared.stderr_closed.send_replace(true);
         });
         let wait_shared = shared.clone();
         tokio::spawn(async move {
@@ -566,6 +570,13 @@ impl Server {
     /// The current status.
     pub fn status(&self) -> Status {
         self.shared.status.borrow().clone()
+    }
+
+    /// Waits (briefly) until a dead server's stderr has been read to its
+    /// end, so its last lines can be reported.
+    pub async fn stderr_drained(&self) {
+        let mut rx = self.shared.stderr_closed.subscribe();
+        let _ = tokio::time::timeout(Duration::from_millis(500), rx.wait_for(|closed| *closed)).await;
     }
 
     /// The last lines of stderr, formatted for an error message.
