@@ -1,4 +1,31 @@
-//! The vocabulary of dsh terminals (work in progress: only [`Owner`] so far).
+//! The vocabulary of dsh terminals: who owns a terminal, how it is named,
+//! what can be asked of it, how a send settles, how a call fails — and the
+//! one trait, [`TerminalService`], that a backend implements.
+//!
+//! The key design choice is that **every call carries an [`Owner`]**. An
+//! owner is an identity that cannot be forged from a number, so terminal ids
+//! (`pty-N`) are not secrets: a call on another owner's terminal fails with
+//! [`TerminalError::ForeignSession`], it never succeeds. A second one is that
+//! a send is *started* synchronously ([`TerminalService::start_send`]: every
+//! ownership and busy check happens before anything is written) and *settled*
+//! by a `'static` future, so a host can await it inline or hand it to a job.
+//!
+//! This crate is deliberately plain: no tokio runtime, no pty, no `/proc`,
+//! no serialization. Async methods return boxed [`Future`]s. The model-facing
+//! argument and result types live in the tool layer, which converts to and
+//! from these types by hand.
 
+mod error;
 mod owner;
+mod service;
+mod types;
+
+pub use error::TerminalError;
 pub use owner::Owner;
+pub use service::{BoxFuture, SendInterrupt, StartedSend, TerminalService};
+pub use types::{
+    CloseKind, CloseOutcome, CursorPosition, DEFAULT_COLS, DEFAULT_ROWS, DEFAULT_SEND_TIMEOUT,
+    ExitStatus, MAX_SEND_TIMEOUT, MIN_SEND_TIMEOUT, OpenRequest, Opened, ReadOutcome, ReadRequest,
+    ScreenView, SendOutcome, SendRequest, SettleReason, SignalOutcome, StreamChunk, TerminalId,
+    TerminalInfo, TerminalSignal, TerminalStatus,
+};
