@@ -60,7 +60,10 @@ fn header(n: u128, cwd: &Path, secs: i64) -> SessionHeader {
 }
 
 fn main() {
-    let base = std::env::args().nth(1).map(PathBuf::from).unwrap_or_else(std::env::temp_dir);
+    let base = std::env::args()
+        .nth(1)
+        .map(PathBuf::from)
+        .unwrap_or_else(std::env::temp_dir);
     let base = base.join(format!("dsh-workspace-bench-{}", std::process::id()));
     let n = 300;
     let targets = dirs(&base, n);
@@ -69,18 +72,26 @@ fn main() {
 
     // Raw sled: one insert + flush.
     let raw_dir = fresh(&base, "raw");
-    let db = sled::Config::new().path(&raw_dir).flush_every_ms(None).open().unwrap();
+    let db = sled::Config::new()
+        .path(&raw_dir)
+        .flush_every_ms(None)
+        .open()
+        .unwrap();
     let tree = db.open_tree("t").unwrap();
     let mut samples = Vec::new();
     for i in 0..n {
         let (d, _) = time(|| {
-            tree.insert(format!("k{i}").as_bytes(), vec![0u8; 200]).unwrap();
+            tree.insert(format!("k{i}").as_bytes(), vec![0u8; 200])
+                .unwrap();
             db.flush().unwrap();
         });
         samples.push(d);
     }
     drop((tree, db));
-    rows.push(Stats { name: "raw sled insert+flush", samples });
+    rows.push(Stats {
+        name: "raw sled insert+flush",
+        samples,
+    });
 
     // The registry held open (one process, one span).
     let store_dir = fresh(&base, "held");
@@ -93,21 +104,36 @@ fn main() {
         ids.push(w.id);
         samples.push(d);
     }
-    rows.push(Stats { name: "create (3 durable writes)", samples });
+    rows.push(Stats {
+        name: "create (3 durable writes)",
+        samples,
+    });
     let mut samples = Vec::new();
     for (i, t) in targets.iter().enumerate() {
-        registry.record_session(&header(i as u128, t, i as i64)).unwrap();
-        let (d, _) = time(|| registry.attach_session(ids[i], SessionId(uuid::Uuid::from_u128(i as u128))).unwrap());
+        registry
+            .record_session(&header(i as u128, t, i as i64))
+            .unwrap();
+        let (d, _) = time(|| {
+            registry
+                .attach_session(ids[i], SessionId(uuid::Uuid::from_u128(i as u128)))
+                .unwrap()
+        });
         samples.push(d);
     }
-    rows.push(Stats { name: "attach_session (1 durable write)", samples });
+    rows.push(Stats {
+        name: "attach_session (1 durable write)",
+        samples,
+    });
     let mut samples = Vec::new();
     for _ in 0..2000 {
         let (d, v) = time(|| registry.list());
         assert_eq!(v.len(), n);
         samples.push(d);
     }
-    rows.push(Stats { name: "list() of 300 workspaces (memory)", samples });
+    rows.push(Stats {
+        name: "list() of 300 workspaces (memory)",
+        samples,
+    });
     drop(registry);
     drop(open);
 
@@ -119,36 +145,60 @@ fn main() {
         let (d, _) = time(|| store.create_workspace(t, None).unwrap());
         samples.push(d);
     }
-    rows.push(Stats { name: "Store::create_workspace (open+create+close)", samples });
+    rows.push(Stats {
+        name: "Store::create_workspace (open+create+close)",
+        samples,
+    });
     let mut samples = Vec::new();
     for i in 0..100u128 {
-        let (d, _) = time(|| store.begin_session(&header(10_000 + i, &targets[0], i as i64)).unwrap());
+        let (d, _) = time(|| {
+            store
+                .begin_session(&header(10_000 + i, &targets[0], i as i64))
+                .unwrap()
+        });
         samples.push(d);
     }
-    rows.push(Stats { name: "Store::begin_session (open+record+attach+close)", samples });
+    rows.push(Stats {
+        name: "Store::begin_session (open+record+attach+close)",
+        samples,
+    });
     let entry = LogEntry::new(chrono::Utc::now(), "bash", "ls -la", "OK", 3);
     let mut samples = Vec::new();
     for _ in 0..100 {
-        let (d, _) = time(|| store.append_log(SessionId(uuid::Uuid::from_u128(10_000)), &entry).unwrap());
+        let (d, _) = time(|| {
+            store
+                .append_log(SessionId(uuid::Uuid::from_u128(10_000)), &entry)
+                .unwrap()
+        });
         samples.push(d);
     }
-    rows.push(Stats { name: "Store::append_log (open+append+close)", samples });
+    rows.push(Stats {
+        name: "Store::append_log (open+append+close)",
+        samples,
+    });
     let mut samples = Vec::new();
     for _ in 0..100 {
         let (d, _) = time(|| store.list_workspaces().unwrap());
         samples.push(d);
     }
-    rows.push(Stats { name: "Store::list_workspaces (open+load+close)", samples });
+    rows.push(Stats {
+        name: "Store::list_workspaces (open+load+close)",
+        samples,
+    });
     let mut samples = Vec::new();
     for _ in 0..100 {
         let (d, _) = time(|| drop(store.open().unwrap()));
         samples.push(d);
     }
-    rows.push(Stats { name: "open+close alone (lock, sled open)", samples });
+    rows.push(Stats {
+        name: "open+close alone (lock, sled open)",
+        samples,
+    });
 
     // Start-up with 10,000 session headers over 100 directories.
-    let headers: Vec<SessionHeader> =
-        (0..10_000u128).map(|i| header(i, &targets[(i % 100) as usize], (i / 3) as i64)).collect();
+    let headers: Vec<SessionHeader> = (0..10_000u128)
+        .map(|i| header(i, &targets[(i % 100) as usize], (i / 3) as i64))
+        .collect();
     let mut boot = Vec::new();
     let mut reopen = Vec::new();
     for round in 0..3 {
@@ -177,11 +227,20 @@ fn main() {
             reopen.push(d);
         }
     }
-    rows.push(Stats { name: "start-up, 10k headers: bootstrap", samples: boot });
-    rows.push(Stats { name: "start-up, 10k headers: plain reopen", samples: reopen });
+    rows.push(Stats {
+        name: "start-up, 10k headers: bootstrap",
+        samples: boot,
+    });
+    rows.push(Stats {
+        name: "start-up, 10k headers: plain reopen",
+        samples: reopen,
+    });
 
     let raw = rows[0].median();
-    println!("{:<52} {:>5} {:>12} {:>12} {:>10}", "operation", "n", "median", "p99", "vs raw");
+    println!(
+        "{:<52} {:>5} {:>12} {:>12} {:>10}",
+        "operation", "n", "median", "p99", "vs raw"
+    );
     for r in &rows {
         println!(
             "{:<52} {:>5} {:>12.3?} {:>12.3?} {:>9.1}x",

@@ -33,14 +33,17 @@ pub struct OpenStore {
 }
 
 fn io(e: impl std::fmt::Display) -> StorageError {
-    StorageError::Io { message: e.to_string() }
+    StorageError::Io {
+        message: e.to_string(),
+    }
 }
 
 impl OpenStore {
     /// Takes the store's lock (waiting up to `lock_wait`) and opens sled under `dir`.
     pub fn open(dir: &Path, lock_wait: Duration) -> Result<Self, StorageError> {
         let started = Instant::now();
-        std::fs::create_dir_all(dir).map_err(|e| io(format!("cannot create {}: {e}", dir.display())))?;
+        std::fs::create_dir_all(dir)
+            .map_err(|e| io(format!("cannot create {}: {e}", dir.display())))?;
         let lock_path = dir.join("lock");
         let mut file = OpenOptions::new()
             .create(true)
@@ -73,7 +76,11 @@ impl OpenStore {
         // may hold it for a moment longer, so that one is retried too.
         let db_path = dir.join("db");
         let db = loop {
-            match sled::Config::new().path(&db_path).flush_every_ms(None).open() {
+            match sled::Config::new()
+                .path(&db_path)
+                .flush_every_ms(None)
+                .open()
+            {
                 Ok(db) => break db,
                 Err(sled::Error::Io(e)) if e.to_string().contains("could not acquire lock") => {
                     let elapsed = started.elapsed();
@@ -83,20 +90,35 @@ impl OpenStore {
                     std::thread::sleep(backoff.min(lock_wait - elapsed));
                     backoff = (backoff * 2).min(Duration::from_millis(50));
                 }
-                Err(e) => return Err(io(format!("cannot open the store at {}: {e}", dir.display()))),
+                Err(e) => {
+                    return Err(io(format!(
+                        "cannot open the store at {}: {e}",
+                        dir.display()
+                    )));
+                }
             }
         };
-        Ok(Self { handle: Arc::new(Handle { db, poisoned: Mutex::new(None), _lock: lock }) })
+        Ok(Self {
+            handle: Arc::new(Handle {
+                db,
+                poisoned: Mutex::new(None),
+                _lock: lock,
+            }),
+        })
     }
 
     /// The storage-domain seam on this store.
     pub fn domain(&self) -> SledDomain {
-        SledDomain { store: self.clone() }
+        SledDomain {
+            store: self.clone(),
+        }
     }
 
     /// The session-persistence seam on this store.
     pub fn sessions(&self) -> SledSessions {
-        SledSessions { store: self.clone() }
+        SledSessions {
+            store: self.clone(),
+        }
     }
 
     /// Starts a registry on this store (recovery, checks, bootstrap).
@@ -111,9 +133,15 @@ impl OpenStore {
 
     /// Runs one sled action: refused when poisoned; an error poisons.
     fn run<T>(&self, action: impl FnOnce(&sled::Db) -> sled::Result<T>) -> Result<T, StorageError> {
-        let mut poisoned = self.handle.poisoned.lock().unwrap_or_else(|e| e.into_inner());
+        let mut poisoned = self
+            .handle
+            .poisoned
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
         if let Some(first) = poisoned.as_ref() {
-            return Err(StorageError::Poisoned { first: first.clone() });
+            return Err(StorageError::Poisoned {
+                first: first.clone(),
+            });
         }
         action(&self.handle.db).map_err(|e| {
             let message = e.to_string();
@@ -123,7 +151,10 @@ impl OpenStore {
     }
 
     /// Runs a write and flushes before returning.
-    fn durable(&self, action: impl FnOnce(&sled::Db) -> sled::Result<()>) -> Result<(), StorageError> {
+    fn durable(
+        &self,
+        action: impl FnOnce(&sled::Db) -> sled::Result<()>,
+    ) -> Result<(), StorageError> {
         self.run(|db| {
             action(db)?;
             db.flush()?;
@@ -141,11 +172,16 @@ impl StorageDomain for SledDomain {
     fn load(&mut self) -> Result<DomainImage, StorageError> {
         self.store.run(|db| {
             let mut image = DomainImage {
-                global: db.open_tree(GLOBAL_TREE)?.get(GLOBAL_KEY)?.map(|v| v.to_vec()),
+                global: db
+                    .open_tree(GLOBAL_TREE)?
+                    .get(GLOBAL_KEY)?
+                    .map(|v| v.to_vec()),
                 ..DomainImage::default()
             };
             for name in db.tree_names() {
-                let Some(table) = name.strip_prefix(TABLE_PREFIX.as_bytes()) else { continue };
+                let Some(table) = name.strip_prefix(TABLE_PREFIX.as_bytes()) else {
+                    continue;
+                };
                 let table = String::from_utf8_lossy(table).into_owned();
                 let rows = image.tables.entry(table).or_default();
                 for entry in db.open_tree(&name)?.iter() {
@@ -164,10 +200,12 @@ impl StorageDomain for SledDomain {
                     db.open_tree(GLOBAL_TREE)?.insert(GLOBAL_KEY, v)?;
                 }
                 DomainWrite::PutRow { table, key, value } => {
-                    db.open_tree(format!("{TABLE_PREFIX}{table}"))?.insert(key.as_bytes(), value)?;
+                    db.open_tree(format!("{TABLE_PREFIX}{table}"))?
+                        .insert(key.as_bytes(), value)?;
                 }
                 DomainWrite::DeleteRow { table, key } => {
-                    db.open_tree(format!("{TABLE_PREFIX}{table}"))?.remove(key.as_bytes())?;
+                    db.open_tree(format!("{TABLE_PREFIX}{table}"))?
+                        .remove(key.as_bytes())?;
                 }
             }
             Ok(())
@@ -182,29 +220,44 @@ pub struct SledSessions {
 }
 
 fn decode<T: serde::de::DeserializeOwned>(bytes: &[u8], what: &str) -> Result<T, StorageError> {
-    serde_json::from_slice(bytes).map_err(|e| StorageError::Corrupt { what: format!("{what}: {e}") })
+    serde_json::from_slice(bytes).map_err(|e| StorageError::Corrupt {
+        what: format!("{what}: {e}"),
+    })
 }
 
 fn encode<T: serde::Serialize>(value: &T) -> Result<Vec<u8>, StorageError> {
-    serde_json::to_vec(value).map_err(|e| StorageError::Corrupt { what: format!("cannot encode: {e}") })
+    serde_json::to_vec(value).map_err(|e| StorageError::Corrupt {
+        what: format!("cannot encode: {e}"),
+    })
 }
 
 impl SessionPersistence for SledSessions {
     fn list_headers(&mut self) -> Result<Vec<SessionHeader>, StorageError> {
         let raw = self.store.run(|db| {
-            db.open_tree(HEADERS_TREE)?.iter().values().map(|v| v.map(|v| v.to_vec())).collect::<Result<Vec<_>, _>>()
+            db.open_tree(HEADERS_TREE)?
+                .iter()
+                .values()
+                .map(|v| v.map(|v| v.to_vec()))
+                .collect::<Result<Vec<_>, _>>()
         })?;
         raw.iter().map(|v| decode(v, "a session header")).collect()
     }
 
     fn header(&mut self, id: SessionId) -> Result<Option<SessionHeader>, StorageError> {
-        let raw = self.store.run(|db| db.open_tree(HEADERS_TREE)?.get(id.0.as_bytes()))?;
-        raw.map(|v| decode(&v, &format!("the header of session {id}"))).transpose()
+        let raw = self
+            .store
+            .run(|db| db.open_tree(HEADERS_TREE)?.get(id.0.as_bytes()))?;
+        raw.map(|v| decode(&v, &format!("the header of session {id}")))
+            .transpose()
     }
 
     fn put_header(&mut self, header: &SessionHeader) -> Result<(), StorageError> {
         let value = encode(header)?;
-        self.store.durable(|db| db.open_tree(HEADERS_TREE)?.insert(header.id.0.as_bytes(), value).map(drop))
+        self.store.durable(|db| {
+            db.open_tree(HEADERS_TREE)?
+                .insert(header.id.0.as_bytes(), value)
+                .map(drop)
+        })
     }
 
     fn append_log(&mut self, id: SessionId, entry: &LogEntry) -> Result<(), StorageError> {
@@ -219,7 +272,11 @@ impl SessionPersistence for SledSessions {
             let mut batch = sled::Batch::default();
             batch.insert(log_key(id, next), value);
             let count = tree.scan_prefix(prefix).keys().count() + 1;
-            for key in tree.scan_prefix(prefix).keys().take(count.saturating_sub(LOG_CAPACITY)) {
+            for key in tree
+                .scan_prefix(prefix)
+                .keys()
+                .take(count.saturating_sub(LOG_CAPACITY))
+            {
                 batch.remove(key?);
             }
             tree.apply_batch(batch)
@@ -234,7 +291,9 @@ impl SessionPersistence for SledSessions {
                 .map(|v| v.map(|v| v.to_vec()))
                 .collect::<Result<Vec<_>, _>>()
         })?;
-        raw.iter().map(|v| decode(v, &format!("a log entry of session {id}"))).collect()
+        raw.iter()
+            .map(|v| decode(v, &format!("a log entry of session {id}")))
+            .collect()
     }
 }
 
@@ -251,4 +310,3 @@ fn seq_of(key: &[u8]) -> u64 {
     }
     u64::from_be_bytes(seq)
 }
-

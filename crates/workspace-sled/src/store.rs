@@ -19,7 +19,9 @@ pub struct StoreOptions {
 
 impl Default for StoreOptions {
     fn default() -> Self {
-        Self { lock_wait: Duration::from_secs(5) }
+        Self {
+            lock_wait: Duration::from_secs(5),
+        }
     }
 }
 
@@ -39,7 +41,10 @@ impl Store {
 
     /// A store in `dir` with the given options.
     pub fn with_options(dir: impl Into<PathBuf>, options: StoreOptions) -> Self {
-        Self { dir: dir.into(), options }
+        Self {
+            dir: dir.into(),
+            options,
+        }
     }
 
     /// The store directory.
@@ -68,7 +73,11 @@ impl Store {
     }
 
     /// `dsh workspace create PATH [--title T]`.
-    pub fn create_workspace(&self, path: &Path, title: Option<&str>) -> Result<Workspace, WorkspaceError> {
+    pub fn create_workspace(
+        &self,
+        path: &Path,
+        title: Option<&str>,
+    ) -> Result<Workspace, WorkspaceError> {
         self.with_registry(|r| r.create(path, title))
     }
 
@@ -78,7 +87,11 @@ impl Store {
     }
 
     /// `dsh workspace rename ID TITLE`.
-    pub fn rename_workspace(&self, id: WorkspaceId, title: &str) -> Result<Workspace, WorkspaceError> {
+    pub fn rename_workspace(
+        &self,
+        id: WorkspaceId,
+        title: &str,
+    ) -> Result<Workspace, WorkspaceError> {
         self.with_registry(|r| r.set_title(id, title))
     }
 
@@ -100,7 +113,10 @@ impl Store {
     }
 
     /// `dsh session list [--workspace ID]`.
-    pub fn list_sessions(&self, workspace: Option<WorkspaceId>) -> Result<Vec<SessionRecord>, WorkspaceError> {
+    pub fn list_sessions(
+        &self,
+        workspace: Option<WorkspaceId>,
+    ) -> Result<Vec<SessionRecord>, WorkspaceError> {
         self.with_registry(|r| r.sessions(workspace))
     }
 
@@ -138,13 +154,20 @@ impl Store {
     }
 
     /// [`begin_session`](Self::begin_session) on tokio's blocking pool.
-    pub async fn begin_session_async(&self, header: SessionHeader) -> Result<SessionStart, WorkspaceError> {
+    pub async fn begin_session_async(
+        &self,
+        header: SessionHeader,
+    ) -> Result<SessionStart, WorkspaceError> {
         let store = self.clone();
         blocking(move || store.begin_session(&header)).await
     }
 
     /// [`append_log`](Self::append_log) on tokio's blocking pool.
-    pub async fn append_log_async(&self, id: SessionId, entry: LogEntry) -> Result<(), WorkspaceError> {
+    pub async fn append_log_async(
+        &self,
+        id: SessionId,
+        entry: LogEntry,
+    ) -> Result<(), WorkspaceError> {
         let store = self.clone();
         blocking(move || store.append_log(id, &entry)).await
     }

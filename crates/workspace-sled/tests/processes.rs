@@ -38,7 +38,13 @@ impl Rng {
 fn spawn_child(spec: &str) -> Child {
     let mut command = Command::new(std::env::current_exe().unwrap());
     command
-        .args(["--exact", "child_process_entry", "--ignored", "--nocapture", "--test-threads=1"])
+        .args([
+            "--exact",
+            "child_process_entry",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .env(CHILD_ENV, spec)
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
@@ -49,7 +55,10 @@ fn spawn_child(spec: &str) -> Child {
 
 fn kill_and_reap(mut child: Child) {
     let pid = i32::try_from(child.id()).unwrap();
-    let steps = [process_tree::Step { signal: Signal::SIGKILL, grace: Duration::from_secs(5) }];
+    let steps = [process_tree::Step {
+        signal: Signal::SIGKILL,
+        grace: Duration::from_secs(5),
+    }];
     process_tree::end_session(pid, &steps).expect("the child's session did not end");
     child.wait().unwrap();
 }
@@ -176,17 +185,33 @@ fn observe(store: &Store, dirs: &[PathBuf]) -> Model {
             let workspaces = r
                 .list()
                 .into_iter()
-                .map(|w| (dirs.iter().position(|d| *d == w.path).unwrap(), w.title, w.session_ids))
+                .map(|w| {
+                    (
+                        dirs.iter().position(|d| *d == w.path).unwrap(),
+                        w.title,
+                        w.session_ids,
+                    )
+                })
                 .collect();
-            let archived = r.sessions(None)?.into_iter().filter(|s| s.archived).map(|s| s.id).collect();
-            Ok(Model { workspaces, archived })
+            let archived = r
+                .sessions(None)?
+                .into_iter()
+                .filter(|s| s.archived)
+                .map(|s| s.id)
+                .collect();
+            Ok(Model {
+                workspaces,
+                archived,
+            })
         })
         .unwrap()
 }
 
 fn apply(store: &Store, dirs: &[PathBuf], op: &Op) -> Result<(), WorkspaceError> {
     store.with_registry(|r| {
-        let id_of = |r: &workspace::Registry<_, _>, i: usize| r.resolve_by_path(&dirs[i]).map(|w| w.map(|w| w.id));
+        let id_of = |r: &workspace::Registry<_, _>, i: usize| {
+            r.resolve_by_path(&dirs[i]).map(|w| w.map(|w| w.id))
+        };
         match op {
             Op::Create(i, t) => r.create(&dirs[*i], Some(t)).map(drop),
             Op::Delete(i) => {
@@ -206,8 +231,12 @@ fn apply(store: &Store, dirs: &[PathBuf], op: &Op) -> Result<(), WorkspaceError>
                 r.insert_before(id, before).map(drop)
             }
             Op::Begin(s, i) => {
-                let header =
-                    SessionHeader { id: *s, cwd: Some(dirs[*i].clone()), created_at: chrono::Utc::now(), client: None };
+                let header = SessionHeader {
+                    id: *s,
+                    cwd: Some(dirs[*i].clone()),
+                    created_at: chrono::Utc::now(),
+                    client: None,
+                };
                 r.begin_session(&header).map(drop)
             }
             Op::Detach(i, s) => {
@@ -222,7 +251,11 @@ fn apply(store: &Store, dirs: &[PathBuf], op: &Op) -> Result<(), WorkspaceError>
 fn pick(rng: &mut Rng, m: &Model, n: u64) -> Op {
     let i = rng.below(DIRS);
     let exists = m.pos(i).is_some();
-    let sessions: Vec<SessionId> = m.workspaces.iter().flat_map(|w| w.2.iter().copied()).collect();
+    let sessions: Vec<SessionId> = m
+        .workspaces
+        .iter()
+        .flat_map(|w| w.2.iter().copied())
+        .collect();
     match rng.below(8) {
         0 | 1 => Op::Create(i, format!("t{n}")),
         2 if exists => Op::Delete(i),
@@ -250,16 +283,28 @@ fn run_child(spec: &str) {
     let dirs = test_dirs(Path::new(parts[2]));
     match parts[0] {
         "crash" => {
-            let mut journal = std::fs::OpenOptions::new().create(true).append(true).open(parts[3]).unwrap();
+            let mut journal = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(parts[3])
+                .unwrap();
             // Mixed, so that no child replays a stretch of the parent's sequence.
-            let mut rng = Rng(parts[4].parse::<u64>().unwrap().wrapping_mul(0x2545_f491_4f6c_dd1d) | 1);
+            let mut rng = Rng(parts[4]
+                .parse::<u64>()
+                .unwrap()
+                .wrapping_mul(0x2545_f491_4f6c_dd1d)
+                | 1);
             for n in 0.. {
                 let model = observe(&store, &dirs);
                 let op = pick(&mut rng, &model, n);
-                journal.write_all(format!("I {n} {}\n", op.encode()).as_bytes()).unwrap();
+                journal
+                    .write_all(format!("I {n} {}\n", op.encode()).as_bytes())
+                    .unwrap();
                 match apply(&store, &dirs, &op) {
                     Ok(()) => journal.write_all(format!("A {n}\n").as_bytes()).unwrap(),
-                    Err(e) => journal.write_all(format!("E {n} {} {e}\n", e.code()).as_bytes()).unwrap(),
+                    Err(e) => journal
+                        .write_all(format!("E {n} {} {e}\n", e.code()).as_bytes())
+                        .unwrap(),
                 }
             }
         }
@@ -268,12 +313,23 @@ fn run_child(spec: &str) {
             let count: u128 = parts[4].parse().unwrap();
             for n in 0..count {
                 let s = SessionId(Uuid::from_u128(k * 1000 + n));
-                let header =
-                    SessionHeader { id: s, cwd: Some(dirs[0].clone()), created_at: chrono::Utc::now(), client: None };
+                let header = SessionHeader {
+                    id: s,
+                    cwd: Some(dirs[0].clone()),
+                    created_at: chrono::Utc::now(),
+                    client: None,
+                };
                 store.begin_session(&header).unwrap();
                 let w = store.list_workspaces().unwrap()[0].id;
-                store.rename_workspace(w, &format!("writer {k} step {n}")).unwrap();
-                store.append_log(s, &workspace::LogEntry::new(chrono::Utc::now(), "bash", "", "OK", 1)).unwrap();
+                store
+                    .rename_workspace(w, &format!("writer {k} step {n}"))
+                    .unwrap();
+                store
+                    .append_log(
+                        s,
+                        &workspace::LogEntry::new(chrono::Utc::now(), "bash", "", "OK", 1),
+                    )
+                    .unwrap();
             }
         }
         other => panic!("unknown child mode {other}"),
@@ -290,7 +346,10 @@ fn child_process_entry() {
 
 #[test]
 fn sigkilled_writers_lose_nothing_acknowledged_and_invent_nothing() {
-    let runs: usize = std::env::var("DSH_CRASH_RUNS").ok().and_then(|v| v.parse().ok()).unwrap_or(50);
+    let runs: usize = std::env::var("DSH_CRASH_RUNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(50);
     let tmp = tempfile::tempdir().unwrap();
     let base = std::fs::canonicalize(tmp.path()).unwrap();
     let dirs = test_dirs(&base);
@@ -304,7 +363,13 @@ fn sigkilled_writers_lose_nothing_acknowledged_and_invent_nothing() {
     let (mut total_acked, mut interrupted) = (0, 0);
     for run in 0..runs {
         let journal = base.join(format!("journal-{run}"));
-        let spec = format!("crash\n{}\n{}\n{}\n{}", store_dir.display(), base.display(), journal.display(), rng.next());
+        let spec = format!(
+            "crash\n{}\n{}\n{}\n{}",
+            store_dir.display(),
+            base.display(),
+            journal.display(),
+            rng.next()
+        );
         let child = spawn_child(&spec);
         // The child needs ~100-150 ms (debug build) before its first operation.
         std::thread::sleep(Duration::from_millis(100 + rng.below(300) as u64));
@@ -339,8 +404,13 @@ fn sigkilled_writers_lose_nothing_acknowledged_and_invent_nothing() {
             }
         }
     }
-    eprintln!("{runs} SIGKILLed runs, {total_acked} acknowledged mutations, {interrupted} interrupted mid-operation");
-    assert!(total_acked > runs, "the children barely ran: {total_acked} acknowledged mutations");
+    eprintln!(
+        "{runs} SIGKILLed runs, {total_acked} acknowledged mutations, {interrupted} interrupted mid-operation"
+    );
+    assert!(
+        total_acked > runs,
+        "the children barely ran: {total_acked} acknowledged mutations"
+    );
 }
 
 #[test]
@@ -352,7 +422,13 @@ fn two_processes_and_a_reader_share_one_store() {
     let store_dir = base.join("store");
     let count = 15u128;
     let children: Vec<Child> = (1..=2u128)
-        .map(|k| spawn_child(&format!("concurrent\n{}\n{}\n{k}\n{count}", store_dir.display(), base.display())))
+        .map(|k| {
+            spawn_child(&format!(
+                "concurrent\n{}\n{}\n{k}\n{count}",
+                store_dir.display(),
+                base.display()
+            ))
+        })
         .collect();
     // A person's CLI reads while both write.
     let store = Store::new(&store_dir);
@@ -367,8 +443,16 @@ fn two_processes_and_a_reader_share_one_store() {
     let listed = store.list_workspaces().unwrap();
     assert_eq!(listed.len(), 1);
     let got: BTreeSet<SessionId> = listed[0].session_ids.iter().copied().collect();
-    let want: BTreeSet<SessionId> =
-        (1..=2u128).flat_map(|k| (0..count).map(move |n| SessionId(Uuid::from_u128(k * 1000 + n)))).collect();
+    let want: BTreeSet<SessionId> = (1..=2u128)
+        .flat_map(|k| (0..count).map(move |n| SessionId(Uuid::from_u128(k * 1000 + n))))
+        .collect();
     assert_eq!(got, want, "an attach was lost between processes");
-    assert_eq!(store.show_session(SessionId(Uuid::from_u128(1000))).unwrap().log.len(), 1);
+    assert_eq!(
+        store
+            .show_session(SessionId(Uuid::from_u128(1000)))
+            .unwrap()
+            .log
+            .len(),
+        1
+    );
 }

@@ -21,7 +21,10 @@ struct SledHarness {
 
 impl SledHarness {
     fn new() -> Self {
-        Self { tmp: tempfile::tempdir().unwrap(), open: None }
+        Self {
+            tmp: tempfile::tempdir().unwrap(),
+            open: None,
+        }
     }
 }
 
@@ -61,7 +64,12 @@ fn rollback_combinations_on_sled() {
 fn a_held_store_is_busy_after_the_bounded_wait_and_says_so() {
     let tmp = tempfile::tempdir().unwrap();
     let held = OpenStore::open(tmp.path(), Duration::from_secs(1)).unwrap();
-    let store = Store::with_options(tmp.path(), StoreOptions { lock_wait: Duration::from_millis(200) });
+    let store = Store::with_options(
+        tmp.path(),
+        StoreOptions {
+            lock_wait: Duration::from_millis(200),
+        },
+    );
     let err = store.list_workspaces().unwrap_err();
     assert_eq!(err.code(), "STORE_BUSY");
     let WorkspaceError::Storage(StorageError::Busy { dir, waited_ms }) = &err else {
@@ -69,7 +77,10 @@ fn a_held_store_is_busy_after_the_bounded_wait_and_says_so() {
     };
     assert_eq!(dir, tmp.path());
     assert!(*waited_ms >= 200, "gave up early: {waited_ms} ms");
-    assert!(err.to_string().contains("held by another dsh process"), "{err}");
+    assert!(
+        err.to_string().contains("held by another dsh process"),
+        "{err}"
+    );
     drop(held);
     assert_eq!(store.list_workspaces().unwrap(), vec![]);
 }
@@ -85,7 +96,9 @@ fn concurrent_same_path_creates_collapse_to_one_record() {
             let (store, barrier, path) = (store.clone(), barrier.clone(), target.path().to_owned());
             std::thread::spawn(move || {
                 barrier.wait();
-                store.create_workspace(&path, Some(&format!("title {i}"))).unwrap()
+                store
+                    .create_workspace(&path, Some(&format!("title {i}")))
+                    .unwrap()
             })
         })
         .collect();
@@ -103,17 +116,28 @@ fn store_facade_round_trip() {
     let dir = tempfile::tempdir().unwrap();
     let cwd = std::fs::canonicalize(dir.path()).unwrap();
     let store = Store::new(tmp.path());
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    let started = rt.block_on(store.begin_session_async(header(1, Some(&cwd), 1))).unwrap();
-    let w = started.workspace.unwrap();
-    rt.block_on(store.append_log_async(sid(1), LogEntry::new(workspace::testing::at(2), "bash", "ls", "OK", 4)))
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
         .unwrap();
+    let started = rt
+        .block_on(store.begin_session_async(header(1, Some(&cwd), 1)))
+        .unwrap();
+    let w = started.workspace.unwrap();
+    rt.block_on(store.append_log_async(
+        sid(1),
+        LogEntry::new(workspace::testing::at(2), "bash", "ls", "OK", 4),
+    ))
+    .unwrap();
     let renamed = store.rename_workspace(w.id, "mine").unwrap();
     assert_eq!(renamed.title, "mine");
     assert_eq!(store.show_workspace(w.id).unwrap(), renamed);
     let archived = store.archive_session(sid(1)).unwrap();
     assert!(archived.archived);
-    assert_eq!(store.list_sessions(Some(w.id)).unwrap(), vec![archived.clone()]);
+    assert_eq!(
+        store.list_sessions(Some(w.id)).unwrap(),
+        vec![archived.clone()]
+    );
     let shown = store.show_session(sid(1)).unwrap();
     assert_eq!(shown.log.len(), 1);
     let json = serde_json::to_value(&shown).unwrap();
@@ -121,6 +145,9 @@ fn store_facade_round_trip() {
     assert_eq!(json["archived"], serde_json::json!(true));
     assert!(!store.unarchive_session(sid(1)).unwrap().archived);
     assert!(store.remove_workspace(w.id).unwrap());
-    assert_eq!(store.show_workspace(w.id).unwrap_err().code(), "UNKNOWN_WORKSPACE");
+    assert_eq!(
+        store.show_workspace(w.id).unwrap_err().code(),
+        "UNKNOWN_WORKSPACE"
+    );
     assert_eq!(store.list_sessions(None).unwrap().len(), 1);
 }

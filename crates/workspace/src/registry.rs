@@ -199,6 +199,8 @@ pub struct Registry<D, S> {
     by_path: HashMap<PathBuf, WorkspaceId>,
     archived: BTreeSet<SessionId>,
     headers: HashMap<SessionId, Option<Indexed>>,
+    /// Canonical forms of header cwds, resolved once per distinct cwd per registry.
+    canonical: HashMap<PathBuf, Option<PathBuf>>,
     poisoned: bool,
 }
 
@@ -272,6 +274,7 @@ impl<D: StorageDomain, S: SessionPersistence> Registry<D, S> {
             by_path: HashMap::new(),
             archived,
             headers: HashMap::new(),
+            canonical: HashMap::new(),
             poisoned: false,
         };
         if let Some(id) = marked {
@@ -366,7 +369,7 @@ impl<D: StorageDomain, S: SessionPersistence> Registry<D, S> {
         if !matches!(self.headers.get(&id), Some(Some(_))) {
             let header = self.sessions.header(id)?;
             let indexed = header.map(|header| Indexed {
-                canonical_cwd: header_canonical_cwd(header.cwd.as_deref()),
+                canonical_cwd: self.canonical_cwd(&header),
                 header,
             });
             self.headers.insert(id, indexed);
@@ -374,11 +377,19 @@ impl<D: StorageDomain, S: SessionPersistence> Registry<D, S> {
         Ok(self.headers.get(&id).and_then(Option::as_ref))
     }
 
+    fn canonical_cwd(&mut self, header: &SessionHeader) -> Option<PathBuf> {
+        let cwd = header.cwd.as_ref()?;
+        self.canonical
+            .entry(cwd.clone())
+            .or_insert_with(|| header_canonical_cwd(Some(cwd)))
+            .clone()
+    }
+
     fn bootstrap(&mut self) -> Result<(), WorkspaceError> {
         let headers = self.sessions.list_headers()?;
         let mut groups: HashMap<PathBuf, Vec<SessionHeader>> = HashMap::new();
         for header in headers {
-            let canonical = header_canonical_cwd(header.cwd.as_deref());
+            let canonical = self.canonical_cwd(&header);
             if let Some(dir) = header.cwd.as_deref().and_then(|c| canonical_dir(c).ok()) {
                 groups.entry(dir).or_default().push(header.clone());
             }
