@@ -25,7 +25,7 @@ mod server;
 mod text;
 
 pub use config::{ClientOptions, LspConfig, ReadinessSignal, RootStrategy, ServerConfig};
-pub use provider::StdioLspProvider;
+pub use provider::{RawServer, StdioLspProvider};
 pub use server::ServerProcess;
 pub use text::Encoding;
 

@@ -279,6 +279,7 @@ impl StdioLspProvider {
                     name: self.config.name.clone(),
                     root,
                     pid: server.pid(),
+                    encoding: server.encoding,
                 });
             }
         }
@@ -298,27 +299,16 @@ impl StdioLspProvider {
         }
     }
 
-    /// Sends one request as is to the warm server of `path`'s project:
-    /// no document sync, readiness wait or conversion. For measuring the
-    /// overhead of the provider.
-    pub async fn raw_request<R: lsp_types::request::Request>(
-        &self,
-        path: &Path,
-        params: R::Params,
-    ) -> Result<R::Result, LspError> {
+    /// A handle to send requests as is to the server of `path`'s project
+    /// (started if needed): no document sync, readiness wait or
+    /// conversion. For measuring the provider's overhead.
+    pub async fn raw_server(&self, path: &Path) -> Result<RawServer, LspError> {
         let path = absolute(path)?;
         let root = self.root_for(&path)?;
-        let server = self.server_for(&root).await?;
-        server
-            .request::<R>(params, self.options.request_timeout)
-            .await
-            .map_err(|f| match f {
-                Failure::Lsp(e) => e,
-                Failure::Dead | Failure::ContentModified => LspError::ServerError {
-                    code: None,
-                    message: "request failed".into(),
-                },
-            })
+        Ok(RawServer {
+            server: self.server_for(&root).await?,
+            timeout: self.options.request_timeout,
+        })
     }
 
     /// The live server for `root`: started if absent, restarted (within
@@ -408,6 +398,7 @@ impl StdioLspProvider {
                 text,
             });
             let outcome = async {
+                server.flush_watcher().await;
                 server.refresh_documents()?;
                 server.sync_document(&file.path, &file.text, &language_id)?;
                 server.wait_ready(self.options.ready_timeout).await?;
@@ -793,6 +784,37 @@ impl StdioLspProvider {
             }
         })
         .await
+    }
+}
+
+/// A running server addressed directly (see
+/// [`StdioLspProvider::raw_server`]).
+#[derive(Debug, Clone)]
+pub struct RawServer {
+    server: Arc<Server>,
+    timeout: Duration,
+}
+
+impl RawServer {
+    /// Sends one request and awaits its answer (with the request timeout).
+    pub async fn request<R: lsp_types::request::Request>(
+        &self,
+        params: R::Params,
+    ) -> Result<R::Result, LspError> {
+        self.server
+            .request::<R>(params, self.timeout)
+            .await
+            .map_err(|f| match f {
+                Failure::Lsp(e) => e,
+                Failure::Dead => LspError::ServerError {
+                    code: None,
+                    message: "the server died".into(),
+                },
+                Failure::ContentModified => LspError::ServerError {
+                    code: Some(-32801),
+                    message: "content modified".into(),
+                },
+            })
     }
 }
 

@@ -262,6 +262,8 @@ pub struct ServerProcess {
     pub root: PathBuf,
     /// Its pid, which is also its session id.
     pub pid: i32,
+    /// The position encoding it agreed to.
+    pub encoding: Encoding,
 }
 
 /// One running language server.
@@ -277,7 +279,23 @@ pub(crate) struct Server {
     docs: Mutex<OpenDocuments>,
     dirty: Arc<Mutex<Vec<PathBuf>>>,
     options: ClientOptions,
-    _watcher: Option<notify::RecommendedWatcher>,
+    watcher: Option<Watch>,
+}
+
+/// The file watcher of one server, with a private fence directory: a file
+/// created there is seen by the same inotify queue after every earlier
+/// event, so waiting for it flushes the changes made before a query.
+struct Watch {
+    _watcher: notify::RecommendedWatcher,
+    fence_dir: PathBuf,
+    fence_next: Mutex<u64>,
+    fence_seen: watch::Sender<u64>,
+}
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.fence_dir);
+    }
 }
 
 impl std::fmt::Debug for Server {
@@ -401,7 +419,12 @@ impl Server {
         });
 
         let loop_shared = shared.clone();
+        // The main loop panics when every socket is gone while it runs; it
+        // ends instead when the server's stdout closes (the session is
+        // ended on drop).
+        let keep_socket = socket.clone();
         tokio::spawn(async move {
+            let _keep_socket = keep_socket;
             let how = match mainloop
                 .run_buffered(stdout.compat(), stdin.compat_write())
                 .await
@@ -453,7 +476,7 @@ impl Server {
             docs: Mutex::new(OpenDocuments::default()),
             dirty: Arc::new(Mutex::new(Vec::new())),
             options: options.clone(),
-            _watcher: None,
+            watcher: None,
         };
 
         let root_url = path_url(&root)?;
@@ -507,18 +530,41 @@ impl Server {
             })?;
         server.shared.update(|s| s.initialized = true);
         if options.watch_files {
-            server._watcher = server.watch();
+            server.watcher = server.watch();
         }
         Ok(Arc::new(server))
     }
 
-    fn watch(&self) -> Option<notify::RecommendedWatcher> {
+    fn watch(&self) -> Option<Watch> {
         use notify::{EventKind, RecursiveMode, Watcher, event::ModifyKind};
+        static FENCES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let fence_dir = std::env::temp_dir().join(format!(
+            "dsh-lsp-fence-{}-{}",
+            std::process::id(),
+            FENCES.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        ));
+        if let Err(e) = std::fs::create_dir_all(&fence_dir) {
+            tracing::warn!("cannot create {}: {e}", fence_dir.display());
+            return None;
+        }
+        let fence_seen = watch::channel(0u64).0;
+        let seen = fence_seen.clone();
         let socket = self.socket.clone();
         let dirty = self.dirty.clone();
         let config = self.config.clone();
+        let fences = fence_dir.clone();
         let handler = move |res: notify::Result<notify::Event>| {
             let Ok(event) = res else { return };
+            if let Some(n) = event
+                .paths
+                .iter()
+                .filter(|p| p.parent() == Some(fences.as_path()))
+                .filter_map(|p| p.file_name()?.to_str()?.parse::<u64>().ok())
+                .max()
+            {
+                seen.send_modify(|s| *s = (*s).max(n));
+                return;
+            }
             let typ = match event.kind {
                 EventKind::Create(_) => FileChangeType::CREATED,
                 EventKind::Modify(ModifyKind::Metadata(_)) => return,
@@ -539,22 +585,58 @@ impl Server {
                 }
             }
             if !changes.is_empty() {
-                let _ =
-                    socket.notify::<DidChangeWatchedFiles>(DidChangeWatchedFilesParams { changes });
+                let _ = socket.notify::<DidChangeWatchedFiles>(DidChangeWatchedFilesParams {
+                    changes,
+                });
             }
+        };
+        let fail = |e: notify::Error| {
+            tracing::warn!("cannot watch {}: {e}", self.root.display());
+            let _ = std::fs::remove_dir_all(&fence_dir);
         };
         let mut watcher = match notify::recommended_watcher(handler) {
             Ok(w) => w,
             Err(e) => {
-                tracing::warn!("cannot watch {}: {e}", self.root.display());
+                fail(e);
                 return None;
             }
         };
-        if let Err(e) = watcher.watch(&self.root, RecursiveMode::Recursive) {
-            tracing::warn!("cannot watch {}: {e}", self.root.display());
+        let watched = watcher
+            .watch(&fence_dir, RecursiveMode::NonRecursive)
+            .and_then(|()| watcher.watch(&self.root, RecursiveMode::Recursive));
+        if let Err(e) = watched {
+            fail(e);
             return None;
         }
-        Some(watcher)
+        Some(Watch {
+            _watcher: watcher,
+            fence_dir,
+            fence_next: Mutex::new(0),
+            fence_seen,
+        })
+    }
+
+    /// Waits until the watcher has handled every file change made before
+    /// this call (bounded; without a watcher, returns at once).
+    pub async fn flush_watcher(&self) {
+        let Some(w) = &self.watcher else { return };
+        let n = {
+            let mut next = lock(&w.fence_next);
+            *next += 1;
+            *next
+        };
+        let fence = w.fence_dir.join(n.to_string());
+        if std::fs::write(&fence, b"").is_err() {
+            return;
+        }
+        let mut rx = w.fence_seen.subscribe();
+        if tokio::time::timeout(Duration::from_secs(2), rx.wait_for(|seen| *seen >= n))
+            .await
+            .is_err()
+        {
+            tracing::warn!("file watcher of {} lags", self.root.display());
+        }
+        let _ = std::fs::remove_file(&fence);
     }
 
     /// The server's pid (= its session id).
