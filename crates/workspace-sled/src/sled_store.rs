@@ -310,3 +310,46 @@ fn seq_of(key: &[u8]) -> u64 {
     }
     u64::from_be_bytes(seq)
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+
+    #[test]
+    fn an_io_error_poisons_the_handle_until_the_store_is_reopened() {
+        let tmp = tempfile::tempdir().unwrap();
+        let open = OpenStore::open(tmp.path(), Duration::from_secs(5)).unwrap();
+        let mut domain = open.domain();
+        domain
+            .write(DomainWrite::PutGlobal(b"{}".to_vec()))
+            .unwrap();
+        let failed = open.run(|_| -> sled::Result<()> {
+            Err(sled::Error::Io(std::io::Error::other("disk on fire")))
+        });
+        assert_eq!(
+            failed,
+            Err(StorageError::Io {
+                message: "IO error: disk on fire".into()
+            })
+        );
+        let refused = domain.write(DomainWrite::PutGlobal(b"{\"x\":1}".to_vec()));
+        assert_eq!(
+            refused,
+            Err(StorageError::Poisoned {
+                first: "IO error: disk on fire".into()
+            })
+        );
+        assert_eq!(
+            open.sessions().list_headers().map_err(|e| e.code()),
+            Err("STORAGE_POISONED")
+        );
+        drop((domain, open));
+        let reopened = OpenStore::open(tmp.path(), Duration::from_secs(5)).unwrap();
+        assert_eq!(
+            reopened.domain().load().unwrap().global,
+            Some(b"{}".to_vec())
+        );
+    }
+}

@@ -421,6 +421,10 @@ pub fn cases<H: Harness>() -> Vec<(&'static str, fn(&mut H))> {
         ),
         ("log_is_bounded_and_ordered", log_bounded::<H>),
         (
+            "a_newer_store_version_is_refused",
+            newer_version_refused::<H>,
+        ),
+        (
             "begin_session_creates_then_attaches",
             begin_session_flow::<H>,
         ),
@@ -885,6 +889,22 @@ fn unmarked_inconsistency_fails<H: Harness>(h: &mut H) {
     );
 }
 
+fn newer_version_refused<H: Harness>(h: &mut H) {
+    {
+        let (mut dom, _s) = h.open();
+        let newer = br#"{"version":2,"initialized":true,"order":[],"pending":null}"#.to_vec();
+        dom.write(DomainWrite::PutGlobal(newer)).unwrap();
+    }
+    let (dom, s) = h.open();
+    let err = Registry::open(dom, s)
+        .err()
+        .expect("a newer store must be refused");
+    assert_eq!(
+        err.to_string(),
+        "the workspace store has version 2; this build reads version 1"
+    );
+}
+
 fn log_bounded<H: Harness>(h: &mut H) {
     let (_d, mut s) = h.open();
     s.put_header(&header(1, None, 0)).unwrap();
@@ -1078,6 +1098,9 @@ pub fn check_under_faults<H: Harness>(
     let mut r = Registry::open(faulty, s).unwrap();
     let outcome = (scenario.op)(&mut r, d);
     let in_memory = project(&r, &known());
+    if matches!(outcome, Err(WorkspaceError::RollbackFailed { .. })) {
+        assert_eq!(code(r.archive_session(sid(1))), "REGISTRY_POISONED");
+    }
     let (faulty, s) = r.into_parts();
     let writes = faulty.writes();
     drop((faulty, s));
