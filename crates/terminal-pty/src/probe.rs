@@ -1,0 +1,201 @@
+//! Is a process blocked reading the terminal? Read from `/proc`.
+//!
+//! `/proc/<pid>/syscall` names the system call a sleeping process is
+//! blocked in and its arguments. A wait *on the terminal* is a `read` of a
+//! descriptor that is the terminal, or a `select`/`poll`/`epoll` wait whose
+//! set contains one (the sets are read from the process's memory with
+//! `process_vm_readv`, or from `/proc/<pid>/fdinfo` for epoll). Freshness is
+//! proved by `voluntary_ctxt_switches` in `/proc/<pid>/status`: it grows each
+//! time the process blocks again.
+
+use std::fs;
+use std::path::Path;
+
+/// What a probe of one process found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum WaitState {
+    /// Blocked reading the terminal.
+    OnTerminal,
+    /// Running, or blocked on something else.
+    Other,
+    /// `/proc` does not tell (no permission, no such file).
+    Unobservable,
+    /// The process is gone.
+    Gone,
+}
+
+#[cfg(target_arch = "x86_64")]
+mod nr {
+    pub const READ: i64 = 0;
+    pub const READV: i64 = 19;
+    pub const POLL: i64 = 7;
+    pub const SELECT: i64 = 23;
+    pub const PSELECT6: i64 = 270;
+    pub const PPOLL: i64 = 271;
+    pub const EPOLL_WAIT: i64 = 232;
+    pub const EPOLL_PWAIT: i64 = 281;
+    pub const EPOLL_PWAIT2: i64 = 441;
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+mod nr {
+    // The generic table (aarch64, riscv64, loongarch64).
+    pub const READ: i64 = 63;
+    pub const READV: i64 = 65;
+    pub const POLL: i64 = -100;
+    pub const SELECT: i64 = -101;
+    pub const PSELECT6: i64 = 72;
+    pub const PPOLL: i64 = 73;
+    pub const EPOLL_WAIT: i64 = -102;
+    pub const EPOLL_PWAIT: i64 = 22;
+    pub const EPOLL_PWAIT2: i64 = 441;
+}
+
+/// Probes `pid`: is it blocked waiting for input from the terminal `tty`?
+pub(crate) fn wait_state(pid: i32, tty: &Path) -> WaitState {
+    let text = match fs::read_to_string(format!("/proc/{pid}/syscall")) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return WaitState::Gone,
+        Err(_) => return WaitState::Unobservable,
+    };
+    let mut fields = text.split_whitespace();
+    let Some(first) = fields.next() else {
+        return WaitState::Unobservable;
+    };
+    if first == "running" || first.starts_with('-') {
+        return WaitState::Other;
+    }
+    let Ok(number) = first.parse::<i64>() else {
+        return WaitState::Unobservable;
+    };
+    let args: Vec<u64> = fields
+        .take(6)
+        .filter_map(|f| u64::from_str_radix(f.trim_start_matches("0x"), 16).ok())
+        .collect();
+    let arg = |i: usize| args.get(i).copied().unwrap_or(0);
+    let on_terminal = match number {
+        n if n == nr::READ || n == nr::READV => fd_is(pid, arg(0) as i32, tty),
+        n if n == nr::SELECT || n == nr::PSELECT6 => select_has_tty(pid, arg(0), arg(1), tty),
+        n if n == nr::POLL || n == nr::PPOLL => poll_has_tty(pid, arg(0), arg(1), tty),
+        n if n == nr::EPOLL_WAIT || n == nr::EPOLL_PWAIT || n == nr::EPOLL_PWAIT2 => {
+            epoll_has_tty(pid, arg(0) as i32, tty)
+        }
+        _ => false,
+    };
+    if on_terminal {
+        WaitState::OnTerminal
+    } else {
+        WaitState::Other
+    }
+}
+
+/// The process's `voluntary_ctxt_switches`.
+pub(crate) fn voluntary_switches(pid: i32) -> Option<u64> {
+    let text = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+fn fd_is(pid: i32, fd: i32, tty: &Path) -> bool {
+    if fd < 0 {
+        return false;
+    }
+    fs::read_link(format!("/proc/{pid}/fd/{fd}")).is_ok_and(|target| target == tty)
+}
+
+/// Reads `len` bytes at `address` of process `pid`.
+fn read_memory(pid: i32, address: u64, len: usize) -> Option<Vec<u8>> {
+    if address == 0 || len == 0 {
+        return None;
+    }
+    let mut buf = vec![0u8; len];
+    let local = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: len,
+    };
+    let remote = libc::iovec {
+        iov_base: address as usize as *mut libc::c_void,
+        iov_len: len,
+    };
+    // SAFETY: `local` points at `len` writable bytes we own; the remote
+    // range is only read by the kernel, which checks it.
+    let n = unsafe { libc::process_vm_readv(pid, &local, 1, &remote, 1, 0) };
+    (n == len as isize).then_some(buf)
+}
+
+fn select_has_tty(pid: i32, nfds: u64, readfds: u64, tty: &Path) -> bool {
+    if readfds == 0 {
+        return false;
+    }
+    let nfds = nfds.min(1024) as usize;
+    let bytes = nfds.div_ceil(64) * 8;
+    match read_memory(pid, readfds, bytes) {
+        Some(set) => (0..nfds)
+            .filter(|fd| set[fd / 8] & (1 << (fd % 8)) != 0)
+            .any(|fd| fd_is(pid, fd as i32, tty)),
+        // Cannot read the set: a wait on stdin is the usual case.
+        None => nfds <= 3 && fd_is(pid, 0, tty),
+    }
+}
+
+fn poll_has_tty(pid: i32, fds: u64, nfds: u64, tty: &Path) -> bool {
+    let nfds = nfds.min(256) as usize;
+    match read_memory(pid, fds, nfds * 8) {
+        Some(raw) => raw.chunks_exact(8).any(|entry| {
+            let fd = i32::from_ne_bytes([entry[0], entry[1], entry[2], entry[3]]);
+            let events = i16::from_ne_bytes([entry[4], entry[5]]);
+            events & libc::POLLIN != 0 && fd_is(pid, fd, tty)
+        }),
+        None => nfds == 1 && fd_is(pid, 0, tty),
+    }
+}
+
+fn epoll_has_tty(pid: i32, epfd: i32, tty: &Path) -> bool {
+    let Ok(info) = fs::read_to_string(format!("/proc/{pid}/fdinfo/{epfd}")) else {
+        return false;
+    };
+    info.lines()
+        .filter_map(|l| l.strip_prefix("tfd:"))
+        .filter_map(|rest| rest.split_whitespace().next()?.parse::<i32>().ok())
+        .any(|fd| fd_is(pid, fd, tty))
+}
+
+/// The processes of process group `pgid` in session `sid`, leader first.
+pub(crate) fn group_members(sid: i32, pgid: i32) -> Vec<i32> {
+    let mut members: Vec<i32> = process_tree::live_session_members(sid)
+        .into_iter()
+        .filter(|p| p.pgid == pgid)
+        .map(|p| p.pid)
+        .collect();
+    members.sort_by_key(|pid| (*pid != pgid, *pid));
+    members
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    #[test]
+    fn a_process_sleeping_elsewhere_is_not_waiting_on_a_terminal() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("5")
+            .spawn()
+            .expect("sleep");
+        let pid = child.id() as i32;
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while fs::read_to_string(format!("/proc/{pid}/syscall"))
+            .map(|s| s.starts_with("running"))
+            .unwrap_or(true)
+        {
+            assert!(std::time::Instant::now() < deadline);
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        assert_eq!(wait_state(pid, Path::new("/dev/pts/999")), WaitState::Other);
+        assert!(voluntary_switches(pid).is_some());
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert_eq!(wait_state(pid, Path::new("/dev/pts/999")), WaitState::Gone);
+    }
+}

@@ -1,0 +1,536 @@
+//! The session service: the registry of terminals and the ownership
+//! discipline.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use terminal_seam::{
+    BoxFuture, CloseKind, CloseOutcome, MAX_SEND_TIMEOUT, MIN_SEND_TIMEOUT, OpenRequest, Opened,
+    Owner, ReadOutcome, ReadRequest, SendRequest, SignalOutcome, StartedSend, TerminalError,
+    TerminalId, TerminalInfo, TerminalService, TerminalSignal,
+};
+
+use crate::session::{SendPlan, Session, SessionSpec, interrupt_for, run_send};
+use crate::spawn::{SHELL_ARGS, base_env, nonce, open_pty, shell_env};
+
+/// Limits and defaults of a [`PtyTerminals`] service.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TerminalConfig {
+    /// Open terminals per owner (`TERMINAL_LIMIT` beyond). Default 32.
+    pub max_terminals_per_owner: usize,
+    /// Sanitized scrollback kept per terminal, in bytes. Default 4 MiB.
+    pub scrollback_bytes: usize,
+    /// Largest send output or stream read, in bytes (head + tail beyond).
+    /// Default 32 KiB.
+    pub max_result_bytes: usize,
+    /// Silence after which a send settles `idle`, used only where input
+    /// waits cannot be observed. Default 3 s.
+    pub idle_fallback: Duration,
+    /// How long `open` waits for the startup to settle. Default 10 s.
+    pub startup_timeout: Duration,
+    /// The default shell program. Default `bash`.
+    pub shell: String,
+    /// Longest accepted send text, in bytes. Default 1 MiB.
+    pub max_send_bytes: usize,
+}
+
+impl Default for TerminalConfig {
+    fn default() -> Self {
+        Self {
+            max_terminals_per_owner: 32,
+            scrollback_bytes: 4 * 1024 * 1024,
+            max_result_bytes: 32 * 1024,
+            idle_fallback: Duration::from_secs(3),
+            startup_timeout: Duration::from_secs(10),
+            shell: "bash".to_owned(),
+            max_send_bytes: 1024 * 1024,
+        }
+    }
+}
+
+/// How many closed terminals are remembered (so a second close says
+/// `already_closing` and a late send says `SESSION_CLOSING`).
+const CLOSED_REMEMBERED: usize = 1024;
+
+enum Entry {
+    Live(Arc<Session>),
+    Closed(Owner),
+}
+
+#[derive(Default)]
+struct Registry {
+    next_id: u64,
+    entries: BTreeMap<u64, Entry>,
+    closed_order: VecDeque<u64>,
+    /// Opens in flight per owner, with their names.
+    pending: HashMap<Owner, Vec<Option<String>>>,
+}
+
+struct Inner {
+    config: TerminalConfig,
+    registry: Mutex<Registry>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        let registry = self.registry.get_mut().unwrap_or_else(|e| e.into_inner());
+        for entry in registry.entries.values() {
+            if let Entry::Live(session) = entry {
+                session.kill_now();
+            }
+        }
+        process_tree::reap_adopted();
+    }
+}
+
+/// PTY terminals for many owners: the [`TerminalService`] on `pty-process`.
+///
+/// One long-lived value for the host; cloning shares it. The tool layer
+/// borrows it, so rebuilding the tool layer leaves every terminal alive.
+/// When the last clone drops, every terminal's processes are ended.
+/// Create it inside a tokio runtime (terminals run tasks on it).
+#[derive(Clone)]
+pub struct PtyTerminals {
+    inner: Arc<Inner>,
+}
+
+impl Default for PtyTerminals {
+    fn default() -> Self {
+        Self::new(TerminalConfig::default())
+    }
+}
+
+impl std::fmt::Debug for PtyTerminals {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PtyTerminals")
+            .field("config", &self.inner.config)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Reservation of an open in flight; released on drop.
+struct Pending<'a> {
+    inner: &'a Inner,
+    owner: Owner,
+    name: Option<String>,
+}
+
+impl Drop for Pending<'_> {
+    fn drop(&mut self) {
+        let mut registry = self.inner.lock();
+        if let Some(names) = registry.pending.get_mut(&self.owner) {
+            if let Some(at) = names.iter().position(|n| *n == self.name) {
+                names.swap_remove(at);
+            }
+            if names.is_empty() {
+                registry.pending.remove(&self.owner);
+            }
+        }
+    }
+}
+
+impl Inner {
+    fn lock(&self) -> MutexGuard<'_, Registry> {
+        self.registry.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The owner's live session `id`, or the contract's error.
+    fn session(&self, owner: &Owner, id: TerminalId) -> Result<Arc<Session>, TerminalError> {
+        match self.lock().entries.get(&id.0) {
+            None => Err(TerminalError::NoSession { id }),
+            Some(Entry::Closed(o)) if o != owner => Err(TerminalError::ForeignSession { id }),
+            Some(Entry::Closed(_)) => Err(TerminalError::SessionClosing { id }),
+            Some(Entry::Live(s)) if s.spec.owner != *owner => {
+                Err(TerminalError::ForeignSession { id })
+            }
+            Some(Entry::Live(s)) => Ok(Arc::clone(s)),
+        }
+    }
+
+    fn reserve(&self, owner: &Owner, name: Option<String>) -> Result<Pending<'_>, TerminalError> {
+        let mut registry = self.lock();
+        let live: Vec<&Arc<Session>> = registry
+            .entries
+            .values()
+            .filter_map(|e| match e {
+                Entry::Live(s) if s.spec.owner == *owner && !s.is_closing() => Some(s),
+                Entry::Live(_) | Entry::Closed(_) => None,
+            })
+            .collect();
+        let pending = registry.pending.get(owner).map_or(&[][..], Vec::as_slice);
+        if let Some(name) = &name
+            && (live.iter().any(|s| s.spec.name.as_ref() == Some(name))
+                || pending.iter().any(|n| n.as_ref() == Some(name)))
+        {
+            return Err(TerminalError::DuplicateName { name: name.clone() });
+        }
+        if live.len() + pending.len() >= self.config.max_terminals_per_owner {
+            return Err(TerminalError::TerminalLimit {
+                limit: self.config.max_terminals_per_owner,
+            });
+        }
+        registry
+            .pending
+            .entry(owner.clone())
+            .or_default()
+            .push(name.clone());
+        Ok(Pending {
+            inner: self,
+            owner: owner.clone(),
+            name,
+        })
+    }
+
+    fn mark_closed(&self, id: TerminalId, owner: &Owner) {
+        let mut registry = self.lock();
+        registry.entries.insert(id.0, Entry::Closed(owner.clone()));
+        registry.closed_order.push_back(id.0);
+        while registry.closed_order.len() > CLOSED_REMEMBERED {
+            if let Some(old) = registry.closed_order.pop_front() {
+                registry.entries.remove(&old);
+            }
+        }
+    }
+}
+
+fn validate_open(request: &OpenRequest) -> Result<(), TerminalError> {
+    if !(2..=1000).contains(&request.rows) {
+        return Err(TerminalError::invalid("rows", "must be between 2 and 1000"));
+    }
+    if !(10..=1000).contains(&request.cols) {
+        return Err(TerminalError::invalid("cols", "must be between 10 and 1000"));
+    }
+    if let Some(command) = &request.command {
+        if command.first().is_none_or(String::is_empty) {
+            return Err(TerminalError::invalid(
+                "command",
+                "must name a program: [program, args...]",
+            ));
+        }
+        if command.iter().any(|a| a.contains('\0')) {
+            return Err(TerminalError::invalid("command", "must not contain NUL bytes"));
+        }
+    }
+    for (key, value) in &request.env {
+        if key.is_empty() || key.contains('=') || key.contains('\0') || value.contains('\0') {
+            return Err(TerminalError::invalid(
+                "env",
+                format!("`{key}` is not a valid variable name (or its value has a NUL byte)"),
+            ));
+        }
+    }
+    if let Some(name) = &request.name
+        && (name.trim().is_empty() || name.len() > 64)
+    {
+        return Err(TerminalError::invalid("name", "must be 1 to 64 characters"));
+    }
+    if let Some(cwd) = &request.cwd
+        && !cwd.is_dir()
+    {
+        return Err(TerminalError::invalid(
+            "cwd",
+            format!("`{}` is not an existing directory", cwd.display()),
+        ));
+    }
+    Ok(())
+}
+
+impl PtyTerminals {
+    /// A service with `config`.
+    pub fn new(config: TerminalConfig) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                config,
+                registry: Mutex::new(Registry {
+                    next_id: 1,
+                    ..Registry::default()
+                }),
+            }),
+        }
+    }
+
+    /// The service's configuration.
+    pub fn config(&self) -> &TerminalConfig {
+        &self.inner.config
+    }
+
+    async fn open_impl(&self, owner: &Owner, request: OpenRequest) -> Result<Opened, TerminalError> {
+        validate_open(&request)?;
+        let inner = &*self.inner;
+        let pending = inner.reserve(owner, request.name.clone())?;
+        let our_shell = request.command.is_none();
+        let argv: Vec<String> = match &request.command {
+            Some(command) => command.clone(),
+            None => std::iter::once(inner.config.shell.clone())
+                .chain(SHELL_ARGS.iter().map(|a| (*a).to_owned()))
+                .collect(),
+        };
+        let cwd = match &request.cwd {
+            Some(cwd) => cwd.clone(),
+            None => std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")),
+        };
+        let spawn_failed = |e: std::io::Error| TerminalError::SpawnFailed {
+            command: argv[0].clone(),
+            reason: e.to_string(),
+        };
+        let pair = open_pty(request.rows, request.cols).map_err(spawn_failed)?;
+        let nonce = nonce();
+        let mut env = base_env();
+        if our_shell {
+            env.extend(shell_env(&nonce));
+        }
+        env.extend(request.env.iter().cloned());
+        let command = pty_process::Command::new(&argv[0])
+            .args(&argv[1..])
+            .envs(env)
+            .current_dir(&cwd)
+            .kill_on_drop(false);
+        let child = command.spawn(pair.slave).map_err(|e| match e {
+            pty_process::Error::Io(io) => spawn_failed(io),
+            other @ (pty_process::Error::Rustix(_)
+            | pty_process::Error::TokioAsyncFd(_)
+            | pty_process::Error::Unsplit(..)) => {
+                spawn_failed(std::io::Error::other(other.to_string()))
+            }
+        })?;
+        let Some(pid) = child.id() else {
+            return Err(spawn_failed(std::io::Error::other("exited before start")));
+        };
+        let id = {
+            let mut registry = inner.lock();
+            let id = TerminalId(registry.next_id);
+            registry.next_id += 1;
+            id
+        };
+        let spec = SessionSpec {
+            id,
+            owner: owner.clone(),
+            name: request.name.clone(),
+            command: argv.clone(),
+            cwd,
+            pid: pid as i32,
+            our_shell,
+            tty: pair.tty,
+            master: pair.master_fd,
+            rows: request.rows,
+            cols: request.cols,
+            result_limit: inner.config.max_result_bytes,
+            idle_fallback: inner.config.idle_fallback,
+        };
+        let session = Session::start(
+            spec,
+            pair.master,
+            child,
+            &nonce,
+            inner.config.scrollback_bytes,
+        );
+        // The startup holds the send slot: a send racing it gets SEND_ACTIVE.
+        let slot = session.acquire()?;
+        inner
+            .lock()
+            .entries
+            .insert(id.0, Entry::Live(Arc::clone(&session)));
+        drop(pending);
+        let interrupt = interrupt_for(&session);
+        let outcome = run_send(
+            Arc::clone(&session),
+            slot,
+            SendPlan::startup(inner.config.startup_timeout),
+            interrupt,
+        )
+        .await?;
+        Ok(Opened {
+            id,
+            name: request.name,
+            pid,
+            status: outcome.status,
+            output: outcome.output,
+            reason: outcome.reason,
+        })
+    }
+
+    /// Starts a send (see [`TerminalService::start_send`]).
+    fn start_send_impl(
+        &self,
+        owner: &Owner,
+        id: TerminalId,
+        request: SendRequest,
+    ) -> Result<StartedSend, TerminalError> {
+        let session = self.inner.session(owner, id)?;
+        let until = match &request.until {
+            Some(pattern) => Some(
+                regex::RegexBuilder::new(pattern)
+                    .size_limit(1 << 20)
+                    .build()
+                    .map_err(|e| TerminalError::invalid("until", e.to_string()))?,
+            ),
+            None => None,
+        };
+        if request.text.len() > self.inner.config.max_send_bytes {
+            return Err(TerminalError::invalid(
+                "text",
+                format!(
+                    "{} bytes is more than the {} allowed; write a file and send a command that reads it",
+                    request.text.len(),
+                    self.inner.config.max_send_bytes
+                ),
+            ));
+        }
+        let slot = session.acquire()?;
+        let start_cursor = session.lock().out.ring().end();
+        let timeout = request.timeout.clamp(MIN_SEND_TIMEOUT, MAX_SEND_TIMEOUT);
+        let plan = SendPlan::new(&request.text, request.submit, until, timeout);
+        let interrupt = interrupt_for(&session);
+        let settled = Box::pin(run_send(session, slot, plan, Arc::clone(&interrupt)));
+        Ok(StartedSend {
+            id,
+            start_cursor,
+            settled,
+            interrupt,
+        })
+    }
+
+    async fn close_impl(&self, owner: &Owner, id: TerminalId) -> Result<CloseOutcome, TerminalError> {
+        let session = match self.inner.session(owner, id) {
+            Ok(session) => session,
+            Err(TerminalError::SessionClosing { .. }) => {
+                return Ok(CloseOutcome {
+                    outcome: CloseKind::AlreadyClosing,
+                    exit: None,
+                });
+            }
+            Err(other) => return Err(other),
+        };
+        let outcome = session.close().await;
+        if outcome.outcome == CloseKind::Closed {
+            self.inner.mark_closed(id, owner);
+        }
+        Ok(outcome)
+    }
+
+    async fn end_owner_impl(&self, owner: &Owner) {
+        let ids: Vec<TerminalId> = self
+            .inner
+            .lock()
+            .entries
+            .values()
+            .filter_map(|e| match e {
+                Entry::Live(s) if s.spec.owner == *owner => Some(s.spec.id),
+                Entry::Live(_) | Entry::Closed(_) => None,
+            })
+            .collect();
+        let closes = ids.into_iter().map(|id| self.close_impl(owner, id));
+        let _ = futures::future::join_all(closes).await;
+    }
+
+    fn list_impl(&self, owner: &Owner) -> Vec<TerminalInfo> {
+        let sessions: Vec<Arc<Session>> = self
+            .inner
+            .lock()
+            .entries
+            .values()
+            .filter_map(|e| match e {
+                Entry::Live(s) if s.spec.owner == *owner => Some(Arc::clone(s)),
+                Entry::Live(_) | Entry::Closed(_) => None,
+            })
+            .collect();
+        sessions
+            .iter()
+            .map(|s| {
+                let status = s.status(&s.lock());
+                TerminalInfo {
+                    id: s.spec.id,
+                    name: s.spec.name.clone(),
+                    pid: s.spec.pid as u32,
+                    command: s.spec.command.clone(),
+                    cwd: s.spec.cwd.clone(),
+                    status,
+                    active_send: s.is_busy(),
+                    created_at: s.created_at,
+                }
+            })
+            .collect()
+    }
+
+    fn read_impl(
+        &self,
+        owner: &Owner,
+        id: TerminalId,
+        request: ReadRequest,
+    ) -> Result<ReadOutcome, TerminalError> {
+        let session = self.inner.session(owner, id)?;
+        match request {
+            ReadRequest::Stream { since, max_bytes } => {
+                let max = max_bytes
+                    .unwrap_or(self.inner.config.max_result_bytes)
+                    .clamp(64, self.inner.config.scrollback_bytes.max(64));
+                session.read_stream(since, max).map(ReadOutcome::Stream)
+            }
+            ReadRequest::Screen => Ok(ReadOutcome::Screen(session.read_screen())),
+        }
+    }
+
+    fn signal_impl(
+        &self,
+        owner: &Owner,
+        id: TerminalId,
+        signal: TerminalSignal,
+    ) -> Result<SignalOutcome, TerminalError> {
+        self.inner.session(owner, id)?.signal(signal)
+    }
+}
+
+impl TerminalService for PtyTerminals {
+    fn open<'a>(
+        &'a self,
+        owner: &'a Owner,
+        request: OpenRequest,
+    ) -> BoxFuture<'a, Result<Opened, TerminalError>> {
+        Box::pin(self.open_impl(owner, request))
+    }
+
+    fn start_send(
+        &self,
+        owner: &Owner,
+        id: TerminalId,
+        request: SendRequest,
+    ) -> Result<StartedSend, TerminalError> {
+        self.start_send_impl(owner, id, request)
+    }
+
+    fn read<'a>(
+        &'a self,
+        owner: &'a Owner,
+        id: TerminalId,
+        request: ReadRequest,
+    ) -> BoxFuture<'a, Result<ReadOutcome, TerminalError>> {
+        Box::pin(std::future::ready(self.read_impl(owner, id, request)))
+    }
+
+    fn signal<'a>(
+        &'a self,
+        owner: &'a Owner,
+        id: TerminalId,
+        signal: TerminalSignal,
+    ) -> BoxFuture<'a, Result<SignalOutcome, TerminalError>> {
+        Box::pin(std::future::ready(self.signal_impl(owner, id, signal)))
+    }
+
+    fn close<'a>(
+        &'a self,
+        owner: &'a Owner,
+        id: TerminalId,
+    ) -> BoxFuture<'a, Result<CloseOutcome, TerminalError>> {
+        Box::pin(self.close_impl(owner, id))
+    }
+
+    fn list<'a>(&'a self, owner: &'a Owner) -> BoxFuture<'a, Vec<TerminalInfo>> {
+        Box::pin(std::future::ready(self.list_impl(owner)))
+    }
+
+    fn end_owner<'a>(&'a self, owner: &'a Owner) -> BoxFuture<'a, ()> {
+        Box::pin(self.end_owner_impl(owner))
+    }
+}

@@ -1,0 +1,123 @@
+//! Allocating a pty and starting a terminal's first process on it.
+
+use std::collections::hash_map::RandomState;
+use std::hash::{BuildHasher, Hasher};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::path::{Path, PathBuf};
+
+use nix::fcntl::OFlag;
+
+/// Our default shell's argv (after the program).
+pub(crate) const SHELL_ARGS: &[&str] = &["--noprofile", "--norc", "-i"];
+
+/// A private, unguessable marker nonce for one terminal.
+pub(crate) fn nonce() -> String {
+    let mut hasher = RandomState::new().build_hasher();
+    hasher.write_u64(std::process::id().into());
+    let a = hasher.finish();
+    let mut hasher = RandomState::new().build_hasher();
+    hasher.write_u64(a);
+    format!("{:016x}{:016x}", a, hasher.finish())
+}
+
+/// The environment that turns an interactive `bash --norc` into our shell.
+///
+/// `PROMPT_COMMAND` evaluates `__DSH_INIT` once, which defines the prompt
+/// function, un-exports everything (children never inherit the marker) and
+/// keeps history out of the user's history file. From then on every prompt
+/// rebuilds `PS1` as the private marker — an OSC sequence carrying a prompt
+/// sequence number and `$?`, invisible to readline's width arithmetic —
+/// followed by the visible prompt. A command that overwrites `PS1` changes
+/// the visible part; the marker is put back in front of it at the next
+/// prompt.
+pub(crate) fn shell_env(nonce: &str) -> Vec<(String, String)> {
+    let init = format!(
+        r#"unset __DSH_INIT HISTFILE
+export -n PROMPT_COMMAND
+__dsh_seq=0
+__dsh_ps1_built=
+PS1='$ '
+PS2='> '
+bind 'set enable-bracketed-paste off' 2>/dev/null
+__dsh_prompt() {{
+  local s=$?
+  if [[ "$PS1" != "$__dsh_ps1_built" ]]; then __dsh_ps1_user=$PS1; fi
+  __dsh_seq=$((__dsh_seq + 1))
+  __dsh_ps1_built='\[\e]6973;{nonce};'"$__dsh_seq;$s"'\a\]'"$__dsh_ps1_user"
+  PS1=$__dsh_ps1_built
+  return $s
+}}
+PROMPT_COMMAND=__dsh_prompt
+__dsh_prompt
+"#
+    );
+    vec![
+        ("__DSH_INIT".to_owned(), init),
+        (
+            "PROMPT_COMMAND".to_owned(),
+            r#"eval "$__DSH_INIT""#.to_owned(),
+        ),
+    ]
+}
+
+/// The environment every terminal gets before the caller's own variables.
+pub(crate) fn base_env() -> Vec<(String, String)> {
+    vec![
+        ("TERM".to_owned(), "xterm-256color".to_owned()),
+        ("PAGER".to_owned(), "cat".to_owned()),
+        ("GIT_PAGER".to_owned(), "cat".to_owned()),
+    ]
+}
+
+/// A pty pair. The master is opened close-on-exec from the start, so no
+/// process spawned concurrently by the host can inherit it.
+pub(crate) struct PtyPair {
+    pub master: pty_process::Pty,
+    pub master_fd: RawFd,
+    pub slave: pty_process::Pts,
+    pub tty: PathBuf,
+}
+
+/// Opens a pty of `rows` x `cols`. Must run inside a tokio runtime.
+pub(crate) fn open_pty(rows: u16, cols: u16) -> std::io::Result<PtyPair> {
+    let master = nix::pty::posix_openpt(OFlag::O_RDWR | OFlag::O_NOCTTY | OFlag::O_CLOEXEC)?;
+    nix::pty::grantpt(&master)?;
+    nix::pty::unlockpt(&master)?;
+    let name = nix::pty::ptsname_r(&master)?;
+    let slave = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_NOCTTY)
+        .open(Path::new(&name))?;
+    let master: OwnedFd = master.into();
+    let flags = nix::fcntl::fcntl(&master, nix::fcntl::FcntlArg::F_GETFL)?;
+    nix::fcntl::fcntl(
+        &master,
+        nix::fcntl::FcntlArg::F_SETFL(OFlag::from_bits_retain(flags) | OFlag::O_NONBLOCK),
+    )?;
+    let master_fd = master.as_raw_fd();
+    // SAFETY: a valid, open, non-blocking pty master that we own.
+    let master = unsafe { pty_process::Pty::from_fd(master) }.map_err(to_io)?;
+    master
+        .resize(pty_process::Size::new(rows, cols))
+        .map_err(to_io)?;
+    // SAFETY: the child end of the same pty, owned.
+    let slave = unsafe { pty_process::Pts::from_fd(OwnedFd::from(slave)) };
+    Ok(PtyPair {
+        master,
+        master_fd,
+        slave,
+        tty: PathBuf::from(name),
+    })
+}
+
+fn to_io(e: pty_process::Error) -> std::io::Error {
+    match e {
+        pty_process::Error::Io(io) => io,
+        other @ (pty_process::Error::Rustix(_)
+        | pty_process::Error::TokioAsyncFd(_)
+        | pty_process::Error::Unsplit(..)) => std::io::Error::other(other.to_string()),
+    }
+}
+
+use std::os::unix::fs::OpenOptionsExt;
