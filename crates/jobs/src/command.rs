@@ -209,10 +209,11 @@ impl SessionGuard {
 
 impl Drop for SessionGuard {
     fn drop(&mut self) {
-        if !self.ended.load(Ordering::SeqCst) {
-            if let Err(survivors) = process_tree::end_session(self.sid, KILL_STEPS) {
-                tracing::warn!(%survivors, "processes survived the end of a dropped job");
-            }
+        if self.ended.load(Ordering::SeqCst) {
+            return;
+        }
+        if let Err(survivors) = process_tree::end_session(self.sid, KILL_STEPS) {
+            tracing::warn!(%survivors, "processes survived the end of a dropped job");
         }
     }
 }
@@ -221,7 +222,11 @@ struct SessionCancel(Arc<SessionGuard>);
 
 impl Cancel for SessionCancel {
     fn cancel(&self) -> BoxFuture<'static, Result<(), String>> {
-        self.0.clone().end_async(KILL_STEPS).map(|r| r.map(drop)).boxed()
+        self.0
+            .clone()
+            .end_async(KILL_STEPS)
+            .map(|r| r.map(drop))
+            .boxed()
     }
 }
 
@@ -257,7 +262,8 @@ impl ExitFacts {
                 detail: self.detail(),
             },
             (None, Some(signal)) => {
-                let name = Signal::try_from(signal).map_or_else(|_| format!("signal {signal}"), |s| s.as_str().to_owned());
+                let name = Signal::try_from(signal)
+                    .map_or_else(|_| format!("signal {signal}"), |s| s.as_str().to_owned());
                 let mut detail = format!("terminated by {name}, not by dsh");
                 if let Some(more) = self.detail() {
                     detail.push_str("; ");
@@ -266,7 +272,9 @@ impl ExitFacts {
                 Settlement::Failed { detail }
             }
             (None, None) => Settlement::Failed {
-                detail: self.detail().unwrap_or_else(|| "the process could not be waited for".to_owned()),
+                detail: self
+                    .detail()
+                    .unwrap_or_else(|| "the process could not be waited for".to_owned()),
             },
         }
     }
@@ -274,7 +282,9 @@ impl ExitFacts {
 
 /// Spawns `spec` in a new session; its settle future also yields the exit
 /// facts (for foreground runs) through the second return value.
-fn spawn_command(spec: &CommandSpec) -> Result<(Started, tokio::sync::oneshot::Receiver<ExitFacts>), StartError> {
+fn spawn_command(
+    spec: &CommandSpec,
+) -> Result<(Started, tokio::sync::oneshot::Receiver<ExitFacts>), StartError> {
     let program = spec.argv.first().map_or("", String::as_str);
     let fail = |e: std::io::Error| StartError::spawn_failed(program, &e);
     let (reader, writer) = std::io::pipe().map_err(fail)?;
@@ -307,7 +317,12 @@ fn spawn_command(spec: &CommandSpec) -> Result<(Started, tokio::sync::oneshot::R
     let sid = child
         .id()
         .and_then(|pid| i32::try_from(pid).ok())
-        .ok_or_else(|| StartError::new("SPAWN_FAILED", format!("{program} exited before it could be tracked")))?;
+        .ok_or_else(|| {
+            StartError::new(
+                "SPAWN_FAILED",
+                format!("{program} exited before it could be tracked"),
+            )
+        })?;
     let guard = Arc::new(SessionGuard {
         sid,
         ended: AtomicBool::new(false),
@@ -319,7 +334,8 @@ fn spawn_command(spec: &CommandSpec) -> Result<(Started, tokio::sync::oneshot::R
             let _ = stdin.shutdown().await;
         });
     }
-    let receiver = tokio::net::unix::pipe::Receiver::from_owned_fd(OwnedFd::from(reader)).map_err(fail)?;
+    let receiver =
+        tokio::net::unix::pipe::Receiver::from_owned_fd(OwnedFd::from(reader)).map_err(fail)?;
     let output = futures::stream::unfold(receiver, |mut receiver| async move {
         let mut buf = vec![0u8; READ_CHUNK];
         match receiver.read(&mut buf).await {
@@ -337,7 +353,11 @@ fn spawn_command(spec: &CommandSpec) -> Result<(Started, tokio::sync::oneshot::R
         let status = child.wait().await;
         // The leader is gone; anything it left running in its session goes
         // too, so no job outlives its status.
-        let leftovers = match settle_guard.clone().end_async(process_tree::TERM_THEN_KILL).await {
+        let leftovers = match settle_guard
+            .clone()
+            .end_async(process_tree::TERM_THEN_KILL)
+            .await
+        {
             Ok(report) => report.processes_seen,
             Err(e) => {
                 tracing::warn!(error = %e, "leftover processes of a finished job survived");
@@ -409,7 +429,9 @@ pub async fn run_command(
     let text = std::sync::Mutex::new((Sanitizer::new(), HeadTail::new(max_output_bytes)));
     let reader = async {
         while let Some(chunk) = output.next().await {
-            let mut guard = text.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            let mut guard = text
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
             let (sanitizer, head_tail) = &mut *guard;
             match chunk {
                 OutputChunk::Raw(bytes) => {
@@ -450,7 +472,9 @@ pub async fn run_command(
     }
     let duration = begun.elapsed();
     let facts = facts.await.ok();
-    let mut guard = text.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let mut guard = text
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let (sanitizer, head_tail) = &mut *guard;
     let mut tail = String::new();
     sanitizer.finish(&mut tail);

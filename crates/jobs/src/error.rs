@@ -27,7 +27,10 @@ impl StartError {
 
     /// `SPAWN_FAILED` for a process that could not be started.
     pub fn spawn_failed(program: &str, error: &std::io::Error) -> Self {
-        Self::new("SPAWN_FAILED", format!("could not start {program}: {error}"))
+        Self::new(
+            "SPAWN_FAILED",
+            format!("could not start {program}: {error}"),
+        )
     }
 }
 
@@ -90,9 +93,9 @@ impl JobError {
         match self {
             JobError::JobLimit { .. } => true,
             JobError::Start(e) => e.retryable,
-            JobError::NoJob { .. } | JobError::ForeignJob { .. } | JobError::InvalidArgument { .. } => {
-                false
-            }
+            JobError::NoJob { .. }
+            | JobError::ForeignJob { .. }
+            | JobError::InvalidArgument { .. } => false,
         }
     }
 }

@@ -272,7 +272,9 @@ enum StopRequest {
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     // A panic while holding a lock cannot leave these states inconsistent
     // in a way worse than losing the registry, so recover the guard.
-    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 impl Job {
@@ -434,7 +436,11 @@ impl Drop for Reservation<'_> {
 }
 
 fn shorten_label(label: &str) -> String {
-    let line = label.lines().find(|l| !l.trim().is_empty()).unwrap_or("").trim();
+    let line = label
+        .lines()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("")
+        .trim();
     let more_lines = label.trim().lines().count() > 1;
     let mut out: String = line.chars().take(LABEL_CHARS).collect();
     if more_lines || line.chars().count() > LABEL_CHARS {
@@ -563,7 +569,11 @@ impl JobRegistry {
 
     fn missing_hint(&self, state: &RegistryState, id: &str) -> String {
         let known = JobKind::ALL.into_iter().find_map(|kind| {
-            let n: u64 = id.strip_prefix(kind.as_str())?.strip_prefix('-')?.parse().ok()?;
+            let n: u64 = id
+                .strip_prefix(kind.as_str())?
+                .strip_prefix('-')?
+                .parse()
+                .ok()?;
             Some((kind, n))
         });
         match known {
@@ -634,7 +644,9 @@ impl JobRegistry {
             if from > end {
                 return Err(JobError::InvalidArgument {
                     field: "since",
-                    message: format!("cursor {from} is past the end of the output ({end} bytes so far)"),
+                    message: format!(
+                        "cursor {from} is past the end of the output ({end} bytes so far)"
+                    ),
                 });
             }
             from
@@ -703,7 +715,12 @@ impl JobRegistry {
     pub async fn end_owner(&self, owner: &Owner) -> OwnerEnded {
         let jobs: Vec<Arc<Job>> = {
             let state = lock(&self.inner.state);
-            state.jobs.values().filter(|j| j.owner == *owner).cloned().collect()
+            state
+                .jobs
+                .values()
+                .filter(|j| j.owner == *owner)
+                .cloned()
+                .collect()
         };
         let stopping: Vec<Arc<Job>> = jobs
             .iter()
@@ -814,7 +831,9 @@ async fn drive(inner: Arc<Inner>, job: Arc<Job>, started: Started, timeout: Opti
         }
     };
     let (status, exit_code, detail) = match natural {
-        Some(Settlement::Finished { exit_code, detail }) => (JobStatus::Completed, exit_code, detail),
+        Some(Settlement::Finished { exit_code, detail }) => {
+            (JobStatus::Completed, exit_code, detail)
+        }
         Some(Settlement::Failed { detail }) => (JobStatus::Failed, None, Some(detail)),
         Some(Settlement::TimedOut { detail }) => (JobStatus::TimedOut, None, Some(detail)),
         None => {
@@ -862,7 +881,10 @@ async fn drive(inner: Arc<Inner>, job: Arc<Job>, started: Started, timeout: Opti
     // Output the work printed before it ended is still in the pipe: read it
     // all before the job reads as settled, so a reader woken by the
     // settlement sees everything.
-    if tokio::time::timeout(DRAIN_GRACE, &mut pump.0).await.is_err() {
+    if tokio::time::timeout(DRAIN_GRACE, &mut pump.0)
+        .await
+        .is_err()
+    {
         tracing::debug!(id = %job.id, "output still open after settlement; stopped reading it");
     }
     drop(pump);

@@ -10,9 +10,9 @@ use std::time::{Duration, Instant};
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use jobs::{
-    Cancel, CommandProducer, CommandSpec, JobError, JobInfo, JobKind, JobRegistry, JobSettled, JobStatus,
-    JobsConfig, KillOutcome, OutputChunk, OutputRead, Owner, Producer, Settlement, StartError, StartOptions,
-    Started,
+    Cancel, CommandProducer, CommandSpec, JobError, JobInfo, JobKind, JobRegistry, JobSettled,
+    JobStatus, JobsConfig, KillOutcome, OutputChunk, OutputRead, Owner, Producer, Settlement,
+    StartError, StartOptions, Started,
 };
 use pretty_assertions::assert_eq;
 
@@ -26,7 +26,11 @@ fn registry() -> JobRegistry {
 
 async fn start_shell(registry: &JobRegistry, owner: &Owner, command: &str) -> jobs::JobStarted {
     registry
-        .start(owner, CommandProducer::boxed(CommandSpec::shell(command)), StartOptions::default())
+        .start(
+            owner,
+            CommandProducer::boxed(CommandSpec::shell(command)),
+            StartOptions::default(),
+        )
         .await
         .unwrap()
 }
@@ -35,7 +39,10 @@ async fn start_shell(registry: &JobRegistry, owner: &Owner, command: &str) -> jo
 async fn settled(registry: &JobRegistry, owner: &Owner, id: &str) -> JobInfo {
     let begun = Instant::now();
     loop {
-        let read = registry.output(owner, id, None, None, Duration::from_secs(5)).await.unwrap();
+        let read = registry
+            .output(owner, id, None, None, Duration::from_secs(5))
+            .await
+            .unwrap();
         if read.status.is_settled() {
             return registry.info(owner, id).unwrap();
         }
@@ -46,7 +53,11 @@ async fn settled(registry: &JobRegistry, owner: &Owner, id: &str) -> JobInfo {
 /// Reads everything from cursor 0 (waiting until settled).
 async fn all_output(registry: &JobRegistry, owner: &Owner, id: &str) -> String {
     settled(registry, owner, id).await;
-    registry.output(owner, id, Some(0), Some(usize::MAX), Duration::ZERO).await.unwrap().output
+    registry
+        .output(owner, id, Some(0), Some(usize::MAX), Duration::ZERO)
+        .await
+        .unwrap()
+        .output
 }
 
 /// Waits until `pattern` appears in the job's output.
@@ -54,19 +65,35 @@ async fn wait_for_text(registry: &JobRegistry, owner: &Owner, id: &str, pattern:
     let begun = Instant::now();
     loop {
         let read = registry
-            .output(owner, id, Some(0), Some(usize::MAX), Duration::from_millis(200))
+            .output(
+                owner,
+                id,
+                Some(0),
+                Some(usize::MAX),
+                Duration::from_millis(200),
+            )
             .await
             .unwrap();
         if read.output.contains(pattern) {
             return;
         }
-        assert!(begun.elapsed() < HANG, "never saw {pattern:?}; output so far {:?}", read.output);
-        assert!(!read.status.is_settled(), "settled before {pattern:?}: {read:?}");
+        assert!(
+            begun.elapsed() < HANG,
+            "never saw {pattern:?}; output so far {:?}",
+            read.output
+        );
+        assert!(
+            !read.status.is_settled(),
+            "settled before {pattern:?}: {read:?}"
+        );
     }
 }
 
 fn live_members(sid: i32) -> Vec<i32> {
-    process_tree::live_session_members(sid).iter().map(|p| p.pid).collect()
+    process_tree::live_session_members(sid)
+        .iter()
+        .map(|p| p.pid)
+        .collect()
 }
 
 /// Processes (not zombies) whose parent is this test process, other than
@@ -95,7 +122,10 @@ async fn exit_three_is_completed_with_exit_code_three() {
     assert_eq!(info.kind, JobKind::Bash);
     assert_eq!(info.label, "echo out; echo err >&2; exit 3");
     assert!(info.finished_at.is_some());
-    assert_eq!(all_output(&registry, &owner, &started.id).await, "out\nerr\n");
+    assert_eq!(
+        all_output(&registry, &owner, &started.id).await,
+        "out\nerr\n"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -104,18 +134,35 @@ async fn a_job_killed_mid_run_is_killed_never_completed() {
     let owner = Owner::new("t");
     // The trap makes the shell exit 0 on SIGINT: a registry that believed
     // the process would call this `completed`.
-    let started = start_shell(&registry, &owner, "trap 'exit 0' INT; echo started; sleep 300 & wait").await;
+    let started = start_shell(
+        &registry,
+        &owner,
+        "trap 'exit 0' INT; echo started; sleep 300 & wait",
+    )
+    .await;
     let sid = started.session_id.unwrap();
     wait_for_text(&registry, &owner, &started.id, "started").await;
-    assert_eq!(registry.info(&owner, &started.id).unwrap().status, JobStatus::Running);
-    let report = tokio::time::timeout(HANG, registry.kill(&owner, &started.id)).await.unwrap().unwrap();
+    assert_eq!(
+        registry.info(&owner, &started.id).unwrap().status,
+        JobStatus::Running
+    );
+    let report = tokio::time::timeout(HANG, registry.kill(&owner, &started.id))
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(report.outcome, KillOutcome::Killed);
     assert_eq!(settled_view(&report.job), (JobStatus::Killed, None));
     assert_eq!(live_members(sid), Vec::<i32>::new());
     // Still killed when read again, and a second kill finds it finished.
-    assert_eq!(registry.info(&owner, &started.id).unwrap().status, JobStatus::Killed);
+    assert_eq!(
+        registry.info(&owner, &started.id).unwrap().status,
+        JobStatus::Killed
+    );
     let again = registry.kill(&owner, &started.id).await.unwrap();
-    assert_eq!((again.outcome, again.job.status), (KillOutcome::AlreadyFinished, JobStatus::Killed));
+    assert_eq!(
+        (again.outcome, again.job.status),
+        (KillOutcome::AlreadyFinished, JobStatus::Killed)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -124,7 +171,12 @@ async fn a_job_reads_stopping_while_it_is_being_killed() {
     let owner = Owner::new("t");
     // Ignores SIGINT and SIGTERM: only the SIGKILL step ends it, so the
     // kill takes a while and `stopping` is observable.
-    let started = start_shell(&registry, &owner, "trap '' INT TERM; echo ready; while :; do sleep 0.05; done").await;
+    let started = start_shell(
+        &registry,
+        &owner,
+        "trap '' INT TERM; echo ready; while :; do sleep 0.05; done",
+    )
+    .await;
     wait_for_text(&registry, &owner, &started.id, "ready").await;
     let kill = tokio::spawn({
         let registry = registry.clone();
@@ -143,7 +195,10 @@ async fn a_job_reads_stopping_while_it_is_being_killed() {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     let report = kill.await.unwrap().unwrap();
-    assert_eq!((report.outcome, report.job.status), (KillOutcome::Killed, JobStatus::Killed));
+    assert_eq!(
+        (report.outcome, report.job.status),
+        (KillOutcome::Killed, JobStatus::Killed)
+    );
     assert_eq!(live_members(started.session_id.unwrap()), Vec::<i32>::new());
 }
 
@@ -183,7 +238,10 @@ async fn a_finished_job_leaves_no_background_process_behind() {
         info.detail.as_deref(),
         Some("1 background process(es) still running at exit were ended")
     );
-    assert_eq!(pids_with_sid(&[started.session_id.unwrap()]), Vec::<i32>::new());
+    assert_eq!(
+        pids_with_sid(&[started.session_id.unwrap()]),
+        Vec::<i32>::new()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -193,26 +251,50 @@ async fn wait_wakes_on_a_printed_line_and_returns_at_the_deadline_otherwise() {
     let started = start_shell(&registry, &owner, "read -t 300 line < /dev/zero; sleep 300").await;
     // Nothing is printed: the wait returns at its deadline, empty.
     let begun = Instant::now();
-    let read = registry.output(&owner, &started.id, None, None, Duration::from_millis(300)).await.unwrap();
+    let read = registry
+        .output(&owner, &started.id, None, None, Duration::from_millis(300))
+        .await
+        .unwrap();
     let waited = begun.elapsed();
-    assert_eq!((read.output.as_str(), read.status), ("", JobStatus::Running));
-    assert!(waited >= Duration::from_millis(300), "returned early: {waited:?}");
+    assert_eq!(
+        (read.output.as_str(), read.status),
+        ("", JobStatus::Running)
+    );
+    assert!(
+        waited >= Duration::from_millis(300),
+        "returned early: {waited:?}"
+    );
     assert!(waited < HANG);
     registry.kill(&owner, &started.id).await.unwrap();
 
     // A line printed one second in wakes a 60 s wait.
     let started = start_shell(&registry, &owner, "sleep 1; echo line; sleep 300").await;
     let begun = Instant::now();
-    let read = registry.output(&owner, &started.id, Some(0), None, Duration::from_secs(60)).await.unwrap();
+    let read = registry
+        .output(&owner, &started.id, Some(0), None, Duration::from_secs(60))
+        .await
+        .unwrap();
     let waited = begun.elapsed();
-    assert_eq!((read.output.as_str(), read.from, read.next), ("line\n", 0, 5));
-    assert!(waited < Duration::from_secs(20), "the wait did not wake: {waited:?}");
+    assert_eq!(
+        (read.output.as_str(), read.from, read.next),
+        ("line\n", 0, 5)
+    );
+    assert!(
+        waited < Duration::from_secs(20),
+        "the wait did not wake: {waited:?}"
+    );
     registry.kill(&owner, &started.id).await.unwrap();
 
     // Settlement wakes a wait that has no new output to show.
     let started = start_shell(&registry, &owner, "sleep 0.5").await;
-    let read = registry.output(&owner, &started.id, None, None, Duration::from_secs(60)).await.unwrap();
-    assert_eq!((read.output.as_str(), read.status, read.exit_code), ("", JobStatus::Completed, Some(0)));
+    let read = registry
+        .output(&owner, &started.id, None, None, Duration::from_secs(60))
+        .await
+        .unwrap();
+    assert_eq!(
+        (read.output.as_str(), read.status, read.exit_code),
+        ("", JobStatus::Completed, Some(0))
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -232,7 +314,10 @@ async fn rereading_a_cursor_returns_the_same_text_and_wrapping_reports_dropped()
     .await;
     settled(&registry, &owner, &started.id).await;
     // Lines are 9 bytes after sanitizing: `line 150` starts at 450.
-    let first = registry.output(&owner, &started.id, Some(450), Some(27), Duration::ZERO).await.unwrap();
+    let first = registry
+        .output(&owner, &started.id, Some(450), Some(27), Duration::ZERO)
+        .await
+        .unwrap();
     assert_eq!(
         first,
         OutputRead {
@@ -245,21 +330,44 @@ async fn rereading_a_cursor_returns_the_same_text_and_wrapping_reports_dropped()
             detail: None,
         }
     );
-    let again = registry.output(&owner, &started.id, Some(450), Some(27), Duration::ZERO).await.unwrap();
+    let again = registry
+        .output(&owner, &started.id, Some(450), Some(27), Duration::ZERO)
+        .await
+        .unwrap();
     assert_eq!(again, first);
     // 100 lines of 9 bytes fit the 1000-byte ring: nothing dropped yet.
-    let whole = registry.output(&owner, &started.id, Some(0), Some(usize::MAX), Duration::ZERO).await.unwrap();
+    let whole = registry
+        .output(
+            &owner,
+            &started.id,
+            Some(0),
+            Some(usize::MAX),
+            Duration::ZERO,
+        )
+        .await
+        .unwrap();
     assert_eq!((whole.from, whole.next, whole.dropped), (0, 900, 0));
 
-    let started = start_shell(&registry, &owner, "for i in $(seq 1000 1199); do echo \"line $i\"; done").await;
+    let started = start_shell(
+        &registry,
+        &owner,
+        "for i in $(seq 1000 1199); do echo \"line $i\"; done",
+    )
+    .await;
     settled(&registry, &owner, &started.id).await;
     // 200 lines of 10 bytes = 2000 bytes; the newest 1000 are kept.
-    let read = registry.output(&owner, &started.id, Some(0), Some(20), Duration::ZERO).await.unwrap();
+    let read = registry
+        .output(&owner, &started.id, Some(0), Some(20), Duration::ZERO)
+        .await
+        .unwrap();
     assert_eq!(
         (read.output.as_str(), read.from, read.next, read.dropped),
         ("line 1100\nline 1101\n", 1000, 1020, 1000)
     );
-    assert_eq!(registry.info(&owner, &started.id).unwrap().output_bytes, 2000);
+    assert_eq!(
+        registry.info(&owner, &started.id).unwrap().output_bytes,
+        2000
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -269,18 +377,39 @@ async fn reads_without_since_continue_where_the_last_read_ended() {
     let started = start_shell(&registry, &owner, "echo one; echo two").await;
     // Wait without reading (a read would move the unread cursor).
     let begun = Instant::now();
-    while !registry.info(&owner, &started.id).unwrap().status.is_settled() {
+    while !registry
+        .info(&owner, &started.id)
+        .unwrap()
+        .status
+        .is_settled()
+    {
         assert!(begun.elapsed() < HANG);
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    let a = registry.output(&owner, &started.id, None, Some(4), Duration::ZERO).await.unwrap();
-    let b = registry.output(&owner, &started.id, None, None, Duration::ZERO).await.unwrap();
-    let c = registry.output(&owner, &started.id, None, None, Duration::ZERO).await.unwrap();
+    let a = registry
+        .output(&owner, &started.id, None, Some(4), Duration::ZERO)
+        .await
+        .unwrap();
+    let b = registry
+        .output(&owner, &started.id, None, None, Duration::ZERO)
+        .await
+        .unwrap();
+    let c = registry
+        .output(&owner, &started.id, None, None, Duration::ZERO)
+        .await
+        .unwrap();
     assert_eq!(
         [a, b, c].map(|r| (r.output, r.from, r.next)),
-        [("one\n".into(), 0, 4), ("two\n".into(), 4, 8), (String::new(), 8, 8)]
+        [
+            ("one\n".into(), 0, 4),
+            ("two\n".into(), 4, 8),
+            (String::new(), 8, 8)
+        ]
     );
-    let past = registry.output(&owner, &started.id, Some(9), None, Duration::ZERO).await.unwrap_err();
+    let past = registry
+        .output(&owner, &started.id, Some(9), None, Duration::ZERO)
+        .await
+        .unwrap_err();
     assert_eq!(past.code(), "INVALID_ARGUMENT");
 }
 
@@ -292,17 +421,28 @@ async fn owners_see_only_their_own_jobs() {
     let started = start_shell(&registry, &alice, "exit 0").await;
     settled(&registry, &alice, &started.id).await;
     for error in [
-        registry.output(&bob, &started.id, None, None, Duration::ZERO).await.unwrap_err(),
+        registry
+            .output(&bob, &started.id, None, None, Duration::ZERO)
+            .await
+            .unwrap_err(),
         registry.kill(&bob, &started.id).await.unwrap_err(),
         registry.info(&bob, &started.id).unwrap_err(),
     ] {
-        assert_eq!(error, JobError::ForeignJob { id: "bash-1".into() });
+        assert_eq!(
+            error,
+            JobError::ForeignJob {
+                id: "bash-1".into()
+            }
+        );
         assert_eq!((error.code(), error.retryable()), ("FOREIGN_JOB", false));
     }
     assert_eq!(registry.list(&bob, None), vec![]);
     let missing = registry.kill(&alice, "bash-99").await.unwrap_err();
     assert_eq!(missing.code(), "NO_JOB");
-    assert_eq!(missing.to_string(), "no job bash-99: job_list shows the jobs you have");
+    assert_eq!(
+        missing.to_string(),
+        "no job bash-99: job_list shows the jobs you have"
+    );
     let malformed = registry.info(&alice, "job7").unwrap_err();
     assert_eq!(
         malformed.to_string(),
@@ -322,10 +462,20 @@ async fn running_jobs_per_owner_are_capped() {
     let a = start_shell(&registry, &owner, "sleep 300").await;
     let _b = start_shell(&registry, &owner, "sleep 300").await;
     let error = registry
-        .start(&owner, CommandProducer::boxed(CommandSpec::shell("sleep 300")), StartOptions::default())
+        .start(
+            &owner,
+            CommandProducer::boxed(CommandSpec::shell("sleep 300")),
+            StartOptions::default(),
+        )
         .await
         .unwrap_err();
-    assert_eq!(error, JobError::JobLimit { running: 2, limit: 2 });
+    assert_eq!(
+        error,
+        JobError::JobLimit {
+            running: 2,
+            limit: 2
+        }
+    );
     assert_eq!((error.code(), error.retryable()), ("JOB_LIMIT", true));
     assert!(error.to_string().contains("job_kill"), "{error}");
     // Another owner is not affected; killing one makes room.
@@ -334,7 +484,10 @@ async fn running_jobs_per_owner_are_capped() {
     let c = start_shell(&registry, &owner, "sleep 300").await;
     assert_eq!(c.id, "bash-4"); // the refused start consumed no id
     let ended = registry.end_owner(&owner).await;
-    assert_eq!((ended.ended, ended.forgotten, ended.failures), (2, 3, vec![]));
+    assert_eq!(
+        (ended.ended, ended.forgotten, ended.failures),
+        (2, 3, vec![])
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -356,7 +509,11 @@ async fn settled_jobs_are_retained_up_to_the_bound_oldest_evicted_first() {
         assert!(begun.elapsed() < HANG);
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    let ids: Vec<String> = registry.list(&owner, None).into_iter().map(|j| j.id).collect();
+    let ids: Vec<String> = registry
+        .list(&owner, None)
+        .into_iter()
+        .map(|j| j.id)
+        .collect();
     assert_eq!(ids, vec!["bash-2".to_owned(), "bash-3".to_owned()]);
     let evicted = registry.info(&owner, "bash-1").unwrap_err();
     assert_eq!(evicted.code(), "NO_JOB");
@@ -370,21 +527,36 @@ async fn list_filters_by_status_and_settlements_are_published() {
     let mut events = registry.subscribe();
     let done = start_shell(&registry, &owner, "exit 4").await;
     let running = start_shell(&registry, &owner, "sleep 300").await;
-    let event: JobSettled = tokio::time::timeout(HANG, events.recv()).await.unwrap().unwrap();
+    let event: JobSettled = tokio::time::timeout(HANG, events.recv())
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(event.owner, owner);
     assert_eq!(
         (event.job.id.as_str(), event.job.status, event.job.exit_code),
         ("bash-1", JobStatus::Completed, Some(4))
     );
-    let ids = |status| -> Vec<String> { registry.list(&owner, status).into_iter().map(|j| j.id).collect() };
+    let ids = |status| -> Vec<String> {
+        registry
+            .list(&owner, status)
+            .into_iter()
+            .map(|j| j.id)
+            .collect()
+    };
     assert_eq!(ids(Some(JobStatus::Running)), vec![running.id.clone()]);
     assert_eq!(ids(Some(JobStatus::Completed)), vec![done.id.clone()]);
     assert_eq!(ids(None), vec![done.id.clone(), running.id.clone()]);
     assert_eq!(JobStatus::parse("timed_out"), Some(JobStatus::TimedOut));
     assert_eq!(JobStatus::parse("done"), None);
     registry.kill(&owner, &running.id).await.unwrap();
-    let event = tokio::time::timeout(HANG, events.recv()).await.unwrap().unwrap();
-    assert_eq!((event.job.id, event.job.status), (running.id, JobStatus::Killed));
+    let event = tokio::time::timeout(HANG, events.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (event.job.id, event.job.status),
+        (running.id, JobStatus::Killed)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -410,11 +582,20 @@ async fn ending_an_owner_leaves_no_process_behind() {
     // At least 7 processes: sleep; bash + 2 sleeps; bash + sleep + a
     // subshell (or its sleep); python.
     while pids_with_sid(&sids).len() < 7 {
-        assert!(begun.elapsed() < HANG, "processes never started: {:?}", pids_with_sid(&sids));
+        assert!(
+            begun.elapsed() < HANG,
+            "processes never started: {:?}",
+            pids_with_sid(&sids)
+        );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    let ended = tokio::time::timeout(HANG, registry.end_owner(&owner)).await.unwrap();
-    assert_eq!((ended.ended, ended.forgotten, ended.failures), (4, 4, vec![]));
+    let ended = tokio::time::timeout(HANG, registry.end_owner(&owner))
+        .await
+        .unwrap();
+    assert_eq!(
+        (ended.ended, ended.forgotten, ended.failures),
+        (4, 4, vec![])
+    );
     assert_eq!(pids_with_sid(&sids), Vec::<i32>::new());
     process_tree::reap_adopted();
     let zombies: Vec<i32> = process_tree::all_processes()
@@ -426,7 +607,10 @@ async fn ending_an_owner_leaves_no_process_behind() {
     assert_eq!(registry.list(&owner, None), vec![]);
     assert_eq!(registry.info(&owner, &ids[0]).unwrap_err().code(), "NO_JOB");
     // The other owner's job is untouched.
-    assert_eq!(registry.info(&keeper, &kept.id).unwrap().status, JobStatus::Running);
+    assert_eq!(
+        registry.info(&keeper, &kept.id).unwrap().status,
+        JobStatus::Running
+    );
     registry.end_owner(&keeper).await;
 }
 
@@ -440,7 +624,11 @@ async fn dropping_the_registry_ends_every_job() {
     drop(registry);
     let begun = Instant::now();
     while !pids_with_sid(&[sid]).is_empty() {
-        assert!(begun.elapsed() < HANG, "processes survived the registry: {:?}", pids_with_sid(&[sid]));
+        assert!(
+            begun.elapsed() < HANG,
+            "processes survived the registry: {:?}",
+            pids_with_sid(&[sid])
+        );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
@@ -451,7 +639,11 @@ async fn spawn_failures_return_the_producers_code_and_consume_no_id() {
     let owner = Owner::new("t");
     let spec = CommandSpec::new(JobKind::Bash, vec!["/nonexistent/program".into()]).unwrap();
     let error = registry
-        .start(&owner, CommandProducer::boxed(spec), StartOptions::default())
+        .start(
+            &owner,
+            CommandProducer::boxed(spec),
+            StartOptions::default(),
+        )
         .await
         .unwrap_err();
     assert_eq!(error.code(), "SPAWN_FAILED");
@@ -469,35 +661,80 @@ async fn subagent_templates_take_the_prompt_in_argv_or_on_stdin() {
     let owner = Owner::new("t");
     let dir = tempfile::tempdir().unwrap();
     let in_argv = CommandSpec::subagent(
-        &["bash".into(), "-c".into(), "echo \"argv: $1 in $PWD\"".into(), "agent".into(), "{prompt}".into()],
+        &[
+            "bash".into(),
+            "-c".into(),
+            "echo \"argv: $1 in $PWD\"".into(),
+            "agent".into(),
+            "{prompt}".into(),
+        ],
         "fix it",
     )
     .unwrap()
     .with_cwd(dir.path());
     assert_eq!(in_argv.stdin, None);
-    let on_stdin = CommandSpec::subagent(&["python3".into(), "-c".into(), "import sys; print('stdin:', sys.stdin.read())".into()], "fix it")
-        .unwrap();
+    let on_stdin = CommandSpec::subagent(
+        &[
+            "python3".into(),
+            "-c".into(),
+            "import sys; print('stdin:', sys.stdin.read())".into(),
+        ],
+        "fix it",
+    )
+    .unwrap();
     assert_eq!(on_stdin.stdin.as_deref(), Some("fix it"));
-    let a = registry.start(&owner, CommandProducer::boxed(in_argv), StartOptions::default()).await.unwrap();
-    let b = registry.start(&owner, CommandProducer::boxed(on_stdin), StartOptions::default()).await.unwrap();
+    let a = registry
+        .start(
+            &owner,
+            CommandProducer::boxed(in_argv),
+            StartOptions::default(),
+        )
+        .await
+        .unwrap();
+    let b = registry
+        .start(
+            &owner,
+            CommandProducer::boxed(on_stdin),
+            StartOptions::default(),
+        )
+        .await
+        .unwrap();
     assert_eq!((a.id.as_str(), b.id.as_str()), ("subagent-1", "subagent-2"));
     let cwd = dir.path().canonicalize().unwrap();
-    assert_eq!(all_output(&registry, &owner, &a.id).await, format!("argv: fix it in {}\n", cwd.display()));
-    assert_eq!(all_output(&registry, &owner, &b.id).await, "stdin: fix it\n");
+    assert_eq!(
+        all_output(&registry, &owner, &a.id).await,
+        format!("argv: fix it in {}\n", cwd.display())
+    );
+    assert_eq!(
+        all_output(&registry, &owner, &b.id).await,
+        "stdin: fix it\n"
+    );
     assert_eq!(registry.info(&owner, &a.id).unwrap().label, "fix it");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn foreground_runs_report_exit_codes_and_kill_at_the_deadline() {
     let _ = process_tree::become_subreaper();
-    let run = jobs::run_command(&CommandSpec::shell("echo hi; exit 3"), None, 1024).await.unwrap();
+    let run = jobs::run_command(&CommandSpec::shell("echo hi; exit 3"), None, 1024)
+        .await
+        .unwrap();
     assert_eq!(
-        (run.output.text.as_str(), run.exit_code, run.signal, run.timed_out),
+        (
+            run.output.text.as_str(),
+            run.exit_code,
+            run.signal,
+            run.timed_out
+        ),
         ("hi\n", Some(3), None, false)
     );
     let spec = CommandSpec::shell("sleep 300 & echo begun; sleep 301");
-    let run = jobs::run_command(&spec, Some(Duration::from_millis(300)), 1024).await.unwrap();
-    assert_eq!((run.output.text.as_str(), run.exit_code, run.timed_out), ("begun\n", None, true));
+    let run = jobs::run_command(&spec, Some(Duration::from_millis(300)), 1024)
+        .await
+        .unwrap();
+    assert_eq!(
+        (run.output.text.as_str(), run.exit_code, run.timed_out),
+        ("begun\n", None, true)
+    );
     assert!(run.duration >= Duration::from_millis(300));
 }
 
@@ -543,8 +780,12 @@ impl Producer for FakeSend {
         ]);
         let settle = async move {
             match finish {
-                Some(finish) => finish.await.unwrap_or(Settlement::Failed { detail: "gone".into() }),
-                None => rx.await.unwrap_or(Settlement::Failed { detail: "gone".into() }),
+                Some(finish) => finish.await.unwrap_or(Settlement::Failed {
+                    detail: "gone".into(),
+                }),
+                None => rx.await.unwrap_or(Settlement::Failed {
+                    detail: "gone".into(),
+                }),
             }
         };
         futures::future::ready(Ok(Started {
@@ -586,10 +827,23 @@ async fn an_external_producer_fits_the_seam() {
         .unwrap();
     let info = settled(&registry, &owner, &settles.id).await;
     assert_eq!(
-        (info.status, info.exit_code, info.detail.as_deref(), info.label.as_str()),
-        (JobStatus::Completed, None, Some("reason: input_wait"), "make test")
+        (
+            info.status,
+            info.exit_code,
+            info.detail.as_deref(),
+            info.label.as_str()
+        ),
+        (
+            JobStatus::Completed,
+            None,
+            Some("reason: input_wait"),
+            "make test"
+        )
     );
-    assert_eq!(all_output(&registry, &owner, &settles.id).await, "compiling\nok\n");
+    assert_eq!(
+        all_output(&registry, &owner, &settles.id).await,
+        "compiling\nok\n"
+    );
     assert!(!released.load(Ordering::SeqCst));
 
     // Killing one: the cancel runs, and the producer's own report of how
@@ -606,6 +860,9 @@ async fn an_external_producer_fits_the_seam() {
         .await
         .unwrap();
     let report = registry.kill(&owner, &killed.id).await.unwrap();
-    assert_eq!((report.outcome, report.job.status, report.job.exit_code), (KillOutcome::Killed, JobStatus::Killed, None));
+    assert_eq!(
+        (report.outcome, report.job.status, report.job.exit_code),
+        (KillOutcome::Killed, JobStatus::Killed, None)
+    );
     assert!(released.load(Ordering::SeqCst));
 }
