@@ -1,2 +1,237 @@
-//! Project automation.
-fn main() {}
+//! Project automation, run as `cargo xtask <task>`:
+//!
+//! * `codegen [--check]` writes `docs/tool-catalog.md` from the code, or
+//!   fails when the committed file is stale;
+//! * `test` installs what the tests need (the rust-analyzer component, a
+//!   Python virtual environment with the MCP SDK and python-lsp-server) and
+//!   runs every test: the Rust workspace, then the end-to-end MCP suite;
+//! * `bench <name>` runs a benchmark and prints its table.
+//!
+//! It is not part of the product and nothing depends on it.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+
+use anyhow::{Context as _, bail};
+
+const USAGE: &str = "\
+usage: cargo xtask <task>
+
+tasks:
+  codegen [--check]   write docs/tool-catalog.md from the code (--check: fail if stale)
+  test                install what the tests need, then run every test
+  bench <name>        run a benchmark: mcp, terminal, jobs, lsp, workspace, all";
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let result = match args.as_slice() {
+        ["codegen"] => codegen(false),
+        ["codegen", "--check"] => codegen(true),
+        ["test"] => test(),
+        ["bench", name] => bench(name),
+        _ => {
+            eprintln!("{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("xtask: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The workspace root.
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map_or_else(|| PathBuf::from("."), Path::to_path_buf)
+}
+
+const CATALOG: &str = "docs/tool-catalog.md";
+
+/// Writes (or checks) a generated file; returns whether it was current.
+fn ensure_file_contents(path: &Path, contents: &str, check: bool) -> anyhow::Result<bool> {
+    let current = std::fs::read_to_string(path).unwrap_or_default();
+    if current == contents {
+        return Ok(true);
+    }
+    if check {
+        return Ok(false);
+    }
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    std::fs::write(path, contents).with_context(|| format!("writing {}", path.display()))?;
+    eprintln!("updated {}", path.display());
+    Ok(false)
+}
+
+fn codegen(check: bool) -> anyhow::Result<()> {
+    let path = root().join(CATALOG);
+    let fresh = ensure_file_contents(&path, &tools_catalog::catalog_markdown(), check)?;
+    if check && !fresh {
+        bail!("{CATALOG} is stale: run `cargo xtask codegen` and commit the result");
+    }
+    Ok(())
+}
+
+fn step(name: &str, command: &mut Command) -> anyhow::Result<()> {
+    eprintln!("\n==> {name}");
+    let status = command
+        .current_dir(root())
+        .status()
+        .with_context(|| format!("could not run: {name}"))?;
+    if !status.success() {
+        bail!("failed: {name} ({status})");
+    }
+    Ok(())
+}
+
+fn venv_bin() -> PathBuf {
+    root().join(".venv").join("bin")
+}
+
+fn path_with_venv() -> String {
+    let mut paths = vec![venv_bin()];
+    if let Some(old) = std::env::var_os("PATH") {
+        paths.extend(std::env::split_paths(&old));
+    }
+    std::env::join_paths(paths)
+        .map(|p| p.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// Installs the test prerequisites that a fresh machine lacks.
+fn install_prerequisites() -> anyhow::Result<()> {
+    step(
+        "install the rust-analyzer component",
+        Command::new("rustup").args(["component", "add", "rust-analyzer"]),
+    )?;
+    if !venv_bin().join("python").exists() {
+        step(
+            "create the Python virtual environment .venv",
+            Command::new("python3").args(["-m", "venv", ".venv"]),
+        )?;
+    }
+    step(
+        "install the Python test requirements (MCP SDK, pytest, python-lsp-server)",
+        Command::new(venv_bin().join("pip")).args([
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            "-r",
+            "tests/requirements.txt",
+        ]),
+    )
+}
+
+fn test() -> anyhow::Result<()> {
+    install_prerequisites()?;
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let path = path_with_venv();
+    step(
+        "build the workspace",
+        Command::new(&cargo).args(["build", "--workspace", "--all-targets", "--locked"]),
+    )?;
+    step(
+        "run the Rust tests",
+        Command::new(&cargo)
+            .args(["test", "--workspace", "--locked"])
+            .env("PATH", &path),
+    )?;
+    step(
+        "run the end-to-end MCP tests (the real dsh binary, the Python MCP client)",
+        Command::new(venv_bin().join("python"))
+            .args(["-m", "pytest", "tests/e2e", "-q", "-p", "no:cacheprovider"])
+            .env("PATH", &path)
+            .env("DSH_BIN", root().join("target/debug/dsh")),
+    )?;
+    eprintln!("\nall tests passed");
+    Ok(())
+}
+
+fn bench(name: &str) -> anyhow::Result<()> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let path = path_with_venv();
+    let example = |package: &str| -> anyhow::Result<()> {
+        step(
+            &format!("benchmark: {package}"),
+            Command::new(&cargo)
+                .args(["run", "--release", "--quiet", "-p", package, "--example", "bench"])
+                .env("PATH", &path),
+        )
+    };
+    match name {
+        "mcp" => {
+            if !venv_bin().join("python").exists() {
+                install_prerequisites()?;
+            }
+            step(
+                "build dsh (release)",
+                Command::new(&cargo).args(["build", "--release", "-p", "dsh"]),
+            )?;
+            step(
+                "benchmark: a bash call through MCP vs a direct spawn",
+                Command::new(venv_bin().join("python"))
+                    .arg("tests/bench/bench_mcp.py")
+                    .env("DSH_BIN", root().join("target/release/dsh")),
+            )
+        }
+        "terminal" => example("terminal-pty"),
+        "jobs" => example("jobs"),
+        "lsp" => example("lsp-rust-analyzer"),
+        "workspace" => example("workspace-sled"),
+        "all" => {
+            for n in ["mcp", "terminal", "jobs", "lsp", "workspace"] {
+                bench(n)?;
+            }
+            Ok(())
+        }
+        other => bail!("unknown benchmark {other:?}\n{USAGE}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    /// Plain `cargo test` catches a stale tool catalog.
+    #[test]
+    fn tool_catalog_is_current() {
+        if let Err(e) = codegen(true) {
+            panic!("{e}");
+        }
+    }
+
+    /// Every crate's root file opens with a `//!` doc saying what it is.
+    #[test]
+    fn every_crate_root_has_a_crate_doc() {
+        let mut roots = Vec::new();
+        for dir in std::fs::read_dir(root().join("crates")).unwrap() {
+            let dir = dir.unwrap().path();
+            for file in ["src/lib.rs", "src/main.rs"] {
+                let path = dir.join(file);
+                if path.exists() {
+                    roots.push(path);
+                }
+            }
+        }
+        roots.push(root().join("xtask/src/main.rs"));
+        assert!(roots.len() >= 8, "found only {roots:?}");
+        let missing: Vec<_> = roots
+            .iter()
+            .filter(|p| {
+                !std::fs::read_to_string(p)
+                    .unwrap()
+                    .trim_start()
+                    .starts_with("//!")
+            })
+            .collect();
+        assert!(missing.is_empty(), "no `//!` crate doc: {missing:?}");
+    }
+}

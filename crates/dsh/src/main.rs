@@ -8,6 +8,7 @@
 
 mod config;
 mod logging;
+mod registry_cli;
 mod serve;
 
 use std::io::Write as _;
@@ -58,6 +59,12 @@ enum Command {
         #[arg(long, value_name = "FILE")]
         log_file: Option<PathBuf>,
     },
+    /// Manage workspaces: the directories you work in, each with its agent sessions.
+    #[command(subcommand)]
+    Workspace(registry_cli::WorkspaceCommand),
+    /// Browse agent sessions: one per MCP connection, grouped by workspace.
+    #[command(subcommand)]
+    Session(registry_cli::SessionCommand),
     /// Print the tool catalog: names, descriptions, argument schemas, error codes.
     Catalog {
         /// The preset to show.
@@ -142,6 +149,15 @@ impl From<config::ConfigError> for Failure {
     }
 }
 
+/// The store's directory: `--data-dir`, else `$XDG_DATA_HOME/dsh`.
+fn data_dir(explicit: Option<PathBuf>) -> PathBuf {
+    explicit.unwrap_or_else(|| {
+        dirs::data_dir()
+            .unwrap_or_else(|| PathBuf::from(".local/share"))
+            .join("dsh")
+    })
+}
+
 fn run(cli: Cli) -> Result<(), Failure> {
     match cli.command {
         Command::Mcp { preset, log_file } => {
@@ -166,6 +182,10 @@ fn run(cli: Cli) -> Result<(), Failure> {
             runtime.shutdown_timeout(std::time::Duration::from_secs(1));
             Ok(())
         }
+        Command::Workspace(command) => {
+            Ok(registry_cli::run_workspace(command, &data_dir(cli.data_dir))?)
+        }
+        Command::Session(command) => Ok(registry_cli::run_session(command, &data_dir(cli.data_dir))?),
         Command::Catalog { preset, format } => {
             let text = match format {
                 Format::Md => tools_catalog::catalog_markdown_for(Preset::from(preset)),

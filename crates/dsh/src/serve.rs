@@ -36,8 +36,6 @@ pub struct Options {
 
 /// The tools as configured right now.
 pub struct ToolLayer {
-    /// The config the layer was built from.
-    pub config: Config,
     /// The tools served.
     pub catalog: Catalog,
 }
@@ -48,7 +46,7 @@ impl ToolLayer {
             .or(config.preset.map(Preset::from))
             .unwrap_or(Preset::Full);
         let catalog = Catalog::new(preset, &config.settings());
-        Self { config, catalog }
+        Self { catalog }
     }
 
     /// What `tools/list` returns.
@@ -283,12 +281,10 @@ pub async fn serve_stdio(config: Config, options: Options) -> anyhow::Result<()>
             match reload_host.reload() {
                 Ok(changed) => {
                     tracing::info!(tools_changed = changed, "config reloaded");
-                    if changed {
-                        if let Some(peer) = peer_slot.get() {
-                            if let Err(e) = peer.notify_tool_list_changed().await {
-                                tracing::warn!("could not announce the new tool list: {e}");
-                            }
-                        }
+                    if let (true, Some(peer)) = (changed, peer_slot.get())
+                        && let Err(e) = peer.notify_tool_list_changed().await
+                    {
+                        tracing::warn!("could not announce the new tool list: {e}");
                     }
                 }
                 Err(e) => tracing::error!("reload failed, keeping the old config: {e}"),

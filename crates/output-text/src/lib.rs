@@ -245,6 +245,7 @@ fn floor_char_boundary(s: &str, mut index: usize) -> usize {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
     use pretty_assertions::assert_eq;
 

@@ -171,8 +171,14 @@ pub fn end_session(sid: i32, steps: &[Step]) -> Result<EndReport, Survivors> {
         processes_seen: 0,
     };
     let mut seen = std::collections::BTreeSet::new();
+    let first = live_session_members(sid);
+    if first.is_empty() {
+        // The common case after a command exits on its own: one scan.
+        return Ok(report);
+    }
+    let mut first = Some(first);
     for step in steps {
-        let live = live_session_members(sid);
+        let live = first.take().unwrap_or_else(|| live_session_members(sid));
         seen.extend(live.iter().map(|p| p.pid));
         if live.is_empty() {
             break;
@@ -250,10 +256,12 @@ pub fn reap_adopted() -> usize {
     let me = std::process::id() as i32;
     let mut reaped = 0;
     for p in all_processes() {
-        if p.ppid == me && p.is_zombie() && p.pid != p.sid {
-            if let Ok(_status) = waitpid(Pid::from_raw(p.pid), Some(WaitPidFlag::WNOHANG)) {
-                reaped += 1;
-            }
+        if p.ppid == me
+            && p.is_zombie()
+            && p.pid != p.sid
+            && waitpid(Pid::from_raw(p.pid), Some(WaitPidFlag::WNOHANG)).is_ok()
+        {
+            reaped += 1;
         }
     }
     reaped
@@ -261,6 +269,7 @@ pub fn reap_adopted() -> usize {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
     use std::os::unix::process::CommandExt;
     use std::process::{Command, Stdio};

@@ -60,6 +60,7 @@ impl std::fmt::Debug for Owner {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::Owner;
 
     #[test]

@@ -39,10 +39,8 @@ pub struct BashArgs {
     /// The command line, run by `bash -c`.
     pub command: String,
     /// Working directory: absolute, or relative to the session's directory. Default: the session's directory.
-    #[serde(default)]
     pub cwd: Option<String>,
     /// Kill the command and all its processes after this many milliseconds. Default 120000; range 1–600000.
-    #[serde(default)]
     pub timeout_ms: Option<u64>,
 }
 

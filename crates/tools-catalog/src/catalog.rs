@@ -86,6 +86,8 @@ pub fn input_schema<T: JsonSchema>() -> Map<String, Value> {
     // Paid on every request: leave out what a client does not need.
     map.remove("$schema");
     map.remove("title");
+    // The type's own doc comment says nothing the tool description does not.
+    map.remove("description");
     map
 }
 
