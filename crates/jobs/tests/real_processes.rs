@@ -129,6 +129,23 @@ async fn exit_three_is_completed_with_exit_code_three() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_killed_from_outside_is_failed_not_completed() {
+    let registry = registry();
+    let owner = Owner::new("t");
+    let started = start_shell(&registry, &owner, "echo before; kill -KILL $$").await;
+    let info = settled(&registry, &owner, &started.id).await;
+    assert_eq!(
+        (info.status, info.exit_code, info.detail.as_deref()),
+        (
+            JobStatus::Failed,
+            None,
+            Some("terminated by SIGKILL, not by dsh")
+        )
+    );
+    assert_eq!(all_output(&registry, &owner, &started.id).await, "before\n");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_job_killed_mid_run_is_killed_never_completed() {
     let registry = registry();
     let owner = Owner::new("t");
