@@ -16,6 +16,9 @@ use tokio::time::Instant;
 use crate::ring::OutputRing;
 use crate::{JobError, JobKind, OutputChunk, Producer, Settlement, Started};
 
+/// How long a producer's cancel may take before the job is reported
+/// `failed` (the command producer's own escalation ends within ~4 s).
+const CANCEL_LIMIT: Duration = Duration::from_secs(20);
 /// How long the registry waits for a producer's settle future after its
 /// cancel has returned.
 const SETTLE_AFTER_CANCEL: Duration = Duration::from_secs(5);
@@ -247,6 +250,8 @@ struct JobState {
     finished_at: Option<DateTime<Utc>>,
     /// Where a read without `since` starts: the end of the last read.
     unread: u64,
+    /// The stop that decided the outcome, when one did.
+    stopped_by: Option<StopCause>,
 }
 
 struct Job {
@@ -351,9 +356,16 @@ impl Job {
         }
     }
 
-    fn settle(&self, status: JobStatus, exit_code: Option<i32>, detail: Option<String>) {
+    fn settle(
+        &self,
+        stopped_by: Option<StopCause>,
+        status: JobStatus,
+        exit_code: Option<i32>,
+        detail: Option<String>,
+    ) {
         {
             let mut state = lock(&self.state);
+            state.stopped_by = stopped_by;
             let mut tail = String::new();
             state.sanitizer.finish(&mut tail);
             if !tail.is_empty() {
@@ -530,6 +542,7 @@ impl JobRegistry {
                     phase: Phase::Running,
                     finished_at: None,
                     unread: 0,
+                    stopped_by: None,
                 }),
                 changes,
                 stop: Notify::new(),
@@ -701,7 +714,10 @@ impl JobRegistry {
         }
         job.wait_settled(stop_limit()).await;
         let info = job.info();
-        let outcome = if info.status == JobStatus::Killed {
+        // `killed` when a kill decided the outcome, even if it could not end
+        // every process (the status then says `failed`, with the survivors).
+        let by_kill = lock(&job.state).stopped_by == Some(StopCause::Kill);
+        let outcome = if by_kill {
             KillOutcome::Killed
         } else {
             KillOutcome::AlreadyFinished
@@ -772,7 +788,7 @@ impl JobRegistry {
 /// The longest a stop can take: cancel (bounded by the producer), the
 /// settle wait after it, and the output drain, with margin.
 fn stop_limit() -> Duration {
-    SETTLE_AFTER_CANCEL + DRAIN_GRACE + Duration::from_secs(30)
+    CANCEL_LIMIT + SETTLE_AFTER_CANCEL + DRAIN_GRACE + Duration::from_secs(10)
 }
 
 impl Drop for JobRegistry {
@@ -830,6 +846,7 @@ async fn drive(inner: Arc<Inner>, job: Arc<Job>, started: Started, timeout: Opti
             None
         }
     };
+    let mut stopped_by = None;
     let (status, exit_code, detail) = match natural {
         Some(Settlement::Finished { exit_code, detail }) => {
             (JobStatus::Completed, exit_code, detail)
@@ -840,7 +857,15 @@ async fn drive(inner: Arc<Inner>, job: Arc<Job>, started: Started, timeout: Opti
             // A stop was requested, and the first outcome wins: whatever
             // the work reports after its cancel, the job is what was asked.
             let cause = job.stop_cause().unwrap_or(StopCause::Kill);
-            let cancelled = cancel.cancel().await;
+            stopped_by = Some(cause);
+            let cancelled = tokio::time::timeout(CANCEL_LIMIT, cancel.cancel())
+                .await
+                .unwrap_or_else(|_| {
+                    Err(format!(
+                        "the cancel did not finish within {} s",
+                        CANCEL_LIMIT.as_secs()
+                    ))
+                });
             let settled_after = tokio::time::timeout(SETTLE_AFTER_CANCEL, &mut settle).await;
             match (cancelled, settled_after) {
                 (Err(survivors), _) => (
@@ -888,7 +913,7 @@ async fn drive(inner: Arc<Inner>, job: Arc<Job>, started: Started, timeout: Opti
         tracing::debug!(id = %job.id, "output still open after settlement; stopped reading it");
     }
     drop(pump);
-    job.settle(status, exit_code, detail);
+    job.settle(stopped_by, status, exit_code, detail);
     let info = job.info();
     tracing::debug!(id = %job.id, status = %info.status, "job settled");
     {

@@ -761,15 +761,20 @@ async fn foreground_runs_report_exit_codes_and_kill_at_the_deadline() {
 struct FakeSend {
     slot_released: Arc<AtomicBool>,
     finish: Option<tokio::sync::oneshot::Receiver<Settlement>>,
+    cancel_fails: bool,
 }
 
 struct FakeInterrupt {
     slot_released: Arc<AtomicBool>,
     settle: std::sync::Mutex<Option<tokio::sync::oneshot::Sender<Settlement>>>,
+    fails: bool,
 }
 
 impl Cancel for FakeInterrupt {
     fn cancel(&self) -> BoxFuture<'static, Result<(), String>> {
+        if self.fails {
+            return futures::future::ready(Err("pid 4242 survived SIGKILL".to_owned())).boxed();
+        }
         self.slot_released.store(true, Ordering::SeqCst);
         if let Some(tx) = self.settle.lock().unwrap().take() {
             let _ = tx.send(Settlement::Finished {
@@ -811,6 +816,7 @@ impl Producer for FakeSend {
             cancel: Arc::new(FakeInterrupt {
                 slot_released: self.slot_released.clone(),
                 settle: std::sync::Mutex::new(Some(tx)),
+                fails: self.cancel_fails,
             }),
             session_id: None,
         }))
@@ -830,6 +836,7 @@ async fn an_external_producer_fits_the_seam() {
             Box::new(FakeSend {
                 slot_released: released.clone(),
                 finish: Some(finish_rx),
+                cancel_fails: false,
             }),
             StartOptions::default(),
         )
@@ -871,6 +878,7 @@ async fn an_external_producer_fits_the_seam() {
             Box::new(FakeSend {
                 slot_released: released.clone(),
                 finish: None,
+                cancel_fails: false,
             }),
             StartOptions::default(),
         )
@@ -882,4 +890,31 @@ async fn an_external_producer_fits_the_seam() {
         (KillOutcome::Killed, JobStatus::Killed, None)
     );
     assert!(released.load(Ordering::SeqCst));
+
+    // A cancel that cannot end the work: the job says so, it is not `killed`.
+    let stuck = registry
+        .start(
+            &owner,
+            Box::new(FakeSend {
+                slot_released: released.clone(),
+                finish: None,
+                cancel_fails: true,
+            }),
+            StartOptions::default(),
+        )
+        .await
+        .unwrap();
+    let report = registry.kill(&owner, &stuck.id).await.unwrap();
+    assert_eq!(
+        (
+            report.outcome,
+            report.job.status,
+            report.job.detail.as_deref()
+        ),
+        (
+            KillOutcome::Killed,
+            JobStatus::Failed,
+            Some("the job could not be ended: pid 4242 survived SIGKILL")
+        )
+    );
 }
