@@ -80,6 +80,16 @@ pub enum JobStatus {
 }
 
 impl JobStatus {
+    /// Every status, in lifecycle order (for a schema's enum).
+    pub const ALL: [JobStatus; 6] = [
+        JobStatus::Running,
+        JobStatus::Stopping,
+        JobStatus::Completed,
+        JobStatus::Failed,
+        JobStatus::Killed,
+        JobStatus::TimedOut,
+    ];
+
     /// The contract's name: `running`, `stopping`, `completed`, `failed`,
     /// `killed`, `timed_out`.
     pub fn as_str(self) -> &'static str {
@@ -95,16 +105,7 @@ impl JobStatus {
 
     /// Parses a contract name; `None` for anything else.
     pub fn parse(name: &str) -> Option<Self> {
-        [
-            JobStatus::Running,
-            JobStatus::Stopping,
-            JobStatus::Completed,
-            JobStatus::Failed,
-            JobStatus::Killed,
-            JobStatus::TimedOut,
-        ]
-        .into_iter()
-        .find(|s| s.as_str() == name)
+        Self::ALL.into_iter().find(|s| s.as_str() == name)
     }
 
     /// True once the job has an outcome (no more output will come).
