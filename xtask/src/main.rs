@@ -161,7 +161,15 @@ fn bench(name: &str) -> anyhow::Result<()> {
         step(
             &format!("benchmark: {package}"),
             Command::new(&cargo)
-                .args(["run", "--release", "--quiet", "-p", package, "--example", "bench"])
+                .args([
+                    "run",
+                    "--release",
+                    "--quiet",
+                    "-p",
+                    package,
+                    "--example",
+                    "bench",
+                ])
                 .env("PATH", &path),
         )
     };

@@ -13,9 +13,9 @@ pub fn init(level: Option<&str>, file: Option<&Path>) -> anyhow::Result<()> {
     let filter = std::env::var("DSH_LOG")
         .ok()
         .or_else(|| level.map(str::to_owned))
-        .unwrap_or_else(|| "info".to_owned());
-    let filter = EnvFilter::try_new(&filter)
-        .with_context(|| format!("invalid log filter {filter:?}"))?;
+        .unwrap_or_else(|| "info,rmcp=warn".to_owned());
+    let filter =
+        EnvFilter::try_new(&filter).with_context(|| format!("invalid log filter {filter:?}"))?;
     let stderr = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_ansi(false);

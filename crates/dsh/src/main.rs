@@ -10,6 +10,7 @@ mod config;
 mod logging;
 mod registry_cli;
 mod serve;
+mod session_log;
 
 use std::io::Write as _;
 use std::path::PathBuf;
@@ -168,6 +169,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
             let options = serve::Options {
                 preset: preset.map(Preset::from),
                 config_arg: cli.config.clone(),
+                data_dir: data_dir(cli.data_dir.clone()),
             };
             match &config_path {
                 Some(p) => tracing::info!("config: {}", p.display()),
@@ -182,10 +184,13 @@ fn run(cli: Cli) -> Result<(), Failure> {
             runtime.shutdown_timeout(std::time::Duration::from_secs(1));
             Ok(())
         }
-        Command::Workspace(command) => {
-            Ok(registry_cli::run_workspace(command, &data_dir(cli.data_dir))?)
+        Command::Workspace(command) => Ok(registry_cli::run_workspace(
+            command,
+            &data_dir(cli.data_dir),
+        )?),
+        Command::Session(command) => {
+            Ok(registry_cli::run_session(command, &data_dir(cli.data_dir))?)
         }
-        Command::Session(command) => Ok(registry_cli::run_session(command, &data_dir(cli.data_dir))?),
         Command::Catalog { preset, format } => {
             let text = match format {
                 Format::Md => tools_catalog::catalog_markdown_for(Preset::from(preset)),

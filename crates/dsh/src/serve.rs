@@ -23,7 +23,11 @@ use serde_json::Value;
 use tokio::sync::watch;
 use tools_catalog::{CallContext, Catalog, Owner, Preset, Runtime, ToolError};
 
+use workspace::{ClientInfo, SessionHeader, SessionId};
+use workspace_sled::Store;
+
 use crate::config::{self, Config};
+use crate::session_log::SessionRecorder;
 
 /// How `dsh mcp` was started.
 #[derive(Debug, Clone)]
@@ -32,6 +36,8 @@ pub struct Options {
     pub preset: Option<Preset>,
     /// `--config`, re-read on reload.
     pub config_arg: Option<PathBuf>,
+    /// The workspace and session store's directory.
+    pub data_dir: PathBuf,
 }
 
 /// The tools as configured right now.
@@ -65,6 +71,7 @@ impl ToolLayer {
 /// The long-lived part of the server.
 pub struct Host {
     runtime: Arc<Runtime>,
+    store: Store,
     layer: ArcSwap<ToolLayer>,
     options: Options,
 }
@@ -74,6 +81,7 @@ impl Host {
     pub fn new(config: Config, options: Options) -> Self {
         Self {
             runtime: Arc::new(Runtime::new()),
+            store: Store::new(options.data_dir.clone()),
             layer: ArcSwap::from_pointee(ToolLayer::build(config, options.preset)),
             options,
         }
@@ -101,6 +109,7 @@ pub struct Connection {
     cwd: watch::Receiver<Option<PathBuf>>,
     cwd_tx: Arc<watch::Sender<Option<PathBuf>>>,
     peer: Arc<OnceLock<Peer<RoleServer>>>,
+    recorder: SessionRecorder,
 }
 
 impl Connection {
@@ -108,6 +117,7 @@ impl Connection {
     pub fn new(host: Arc<Host>, label: &str) -> Self {
         let (cwd_tx, cwd) = watch::channel(None);
         Self {
+            recorder: SessionRecorder::start(host.store.clone()),
             host,
             owner: Owner::new(label),
             cwd,
@@ -189,6 +199,8 @@ impl ServerHandler for Connection {
             runtime: self.host.runtime.clone(),
         };
         let args = request.arguments.map(Value::Object).unwrap_or(Value::Null);
+        let logged_args = args.clone();
+        let at = chrono::Utc::now();
         let started = Instant::now();
         let call = std::panic::AssertUnwindSafe(tool.call(&cx, args)).catch_unwind();
         let outcome = tokio::select! {
@@ -201,7 +213,9 @@ impl ServerHandler for Connection {
             },
             () = context.ct.cancelled() => Err(ToolError::new("CANCELLED", "the client cancelled this call")),
         };
-        let code = outcome.as_ref().err().map_or("ok", |e| e.code);
+        let code = outcome.as_ref().err().map_or("OK", |e| e.code);
+        self.recorder
+            .call(at, &request.name, &logged_args, code, started.elapsed());
         tracing::info!(
             tool = %request.name,
             outcome = code,
@@ -214,12 +228,25 @@ impl ServerHandler for Connection {
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
         let peer = context.peer.clone();
         let _ = self.peer.set(peer.clone());
-        let wants_roots = peer
-            .peer_info()
-            .is_some_and(|info| info.capabilities.roots.is_some());
+        let info = peer.peer_info();
+        let client = info.as_ref().map(|i| ClientInfo {
+            name: i.client_info.name.clone(),
+            version: i.client_info.version.clone(),
+        });
+        let wants_roots = info.is_some_and(|i| i.capabilities.roots.is_some());
         let tx = self.cwd_tx.clone();
+        let recorder = self.recorder.clone();
+        let begin = move |cwd: PathBuf| {
+            tx.send_replace(Some(cwd.clone()));
+            recorder.begin(SessionHeader {
+                id: SessionId::new_random(),
+                cwd: Some(cwd),
+                created_at: chrono::Utc::now(),
+                client,
+            });
+        };
         if !wants_roots {
-            tx.send_replace(Some(server_cwd()));
+            begin(server_cwd());
             return;
         }
         #[allow(deprecated)]
@@ -229,7 +256,7 @@ impl ServerHandler for Connection {
                 Ok(Ok(result)) => result.roots.first().and_then(|r| root_path(&r.uri)),
                 _ => None,
             };
-            tx.send_replace(Some(cwd.unwrap_or_else(server_cwd)));
+            begin(cwd.unwrap_or_else(server_cwd));
         });
     }
 }
@@ -267,6 +294,7 @@ pub async fn serve_stdio(config: Config, options: Options) -> anyhow::Result<()>
     let host = Arc::new(Host::new(config, options));
     let connection = Connection::new(host.clone(), "mcp-stdio");
     let peer_slot = connection.peer.clone();
+    let recorder = connection.recorder.clone();
     let service = connection.serve(rmcp::transport::stdio()).await?;
     tracing::info!(
         version = env!("CARGO_PKG_VERSION"),
@@ -294,18 +322,24 @@ pub async fn serve_stdio(config: Config, options: Options) -> anyhow::Result<()>
 
     let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     let cancel = service.cancellation_token();
+    let waiting = service.waiting();
+    tokio::pin!(waiting);
     tokio::select! {
-        reason = service.waiting() => {
+        reason = &mut waiting => {
             tracing::info!("client disconnected: {reason:?}");
         }
         _ = sigterm.recv() => {
             tracing::info!("SIGTERM: stopping");
             cancel.cancel();
+            let _ = waiting.await;
         }
         _ = tokio::signal::ctrl_c() => {
             tracing::info!("SIGINT: stopping");
             cancel.cancel();
+            let _ = waiting.await;
         }
     }
+    // The connection is gone: let its session log catch up.
+    recorder.finish(Duration::from_secs(5)).await;
     Ok(())
 }

@@ -297,7 +297,10 @@ mod tests {
         // is exactly what `killpg` on the leader would miss.
         let mut command = Command::new("bash");
         command
-            .args(["-c", "set -m; sleep 300 & sleep 301 & trap '' TERM; sleep 302"])
+            .args([
+                "-c",
+                "set -m; sleep 300 & sleep 301 & trap '' TERM; sleep 302",
+            ])
             .stdin(Stdio::null());
         // SAFETY: setsid is async-signal-safe.
         unsafe {
@@ -312,7 +315,10 @@ mod tests {
         }
         let groups: std::collections::BTreeSet<i32> =
             live_session_members(sid).iter().map(|p| p.pgid).collect();
-        assert!(groups.len() >= 3, "expected separate process groups, got {groups:?}");
+        assert!(
+            groups.len() >= 3,
+            "expected separate process groups, got {groups:?}"
+        );
         let report = end_session(sid, TERM_THEN_KILL).unwrap();
         assert_eq!(report.signals_sent, vec![Signal::SIGTERM, Signal::SIGKILL]);
         assert!(report.processes_seen >= 3);

@@ -68,7 +68,11 @@ mod tests {
         let err = parse_args::<Args>(serde_json::json!({"command": "x", "timeout_ms": "soon"}))
             .unwrap_err();
         assert_eq!(err.code, "INVALID_ARGUMENT");
-        assert!(err.message.starts_with("timeout_ms: invalid type: string"), "{}", err.message);
+        assert!(
+            err.message.starts_with("timeout_ms: invalid type: string"),
+            "{}",
+            err.message
+        );
     }
 
     #[test]
@@ -76,7 +80,11 @@ mod tests {
         let err = parse_args::<Args>(serde_json::json!({})).unwrap_err();
         assert_eq!(err.message, "missing field `command`");
         let err = parse_args::<Args>(serde_json::json!({"command": "x", "cmd": 1})).unwrap_err();
-        assert!(err.message.contains("unknown field `cmd`"), "{}", err.message);
+        assert!(
+            err.message.contains("unknown field `cmd`"),
+            "{}",
+            err.message
+        );
     }
 
     #[test]
@@ -85,7 +93,14 @@ mod tests {
         assert_eq!(clamp_ms("t", Some(7), 5, 1, 10), (7, None));
         assert_eq!(
             clamp_ms("t", Some(0), 5, 1, 10),
-            (1, Some(Clamped { field: "t", from: 0, to: 1 }))
+            (
+                1,
+                Some(Clamped {
+                    field: "t",
+                    from: 0,
+                    to: 1
+                })
+            )
         );
     }
 }

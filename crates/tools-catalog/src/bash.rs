@@ -155,9 +155,8 @@ async fn run_foreground(
     let started = Instant::now();
     let deadline = tokio::time::Instant::from_std(started) + Duration::from_millis(timeout_ms);
 
-    let spawn_failed = |e: std::io::Error| {
-        ToolError::new("SPAWN_FAILED", format!("could not start bash: {e}"))
-    };
+    let spawn_failed =
+        |e: std::io::Error| ToolError::new("SPAWN_FAILED", format!("could not start bash: {e}"));
     let (reader, writer) = std::io::pipe().map_err(spawn_failed)?;
     let mut command = tokio::process::Command::new("bash");
     command
@@ -178,8 +177,8 @@ async fn run_foreground(
     drop(command);
     let sid = child.id().map_or(0, |pid| pid as i32);
     let mut guard = SessionGuard { sid, armed: true };
-    let mut pipe = tokio::net::unix::pipe::Receiver::from_owned_fd(reader.into())
-        .map_err(spawn_failed)?;
+    let mut pipe =
+        tokio::net::unix::pipe::Receiver::from_owned_fd(reader.into()).map_err(spawn_failed)?;
 
     let mut sanitizer = Sanitizer::new();
     let mut text = HeadTail::new(max_result_bytes);
@@ -235,7 +234,8 @@ async fn run_foreground(
     text.push_str(&piece);
 
     let rendered = text.render();
-    let status = status.ok_or_else(|| ToolError::new("SPAWN_FAILED", "lost the command's status"))?;
+    let status =
+        status.ok_or_else(|| ToolError::new("SPAWN_FAILED", "lost the command's status"))?;
     let signal = status.signal().map(process_tree::signal_name);
     let result = BashResult {
         exit_code: status.code(),
@@ -266,7 +266,10 @@ async fn run_foreground(
     };
     model_text.push_str(&footer);
     if let Some(c) = &result.clamped {
-        model_text.push_str(&format!(" [{} clamped from {} to {}]", c.field, c.from, c.to));
+        model_text.push_str(&format!(
+            " [{} clamped from {} to {}]",
+            c.field, c.from, c.to
+        ));
     }
     Ok(ToolReply::new(model_text, &result))
 }

@@ -232,7 +232,12 @@ fn render_markdown(only: Option<Preset>) -> String {
             out,
             "\n## `{}`\n\nPresets: {}.\n\n{}\n\nErrors: {}.\n\n```json\n{}\n```\n",
             s.name,
-            list(s.presets.iter().map(|p| format!("`{}`", p.name())).collect()),
+            list(
+                s.presets
+                    .iter()
+                    .map(|p| format!("`{}`", p.name()))
+                    .collect()
+            ),
             s.description,
             list(s.error_codes.iter().map(|c| format!("`{c}`")).collect()),
             schema

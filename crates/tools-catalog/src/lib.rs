@@ -23,8 +23,9 @@ mod error;
 mod reply;
 
 pub use args::{Clamped, clamp_ms, parse_args};
-pub use catalog::{Catalog, Preset, Tool, ToolFuture, ToolSpec, catalog_json, catalog_markdown, catalog_markdown_for,
-    input_schema,
+pub use catalog::{
+    Catalog, Preset, Tool, ToolFuture, ToolSpec, catalog_json, catalog_markdown,
+    catalog_markdown_for, input_schema,
 };
 pub use context::{CallContext, Runtime, Settings};
 pub use error::{ErrorCode, ToolError};
