@@ -146,64 +146,60 @@ async fn warm(root: &Path) {
                 "definition" => (
                     time(async { p.definition(&def_q).await.unwrap() }).await,
                     time(async {
-                        bare_main.request::<GotoDefinition>(
-                            GotoDefinitionParams {
+                        bare_main
+                            .request::<GotoDefinition>(GotoDefinitionParams {
                                 text_document_position_params: tdpp(&main, def_pos),
                                 work_done_progress_params: WorkDoneProgressParams::default(),
                                 partial_result_params: PartialResultParams::default(),
-                            },
-                        )
-                        .await
-                        .unwrap()
+                            })
+                            .await
+                            .unwrap()
                     })
                     .await,
                 ),
                 "references" => (
                     time(async { p.references(&ref_q).await.unwrap() }).await,
                     time(async {
-                        bare_canvas.request::<References>(
-                            ReferenceParams {
+                        bare_canvas
+                            .request::<References>(ReferenceParams {
                                 text_document_position: tdpp(&canvas, ref_pos),
                                 work_done_progress_params: WorkDoneProgressParams::default(),
                                 partial_result_params: PartialResultParams::default(),
                                 context: ReferenceContext {
                                     include_declaration: true,
                                 },
-                            },
-                        )
-                        .await
-                        .unwrap()
+                            })
+                            .await
+                            .unwrap()
                     })
                     .await,
                 ),
                 "hover" => (
                     time(async { p.hover(&hover_q).await.unwrap() }).await,
                     time(async {
-                        bare_main.request::<HoverRequest>(
-                            HoverParams {
+                        bare_main
+                            .request::<HoverRequest>(HoverParams {
                                 text_document_position_params: tdpp(&main, hover_pos),
                                 work_done_progress_params: WorkDoneProgressParams::default(),
-                            },
-                        )
-                        .await
-                        .unwrap()
+                            })
+                            .await
+                            .unwrap()
                     })
                     .await,
                 ),
                 _ => (
                     time(async { p.symbols(&sym_q).await.unwrap() }).await,
                     time(async {
-                        bare_lib.request::<DocumentSymbolRequest>(
-                            DocumentSymbolParams {
+                        bare_lib
+                            .request::<DocumentSymbolRequest>(DocumentSymbolParams {
                                 text_document: TextDocumentIdentifier {
                                     uri: Url::from_file_path(&lib).unwrap(),
                                 },
                                 work_done_progress_params: WorkDoneProgressParams::default(),
                                 partial_result_params: PartialResultParams::default(),
-                            },
-                        )
-                        .await
-                        .unwrap()
+                            })
+                            .await
+                            .unwrap()
                     })
                     .await,
                 ),
@@ -225,12 +221,16 @@ async fn warm(root: &Path) {
     p.shutdown().await;
 }
 
-async fn cold(root: &Path) {
-    let canvas = root.join("shapes/src/canvas.rs");
-    let query = at(&canvas, 17, "total_area");
+/// Each run on a fresh copy of the fixture (no `target/`); the two series
+/// alternate so that machine load affects both alike.
+async fn cold() {
     let mut firsts = Vec::new();
     let mut not_ready_counts = Vec::new();
+    let mut ready = Vec::new();
     for _ in 0..COLD_RUNS {
+        let (_dir, root) = fixture_copy();
+        let canvas = root.join("shapes/src/canvas.rs");
+        let query = at(&canvas, 17, "total_area");
         let p = StdioLspProvider::rust_analyzer(ClientOptions {
             ready_timeout: Duration::from_millis(250),
             ..ClientOptions::default()
@@ -251,17 +251,43 @@ async fn cold(root: &Path) {
         firsts.push(t.elapsed());
         not_ready_counts.push(not_ready);
         p.shutdown().await;
+
+        let (_dir, root) = fixture_copy();
+        let canvas = root.join("shapes/src/canvas.rs");
+        let p = StdioLspProvider::rust_analyzer(ClientOptions::default()).unwrap();
+        let t = Instant::now();
+        p.wait_ready(&canvas, Duration::from_secs(120))
+            .await
+            .unwrap();
+        ready.push(t.elapsed());
+        p.shutdown().await;
     }
+    let r = stats(ready);
     let s = stats(firsts.clone());
     println!();
     println!("cold start to first correct references answer, {COLD_RUNS} runs (ms)");
-    println!("{:<12} {:>15} {:>12} {:>25}", "", "median", "max", "LSP_NOT_READY answers");
+    println!(
+        "{:<12} {:>15} {:>12} {:>25}",
+        "", "median", "max", "LSP_NOT_READY answers"
+    );
     println!(
         "{:<12} {:>15} {:>12} {:>25}",
         "provider",
         ms(s.median),
         ms(s.p99),
         format!("{not_ready_counts:?}")
+    );
+    println!(
+        "{:<12} {:>15} {:>12} {:>25}",
+        "server ready",
+        ms(r.median),
+        ms(r.p99),
+        "(wait for quiescent only)"
+    );
+    println!(
+        "{:<12} {:>14.2}x",
+        "ratio",
+        s.median.as_secs_f64() / r.median.as_secs_f64()
     );
 }
 
@@ -274,6 +300,6 @@ fn main() {
     let (_dir, root) = fixture_copy();
     rt.block_on(async {
         warm(&root).await;
-        cold(&root).await;
+        cold().await;
     });
 }

@@ -543,6 +543,7 @@ impl Server {
             std::process::id(),
             FENCES.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
         ));
+        remove_stale_fences();
         if let Err(e) = std::fs::create_dir_all(&fence_dir) {
             tracing::warn!("cannot create {}: {e}", fence_dir.display());
             return None;
@@ -585,9 +586,8 @@ impl Server {
                 }
             }
             if !changes.is_empty() {
-                let _ = socket.notify::<DidChangeWatchedFiles>(DidChangeWatchedFilesParams {
-                    changes,
-                });
+                let _ =
+                    socket.notify::<DidChangeWatchedFiles>(DidChangeWatchedFilesParams { changes });
             }
         };
         let fail = |e: notify::Error| {
@@ -658,7 +658,8 @@ impl Server {
     /// end, so its last lines can be reported.
     pub async fn stderr_drained(&self) {
         let mut rx = self.shared.stderr_closed.subscribe();
-        let _ = tokio::time::timeout(Duration::from_millis(500), rx.wait_for(|closed| *closed)).await;
+        let _ =
+            tokio::time::timeout(Duration::from_millis(500), rx.wait_for(|closed| *closed)).await;
     }
 
     /// The last lines of stderr, formatted for an error message.
@@ -901,6 +902,26 @@ impl Server {
 impl Drop for Server {
     fn drop(&mut self) {
         end_server_session(self.pid);
+    }
+}
+
+/// Removes fence directories left by processes that no longer exist (a
+/// host killed before its cleanup ran).
+fn remove_stale_fences() {
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix("dsh-lsp-fence-")) else {
+            continue;
+        };
+        let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<i32>().ok()) else {
+            continue;
+        };
+        if process_tree::process_info(pid).is_none() {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
     }
 }
 

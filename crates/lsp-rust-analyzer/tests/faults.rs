@@ -78,7 +78,9 @@ fn a_server_that_keeps_crashing_is_crashed_with_its_stderr() {
             ..options()
         },
     );
-    let err = RT.block_on(p.definition(&at(&file, 1, "hello"))).unwrap_err();
+    let err = RT
+        .block_on(p.definition(&at(&file, 1, "hello")))
+        .unwrap_err();
     assert_eq!(err.reason(), Some(UnavailableReason::Crashed), "{err}");
     let message = err.to_string();
     assert!(
