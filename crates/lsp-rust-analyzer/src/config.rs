@@ -95,8 +95,13 @@ impl ServerConfig {
         let not_found = |searched: String| LspError::Unavailable {
             reason: UnavailableReason::BinaryNotFound,
             message: format!(
-                "{}: executable `{}` not found; searched {searched}",
-                self.name, self.command
+                "{}executable `{}` not found; searched {searched}",
+                if self.name.is_empty() {
+                    String::new()
+                } else {
+                    format!("{}: ", self.name)
+                },
+                self.command
             ),
         };
         if self.command.is_empty() {
