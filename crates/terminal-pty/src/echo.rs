@@ -54,13 +54,15 @@ pub(crate) fn strip_echo(output: &str, lines: &[String]) -> (String, usize) {
         let rest = &output[pos..];
         let skipped = rest.len() - rest.trim_start_matches('\n').len();
         let mut at = pos + skipped;
-        let again = lines.iter().all(|line| match echo_at(output, at, line, true) {
-            Some(end) => {
-                at = end;
-                true
-            }
-            None => false,
-        });
+        let again = lines
+            .iter()
+            .all(|line| match echo_at(output, at, line, true) {
+                Some(end) => {
+                    at = end;
+                    true
+                }
+                None => false,
+            });
         if again {
             pos = at;
         }
@@ -139,7 +141,10 @@ mod tests {
 
     #[test]
     fn removes_the_second_echo_of_type_ahead() {
-        assert_eq!(strip("echo back\n\n$ echo back\nback\n", "echo back"), "back\n");
+        assert_eq!(
+            strip("echo back\n\n$ echo back\nback\n", "echo back"),
+            "back\n"
+        );
         assert_eq!(strip("\n$ echo back\nback\n", "echo back"), "back\n");
     }
 

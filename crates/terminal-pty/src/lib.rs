@@ -15,6 +15,7 @@
 //! layer converts, the jobs registry wraps [`terminal_seam::StartedSend`].
 //! It needs a tokio runtime and Linux `/proc`.
 
+pub mod bench;
 mod echo;
 mod output;
 mod probe;

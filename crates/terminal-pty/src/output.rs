@@ -455,7 +455,7 @@ mod tests {
         let mut scanner = MarkerScanner::new("abc");
         let mut out = Vec::new();
         let mut bytes = Vec::new();
-        let mut flush = |bytes: &mut Vec<u8>, out: &mut Vec<String>| {
+        let flush = |bytes: &mut Vec<u8>, out: &mut Vec<String>| {
             if !bytes.is_empty() {
                 out.push(String::from_utf8_lossy(bytes).into_owned());
                 bytes.clear();
@@ -541,7 +541,10 @@ mod tests {
             capture.parts(30),
             ("0123456789".to_owned(), 10, "0123456789".to_owned())
         );
-        assert_eq!(capture.parts(25), ("0123456789".to_owned(), 10, "01234".to_owned()));
+        assert_eq!(
+            capture.parts(25),
+            ("0123456789".to_owned(), 10, "01234".to_owned())
+        );
         assert_eq!(capture.parts(4), ("0123".to_owned(), 0, String::new()));
     }
 }

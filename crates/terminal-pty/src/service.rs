@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use terminal_seam::{
     BoxFuture, CloseKind, CloseOutcome, MAX_SEND_TIMEOUT, MIN_SEND_TIMEOUT, OpenRequest, Opened,
-    Owner, ReadOutcome, ReadRequest, SendRequest, SignalOutcome, StartedSend, TerminalError,
-    TerminalId, TerminalInfo, TerminalService, TerminalSignal,
+    Owner, ReadOutcome, ReadRequest, SendRequest, SignalOutcome, StartedSend, StreamChunk,
+    TerminalError, TerminalId, TerminalInfo, TerminalService, TerminalSignal,
 };
 
 use crate::session::{SendPlan, Session, SessionSpec, interrupt_for, run_send};
@@ -200,7 +200,10 @@ fn validate_open(request: &OpenRequest) -> Result<(), TerminalError> {
         return Err(TerminalError::invalid("rows", "must be between 2 and 1000"));
     }
     if !(10..=1000).contains(&request.cols) {
-        return Err(TerminalError::invalid("cols", "must be between 10 and 1000"));
+        return Err(TerminalError::invalid(
+            "cols",
+            "must be between 10 and 1000",
+        ));
     }
     if let Some(command) = &request.command {
         if command.first().is_none_or(String::is_empty) {
@@ -210,7 +213,10 @@ fn validate_open(request: &OpenRequest) -> Result<(), TerminalError> {
             ));
         }
         if command.iter().any(|a| a.contains('\0')) {
-            return Err(TerminalError::invalid("command", "must not contain NUL bytes"));
+            return Err(TerminalError::invalid(
+                "command",
+                "must not contain NUL bytes",
+            ));
         }
     }
     for (key, value) in &request.env {
@@ -256,7 +262,11 @@ impl PtyTerminals {
         &self.inner.config
     }
 
-    async fn open_impl(&self, owner: &Owner, request: OpenRequest) -> Result<Opened, TerminalError> {
+    async fn open_impl(
+        &self,
+        owner: &Owner,
+        request: OpenRequest,
+    ) -> Result<Opened, TerminalError> {
         validate_open(&request)?;
         let inner = &*self.inner;
         let pending = inner.reserve(owner, request.name.clone())?;
@@ -392,7 +402,11 @@ impl PtyTerminals {
         })
     }
 
-    async fn close_impl(&self, owner: &Owner, id: TerminalId) -> Result<CloseOutcome, TerminalError> {
+    async fn close_impl(
+        &self,
+        owner: &Owner,
+        id: TerminalId,
+    ) -> Result<CloseOutcome, TerminalError> {
         let session = match self.inner.session(owner, id) {
             Ok(session) => session,
             Err(TerminalError::SessionClosing { .. }) => {
@@ -462,14 +476,17 @@ impl PtyTerminals {
     ) -> Result<ReadOutcome, TerminalError> {
         let session = self.inner.session(owner, id)?;
         match request {
-            ReadRequest::Stream { since, max_bytes } => {
-                let max = max_bytes
-                    .unwrap_or(self.inner.config.max_result_bytes)
-                    .clamp(64, self.inner.config.scrollback_bytes.max(64));
-                session.read_stream(since, max).map(ReadOutcome::Stream)
-            }
+            ReadRequest::Stream { since, max_bytes } => session
+                .read_stream(since, self.stream_limit(max_bytes))
+                .map(ReadOutcome::Stream),
             ReadRequest::Screen => Ok(ReadOutcome::Screen(session.read_screen())),
         }
+    }
+
+    fn stream_limit(&self, max_bytes: Option<usize>) -> usize {
+        max_bytes
+            .unwrap_or(self.inner.config.max_result_bytes)
+            .clamp(64, self.inner.config.scrollback_bytes.max(64))
     }
 
     fn signal_impl(
@@ -507,6 +524,21 @@ impl TerminalService for PtyTerminals {
         request: ReadRequest,
     ) -> BoxFuture<'a, Result<ReadOutcome, TerminalError>> {
         Box::pin(std::future::ready(self.read_impl(owner, id, request)))
+    }
+
+    fn read_wait<'a>(
+        &'a self,
+        owner: &'a Owner,
+        id: TerminalId,
+        since: u64,
+        max_bytes: Option<usize>,
+        wait: Duration,
+    ) -> BoxFuture<'a, Result<StreamChunk, TerminalError>> {
+        Box::pin(async move {
+            let session = self.inner.session(owner, id)?;
+            let max = self.stream_limit(max_bytes);
+            session.read_stream_wait(since, max, wait).await
+        })
     }
 
     fn signal<'a>(

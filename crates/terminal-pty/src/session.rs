@@ -33,7 +33,7 @@ const MAX_PAUSE: Duration = Duration::from_millis(50);
 const INPUT_WAIT_CONFIRM: Duration = Duration::from_micros(150);
 /// How often the whole foreground group is scanned (the leader is probed
 /// on every step).
-const GROUP_SCAN_EVERY: Duration = Duration::from_millis(10);
+const GROUP_SCAN_EVERY: Duration = Duration::from_millis(50);
 /// After an interrupt, how long a send waits for a natural settle.
 const INTERRUPT_GRACE: Duration = Duration::from_secs(1);
 /// How much recent output an `until` pattern sees once the head is full.
@@ -168,14 +168,14 @@ impl Session {
                 out.finish();
                 return;
             }
-            match nix::errno::Errno::last() {
-                nix::errno::Errno::EINTR => {}
-                nix::errno::Errno::EAGAIN => return,
-                // EIO: every process holding the terminal is gone.
-                _ => {
-                    out.finish();
-                    return;
-                }
+            let errno = nix::errno::Errno::last();
+            if errno == nix::errno::Errno::EAGAIN {
+                return;
+            }
+            // EIO: every process holding the terminal is gone.
+            if errno != nix::errno::Errno::EINTR {
+                out.finish();
+                return;
             }
         }
     }
@@ -262,6 +262,28 @@ impl Session {
         })
     }
 
+    /// Waits (bounded) for output after `since`, then reads it.
+    pub async fn read_stream_wait(
+        &self,
+        since: u64,
+        max_bytes: usize,
+        wait: Duration,
+    ) -> Result<StreamChunk, TerminalError> {
+        let deadline = Instant::now() + wait;
+        loop {
+            let notified = self.changed.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            let chunk = self.read_stream(Some(since), max_bytes)?;
+            let ended = self.lock().out.eof;
+            let now = Instant::now();
+            if !chunk.output.is_empty() || chunk.dropped > 0 || ended || now >= deadline {
+                return Ok(chunk);
+            }
+            let _ = tokio::time::timeout(deadline - now, notified).await;
+        }
+    }
+
     /// The emulated screen.
     pub fn read_screen(&self) -> ScreenView {
         let mut st = self.lock();
@@ -321,8 +343,8 @@ impl Session {
         }
         self.changed.notify_waiters();
         let sid = self.spec.pid;
-        let ended = tokio::task::spawn_blocking(move || process_tree::end_session(sid, CLOSE_STEPS))
-            .await;
+        let ended =
+            tokio::task::spawn_blocking(move || process_tree::end_session(sid, CLOSE_STEPS)).await;
         match ended {
             Ok(Ok(_report)) => {}
             Ok(Err(survivors)) => tracing::warn!(%survivors, "terminal close left processes"),
@@ -545,11 +567,13 @@ pub(crate) async fn run_send(
         let _ = tokio::time::timeout_at(deadline.into(), write).await;
     }
 
+    let write_done = Instant::now();
     let mut last_generation = u64::MAX;
     let mut pattern_generation = u64::MAX;
     let mut activity = Instant::now();
     let mut unobservable = false;
     let mut wait_seen: Option<WaitSeen> = None;
+    let mut last_probe: Option<Instant> = None;
     let mut last_group_scan: Option<Instant> = None;
     let mut group: Vec<i32> = Vec::new();
 
@@ -563,11 +587,8 @@ pub(crate) async fn run_send(
             let mut st = session.lock();
             session.drain(&mut st);
             let generation = st.out.generation;
-            let marker: Option<Marker> = st
-                .out
-                .capture()
-                .and_then(|c| c.last_marker)
-                .map(|(_, m)| m);
+            let marker: Option<Marker> =
+                st.out.capture().and_then(|c| c.last_marker).map(|(_, m)| m);
             let mut hit = false;
             if let (Some(re), Some(capture)) = (&plan.until, st.out.capture())
                 && generation != pattern_generation
@@ -605,79 +626,98 @@ pub(crate) async fn run_send(
         if let Some(exit) = exit {
             break (SettleReason::Exit, exit.code);
         }
-        // 4. input wait, fresh since the write.
-        let mut found = None;
-        if let Some(fg) = session.foreground_pgid() {
-            let scan_due = last_group_scan.is_none_or(|t| now - t >= GROUP_SCAN_EVERY);
-            if scan_due {
-                group = group_members(session.spec.pid, fg);
-                last_group_scan = Some(now);
-            }
-            let candidates = std::iter::once(fg).chain(group.iter().copied().filter(|p| *p != fg));
-            for pid in candidates {
-                match wait_state(pid, &tty) {
-                    WaitState::OnTerminal => {
-                        let switches = voluntary_switches(pid);
-                        let fresh = !fresh_required
-                            || Some(fg) != fg_at_write
-                            || match baseline.get(&pid) {
-                                Some(before) => *before != switches,
-                                None => {
-                                    baseline.insert(pid, switches);
-                                    false
-                                }
-                            };
-                        if fresh {
-                            found = Some((pid, switches));
-                            break;
+        // 4. input wait, fresh since the write. The leader of the
+        // foreground group is probed on every step; the whole group is
+        // scanned from /proc only after the tight phase, now and then.
+        let since_write = now - write_done;
+        let probe_due = wait_seen.is_some()
+            || since_write < TIGHT_PHASE
+            || last_probe.is_none_or(|t| now - t >= probe_pause(now - activity));
+        if probe_due {
+            last_probe = Some(now);
+            let mut found = None;
+            if let Some(fg) = session.foreground_pgid() {
+                if since_write >= TIGHT_PHASE
+                    && last_group_scan.is_none_or(|t| now - t >= GROUP_SCAN_EVERY)
+                {
+                    group = group_members(session.spec.pid, fg);
+                    last_group_scan = Some(now);
+                }
+                let others = group.iter().copied().filter(|p| *p != fg);
+                for pid in std::iter::once(fg).chain(others) {
+                    match wait_state(pid, &tty) {
+                        WaitState::OnTerminal => {
+                            let switches = voluntary_switches(pid);
+                            let fresh = !fresh_required
+                                || Some(fg) != fg_at_write
+                                || match baseline.get(&pid) {
+                                    Some(before) => *before != switches,
+                                    None => {
+                                        baseline.insert(pid, switches);
+                                        false
+                                    }
+                                };
+                            if fresh {
+                                found = Some((pid, switches));
+                                break;
+                            }
                         }
+                        WaitState::Unobservable => unobservable = true,
+                        WaitState::Other | WaitState::Gone => {}
                     }
-                    WaitState::Unobservable => unobservable = true,
-                    WaitState::Other | WaitState::Gone => {}
                 }
             }
-        }
-        match (found, wait_seen) {
-            (Some((pid, switches)), Some(seen))
-                if seen.pid == pid && seen.switches == switches && seen.generation == generation =>
-            {
-                if now - seen.since >= INPUT_WAIT_CONFIRM {
-                    break (SettleReason::InputWait, None);
+            match (found, wait_seen) {
+                (Some((pid, switches)), Some(seen))
+                    if seen.pid == pid
+                        && seen.switches == switches
+                        && seen.generation == generation =>
+                {
+                    if now - seen.since >= INPUT_WAIT_CONFIRM {
+                        break (SettleReason::InputWait, None);
+                    }
                 }
+                (Some((pid, switches)), _) => {
+                    wait_seen = Some(WaitSeen {
+                        pid,
+                        switches,
+                        since: now,
+                        generation,
+                    });
+                }
+                (None, _) => wait_seen = None,
             }
-            (Some((pid, switches)), _) => {
-                wait_seen = Some(WaitSeen {
-                    pid,
-                    switches,
-                    since: now,
-                    generation,
-                });
-            }
-            (None, _) => wait_seen = None,
         }
         // 5. idle, only where waits cannot be observed.
         if unobservable && wait_seen.is_none() && now - activity >= session.spec.idle_fallback {
             break (SettleReason::Idle, None);
         }
         // 6. interrupted and nothing answered; 7. timeout.
-        if interrupt.since().is_some_and(|t| now - t >= INTERRUPT_GRACE) || now >= deadline {
+        if interrupt
+            .since()
+            .is_some_and(|t| now - t >= INTERRUPT_GRACE)
+            || now >= deadline
+        {
             break (SettleReason::Timeout, None);
         }
 
-        let quiet = now - activity;
-        if wait_seen.is_some() || quiet < TIGHT_PHASE {
+        if wait_seen.is_some() || since_write < TIGHT_PHASE {
             tokio::task::yield_now().await;
             continue;
         }
-        let pause = (quiet / 4)
-            .clamp(Duration::from_millis(1), MAX_PAUSE)
-            .min(deadline.saturating_duration_since(now));
+        let pause = probe_pause(now - activity).min(deadline.saturating_duration_since(now));
         let _ = tokio::time::timeout(pause, notified).await;
     };
 
     let outcome = render(&session, &plan, reason, exit_code, started);
     drop(slot);
     Ok(outcome)
+}
+
+/// The pause between input-wait probes after `quiet` without output:
+/// short right after output, backing off to [`MAX_PAUSE`].
+fn probe_pause(quiet: Duration) -> Duration {
+    (quiet / 4).clamp(Duration::from_millis(1), MAX_PAUSE)
 }
 
 fn render(
@@ -725,7 +765,12 @@ fn render(
 
 /// Renders `head`, `gap` unseen bytes and `tail` within about `limit`
 /// bytes: whole when it fits, else head + one marker line + tail.
-pub(crate) fn render_parts(head: &str, gap: u64, tail: &str, limit: usize) -> output_text::Rendered {
+pub(crate) fn render_parts(
+    head: &str,
+    gap: u64,
+    tail: &str,
+    limit: usize,
+) -> output_text::Rendered {
     let total = head.len() as u64 + gap + tail.len() as u64;
     if gap == 0 && (head.len() + tail.len()) <= limit {
         let mut text = head.to_owned();
@@ -789,7 +834,11 @@ mod tests {
         assert_eq!(cut.total_bytes, 1200);
         assert_eq!(
             cut.text,
-            format!("{}\n[… 1136 bytes omitted …]\n{}", "a".repeat(32), "z".repeat(32))
+            format!(
+                "{}\n[… 1136 bytes omitted …]\n{}",
+                "a".repeat(32),
+                "z".repeat(32)
+            )
         );
         let long = render_parts(&"x".repeat(50), 0, "", 40);
         assert_eq!(long.omitted_bytes, 10);

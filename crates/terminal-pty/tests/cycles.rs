@@ -27,8 +27,16 @@ fn census() -> Census {
         .collect();
     Census {
         open_fds,
-        children: mine.iter().filter(|p| !p.is_zombie()).map(|p| p.pid).collect(),
-        zombies: mine.iter().filter(|p| p.is_zombie()).map(|p| p.pid).collect(),
+        children: mine
+            .iter()
+            .filter(|p| !p.is_zombie())
+            .map(|p| p.pid)
+            .collect(),
+        zombies: mine
+            .iter()
+            .filter(|p| p.is_zombie())
+            .map(|p| p.pid)
+            .collect(),
     }
 }
 
@@ -56,9 +64,17 @@ async fn five_hundred_cycles_and_a_dropped_service_leave_nothing_behind() {
 
     let mut sids = Vec::new();
     for i in 0..500 {
-        let opened = f.service.open(&f.owner, OpenRequest::default()).await.unwrap();
+        let opened = f
+            .service
+            .open(&f.owner, OpenRequest::default())
+            .await
+            .unwrap();
         sids.push(opened.pid as i32);
-        let text = if i % 2 == 0 { "sleep 1000 &" } else { "echo cycle" };
+        let text = if i % 2 == 0 {
+            "sleep 1000 &"
+        } else {
+            "echo cycle"
+        };
         let sent = f
             .service
             .send(&f.owner, opened.id, SendRequest::line(text))
@@ -84,7 +100,11 @@ async fn five_hundred_cycles_and_a_dropped_service_leave_nothing_behind() {
     for _ in 0..4 {
         let opened = service.open(&owner, OpenRequest::default()).await.unwrap();
         service
-            .send(&owner, opened.id, SendRequest::line("sleep 1000 & sleep 1001 &"))
+            .send(
+                &owner,
+                opened.id,
+                SendRequest::line("sleep 1000 & sleep 1001 &"),
+            )
             .await
             .unwrap();
         sids.push(opened.pid as i32);

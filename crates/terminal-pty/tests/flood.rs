@@ -43,13 +43,23 @@ async fn a_hundred_megabyte_flood_is_bounded_exact_and_responsive() {
     assert_eq!(answer.output, "alive\n");
     let read = f
         .service
-        .read(&f.owner, flood, ReadRequest::Stream { since: None, max_bytes: Some(1000) })
+        .read(
+            &f.owner,
+            flood,
+            ReadRequest::Stream {
+                since: None,
+                max_bytes: Some(1000),
+            },
+        )
         .await
         .unwrap();
     assert!(matches!(read, ReadOutcome::Stream(_)));
 
     let outcome = job.await.unwrap().unwrap();
-    assert_eq!((outcome.reason, outcome.exit_code), (SettleReason::Prompt, Some(0)));
+    assert_eq!(
+        (outcome.reason, outcome.exit_code),
+        (SettleReason::Prompt, Some(0))
+    );
     assert_eq!(outcome.total_bytes, 100_000_000);
     assert!(outcome.truncated);
     assert!(outcome.output.len() < 40 * 1024);
@@ -58,7 +68,14 @@ async fn a_hundred_megabyte_flood_is_bounded_exact_and_responsive() {
 
     let ReadOutcome::Stream(tail) = f
         .service
-        .read(&f.owner, flood, ReadRequest::Stream { since: Some(0), max_bytes: Some(100) })
+        .read(
+            &f.owner,
+            flood,
+            ReadRequest::Stream {
+                since: Some(0),
+                max_bytes: Some(100),
+            },
+        )
         .await
         .unwrap()
     else {

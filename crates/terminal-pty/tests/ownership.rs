@@ -18,7 +18,9 @@ use terminal_seam::{
 async fn two_concurrent_sends_exactly_one_gets_send_active() {
     let f = Fixture::new();
     let id = f.open_shell().await;
-    let a = f.service.send(&f.owner, id, SendRequest::line("sleep 0.3; echo a"));
+    let a = f
+        .service
+        .send(&f.owner, id, SendRequest::line("sleep 0.3; echo a"));
     let b = f.service.send(&f.owner, id, SendRequest::line("echo b"));
     let (a, b) = tokio::join!(a, b);
     let codes: Vec<&str> = [&a, &b]
@@ -40,13 +42,29 @@ async fn another_owner_gets_foreign_session_for_every_call() {
     let stranger = Owner::new("stranger");
     let s = &f.service;
     let codes = vec![
-        s.send(&stranger, id, SendRequest::line("echo x")).await.unwrap_err().code(),
-        s.read(&stranger, id, ReadRequest::Screen).await.unwrap_err().code(),
-        s.read(&stranger, id, ReadRequest::Stream { since: None, max_bytes: None })
+        s.send(&stranger, id, SendRequest::line("echo x"))
             .await
             .unwrap_err()
             .code(),
-        s.signal(&stranger, id, TerminalSignal::Int).await.unwrap_err().code(),
+        s.read(&stranger, id, ReadRequest::Screen)
+            .await
+            .unwrap_err()
+            .code(),
+        s.read(
+            &stranger,
+            id,
+            ReadRequest::Stream {
+                since: None,
+                max_bytes: None,
+            },
+        )
+        .await
+        .unwrap_err()
+        .code(),
+        s.signal(&stranger, id, TerminalSignal::Int)
+            .await
+            .unwrap_err()
+            .code(),
         s.close(&stranger, id).await.unwrap_err().code(),
     ];
     assert_eq!(codes, vec!["FOREIGN_SESSION"; 5]);
@@ -111,7 +129,11 @@ async fn an_exited_session_refuses_sends_and_signals_but_still_reads() {
         .await
         .unwrap_err();
     assert_eq!(err.code(), "SESSION_EXITED");
-    let err = f.service.signal(&f.owner, id, TerminalSignal::Int).await.unwrap_err();
+    let err = f
+        .service
+        .signal(&f.owner, id, TerminalSignal::Int)
+        .await
+        .unwrap_err();
     assert_eq!(err.code(), "SESSION_EXITED");
     assert_eq!(f.stream(id, Some(0)).await.output, "bye\n");
     let closed = f.service.close(&f.owner, id).await.unwrap();
@@ -135,8 +157,16 @@ async fn names_are_unique_per_owner_and_the_limit_holds() {
     // Another owner may use the same name.
     let other = Owner::new("other");
     let o = f.service.open(&other, named("build")).await.unwrap();
-    let _b = f.service.open(&f.owner, OpenRequest::default()).await.unwrap();
-    let limit = f.service.open(&f.owner, OpenRequest::default()).await.unwrap_err();
+    let _b = f
+        .service
+        .open(&f.owner, OpenRequest::default())
+        .await
+        .unwrap();
+    let limit = f
+        .service
+        .open(&f.owner, OpenRequest::default())
+        .await
+        .unwrap_err();
     assert_eq!(limit.code(), "TERMINAL_LIMIT");
     f.service.close(&f.owner, a.id).await.unwrap();
     let again = f.service.open(&f.owner, named("build")).await.unwrap();
@@ -166,7 +196,10 @@ async fn names_are_unique_per_owner_and_the_limit_holds() {
         .await
         .unwrap_err();
     assert_eq!(bad.code(), "SPAWN_FAILED");
-    let bad_regex = f.service.start_send(&other, o.id, SendRequest::line("x").with_until("(")).unwrap_err();
+    let bad_regex = f
+        .service
+        .start_send(&other, o.id, SendRequest::line("x").with_until("("))
+        .unwrap_err();
     assert_eq!(bad_regex.code(), "INVALID_ARGUMENT");
 }
 
@@ -200,10 +233,38 @@ async fn a_background_send_can_be_interrupted() {
     let interrupt = started.interrupt.clone();
     let cursor = started.start_cursor;
     let job = tokio::spawn(started.settled);
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // Follow the running send's output without polling.
+    let mut followed = String::new();
+    let mut since = cursor;
+    while !followed.contains("begin\n") {
+        let chunk = f
+            .service
+            .read_wait(&f.owner, id, since, None, Duration::from_secs(10))
+            .await
+            .unwrap();
+        assert!(
+            !chunk.output.is_empty(),
+            "read_wait returned empty before its deadline"
+        );
+        followed.push_str(&chunk.output);
+        since = chunk.next;
+    }
+    // Nothing more comes while `sleep` runs: the wait ends empty.
+    let quiet = f
+        .service
+        .read_wait(&f.owner, id, since, None, Duration::from_millis(100))
+        .await
+        .unwrap();
+    assert_eq!(
+        (quiet.output.as_str(), quiet.from, quiet.next),
+        ("", since, since)
+    );
     interrupt.interrupt();
     let outcome = job.await.unwrap().unwrap();
-    assert_eq!((outcome.reason, outcome.exit_code), (SettleReason::Prompt, Some(130)));
+    assert_eq!(
+        (outcome.reason, outcome.exit_code),
+        (SettleReason::Prompt, Some(130))
+    );
     assert!(outcome.output.starts_with("begin\n"), "{outcome:?}");
     let progress = f.stream(id, Some(cursor)).await;
     assert!(progress.output.contains("begin\n"), "{progress:?}");

@@ -8,9 +8,7 @@ use std::time::Duration;
 
 use common::Fixture;
 use pretty_assertions::assert_eq;
-use terminal_seam::{
-    SendRequest, SettleReason, TerminalService, TerminalSignal, TerminalStatus,
-};
+use terminal_seam::{SendRequest, SettleReason, TerminalService, TerminalSignal, TerminalStatus};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shell_state_survives_across_sends_and_reports_exit_codes() {
@@ -19,19 +17,32 @@ async fn shell_state_survives_across_sends_and_reports_exit_codes() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().to_str().unwrap();
 
-    let cd = f.send(id, &format!("cd {path} && export GREETING=hello")).await;
-    assert_eq!((cd.output.as_str(), cd.reason, cd.exit_code), ("", SettleReason::Prompt, Some(0)));
+    let cd = f
+        .send(id, &format!("cd {path} && export GREETING=hello"))
+        .await;
+    assert_eq!(
+        (cd.output.as_str(), cd.reason, cd.exit_code),
+        ("", SettleReason::Prompt, Some(0))
+    );
 
     let pwd = f.send(id, "pwd; echo $GREETING").await;
     assert_eq!(pwd.output, format!("{path}\nhello\n"));
     assert_eq!(pwd.exit_code, Some(0));
 
     let fail = f.send(id, "(exit 3)").await;
-    assert_eq!((fail.output.as_str(), fail.reason, fail.exit_code), ("", SettleReason::Prompt, Some(3)));
+    assert_eq!(
+        (fail.output.as_str(), fail.reason, fail.exit_code),
+        ("", SettleReason::Prompt, Some(3))
+    );
 
     let missing = f.send(id, "no-such-command-xyz").await;
     assert_eq!(missing.exit_code, Some(127));
-    assert!(missing.output.contains("no-such-command-xyz: command not found"), "{missing:?}");
+    assert!(
+        missing
+            .output
+            .contains("no-such-command-xyz: command not found"),
+        "{missing:?}"
+    );
     assert_eq!(missing.status, TerminalStatus::Running);
 }
 
@@ -42,7 +53,10 @@ async fn a_command_that_overwrites_ps1_keeps_the_marker_working() {
     let set = f.send(id, "PS1='custom> '").await;
     assert_eq!((set.reason, set.exit_code), (SettleReason::Prompt, Some(0)));
     let after = f.send(id, "echo still; false").await;
-    assert_eq!((after.output.as_str(), after.reason, after.exit_code), ("still\n", SettleReason::Prompt, Some(1)));
+    assert_eq!(
+        (after.output.as_str(), after.reason, after.exit_code),
+        ("still\n", SettleReason::Prompt, Some(1))
+    );
     // The new visible prompt is there, the marker never is.
     let stream = f.stream(id, Some(0)).await;
     assert!(stream.output.contains("custom> "), "{stream:?}");
@@ -54,7 +68,10 @@ async fn multi_line_shell_input_settles_after_the_last_command() {
     let f = Fixture::new();
     let id = f.open_shell().await;
     let out = f.send(id, "echo one\nsleep 0.2\necho two").await;
-    assert_eq!((out.output.as_str(), out.reason, out.exit_code), ("one\ntwo\n", SettleReason::Prompt, Some(0)));
+    assert_eq!(
+        (out.output.as_str(), out.reason, out.exit_code),
+        ("one\ntwo\n", SettleReason::Prompt, Some(0))
+    );
     let heredoc = f.send(id, "cat <<EOF\nline a\nline b\nEOF").await;
     assert_eq!(heredoc.output, "line a\nline b\n");
 }
@@ -64,14 +81,23 @@ async fn python_repl_keeps_state_and_settles_on_input_wait() {
     let f = Fixture::new();
     let id = f.open_command(&["python3", "-q", "-i"]).await;
     let set = f.send(id, "x = 41").await;
-    assert_eq!((set.output.as_str(), set.reason), (">>> ", SettleReason::InputWait));
+    assert_eq!(
+        (set.output.as_str(), set.reason),
+        (">>> ", SettleReason::InputWait)
+    );
     let get = f.send(id, "x + 1").await;
-    assert_eq!((get.output.as_str(), get.reason), ("42\n>>> ", SettleReason::InputWait));
+    assert_eq!(
+        (get.output.as_str(), get.reason),
+        ("42\n>>> ", SettleReason::InputWait)
+    );
 
     let def = f
         .send(id, "def twice(n):\n    total = n * 2\n    return total\n")
         .await;
-    assert_eq!((def.output.as_str(), def.reason), (">>> ", SettleReason::InputWait));
+    assert_eq!(
+        (def.output.as_str(), def.reason),
+        (">>> ", SettleReason::InputWait)
+    );
     let call = f.send(id, "print(twice(x))").await;
     assert_eq!(call.output, "82\n>>> ");
 }
@@ -81,11 +107,20 @@ async fn python_started_from_the_shell_settles_on_its_prompt() {
     let f = Fixture::new();
     let id = f.open_shell().await;
     let start = f.send(id, "python3 -q -i").await;
-    assert_eq!((start.output.as_str(), start.reason), (">>> ", SettleReason::InputWait));
+    assert_eq!(
+        (start.output.as_str(), start.reason),
+        (">>> ", SettleReason::InputWait)
+    );
     let two = f.send(id, "1+1").await;
-    assert_eq!((two.output.as_str(), two.reason), ("2\n>>> ", SettleReason::InputWait));
+    assert_eq!(
+        (two.output.as_str(), two.reason),
+        ("2\n>>> ", SettleReason::InputWait)
+    );
     let quit = f.send(id, "exit()").await;
-    assert_eq!((quit.output.as_str(), quit.reason, quit.exit_code), ("", SettleReason::Prompt, Some(0)));
+    assert_eq!(
+        (quit.output.as_str(), quit.reason, quit.exit_code),
+        ("", SettleReason::Prompt, Some(0))
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -93,9 +128,15 @@ async fn a_password_prompt_settles_as_input_wait_and_takes_the_answer() {
     let f = Fixture::new();
     let id = f.open_shell().await;
     let ask = f.send(id, "read -s -p 'password: ' pw").await;
-    assert_eq!((ask.output.as_str(), ask.reason, ask.exit_code), ("password: ", SettleReason::InputWait, None));
+    assert_eq!(
+        (ask.output.as_str(), ask.reason, ask.exit_code),
+        ("password: ", SettleReason::InputWait, None)
+    );
     let answer = f.send(id, "hunter2").await;
-    assert_eq!((answer.reason, answer.exit_code), (SettleReason::Prompt, Some(0)));
+    assert_eq!(
+        (answer.reason, answer.exit_code),
+        (SettleReason::Prompt, Some(0))
+    );
     assert!(!answer.output.contains("hunter2"), "{answer:?}");
     let check = f.send(id, "echo ${#pw}").await;
     assert_eq!(check.output, "7\n");
@@ -113,12 +154,18 @@ async fn until_settles_early_on_the_new_output_not_on_the_echo() {
                 .with_timeout(Duration::from_secs(20)),
         )
         .await;
-    assert_eq!((out.output.as_str(), out.reason), ("READY-NOW\n", SettleReason::Pattern));
+    assert_eq!(
+        (out.output.as_str(), out.reason),
+        ("READY-NOW\n", SettleReason::Pattern)
+    );
     // `sleep 30` still runs: interrupt it and the shell answers again.
     // (Give bash a moment to start it: a SIGINT to bash itself while it
     // is starting a job is a different story.)
     tokio::time::sleep(Duration::from_millis(200)).await;
-    f.service.signal(&f.owner, id, TerminalSignal::Int).await.unwrap();
+    f.service
+        .signal(&f.owner, id, TerminalSignal::Int)
+        .await
+        .unwrap();
     let after = f.send(id, "echo back").await;
     assert_eq!(after.output, "back\n", "{after:?}");
 }
@@ -134,7 +181,10 @@ async fn timeout_returns_while_the_command_runs_and_read_shows_the_rest() {
                 .with_timeout(Duration::from_millis(100)),
         )
         .await;
-    assert_eq!((out.output.as_str(), out.reason, out.exit_code), ("start\n", SettleReason::Timeout, None));
+    assert_eq!(
+        (out.output.as_str(), out.reason, out.exit_code),
+        ("start\n", SettleReason::Timeout, None)
+    );
     // The send slot is free again even though the command still runs.
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     loop {
@@ -142,7 +192,10 @@ async fn timeout_returns_while_the_command_runs_and_read_shows_the_rest() {
         if chunk.output.contains("finished-late") {
             break;
         }
-        assert!(std::time::Instant::now() < deadline, "never saw the late output");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never saw the late output"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
@@ -158,7 +211,11 @@ async fn sigint_interrupts_a_busy_python_loop_and_the_repl_answers_again() {
         )
         .await;
     assert_eq!(busy.reason, SettleReason::Timeout);
-    let sent = f.service.signal(&f.owner, id, TerminalSignal::Int).await.unwrap();
+    let sent = f
+        .service
+        .signal(&f.owner, id, TerminalSignal::Int)
+        .await
+        .unwrap();
     let list = f.service.list(&f.owner).await;
     assert_eq!(sent.delivered_to_pgid, list[0].pid as i32);
     let after = f.send(id, "6 * 7").await;

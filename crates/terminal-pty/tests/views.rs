@@ -56,7 +56,14 @@ async fn stream_reads_are_non_destructive_and_report_dropped_after_the_ring_wrap
     loop {
         let chunk = match f
             .service
-            .read(&f.owner, id, ReadRequest::Stream { since: Some(cursor), max_bytes: Some(10_000) })
+            .read(
+                &f.owner,
+                id,
+                ReadRequest::Stream {
+                    since: Some(cursor),
+                    max_bytes: Some(10_000),
+                },
+            )
             .await
             .unwrap()
         {
@@ -76,7 +83,14 @@ async fn stream_reads_are_non_destructive_and_report_dropped_after_the_ring_wrap
     assert_eq!(text.len(), 64 * 1024);
     let future = f
         .service
-        .read(&f.owner, id, ReadRequest::Stream { since: Some(cursor + 1), max_bytes: None })
+        .read(
+            &f.owner,
+            id,
+            ReadRequest::Stream {
+                since: Some(cursor + 1),
+                max_bytes: None,
+            },
+        )
         .await
         .unwrap_err();
     assert_eq!(future.code(), "INVALID_ARGUMENT");
@@ -92,11 +106,19 @@ async fn screen_mode_shows_a_full_screen_program() {
     std::fs::write(&file, lines).unwrap();
     let less = f.send(id, &format!("less {}", file.display())).await;
     assert_eq!(less.reason, SettleReason::InputWait);
-    let screen = match f.service.read(&f.owner, id, ReadRequest::Screen).await.unwrap() {
+    let screen = match f
+        .service
+        .read(&f.owner, id, ReadRequest::Screen)
+        .await
+        .unwrap()
+    {
         ReadOutcome::Screen(s) => s,
         ReadOutcome::Stream(_) => unreachable!(),
     };
-    assert_eq!((screen.rows, screen.cols, screen.alternate_screen), (40, 160, true));
+    assert_eq!(
+        (screen.rows, screen.cols, screen.alternate_screen),
+        (40, 160, true)
+    );
     let rows: Vec<&str> = screen.screen.lines().collect();
     let expected: Vec<String> = (1..=39).map(|i| format!("line {i}")).collect();
     assert_eq!(rows[..39].to_vec(), expected);
@@ -105,23 +127,52 @@ async fn screen_mode_shows_a_full_screen_program() {
 
     // Page down: the screen follows.
     let page = f
-        .send_req(id, SendRequest { submit: false, ..SendRequest::line(" ") })
+        .send_req(
+            id,
+            SendRequest {
+                submit: false,
+                ..SendRequest::line(" ")
+            },
+        )
         .await;
     assert_eq!(page.reason, SettleReason::InputWait);
-    let screen = match f.service.read(&f.owner, id, ReadRequest::Screen).await.unwrap() {
+    let screen = match f
+        .service
+        .read(&f.owner, id, ReadRequest::Screen)
+        .await
+        .unwrap()
+    {
         ReadOutcome::Screen(s) => s,
         ReadOutcome::Stream(_) => unreachable!(),
     };
     assert_eq!(screen.screen.lines().next(), Some("line 40"));
 
     let quit = f
-        .send_req(id, SendRequest { submit: false, ..SendRequest::line("q") })
+        .send_req(
+            id,
+            SendRequest {
+                submit: false,
+                ..SendRequest::line("q")
+            },
+        )
         .await;
-    assert_eq!((quit.reason, quit.exit_code), (SettleReason::Prompt, Some(0)));
-    let screen = match f.service.read(&f.owner, id, ReadRequest::Screen).await.unwrap() {
+    assert_eq!(
+        (quit.reason, quit.exit_code),
+        (SettleReason::Prompt, Some(0))
+    );
+    let screen = match f
+        .service
+        .read(&f.owner, id, ReadRequest::Screen)
+        .await
+        .unwrap()
+    {
         ReadOutcome::Screen(s) => s,
         ReadOutcome::Stream(_) => unreachable!(),
     };
     assert!(!screen.alternate_screen);
-    assert!(screen.screen.trim_end().ends_with("$"), "{:?}", screen.screen);
+    assert!(
+        screen.screen.trim_end().ends_with("$"),
+        "{:?}",
+        screen.screen
+    );
 }

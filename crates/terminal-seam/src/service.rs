@@ -3,10 +3,11 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::{
-    CloseOutcome, Opened, OpenRequest, Owner, ReadOutcome, ReadRequest, SendOutcome, SendRequest,
-    SignalOutcome, TerminalError, TerminalId, TerminalInfo, TerminalSignal,
+    CloseOutcome, OpenRequest, Opened, Owner, ReadOutcome, ReadRequest, SendOutcome, SendRequest,
+    SignalOutcome, StreamChunk, TerminalError, TerminalId, TerminalInfo, TerminalSignal,
 };
 
 /// A boxed, sendable future (the seam's async methods return these).
@@ -86,6 +87,19 @@ pub trait TerminalService: Send + Sync {
         id: TerminalId,
         request: ReadRequest,
     ) -> BoxFuture<'a, Result<ReadOutcome, TerminalError>>;
+
+    /// Waits up to `wait` for stream output after `since` (returning at
+    /// once when there is some, or when the terminal's output ended), then
+    /// reads it like `ReadRequest::Stream { since: Some(since), .. }`. Lets
+    /// a background send's job follow its output without polling.
+    fn read_wait<'a>(
+        &'a self,
+        owner: &'a Owner,
+        id: TerminalId,
+        since: u64,
+        max_bytes: Option<usize>,
+        wait: Duration,
+    ) -> BoxFuture<'a, Result<StreamChunk, TerminalError>>;
 
     /// Signals the foreground process group.
     fn signal<'a>(

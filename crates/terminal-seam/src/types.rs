@@ -36,7 +36,10 @@ impl FromStr for TerminalId {
             .and_then(|n| n.parse().ok())
             .map(TerminalId)
             .ok_or_else(|| {
-                crate::TerminalError::invalid("id", format!("`{s}` is not a terminal id like `pty-1`"))
+                crate::TerminalError::invalid(
+                    "id",
+                    format!("`{s}` is not a terminal id like `pty-1`"),
+                )
             })
     }
 }
@@ -442,9 +445,18 @@ mod tests {
 
     #[test]
     fn signals_parse_with_or_without_prefix() {
-        assert_eq!("SIGINT".parse::<TerminalSignal>().unwrap(), TerminalSignal::Int);
-        assert_eq!("tstp".parse::<TerminalSignal>().unwrap(), TerminalSignal::Tstp);
-        assert_eq!("SIGUSR1".parse::<TerminalSignal>().unwrap_err().code(), "INVALID_ARGUMENT");
+        assert_eq!(
+            "SIGINT".parse::<TerminalSignal>().unwrap(),
+            TerminalSignal::Int
+        );
+        assert_eq!(
+            "tstp".parse::<TerminalSignal>().unwrap(),
+            TerminalSignal::Tstp
+        );
+        assert_eq!(
+            "SIGUSR1".parse::<TerminalSignal>().unwrap_err().code(),
+            "INVALID_ARGUMENT"
+        );
         for sig in TerminalSignal::ALL {
             assert_eq!(sig.as_str().parse::<TerminalSignal>().unwrap(), sig);
         }

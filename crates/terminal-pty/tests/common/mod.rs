@@ -54,7 +54,11 @@ impl Fixture {
 
     pub async fn send(&self, id: TerminalId, text: &str) -> SendOutcome {
         self.service
-            .send(&self.owner, id, SendRequest::line(text).with_timeout(Duration::from_secs(20)))
+            .send(
+                &self.owner,
+                id,
+                SendRequest::line(text).with_timeout(Duration::from_secs(20)),
+            )
             .await
             .expect("send")
     }
@@ -69,7 +73,14 @@ impl Fixture {
     pub async fn stream(&self, id: TerminalId, since: Option<u64>) -> StreamChunk {
         match self
             .service
-            .read(&self.owner, id, ReadRequest::Stream { since, max_bytes: None })
+            .read(
+                &self.owner,
+                id,
+                ReadRequest::Stream {
+                    since,
+                    max_bytes: None,
+                },
+            )
             .await
             .expect("read")
         {

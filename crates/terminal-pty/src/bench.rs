@@ -1,0 +1,441 @@
+//! Measurement helpers for benchmarks: settle latency of `1+1` in a Python
+//! REPL through this service and through the designs it replaces, and
+//! output-flood throughput. Used by the `bench` example; a host adds its
+//! own rows (e.g. the same send over MCP) with [`Stats`] and
+//! [`render_table`].
+
+use std::io::{Read, Write};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use terminal_seam::{
+    OpenRequest, Owner, SendRequest, SettleReason, TerminalError, TerminalService,
+};
+
+/// The Python REPL every latency row runs.
+pub const PYTHON_REPL: &[&str] = &["python3", "-q", "-i"];
+
+/// Median and 99th percentile of a set of samples.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stats {
+    /// The median.
+    pub median: Duration,
+    /// The 99th percentile (nearest rank).
+    pub p99: Duration,
+    /// How many samples.
+    pub samples: usize,
+}
+
+impl Stats {
+    /// Summarizes `samples` (sorted in place); `None` when empty.
+    pub fn of(samples: &mut [Duration]) -> Option<Self> {
+        if samples.is_empty() {
+            return None;
+        }
+        samples.sort();
+        let n = samples.len();
+        let rank = |q: f64| ((q * n as f64).ceil() as usize).clamp(1, n) - 1;
+        Some(Self {
+            median: samples[rank(0.5)],
+            p99: samples[rank(0.99)],
+            samples: n,
+        })
+    }
+}
+
+/// One row of a latency table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Row {
+    /// What was measured.
+    pub label: String,
+    /// Its numbers.
+    pub stats: Stats,
+}
+
+/// Renders rows as a table with each row's median and p99 as a ratio to
+/// the row labelled `baseline` (usually the raw pty floor).
+pub fn render_table(rows: &[Row], baseline: &str) -> String {
+    let base = rows.iter().find(|r| r.label == baseline).map(|r| r.stats);
+    let mut out = format!(
+        "| {:<44} | {:>6} | {:>11} | {:>11} | {:>10} | {:>10} |\n|{:-<46}|{:->8}|{:->13}|{:->13}|{:->12}|{:->12}|\n",
+        "settle `1+1` in python3 -q -i",
+        "n",
+        "median",
+        "p99",
+        "median ×",
+        "p99 ×",
+        "",
+        "",
+        "",
+        "",
+        "",
+        ""
+    );
+    for row in rows {
+        let ratio = |a: Duration, b: Option<Duration>| match b {
+            Some(b) if !b.is_zero() => format!("{:.1}", a.as_secs_f64() / b.as_secs_f64()),
+            Some(_) | None => "-".to_owned(),
+        };
+        out.push_str(&format!(
+            "| {:<44} | {:>6} | {:>8.3} ms | {:>8.3} ms | {:>10} | {:>10} |\n",
+            row.label,
+            row.stats.samples,
+            row.stats.median.as_secs_f64() * 1e3,
+            row.stats.p99.as_secs_f64() * 1e3,
+            ratio(row.stats.median, base.map(|b| b.median)),
+            ratio(row.stats.p99, base.map(|b| b.p99)),
+        ));
+    }
+    out
+}
+
+/// Settle latency through a [`TerminalService`]: opens a Python REPL,
+/// warms up, then times `rounds` sends of `1+1` (each checked to answer
+/// `2` and settle on `input_wait`), and closes it.
+pub async fn service_python_settle(
+    service: &dyn TerminalService,
+    owner: &Owner,
+    rounds: usize,
+) -> Result<Vec<Duration>, TerminalError> {
+    let opened = service
+        .open(
+            owner,
+            OpenRequest {
+                command: Some(PYTHON_REPL.iter().map(|s| (*s).to_owned()).collect()),
+                ..OpenRequest::default()
+            },
+        )
+        .await?;
+    let mut samples = Vec::with_capacity(rounds);
+    for round in 0..rounds + 5 {
+        let started = Instant::now();
+        let outcome = service
+            .send(owner, opened.id, SendRequest::line("1+1"))
+            .await?;
+        let took = started.elapsed();
+        if outcome.reason != SettleReason::InputWait || !outcome.output.starts_with("2\n") {
+            return Err(TerminalError::invalid(
+                "text",
+                format!(
+                    "unexpected settle: {:?} {:?}",
+                    outcome.reason, outcome.output
+                ),
+            ));
+        }
+        if round >= 5 {
+            samples.push(took);
+        }
+    }
+    service.close(owner, opened.id).await?;
+    Ok(samples)
+}
+
+/// A blocking pty with a Python REPL, read by a background thread.
+struct RawRepl {
+    pty: Arc<pty_process::blocking::Pty>,
+    child: std::process::Child,
+}
+
+impl RawRepl {
+    fn start() -> std::io::Result<(Self, Vec<u8>)> {
+        let (pty, pts) = pty_process::blocking::open().map_err(to_io)?;
+        pty.resize(pty_process::Size::new(40, 160)).map_err(to_io)?;
+        let child = pty_process::blocking::Command::new(PYTHON_REPL[0])
+            .args(&PYTHON_REPL[1..])
+            .env("TERM", "xterm-256color")
+            .spawn(pts)
+            .map_err(to_io)?;
+        let mut repl = Self {
+            pty: Arc::new(pty),
+            child,
+        };
+        let mut seen = Vec::new();
+        repl.read_until(&mut seen, b">>> ")?;
+        Ok((repl, seen))
+    }
+
+    fn read_until(&mut self, seen: &mut Vec<u8>, end: &[u8]) -> std::io::Result<()> {
+        let mut buf = [0u8; 4096];
+        while !seen.ends_with(end) {
+            let n = (&*self.pty).read(&mut buf)?;
+            if n == 0 {
+                return Err(std::io::Error::other("REPL ended"));
+            }
+            seen.extend_from_slice(&buf[..n]);
+        }
+        Ok(())
+    }
+}
+
+impl Drop for RawRepl {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn to_io(e: pty_process::Error) -> std::io::Error {
+    match e {
+        pty_process::Error::Io(io) => io,
+        other @ (pty_process::Error::Rustix(_)
+        | pty_process::Error::TokioAsyncFd(_)
+        | pty_process::Error::Unsplit(..)) => std::io::Error::other(other.to_string()),
+    }
+}
+
+/// The floor: raw `pty-process`, write `1+1\r`, block reading until the
+/// answer and the next prompt arrived.
+pub fn raw_pty_python_settle(rounds: usize) -> std::io::Result<Vec<Duration>> {
+    let (mut repl, _) = RawRepl::start()?;
+    let mut samples = Vec::with_capacity(rounds);
+    for round in 0..rounds + 5 {
+        let mut seen = Vec::new();
+        let started = Instant::now();
+        (&*repl.pty).write_all(b"1+1\r")?;
+        repl.read_until(&mut seen, b"2\r\n>>> ")?;
+        if round >= 5 {
+            samples.push(started.elapsed());
+        }
+    }
+    Ok(samples)
+}
+
+/// The original's design: the same send, with completion checked by a
+/// fixed-interval poll (the check itself is free here: a finished prompt).
+pub fn fixed_poll_python_settle(
+    rounds: usize,
+    interval: Duration,
+) -> std::io::Result<Vec<Duration>> {
+    let (repl, _) = RawRepl::start()?;
+    let reader = Arc::clone(&repl.pty);
+    let seen = Arc::new(std::sync::Mutex::new(Vec::<u8>::new()));
+    let stop = Arc::new(AtomicBool::new(false));
+    let thread = {
+        let seen = Arc::clone(&seen);
+        let stop = Arc::clone(&stop);
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while !stop.load(Ordering::Relaxed) {
+                match (&*reader).read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => seen
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .extend_from_slice(&buf[..n]),
+                }
+            }
+        })
+    };
+    let mut samples = Vec::with_capacity(rounds);
+    for _ in 0..rounds {
+        seen.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        let started = Instant::now();
+        (&*repl.pty).write_all(b"1+1\r")?;
+        loop {
+            std::thread::sleep(interval);
+            if seen
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .ends_with(b"2\r\n>>> ")
+            {
+                break;
+            }
+            if started.elapsed() > Duration::from_secs(10) {
+                return Err(std::io::Error::other("poll never saw the prompt"));
+            }
+        }
+        samples.push(started.elapsed());
+    }
+    stop.store(true, Ordering::Relaxed);
+    drop(repl);
+    let _ = thread.join();
+    Ok(samples)
+}
+
+/// What tmux-based agent tools do: `tmux send-keys`, then `capture-pane`
+/// back to back until the answer shows. Sends `N+1` with a distinct `N`
+/// per round so a stale pane never counts.
+pub fn tmux_python_settle(rounds: usize) -> std::io::Result<Vec<Duration>> {
+    let socket = format!("dsh-bench-{}", std::process::id());
+    let tmux = |args: &[&str]| -> std::io::Result<std::process::Output> {
+        Command::new("tmux")
+            .arg("-L")
+            .arg(&socket)
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+    };
+    let mut argv = vec!["new-session", "-d", "-s", "b", "-x", "160", "-y", "40"];
+    argv.extend_from_slice(PYTHON_REPL);
+    let started = tmux(&argv)?;
+    if !started.status.success() {
+        return Err(std::io::Error::other(
+            String::from_utf8_lossy(&started.stderr).into_owned(),
+        ));
+    }
+    let result = (|| {
+        let pane_ready = |want: &str| -> std::io::Result<bool> {
+            let out = tmux(&["capture-pane", "-p", "-t", "b"])?;
+            let text = String::from_utf8_lossy(&out.stdout);
+            let lines: Vec<&str> = text
+                .lines()
+                .map(str::trim_end)
+                .filter(|l| !l.is_empty())
+                .collect();
+            Ok(lines.len() >= 2
+                && lines[lines.len() - 1] == ">>>"
+                && lines[lines.len() - 2] == want)
+        };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !tmux(&["capture-pane", "-p", "-t", "b"])
+            .map(|o| String::from_utf8_lossy(&o.stdout).contains(">>>"))?
+        {
+            if Instant::now() > deadline {
+                return Err(std::io::Error::other("tmux REPL never started"));
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let mut samples = Vec::with_capacity(rounds);
+        for round in 0..rounds {
+            let n = 1000 + round;
+            let expr = format!("{n}+1");
+            let want = (n + 1).to_string();
+            let started = Instant::now();
+            tmux(&["send-keys", "-t", "b", &expr, "Enter"])?;
+            while !pane_ready(&want)? {
+                if started.elapsed() > Duration::from_secs(10) {
+                    return Err(std::io::Error::other("tmux never showed the answer"));
+                }
+            }
+            samples.push(started.elapsed());
+        }
+        Ok(samples)
+    })();
+    let _ = tmux(&["kill-server"]);
+    result
+}
+
+/// Result of a flood.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Flood {
+    /// Bytes of program output.
+    pub bytes: u64,
+    /// Wall time.
+    pub elapsed: Duration,
+    /// Peak growth of this process's resident memory during the run, KiB.
+    pub peak_rss_growth_kib: u64,
+}
+
+impl Flood {
+    /// Throughput in MB/s (10^6 bytes).
+    pub fn mb_per_s(&self) -> f64 {
+        self.bytes as f64 / 1e6 / self.elapsed.as_secs_f64()
+    }
+}
+
+fn rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// Samples resident memory until dropped; reports the peak growth.
+struct RssWatch {
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<u64>>,
+    base: u64,
+}
+
+impl RssWatch {
+    fn start() -> Self {
+        let base = rss_kib();
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&stop);
+        let thread = std::thread::spawn(move || {
+            let mut peak = 0;
+            while !flag.load(Ordering::Relaxed) {
+                peak = peak.max(rss_kib());
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            peak.max(rss_kib())
+        });
+        Self {
+            stop,
+            thread: Some(thread),
+            base,
+        }
+    }
+
+    fn finish(mut self) -> u64 {
+        self.stop.store(true, Ordering::Relaxed);
+        let peak = self.thread.take().and_then(|t| t.join().ok()).unwrap_or(0);
+        peak.saturating_sub(self.base)
+    }
+}
+
+/// The shell command that prints exactly `bytes` bytes of 100-byte lines.
+pub fn flood_command(bytes: u64) -> String {
+    format!("yes {} | head -c {bytes}", &"0123456789".repeat(10)[..99])
+}
+
+/// A flood through a [`TerminalService`] (default shell, one send).
+pub async fn service_flood(
+    service: &dyn TerminalService,
+    owner: &Owner,
+    bytes: u64,
+) -> Result<Flood, TerminalError> {
+    let opened = service.open(owner, OpenRequest::default()).await?;
+    let watch = RssWatch::start();
+    let started = Instant::now();
+    let outcome = service
+        .send(
+            owner,
+            opened.id,
+            SendRequest::line(flood_command(bytes)).with_timeout(Duration::from_secs(600)),
+        )
+        .await?;
+    let elapsed = started.elapsed();
+    let peak = watch.finish();
+    service.close(owner, opened.id).await?;
+    Ok(Flood {
+        bytes: outcome.total_bytes,
+        elapsed,
+        peak_rss_growth_kib: peak,
+    })
+}
+
+/// The floor: raw `pty-process`, the same command, read until EIO,
+/// discarding the bytes.
+pub fn raw_flood(bytes: u64) -> std::io::Result<Flood> {
+    let (mut pty, pts) = pty_process::blocking::open().map_err(to_io)?;
+    pty.resize(pty_process::Size::new(40, 160)).map_err(to_io)?;
+    let watch = RssWatch::start();
+    let started = Instant::now();
+    let mut child = pty_process::blocking::Command::new("bash")
+        .args(["-c", &flood_command(bytes)])
+        .spawn(pts)
+        .map_err(to_io)?;
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut total = 0u64;
+    loop {
+        match pty.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => total += n as u64,
+        }
+    }
+    let elapsed = started.elapsed();
+    let _ = child.wait();
+    Ok(Flood {
+        // The pty turned every `\n` into `\r\n`: count program bytes.
+        bytes: total - total / 101,
+        elapsed,
+        peak_rss_growth_kib: watch.finish(),
+    })
+}
