@@ -39,13 +39,13 @@ def isolated_env(tmp_path):
 
 
 @contextlib.asynccontextmanager
-async def connect(env, *args, cwd=None):
+async def connect(env, *args, cwd=None, **session_kwargs):
     params = StdioServerParameters(
         command=dsh_bin(), args=["mcp", *args], env=env, cwd=cwd
     )
     with tempfile.TemporaryFile("w+") as errlog:
         async with stdio_client(params, errlog=errlog) as (read, write):
-            async with ClientSession(read, write) as session:
+            async with ClientSession(read, write, **session_kwargs) as session:
                 await session.initialize()
                 yield session
 
@@ -98,3 +98,23 @@ def processes():
 
 def live_in_session(sid: int):
     return [p for p in processes() if p[2] == sid and p[3] not in ("Z", "X")]
+
+
+def write_config(tmp_path, text: str) -> str:
+    """Writes a config file and returns its path."""
+    path = tmp_path / "dsh-config.toml"
+    path.write_text(text)
+    return str(path)
+
+
+async def wait_settled(session, job_id, timeout_s=30):
+    """Waits (server-side, with job_output wait_ms) until a job settles."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        r = await session.call_tool("job_output", {"job_id": job_id, "wait_ms": 2000, "max_bytes": 1_000_000})
+        assert not r.isError, r.content[0].text
+        if r.structuredContent["status"] not in ("running", "stopping"):
+            return r.structuredContent
+    raise AssertionError(f"{job_id} did not settle")

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
-use tools_catalog::{Preset, Settings};
+use tools_catalog::{JobsConfig, Preset, Settings, SubagentSettings};
 
 /// The whole config file.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
@@ -51,12 +51,22 @@ impl From<PresetName> for Preset {
 pub struct Limits {
     /// Largest text a tool result carries before head+tail truncation.
     pub max_result_bytes: usize,
+    /// Background jobs one agent may have running at once.
+    pub max_running_jobs: usize,
+    /// Settled jobs kept per agent (oldest evicted first).
+    pub max_settled_jobs: usize,
+    /// Output kept per job, in bytes (the newest is kept).
+    pub job_output_bytes: usize,
 }
 
 impl Default for Limits {
     fn default() -> Self {
+        let jobs = JobsConfig::default();
         Self {
             max_result_bytes: Settings::default().max_result_bytes,
+            max_running_jobs: jobs.max_running_per_owner,
+            max_settled_jobs: jobs.max_settled_per_owner,
+            job_output_bytes: jobs.output_ring_bytes,
         }
     }
 }
@@ -122,6 +132,20 @@ impl Config {
     pub fn settings(&self) -> Settings {
         Settings {
             max_result_bytes: self.limits.max_result_bytes,
+            subagent: self.subagent.as_ref().map(|s| SubagentSettings {
+                command: s.command.clone(),
+                timeout_ms: s.timeout_ms,
+            }),
+        }
+    }
+
+    /// The job registry's limits (fixed for the life of the process).
+    pub fn jobs(&self) -> JobsConfig {
+        JobsConfig {
+            max_running_per_owner: self.limits.max_running_jobs,
+            max_settled_per_owner: self.limits.max_settled_jobs,
+            output_ring_bytes: self.limits.job_output_bytes,
+            ..JobsConfig::default()
         }
     }
 }

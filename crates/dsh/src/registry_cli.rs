@@ -1,27 +1,770 @@
-//! `dsh workspace …` and `dsh session …` (being written).
+//! `dsh workspace …` and `dsh session …`: the person's view of the registry.
+//!
+//! Every command is one locked span on the shared store (see
+//! `workspace_sled::Store`): it waits a bounded time for any other dsh
+//! process, re-reads the registry, acts and releases the store, so it can
+//! run while agents are connected. Output is an aligned table or key/value
+//! block for people, or `--json` (the registry's own field names) for
+//! scripts. Errors come back as one line that says what to do next.
 
-use std::path::Path;
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+
+use chrono::{DateTime, Utc};
+use serde_json::{Value, json};
+use workspace::{
+    ClientInfo, LogEntry, SessionId, SessionRecord, StorageError, Workspace, WorkspaceError,
+    WorkspaceId, WorkspaceStatus,
+};
+use workspace_sled::Store;
+
+/// How many log entries `dsh session show` prints without `--tail`.
+const DEFAULT_TAIL: usize = 20;
+/// The widest a title gets in a table (`show` prints it whole).
+const MAX_TITLE_CELL: usize = 40;
+
+const WORKSPACE_LIST_HELP: &str = "\
+Columns: ID, TITLE, SESSIONS (member sessions), UPDATED (UTC), STATUS (`ok`, or
+`missing` when the directory is gone; the record is kept), PATH.
+
+Example:
+  dsh workspace list
+  dsh workspace list --json | jq -r '.[].id'";
+
+const WORKSPACE_CREATE_HELP: &str = "\
+PATH is resolved to its real path first, so symlinked, `..` and trailing-slash
+spellings of one directory are one workspace: creating it again prints the
+existing workspace and changes nothing. New workspaces go to the top of the list.
+
+Example:
+  dsh workspace create ~/src/dsh --title 'dsh core'";
+
+const WORKSPACE_SHOW_HELP: &str = "\
+Prints the workspace's fields and its sessions in their order.
+
+Example:
+  dsh workspace show 0b9e6c1e-5f0a-4c57-9a4e-1f1f0c6a2d3b";
+
+const WORKSPACE_RENAME_HELP: &str = "\
+Titles are for display only: they need not be unique, and the path never changes.
+
+Example:
+  dsh workspace rename 0b9e6c1e-5f0a-4c57-9a4e-1f1f0c6a2d3b 'dsh core'";
+
+const WORKSPACE_MOVE_HELP: &str = "\
+Only the moved workspace changes position; without --before it goes to the end.
+
+Example:
+  dsh workspace move 0b9e6c1e-5f0a-4c57-9a4e-1f1f0c6a2d3b --before 7d1f8a52-93c4-4e0b-8f6e-2b5d9c0e4a11";
+
+const WORKSPACE_RM_HELP: &str = "\
+Removes the registration only: the directory, its files and the sessions' logs
+are kept. Agents that connect from the directory later register it again.
+
+Example:
+  dsh workspace rm 0b9e6c1e-5f0a-4c57-9a4e-1f1f0c6a2d3b";
+
+const SESSION_LIST_HELP: &str = "\
+Every recorded session, newest first; with --workspace, that workspace's
+members in its order. Columns: ID, CREATED (UTC), CLIENT, ARCHIVED, WORKSPACE
+(title), CWD.
+
+Example:
+  dsh session list
+  dsh session list --workspace 0b9e6c1e-5f0a-4c57-9a4e-1f1f0c6a2d3b --json";
+
+const SESSION_SHOW_HELP: &str = "\
+Prints the session's fields, its workspace, and the last tool calls of its log
+(20 by default; --json prints the whole log unless --tail is given).
+
+Example:
+  dsh session show 5f3c2a10-8d4e-4b7f-a1c2-9e8d7f6a5b4c --tail 50";
+
+const SESSION_ARCHIVE_HELP: &str = "\
+Archiving only marks the session: its record, log and workspace membership stay.
+
+Example:
+  dsh session archive 5f3c2a10-8d4e-4b7f-a1c2-9e8d7f6a5b4c";
+
+const SESSION_UNARCHIVE_HELP: &str = "\
+Example:
+  dsh session unarchive 5f3c2a10-8d4e-4b7f-a1c2-9e8d7f6a5b4c";
+
+/// Output flags every registry command takes.
+#[derive(Debug, Clone, Copy, clap::Args)]
+pub struct OutputArgs {
+    /// Print JSON (the registry's field names) instead of a table.
+    #[arg(long)]
+    json: bool,
+}
 
 /// `dsh workspace` subcommands.
 #[derive(Debug, clap::Subcommand)]
 pub enum WorkspaceCommand {
     /// List workspaces in display order.
-    List,
+    #[command(after_help = WORKSPACE_LIST_HELP)]
+    List {
+        #[command(flatten)]
+        output: OutputArgs,
+    },
+    /// Register a directory as a workspace (or show the one that owns it).
+    #[command(after_help = WORKSPACE_CREATE_HELP)]
+    Create {
+        /// The directory; it must exist.
+        path: PathBuf,
+        /// Display title [default: the directory's name].
+        #[arg(long, value_name = "T")]
+        title: Option<String>,
+        #[command(flatten)]
+        output: OutputArgs,
+    },
+    /// Show one workspace and its sessions.
+    #[command(after_help = WORKSPACE_SHOW_HELP)]
+    Show {
+        /// The workspace id (`dsh workspace list` shows them).
+        #[arg(value_parser = parse_workspace_id)]
+        id: WorkspaceId,
+        #[command(flatten)]
+        output: OutputArgs,
+    },
+    /// Change a workspace's title.
+    #[command(after_help = WORKSPACE_RENAME_HELP)]
+    Rename {
+        /// The workspace id (`dsh workspace list` shows them).
+        #[arg(value_parser = parse_workspace_id)]
+        id: WorkspaceId,
+        /// The new title.
+        title: String,
+        #[command(flatten)]
+        output: OutputArgs,
+    },
+    /// Move a workspace before another one, or to the end of the list.
+    #[command(after_help = WORKSPACE_MOVE_HELP)]
+    Move {
+        /// The workspace to move.
+        #[arg(value_parser = parse_workspace_id)]
+        id: WorkspaceId,
+        /// Put it just before this workspace [default: at the end].
+        #[arg(long, value_name = "ID", value_parser = parse_workspace_id)]
+        before: Option<WorkspaceId>,
+        #[command(flatten)]
+        output: OutputArgs,
+    },
+    /// Forget a workspace; its directory and its sessions' logs are kept.
+    #[command(after_help = WORKSPACE_RM_HELP)]
+    Rm {
+        /// The workspace id (`dsh workspace list` shows them).
+        #[arg(value_parser = parse_workspace_id)]
+        id: WorkspaceId,
+        #[command(flatten)]
+        output: OutputArgs,
+    },
 }
 
 /// `dsh session` subcommands.
 #[derive(Debug, clap::Subcommand)]
 pub enum SessionCommand {
-    /// List sessions.
-    List,
+    /// List sessions, newest first, or one workspace's sessions in its order.
+    #[command(after_help = SESSION_LIST_HELP)]
+    List {
+        /// Only this workspace's sessions, in the workspace's order.
+        #[arg(long, value_name = "ID", value_parser = parse_workspace_id)]
+        workspace: Option<WorkspaceId>,
+        #[command(flatten)]
+        output: OutputArgs,
+    },
+    /// Show one session: its fields, its workspace and the tail of its log.
+    #[command(after_help = SESSION_SHOW_HELP)]
+    Show {
+        /// The session id (`dsh session list` shows them).
+        #[arg(value_parser = parse_session_id)]
+        id: SessionId,
+        /// How many of the latest log entries to print [default: 20; with --json, all].
+        #[arg(long, value_name = "N")]
+        tail: Option<usize>,
+        #[command(flatten)]
+        output: OutputArgs,
+    },
+    /// Mark a session archived (nothing is deleted).
+    #[command(after_help = SESSION_ARCHIVE_HELP)]
+    Archive {
+        /// The session id (`dsh session list` shows them).
+        #[arg(value_parser = parse_session_id)]
+        id: SessionId,
+        #[command(flatten)]
+        output: OutputArgs,
+    },
+    /// Clear a session's archived mark.
+    #[command(after_help = SESSION_UNARCHIVE_HELP)]
+    Unarchive {
+        /// The session id (`dsh session list` shows them).
+        #[arg(value_parser = parse_session_id)]
+        id: SessionId,
+        #[command(flatten)]
+        output: OutputArgs,
+    },
+}
+
+fn parse_workspace_id(s: &str) -> Result<WorkspaceId, String> {
+    s.parse().map_err(|_| {
+        "not a workspace id (ids are UUIDs; `dsh workspace list` shows them)".to_owned()
+    })
+}
+
+fn parse_session_id(s: &str) -> Result<SessionId, String> {
+    s.parse()
+        .map_err(|_| "not a session id (ids are UUIDs; `dsh session list` shows them)".to_owned())
 }
 
 /// Runs a `dsh workspace` command against the store in `data_dir`.
-pub fn run_workspace(_command: WorkspaceCommand, _data_dir: &Path) -> anyhow::Result<()> {
-    anyhow::bail!("not implemented yet")
+pub fn run_workspace(command: WorkspaceCommand, data_dir: &Path) -> anyhow::Result<()> {
+    let store = Store::new(data_dir);
+    let fail = |e: WorkspaceError| explain(e, data_dir);
+    let text = match command {
+        WorkspaceCommand::List { output } => {
+            let list = store.list_workspaces().map_err(fail)?;
+            if output.json {
+                to_json(&Value::Array(list.iter().map(workspace_json).collect()))?
+            } else if list.is_empty() {
+                "no workspaces yet — `dsh workspace create PATH` adds one; agents add theirs \
+                 when they connect\n"
+                    .to_owned()
+            } else {
+                workspace_table(&list)
+            }
+        }
+        WorkspaceCommand::Create {
+            path,
+            title,
+            output,
+        } => {
+            let (workspace, created) = store
+                .with_registry(|r| {
+                    let existed = r.resolve_by_path(&path)?.is_some();
+                    Ok((r.create(&path, title.as_deref())?, !existed))
+                })
+                .map_err(fail)?;
+            if output.json {
+                let mut value = workspace_json(&workspace);
+                value["created"] = Value::Bool(created);
+                to_json(&value)?
+            } else if created {
+                format!(
+                    "created workspace {} \"{}\" for {}\n",
+                    workspace.id,
+                    cell(&workspace.title),
+                    workspace.path.display()
+                )
+            } else {
+                let mut line = format!(
+                    "{} is already workspace {} \"{}\"; nothing changed",
+                    workspace.path.display(),
+                    workspace.id,
+                    cell(&workspace.title)
+                );
+                if title.as_deref().is_some_and(|t| t != workspace.title) {
+                    line.push_str(" (to change its title: `dsh workspace rename ID TITLE`)");
+                }
+                line.push('\n');
+                line
+            }
+        }
+        WorkspaceCommand::Show { id, output } => {
+            let (workspace, sessions) = store
+                .with_registry(|r| {
+                    let workspace = r.get(id).ok_or(WorkspaceError::UnknownWorkspace(id))?;
+                    Ok((workspace, r.sessions(Some(id))?))
+                })
+                .map_err(fail)?;
+            if output.json {
+                let mut value = workspace_json(&workspace);
+                value["sessions"] = serde_json::to_value(&sessions)?;
+                to_json(&value)?
+            } else {
+                workspace_detail(&workspace, &sessions)
+            }
+        }
+        WorkspaceCommand::Rename { id, title, output } => {
+            let workspace = store.rename_workspace(id, &title).map_err(fail)?;
+            if output.json {
+                to_json(&workspace_json(&workspace))?
+            } else {
+                format!(
+                    "renamed workspace {} to \"{}\"\n",
+                    workspace.id,
+                    cell(&workspace.title)
+                )
+            }
+        }
+        WorkspaceCommand::Move { id, before, output } => {
+            let order = store
+                .move_workspace(id, before)
+                .map_err(|e| match (&e, before) {
+                    (WorkspaceError::WorkspaceOrderInvalid { .. }, Some(anchor)) => {
+                        anyhow::anyhow!(
+                            "cannot move before {anchor}: no workspace has that id; \
+                     `dsh workspace list` shows the ids"
+                        )
+                    }
+                    _ => fail(e),
+                })?;
+            if output.json {
+                to_json(&Value::Array(order.iter().map(workspace_json).collect()))?
+            } else {
+                move_confirmation(id, &order)
+            }
+        }
+        WorkspaceCommand::Rm { id, output } => {
+            let removed = store
+                .with_registry(|r| {
+                    let workspace = r.get(id).ok_or(WorkspaceError::UnknownWorkspace(id))?;
+                    r.delete(id)?;
+                    Ok(workspace)
+                })
+                .map_err(fail)?;
+            if output.json {
+                let mut value = workspace_json(&removed);
+                value["removed"] = Value::Bool(true);
+                to_json(&value)?
+            } else {
+                format!(
+                    "removed workspace {} \"{}\" from the registry; the directory {} and its \
+                     sessions' logs are kept\n",
+                    removed.id,
+                    cell(&removed.title),
+                    removed.path.display()
+                )
+            }
+        }
+    };
+    emit(&text)
 }
 
 /// Runs a `dsh session` command against the store in `data_dir`.
-pub fn run_session(_command: SessionCommand, _data_dir: &Path) -> anyhow::Result<()> {
-    anyhow::bail!("not implemented yet")
+pub fn run_session(command: SessionCommand, data_dir: &Path) -> anyhow::Result<()> {
+    let store = Store::new(data_dir);
+    let fail = |e: WorkspaceError| explain(e, data_dir);
+    let text = match command {
+        SessionCommand::List { workspace, output } => {
+            let (sessions, workspaces) = store
+                .with_registry(|r| Ok((r.sessions(workspace)?, r.list())))
+                .map_err(fail)?;
+            if output.json {
+                to_json(&serde_json::to_value(&sessions)?)?
+            } else if sessions.is_empty() {
+                match workspace {
+                    Some(id) => format!(
+                        "workspace {id} has no sessions yet — agents that connect from its \
+                         directory are added to it\n"
+                    ),
+                    None => "no sessions yet — every agent connection to `dsh mcp` records one\n"
+                        .to_owned(),
+                }
+            } else {
+                session_table(&sessions, &workspaces)
+            }
+        }
+        SessionCommand::Show { id, tail, output } => {
+            let (detail, workspace) = store
+                .with_registry(|r| {
+                    let detail = r.session_detail(id)?;
+                    let workspace = detail.session.workspace_id.and_then(|w| r.get(w));
+                    Ok((detail, workspace))
+                })
+                .map_err(fail)?;
+            let total = detail.log.len();
+            let keep = match (tail, output.json) {
+                (Some(n), _) => n.min(total),
+                (None, true) => total,
+                (None, false) => DEFAULT_TAIL.min(total),
+            };
+            let log = &detail.log[total - keep..];
+            if output.json {
+                let mut value = serde_json::to_value(&detail.session)?;
+                value["log"] = serde_json::to_value(log)?;
+                value["log_total"] = json!(total);
+                to_json(&value)?
+            } else {
+                session_detail(&detail.session, workspace.as_ref(), log, total)
+            }
+        }
+        SessionCommand::Archive { id, output } => set_archived(&store, id, true, output, data_dir)?,
+        SessionCommand::Unarchive { id, output } => {
+            set_archived(&store, id, false, output, data_dir)?
+        }
+    };
+    emit(&text)
+}
+
+fn set_archived(
+    store: &Store,
+    id: SessionId,
+    archived: bool,
+    output: OutputArgs,
+    data_dir: &Path,
+) -> anyhow::Result<String> {
+    let (was, record) = store
+        .with_registry(|r| {
+            let was = r.is_archived(id);
+            if archived {
+                r.archive_session(id)?;
+            } else {
+                r.unarchive_session(id)?;
+            }
+            Ok((was, r.session_detail(id)?.session))
+        })
+        .map_err(|e| explain(e, data_dir))?;
+    if output.json {
+        return to_json(&serde_json::to_value(&record)?);
+    }
+    let word = if archived { "archived" } else { "unarchived" };
+    Ok(if was == archived {
+        format!("session {id} was already {word}; nothing changed\n")
+    } else {
+        format!("{word} session {id}\n")
+    })
+}
+
+/// Turns a registry error into one line that says what to do next.
+fn explain(error: WorkspaceError, data_dir: &Path) -> anyhow::Error {
+    let dir = data_dir.display();
+    let message = match &error {
+        WorkspaceError::UnknownWorkspace(id) => {
+            format!("no workspace has id {id}; `dsh workspace list` shows the ids")
+        }
+        WorkspaceError::UnknownSession(id) => {
+            format!("no session has id {id}; `dsh session list` shows the ids")
+        }
+        WorkspaceError::PathNotFound { path, .. } => format!(
+            "{} does not exist; give the path of an existing directory",
+            path.display()
+        ),
+        WorkspaceError::NotADirectory { path } => format!(
+            "{} is not a directory; a workspace is a directory",
+            path.display()
+        ),
+        WorkspaceError::PathUnresolvable { path, source } => {
+            format!("cannot resolve {}: {source}", path.display())
+        }
+        WorkspaceError::InvalidTitle { reason } => format!("invalid title: {reason}"),
+        WorkspaceError::Storage(StorageError::Busy { waited_ms, .. }) => format!(
+            "the store at {dir} is held by another dsh process (waited {waited_ms} ms); \
+             each process holds it only for one operation, so retrying works"
+        ),
+        WorkspaceError::Storage(
+            StorageError::Io { .. } | StorageError::Poisoned { .. } | StorageError::Corrupt { .. },
+        )
+        | WorkspaceError::RollbackFailed { .. }
+        | WorkspaceError::Poisoned => format!("{error} (store: {dir})"),
+        WorkspaceError::Inconsistent { .. } => format!(
+            "{error} (store: {dir}); nothing was changed — dsh will not guess how to repair it"
+        ),
+        WorkspaceError::UnsupportedVersion { .. } => {
+            format!("{error} (store: {dir}); use a newer dsh, or another --data-dir")
+        }
+        WorkspaceError::WorkspaceOrderInvalid { .. }
+        | WorkspaceError::WorkspaceMoveInvalid { .. }
+        | WorkspaceError::SessionCwdMissing { .. }
+        | WorkspaceError::SessionCwdUnresolvable { .. }
+        | WorkspaceError::SessionCwdNotDirectory { .. }
+        | WorkspaceError::SessionCwdMismatch { .. }
+        | WorkspaceError::SessionExists(_) => error.to_string(),
+    };
+    anyhow::anyhow!(message)
+}
+
+/// Writes `text` to stdout; a closed pipe (`| head`) is not an error.
+fn emit(text: &str) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        Err(e) => Err(anyhow::anyhow!("cannot write to stdout: {e}")),
+    }
+}
+
+fn to_json(value: &Value) -> anyhow::Result<String> {
+    let mut text = serde_json::to_string_pretty(value)?;
+    text.push('\n');
+    Ok(text)
+}
+
+/// A workspace as JSON: the registry's fields plus the live `status`.
+fn workspace_json(workspace: &Workspace) -> Value {
+    let mut value = serde_json::to_value(workspace).unwrap_or(Value::Null);
+    if let Value::Object(map) = &mut value {
+        map.insert("status".into(), json!(status_word(workspace.status())));
+    }
+    value
+}
+
+fn status_word(status: WorkspaceStatus) -> &'static str {
+    match status {
+        WorkspaceStatus::Ok => "ok",
+        WorkspaceStatus::MissingDir => "missing",
+    }
+}
+
+fn time(at: &DateTime<Utc>) -> String {
+    at.format("%Y-%m-%d %H:%M:%S").to_string()
+}
+
+fn client(client: Option<&ClientInfo>) -> String {
+    match client {
+        Some(c) if c.version.is_empty() => cell(&c.name),
+        Some(c) => format!("{} {}", cell(&c.name), cell(&c.version)),
+        None => "-".to_owned(),
+    }
+}
+
+fn path_cell(path: Option<&Path>) -> String {
+    path.map_or_else(|| "-".to_owned(), |p| cell(&p.to_string_lossy()))
+}
+
+/// Makes a value safe for one table cell: control characters are escaped.
+fn cell(value: &str) -> String {
+    if value.chars().any(char::is_control) {
+        value.escape_debug().to_string()
+    } else {
+        value.to_owned()
+    }
+}
+
+/// A title cut to [`MAX_TITLE_CELL`] characters for a table.
+fn title_cell(title: &str) -> String {
+    let title = cell(title);
+    if title.chars().count() <= MAX_TITLE_CELL {
+        return title;
+    }
+    let mut cut: String = title.chars().take(MAX_TITLE_CELL - 1).collect();
+    cut.push('…');
+    cut
+}
+
+/// Aligned columns separated by two spaces; the last column is not padded.
+fn table(header: &[&str], rows: &[Vec<String>]) -> String {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for row in rows {
+        for (width, value) in widths.iter_mut().zip(row) {
+            *width = (*width).max(value.chars().count());
+        }
+    }
+    let mut out = String::new();
+    let header: Vec<String> = header.iter().map(|h| (*h).to_owned()).collect();
+    for row in std::iter::once(&header).chain(rows) {
+        let last = row.len().saturating_sub(1);
+        for (i, (value, width)) in row.iter().zip(&widths).enumerate() {
+            if i == last {
+                out.push_str(value);
+            } else {
+                let pad = width.saturating_sub(value.chars().count());
+                let _ = write!(out, "{value}{:pad$}  ", "");
+            }
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// A key/value block with the keys aligned.
+fn key_values(pairs: &[(&str, String)]) -> String {
+    let width = pairs.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
+    let mut out = String::new();
+    for (key, value) in pairs {
+        let _ = writeln!(out, "{key:width$}  {value}");
+    }
+    out
+}
+
+fn workspace_table(list: &[Workspace]) -> String {
+    let rows: Vec<Vec<String>> = list
+        .iter()
+        .map(|w| {
+            vec![
+                w.id.to_string(),
+                title_cell(&w.title),
+                w.session_ids.len().to_string(),
+                time(&w.updated_at),
+                status_word(w.status()).to_owned(),
+                path_cell(Some(&w.path)),
+            ]
+        })
+        .collect();
+    table(
+        &["ID", "TITLE", "SESSIONS", "UPDATED (UTC)", "STATUS", "PATH"],
+        &rows,
+    )
+}
+
+fn workspace_detail(workspace: &Workspace, sessions: &[SessionRecord]) -> String {
+    let mut out = key_values(&[
+        ("id", workspace.id.to_string()),
+        ("title", cell(&workspace.title)),
+        ("path", path_cell(Some(&workspace.path))),
+        ("status", status_word(workspace.status()).to_owned()),
+        ("created", format!("{} UTC", time(&workspace.created_at))),
+        ("updated", format!("{} UTC", time(&workspace.updated_at))),
+        ("sessions", sessions.len().to_string()),
+    ]);
+    out.push('\n');
+    if sessions.is_empty() {
+        out.push_str("no sessions yet — agents that connect from this directory are added here\n");
+        return out;
+    }
+    let rows: Vec<Vec<String>> = sessions
+        .iter()
+        .map(|s| {
+            vec![
+                s.id.to_string(),
+                time(&s.created_at),
+                client(s.client.as_ref()),
+                yes_no(s.archived),
+            ]
+        })
+        .collect();
+    out.push_str(&table(
+        &["SESSION ID", "CREATED (UTC)", "CLIENT", "ARCHIVED"],
+        &rows,
+    ));
+    out
+}
+
+fn yes_no(value: bool) -> String {
+    if value { "yes" } else { "no" }.to_owned()
+}
+
+fn move_confirmation(id: WorkspaceId, order: &[Workspace]) -> String {
+    let Some(at) = order.iter().position(|w| w.id == id) else {
+        return format!("moved workspace {id}\n");
+    };
+    let moved = &order[at];
+    let place = match order.get(at + 1) {
+        Some(next) => format!("before {} \"{}\"", next.id, title_cell(&next.title)),
+        None => "at the end".to_owned(),
+    };
+    format!(
+        "moved workspace {} \"{}\" to position {} of {}, {place}\n",
+        moved.id,
+        title_cell(&moved.title),
+        at + 1,
+        order.len()
+    )
+}
+
+fn session_table(sessions: &[SessionRecord], workspaces: &[Workspace]) -> String {
+    let title_of = |id: Option<WorkspaceId>| {
+        id.and_then(|id| workspaces.iter().find(|w| w.id == id))
+            .map_or_else(|| "-".to_owned(), |w| title_cell(&w.title))
+    };
+    let rows: Vec<Vec<String>> = sessions
+        .iter()
+        .map(|s| {
+            vec![
+                s.id.to_string(),
+                time(&s.created_at),
+                client(s.client.as_ref()),
+                yes_no(s.archived),
+                title_of(s.workspace_id),
+                path_cell(s.cwd.as_deref()),
+            ]
+        })
+        .collect();
+    table(
+        &[
+            "ID",
+            "CREATED (UTC)",
+            "CLIENT",
+            "ARCHIVED",
+            "WORKSPACE",
+            "CWD",
+        ],
+        &rows,
+    )
+}
+
+fn session_detail(
+    session: &SessionRecord,
+    workspace: Option<&Workspace>,
+    log: &[LogEntry],
+    total: usize,
+) -> String {
+    let workspace_line = match (workspace, &session.cwd) {
+        (Some(w), _) => format!("{} \"{}\"", w.id, cell(&w.title)),
+        (None, None) => "none (recorded without a cwd)".to_owned(),
+        (None, Some(_)) => "none".to_owned(),
+    };
+    let mut out = key_values(&[
+        ("id", session.id.to_string()),
+        ("created", format!("{} UTC", time(&session.created_at))),
+        ("client", client(session.client.as_ref())),
+        ("cwd", path_cell(session.cwd.as_deref())),
+        ("archived", yes_no(session.archived)),
+        ("workspace", workspace_line),
+    ]);
+    out.push('\n');
+    if total == 0 {
+        out.push_str("no tool calls logged yet\n");
+        return out;
+    }
+    if log.len() == total {
+        let _ = writeln!(out, "log: all {total} tool calls, oldest first");
+    } else {
+        let _ = writeln!(
+            out,
+            "log: the last {} of {total} tool calls, oldest first (--tail N for more)",
+            log.len()
+        );
+    }
+    if log.is_empty() {
+        return out;
+    }
+    let rows: Vec<Vec<String>> = log
+        .iter()
+        .map(|e| {
+            vec![
+                time(&e.at),
+                cell(&e.tool),
+                cell(&e.outcome),
+                format!("{} ms", e.duration_ms),
+                cell(&e.argument_summary),
+            ]
+        })
+        .collect();
+    out.push_str(&table(
+        &["AT (UTC)", "TOOL", "OUTCOME", "DURATION", "ARGUMENTS"],
+        &rows,
+    ));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use pretty_assertions::assert_eq;
+
+    use super::*;
+
+    #[test]
+    fn table_aligns_columns_and_leaves_the_last_unpadded() {
+        let rows = vec![
+            vec!["a".to_owned(), "long value".to_owned(), "x".to_owned()],
+            vec!["longer".to_owned(), "b".to_owned(), "y y".to_owned()],
+        ];
+        assert_eq!(
+            table(&["K", "V", "LAST"], &rows),
+            "K       V           LAST\n\
+             a       long value  x\n\
+             longer  b           y y\n"
+        );
+    }
+
+    #[test]
+    fn cells_escape_control_characters_and_long_titles_are_cut() {
+        assert_eq!(cell("a\nb\tc"), "a\\nb\\tc");
+        assert_eq!(cell("plain"), "plain");
+        let long = "é".repeat(50);
+        let cut = title_cell(&long);
+        assert_eq!(cut.chars().count(), MAX_TITLE_CELL);
+        assert!(cut.ends_with('…'));
+    }
 }

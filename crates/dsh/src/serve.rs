@@ -80,7 +80,7 @@ impl Host {
     /// A host serving `config`.
     pub fn new(config: Config, options: Options) -> Self {
         Self {
-            runtime: Arc::new(Runtime::new()),
+            runtime: Arc::new(Runtime::new(config.jobs())),
             store: Store::new(options.data_dir.clone()),
             layer: ArcSwap::from_pointee(ToolLayer::build(config, options.preset)),
             options,
@@ -276,6 +276,67 @@ fn to_mcp_result(outcome: Result<tools_catalog::ToolReply, ToolError>) -> CallTo
     }
 }
 
+/// Tells the client when one of its background jobs settles (an MCP
+/// logging notification naming the job, its status and how to read it).
+async fn forward_job_events(
+    runtime: Arc<Runtime>,
+    owner: Owner,
+    peer: Arc<OnceLock<Peer<RoleServer>>>,
+) {
+    let mut events = runtime.jobs.subscribe();
+    loop {
+        let event = match events.recv().await {
+            Ok(event) => event,
+            Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
+                tracing::warn!("{n} job events were missed");
+                continue;
+            }
+            Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+        };
+        if event.owner != owner {
+            continue;
+        }
+        let Some(peer) = peer.get() else { continue };
+        let job = &event.job;
+        let mut message = format!(
+            "job {} ({}) {}",
+            job.id,
+            job.kind.as_str(),
+            job.status.as_str()
+        );
+        if let Some(code) = job.exit_code {
+            message.push_str(&format!(" with exit code {code}"));
+        }
+        if let Some(detail) = &job.detail {
+            message.push_str(&format!(": {detail}"));
+        }
+        message.push_str(&format!(
+            "; read its output with job_output {{\"job_id\": \"{}\"}}",
+            job.id
+        ));
+        let data = serde_json::json!({
+            "job_id": job.id,
+            "kind": job.kind.as_str(),
+            "status": job.status.as_str(),
+            "exit_code": job.exit_code,
+            "message": message,
+        });
+        #[allow(deprecated)]
+        let sent = peer
+            .notify_logging_message(
+                rmcp::model::LoggingMessageNotificationParam::new(
+                    rmcp::model::LoggingLevel::Info,
+                    data,
+                )
+                .with_logger("dsh.jobs"),
+            )
+            .await;
+        if let Err(e) = sent {
+            tracing::debug!("could not send a job notification: {e}");
+        }
+    }
+}
+
 /// Serves one client on stdin/stdout until it disconnects or the process
 /// is asked to stop; SIGHUP reloads the config.
 pub async fn serve_stdio(config: Config, options: Options) -> anyhow::Result<()> {
@@ -295,6 +356,12 @@ pub async fn serve_stdio(config: Config, options: Options) -> anyhow::Result<()>
     let connection = Connection::new(host.clone(), "mcp-stdio");
     let peer_slot = connection.peer.clone();
     let recorder = connection.recorder.clone();
+    let owner = connection.owner.clone();
+    tokio::spawn(forward_job_events(
+        host.runtime.clone(),
+        owner.clone(),
+        peer_slot.clone(),
+    ));
     let service = connection.serve(rmcp::transport::stdio()).await?;
     tracing::info!(
         version = env!("CARGO_PKG_VERSION"),
@@ -339,7 +406,9 @@ pub async fn serve_stdio(config: Config, options: Options) -> anyhow::Result<()>
             let _ = waiting.await;
         }
     }
-    // The connection is gone: let its session log catch up.
+    // The connection is gone: end everything it started, verified, and
+    // let its session log catch up.
+    host.runtime.end_owner(&owner).await;
     recorder.finish(Duration::from_secs(5)).await;
     Ok(())
 }

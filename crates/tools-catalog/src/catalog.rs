@@ -120,7 +120,13 @@ impl std::fmt::Debug for Catalog {
 
 /// Every tool, in catalog order.
 fn all_tools(settings: &Settings) -> Vec<Arc<dyn Tool>> {
-    vec![Arc::new(crate::bash::BashTool::new(settings))]
+    vec![
+        Arc::new(crate::bash::BashTool::new(settings)),
+        Arc::new(crate::job_tools::JobListTool::new()),
+        Arc::new(crate::job_tools::JobOutputTool::new()),
+        Arc::new(crate::job_tools::JobKillTool::new()),
+        Arc::new(crate::job_tools::SubagentTool::new(settings)),
+    ]
 }
 
 impl Catalog {

@@ -3,32 +3,57 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use jobs::{JobRegistry, JobsConfig};
+
 use crate::Owner;
+use crate::job_tools::SubagentSettings;
 
 /// Limits and switches the tools read; rebuilt on a config reload.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Settings {
     /// Largest text a result carries before head+tail truncation (bytes).
     pub max_result_bytes: usize,
+    /// The agent command behind `subagent`; `None` makes it unavailable.
+    pub subagent: Option<SubagentSettings>,
 }
 
 impl Default for Settings {
     fn default() -> Self {
         Self {
             max_result_bytes: 32 * 1024,
+            subagent: None,
         }
     }
 }
 
 /// The long-lived services the tools borrow (terminals, jobs, language
 /// servers). One runtime serves every owner and survives catalog rebuilds.
-#[derive(Debug, Default)]
-pub struct Runtime {}
+pub struct Runtime {
+    /// Every background job of every owner.
+    pub jobs: JobRegistry,
+}
+
+impl std::fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runtime").finish_non_exhaustive()
+    }
+}
 
 impl Runtime {
-    /// A runtime with no optional services wired.
-    pub fn new() -> Self {
-        Self {}
+    /// A runtime with the given job limits.
+    pub fn new(jobs: JobsConfig) -> Self {
+        Self {
+            jobs: JobRegistry::new(jobs),
+        }
+    }
+
+    /// Ends everything `owner` started (running jobs, terminals) and
+    /// forgets it: called when a connection ends.
+    pub async fn end_owner(&self, owner: &Owner) {
+        let ended = self.jobs.end_owner(owner).await;
+        for (id, detail) in ended.failures {
+            tracing::warn!("job {id} of a closed connection could not be ended: {detail}");
+        }
     }
 }
 

@@ -20,6 +20,7 @@ mod bash;
 mod catalog;
 mod context;
 mod error;
+mod job_tools;
 mod reply;
 
 pub use args::{Clamped, clamp_ms, parse_args};
@@ -29,6 +30,8 @@ pub use catalog::{
 };
 pub use context::{CallContext, Runtime, Settings};
 pub use error::{ErrorCode, ToolError};
+pub use job_tools::SubagentSettings;
+pub use jobs::JobsConfig;
 pub use reply::ToolReply;
 pub use terminal_seam::Owner;
 

@@ -1,0 +1,152 @@
+//! Host-side bookkeeping: each MCP connection is recorded as a session in
+//! the workspace registry, and each tool call is appended to its log.
+//!
+//! None of this sits on a tool call's reply path: records go through a
+//! bounded queue to one writer task per connection, which batches log
+//! entries into one store opening. A busy or broken store degrades the
+//! log (with a warning in the server's log), never the tools.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use tokio::sync::mpsc;
+use workspace::{LogEntry, SessionHeader, SessionId, SessionPersistence as _};
+use workspace_sled::Store;
+
+/// How many records may wait for the writer before new ones are dropped.
+const QUEUE: usize = 1024;
+
+enum Record {
+    Begin(SessionHeader),
+    Call(LogEntry),
+}
+
+/// The sending half: cheap to clone, never blocks.
+#[derive(Clone)]
+pub struct SessionRecorder {
+    tx: mpsc::Sender<Record>,
+    writer: std::sync::Arc<std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>>,
+}
+
+impl SessionRecorder {
+    /// Starts the writer task for one connection.
+    pub fn start(store: Store) -> Self {
+        let (tx, rx) = mpsc::channel(QUEUE);
+        let writer = tokio::spawn(write_records(store, rx));
+        Self {
+            tx,
+            writer: std::sync::Arc::new(std::sync::Mutex::new(Some(writer))),
+        }
+    }
+
+    /// Lets the writer finish what is queued, waiting at most `bound`.
+    /// Every other clone must be gone, or the queue stays open until then.
+    pub async fn finish(self, bound: Duration) {
+        let writer = self.writer.lock().ok().and_then(|mut w| w.take());
+        drop(self);
+        if let Some(writer) = writer
+            && tokio::time::timeout(bound, writer).await.is_err()
+        {
+            tracing::warn!("the session log writer did not finish in time");
+        }
+    }
+
+    /// Records the session's header and attaches it to its workspace.
+    pub fn begin(&self, header: SessionHeader) {
+        self.send(Record::Begin(header));
+    }
+
+    /// Appends one tool call to the session's log.
+    pub fn call(
+        &self,
+        at: DateTime<Utc>,
+        tool: &str,
+        arguments: &serde_json::Value,
+        outcome: &str,
+        duration: Duration,
+    ) {
+        let summary = summarize(arguments);
+        self.send(Record::Call(LogEntry::new(
+            at,
+            tool,
+            &summary,
+            outcome,
+            duration.as_millis() as u64,
+        )));
+    }
+
+    fn send(&self, record: Record) {
+        if let Err(mpsc::error::TrySendError::Full(_)) = self.tx.try_send(record) {
+            tracing::warn!("session log queue is full; dropping a record");
+        }
+    }
+}
+
+/// A one-line summary of a call's arguments (the store caps its length).
+fn summarize(arguments: &serde_json::Value) -> String {
+    let text = arguments.to_string();
+    if text.len() <= 240 {
+        return text;
+    }
+    let mut end = 240;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
+}
+
+async fn write_records(store: Store, mut rx: mpsc::Receiver<Record>) {
+    let mut session: Option<SessionId> = None;
+    let mut waiting: Vec<LogEntry> = Vec::new();
+    while let Some(first) = rx.recv().await {
+        // Take everything queued so far: one store opening for the batch.
+        let mut batch = vec![first];
+        while let Ok(more) = rx.try_recv() {
+            batch.push(more);
+        }
+        for record in batch {
+            match record {
+                Record::Begin(header) => {
+                    let id = header.id;
+                    match store.begin_session_async(header).await {
+                        Ok(start) => {
+                            tracing::info!(
+                                session = %id,
+                                workspace = ?start.workspace.as_ref().map(|w| w.id.to_string()),
+                                ungrouped = ?start.ungrouped_reason,
+                                "session recorded"
+                            );
+                            session = Some(id);
+                        }
+                        Err(e) => tracing::warn!("could not record the session: {e}"),
+                    }
+                }
+                Record::Call(entry) => {
+                    if waiting.len() < QUEUE {
+                        waiting.push(entry);
+                    }
+                }
+            }
+        }
+        let Some(id) = session else { continue };
+        if waiting.is_empty() {
+            continue;
+        }
+        let entries = std::mem::take(&mut waiting);
+        let store = store.clone();
+        let written = tokio::task::spawn_blocking(move || -> Result<(), String> {
+            let open = store.open().map_err(|e| e.to_string())?;
+            let mut sessions = open.sessions();
+            for entry in &entries {
+                sessions.append_log(id, entry).map_err(|e| e.to_string())?;
+            }
+            Ok(())
+        })
+        .await;
+        match written {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::warn!("could not append to the session log: {e}"),
+            Err(e) => tracing::warn!("session log writer failed: {e}"),
+        }
+    }
+}

@@ -1,0 +1,451 @@
+//! `job_list`, `job_output`, `job_kill` and `subagent`: one registry for
+//! every kind of background work.
+
+use std::time::Duration;
+
+use jobs::{CommandProducer, CommandSpec, JobError, JobInfo, JobStatus, StartOptions};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::bash::resolve_cwd;
+use crate::{
+    CallContext, Clamped, Preset, Settings, Tool, ToolError, ToolFuture, ToolReply, ToolSpec,
+    clamp_ms, parse_args,
+};
+
+/// Converts a registry error to the contract's envelope.
+pub(crate) fn job_error(e: JobError) -> ToolError {
+    ToolError {
+        code: e.code(),
+        message: e.to_string(),
+        retryable: e.retryable(),
+    }
+}
+
+/// The reply of a call that started a background job.
+pub(crate) fn started_reply(id: &str, clamped: Option<Clamped>) -> ToolReply {
+    let mut structured = json!({ "job_id": id });
+    if let Some(c) = clamped {
+        structured["clamped"] = json!(c);
+    }
+    ToolReply {
+        text: format!(
+            "started {id} in the background: read its output with job_output {{\"job_id\": \"{id}\", \"wait_ms\": 30000}} (it returns as soon as there is output), stop it with job_kill"
+        ),
+        structured,
+    }
+}
+
+fn job_json(job: &JobInfo) -> Value {
+    let mut v = json!({
+        "id": job.id,
+        "kind": job.kind.as_str(),
+        "label": job.label,
+        "status": job.status.as_str(),
+        "started_at": job.started_at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+        "output_bytes": job.output_bytes,
+    });
+    if let Some(code) = job.exit_code {
+        v["exit_code"] = json!(code);
+    }
+    if let Some(detail) = &job.detail {
+        v["detail"] = json!(detail);
+    }
+    if let Some(at) = job.finished_at {
+        v["finished_at"] = json!(at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true));
+    }
+    v
+}
+
+/// One status word, with its exit code or detail.
+fn status_words(status: JobStatus, exit_code: Option<i32>, detail: Option<&str>) -> String {
+    let mut s = status.as_str().to_owned();
+    if let Some(code) = exit_code {
+        s.push_str(&format!(", exit {code}"));
+    }
+    if let Some(detail) = detail {
+        s.push_str(&format!(": {detail}"));
+    }
+    s
+}
+
+/// A job status as an argument.
+#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum StatusArg {
+    /// Still running.
+    Running,
+    /// Being stopped.
+    Stopping,
+    /// Exited by itself.
+    Completed,
+    /// Could not run or was ended from outside.
+    Failed,
+    /// Ended by `job_kill`.
+    Killed,
+    /// Ended at its deadline.
+    TimedOut,
+}
+
+impl From<StatusArg> for JobStatus {
+    fn from(s: StatusArg) -> Self {
+        match s {
+            StatusArg::Running => JobStatus::Running,
+            StatusArg::Stopping => JobStatus::Stopping,
+            StatusArg::Completed => JobStatus::Completed,
+            StatusArg::Failed => JobStatus::Failed,
+            StatusArg::Killed => JobStatus::Killed,
+            StatusArg::TimedOut => JobStatus::TimedOut,
+        }
+    }
+}
+
+/// Arguments of `job_list`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct JobListArgs {
+    /// Only jobs with this status. Default: all of your jobs.
+    pub status: Option<StatusArg>,
+}
+
+pub(crate) struct JobListTool(ToolSpec);
+
+impl JobListTool {
+    pub(crate) fn new() -> Self {
+        Self(ToolSpec::new::<JobListArgs>(
+            "job_list",
+            "List your background jobs (from `bash`, `terminal_send` and `subagent` with `run_in_background`), oldest first, with their status and how much output each has.",
+            &[Preset::Full],
+            &["INVALID_ARGUMENT"],
+        ))
+    }
+}
+
+impl Tool for JobListTool {
+    fn spec(&self) -> &ToolSpec {
+        &self.0
+    }
+
+    fn call<'a>(&'a self, cx: &'a CallContext, args: Value) -> ToolFuture<'a> {
+        Box::pin(async move {
+            let args: JobListArgs = parse_args(args)?;
+            let jobs = cx
+                .runtime
+                .jobs
+                .list(&cx.owner, args.status.map(JobStatus::from));
+            let mut text = String::new();
+            if jobs.is_empty() {
+                text.push_str("no jobs");
+            }
+            for job in &jobs {
+                text.push_str(&format!(
+                    "{}  {}  {} bytes  {}\n",
+                    job.id,
+                    status_words(job.status, job.exit_code, job.detail.as_deref()),
+                    job.output_bytes,
+                    job.label.lines().next().unwrap_or_default()
+                ));
+            }
+            let structured = json!({ "jobs": jobs.iter().map(job_json).collect::<Vec<_>>() });
+            Ok(ToolReply {
+                text: text.trim_end().to_owned(),
+                structured,
+            })
+        })
+    }
+}
+
+/// Arguments of `job_output`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct JobOutputArgs {
+    /// The job's id, e.g. `bash-1`.
+    pub job_id: String,
+    /// Byte cursor to read from (a previous `next`). Default: where your last read of this job ended.
+    pub since: Option<u64>,
+    /// Most bytes to return. Default 32768.
+    pub max_bytes: Option<usize>,
+    /// Block up to this many milliseconds until there is new output or the job ends. Default 0; range 0–600000.
+    pub wait_ms: Option<u64>,
+}
+
+#[derive(Serialize)]
+struct JobOutputResult {
+    output: String,
+    from: u64,
+    next: u64,
+    dropped: u64,
+    status: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    exit_code: Option<i32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    detail: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    clamped: Option<Clamped>,
+}
+
+pub(crate) struct JobOutputTool(ToolSpec);
+
+impl JobOutputTool {
+    pub(crate) fn new() -> Self {
+        Self(ToolSpec::new::<JobOutputArgs>(
+            "job_output",
+            "Read a background job's output from a byte cursor, without consuming it (the same `since` returns the same text). \
+With `wait_ms` the call waits on the server until new output arrives or the job ends, so never poll in a loop: pass the last `next` as `since` and a generous `wait_ms`.",
+            &[Preset::Full],
+            &["NO_JOB", "FOREIGN_JOB", "INVALID_ARGUMENT"],
+        ))
+    }
+}
+
+impl Tool for JobOutputTool {
+    fn spec(&self) -> &ToolSpec {
+        &self.0
+    }
+
+    fn call<'a>(&'a self, cx: &'a CallContext, args: Value) -> ToolFuture<'a> {
+        Box::pin(async move {
+            let args: JobOutputArgs = parse_args(args)?;
+            let (wait_ms, clamped) = clamp_ms("wait_ms", args.wait_ms, 0, 0, 600_000);
+            let read = cx
+                .runtime
+                .jobs
+                .output(
+                    &cx.owner,
+                    &args.job_id,
+                    args.since,
+                    args.max_bytes,
+                    Duration::from_millis(wait_ms),
+                )
+                .await
+                .map_err(job_error)?;
+            let mut text = read.output.clone();
+            if !text.is_empty() && !text.ends_with('\n') {
+                text.push('\n');
+            }
+            if read.dropped > 0 {
+                text.insert_str(
+                    0,
+                    &format!(
+                        "[{} earlier bytes were dropped from the job's buffer]\n",
+                        read.dropped
+                    ),
+                );
+            }
+            text.push_str(&format!(
+                "[{} {} · next {}]",
+                args.job_id,
+                status_words(read.status, read.exit_code, read.detail.as_deref()),
+                read.next
+            ));
+            let result = JobOutputResult {
+                output: read.output,
+                from: read.from,
+                next: read.next,
+                dropped: read.dropped,
+                status: read.status.as_str(),
+                exit_code: read.exit_code,
+                detail: read.detail,
+                clamped,
+            };
+            Ok(ToolReply::new(text, &result))
+        })
+    }
+}
+
+/// Arguments of `job_kill`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct JobKillArgs {
+    /// The job's id, e.g. `bash-1`.
+    pub job_id: String,
+}
+
+pub(crate) struct JobKillTool(ToolSpec);
+
+impl JobKillTool {
+    pub(crate) fn new() -> Self {
+        Self(ToolSpec::new::<JobKillArgs>(
+            "job_kill",
+            "Stop a background job: SIGINT, then SIGTERM, then SIGKILL to every process it started, and return once none is left. A job that already ended reports `already_finished`.",
+            &[Preset::Full],
+            &["NO_JOB", "FOREIGN_JOB", "INVALID_ARGUMENT"],
+        ))
+    }
+}
+
+impl Tool for JobKillTool {
+    fn spec(&self) -> &ToolSpec {
+        &self.0
+    }
+
+    fn call<'a>(&'a self, cx: &'a CallContext, args: Value) -> ToolFuture<'a> {
+        Box::pin(async move {
+            let args: JobKillArgs = parse_args(args)?;
+            let report = cx
+                .runtime
+                .jobs
+                .kill(&cx.owner, &args.job_id)
+                .await
+                .map_err(job_error)?;
+            let text = format!(
+                "{}: {} ({})",
+                args.job_id,
+                report.outcome.as_str(),
+                status_words(
+                    report.job.status,
+                    report.job.exit_code,
+                    report.job.detail.as_deref()
+                )
+            );
+            Ok(ToolReply {
+                text,
+                structured: json!({
+                    "outcome": report.outcome.as_str(),
+                    "status": report.job.status.as_str(),
+                }),
+            })
+        })
+    }
+}
+
+/// Arguments of `subagent`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SubagentArgs {
+    /// The task for the agent, self-contained: it sees nothing of this conversation.
+    pub prompt: String,
+    /// Working directory: absolute, or relative to the session's directory. Default: the session's directory.
+    pub cwd: Option<String>,
+    /// Stop the agent after this many milliseconds. Default 600000; range 1–3600000.
+    pub timeout_ms: Option<u64>,
+    /// Return `{job_id}` at once and let the agent run as a job. Default false.
+    pub run_in_background: Option<bool>,
+}
+
+#[derive(Serialize)]
+struct SubagentResult {
+    output: String,
+    exit_code: Option<i32>,
+    duration_ms: u64,
+    truncated: bool,
+    total_bytes: u64,
+    timed_out: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    detail: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    clamped: Option<Clamped>,
+}
+
+/// The configured agent command.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SubagentSettings {
+    /// The argv; `{prompt}` is replaced by the prompt (without it, the
+    /// prompt goes to stdin).
+    pub command: Vec<String>,
+    /// The default time limit.
+    pub timeout_ms: Option<u64>,
+}
+
+pub(crate) struct SubagentTool {
+    spec: ToolSpec,
+    settings: Option<SubagentSettings>,
+    max_result_bytes: usize,
+}
+
+impl SubagentTool {
+    pub(crate) fn new(settings: &Settings) -> Self {
+        Self {
+            spec: ToolSpec::new::<SubagentArgs>(
+                "subagent",
+                "Hand a self-contained task to another coding agent and return its final output. \
+Use `run_in_background` to keep working meanwhile: it returns a job id for `job_output` / `job_kill`.",
+                &[Preset::Full],
+                &[
+                    "SUBAGENT_UNAVAILABLE",
+                    "INVALID_ARGUMENT",
+                    "SPAWN_FAILED",
+                    "JOB_LIMIT",
+                ],
+            ),
+            settings: settings.subagent.clone(),
+            max_result_bytes: settings.max_result_bytes,
+        }
+    }
+}
+
+impl Tool for SubagentTool {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    fn call<'a>(&'a self, cx: &'a CallContext, args: Value) -> ToolFuture<'a> {
+        Box::pin(async move {
+            let args: SubagentArgs = parse_args(args)?;
+            let Some(settings) = &self.settings else {
+                return Err(ToolError::new(
+                    "SUBAGENT_UNAVAILABLE",
+                    "no subagent command is configured on this server (the `[subagent] command` key of the dsh config); do the task yourself",
+                ));
+            };
+            if args.prompt.trim().is_empty() {
+                return Err(ToolError::invalid_argument("prompt", "is empty"));
+            }
+            let default = settings.timeout_ms.unwrap_or(600_000);
+            let (timeout_ms, clamped) =
+                clamp_ms("timeout_ms", args.timeout_ms, default, 1, 3_600_000);
+            let cwd = resolve_cwd(&cx.cwd, args.cwd.as_deref())?;
+            let spec = CommandSpec::subagent(&settings.command, &args.prompt)
+                .map_err(job_error)?
+                .with_cwd(cwd);
+            let timeout = Duration::from_millis(timeout_ms);
+            if args.run_in_background.unwrap_or(false) {
+                let started = cx
+                    .runtime
+                    .jobs
+                    .start(
+                        &cx.owner,
+                        CommandProducer::boxed(spec),
+                        StartOptions {
+                            timeout: Some(timeout),
+                        },
+                    )
+                    .await
+                    .map_err(job_error)?;
+                return Ok(started_reply(&started.id, clamped));
+            }
+            let run = jobs::run_command(&spec, Some(timeout), self.max_result_bytes)
+                .await
+                .map_err(|e| ToolError {
+                    code: e.code,
+                    message: e.message,
+                    retryable: e.retryable,
+                })?;
+            let result = SubagentResult {
+                output: run.output.text,
+                exit_code: run.exit_code,
+                duration_ms: run.duration.as_millis() as u64,
+                truncated: run.output.truncated,
+                total_bytes: run.output.total_bytes,
+                timed_out: run.timed_out,
+                detail: run.detail,
+                clamped,
+            };
+            let mut text = result.output.clone();
+            if !text.is_empty() && !text.ends_with('\n') {
+                text.push('\n');
+            }
+            text.push_str(&if result.timed_out {
+                format!("[subagent timed out after {timeout_ms} ms and was stopped]")
+            } else {
+                format!(
+                    "[subagent exit {} · {} ms]",
+                    result.exit_code.unwrap_or(-1),
+                    result.duration_ms
+                )
+            });
+            Ok(ToolReply::new(text, &result))
+        })
+    }
+}

@@ -1,0 +1,169 @@
+"""Background jobs end to end over MCP: one registry for bash, terminal
+sends and subagents."""
+
+import re
+import time
+
+import anyio
+import pytest
+
+from conftest import connect, err, live_in_session, ok, text_of, wait_settled, write_config
+
+pytestmark = pytest.mark.anyio
+
+AGENT = '''
+import sys, time
+prompt = sys.argv[1]
+sys.stdout.write("agent got: " + prompt + chr(10)); sys.stdout.flush()
+if "slow" in prompt:
+    time.sleep(300)
+print("agent done", flush=True)
+'''
+
+
+def subagent_config(tmp_path, extra=""):
+    script = tmp_path / "agent.py"
+    script.write_text(AGENT)
+    return write_config(
+        tmp_path,
+        f'[subagent]\ncommand = ["python3", "{script}", "{{prompt}}"]\n{extra}',
+    )
+
+
+async def test_scenario_b_three_kinds_in_one_list(isolated_env, tmp_path):
+    notes = []
+
+    async def on_log(params):
+        notes.append(params.data)
+
+    config = subagent_config(tmp_path)
+    async with connect(isolated_env, "--config", config, logging_callback=on_log) as s:
+        bash = ok(await s.call_tool("bash", {
+            "command": "for i in 1 2 3; do echo line $i; sleep 0.2; done; exit 3",
+            "run_in_background": True}))["job_id"]
+        agent = ok(await s.call_tool("subagent", {
+            "prompt": "slow task", "run_in_background": True}))["job_id"]
+        assert re.fullmatch(r"bash-\d+", bash) and re.fullmatch(r"subagent-\d+", agent)
+
+        jobs = ok(await s.call_tool("job_list", {}))["jobs"]
+        assert [(j["id"], j["kind"]) for j in jobs] == [(bash, "bash"), (agent, "subagent")]
+
+        # the subagent's first line, read with a server-side wait
+        r = ok(await s.call_tool("job_output", {"job_id": agent, "wait_ms": 20000}))
+        assert r["output"] == "agent got: slow task\n" and r["status"] == "running"
+
+        done = await wait_settled(s, bash)
+        assert (done["status"], done["exit_code"]) == ("completed", 3)
+        r = ok(await s.call_tool("job_output", {"job_id": bash, "since": 0}))
+        assert r["output"] == "line 1\nline 2\nline 3\n"
+
+        k = ok(await s.call_tool("job_kill", {"job_id": agent}))
+        assert k == {"outcome": "killed", "status": "killed"}
+        again = ok(await s.call_tool("job_kill", {"job_id": agent}))
+        assert again == {"outcome": "already_finished", "status": "killed"}
+
+        statuses = {j["id"]: j["status"] for j in ok(await s.call_tool("job_list", {}))["jobs"]}
+        assert statuses == {bash: "completed", agent: "killed"}
+        assert [j["id"] for j in ok(await s.call_tool("job_list", {"status": "killed"}))["jobs"]] == [agent]
+
+        # a notification arrived for each settled job
+        with anyio.fail_after(10):
+            while len(notes) < 2:
+                await anyio.sleep(0.05)
+        assert {(n["job_id"], n["status"]) for n in notes} == {(bash, "completed"), (agent, "killed")}
+        assert all("job_output" in n["message"] for n in notes)
+
+
+async def test_wait_ms_wakes_on_output_and_returns_at_the_deadline(isolated_env):
+    async with connect(isolated_env) as s:
+        job = ok(await s.call_tool("bash", {
+            "command": "sleep 0.5; echo ready; sleep 300", "run_in_background": True}))["job_id"]
+        t = time.monotonic()
+        r = ok(await s.call_tool("job_output", {"job_id": job, "wait_ms": 60000}))
+        woke = time.monotonic() - t
+        assert r["output"] == "ready\n"
+        assert woke < 30, "the wait did not wake on output"
+        # nothing new: the call returns at its deadline with no output
+        t = time.monotonic()
+        r2 = ok(await s.call_tool("job_output", {"job_id": job, "since": r["next"], "wait_ms": 300}))
+        assert (r2["output"], r2["status"], r2["from"], r2["next"]) == ("", "running", r["next"], r["next"])
+        assert time.monotonic() - t >= 0.25
+        # re-reading an old cursor returns the same text
+        again = ok(await s.call_tool("job_output", {"job_id": job, "since": 0}))
+        assert again["output"] == "ready\n"
+        ok(await s.call_tool("job_kill", {"job_id": job}))
+
+
+async def test_statuses_never_lie(isolated_env):
+    async with connect(isolated_env) as s:
+        # past its deadline: timed_out, the whole tree gone
+        job = ok(await s.call_tool("bash", {
+            "command": "echo $$; sleep 300 & sleep 301", "timeout_ms": 500,
+            "run_in_background": True}))["job_id"]
+        done = await wait_settled(s, job)
+        assert done["status"] == "timed_out" and done.get("exit_code") is None
+        sid = int(ok(await s.call_tool("job_output", {"job_id": job, "since": 0}))["output"].split()[0])
+        assert live_in_session(sid) == []
+
+        # killed mid-run: killed, never completed, even if it traps SIGINT and exits 0
+        job = ok(await s.call_tool("bash", {
+            "command": "trap 'exit 0' INT; echo up; sleep 300 & wait",
+            "run_in_background": True}))["job_id"]
+        ok(await s.call_tool("job_output", {"job_id": job, "wait_ms": 20000}))
+        assert ok(await s.call_tool("job_kill", {"job_id": job}))["status"] == "killed"
+        assert (await wait_settled(s, job))["status"] == "killed"
+
+
+async def test_dropped_after_the_ring_wraps(isolated_env, tmp_path):
+    config = write_config(tmp_path, "[limits]\njob_output_bytes = 4096\n")
+    async with connect(isolated_env, "--config", config) as s:
+        job = ok(await s.call_tool("bash", {
+            "command": "for i in $(seq 1 2000); do echo line-$i; done", "run_in_background": True}))["job_id"]
+        await wait_settled(s, job)
+        r = ok(await s.call_tool("job_output", {"job_id": job, "since": 0}))
+        total = sum(len(f"line-{i}\n") for i in range(1, 2001))
+        assert r["next"] == total
+        assert r["dropped"] > 0 and r["from"] == r["dropped"]
+        assert r["output"].endswith("line-2000\n")
+        assert len(r["output"]) <= 4096
+
+
+async def test_errors_where_due(isolated_env, tmp_path):
+    config = write_config(tmp_path, "[limits]\nmax_running_jobs = 2\n")
+    async with connect(isolated_env, "--config", config) as s:
+        a = ok(await s.call_tool("bash", {"command": "sleep 300", "run_in_background": True}))["job_id"]
+        b = ok(await s.call_tool("bash", {"command": "sleep 300", "run_in_background": True}))["job_id"]
+        e = err(await s.call_tool("bash", {"command": "sleep 300", "run_in_background": True}))
+        assert e["code"] == "JOB_LIMIT" and e["retryable"] is True and "job_kill" in e["message"]
+        ok(await s.call_tool("job_kill", {"job_id": a}))
+        c = ok(await s.call_tool("bash", {"command": "true", "run_in_background": True}))["job_id"]
+        assert c != a and c != b
+
+        assert err(await s.call_tool("job_output", {"job_id": "bash-999"}))["code"] == "NO_JOB"
+        assert err(await s.call_tool("job_kill", {"job_id": "nonsense"}))["code"] == "NO_JOB"
+        e = err(await s.call_tool("job_output", {"job_id": b, "wait_ms": "long"}))
+        assert e["code"] == "INVALID_ARGUMENT" and e["message"].startswith("wait_ms: ")
+
+        # no subagent configured: a structured error, and the schema is the same
+        e = err(await s.call_tool("subagent", {"prompt": "hi"}))
+        assert e["code"] == "SUBAGENT_UNAVAILABLE"
+        plain = {t.name: t.inputSchema for t in (await s.list_tools()).tools}
+    async with connect(isolated_env, "--config", subagent_config(tmp_path)) as s:
+        configured = {t.name: t.inputSchema for t in (await s.list_tools()).tools}
+        r = ok(await s.call_tool("subagent", {"prompt": "quick"}))
+        assert (r["output"], r["exit_code"]) == ("agent got: quick\nagent done\n", 0)
+    assert plain["subagent"] == configured["subagent"]
+
+
+async def test_closing_the_connection_ends_its_jobs(isolated_env):
+    async with connect(isolated_env) as s:
+        job = ok(await s.call_tool("bash", {
+            "command": "echo $$; sleep 300 & sleep 301", "run_in_background": True}))["job_id"]
+        r = ok(await s.call_tool("job_output", {"job_id": job, "wait_ms": 20000}))
+        sid = int(r["output"].split()[0])
+        assert len(live_in_session(sid)) >= 2
+    # the server ends the connection's jobs before it exits
+    deadline = time.monotonic() + 15
+    while live_in_session(sid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert live_in_session(sid) == []
