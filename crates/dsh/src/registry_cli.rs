@@ -12,7 +12,7 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, Utc};
-use serde_json::{Value, json};
+use serde::Serialize;
 use workspace::{
     ClientInfo, LogEntry, SessionId, SessionRecord, StorageError, Workspace, WorkspaceError,
     WorkspaceId, WorkspaceStatus,
@@ -99,8 +99,27 @@ pub struct OutputArgs {
     json: bool,
 }
 
+const WORKSPACE_HELP: &str = "\
+A workspace is a directory you work in, with its agent sessions in an order you
+choose. Agents register theirs when they connect to `dsh mcp`; these commands
+let you add, rename, reorder and forget them. Every command takes --json.
+
+Example:
+  dsh workspace create . --title 'my project'
+  dsh workspace list";
+
+const SESSION_HELP: &str = "\
+Each connection of an agent to `dsh mcp` is recorded as a session: its working
+directory, client, creation time and a log of its tool calls. Sessions join the
+workspace of their directory. Every command takes --json.
+
+Example:
+  dsh session list
+  dsh session show 5f3c2a10-8d4e-4b7f-a1c2-9e8d7f6a5b4c";
+
 /// `dsh workspace` subcommands.
 #[derive(Debug, clap::Subcommand)]
+#[command(after_help = WORKSPACE_HELP)]
 pub enum WorkspaceCommand {
     /// List workspaces in display order.
     #[command(after_help = WORKSPACE_LIST_HELP)]
@@ -164,6 +183,7 @@ pub enum WorkspaceCommand {
 
 /// `dsh session` subcommands.
 #[derive(Debug, clap::Subcommand)]
+#[command(after_help = SESSION_HELP)]
 pub enum SessionCommand {
     /// List sessions, newest first, or one workspace's sessions in its order.
     #[command(after_help = SESSION_LIST_HELP)]
@@ -225,7 +245,7 @@ pub fn run_workspace(command: WorkspaceCommand, data_dir: &Path) -> anyhow::Resu
         WorkspaceCommand::List { output } => {
             let list = store.list_workspaces().map_err(fail)?;
             if output.json {
-                to_json(&Value::Array(list.iter().map(workspace_json).collect()))?
+                to_json(&list.iter().map(WorkspaceJson::new).collect::<Vec<_>>())?
             } else if list.is_empty() {
                 "no workspaces yet — `dsh workspace create PATH` adds one; agents add theirs \
                  when they connect\n"
@@ -246,9 +266,10 @@ pub fn run_workspace(command: WorkspaceCommand, data_dir: &Path) -> anyhow::Resu
                 })
                 .map_err(fail)?;
             if output.json {
-                let mut value = workspace_json(&workspace);
-                value["created"] = Value::Bool(created);
-                to_json(&value)?
+                to_json(&WorkspaceJson {
+                    created: Some(created),
+                    ..WorkspaceJson::new(&workspace)
+                })?
             } else if created {
                 format!(
                     "created workspace {} \"{}\" for {}\n",
@@ -278,9 +299,10 @@ pub fn run_workspace(command: WorkspaceCommand, data_dir: &Path) -> anyhow::Resu
                 })
                 .map_err(fail)?;
             if output.json {
-                let mut value = workspace_json(&workspace);
-                value["sessions"] = serde_json::to_value(&sessions)?;
-                to_json(&value)?
+                to_json(&WorkspaceJson {
+                    sessions: Some(&sessions),
+                    ..WorkspaceJson::new(&workspace)
+                })?
             } else {
                 workspace_detail(&workspace, &sessions)
             }
@@ -288,7 +310,7 @@ pub fn run_workspace(command: WorkspaceCommand, data_dir: &Path) -> anyhow::Resu
         WorkspaceCommand::Rename { id, title, output } => {
             let workspace = store.rename_workspace(id, &title).map_err(fail)?;
             if output.json {
-                to_json(&workspace_json(&workspace))?
+                to_json(&WorkspaceJson::new(&workspace))?
             } else {
                 format!(
                     "renamed workspace {} to \"{}\"\n",
@@ -310,7 +332,7 @@ pub fn run_workspace(command: WorkspaceCommand, data_dir: &Path) -> anyhow::Resu
                     _ => fail(e),
                 })?;
             if output.json {
-                to_json(&Value::Array(order.iter().map(workspace_json).collect()))?
+                to_json(&order.iter().map(WorkspaceJson::new).collect::<Vec<_>>())?
             } else {
                 move_confirmation(id, &order)
             }
@@ -324,9 +346,10 @@ pub fn run_workspace(command: WorkspaceCommand, data_dir: &Path) -> anyhow::Resu
                 })
                 .map_err(fail)?;
             if output.json {
-                let mut value = workspace_json(&removed);
-                value["removed"] = Value::Bool(true);
-                to_json(&value)?
+                to_json(&WorkspaceJson {
+                    removed: Some(true),
+                    ..WorkspaceJson::new(&removed)
+                })?
             } else {
                 format!(
                     "removed workspace {} \"{}\" from the registry; the directory {} and its \
@@ -351,7 +374,7 @@ pub fn run_session(command: SessionCommand, data_dir: &Path) -> anyhow::Result<(
                 .with_registry(|r| Ok((r.sessions(workspace)?, r.list())))
                 .map_err(fail)?;
             if output.json {
-                to_json(&serde_json::to_value(&sessions)?)?
+                to_json(&sessions)?
             } else if sessions.is_empty() {
                 match workspace {
                     Some(id) => format!(
@@ -381,10 +404,11 @@ pub fn run_session(command: SessionCommand, data_dir: &Path) -> anyhow::Result<(
             };
             let log = &detail.log[total - keep..];
             if output.json {
-                let mut value = serde_json::to_value(&detail.session)?;
-                value["log"] = serde_json::to_value(log)?;
-                value["log_total"] = json!(total);
-                to_json(&value)?
+                to_json(&SessionJson {
+                    session: &detail.session,
+                    log,
+                    log_total: total,
+                })?
             } else {
                 session_detail(&detail.session, workspace.as_ref(), log, total)
             }
@@ -416,7 +440,7 @@ fn set_archived(
         })
         .map_err(|e| explain(e, data_dir))?;
     if output.json {
-        return to_json(&serde_json::to_value(&record)?);
+        return to_json(&record);
     }
     let word = if archived { "archived" } else { "unarchived" };
     Ok(if was == archived {
@@ -484,19 +508,46 @@ fn emit(text: &str) -> anyhow::Result<()> {
     }
 }
 
-fn to_json(value: &Value) -> anyhow::Result<String> {
+fn to_json(value: &impl Serialize) -> anyhow::Result<String> {
     let mut text = serde_json::to_string_pretty(value)?;
     text.push('\n');
     Ok(text)
 }
 
-/// A workspace as JSON: the registry's fields plus the live `status`.
-fn workspace_json(workspace: &Workspace) -> Value {
-    let mut value = serde_json::to_value(workspace).unwrap_or(Value::Null);
-    if let Value::Object(map) = &mut value {
-        map.insert("status".into(), json!(status_word(workspace.status())));
+/// A workspace as JSON: the registry's fields (in its order) plus the live
+/// `status` and what a command adds.
+#[derive(Serialize)]
+struct WorkspaceJson<'a> {
+    #[serde(flatten)]
+    workspace: &'a Workspace,
+    status: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    created: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    removed: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sessions: Option<&'a [SessionRecord]>,
+}
+
+impl<'a> WorkspaceJson<'a> {
+    fn new(workspace: &'a Workspace) -> Self {
+        Self {
+            workspace,
+            status: status_word(workspace.status()),
+            created: None,
+            removed: None,
+            sessions: None,
+        }
     }
-    value
+}
+
+/// One session as JSON: the registry's fields plus, for `show`, its log.
+#[derive(Serialize)]
+struct SessionJson<'a> {
+    #[serde(flatten)]
+    session: &'a SessionRecord,
+    log: &'a [LogEntry],
+    log_total: usize,
 }
 
 fn status_word(status: WorkspaceStatus) -> &'static str {
