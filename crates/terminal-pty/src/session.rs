@@ -31,9 +31,12 @@ const MAX_PAUSE: Duration = Duration::from_millis(50);
 /// output the program wrote just before blocking may still be in flight
 /// inside the kernel.
 const INPUT_WAIT_CONFIRM: Duration = Duration::from_micros(150);
-/// How often the whole foreground group is scanned (the leader is probed
-/// on every step).
+/// How often, at most, the whole foreground group is scanned from /proc
+/// (the leader is probed on every step); backing off to
+/// [`MAX_GROUP_SCAN_PAUSE`] as the command runs on.
 const GROUP_SCAN_EVERY: Duration = Duration::from_millis(50);
+/// The longest pause between two scans of the foreground group.
+const MAX_GROUP_SCAN_PAUSE: Duration = Duration::from_secs(1);
 /// After an interrupt, how long a send waits for a natural settle.
 const INTERRUPT_GRACE: Duration = Duration::from_secs(1);
 /// How much recent output an `until` pattern sees once the head is full.
@@ -638,7 +641,9 @@ pub(crate) async fn run_send(
             let mut found = None;
             if let Some(fg) = session.foreground_pgid() {
                 if since_write >= TIGHT_PHASE
-                    && last_group_scan.is_none_or(|t| now - t >= GROUP_SCAN_EVERY)
+                    && last_group_scan.is_none_or(|t| {
+                        now - t >= (since_write / 4).clamp(GROUP_SCAN_EVERY, MAX_GROUP_SCAN_PAUSE)
+                    })
                 {
                     group = group_members(session.spec.pid, fg);
                     last_group_scan = Some(now);
