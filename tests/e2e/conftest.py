@@ -65,7 +65,7 @@ def err(result) -> dict:
     """The error object of a failed call, after checking the envelope."""
     assert result.isError, text_of(result)
     error = result.structuredContent["error"]
-    assert set(error) == {"code", "message", "retryable"}
+    assert {"code", "message", "retryable"} <= set(error)
     assert text_of(result) == f"[error {error['code']}] {error['message']}"
     return error
 

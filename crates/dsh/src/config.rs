@@ -139,6 +139,40 @@ impl Config {
         }
     }
 
+    /// The language servers to route to (the rust-analyzer preset is added
+    /// when its binary is found and no configured server claims `.rs`).
+    pub fn lsp(&self) -> lsp_rust_analyzer::LspConfig {
+        let to_json =
+            |v: &Option<toml::Value>| v.as_ref().and_then(|v| serde_json::to_value(v).ok());
+        let servers = self
+            .lsp
+            .servers
+            .iter()
+            .map(|(name, s)| {
+                let server = lsp_rust_analyzer::ServerConfig {
+                    name: name.clone(),
+                    command: s.command.clone(),
+                    args: s.args.clone(),
+                    env: s.env.clone(),
+                    extensions: s
+                        .extensions
+                        .iter()
+                        .map(|(ext, lang)| (ext.to_lowercase(), lang.clone()))
+                        .collect(),
+                    initialization_options: to_json(&s.initialization_options),
+                    settings: to_json(&s.settings),
+                    root_markers: s.root_markers.clone(),
+                    ..lsp_rust_analyzer::ServerConfig::default()
+                };
+                (name.clone(), server)
+            })
+            .collect();
+        lsp_rust_analyzer::LspConfig {
+            servers,
+            options: lsp_rust_analyzer::ClientOptions::default(),
+        }
+    }
+
     /// The job registry's limits (fixed for the life of the process).
     pub fn jobs(&self) -> JobsConfig {
         JobsConfig {
@@ -211,6 +245,17 @@ pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
             message: inner.message().trim().replace('\n', " "),
         }
     })?;
+    if let Err(e) = lsp_rust_analyzer::build_router(&config.lsp()) {
+        return Err(ConfigError {
+            path: path.to_path_buf(),
+            line: text
+                .lines()
+                .position(|l| l.contains("extensions"))
+                .map(|i| i + 1),
+            key: Some("lsp.servers".into()),
+            message: e.to_string(),
+        });
+    }
     if config.limits.max_result_bytes < 1024 {
         return Err(ConfigError {
             path: path.to_path_buf(),

@@ -758,12 +758,17 @@ fn session_detail(
         out.push_str("no tool calls logged yet\n");
         return out;
     }
+    let calls = if total == 1 {
+        "tool call"
+    } else {
+        "tool calls"
+    };
     if log.len() == total {
-        let _ = writeln!(out, "log: all {total} tool calls, oldest first");
+        let _ = writeln!(out, "log: {total} {calls}, oldest first");
     } else {
         let _ = writeln!(
             out,
-            "log: the last {} of {total} tool calls, oldest first (--tail N for more)",
+            "log: the last {} of {total} {calls}, oldest first (--tail N for more)",
             log.len()
         );
     }

@@ -71,6 +71,7 @@ impl ToolLayer {
 /// The long-lived part of the server.
 pub struct Host {
     runtime: Arc<Runtime>,
+    lsp_providers: Vec<Arc<lsp_rust_analyzer::StdioLspProvider>>,
     store: Store,
     layer: ArcSwap<ToolLayer>,
     options: Options,
@@ -79,11 +80,40 @@ pub struct Host {
 impl Host {
     /// A host serving `config`.
     pub fn new(config: Config, options: Options) -> Self {
+        // The config was validated when it was read, so this only fails on
+        // a config built in code; then no language server is routed.
+        let (router, lsp_providers) = lsp_rust_analyzer::build_router(&config.lsp())
+            .unwrap_or_else(|e| {
+                tracing::error!("language servers disabled: {e}");
+                (lsp_seam::Router::new(), Vec::new())
+            });
         Self {
-            runtime: Arc::new(Runtime::new(config.jobs())),
+            lsp_providers,
+            runtime: Arc::new(Runtime::new(config.jobs(), router)),
             store: Store::new(options.data_dir.clone()),
             layer: ArcSwap::from_pointee(ToolLayer::build(config, options.preset)),
             options,
+        }
+    }
+
+    /// Starts the language servers for a session's directory ahead of its
+    /// first query (errors wait for that query to report them).
+    fn warm_language_servers(&self, cwd: &Path) {
+        for provider in &self.lsp_providers {
+            let provider = provider.clone();
+            let cwd = cwd.to_path_buf();
+            tokio::spawn(async move {
+                if let Err(e) = provider.start(&cwd).await {
+                    tracing::debug!("no eager language server for {}: {e}", cwd.display());
+                }
+            });
+        }
+    }
+
+    /// Stops every language server cleanly (`shutdown`, `exit`, verified).
+    async fn stop_language_servers(&self) {
+        for provider in &self.lsp_providers {
+            provider.shutdown().await;
         }
     }
 
@@ -236,8 +266,10 @@ impl ServerHandler for Connection {
         let wants_roots = info.is_some_and(|i| i.capabilities.roots.is_some());
         let tx = self.cwd_tx.clone();
         let recorder = self.recorder.clone();
+        let host = self.host.clone();
         let begin = move |cwd: PathBuf| {
             tx.send_replace(Some(cwd.clone()));
+            host.warm_language_servers(&cwd);
             recorder.begin(SessionHeader {
                 id: SessionId::new_random(),
                 cwd: Some(cwd),
@@ -409,6 +441,7 @@ pub async fn serve_stdio(config: Config, options: Options) -> anyhow::Result<()>
     // The connection is gone: end everything it started, verified, and
     // let its session log catch up.
     host.runtime.end_owner(&owner).await;
+    host.stop_language_servers().await;
     recorder.finish(Duration::from_secs(5)).await;
     Ok(())
 }

@@ -109,6 +109,7 @@ impl Tool for BashTool {
                     code: e.code,
                     message: e.message,
                     retryable: e.retryable,
+                    details: Default::default(),
                 })?;
             let signal = run.signal.map(process_tree::signal_name);
             let result = BashResult {

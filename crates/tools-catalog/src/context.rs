@@ -31,6 +31,8 @@ impl Default for Settings {
 pub struct Runtime {
     /// Every background job of every owner.
     pub jobs: JobRegistry,
+    /// Language servers, routed by file extension.
+    pub lsp: lsp_seam::Router,
 }
 
 impl std::fmt::Debug for Runtime {
@@ -40,10 +42,11 @@ impl std::fmt::Debug for Runtime {
 }
 
 impl Runtime {
-    /// A runtime with the given job limits.
-    pub fn new(jobs: JobsConfig) -> Self {
+    /// A runtime with the given job limits and language-server routes.
+    pub fn new(jobs: JobsConfig, lsp: lsp_seam::Router) -> Self {
         Self {
             jobs: JobRegistry::new(jobs),
+            lsp,
         }
     }
 

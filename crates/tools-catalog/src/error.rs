@@ -16,6 +16,8 @@ pub struct ToolError {
     pub message: String,
     /// True when the same call may succeed later.
     pub retryable: bool,
+    /// Extra fields of the error object (`reason`, `line_text`, …).
+    pub details: serde_json::Map<String, serde_json::Value>,
 }
 
 impl ToolError {
@@ -25,6 +27,7 @@ impl ToolError {
             code,
             message: message.into(),
             retryable: false,
+            details: Default::default(),
         }
     }
 
@@ -34,7 +37,14 @@ impl ToolError {
             code,
             message: message.into(),
             retryable: true,
+            details: Default::default(),
         }
+    }
+
+    /// Adds a field to the error object.
+    pub fn with_detail(mut self, key: &str, value: impl Into<serde_json::Value>) -> Self {
+        self.details.insert(key.to_owned(), value.into());
+        self
     }
 
     /// `INVALID_ARGUMENT` naming the field.
@@ -56,6 +66,11 @@ impl ToolError {
 
     /// The structured content: `{ "error": { code, message, retryable } }`.
     pub fn structured(&self) -> serde_json::Value {
-        json!({ "error": { "code": self.code, "message": self.message, "retryable": self.retryable } })
+        let mut error =
+            json!({ "code": self.code, "message": self.message, "retryable": self.retryable });
+        if let Some(object) = error.as_object_mut() {
+            object.extend(self.details.clone());
+        }
+        json!({ "error": error })
     }
 }

@@ -20,6 +20,7 @@ pub(crate) fn job_error(e: JobError) -> ToolError {
         code: e.code(),
         message: e.to_string(),
         retryable: e.retryable(),
+        details: Default::default(),
     }
 }
 
@@ -421,6 +422,7 @@ impl Tool for SubagentTool {
                     code: e.code,
                     message: e.message,
                     retryable: e.retryable,
+                    details: Default::default(),
                 })?;
             let result = SubagentResult {
                 output: run.output.text,

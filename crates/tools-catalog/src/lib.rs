@@ -21,6 +21,7 @@ mod catalog;
 mod context;
 mod error;
 mod job_tools;
+mod lsp_tool;
 mod reply;
 
 pub use args::{Clamped, clamp_ms, parse_args};

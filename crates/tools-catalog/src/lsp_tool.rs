@@ -1,0 +1,403 @@
+//! `lsp`: four semantic queries, routed by file extension.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use lsp_seam::{
+    Address, Answer, DefinitionResult, HoverContent, HoverResult, LspError, Op, PositionQuery,
+    ReferencesDetail, ReferencesResult, Request, Resolved, SymbolScope, SymbolsQuery,
+    SymbolsResult,
+};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::{
+    CallContext, Preset, Settings, Tool, ToolError, ToolFuture, ToolReply, ToolSpec, parse_args,
+};
+
+const DESCRIPTION: &str = "Ask the language server that handles `path` (picked by its extension) one semantic question: \
+`definition` (where a symbol is defined, with its numbered source), `references` (every use, grouped by file), \
+`hover` (type and docs), or `symbols` (the outline of `path`, or with `query` a workspace-wide search). \
+Address a symbol by `line` plus `symbol` (the identifier as written on that line) or `column`. \
+A server that is still indexing answers `LSP_NOT_READY` (retry shortly), never an empty result.";
+
+/// The query.
+#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum OpArg {
+    /// Where the symbol is defined.
+    Definition,
+    /// Every use of the symbol.
+    References,
+    /// The symbol's type and documentation.
+    Hover,
+    /// The outline of `path`, or a workspace search with `query`.
+    Symbols,
+}
+
+impl From<OpArg> for Op {
+    fn from(op: OpArg) -> Self {
+        match op {
+            OpArg::Definition => Op::Definition,
+            OpArg::References => Op::References,
+            OpArg::Hover => Op::Hover,
+            OpArg::Symbols => Op::Symbols,
+        }
+    }
+}
+
+/// Arguments of `lsp`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LspArgs {
+    /// The query.
+    pub op: OpArg,
+    /// The file: absolute, or relative to the session's directory. Its extension picks the server.
+    pub path: String,
+    /// 1-based line of the symbol (definition, references, hover).
+    pub line: Option<u32>,
+    /// The identifier as written on `line`.
+    pub symbol: Option<String>,
+    /// Which occurrence of `symbol` on the line, from 1. Default 1.
+    pub occurrence: Option<u32>,
+    /// 1-based column in characters, instead of `symbol`.
+    pub column: Option<u32>,
+    /// For `symbols`: search the whole workspace for this name instead of outlining `path`.
+    pub query: Option<String>,
+    /// Most references or symbols to list. Default 200.
+    pub max_results: Option<usize>,
+}
+
+pub(crate) struct LspTool {
+    spec: ToolSpec,
+    max_result_bytes: usize,
+}
+
+impl LspTool {
+    pub(crate) fn new(settings: &Settings) -> Self {
+        Self {
+            spec: ToolSpec::new::<LspArgs>(
+                "lsp",
+                DESCRIPTION,
+                &[Preset::Full],
+                &[
+                    "LSP_UNAVAILABLE",
+                    "LSP_NOT_READY",
+                    "LSP_INVALID_POSITION",
+                    "LSP_FILE_NOT_FOUND",
+                    "LSP_TIMEOUT",
+                    "LSP_SERVER_ERROR",
+                    "LSP_UNSUPPORTED_OPERATION",
+                    "INVALID_ARGUMENT",
+                ],
+            ),
+            max_result_bytes: settings.max_result_bytes,
+        }
+    }
+}
+
+/// Converts a seam error to the envelope, keeping `reason` and `line_text`.
+fn lsp_error(e: LspError) -> ToolError {
+    let mut err = ToolError {
+        code: e.code(),
+        message: e.to_string(),
+        retryable: e.retryable(),
+        details: Default::default(),
+    };
+    if let Some(reason) = e.reason() {
+        err = err.with_detail("reason", reason.as_str());
+    }
+    match &e {
+        LspError::InvalidPosition {
+            line_text: Some(text),
+            ..
+        } => err = err.with_detail("line_text", text.as_str()),
+        LspError::NotReady { progress, .. } => {
+            err = err.with_detail("progress", progress.clone());
+        }
+        LspError::InvalidArgument { field, message } => {
+            err = ToolError::invalid_argument(field, message);
+        }
+        LspError::InvalidPosition { .. }
+        | LspError::Unavailable { .. }
+        | LspError::FileNotFound { .. }
+        | LspError::Timeout { .. }
+        | LspError::ServerError { .. }
+        | LspError::UnsupportedOperation { .. } => {}
+    }
+    err
+}
+
+fn position(args: &LspArgs, path: PathBuf, op: Op) -> Result<PositionQuery, ToolError> {
+    let line = args
+        .line
+        .ok_or_else(|| ToolError::invalid_argument("line", format!("is required for `{op}`")))?;
+    if line == 0 {
+        return Err(ToolError::invalid_argument("line", "lines start at 1"));
+    }
+    let address = match (&args.symbol, args.column) {
+        (Some(name), None) => Address::Symbol {
+            name: name.clone(),
+            occurrence: match args.occurrence {
+                Some(0) => {
+                    return Err(ToolError::invalid_argument("occurrence", "starts at 1"));
+                }
+                Some(n) => n,
+                None => 1,
+            },
+        },
+        (None, Some(0)) => return Err(ToolError::invalid_argument("column", "columns start at 1")),
+        (None, Some(column)) => Address::Column(column),
+        (Some(_), Some(_)) => {
+            return Err(ToolError::invalid_argument(
+                "column",
+                "give either `symbol` or `column`, not both",
+            ));
+        }
+        (None, None) => {
+            return Err(ToolError::invalid_argument(
+                "symbol",
+                format!(
+                    "`{op}` needs `symbol` (the identifier as written on the line) or `column`"
+                ),
+            ));
+        }
+    };
+    Ok(PositionQuery {
+        path,
+        line,
+        address,
+    })
+}
+
+/// `path` relative to the session's directory when it is inside it.
+fn shown(path: &Path, base: &Path) -> String {
+    path.strip_prefix(base)
+        .unwrap_or(path)
+        .display()
+        .to_string()
+}
+
+fn resolved_json(r: &Resolved, base: &Path) -> Value {
+    json!({ "path": shown(&r.path, base), "line": r.line, "column": r.column, "symbol": r.symbol })
+}
+
+impl Tool for LspTool {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    fn call<'a>(&'a self, cx: &'a CallContext, args: Value) -> ToolFuture<'a> {
+        Box::pin(async move {
+            let args: LspArgs = parse_args(args)?;
+            let path = cx.cwd.join(&args.path);
+            let op = Op::from(args.op);
+            let request = match op {
+                Op::Definition => Request::Definition(position(&args, path, op)?),
+                Op::References => Request::References(position(&args, path, op)?),
+                Op::Hover => Request::Hover(position(&args, path, op)?),
+                Op::Symbols => Request::Symbols(SymbolsQuery {
+                    path,
+                    query: args.query.clone(),
+                }),
+            };
+            let max_results = args.max_results.unwrap_or(200).max(1);
+            let answer = cx.runtime.lsp.dispatch(&request).await.map_err(lsp_error)?;
+            let base = cx.cwd.as_path();
+            Ok(match answer {
+                Answer::Definition(d) => definition_reply(&d, base),
+                Answer::References(r) => {
+                    references_reply(r, base, max_results, self.max_result_bytes)
+                }
+                Answer::Hover(h) => hover_reply(&h, base, self.max_result_bytes),
+                Answer::Symbols(s) => symbols_reply(&s, base, max_results),
+            })
+        })
+    }
+}
+
+fn definition_reply(d: &DefinitionResult, base: &Path) -> ToolReply {
+    let mut text = String::new();
+    if d.items.is_empty() {
+        text.push_str("no definition found");
+    }
+    let items: Vec<Value> = d
+        .items
+        .iter()
+        .map(|item| {
+            let mut body = String::new();
+            for l in &item.body {
+                let _ = writeln!(body, "{:>5} | {}", l.line, l.text);
+            }
+            if item.body_omitted_lines > 0 {
+                let _ = writeln!(body, "      … {} more lines", item.body_omitted_lines);
+            }
+            let _ = writeln!(
+                text,
+                "{}:{}:{}{}\n{}",
+                shown(&item.path, base),
+                item.line,
+                item.column,
+                if item.external {
+                    " (external: outside the project)"
+                } else {
+                    ""
+                },
+                body
+            );
+            json!({
+                "path": shown(&item.path, base),
+                "line": item.line,
+                "column": item.column,
+                "external": item.external,
+                "body": body,
+            })
+        })
+        .collect();
+    ToolReply {
+        text: text.trim_end().to_owned(),
+        structured: json!({ "resolved": resolved_json(&d.resolved, base), "items": items }),
+    }
+}
+
+fn references_reply(
+    mut r: ReferencesResult,
+    base: &Path,
+    max_results: usize,
+    budget: usize,
+) -> ToolReply {
+    // Keep at most `max_results` positions, then shrink to the byte budget:
+    // snippets first, then positions (counts per file stay), never `total`.
+    let mut listed = 0;
+    let mut capped = false;
+    for f in &mut r.files {
+        let room = max_results.saturating_sub(listed);
+        if f.refs.len() > room {
+            f.refs.truncate(room);
+            capped = true;
+        }
+        listed += f.refs.len();
+    }
+    let detail = r.shrink_to(budget.saturating_sub(512));
+    let detail_word = match detail {
+        ReferencesDetail::Full => "full",
+        ReferencesDetail::NoSnippets => "no_snippets",
+        ReferencesDetail::CountsPerFile => "counts_per_file",
+        ReferencesDetail::TotalOnly => "total_only",
+    };
+    let mut text = format!("{} references in {} files", r.total, r.files.len());
+    if capped {
+        let _ = write!(
+            text,
+            " (positions listed up to max_results = {max_results})"
+        );
+    }
+    if detail != ReferencesDetail::Full {
+        let _ = write!(text, " (shortened to fit: {detail_word})");
+    }
+    text.push('\n');
+    let files: Vec<Value> = r
+        .files
+        .iter()
+        .map(|f| {
+            let _ = writeln!(text, "{} ({})", shown(&f.path, base), f.count);
+            for reference in &f.refs {
+                let _ = writeln!(
+                    text,
+                    "  {}:{}  {}",
+                    reference.line,
+                    reference.column,
+                    reference.snippet.as_deref().unwrap_or_default().trim()
+                );
+            }
+            json!({
+                "path": shown(&f.path, base),
+                "count": f.count,
+                "refs": f.refs.iter().map(|x| json!({
+                    "line": x.line, "column": x.column, "snippet": x.snippet
+                })).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    ToolReply {
+        text: text.trim_end().to_owned(),
+        structured: json!({
+            "resolved": resolved_json(&r.resolved, base),
+            "total": r.total,
+            "files": files,
+            "detail": detail_word,
+            "truncated": capped || detail != ReferencesDetail::Full,
+        }),
+    }
+}
+
+fn hover_reply(h: &HoverResult, base: &Path, budget: usize) -> ToolReply {
+    let (markdown, source_line) = match &h.content {
+        HoverContent::Markdown(m) => (Some(m.trim().to_owned()), None),
+        HoverContent::SourceLine(l) => (None, Some(l.clone())),
+    };
+    let text = match (&markdown, &source_line) {
+        (Some(m), _) => output_text::truncate_middle(m, budget).text,
+        (None, Some(l)) => format!("no hover information; the source line is:\n{l}"),
+        (None, None) => String::new(),
+    };
+    ToolReply {
+        text,
+        structured: json!({
+            "resolved": resolved_json(&h.resolved, base),
+            "markdown": markdown,
+            "source_line": source_line,
+        }),
+    }
+}
+
+fn symbols_reply(s: &SymbolsResult, base: &Path, max_results: usize) -> ToolReply {
+    let scope = match &s.scope {
+        SymbolScope::Outline { path } => json!({ "outline": shown(path, base) }),
+        SymbolScope::Workspace { query } => json!({ "workspace": query }),
+    };
+    let shown_symbols = &s.symbols[..s.symbols.len().min(max_results)];
+    let mut text = String::new();
+    for sym in shown_symbols {
+        let _ = writeln!(
+            text,
+            "{} {}{}  {}:{}-{}",
+            sym.kind,
+            sym.container
+                .as_ref()
+                .map(|c| format!("{c}::"))
+                .unwrap_or_default(),
+            sym.name,
+            shown(&sym.path, base),
+            sym.line,
+            sym.end_line
+        );
+    }
+    if shown_symbols.len() < s.symbols.len() {
+        let _ = writeln!(
+            text,
+            "… {} more (raise max_results to see them)",
+            s.symbols.len() - shown_symbols.len()
+        );
+    }
+    if s.symbols.is_empty() {
+        text.push_str("no symbols");
+    }
+    ToolReply {
+        text: text.trim_end().to_owned(),
+        structured: json!({
+            "scope": scope,
+            "total": s.symbols.len(),
+            "truncated": shown_symbols.len() < s.symbols.len(),
+            "symbols": shown_symbols.iter().map(|x| json!({
+                "name": x.name,
+                "kind": x.kind,
+                "path": shown(&x.path, base),
+                "line": x.line,
+                "end_line": x.end_line,
+                "container": x.container,
+            })).collect::<Vec<_>>(),
+        }),
+    }
+}
