@@ -337,7 +337,7 @@ impl PtyTerminals {
             inner.config.scrollback_bytes,
         );
         // The startup holds the send slot: a send racing it gets SEND_ACTIVE.
-        let slot = session.acquire()?;
+        let slot = session.acquire_startup();
         inner
             .lock()
             .entries

@@ -147,8 +147,18 @@ impl Session {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Reads whatever the pty has ready, without waiting.
+    /// Reads whatever the pty has ready, without waiting, and wakes every
+    /// waiter when something arrived (the reader task will not: the bytes
+    /// are no longer there for it).
     fn drain(&self, st: &mut State) {
+        let before = st.out.generation;
+        self.drain_raw(st);
+        if st.out.generation != before {
+            self.changed.notify_waiters();
+        }
+    }
+
+    fn drain_raw(&self, st: &mut State) {
         let State { out, drain_buf, .. } = st;
         for _ in 0..DRAIN_READS {
             if out.eof {
@@ -234,6 +244,13 @@ impl Session {
             return Err(TerminalError::SendActive { id });
         }
         Ok(SlotGuard(Arc::clone(self)))
+    }
+
+    /// Takes the send slot of a session nobody else knows yet (its
+    /// startup), whatever its state: a program may exit at once.
+    pub fn acquire_startup(self: &Arc<Self>) -> SlotGuard {
+        self.busy.store(true, Ordering::Release);
+        SlotGuard(Arc::clone(self))
     }
 
     /// Reads the stream from `since` (or the unread cursor).
