@@ -469,6 +469,17 @@ async fn wait_loop(session: Arc<Session>, mut child: tokio::process::Child) {
 pub(crate) struct Interrupt {
     session: Weak<Session>,
     at: Mutex<Option<Instant>>,
+    settled: AtomicBool,
+}
+
+/// Marks the send settled (interrupts become no-ops) when the send's
+/// future completes or is dropped.
+struct SettledOnDrop(Arc<Interrupt>);
+
+impl Drop for SettledOnDrop {
+    fn drop(&mut self) {
+        self.0.settled.store(true, Ordering::Release);
+    }
 }
 
 impl Interrupt {
@@ -476,6 +487,7 @@ impl Interrupt {
         Self {
             session: Arc::downgrade(session),
             at: Mutex::new(None),
+            settled: AtomicBool::new(false),
         }
     }
 
@@ -486,6 +498,9 @@ impl Interrupt {
 
 impl SendInterrupt for Interrupt {
     fn interrupt(&self) {
+        if self.settled.load(Ordering::Acquire) {
+            return;
+        }
         {
             let mut at = self.at.lock().unwrap_or_else(|e| e.into_inner());
             if at.is_some() {
@@ -560,6 +575,7 @@ pub(crate) async fn run_send(
     plan: SendPlan,
     interrupt: Arc<Interrupt>,
 ) -> Result<SendOutcome, TerminalError> {
+    let _settled = SettledOnDrop(Arc::clone(&interrupt));
     let started = Instant::now();
     let deadline = started + plan.timeout;
     let tty = session.spec.tty.clone();

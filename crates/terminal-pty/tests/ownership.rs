@@ -265,6 +265,22 @@ async fn a_background_send_can_be_interrupted() {
         (outcome.reason, outcome.exit_code),
         (SettleReason::Prompt, Some(130))
     );
+    // Once settled, an interrupt is a no-op: the shell at its prompt sees
+    // no SIGINT (it would print `^C` and a fresh prompt).
+    let quick = f
+        .service
+        .start_send(&f.owner, id, SendRequest::line("true"))
+        .unwrap();
+    let late = quick.interrupt.clone();
+    assert_eq!(quick.settled.await.unwrap().exit_code, Some(0));
+    let end = f.stream(id, None).await.next;
+    late.interrupt();
+    let quiet = f
+        .service
+        .read_wait(&f.owner, id, end, None, Duration::from_millis(300))
+        .await
+        .unwrap();
+    assert_eq!(quiet.output, "");
     assert!(outcome.output.starts_with("begin\n"), "{outcome:?}");
     let progress = f.stream(id, Some(cursor)).await;
     assert!(progress.output.contains("begin\n"), "{progress:?}");
