@@ -97,7 +97,7 @@ fn echo_at(output: &str, at: usize, line: &str, need_prompt: bool) -> Option<usi
     let mut options: Vec<&str> = if need_prompt { Vec::new() } else { vec![rest] };
     options.extend(PROMPTS.iter().filter_map(|p| rest.strip_prefix(p)));
     for body in options {
-        if let Some(after) = body.strip_prefix(line) {
+        if let Some(after) = match_line(body, line) {
             let consumed = rest.len() - after.len();
             if let Some(after_newline) = after.strip_prefix('\n') {
                 let _ = after_newline;
@@ -109,6 +109,35 @@ fn echo_at(output: &str, at: usize, line: &str, need_prompt: bool) -> Option<usi
         }
     }
     None
+}
+
+/// Matches the echo of `line` at the start of `text`; returns the rest.
+/// A tab may come back as the spaces a line editor drew for it.
+fn match_line<'t>(text: &'t str, line: &str) -> Option<&'t str> {
+    if !line.contains('\t') {
+        return text.strip_prefix(line);
+    }
+    let mut rest = text;
+    for piece in line.split_inclusive('\t') {
+        let (plain, tab) = match piece.strip_suffix('\t') {
+            Some(plain) => (plain, true),
+            None => (piece, false),
+        };
+        rest = rest.strip_prefix(plain)?;
+        if tab {
+            rest = match rest.strip_prefix('\t') {
+                Some(after) => after,
+                None => {
+                    let spaces = rest.len() - rest.trim_start_matches(' ').len();
+                    if spaces == 0 {
+                        return None;
+                    }
+                    &rest[spaces.min(8)..]
+                }
+            };
+        }
+    }
+    Some(rest)
 }
 
 #[cfg(test)]
@@ -131,6 +160,15 @@ mod tests {
         let text = "def f(x):\n    return x + 1\n";
         let output = "def f(x):\n...     return x + 1\n... \n>>> ";
         assert_eq!(strip(output, text), ">>> ");
+    }
+
+    #[test]
+    fn a_tab_may_come_back_as_spaces() {
+        let output = "for i in range(2):\n...     print(i)\n... \n0\n1\n>>> ";
+        assert_eq!(
+            strip(output, "for i in range(2):\n\tprint(i)\n"),
+            "0\n1\n>>> "
+        );
     }
 
     #[test]
