@@ -4,6 +4,7 @@ servers driven by the MCP Python SDK client."""
 
 import concurrent.futures
 import fcntl
+import functools
 import json
 import os
 import subprocess
@@ -11,6 +12,7 @@ import threading
 import time
 import uuid
 
+import anyio
 import pytest
 from mcp.client.session import DEFAULT_CLIENT_INFO
 
@@ -244,6 +246,11 @@ def test_show_in_table_and_json(dsh, tmp_path):
         "sessions": "0",
     }
     assert rest == "no sessions yet — agents that connect from this directory are added here\n"
+    assert dsh.json("session", "list", "--workspace", ws["id"]) == []
+    assert dsh.out("session", "list", "--workspace", ws["id"]) == (
+        f"workspace {ws['id']} has no sessions yet — agents that connect from its "
+        "directory are added to it\n"
+    )
 
 
 def test_a_missing_directory_keeps_its_record_and_shows_as_missing(dsh, tmp_path):
@@ -482,22 +489,28 @@ def test_a_briefly_held_store_is_waited_for(dsh, tmp_path):
 # ---- sessions, recorded by real `dsh mcp` servers --------------------------
 
 
-def wait_for_sessions(dsh, count, timeout=30):
+async def off_loop(fn, *args):
+    """Runs a blocking CLI call on a thread, so the MCP clients' event loop
+    keeps delivering messages to the servers meanwhile."""
+    return await anyio.to_thread.run_sync(functools.partial(fn, *args))
+
+
+async def wait_for_sessions(dsh, count, timeout=30):
     deadline = time.monotonic() + timeout
     while True:
-        sessions = dsh.json("session", "list")
+        sessions = await off_loop(dsh.json, "session", "list")
         if len(sessions) >= count or time.monotonic() > deadline:
             return sessions
-        time.sleep(0.1)
+        await anyio.sleep(0.1)
 
 
-def wait_for_log(dsh, session_id, count, timeout=30):
+async def wait_for_log(dsh, session_id, count, timeout=30):
     deadline = time.monotonic() + timeout
     while True:
-        shown = dsh.json("session", "show", session_id)
+        shown = await off_loop(dsh.json, "session", "show", session_id)
         if shown["log_total"] >= count or time.monotonic() > deadline:
             return shown
-        time.sleep(0.1)
+        await anyio.sleep(0.1)
 
 
 CLIENT = {"name": DEFAULT_CLIENT_INFO.name, "version": DEFAULT_CLIENT_INFO.version}
@@ -509,16 +522,16 @@ async def test_sessions_of_two_connected_agents(dsh, isolated_env, tmp_path):
     alpha, beta = make_dirs(tmp_path, "alpha", "beta")
     async with connect(isolated_env, "--data-dir", dsh.data_dir, cwd=alpha) as one:
         async with connect(isolated_env, "--data-dir", dsh.data_dir, cwd=beta) as two:
-            sessions = wait_for_sessions(dsh, 2)
+            sessions = await wait_for_sessions(dsh, 2)
             assert len(sessions) == 2, sessions
             # Both servers are connected: the CLI shares the store with them.
             for _ in range(3):
-                assert len(dsh.json("workspace", "list")) == 2
-                assert len(dsh.json("session", "list")) == 2
+                assert len(await off_loop(dsh.json, "workspace", "list")) == 2
+                assert len(await off_loop(dsh.json, "session", "list")) == 2
             await one.call_tool("bash", {"command": "echo one"})
             await two.call_tool("bash", {"command": "echo two"})
             await two.call_tool("bash", {"command": "exit 3"})
-            listed_while_connected = dsh.out("session", "list")
+            listed_while_connected = await off_loop(dsh.out, "session", "list")
 
     by_cwd = {s["cwd"]: s for s in sessions}
     assert set(by_cwd) == {alpha, beta}
@@ -575,7 +588,7 @@ async def test_sessions_of_two_connected_agents(dsh, isolated_env, tmp_path):
 
     # session show: fields, workspace and the log.
     sb = by_cwd[beta]
-    detail = wait_for_log(dsh, sb["id"], 2)
+    detail = await wait_for_log(dsh, sb["id"], 2)
     assert [(e["tool"], e["outcome"]) for e in detail["log"]] == [
         ("bash", "OK"),
         ("bash", "OK"),
@@ -621,7 +634,7 @@ async def test_sessions_of_two_connected_agents(dsh, isolated_env, tmp_path):
 async def test_archive_and_unarchive(dsh, isolated_env, tmp_path):
     (proj,) = make_dirs(tmp_path, "proj")
     async with connect(isolated_env, "--data-dir", dsh.data_dir, cwd=proj):
-        (session,) = wait_for_sessions(dsh, 1)
+        (session,) = await wait_for_sessions(dsh, 1)
     sid = session["id"]
 
     assert dsh.out("session", "archive", sid) == f"archived session {sid}\n"
@@ -650,8 +663,8 @@ async def test_rm_keeps_the_sessions_and_their_logs(dsh, isolated_env, tmp_path)
     (proj,) = make_dirs(tmp_path, "proj")
     async with connect(isolated_env, "--data-dir", dsh.data_dir, cwd=proj) as s:
         await s.call_tool("bash", {"command": "true"})
-        (session,) = wait_for_sessions(dsh, 1)
-        wait_for_log(dsh, session["id"], 1)
+        (session,) = await wait_for_sessions(dsh, 1)
+        await wait_for_log(dsh, session["id"], 1)
     (ws,) = dsh.json("workspace", "list")
     dsh.out("workspace", "rm", ws["id"])
     assert dsh.out("workspace", "list") == EMPTY_WORKSPACES
@@ -662,3 +675,25 @@ async def test_rm_keeps_the_sessions_and_their_logs(dsh, isolated_env, tmp_path)
     assert parse_key_values(dsh.out("session", "show", session["id"]).split("\n\n")[0])[
         "workspace"
     ] == "none"
+
+
+@pytest.mark.anyio
+async def test_session_show_prints_the_log_tail_by_default(dsh, isolated_env, tmp_path):
+    (proj,) = make_dirs(tmp_path, "proj")
+    async with connect(isolated_env, "--data-dir", dsh.data_dir, cwd=proj) as s:
+        for i in range(25):
+            await s.call_tool("bash", {"command": f"echo {i}"})
+        (session,) = await wait_for_sessions(dsh, 1)
+        detail = await wait_for_log(dsh, session["id"], 25)
+    assert [json.loads(e["argument_summary"])["command"] for e in detail["log"]] == [
+        f"echo {i}" for i in range(25)
+    ]
+    log = dsh.out("session", "show", session["id"]).split("\n\n")[1]
+    heading, table = log.split("\n", 1)
+    assert heading == "log: the last 20 of 25 tool calls, oldest first (--tail N for more)"
+    assert [r["ARGUMENTS"] for r in parse_table(table)] == [
+        e["argument_summary"] for e in detail["log"][5:]
+    ]
+    everything = dsh.out("session", "show", session["id"], "--tail", "100").split("\n\n")[1]
+    assert everything.split("\n")[0] == "log: 25 tool calls, oldest first"
+    assert len(parse_table(everything.split("\n", 1)[1])) == 25
