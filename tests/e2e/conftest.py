@@ -118,3 +118,18 @@ async def wait_settled(session, job_id, timeout_s=30):
         if r.structuredContent["status"] not in ("running", "stopping"):
             return r.structuredContent
     raise AssertionError(f"{job_id} did not settle")
+
+
+def dsh_children():
+    """Pids of the `dsh` servers this test process started."""
+    me = os.getpid()
+    out = []
+    for pid, ppid, _sid, _state in processes():
+        if ppid != me:
+            continue
+        try:
+            if os.path.realpath(f"/proc/{pid}/exe") == os.path.realpath(dsh_bin()):
+                out.append(pid)
+        except OSError:
+            pass
+    return out

@@ -14,6 +14,7 @@ from conftest import (
     catalog,
     connect,
     dsh_bin,
+    dsh_children,
     err,
     live_in_session,
     ok,
@@ -22,21 +23,6 @@ from conftest import (
 )
 
 pytestmark = pytest.mark.anyio
-
-
-def dsh_children():
-    """Pids of the `dsh` servers this test process started."""
-    me = os.getpid()
-    out = []
-    for pid, ppid, _sid, _state in processes():
-        if ppid != me:
-            continue
-        try:
-            if os.path.realpath(f"/proc/{pid}/exe") == os.path.realpath(dsh_bin()):
-                out.append(pid)
-        except OSError:
-            pass
-    return out
 
 
 @pytest.mark.parametrize("preset", ["minimal", "full"])

@@ -43,10 +43,24 @@ async def test_scenario_b_three_kinds_in_one_list(isolated_env, tmp_path):
             "run_in_background": True}))["job_id"]
         agent = ok(await s.call_tool("subagent", {
             "prompt": "slow task", "run_in_background": True}))["job_id"]
+        ok(await s.call_tool("terminal_open", {}))
+        send = ok(await s.call_tool("terminal_send", {
+            "id": "pty-1", "text": "for i in 1 2 3; do echo tick $i; sleep 0.2; done",
+            "run_in_background": True}))["job_id"]
         assert re.fullmatch(r"bash-\d+", bash) and re.fullmatch(r"subagent-\d+", agent)
+        assert re.fullmatch(r"pty-send-\d+", send)
 
         jobs = ok(await s.call_tool("job_list", {}))["jobs"]
-        assert [(j["id"], j["kind"]) for j in jobs] == [(bash, "bash"), (agent, "subagent")]
+        assert [(j["id"], j["kind"]) for j in jobs] == [(bash, "bash"), (agent, "subagent"), (send, "pty-send")]
+
+        # the terminal is busy with the background send until it settles
+        assert err(await s.call_tool("terminal_send", {"id": "pty-1", "text": "echo x"}))["code"] == "SEND_ACTIVE"
+        sent = await wait_settled(s, send)
+        assert (sent["status"], sent["exit_code"]) == ("completed", 0)
+        r = ok(await s.call_tool("job_output", {"job_id": send, "since": 0}))
+        assert "tick 1\ntick 2\ntick 3\n" in r["output"]
+        r = ok(await s.call_tool("terminal_send", {"id": "pty-1", "text": "echo free"}))
+        assert r["output"].endswith("free\n")
 
         # the subagent's first line, read with a server-side wait
         r = ok(await s.call_tool("job_output", {"job_id": agent, "wait_ms": 20000}))
@@ -63,14 +77,15 @@ async def test_scenario_b_three_kinds_in_one_list(isolated_env, tmp_path):
         assert again == {"outcome": "already_finished", "status": "killed"}
 
         statuses = {j["id"]: j["status"] for j in ok(await s.call_tool("job_list", {}))["jobs"]}
-        assert statuses == {bash: "completed", agent: "killed"}
+        assert statuses == {bash: "completed", agent: "killed", send: "completed"}
         assert [j["id"] for j in ok(await s.call_tool("job_list", {"status": "killed"}))["jobs"]] == [agent]
 
         # a notification arrived for each settled job
         with anyio.fail_after(10):
-            while len(notes) < 2:
+            while len(notes) < 3:
                 await anyio.sleep(0.05)
-        assert {(n["job_id"], n["status"]) for n in notes} == {(bash, "completed"), (agent, "killed")}
+        assert {(n["job_id"], n["status"]) for n in notes} == {
+            (bash, "completed"), (agent, "killed"), (send, "completed")}
         assert all("job_output" in n["message"] for n in notes)
 
 
@@ -167,3 +182,17 @@ async def test_closing_the_connection_ends_its_jobs(isolated_env):
     while live_in_session(sid) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert live_in_session(sid) == []
+
+
+async def test_killing_a_background_send_interrupts_it_and_frees_the_terminal(isolated_env):
+    async with connect(isolated_env) as s:
+        ok(await s.call_tool("terminal_open", {"command": ["python3", "-q"]}))
+        ok(await s.call_tool("terminal_send", {"id": "pty-1", "text": "kept = 'state'"}))
+        job = ok(await s.call_tool("terminal_send", {
+            "id": "pty-1", "text": "import time; time.sleep(300)", "run_in_background": True}))["job_id"]
+        assert err(await s.call_tool("terminal_send", {"id": "pty-1", "text": "1"}))["code"] == "SEND_ACTIVE"
+        assert ok(await s.call_tool("job_kill", {"job_id": job}))["status"] == "killed"
+        out = ok(await s.call_tool("job_output", {"job_id": job, "since": 0}))["output"]
+        assert "KeyboardInterrupt" in out
+        r = ok(await s.call_tool("terminal_send", {"id": "pty-1", "text": "kept"}))
+        assert r["output"].startswith("'state'\n")

@@ -57,16 +57,23 @@ pub struct Limits {
     pub max_settled_jobs: usize,
     /// Output kept per job, in bytes (the newest is kept).
     pub job_output_bytes: usize,
+    /// Terminals one agent may have open at once.
+    pub max_terminals: usize,
+    /// Scrollback kept per terminal, in bytes.
+    pub terminal_scrollback_bytes: usize,
 }
 
 impl Default for Limits {
     fn default() -> Self {
         let jobs = JobsConfig::default();
+        let terminals = terminal_pty::TerminalConfig::default();
         Self {
             max_result_bytes: Settings::default().max_result_bytes,
             max_running_jobs: jobs.max_running_per_owner,
             max_settled_jobs: jobs.max_settled_per_owner,
             job_output_bytes: jobs.output_ring_bytes,
+            max_terminals: terminals.max_terminals_per_owner,
+            terminal_scrollback_bytes: terminals.scrollback_bytes,
         }
     }
 }
@@ -170,6 +177,16 @@ impl Config {
         lsp_rust_analyzer::LspConfig {
             servers,
             options: lsp_rust_analyzer::ClientOptions::default(),
+        }
+    }
+
+    /// The terminal service's limits (fixed for the life of the process).
+    pub fn terminals(&self) -> terminal_pty::TerminalConfig {
+        terminal_pty::TerminalConfig {
+            max_terminals_per_owner: self.limits.max_terminals,
+            scrollback_bytes: self.limits.terminal_scrollback_bytes,
+            max_result_bytes: self.limits.max_result_bytes,
+            ..terminal_pty::TerminalConfig::default()
         }
     }
 

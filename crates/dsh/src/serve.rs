@@ -89,7 +89,11 @@ impl Host {
             });
         Self {
             lsp_providers,
-            runtime: Arc::new(Runtime::new(config.jobs(), router)),
+            runtime: Arc::new(Runtime::new(
+                config.jobs(),
+                Arc::new(terminal_pty::PtyTerminals::new(config.terminals())),
+                router,
+            )),
             store: Store::new(options.data_dir.clone()),
             layer: ArcSwap::from_pointee(ToolLayer::build(config, options.preset)),
             options,

@@ -122,6 +122,12 @@ impl std::fmt::Debug for Catalog {
 fn all_tools(settings: &Settings) -> Vec<Arc<dyn Tool>> {
     vec![
         Arc::new(crate::bash::BashTool::new(settings)),
+        Arc::new(crate::terminal_tools::TerminalOpenTool::new()),
+        Arc::new(crate::terminal_tools::TerminalSendTool::new()),
+        Arc::new(crate::terminal_tools::TerminalReadTool::new()),
+        Arc::new(crate::terminal_tools::TerminalSignalTool::new()),
+        Arc::new(crate::terminal_tools::TerminalCloseTool::new()),
+        Arc::new(crate::terminal_tools::TerminalListTool::new()),
         Arc::new(crate::job_tools::JobListTool::new()),
         Arc::new(crate::job_tools::JobOutputTool::new()),
         Arc::new(crate::job_tools::JobKillTool::new()),

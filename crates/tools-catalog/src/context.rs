@@ -31,6 +31,8 @@ impl Default for Settings {
 pub struct Runtime {
     /// Every background job of every owner.
     pub jobs: JobRegistry,
+    /// Every terminal of every owner.
+    pub terminals: Arc<dyn terminal_seam::TerminalService>,
     /// Language servers, routed by file extension.
     pub lsp: lsp_seam::Router,
 }
@@ -42,10 +44,16 @@ impl std::fmt::Debug for Runtime {
 }
 
 impl Runtime {
-    /// A runtime with the given job limits and language-server routes.
-    pub fn new(jobs: JobsConfig, lsp: lsp_seam::Router) -> Self {
+    /// A runtime over the given terminal service and language-server
+    /// routes, with the given job limits.
+    pub fn new(
+        jobs: JobsConfig,
+        terminals: Arc<dyn terminal_seam::TerminalService>,
+        lsp: lsp_seam::Router,
+    ) -> Self {
         Self {
             jobs: JobRegistry::new(jobs),
+            terminals,
             lsp,
         }
     }
@@ -53,10 +61,12 @@ impl Runtime {
     /// Ends everything `owner` started (running jobs, terminals) and
     /// forgets it: called when a connection ends.
     pub async fn end_owner(&self, owner: &Owner) {
+        // Jobs first: a background send holds its terminal's send slot.
         let ended = self.jobs.end_owner(owner).await;
         for (id, detail) in ended.failures {
             tracing::warn!("job {id} of a closed connection could not be ended: {detail}");
         }
+        self.terminals.end_owner(owner).await;
     }
 }
 

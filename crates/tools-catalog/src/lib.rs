@@ -23,6 +23,7 @@ mod error;
 mod job_tools;
 mod lsp_tool;
 mod reply;
+mod terminal_tools;
 
 pub use args::{Clamped, clamp_ms, parse_args};
 pub use catalog::{

@@ -1,0 +1,733 @@
+//! The six terminal tools, and the `pty-send` job producer that runs a
+//! send in the background.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use futures::stream::BoxStream;
+use jobs::{Cancel, JobKind, OutputChunk, Producer, Settlement, StartError, StartOptions, Started};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use terminal_seam::{
+    CloseKind, ExitStatus, OpenRequest, Owner, ReadOutcome, ReadRequest, SendInterrupt,
+    SendOutcome, SendRequest, TerminalError, TerminalId, TerminalService, TerminalSignal,
+    TerminalStatus,
+};
+
+use crate::bash::resolve_cwd;
+use crate::job_tools::{job_error, started_reply};
+use crate::{
+    CallContext, Preset, Tool, ToolError, ToolFuture, ToolReply, ToolSpec, clamp_ms, parse_args,
+};
+
+fn terminal_error(e: TerminalError) -> ToolError {
+    ToolError {
+        code: e.code(),
+        message: e.to_string(),
+        retryable: e.retryable(),
+        details: Default::default(),
+    }
+}
+
+fn parse_id(id: &str) -> Result<TerminalId, ToolError> {
+    id.parse().map_err(terminal_error)
+}
+
+fn status_json(status: TerminalStatus) -> Value {
+    json!(status.as_str())
+}
+
+fn exit_json(exit: Option<ExitStatus>) -> (Value, Value) {
+    match exit {
+        Some(e) => (
+            json!(e.code),
+            json!(e.signal.map(process_tree::signal_name)),
+        ),
+        None => (Value::Null, Value::Null),
+    }
+}
+
+macro_rules! simple_tool {
+    ($name:ident) => {
+        pub(crate) struct $name(ToolSpec);
+    };
+}
+
+simple_tool!(TerminalOpenTool);
+simple_tool!(TerminalSendTool);
+simple_tool!(TerminalReadTool);
+simple_tool!(TerminalSignalTool);
+simple_tool!(TerminalCloseTool);
+simple_tool!(TerminalListTool);
+
+const TERMINAL_ERRORS: &[&str] = &[
+    "NO_SESSION",
+    "FOREIGN_SESSION",
+    "SESSION_CLOSING",
+    "INVALID_ARGUMENT",
+];
+
+/// Arguments of `terminal_open`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct OpenArgs {
+    /// The program and its arguments, e.g. `["python3", "-q"]`. Default: an interactive bash whose prompt reports each command's exit code.
+    pub command: Option<Vec<String>>,
+    /// Working directory: absolute, or relative to the session's directory. Default: the session's directory.
+    pub cwd: Option<String>,
+    /// Extra environment variables.
+    pub env: Option<BTreeMap<String, String>>,
+    /// A name for the terminal, unique among yours.
+    pub name: Option<String>,
+    /// Screen height in rows. Default 40.
+    pub rows: Option<u16>,
+    /// Screen width in columns. Default 160.
+    pub cols: Option<u16>,
+}
+
+impl TerminalOpenTool {
+    pub(crate) fn new() -> Self {
+        Self(ToolSpec::new::<OpenArgs>(
+            "terminal_open",
+            "Start a persistent terminal (a real PTY) and return its id once the program is ready for input. \
+Use it for REPLs, debuggers and anything interactive or multi-step: state (variables, `cd`, a running program) survives between `terminal_send` calls. \
+Close it with `terminal_close` when done.",
+            &[Preset::Full],
+            &[
+                "SPAWN_FAILED",
+                "DUPLICATE_NAME",
+                "TERMINAL_LIMIT",
+                "INVALID_ARGUMENT",
+            ],
+        ))
+    }
+}
+
+impl Tool for TerminalOpenTool {
+    fn spec(&self) -> &ToolSpec {
+        &self.0
+    }
+
+    fn call<'a>(&'a self, cx: &'a CallContext, args: Value) -> ToolFuture<'a> {
+        Box::pin(async move {
+            let args: OpenArgs = parse_args(args)?;
+            let cwd = resolve_cwd(&cx.cwd, args.cwd.as_deref())?;
+            let defaults = OpenRequest::default();
+            let request = OpenRequest {
+                command: args.command,
+                cwd: Some(cwd),
+                env: args.env.unwrap_or_default().into_iter().collect(),
+                name: args.name,
+                rows: args.rows.unwrap_or(defaults.rows),
+                cols: args.cols.unwrap_or(defaults.cols),
+            };
+            let opened = cx
+                .runtime
+                .terminals
+                .open(&cx.owner, request)
+                .await
+                .map_err(terminal_error)?;
+            let mut text = opened.output.clone();
+            if !text.is_empty() && !text.ends_with('\n') {
+                text.push('\n');
+            }
+            text.push_str(&format!(
+                "[{} opened{} · pid {} · {}]",
+                opened.id,
+                opened
+                    .name
+                    .as_ref()
+                    .map(|n| format!(" as `{n}`"))
+                    .unwrap_or_default(),
+                opened.pid,
+                opened.reason.as_str()
+            ));
+            let mut structured = json!({
+                "id": opened.id.to_string(),
+                "pid": opened.pid,
+                "status": status_json(opened.status),
+                "output": opened.output,
+                "reason": opened.reason.as_str(),
+            });
+            if let Some(name) = opened.name {
+                structured["name"] = json!(name);
+            }
+            Ok(ToolReply { text, structured })
+        })
+    }
+}
+
+/// Arguments of `terminal_send`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SendArgs {
+    /// The terminal's id, e.g. `pty-1`.
+    pub id: String,
+    /// The text to type. Multi-line text is sent as is (a REPL receives every line).
+    pub text: String,
+    /// Press Enter after the text. Default true; false to send keys such as `\u0003` or a partial line.
+    pub submit: Option<bool>,
+    /// A regex: return as soon as it matches the new output.
+    pub until: Option<String>,
+    /// Most milliseconds to wait. Default 30000; range 1–600000.
+    pub timeout_ms: Option<u64>,
+    /// Return `{job_id}` at once; the send settles as a job read with `job_output`. Default false.
+    pub run_in_background: Option<bool>,
+}
+
+impl TerminalSendTool {
+    pub(crate) fn new() -> Self {
+        Self(ToolSpec::new::<SendArgs>(
+            "terminal_send",
+            "Type text into a terminal and wait until it is ready for more input, the `until` pattern appears in the new output, the program exits, or `timeout_ms` passes — whichever comes first — then return everything it printed since (without the echo of your text). \
+`reason` says which: `prompt` (the shell is back; `exit_code` is the command's status), `input_wait` (the program is waiting to read, e.g. a REPL prompt or a password question), `pattern`, `exit`, `idle`, or `timeout` — a `timeout` does not mean the command stopped: it is still running, so read on with `terminal_read` or stop it with `terminal_signal`. \
+One send at a time per terminal.",
+            &[Preset::Full],
+            &[
+                "NO_SESSION",
+                "FOREIGN_SESSION",
+                "SESSION_CLOSING",
+                "SESSION_EXITED",
+                "SEND_ACTIVE",
+                "JOB_LIMIT",
+                "INVALID_ARGUMENT",
+            ],
+        ))
+    }
+}
+
+fn send_reply(id: TerminalId, outcome: &SendOutcome, clamped: Option<crate::Clamped>) -> ToolReply {
+    let mut text = outcome.output.clone();
+    if !text.is_empty() && !text.ends_with('\n') {
+        text.push('\n');
+    }
+    let mut status = format!("[{id} · {}", outcome.reason.as_str());
+    if let Some(code) = outcome.exit_code {
+        status.push_str(&format!(" · exit {code}"));
+    }
+    status.push_str(&format!(" · {} ms]", outcome.duration.as_millis()));
+    if outcome.reason == terminal_seam::SettleReason::Timeout {
+        status.push_str(" the command is still running");
+    }
+    text.push_str(&status);
+    let mut structured = json!({
+        "output": outcome.output,
+        "reason": outcome.reason.as_str(),
+        "exit_code": outcome.exit_code,
+        "status": status_json(outcome.status),
+        "truncated": outcome.truncated,
+        "total_bytes": outcome.total_bytes,
+        "duration_ms": outcome.duration.as_millis() as u64,
+    });
+    if let Some(c) = clamped {
+        structured["clamped"] = json!(c);
+    }
+    ToolReply { text, structured }
+}
+
+impl Tool for TerminalSendTool {
+    fn spec(&self) -> &ToolSpec {
+        &self.0
+    }
+
+    fn call<'a>(&'a self, cx: &'a CallContext, args: Value) -> ToolFuture<'a> {
+        Box::pin(async move {
+            let args: SendArgs = parse_args(args)?;
+            let id = parse_id(&args.id)?;
+            let (timeout_ms, clamped) = clamp_ms("timeout_ms", args.timeout_ms, 30_000, 1, 600_000);
+            let request = SendRequest {
+                text: args.text,
+                submit: args.submit.unwrap_or(true),
+                until: args.until,
+                timeout: Duration::from_millis(timeout_ms),
+            };
+            if args.run_in_background.unwrap_or(false) {
+                let producer = PtySendProducer {
+                    terminals: cx.runtime.terminals.clone(),
+                    owner: cx.owner.clone(),
+                    id,
+                    request,
+                };
+                let started = cx
+                    .runtime
+                    .jobs
+                    .start(
+                        &cx.owner,
+                        Box::new(producer),
+                        StartOptions { timeout: None },
+                    )
+                    .await
+                    .map_err(job_error)?;
+                return Ok(started_reply(&started.id, clamped));
+            }
+            let outcome = cx
+                .runtime
+                .terminals
+                .send(&cx.owner, id, request)
+                .await
+                .map_err(terminal_error)?;
+            Ok(send_reply(id, &outcome, clamped))
+        })
+    }
+}
+
+/// Which view `terminal_read` returns.
+#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ReadMode {
+    /// The sanitized output stream from a byte cursor.
+    Stream,
+    /// The screen as a terminal renders it (for full-screen programs).
+    Screen,
+}
+
+/// Arguments of `terminal_read`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReadArgs {
+    /// The terminal's id, e.g. `pty-1`.
+    pub id: String,
+    /// `stream` (default) or `screen`.
+    pub mode: Option<ReadMode>,
+    /// Stream: byte cursor to read from (a previous `next`). Default: what you have not read yet.
+    pub since: Option<u64>,
+    /// Stream: most bytes to return. Default 32768.
+    pub max_bytes: Option<usize>,
+}
+
+impl TerminalReadTool {
+    pub(crate) fn new() -> Self {
+        Self(ToolSpec::new::<ReadArgs>(
+            "terminal_read",
+            "Read a terminal without typing into it: `stream` returns its output from a byte cursor (non-destructive: the same `since` returns the same text), \
+`screen` returns what the screen shows now, for full-screen programs such as editors, pagers and `top`.",
+            &[Preset::Full],
+            TERMINAL_ERRORS,
+        ))
+    }
+}
+
+impl Tool for TerminalReadTool {
+    fn spec(&self) -> &ToolSpec {
+        &self.0
+    }
+
+    fn call<'a>(&'a self, cx: &'a CallContext, args: Value) -> ToolFuture<'a> {
+        Box::pin(async move {
+            let args: ReadArgs = parse_args(args)?;
+            let id = parse_id(&args.id)?;
+            let request = match args.mode.unwrap_or(ReadMode::Stream) {
+                ReadMode::Stream => ReadRequest::Stream {
+                    since: args.since,
+                    max_bytes: args.max_bytes,
+                },
+                ReadMode::Screen => ReadRequest::Screen,
+            };
+            let outcome = cx
+                .runtime
+                .terminals
+                .read(&cx.owner, id, request)
+                .await
+                .map_err(terminal_error)?;
+            Ok(match outcome {
+                ReadOutcome::Stream(chunk) => {
+                    let mut text = String::new();
+                    if chunk.dropped > 0 {
+                        text.push_str(&format!(
+                            "[{} earlier bytes were dropped from the scrollback]\n",
+                            chunk.dropped
+                        ));
+                    }
+                    text.push_str(&chunk.output);
+                    if !text.is_empty() && !text.ends_with('\n') {
+                        text.push('\n');
+                    }
+                    text.push_str(&format!(
+                        "[{id} · bytes {}–{}{}]",
+                        chunk.from,
+                        chunk.next,
+                        if chunk.truncated {
+                            " · more after next"
+                        } else {
+                            ""
+                        }
+                    ));
+                    ToolReply {
+                        text,
+                        structured: json!({
+                            "output": chunk.output,
+                            "from": chunk.from,
+                            "next": chunk.next,
+                            "dropped": chunk.dropped,
+                            "truncated": chunk.truncated,
+                        }),
+                    }
+                }
+                ReadOutcome::Screen(view) => ToolReply {
+                    text: format!(
+                        "{}\n[{id} screen {}x{} · cursor row {} col {}{}]",
+                        view.screen.trim_end(),
+                        view.rows,
+                        view.cols,
+                        view.cursor.row,
+                        view.cursor.col,
+                        if view.alternate_screen {
+                            " · alternate screen"
+                        } else {
+                            ""
+                        }
+                    ),
+                    structured: json!({
+                        "screen": view.screen,
+                        "cursor": { "row": view.cursor.row, "col": view.cursor.col },
+                        "rows": view.rows,
+                        "cols": view.cols,
+                        "alternate_screen": view.alternate_screen,
+                    }),
+                },
+            })
+        })
+    }
+}
+
+/// A signal the model may send.
+#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
+pub enum SignalArg {
+    /// Interrupt (Ctrl-C).
+    #[serde(rename = "SIGINT")]
+    Int,
+    /// Ask to terminate.
+    #[serde(rename = "SIGTERM")]
+    Term,
+    /// Kill the foreground program (never the terminal's own shell).
+    #[serde(rename = "SIGKILL")]
+    Kill,
+    /// Quit with a core dump (Ctrl-\).
+    #[serde(rename = "SIGQUIT")]
+    Quit,
+    /// Suspend (Ctrl-Z).
+    #[serde(rename = "SIGTSTP")]
+    Tstp,
+    /// Resume a suspended program.
+    #[serde(rename = "SIGCONT")]
+    Cont,
+    /// Hang up.
+    #[serde(rename = "SIGHUP")]
+    Hup,
+}
+
+impl From<SignalArg> for TerminalSignal {
+    fn from(s: SignalArg) -> Self {
+        match s {
+            SignalArg::Int => TerminalSignal::Int,
+            SignalArg::Term => TerminalSignal::Term,
+            SignalArg::Kill => TerminalSignal::Kill,
+            SignalArg::Quit => TerminalSignal::Quit,
+            SignalArg::Tstp => TerminalSignal::Tstp,
+            SignalArg::Cont => TerminalSignal::Cont,
+            SignalArg::Hup => TerminalSignal::Hup,
+        }
+    }
+}
+
+/// Arguments of `terminal_signal`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SignalArgs {
+    /// The terminal's id, e.g. `pty-1`.
+    pub id: String,
+    /// The signal.
+    pub signal: SignalArg,
+}
+
+impl TerminalSignalTool {
+    pub(crate) fn new() -> Self {
+        Self(ToolSpec::new::<SignalArgs>(
+            "terminal_signal",
+            "Send a signal to the program running in the foreground of a terminal — SIGINT to interrupt it, like Ctrl-C. \
+To end the terminal itself use `terminal_close`.",
+            &[Preset::Full],
+            &[
+                "NO_SESSION",
+                "FOREIGN_SESSION",
+                "SESSION_CLOSING",
+                "SESSION_EXITED",
+                "USE_CLOSE",
+                "INVALID_ARGUMENT",
+            ],
+        ))
+    }
+}
+
+impl Tool for TerminalSignalTool {
+    fn spec(&self) -> &ToolSpec {
+        &self.0
+    }
+
+    fn call<'a>(&'a self, cx: &'a CallContext, args: Value) -> ToolFuture<'a> {
+        Box::pin(async move {
+            let args: SignalArgs = parse_args(args)?;
+            let id = parse_id(&args.id)?;
+            let signal = TerminalSignal::from(args.signal);
+            let outcome = cx
+                .runtime
+                .terminals
+                .signal(&cx.owner, id, signal)
+                .await
+                .map_err(terminal_error)?;
+            Ok(ToolReply {
+                text: format!(
+                    "{} sent to process group {} of {id}",
+                    signal.as_str(),
+                    outcome.delivered_to_pgid
+                ),
+                structured: json!({ "delivered_to_pgid": outcome.delivered_to_pgid }),
+            })
+        })
+    }
+}
+
+/// Arguments of `terminal_close`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CloseArgs {
+    /// The terminal's id, e.g. `pty-1`.
+    pub id: String,
+}
+
+impl TerminalCloseTool {
+    pub(crate) fn new() -> Self {
+        Self(ToolSpec::new::<CloseArgs>(
+            "terminal_close",
+            "Close a terminal: end every process in it, background jobs included, and return once none is left.",
+            &[Preset::Full],
+            &["NO_SESSION", "FOREIGN_SESSION", "INVALID_ARGUMENT"],
+        ))
+    }
+}
+
+impl Tool for TerminalCloseTool {
+    fn spec(&self) -> &ToolSpec {
+        &self.0
+    }
+
+    fn call<'a>(&'a self, cx: &'a CallContext, args: Value) -> ToolFuture<'a> {
+        Box::pin(async move {
+            let args: CloseArgs = parse_args(args)?;
+            let id = parse_id(&args.id)?;
+            let outcome = cx
+                .runtime
+                .terminals
+                .close(&cx.owner, id)
+                .await
+                .map_err(terminal_error)?;
+            let (exit_code, signal) = exit_json(outcome.exit);
+            let mut structured = json!({ "outcome": outcome.outcome.as_str() });
+            if !exit_code.is_null() {
+                structured["exit_code"] = exit_code;
+            }
+            if !signal.is_null() {
+                structured["signal"] = signal;
+            }
+            let text = match outcome.outcome {
+                CloseKind::Closed => format!("{id} closed; no process of it is left"),
+                CloseKind::AlreadyClosing => format!("{id} was already closing"),
+            };
+            Ok(ToolReply { text, structured })
+        })
+    }
+}
+
+/// Arguments of `terminal_list`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ListArgs {}
+
+impl TerminalListTool {
+    pub(crate) fn new() -> Self {
+        Self(ToolSpec::new::<ListArgs>(
+            "terminal_list",
+            "List your open terminals with their status and whether a send is in progress.",
+            &[Preset::Full],
+            &["INVALID_ARGUMENT"],
+        ))
+    }
+}
+
+impl Tool for TerminalListTool {
+    fn spec(&self) -> &ToolSpec {
+        &self.0
+    }
+
+    fn call<'a>(&'a self, cx: &'a CallContext, args: Value) -> ToolFuture<'a> {
+        Box::pin(async move {
+            let _: ListArgs = parse_args(args)?;
+            let terminals = cx.runtime.terminals.list(&cx.owner).await;
+            let mut text = String::new();
+            if terminals.is_empty() {
+                text.push_str("no terminals (terminal_open starts one)");
+            }
+            let list: Vec<Value> = terminals
+                .iter()
+                .map(|t| {
+                    let created = chrono::DateTime::<chrono::Utc>::from(t.created_at)
+                        .to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+                    text.push_str(&format!(
+                        "{}{}  {}{}  pid {}  {}  {}\n",
+                        t.id,
+                        t.name
+                            .as_ref()
+                            .map(|n| format!(" ({n})"))
+                            .unwrap_or_default(),
+                        t.status.as_str(),
+                        if t.active_send {
+                            ", send in progress"
+                        } else {
+                            ""
+                        },
+                        t.pid,
+                        t.command.join(" "),
+                        t.cwd.display()
+                    ));
+                    json!({
+                        "id": t.id.to_string(),
+                        "name": t.name,
+                        "pid": t.pid,
+                        "command": t.command,
+                        "cwd": t.cwd.display().to_string(),
+                        "status": status_json(t.status),
+                        "active_send": t.active_send,
+                        "created_at": created,
+                    })
+                })
+                .collect();
+            Ok(ToolReply {
+                text: text.trim_end().to_owned(),
+                structured: json!({ "terminals": list }),
+            })
+        })
+    }
+}
+
+/// A terminal send running as a background job (`pty-send-N`): its output
+/// is the terminal's stream from the send on, its cancel interrupts the
+/// foreground program and frees the terminal for the next send.
+struct PtySendProducer {
+    terminals: Arc<dyn TerminalService>,
+    owner: Owner,
+    id: TerminalId,
+    request: SendRequest,
+}
+
+struct InterruptSend(Arc<dyn SendInterrupt>);
+
+impl Cancel for InterruptSend {
+    fn cancel(&self) -> BoxFuture<'static, Result<(), String>> {
+        self.0.interrupt();
+        Box::pin(std::future::ready(Ok(())))
+    }
+}
+
+impl Producer for PtySendProducer {
+    fn kind(&self) -> JobKind {
+        JobKind::PtySend
+    }
+
+    fn label(&self) -> String {
+        format!("{}: {}", self.id, self.request.text)
+    }
+
+    fn start(self: Box<Self>) -> BoxFuture<'static, Result<Started, StartError>> {
+        Box::pin(async move {
+            let PtySendProducer {
+                terminals,
+                owner,
+                id,
+                request,
+            } = *self;
+            let started = terminals
+                .start_send(&owner, id, request)
+                .map_err(|e| StartError {
+                    code: e.code(),
+                    message: e.to_string(),
+                    retryable: e.retryable(),
+                })?;
+            let (done_tx, done_rx) = tokio::sync::watch::channel(false);
+            let settle: BoxFuture<'static, Settlement> = Box::pin(async move {
+                let outcome = started.settled.await;
+                let _ = done_tx.send(true);
+                match outcome {
+                    Ok(o) if o.reason == terminal_seam::SettleReason::Timeout => {
+                        Settlement::TimedOut {
+                            detail: format!(
+                                "the send's timeout passed; the command may still be running in {id} (terminal_read)"
+                            ),
+                        }
+                    }
+                    Ok(o) => Settlement::Finished {
+                        exit_code: o.exit_code,
+                        detail: Some(format!("reason: {}", o.reason.as_str())),
+                    },
+                    Err(e) => Settlement::Failed {
+                        detail: e.to_string(),
+                    },
+                }
+            });
+            let output = follow(terminals, owner, id, started.start_cursor, done_rx);
+            Ok(Started {
+                output,
+                settle,
+                cancel: Arc::new(InterruptSend(started.interrupt)),
+                session_id: None,
+            })
+        })
+    }
+}
+
+/// The terminal's output from `cursor` on, until the send has settled and
+/// everything it printed has been read.
+fn follow(
+    terminals: Arc<dyn TerminalService>,
+    owner: Owner,
+    id: TerminalId,
+    cursor: u64,
+    done: tokio::sync::watch::Receiver<bool>,
+) -> BoxStream<'static, OutputChunk> {
+    let state = (terminals, owner, cursor, done);
+    Box::pin(futures::stream::unfold(
+        state,
+        move |(terminals, owner, cursor, mut done)| async move {
+            loop {
+                let settled = *done.borrow_and_update();
+                let read = if settled {
+                    // Settled: take what is left, then end.
+                    terminals
+                        .read_wait(&owner, id, cursor, None, Duration::ZERO)
+                        .await
+                } else {
+                    tokio::select! {
+                        read = terminals.read_wait(&owner, id, cursor, None, Duration::from_secs(10)) => read,
+                        changed = done.changed() => match changed {
+                            Ok(()) => continue,
+                            Err(_) => return None,
+                        },
+                    }
+                };
+                match read {
+                    Ok(chunk) if !chunk.output.is_empty() => {
+                        let next = chunk.next;
+                        return Some((
+                            OutputChunk::Text(chunk.output),
+                            (terminals, owner, next, done),
+                        ));
+                    }
+                    Ok(_) if !settled => continue,
+                    Ok(_) | Err(_) => return None,
+                }
+            }
+        },
+    ))
+}
