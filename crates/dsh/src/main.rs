@@ -7,6 +7,7 @@
 //! its own; that lives in `tools-catalog`.
 
 mod config;
+mod demo;
 mod logging;
 mod registry_cli;
 mod serve;
@@ -66,6 +67,12 @@ enum Command {
     /// Browse agent sessions: one per MCP connection, grouped by workspace.
     #[command(subcommand)]
     Session(registry_cli::SessionCommand),
+    /// Run a scenario live and print what a model would send and receive.
+    Demo {
+        /// `terminal`: debug a Python function with one-shot bash vs a terminal; `jobs`: three kinds of background work in one list.
+        #[arg(value_enum, default_value = "terminal")]
+        scenario: demo::Scenario,
+    },
     /// Print the tool catalog: names, descriptions, argument schemas, error codes.
     Catalog {
         /// The preset to show.
@@ -191,6 +198,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
         Command::Session(command) => {
             Ok(registry_cli::run_session(command, &data_dir(cli.data_dir))?)
         }
+        Command::Demo { scenario } => Ok(demo::run(scenario)?),
         Command::Catalog { preset, format } => {
             let text = match format {
                 Format::Md => tools_catalog::catalog_markdown_for(Preset::from(preset)),
