@@ -157,9 +157,9 @@ fn test() -> anyhow::Result<()> {
 fn bench(name: &str) -> anyhow::Result<()> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let path = path_with_venv();
-    let example = |package: &str| -> anyhow::Result<()> {
+    let example = |package: &str, example: &str| -> anyhow::Result<()> {
         step(
-            &format!("benchmark: {package}"),
+            &format!("benchmark: {package} {example}"),
             Command::new(&cargo)
                 .args([
                     "run",
@@ -168,7 +168,7 @@ fn bench(name: &str) -> anyhow::Result<()> {
                     "-p",
                     package,
                     "--example",
-                    "bench",
+                    example,
                 ])
                 .env("PATH", &path),
         )
@@ -189,10 +189,16 @@ fn bench(name: &str) -> anyhow::Result<()> {
                     .env("DSH_BIN", root().join("target/release/dsh")),
             )
         }
-        "terminal" => example("terminal-pty"),
-        "jobs" => example("jobs"),
-        "lsp" => example("lsp-rust-analyzer"),
-        "workspace" => example("workspace-sled"),
+        "terminal" => {
+            step(
+                "build dsh (release)",
+                Command::new(&cargo).args(["build", "--release", "-p", "dsh"]),
+            )?;
+            example("dsh", "bench_terminal")
+        }
+        "jobs" => example("jobs", "bench_jobs"),
+        "lsp" => example("lsp-rust-analyzer", "bench_lsp"),
+        "workspace" => example("workspace-sled", "bench_workspace"),
         "all" => {
             for n in ["mcp", "terminal", "jobs", "lsp", "workspace"] {
                 bench(n)?;

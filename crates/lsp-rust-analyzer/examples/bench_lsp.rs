@@ -2,7 +2,7 @@
 //! sent as is over async-lsp to the same warm rust-analyzer, and cold start
 //! to the first correct answer. Prints medians, p99 and ratios.
 //!
-//! `cargo run --release -p lsp-rust-analyzer --example bench`
+//! `cargo run --release -p lsp-rust-analyzer --example bench_lsp`
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::{Path, PathBuf};

@@ -2,7 +2,7 @@
 //! floor, a tmux polling loop, a fixed 50 ms poll — and a 100 MB output
 //! flood, side by side in one run.
 //!
-//! `cargo run --release -p terminal-pty --example bench [rounds]`
+//! `cargo run --release -p terminal-pty --example bench_pty [rounds]`
 
 use std::time::Duration;
 

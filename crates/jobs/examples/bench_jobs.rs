@@ -8,7 +8,7 @@
 //! (at 64 evenly spread phases) sees a line at its next poll after the
 //! print, plus the measured cost of one non-blocking read.
 //!
-//! Run: `cargo run --release -p jobs --example bench`
+//! Run: `cargo run --release -p jobs --example bench_jobs` (or `cargo xtask bench jobs`)
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::Duration;

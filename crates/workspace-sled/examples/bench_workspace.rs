@@ -1,6 +1,6 @@
 //! Latency of the sled-backed workspace registry, side by side with raw sled
 //! on the same disk. Run with
-//! `cargo run --release -p workspace-sled --example bench [DIR]` (DIR: where
+//! `cargo run --release -p workspace-sled --example bench_workspace [DIR]` (DIR: where
 //! to put the stores; default: the system temp dir).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
