@@ -332,7 +332,7 @@ settings = { pylsp = { plugins = { pycodestyle = { enabled = false } } } }
     fn unknown_key_names_file_line_and_key() {
         assert_eq!(
             err("[limits]\nmax_result_bytes = 4096\nmax_results = 3\n"),
-            "config error: c.toml:3: limits.max_results: unknown field `max_results`, expected `max_result_bytes`"
+            "config error: c.toml:3: limits.max_results: unknown field `max_results`, expected one of `max_result_bytes`, `max_running_jobs`, `max_settled_jobs`, `job_output_bytes`, `max_terminals`, `terminal_scrollback_bytes`"
         );
     }
 
