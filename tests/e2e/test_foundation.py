@@ -39,13 +39,33 @@ async def test_tools_list_matches_the_generated_catalog(isolated_env, preset):
 
 
 async def test_generated_catalog_file_is_current(isolated_env):
-    """docs/tool-catalog.md is what the code renders (see `cargo xtask codegen`)."""
-    out = subprocess.run(
+    """docs/tool-catalog.md holds what the binary serves (`cargo xtask codegen` writes it)."""
+    from conftest import ROOT
+    committed = (ROOT / "docs" / "tool-catalog.md").read_text()
+    served = subprocess.run(
         [dsh_bin(), "catalog", "--format", "md", "--preset", "full"],
         check=True, capture_output=True, text=True,
     ).stdout
+    sections = served[served.index("\n## `"):].strip()
+    assert sections in committed
     for tool in catalog("full")["tools"]:
-        assert f"## `{tool['name']}`" in out
+        assert f"## `{tool['name']}`" in committed
+
+
+async def test_the_clients_first_root_is_the_sessions_directory(isolated_env, tmp_path):
+    from mcp.types import ListRootsResult, Root
+    from pydantic import FileUrl
+    root = tmp_path / "my project"
+    root.mkdir()
+
+    async def roots(_context):
+        return ListRootsResult(roots=[Root(uri=FileUrl(root.as_uri()), name="project")])
+
+    async with connect(isolated_env, list_roots_callback=roots) as s:
+        r = ok(await s.call_tool("bash", {"command": "pwd"}))
+        assert r["output"] == f"{root}\n"
+        r = ok(await s.call_tool("bash", {"command": "pwd", "cwd": ".."}))
+        assert r["output"] == f"{tmp_path}\n"
 
 
 async def test_server_identifies_itself(isolated_env):

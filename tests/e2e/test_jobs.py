@@ -58,7 +58,8 @@ async def test_scenario_b_three_kinds_in_one_list(isolated_env, tmp_path):
         sent = await wait_settled(s, send)
         assert (sent["status"], sent["exit_code"]) == ("completed", 0)
         r = ok(await s.call_tool("job_output", {"job_id": send, "since": 0}))
-        assert "tick 1\ntick 2\ntick 3\n" in r["output"]
+        assert r["output"].startswith("tick 1\ntick 2\ntick 3\n"), r["output"]
+        assert "for i in" not in r["output"]  # the echo of the sent text is left out
         r = ok(await s.call_tool("terminal_send", {"id": "pty-1", "text": "echo free"}))
         assert r["output"].endswith("free\n")
 
@@ -196,3 +197,49 @@ async def test_killing_a_background_send_interrupts_it_and_frees_the_terminal(is
         assert "KeyboardInterrupt" in out
         r = ok(await s.call_tool("terminal_send", {"id": "pty-1", "text": "kept"}))
         assert r["output"].startswith("'state'\n")
+
+
+async def test_a_background_send_whose_program_ignores_sigint_is_still_stopped(isolated_env):
+    async with connect(isolated_env) as s:
+        ok(await s.call_tool("terminal_open", {}))
+        job = ok(await s.call_tool("terminal_send", {
+            "id": "pty-1", "text": "trap '' INT; sleep 300", "run_in_background": True}))["job_id"]
+        await anyio.sleep(0.3)
+        assert ok(await s.call_tool("job_kill", {"job_id": job}))["status"] == "killed"
+        r = ok(await s.call_tool("terminal_send", {"id": "pty-1", "text": "echo alive"}))
+        assert r["output"].endswith("alive\n") and r["reason"] == "prompt"
+
+
+def test_disconnecting_during_a_waiting_call_still_ends_the_jobs(isolated_env):
+    """The client closes stdin while a `job_output` wait is in flight: the
+    server stops the call, ends the job's whole tree and exits promptly
+    (clients kill a server that lingers)."""
+    import json
+    import subprocess
+    from test_foundation import _read_response, _rpc
+    from conftest import dsh_bin
+
+    proc = subprocess.Popen([dsh_bin(), "mcp"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, env=isolated_env)
+    try:
+        _rpc(proc, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}})
+        _read_response(proc, 1)
+        _rpc(proc, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+        call = lambda i, name, args: _rpc(proc, {"jsonrpc": "2.0", "id": i, "method": "tools/call",
+                                                 "params": {"name": name, "arguments": args}})
+        call(2, "bash", {"command": "echo $$; sleep 300 & sleep 301", "run_in_background": True})
+        job = _read_response(proc, 2)["result"]["structuredContent"]["job_id"]
+        call(3, "job_output", {"job_id": job, "wait_ms": 20000})
+        first = _read_response(proc, 3)["result"]["structuredContent"]
+        sid = int(first["output"].split()[0])
+        call(4, "job_output", {"job_id": job, "since": first["next"], "wait_ms": 60000})
+        time.sleep(0.3)
+        started = time.monotonic()
+        proc.stdin.close()
+        proc.wait(timeout=15)
+        assert time.monotonic() - started < 4, "the server lingered after its client left"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert live_in_session(sid) == []

@@ -140,7 +140,7 @@ fn test() -> anyhow::Result<()> {
     step(
         "run the Rust tests",
         Command::new(&cargo)
-            .args(["test", "--workspace", "--locked"])
+            .args(["test", "--workspace", "--locked", "--no-fail-fast"])
             .env("PATH", &path),
     )?;
     step(

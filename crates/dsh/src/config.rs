@@ -196,7 +196,7 @@ impl Config {
             max_running_per_owner: self.limits.max_running_jobs,
             max_settled_per_owner: self.limits.max_settled_jobs,
             output_ring_bytes: self.limits.job_output_bytes,
-            ..JobsConfig::default()
+            default_read_bytes: self.limits.max_result_bytes,
         }
     }
 }
@@ -271,6 +271,34 @@ pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
                 .map(|i| i + 1),
             key: Some("lsp.servers".into()),
             message: e.to_string(),
+        });
+    }
+    if let Some(t) = config.subagent.as_ref().and_then(|s| s.timeout_ms)
+        && !(1..=3_600_000).contains(&t)
+    {
+        return Err(ConfigError {
+            path: path.to_path_buf(),
+            line: text
+                .lines()
+                .position(|l| l.trim_start().starts_with("timeout_ms"))
+                .map(|i| i + 1),
+            key: Some("subagent.timeout_ms".into()),
+            message: format!("must be from 1 to 3600000 (one hour), got {t}"),
+        });
+    }
+    if config
+        .subagent
+        .as_ref()
+        .is_some_and(|s| s.command.is_empty())
+    {
+        return Err(ConfigError {
+            path: path.to_path_buf(),
+            line: text
+                .lines()
+                .position(|l| l.trim_start().starts_with("command"))
+                .map(|i| i + 1),
+            key: Some("subagent.command".into()),
+            message: "must name a program, e.g. [\"my-agent\", \"--print\", \"{prompt}\"]".into(),
         });
     }
     if config.limits.max_result_bytes < 1024 {

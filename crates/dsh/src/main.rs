@@ -186,10 +186,10 @@ fn run(cli: Cli) -> Result<(), Failure> {
                 .enable_all()
                 .build()
                 .map_err(|e| Failure::Other(e.into()))?;
-            runtime.block_on(serve::serve_stdio(config, options))?;
+            let served = runtime.block_on(serve::serve_stdio(config, options));
             // Tasks still blocked on stdin must not hold the exit.
             runtime.shutdown_timeout(std::time::Duration::from_secs(1));
-            Ok(())
+            Ok(served?)
         }
         Command::Workspace(command) => Ok(registry_cli::run_workspace(
             command,

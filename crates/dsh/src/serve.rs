@@ -21,6 +21,7 @@ use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ErrorData as McpError, Peer, RoleServer, ServerHandler, ServiceExt as _};
 use serde_json::Value;
 use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
 use tools_catalog::{CallContext, Catalog, Owner, Preset, Runtime, ToolError};
 
 use workspace::{ClientInfo, SessionHeader, SessionId};
@@ -42,6 +43,8 @@ pub struct Options {
 
 /// The tools as configured right now.
 pub struct ToolLayer {
+    /// The config the layer was built from.
+    pub config: Config,
     /// The tools served.
     pub catalog: Catalog,
 }
@@ -52,7 +55,7 @@ impl ToolLayer {
             .or(config.preset.map(Preset::from))
             .unwrap_or(Preset::Full);
         let catalog = Catalog::new(preset, &config.settings());
-        Self { catalog }
+        Self { config, catalog }
     }
 
     /// What `tools/list` returns.
@@ -71,6 +74,7 @@ impl ToolLayer {
 /// The long-lived part of the server.
 pub struct Host {
     runtime: Arc<Runtime>,
+    warmups: std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>,
     lsp_providers: Vec<Arc<lsp_rust_analyzer::StdioLspProvider>>,
     store: Store,
     layer: ArcSwap<ToolLayer>,
@@ -88,6 +92,7 @@ impl Host {
                 (lsp_seam::Router::new(), Vec::new())
             });
         Self {
+            warmups: std::sync::Mutex::new(Vec::new()),
             lsp_providers,
             runtime: Arc::new(Runtime::new(
                 config.jobs(),
@@ -106,19 +111,26 @@ impl Host {
         for provider in &self.lsp_providers {
             let provider = provider.clone();
             let cwd = cwd.to_path_buf();
-            tokio::spawn(async move {
+            let warmup = tokio::spawn(async move {
                 if let Err(e) = provider.start(&cwd).await {
                     tracing::debug!("no eager language server for {}: {e}", cwd.display());
                 }
             });
+            if let Ok(mut warmups) = self.warmups.lock() {
+                warmups.retain(|w| !w.is_finished());
+                warmups.push(warmup);
+            }
         }
     }
 
     /// Stops every language server cleanly (`shutdown`, `exit`, verified).
     async fn stop_language_servers(&self) {
-        for provider in &self.lsp_providers {
-            provider.shutdown().await;
+        if let Ok(mut warmups) = self.warmups.lock() {
+            for warmup in warmups.drain(..) {
+                warmup.abort();
+            }
         }
+        futures::future::join_all(self.lsp_providers.iter().map(|p| p.shutdown())).await;
     }
 
     /// Re-reads the config and rebuilds the tool layer; live terminals and
@@ -126,6 +138,21 @@ impl Host {
     pub fn reload(&self) -> Result<bool, config::ConfigError> {
         let (config, _) = config::load(self.options.config_arg.as_deref())?;
         let old = self.layer.load();
+        let fixed = [
+            ("lsp", old.config.lsp != config.lsp),
+            ("log", old.config.log != config.log),
+            (
+                "limits (jobs, terminals)",
+                old.config.jobs() != config.jobs() || old.config.terminals() != config.terminals(),
+            ),
+        ];
+        let needs_restart: Vec<&str> = fixed.iter().filter(|(_, c)| *c).map(|(k, _)| *k).collect();
+        if !needs_restart.is_empty() {
+            tracing::warn!(
+                "reload: changes to {} take effect when dsh restarts; the rest is applied now",
+                needs_restart.join(", ")
+            );
+        }
         let new = ToolLayer::build(config, self.options.preset);
         let changed = old.mcp_tools() != new.mcp_tools();
         self.layer.store(Arc::new(new));
@@ -144,6 +171,9 @@ pub struct Connection {
     cwd_tx: Arc<watch::Sender<Option<PathBuf>>>,
     peer: Arc<OnceLock<Peer<RoleServer>>>,
     recorder: SessionRecorder,
+    /// Cancelled when the client closes its end: calls still running stop
+    /// at once, so teardown starts before a client gives up waiting.
+    closed: CancellationToken,
 }
 
 impl Connection {
@@ -157,6 +187,7 @@ impl Connection {
             cwd,
             cwd_tx: Arc::new(cwd_tx),
             peer: Arc::new(OnceLock::new()),
+            closed: CancellationToken::new(),
         }
     }
 
@@ -175,10 +206,11 @@ fn server_cwd() -> PathBuf {
     std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"))
 }
 
+/// The directory a root's `file://` URI names (percent-decoded), if it
+/// exists.
 fn root_path(uri: &str) -> Option<PathBuf> {
-    let path = uri.strip_prefix("file://")?;
-    let path = Path::new(path);
-    path.is_dir().then(|| path.to_path_buf())
+    let path = url::Url::parse(uri).ok()?.to_file_path().ok()?;
+    path.is_dir().then_some(path)
 }
 
 const INSTRUCTIONS: &str = "dsh gives you a shell (`bash`), and in the full preset persistent terminals \
@@ -246,6 +278,7 @@ impl ServerHandler for Connection {
                 )),
             },
             () = context.ct.cancelled() => Err(ToolError::new("CANCELLED", "the client cancelled this call")),
+            () = self.closed.cancelled() => Err(ToolError::new("CANCELLED", "the client disconnected")),
         };
         let code = outcome.as_ref().err().map_or("OK", |e| e.code);
         self.recorder
@@ -309,6 +342,29 @@ fn to_mcp_result(outcome: Result<tools_catalog::ToolReply, ToolError>) -> CallTo
             result.content = vec![ContentBlock::text(err.text())];
             result
         }
+    }
+}
+
+/// Standard input that cancels a token when it reaches end-of-file.
+struct EofSignal<R> {
+    inner: R,
+    on_eof: CancellationToken,
+}
+
+impl<R: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for EofSignal<R> {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let polled = std::pin::Pin::new(&mut self.inner).poll_read(cx, buf);
+        if let std::task::Poll::Ready(result) = &polled
+            && (result.is_err() || buf.filled().len() == before)
+        {
+            self.on_eof.cancel();
+        }
+        polled
     }
 }
 
@@ -398,7 +454,12 @@ pub async fn serve_stdio(config: Config, options: Options) -> anyhow::Result<()>
         owner.clone(),
         peer_slot.clone(),
     ));
-    let service = connection.serve(rmcp::transport::stdio()).await?;
+    let closed = connection.closed.clone();
+    let stdin = EofSignal {
+        inner: tokio::io::stdin(),
+        on_eof: closed.clone(),
+    };
+    let service = connection.serve((stdin, tokio::io::stdout())).await?;
     tracing::info!(
         version = env!("CARGO_PKG_VERSION"),
         preset = %host.layer.load().catalog.preset(),
@@ -442,10 +503,14 @@ pub async fn serve_stdio(config: Config, options: Options) -> anyhow::Result<()>
             let _ = waiting.await;
         }
     }
-    // The connection is gone: end everything it started, verified, and
-    // let its session log catch up.
-    host.runtime.end_owner(&owner).await;
-    host.stop_language_servers().await;
-    recorder.finish(Duration::from_secs(5)).await;
+    // The connection is gone: end everything it started, verified, stop
+    // the language servers and let the session log catch up — together, as
+    // a client may not wait long for us to exit.
+    closed.cancel();
+    tokio::join!(
+        host.runtime.end_owner(&owner),
+        host.stop_language_servers(),
+        recorder.finish(Duration::from_secs(2)),
+    );
     Ok(())
 }

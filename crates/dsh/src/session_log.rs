@@ -65,7 +65,7 @@ impl SessionRecorder {
         outcome: &str,
         duration: Duration,
     ) {
-        let summary = summarize(arguments);
+        let summary = summarize(tool, arguments);
         self.send(Record::Call(LogEntry::new(
             at,
             tool,
@@ -83,7 +83,15 @@ impl SessionRecorder {
 }
 
 /// A one-line summary of a call's arguments (the store caps its length).
-fn summarize(arguments: &serde_json::Value) -> String {
+/// Text typed into a terminal may be a password: only its length is kept.
+fn summarize(tool: &str, arguments: &serde_json::Value) -> String {
+    let mut arguments = arguments.clone();
+    if tool == "terminal_send"
+        && let Some(text) = arguments.get_mut("text")
+    {
+        let len = text.as_str().map_or(0, str::len);
+        *text = serde_json::Value::String(format!("<{len} bytes>"));
+    }
     let text = arguments.to_string();
     if text.len() <= 240 {
         return text;
@@ -97,7 +105,9 @@ fn summarize(arguments: &serde_json::Value) -> String {
 
 async fn write_records(store: Store, mut rx: mpsc::Receiver<Record>) {
     let mut session: Option<SessionId> = None;
+    let mut header: Option<SessionHeader> = None;
     let mut waiting: Vec<LogEntry> = Vec::new();
+    let mut dropped = 0usize;
     while let Some(first) = rx.recv().await {
         // Take everything queued so far: one store opening for the batch.
         let mut batch = vec![first];
@@ -106,26 +116,31 @@ async fn write_records(store: Store, mut rx: mpsc::Receiver<Record>) {
         }
         for record in batch {
             match record {
-                Record::Begin(header) => {
-                    let id = header.id;
-                    match store.begin_session_async(header).await {
-                        Ok(start) => {
-                            tracing::info!(
-                                session = %id,
-                                workspace = ?start.workspace.as_ref().map(|w| w.id.to_string()),
-                                ungrouped = ?start.ungrouped_reason,
-                                "session recorded"
-                            );
-                            session = Some(id);
-                        }
-                        Err(e) => tracing::warn!("could not record the session: {e}"),
-                    }
+                Record::Begin(h) => header = Some(h),
+                Record::Call(entry) if waiting.len() < QUEUE => waiting.push(entry),
+                Record::Call(_) => dropped += 1,
+            }
+        }
+        if dropped > 0 {
+            tracing::warn!(
+                "session log: {dropped} tool calls were not recorded (store unavailable)"
+            );
+            dropped = 0;
+        }
+        // Recording the session is retried with each batch until it works.
+        if let (None, Some(h)) = (session, &header) {
+            let id = h.id;
+            match store.begin_session_async(h.clone()).await {
+                Ok(start) => {
+                    tracing::info!(
+                        session = %id,
+                        workspace = ?start.workspace.as_ref().map(|w| w.id.to_string()),
+                        ungrouped = ?start.ungrouped_reason,
+                        "session recorded"
+                    );
+                    session = Some(id);
                 }
-                Record::Call(entry) => {
-                    if waiting.len() < QUEUE {
-                        waiting.push(entry);
-                    }
-                }
+                Err(e) => tracing::warn!("could not record the session (will retry): {e}"),
             }
         }
         let Some(id) = session else { continue };

@@ -129,7 +129,7 @@ fn all_tools(settings: &Settings) -> Vec<Arc<dyn Tool>> {
         Arc::new(crate::terminal_tools::TerminalCloseTool::new()),
         Arc::new(crate::terminal_tools::TerminalListTool::new()),
         Arc::new(crate::job_tools::JobListTool::new()),
-        Arc::new(crate::job_tools::JobOutputTool::new()),
+        Arc::new(crate::job_tools::JobOutputTool::new(settings)),
         Arc::new(crate::job_tools::JobKillTool::new()),
         Arc::new(crate::job_tools::SubagentTool::new(settings)),
         Arc::new(crate::lsp_tool::LspTool::new(settings)),

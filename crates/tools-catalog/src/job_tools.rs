@@ -165,8 +165,8 @@ pub struct JobOutputArgs {
     pub job_id: String,
     /// Byte cursor to read from (a previous `next`). Default: where your last read of this job ended.
     pub since: Option<u64>,
-    /// Most bytes to return. Default 32768.
-    pub max_bytes: Option<usize>,
+    /// Most bytes to return. Default and most: the server's result limit (32768 unless configured).
+    pub max_bytes: Option<u64>,
     /// Block up to this many milliseconds until there is new output or the job ends. Default 0; range 0–600000.
     pub wait_ms: Option<u64>,
 }
@@ -186,17 +186,20 @@ struct JobOutputResult {
     clamped: Option<Clamped>,
 }
 
-pub(crate) struct JobOutputTool(ToolSpec);
+pub(crate) struct JobOutputTool(ToolSpec, usize);
 
 impl JobOutputTool {
-    pub(crate) fn new() -> Self {
-        Self(ToolSpec::new::<JobOutputArgs>(
-            "job_output",
-            "Read a background job's output from a byte cursor, without consuming it (the same `since` returns the same text). \
+    pub(crate) fn new(settings: &Settings) -> Self {
+        Self(
+            ToolSpec::new::<JobOutputArgs>(
+                "job_output",
+                "Read a background job's output from a byte cursor, without consuming it (the same `since` returns the same text). \
 With `wait_ms` the call waits on the server until new output arrives or the job ends, so never poll in a loop: pass the last `next` as `since` and a generous `wait_ms`.",
-            &[Preset::Full],
-            &["NO_JOB", "FOREIGN_JOB", "INVALID_ARGUMENT"],
-        ))
+                &[Preset::Full],
+                &["NO_JOB", "FOREIGN_JOB", "INVALID_ARGUMENT"],
+            ),
+            settings.max_result_bytes,
+        )
     }
 }
 
@@ -208,7 +211,10 @@ impl Tool for JobOutputTool {
     fn call<'a>(&'a self, cx: &'a CallContext, args: Value) -> ToolFuture<'a> {
         Box::pin(async move {
             let args: JobOutputArgs = parse_args(args)?;
-            let (wait_ms, clamped) = clamp_ms("wait_ms", args.wait_ms, 0, 0, 600_000);
+            let (wait_ms, wait_clamped) = clamp_ms("wait_ms", args.wait_ms, 0, 0, 600_000);
+            let limit = self.1 as u64;
+            let (max_bytes, bytes_clamped) = clamp_ms("max_bytes", args.max_bytes, limit, 1, limit);
+            let clamped = wait_clamped.or(bytes_clamped);
             let read = cx
                 .runtime
                 .jobs
@@ -216,7 +222,7 @@ impl Tool for JobOutputTool {
                     &cx.owner,
                     &args.job_id,
                     args.since,
-                    args.max_bytes,
+                    Some(max_bytes as usize),
                     Duration::from_millis(wait_ms),
                 )
                 .await
@@ -319,7 +325,7 @@ pub struct SubagentArgs {
     pub prompt: String,
     /// Working directory: absolute, or relative to the session's directory. Default: the session's directory.
     pub cwd: Option<String>,
-    /// Stop the agent after this many milliseconds. Default 600000; range 1–3600000.
+    /// Stop the agent after this many milliseconds. Default: the server's configured limit (600000 unless configured); range 1–3600000.
     pub timeout_ms: Option<u64>,
     /// Return `{job_id}` at once and let the agent run as a job. Default false.
     pub run_in_background: Option<bool>,

@@ -622,12 +622,68 @@ struct PtySendProducer {
     request: SendRequest,
 }
 
-struct InterruptSend(Arc<dyn SendInterrupt>);
+/// Stops a background send: SIGINT to the terminal's foreground program
+/// (which frees the terminal for the next send). A program started from
+/// the terminal's shell that ignores SIGINT then gets SIGTERM, then
+/// SIGKILL; the terminal's own first program (a REPL, the shell) is never
+/// killed this way, since that would lose the terminal's state.
+struct InterruptSend {
+    interrupt: Arc<dyn SendInterrupt>,
+    terminals: Arc<dyn TerminalService>,
+    owner: Owner,
+    id: TerminalId,
+    /// The terminal's first process (its session leader).
+    leader: i32,
+    stopped: tokio::sync::watch::Receiver<Option<bool>>,
+}
+
+impl InterruptSend {
+    /// True when the leader is back in the foreground of its terminal.
+    fn leader_in_foreground(&self) -> bool {
+        process_tree::process_info(self.leader).is_none_or(|p| p.tpgid == p.pgid)
+    }
+}
 
 impl Cancel for InterruptSend {
     fn cancel(&self) -> BoxFuture<'static, Result<(), String>> {
-        self.0.interrupt();
-        Box::pin(std::future::ready(Ok(())))
+        let me = InterruptSend {
+            interrupt: self.interrupt.clone(),
+            terminals: self.terminals.clone(),
+            owner: self.owner.clone(),
+            id: self.id,
+            leader: self.leader,
+            stopped: self.stopped.clone(),
+        };
+        Box::pin(async move {
+            me.interrupt.interrupt();
+            let mut stopped = me.stopped.clone();
+            let settled =
+                tokio::time::timeout(Duration::from_secs(3), stopped.wait_for(Option::is_some))
+                    .await
+                    .ok()
+                    .and_then(|r| r.ok().map(|v| *v))
+                    .flatten();
+            if settled == Some(true) {
+                return Ok(());
+            }
+            for signal in [TerminalSignal::Term, TerminalSignal::Kill] {
+                if me.leader_in_foreground() {
+                    break;
+                }
+                let _ = me.terminals.signal(&me.owner, me.id, signal).await;
+                let deadline = tokio::time::Instant::now() + Duration::from_millis(1500);
+                while !me.leader_in_foreground() && tokio::time::Instant::now() < deadline {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+            }
+            if me.leader_in_foreground() && settled.is_some() {
+                return Ok(());
+            }
+            Err(format!(
+                "the program in {} did not stop on SIGINT and is still running; stop it with terminal_signal or end the terminal with terminal_close",
+                me.id
+            ))
+        })
     }
 }
 
@@ -648,6 +704,7 @@ impl Producer for PtySendProducer {
                 id,
                 request,
             } = *self;
+            let text = request.text.clone();
             let started = terminals
                 .start_send(&owner, id, request)
                 .map_err(|e| StartError {
@@ -655,10 +712,39 @@ impl Producer for PtySendProducer {
                     message: e.to_string(),
                     retryable: e.retryable(),
                 })?;
+            let leader = terminals
+                .list(&owner)
+                .await
+                .into_iter()
+                .find(|t| t.id == id)
+                .map_or(0, |t| t.pid as i32);
+            // `None` while the send runs; then whether the program stopped
+            // (a send that settles by `timeout` left it running).
+            let (stopped_tx, stopped_rx) = tokio::sync::watch::channel(None::<bool>);
             let (done_tx, done_rx) = tokio::sync::watch::channel(false);
-            let settle: BoxFuture<'static, Settlement> = Box::pin(async move {
-                let outcome = started.settled.await;
+            // The send is driven by a task of its own, so it keeps settling
+            // while the registry is busy cancelling it; dropping the job's
+            // settle future aborts the task, which frees the terminal.
+            let settled_send = started.settled;
+            let driver = tokio::spawn(async move {
+                let outcome = settled_send.await;
+                let stopped = outcome
+                    .as_ref()
+                    .map_or(true, |o| o.reason != terminal_seam::SettleReason::Timeout);
+                let _ = stopped_tx.send(Some(stopped));
                 let _ = done_tx.send(true);
+                outcome
+            });
+            let settle: BoxFuture<'static, Settlement> = Box::pin(async move {
+                let driver = AbortOnDrop(driver);
+                let outcome = match driver.wait().await {
+                    Some(outcome) => outcome,
+                    None => {
+                        return Settlement::Failed {
+                            detail: "the send stopped unexpectedly".to_owned(),
+                        };
+                    }
+                };
                 match outcome {
                     Ok(o) if o.reason == terminal_seam::SettleReason::Timeout => {
                         Settlement::TimedOut {
@@ -676,11 +762,27 @@ impl Producer for PtySendProducer {
                     },
                 }
             });
-            let output = follow(terminals, owner, id, started.start_cursor, done_rx);
+            let output = without_echo(
+                follow(
+                    terminals.clone(),
+                    owner.clone(),
+                    id,
+                    started.start_cursor,
+                    done_rx.clone(),
+                ),
+                &text,
+            );
             Ok(Started {
                 output,
                 settle,
-                cancel: Arc::new(InterruptSend(started.interrupt)),
+                cancel: Arc::new(InterruptSend {
+                    interrupt: started.interrupt,
+                    terminals,
+                    owner,
+                    id,
+                    leader,
+                    stopped: stopped_rx,
+                }),
                 session_id: None,
             })
         })
@@ -724,10 +826,93 @@ fn follow(
                             (terminals, owner, next, done),
                         ));
                     }
-                    Ok(_) if !settled => continue,
+                    Ok(_) if !settled => {
+                        // Nothing new (the program may have closed the
+                        // terminal): wait for the settlement, never spin.
+                        let _ =
+                            tokio::time::timeout(Duration::from_millis(50), done.changed()).await;
+                    }
                     Ok(_) | Err(_) => return None,
                 }
             }
         },
     ))
+}
+
+/// Drops the terminal's echo of the sent text from the start of a
+/// background send's output, line by line (a prompt such as `>>> ` or
+/// `... ` before an echoed line goes with it). Stops at the first line
+/// that is not an echo, and passes everything else through unchanged.
+fn without_echo(
+    stream: BoxStream<'static, OutputChunk>,
+    text: &str,
+) -> BoxStream<'static, OutputChunk> {
+    use futures::StreamExt as _;
+    let expected: std::collections::VecDeque<String> =
+        text.lines().map(|l| l.trim_end().to_owned()).collect();
+    let state = (stream, expected, String::new(), false);
+    Box::pin(futures::stream::unfold(
+        state,
+        |(mut stream, mut expected, mut pending, mut done)| async move {
+            loop {
+                if done || expected.is_empty() {
+                    if !pending.is_empty() {
+                        let out = std::mem::take(&mut pending);
+                        return Some((OutputChunk::Text(out), (stream, expected, pending, true)));
+                    }
+                    let chunk = stream.next().await?;
+                    return Some((chunk, (stream, expected, pending, true)));
+                }
+                // Strip whole echoed lines at the front of `pending`.
+                while let Some(newline) = pending.find('\n') {
+                    let line = pending[..newline].trim_end();
+                    let bare = ["$ ", ">>> ", "... ", "> "]
+                        .iter()
+                        .find_map(|p| line.strip_prefix(p))
+                        .unwrap_or(line);
+                    match expected.front() {
+                        Some(want) if bare == want.as_str() || line == want.as_str() => {
+                            expected.pop_front();
+                            pending.drain(..=newline);
+                        }
+                        _ => {
+                            done = true;
+                            break;
+                        }
+                    }
+                    if expected.is_empty() {
+                        break;
+                    }
+                }
+                if done || expected.is_empty() {
+                    continue;
+                }
+                match stream.next().await {
+                    Some(OutputChunk::Text(t)) => pending.push_str(&t),
+                    Some(OutputChunk::Raw(bytes)) => {
+                        pending.push_str(&String::from_utf8_lossy(&bytes))
+                    }
+                    None => {
+                        done = true;
+                    }
+                }
+            }
+        },
+    ))
+}
+
+/// Aborts a task when dropped.
+struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+
+impl<T> AbortOnDrop<T> {
+    /// The task's output; `None` if it panicked or was aborted.
+    async fn wait(mut self) -> Option<T> {
+        (&mut self.0).await.ok()
+    }
+}
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
