@@ -212,8 +212,22 @@ impl Drop for SessionGuard {
         if self.ended.load(Ordering::SeqCst) {
             return;
         }
-        if let Err(survivors) = process_tree::end_session(self.sid, KILL_STEPS) {
-            tracing::warn!(%survivors, "processes survived the end of a dropped job");
+        let sid = self.sid;
+        let end = move || {
+            if let Err(survivors) = process_tree::end_session(sid, KILL_STEPS) {
+                tracing::warn!(%survivors, "processes survived the end of a dropped job");
+            }
+        };
+        // On an async worker (a cancelled foreground call), do not block it:
+        // the runtime's blocking pool runs the escalation. Elsewhere (the
+        // registry dropped at exit) end the session right here.
+        match tokio::runtime::Handle::try_current() {
+            Ok(handle)
+                if handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread =>
+            {
+                drop(handle.spawn_blocking(end));
+            }
+            Ok(_) | Err(_) => end(),
         }
     }
 }
