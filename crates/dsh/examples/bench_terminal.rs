@@ -4,7 +4,8 @@
 //!   dsh over MCP (the release `dsh mcp` binary driven over its stdio with
 //!   plain JSON-RPC), the raw `pty-process` floor, a tmux `send-keys` +
 //!   `capture-pane` loop, and a fixed 50 ms poll — medians, p99 and ratios
-//!   to the floor;
+//!   to the floor; for scale, a `terminal_list` call over the same MCP
+//!   connection (a call that waits for nothing);
 //! * scenario A's counts (tool calls, bytes sent and received, one-shot
 //!   bash vs terminal), as `dsh demo terminal` prints them;
 //! * a 100 MB output flood: MB/s and peak RSS growth, dsh vs raw.
@@ -18,6 +19,7 @@ use std::io::{BufRead as _, BufReader, Write as _};
 use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -27,6 +29,7 @@ use terminal_pty::bench::{
     service_flood, service_python_settle, tmux_python_settle,
 };
 use terminal_seam::Owner;
+use tools_catalog::{CallContext, Catalog, JobsConfig, Preset, Runtime, Settings};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -201,9 +204,70 @@ impl Drop for McpClient {
     }
 }
 
+/// Settle latency of `1+1` through the tool layer in process: the
+/// `terminal_send` tool of a [`Catalog`] over a [`Runtime`], called with
+/// JSON arguments as the MCP host calls it, without the transport.
+async fn tool_layer_python_settle(rounds: usize) -> Result<Vec<Duration>, BoxError> {
+    let runtime = Arc::new(Runtime::new(
+        JobsConfig::default(),
+        Arc::new(PtyTerminals::default()),
+        lsp_seam::Router::new(),
+    ));
+    let catalog = Catalog::new(Preset::Full, &Settings::default());
+    let cx = CallContext {
+        owner: Owner::new("bench-tool-layer"),
+        cwd: std::env::current_dir()?,
+        runtime: runtime.clone(),
+    };
+    let call = |name: &'static str, args: Value| {
+        let tool = catalog.get(name).cloned();
+        let cx = &cx;
+        async move {
+            let tool = tool.ok_or_else(|| format!("no `{name}` tool"))?;
+            tool.call(cx, args)
+                .await
+                .map_err(|e| BoxError::from(e.text()))
+        }
+    };
+    let opened = call(
+        "terminal_open",
+        json!({ "command": ["python3", "-q", "-i"] }),
+    )
+    .await?;
+    let id = opened.structured["id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let mut samples = Vec::with_capacity(rounds);
+    for round in 0..rounds + 5 {
+        let started = Instant::now();
+        let sent = call("terminal_send", json!({ "id": id, "text": "1+1" })).await?;
+        let took = started.elapsed();
+        let output = sent.structured["output"].as_str().unwrap_or_default();
+        if sent.structured["reason"] != json!("input_wait") || !output.starts_with("2\n") {
+            return Err(format!("unexpected settle through the tool layer: {}", sent.text).into());
+        }
+        if round >= 5 {
+            samples.push(took);
+        }
+    }
+    call("terminal_close", json!({ "id": id })).await?;
+    runtime.end_owner(&cx.owner).await;
+    Ok(samples)
+}
+
+/// What one `dsh mcp` run measures: the round trip of each call.
+struct McpSamples {
+    /// `terminal_send` of `1+1`: write the request, read the reply.
+    settle: Vec<Duration>,
+    /// `terminal_list`: a call that waits for nothing, the transport's cost.
+    list: Vec<Duration>,
+}
+
 /// Settle latency of `1+1` through `dsh mcp`: the time from writing the
-/// `tools/call terminal_send` request to reading its reply.
-fn mcp_python_settle(bin: &Path, scratch: &Path, rounds: usize) -> Result<Vec<Duration>, BoxError> {
+/// `tools/call terminal_send` request to reading its reply; and, for
+/// comparison, the same round trip of a `terminal_list` call.
+fn mcp_python_settle(bin: &Path, scratch: &Path, rounds: usize) -> Result<McpSamples, BoxError> {
     let mut client = McpClient::start(bin, scratch)?;
     let opened = client.call_tool(
         "terminal_open",
@@ -213,7 +277,8 @@ fn mcp_python_settle(bin: &Path, scratch: &Path, rounds: usize) -> Result<Vec<Du
         .as_str()
         .ok_or("terminal_open returned no id")?
         .to_owned();
-    let mut samples = Vec::with_capacity(rounds);
+    let mut settle = Vec::with_capacity(rounds);
+    let mut list = Vec::with_capacity(rounds);
     for round in 0..rounds + 5 {
         let started = Instant::now();
         let sent = client.call_tool("terminal_send", json!({ "id": id, "text": "1+1" }))?;
@@ -222,13 +287,20 @@ fn mcp_python_settle(bin: &Path, scratch: &Path, rounds: usize) -> Result<Vec<Du
         if sent["reason"] != json!("input_wait") || !output.starts_with("2\n") {
             return Err(format!("unexpected settle over MCP: {sent}").into());
         }
+        let started = Instant::now();
+        let listed = client.call_tool("terminal_list", json!({}))?;
+        let list_took = started.elapsed();
+        if listed["terminals"].as_array().map(Vec::len) != Some(1) {
+            return Err(format!("unexpected terminal_list over MCP: {listed}").into());
+        }
         if round >= 5 {
-            samples.push(took);
+            settle.push(took);
+            list.push(list_took);
         }
     }
     client.call_tool("terminal_close", json!({ "id": id }))?;
     client.finish();
-    Ok(samples)
+    Ok(McpSamples { settle, list })
 }
 
 /// Scenario A's counts table, as `dsh demo terminal` prints it.
@@ -294,12 +366,14 @@ async fn main() -> Result<(), BoxError> {
         "dsh library call (PtyTerminals::send)",
         service_python_settle(&service, &owner, rounds).await?,
     ));
-    let (mcp_bin, mcp_dir) = (bin.clone(), scratch.0.clone());
     rows.extend(row(
-        "dsh over MCP (dsh mcp, JSON-RPC on stdio)",
-        tokio::task::spawn_blocking(move || mcp_python_settle(&mcp_bin, &mcp_dir, rounds))
-            .await??,
+        "dsh tool layer in process (terminal_send tool)",
+        tool_layer_python_settle(rounds).await?,
     ));
+    let (mcp_bin, mcp_dir) = (bin.clone(), scratch.0.clone());
+    let mcp = tokio::task::spawn_blocking(move || mcp_python_settle(&mcp_bin, &mcp_dir, rounds))
+        .await??;
+    rows.extend(row("dsh over MCP (dsh mcp, JSON-RPC on stdio)", mcp.settle));
     rows.extend(row(
         RAW,
         tokio::task::spawn_blocking(move || raw_pty_python_settle(rounds)).await??,
@@ -315,6 +389,10 @@ async fn main() -> Result<(), BoxError> {
             fixed_poll_python_settle(poll_rounds, Duration::from_millis(50))
         })
         .await??,
+    ));
+    rows.extend(row(
+        "  for scale: terminal_list over MCP (no settle)",
+        mcp.list,
     ));
     println!("{}", render_table(&rows, RAW));
 

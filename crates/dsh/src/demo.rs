@@ -650,10 +650,7 @@ async fn jobs_script(
         bail!("job_list lists {kinds:?}, the script expects {want_kinds:?}");
     }
 
-    emit(
-        "\n# 5. follow the watch loop: job_output waits on the server for new output \
-(the terminal's echo of the command comes first; read on from `next`)\n",
-    );
+    emit("\n# 5. follow the watch loop: job_output waits on the server for its next line\n");
     let mut since: Option<u64> = None;
     let mut followed = String::new();
     for _ in 0..5 {
