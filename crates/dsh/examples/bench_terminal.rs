@@ -367,7 +367,7 @@ async fn main() -> Result<(), BoxError> {
         service_python_settle(&service, &owner, rounds).await?,
     ));
     rows.extend(row(
-        "dsh tool layer in process (terminal_send tool)",
+        "dsh tool layer (terminal_send, in process)",
         tool_layer_python_settle(rounds).await?,
     ));
     let (mcp_bin, mcp_dir) = (bin.clone(), scratch.0.clone());
@@ -390,10 +390,7 @@ async fn main() -> Result<(), BoxError> {
         })
         .await??,
     ));
-    rows.extend(row(
-        "  for scale: terminal_list over MCP (no settle)",
-        mcp.list,
-    ));
+    rows.extend(row("for scale: terminal_list over MCP", mcp.list));
     println!("{}", render_table(&rows, RAW));
 
     let demo_bin = bin.clone();
