@@ -439,7 +439,10 @@ pub async fn serve_stdio(config: Config, options: Options) -> anyhow::Result<()>
     }
     let mut sigchld = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::child())?;
     tokio::spawn(async move {
+        // One /proc scan per burst of SIGCHLDs: a zombie may wait a moment,
+        // a busy server must not scan /proc after every command.
         while sigchld.recv().await.is_some() {
+            tokio::time::sleep(Duration::from_millis(250)).await;
             let _ = tokio::task::spawn_blocking(process_tree::reap_adopted).await;
         }
     });

@@ -16,6 +16,9 @@ use workspace_sled::Store;
 /// How many records may wait for the writer before new ones are dropped.
 const QUEUE: usize = 1024;
 
+/// How long the writer gathers records before it opens the store.
+const BATCH_DELAY: Duration = Duration::from_millis(500);
+
 enum Record {
     Begin(SessionHeader),
     Call(LogEntry),
@@ -109,7 +112,10 @@ async fn write_records(store: Store, mut rx: mpsc::Receiver<Record>) {
     let mut waiting: Vec<LogEntry> = Vec::new();
     let mut dropped = 0usize;
     while let Some(first) = rx.recv().await {
-        // Take everything queued so far: one store opening for the batch.
+        // Opening the store costs milliseconds of CPU: gather what arrives
+        // in the next moment and write it in one opening, so a busy agent's
+        // log never competes with its tool calls.
+        tokio::time::sleep(BATCH_DELAY).await;
         let mut batch = vec![first];
         while let Ok(more) = rx.try_recv() {
             batch.push(more);

@@ -222,9 +222,7 @@ impl Drop for SessionGuard {
         // the runtime's blocking pool runs the escalation. Elsewhere (the
         // registry dropped at exit) end the session right here.
         match tokio::runtime::Handle::try_current() {
-            Ok(handle)
-                if handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread =>
-            {
+            Ok(handle) if handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
                 drop(handle.spawn_blocking(end));
             }
             Ok(_) | Err(_) => end(),
@@ -367,15 +365,30 @@ fn spawn_command(
         let status = child.wait().await;
         // The leader is gone; anything it left running in its session goes
         // too, so no job outlives its status.
-        let leftovers = match settle_guard
-            .clone()
-            .end_async(process_tree::TERM_THEN_KILL)
-            .await
-        {
-            Ok(report) => report.processes_seen,
-            Err(e) => {
-                tracing::warn!(error = %e, "leftover processes of a finished job survived");
-                0
+        // Most commands leave nothing: when no process is left in the
+        // leader's own process group, the rest of the session (jobs put in
+        // groups of their own) is checked and ended just after the reply
+        // instead of before it; otherwise it is ended, and counted, now.
+        let group_empty = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(sid), None).is_err();
+        let leftovers = if group_empty {
+            let guard = settle_guard.clone();
+            tokio::spawn(async move {
+                if let Err(e) = guard.end_async(process_tree::TERM_THEN_KILL).await {
+                    tracing::warn!(error = %e, "leftover processes of a finished job survived");
+                }
+            });
+            0
+        } else {
+            match settle_guard
+                .clone()
+                .end_async(process_tree::TERM_THEN_KILL)
+                .await
+            {
+                Ok(report) => report.processes_seen,
+                Err(e) => {
+                    tracing::warn!(error = %e, "leftover processes of a finished job survived");
+                    0
+                }
             }
         };
         let facts = match status {

@@ -25,6 +25,11 @@ use crate::probe::{WaitState, group_members, voluntary_switches, wait_state};
 
 /// How long the watch spins (yielding) after a write or new output.
 const TIGHT_PHASE: Duration = Duration::from_millis(2);
+/// For how long after a write new output renews the tight phase: a
+/// program that answers and then blocks for more input (a REPL printing
+/// `2` then `>>> `) is caught at once even when it was scheduled late,
+/// while a command that prints for longer is watched by backed-off probes.
+const TIGHT_AFTER_OUTPUT_UNTIL: Duration = Duration::from_millis(50);
 /// The longest pause between two input-wait probes.
 const MAX_PAUSE: Duration = Duration::from_millis(50);
 /// A fresh input wait must hold this long, with no new output, to count:
@@ -666,8 +671,10 @@ pub(crate) async fn run_send(
         // foreground group is probed on every step; the whole group is
         // scanned from /proc only after the tight phase, now and then.
         let since_write = now - write_done;
+        let tight = since_write < TIGHT_PHASE
+            || (since_write < TIGHT_AFTER_OUTPUT_UNTIL && now - activity < TIGHT_PHASE);
         let probe_due = wait_seen.is_some()
-            || since_write < TIGHT_PHASE
+            || tight
             || last_probe.is_none_or(|t| now - t >= probe_pause(now - activity));
         if probe_due {
             last_probe = Some(now);
@@ -739,7 +746,7 @@ pub(crate) async fn run_send(
             break (SettleReason::Timeout, None);
         }
 
-        if wait_seen.is_some() || since_write < TIGHT_PHASE {
+        if wait_seen.is_some() || tight {
             tokio::task::yield_now().await;
             continue;
         }
