@@ -526,22 +526,7 @@ fn notifications(runtime: &Runtime, owner: &Owner) -> mpsc::UnboundedReceiver<No
                 continue;
             }
             let job = &event.job;
-            let mut message = format!(
-                "job {} ({}) {}",
-                job.id,
-                job.kind.as_str(),
-                job.status.as_str()
-            );
-            if let Some(code) = job.exit_code {
-                message.push_str(&format!(" with exit code {code}"));
-            }
-            if let Some(detail) = &job.detail {
-                message.push_str(&format!(": {detail}"));
-            }
-            message.push_str(&format!(
-                "; read its output with job_output {{\"job_id\": \"{}\"}}",
-                job.id
-            ));
+            let message = tools_catalog::settled_job_message(job);
             let notice = Notice {
                 id: job.id.clone(),
                 message,

@@ -390,22 +390,7 @@ async fn forward_job_events(
         }
         let Some(peer) = peer.get() else { continue };
         let job = &event.job;
-        let mut message = format!(
-            "job {} ({}) {}",
-            job.id,
-            job.kind.as_str(),
-            job.status.as_str()
-        );
-        if let Some(code) = job.exit_code {
-            message.push_str(&format!(" with exit code {code}"));
-        }
-        if let Some(detail) = &job.detail {
-            message.push_str(&format!(": {detail}"));
-        }
-        message.push_str(&format!(
-            "; read its output with job_output {{\"job_id\": \"{}\"}}",
-            job.id
-        ));
+        let message = tools_catalog::settled_job_message(job);
         let data = serde_json::json!({
             "job_id": job.id,
             "kind": job.kind.as_str(),

@@ -3,12 +3,12 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use jobs::{CommandProducer, CommandSpec, StartOptions};
+use jobs::CommandSpec;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::job_tools::{job_error, started_reply};
+use crate::job_tools::{CommandCall, run_command, started_reply};
 use crate::{
     CallContext, Clamped, Preset, Settings, Tool, ToolError, ToolFuture, ToolReply, ToolSpec,
     clamp_ms, parse_args,
@@ -88,29 +88,18 @@ impl Tool for BashTool {
             let cwd = resolve_cwd(&cx.cwd, args.cwd.as_deref())?;
             let spec = CommandSpec::shell(&args.command).with_cwd(cwd);
             let timeout = Duration::from_millis(timeout_ms);
-            if args.run_in_background.unwrap_or(false) {
-                let started = cx
-                    .runtime
-                    .jobs
-                    .start(
-                        &cx.owner,
-                        CommandProducer::boxed(spec),
-                        StartOptions {
-                            timeout: Some(timeout),
-                        },
-                    )
-                    .await
-                    .map_err(job_error)?;
-                return Ok(started_reply(&started.id, clamped));
-            }
-            let run = jobs::run_command(&spec, Some(timeout), self.max_result_bytes)
-                .await
-                .map_err(|e| ToolError {
-                    code: e.code,
-                    message: e.message,
-                    retryable: e.retryable,
-                    details: Default::default(),
-                })?;
+            let run = match run_command(
+                cx,
+                spec,
+                timeout,
+                args.run_in_background.unwrap_or(false),
+                self.max_result_bytes,
+            )
+            .await?
+            {
+                CommandCall::Started(id) => return Ok(started_reply(&id, clamped)),
+                CommandCall::Finished(run) => run,
+            };
             let signal = run.signal.map(process_tree::signal_name);
             let result = BashResult {
                 exit_code: run.exit_code,

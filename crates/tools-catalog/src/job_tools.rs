@@ -24,6 +24,70 @@ pub(crate) fn job_error(e: JobError) -> ToolError {
     }
 }
 
+/// What [`run_command`] did.
+pub(crate) enum CommandCall {
+    /// Started as a background job with this id.
+    Started(String),
+    /// Ran in the foreground to the end (or its deadline).
+    Finished(jobs::CommandRun),
+}
+
+/// Runs a command for `bash` or `subagent`: as a background job of the
+/// caller (its deadline enforced by the registry), or in the foreground.
+pub(crate) async fn run_command(
+    cx: &CallContext,
+    spec: CommandSpec,
+    timeout: Duration,
+    background: bool,
+    max_result_bytes: usize,
+) -> Result<CommandCall, ToolError> {
+    if background {
+        let started = cx
+            .runtime
+            .jobs
+            .start(
+                &cx.owner,
+                CommandProducer::boxed(spec),
+                StartOptions {
+                    timeout: Some(timeout),
+                },
+            )
+            .await
+            .map_err(job_error)?;
+        return Ok(CommandCall::Started(started.id));
+    }
+    let run = jobs::run_command(&spec, Some(timeout), max_result_bytes)
+        .await
+        .map_err(|e| ToolError {
+            code: e.code,
+            message: e.message,
+            retryable: e.retryable,
+            details: Default::default(),
+        })?;
+    Ok(CommandCall::Finished(run))
+}
+
+/// The one-line message that tells a model a background job settled.
+pub fn settled_job_message(job: &JobInfo) -> String {
+    let mut message = format!(
+        "job {} ({}) {}",
+        job.id,
+        job.kind.as_str(),
+        job.status.as_str()
+    );
+    if let Some(code) = job.exit_code {
+        message.push_str(&format!(" with exit code {code}"));
+    }
+    if let Some(detail) = &job.detail {
+        message.push_str(&format!(": {detail}"));
+    }
+    message.push_str(&format!(
+        "; read its output with job_output {{\"job_id\": \"{}\"}}",
+        job.id
+    ));
+    message
+}
+
 /// The reply of a call that started a background job.
 pub(crate) fn started_reply(id: &str, clamped: Option<Clamped>) -> ToolReply {
     let mut structured = json!({ "job_id": id });
@@ -407,29 +471,18 @@ impl Tool for SubagentTool {
                 .map_err(job_error)?
                 .with_cwd(cwd);
             let timeout = Duration::from_millis(timeout_ms);
-            if args.run_in_background.unwrap_or(false) {
-                let started = cx
-                    .runtime
-                    .jobs
-                    .start(
-                        &cx.owner,
-                        CommandProducer::boxed(spec),
-                        StartOptions {
-                            timeout: Some(timeout),
-                        },
-                    )
-                    .await
-                    .map_err(job_error)?;
-                return Ok(started_reply(&started.id, clamped));
-            }
-            let run = jobs::run_command(&spec, Some(timeout), self.max_result_bytes)
-                .await
-                .map_err(|e| ToolError {
-                    code: e.code,
-                    message: e.message,
-                    retryable: e.retryable,
-                    details: Default::default(),
-                })?;
+            let run = match run_command(
+                cx,
+                spec,
+                timeout,
+                args.run_in_background.unwrap_or(false),
+                self.max_result_bytes,
+            )
+            .await?
+            {
+                CommandCall::Started(id) => return Ok(started_reply(&id, clamped)),
+                CommandCall::Finished(run) => run,
+            };
             let result = SubagentResult {
                 output: run.output.text,
                 exit_code: run.exit_code,

@@ -32,7 +32,7 @@ pub use catalog::{
 };
 pub use context::{CallContext, Runtime, Settings};
 pub use error::{ErrorCode, ToolError};
-pub use job_tools::SubagentSettings;
+pub use job_tools::{SubagentSettings, settled_job_message};
 pub use jobs::JobsConfig;
 pub use reply::ToolReply;
 pub use terminal_seam::Owner;
