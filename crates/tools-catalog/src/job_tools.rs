@@ -339,7 +339,7 @@ impl JobKillTool {
     pub(crate) fn new() -> Self {
         Self(ToolSpec::new::<JobKillArgs>(
             "job_kill",
-            "Stop a background job: SIGINT, then SIGTERM, then SIGKILL to every process it started, and return once none is left. A job that already ended reports `already_finished`.",
+            "Stop a background job: SIGINT, then SIGTERM, then SIGKILL to every process it started, and return once none is left; a background `terminal_send` is interrupted instead, and its terminal stays open. A job that already ended reports `already_finished`.",
             &[Preset::Full],
             &["NO_JOB", "FOREIGN_JOB", "INVALID_ARGUMENT"],
         ))
