@@ -25,8 +25,8 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use terminal_pty::PtyTerminals;
 use terminal_pty::bench::{
-    Row, Stats, fixed_poll_python_settle, raw_flood, raw_pty_python_settle, render_table,
-    service_flood, service_python_settle, tmux_python_settle,
+    Row, Stats, fixed_poll_python_settle, raw_flood, raw_pty_python_settle, render_flood,
+    render_table, service_flood, service_python_settle, tmux_python_settle,
 };
 use terminal_seam::Owner;
 use tools_catalog::{CallContext, Catalog, JobsConfig, Preset, Runtime, Settings};
@@ -402,23 +402,6 @@ async fn main() -> Result<(), BoxError> {
     let bytes = 100_000_000;
     let dsh = service_flood(&service, &owner, bytes).await?;
     let raw = tokio::task::spawn_blocking(move || raw_flood(bytes)).await??;
-    println!("| flood: `yes | head -c 100000000` | bytes | seconds | MB/s | peak RSS growth |");
-    println!("|---|---:|---:|---:|---:|");
-    for (label, flood) in [
-        ("dsh (sanitize + ring + screen + capture)", dsh),
-        ("raw pty-process read, discarded", raw),
-    ] {
-        println!(
-            "| {label} | {} | {:.2} | {:.1} | {:.1} MiB |",
-            flood.bytes,
-            flood.elapsed.as_secs_f64(),
-            flood.mb_per_s(),
-            flood.peak_rss_growth_kib as f64 / 1024.0
-        );
-    }
-    println!(
-        "dsh / raw throughput: {:.2}",
-        dsh.mb_per_s() / raw.mb_per_s()
-    );
+    println!("{}", render_flood(&dsh, &raw));
     Ok(())
 }

@@ -380,6 +380,30 @@ impl RssWatch {
     }
 }
 
+/// The flood table: dsh's flood next to the raw read, and their ratio.
+pub fn render_flood(dsh: &Flood, raw: &Flood) -> String {
+    let mut out = String::from(
+        "| flood: `yes | head -c 100000000` | bytes | seconds | MB/s | peak RSS growth |\n|---|---:|---:|---:|---:|\n",
+    );
+    for (label, flood) in [
+        ("dsh (sanitize + ring + screen + capture)", dsh),
+        ("raw pty-process read, discarded", raw),
+    ] {
+        out.push_str(&format!(
+            "| {label} | {} | {:.2} | {:.1} | {:.1} MiB |\n",
+            flood.bytes,
+            flood.elapsed.as_secs_f64(),
+            flood.mb_per_s(),
+            flood.peak_rss_growth_kib as f64 / 1024.0
+        ));
+    }
+    out.push_str(&format!(
+        "dsh / raw throughput: {:.2}",
+        dsh.mb_per_s() / raw.mb_per_s()
+    ));
+    out
+}
+
 /// The shell command that prints exactly `bytes` bytes of 100-byte lines.
 pub fn flood_command(bytes: u64) -> String {
     format!("yes {} | head -c {bytes}", &"0123456789".repeat(10)[..99])
