@@ -24,6 +24,60 @@ pub struct Config {
     pub lsp: LspConfig,
     /// Where the server logs.
     pub log: LogConfig,
+    /// The per-user daemon.
+    pub daemon: DaemonConfig,
+}
+
+/// `[daemon]`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DaemonConfig {
+    /// With no connection, terminal or job for this long the daemon exits:
+    /// `"10m"`, `"30s"`, `"1h"`, `"500ms"`.
+    pub idle_exit: DurationText,
+}
+
+impl Default for DaemonConfig {
+    fn default() -> Self {
+        Self {
+            idle_exit: DurationText(std::time::Duration::from_secs(600)),
+        }
+    }
+}
+
+/// A duration written as a number and a unit: `500ms`, `30s`, `10m`, `1h`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DurationText(pub std::time::Duration);
+
+impl std::str::FromStr for DurationText {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let text = text.trim();
+        let split = text
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(text.len());
+        let (number, unit) = text.split_at(split);
+        let bad =
+            || format!("`{text}` is not a duration like \"500ms\", \"30s\", \"10m\" or \"1h\"");
+        let n: u64 = number.parse().map_err(|_| bad())?;
+        let ms = match unit.trim() {
+            "ms" => Some(n),
+            "s" => n.checked_mul(1000),
+            "m" => n.checked_mul(60_000),
+            "h" => n.checked_mul(3_600_000),
+            _ => None,
+        }
+        .ok_or_else(bad)?;
+        Ok(Self(std::time::Duration::from_millis(ms)))
+    }
+}
+
+impl<'de> Deserialize<'de> for DurationText {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        text.parse().map_err(serde::de::Error::custom)
+    }
 }
 
 /// A preset name as written in the config file.
@@ -187,6 +241,19 @@ impl Config {
             scrollback_bytes: self.limits.terminal_scrollback_bytes,
             max_result_bytes: self.limits.max_result_bytes,
             ..terminal_pty::TerminalConfig::default()
+        }
+    }
+
+    /// What the host (a daemon or a standalone server) needs.
+    pub fn host(&self) -> daemon::host::HostConfig {
+        daemon::host::HostConfig {
+            preset: self.preset.map(Preset::from),
+            settings: self.settings(),
+            jobs: self.jobs(),
+            terminals: self.terminals(),
+            lsp: self.lsp(),
+            log: (self.log.file.clone(), self.log.level.clone()),
+            idle_exit: self.daemon.idle_exit.0,
         }
     }
 
@@ -377,6 +444,22 @@ settings = { pylsp = { plugins = { pycodestyle = { enabled = false } } } }
         assert_eq!(
             err("preset = \"huge\"\n"),
             "config error: c.toml:1: preset: unknown variant `huge`, expected `minimal` or `full`"
+        );
+    }
+
+    #[test]
+    fn idle_exit_takes_a_unit_and_refuses_a_bare_number() {
+        let c = parse(Path::new("c.toml"), "[daemon]\nidle_exit = \"30s\"\n").unwrap();
+        assert_eq!(c.daemon.idle_exit.0, std::time::Duration::from_secs(30));
+        let c = parse(Path::new("c.toml"), "[daemon]\nidle_exit = \"10m\"\n").unwrap();
+        assert_eq!(c.daemon.idle_exit.0, std::time::Duration::from_secs(600));
+        assert_eq!(
+            Config::default().daemon.idle_exit.0,
+            std::time::Duration::from_secs(600)
+        );
+        assert_eq!(
+            err("[daemon]\nidle_exit = \"soon\"\n"),
+            "config error: c.toml:2: daemon.idle_exit: `soon` is not a duration like \"500ms\", \"30s\", \"10m\" or \"1h\""
         );
     }
 
