@@ -97,8 +97,11 @@ def isolated_env(tmp_path):
 
 @contextlib.asynccontextmanager
 async def connect(env, *args, cwd=None, **session_kwargs):
+    # DSH_E2E_MCP_ARGS (read by this harness only) adds arguments such as
+    # --standalone to every `dsh mcp` a test starts.
+    extra = env.get("DSH_E2E_MCP_ARGS", "").split()
     params = StdioServerParameters(
-        command=dsh_bin(), args=["mcp", *args], env=env, cwd=cwd
+        command=dsh_bin(), args=["mcp", *extra, *args], env=env, cwd=cwd
     )
     with tempfile.TemporaryFile("w+") as errlog:
         async with stdio_client(params, errlog=errlog) as (read, write):

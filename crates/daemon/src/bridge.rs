@@ -169,15 +169,8 @@ pub fn run(options: BridgeOptions) -> Result<BridgeEnd, ClientError> {
     if stopping || stdin_closed.load(Ordering::Acquire) {
         return Ok(BridgeEnd::Closed);
     }
-    let state = if crate::daemon::read_info(&options.paths.info)
-        .is_some_and(|i| i.pid == daemon_pid)
-        && nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(i32::try_from(daemon_pid).unwrap_or(i32::MAX)),
-            None,
-        )
-        .is_ok()
-    {
-        "closed the connection"
+    let state = if crate::daemon::pid_alive(daemon_pid) {
+        "is stopping and closed this connection"
     } else {
         "exited"
     };

@@ -60,9 +60,15 @@ pub fn read_info(path: &Path) -> Option<DaemonInfo> {
     serde_json::from_str(&text).ok()
 }
 
-fn pid_alive(pid: u32) -> bool {
-    i32::try_from(pid)
-        .is_ok_and(|p| nix::sys::signal::kill(nix::unistd::Pid::from_raw(p), None).is_ok())
+/// Whether `pid` runs (exists and is not a zombie), read from `/proc`.
+pub fn pid_alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rfind(')')
+                .map(|i| !matches!(s[i + 1..].trim_start().chars().next(), Some('Z' | 'X')))
+        })
+        .unwrap_or(false)
 }
 
 /// How `dsh daemon` was started.

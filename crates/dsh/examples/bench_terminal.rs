@@ -104,6 +104,7 @@ impl McpClient {
         std::fs::write(&config, "")?;
         let mut child = in_new_session(bin)
             .arg("mcp")
+            .arg("--standalone")
             .arg("--config")
             .arg(&config)
             .arg("--data-dir")

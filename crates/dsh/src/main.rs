@@ -290,17 +290,6 @@ fn registry_backend(
     })
 }
 
-/// Whether `pid` is a zombie (exited, not yet reaped by its parent).
-fn is_zombie(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|s| {
-            s.rfind(')')
-                .map(|i| s[i + 1..].trim_start().starts_with('Z'))
-        })
-        .unwrap_or(false)
-}
-
 fn run(cli: Cli) -> Result<(), Failure> {
     match cli.command {
         Command::Mcp { preset, log_file } if cli.standalone => {
@@ -421,9 +410,8 @@ fn run(cli: Cli) -> Result<(), Failure> {
                 Err(e) => return Err(e.into()),
             };
             // It ends every terminal and job first; wait until it is gone.
-            let pid = nix::unistd::Pid::from_raw(i32::try_from(reply.pid).unwrap_or(i32::MAX));
             let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-            while nix::sys::signal::kill(pid, None).is_ok() && !is_zombie(reply.pid) {
+            while daemon::daemon::pid_alive(reply.pid) {
                 if std::time::Instant::now() > deadline {
                     return Err(Failure::Other(anyhow::anyhow!(
                         "the dsh daemon (pid {}) did not exit within 60 s; its log is {}",
