@@ -22,7 +22,7 @@ use crate::protocol::{
 };
 
 /// How long a daemon that is running may take to answer a hello.
-pub const HELLO_TIMEOUT: Duration = Duration::from_millis(1500);
+pub const HELLO_TIMEOUT: Duration = Duration::from_millis(1000);
 /// How long a client waits for a daemon it started to answer.
 pub const START_TIMEOUT: Duration = Duration::from_secs(15);
 
@@ -290,9 +290,14 @@ fn spawn_daemon(paths: &DaemonPaths, spec: &StartSpec) -> Result<std::process::C
     if let Some(config) = &spec.config {
         command.arg("--config").arg(config);
     }
-    // SAFETY: setsid is async-signal-safe and touches no memory of ours.
+    // SAFETY: setsid and sigprocmask are async-signal-safe and touch no
+    // memory of ours. The daemon must not inherit the signals a bridge
+    // blocks for its signal thread (nor pass them on to every terminal).
     unsafe {
         command.pre_exec(|| {
+            nix::sys::signal::SigSet::empty()
+                .thread_set_mask()
+                .map_err(std::io::Error::from)?;
             nix::unistd::setsid()
                 .map(drop)
                 .map_err(std::io::Error::from)

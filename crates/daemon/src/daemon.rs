@@ -264,6 +264,9 @@ struct Shared {
 /// Runs the daemon until it is stopped, idle, or drained after a hand-over.
 /// Blocking: builds its own tokio runtime.
 pub fn run(options: DaemonOptions) -> Result<(), DaemonError> {
+    // Whatever started us, signals reach the daemon (and, through it, the
+    // programs it starts) unblocked.
+    let _ = nix::sys::signal::SigSet::empty().thread_set_mask();
     let paths = options.paths.clone();
     paths
         .ensure_runtime_dir()
