@@ -151,23 +151,23 @@ pub fn run(options: BridgeOptions) -> Result<BridgeEnd, ClientError> {
             }
         });
     }
-    let mut stopping = false;
-    loop {
-        match events.recv() {
-            Ok(Event::DaemonClosed) | Err(_) => break,
-            Ok(Event::Stop) => {
-                stopping = true;
-                // Give the daemon a moment to end what the connection
-                // started, as a standalone server would before exiting.
-                match events.recv_timeout(Duration::from_secs(10)) {
-                    Ok(_) | Err(_) => break,
-                }
-            }
+    let stopping = match events.recv() {
+        Ok(Event::DaemonClosed) | Err(_) => false,
+        Ok(Event::Stop) => {
+            // Give the daemon a moment to end what the connection
+            // started, as a standalone server would before exiting.
+            let _ = events.recv_timeout(Duration::from_secs(10));
+            true
         }
-    }
+    };
     let _ = closer.shutdown(Shutdown::Both);
     if stopping || stdin_closed.load(Ordering::Acquire) {
         return Ok(BridgeEnd::Closed);
+    }
+    // A killed daemon's socket closes while the process is still exiting.
+    let gone_by = std::time::Instant::now() + Duration::from_secs(1);
+    while crate::daemon::pid_alive(daemon_pid) && std::time::Instant::now() < gone_by {
+        std::thread::sleep(Duration::from_millis(10));
     }
     let state = if crate::daemon::pid_alive(daemon_pid) {
         "is stopping and closed this connection"

@@ -443,8 +443,61 @@ fn parse_preset(name: Option<&str>) -> Result<Option<Preset>, String> {
     }
 }
 
+/// A write half that does not shut the socket down when dropped, so the
+/// client sees the end of the connection only when the daemon is done
+/// with it (see [`handle`]).
+struct KeepOpen(Option<tokio::net::unix::OwnedWriteHalf>);
+
+impl Drop for KeepOpen {
+    fn drop(&mut self) {
+        if let Some(half) = self.0.take() {
+            half.forget();
+        }
+    }
+}
+
+impl tokio::io::AsyncWrite for KeepOpen {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        match self.0.as_mut() {
+            Some(half) => std::pin::Pin::new(half).poll_write(cx, buf),
+            None => std::task::Poll::Ready(Err(std::io::ErrorKind::BrokenPipe.into())),
+        }
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        match self.0.as_mut() {
+            Some(half) => std::pin::Pin::new(half).poll_flush(cx),
+            None => std::task::Poll::Ready(Ok(())),
+        }
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        // The MCP transport shuts down when the client is gone; the socket
+        // stays open until the connection's teardown is over.
+        match self.0.as_mut() {
+            Some(half) => std::pin::Pin::new(half).poll_flush(cx),
+            None => std::task::Poll::Ready(Ok(())),
+        }
+    }
+}
+
 async fn handle(shared: Arc<Shared>, stream: UnixStream) {
     let peer_pid = stream.peer_cred().ok().and_then(|c| c.pid());
+    // A second descriptor of the socket keeps it open after the MCP
+    // transport dropped its halves, until everything the connection
+    // started has ended: a bridge exits only then, as a standalone server
+    // did.
+    let keep = std::os::fd::AsFd::as_fd(&stream).try_clone_to_owned().ok();
     let (read, mut write) = stream.into_split();
     let mut reader = BufReader::new(read);
     let hello: Hello = match tokio::time::timeout(
@@ -528,13 +581,14 @@ async fn handle(shared: Arc<Shared>, stream: UnixStream) {
                 shared.host.clone(),
                 setup,
                 reader,
-                write,
+                KeepOpen(Some(write)),
                 shared.stop.clone(),
             )
             .await
             {
                 tracing::warn!("an MCP connection ended with an error: {e}");
             }
+            drop(keep);
         }
         Request::Registry { op } => {
             let _busy = Busy::new(&shared.busy);

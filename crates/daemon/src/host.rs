@@ -135,6 +135,15 @@ struct ConnectionEntry {
     peer_pid: Option<i32>,
 }
 
+/// What a reload needs of one connection: its config file, preset, layer
+/// and peer.
+type ReloadTarget = (
+    Option<PathBuf>,
+    Option<Preset>,
+    Arc<ArcSwap<ToolLayer>>,
+    Arc<OnceLock<Peer<RoleServer>>>,
+);
+
 /// The long-lived part of the server: one per process.
 pub struct Host {
     runtime: Arc<Runtime>,
@@ -286,12 +295,7 @@ impl Host {
     /// live terminals and jobs are untouched. Connections whose tool list
     /// changed are told so. Returns how many connections were reloaded.
     pub async fn reload(&self) -> usize {
-        let targets: Vec<(
-            Option<PathBuf>,
-            Option<Preset>,
-            Arc<ArcSwap<ToolLayer>>,
-            Arc<OnceLock<Peer<RoleServer>>>,
-        )> = self
+        let targets: Vec<ReloadTarget> = self
             .entries()
             .values()
             .map(|e| {

@@ -143,12 +143,24 @@ impl HeldStore {
             Held::Open(_) | Held::Closed => None,
         };
         if let Some(to) = forward_to {
-            crate::client::forward_records(&to, vec![op]).map_err(|e| {
-                WorkspaceError::Storage(StorageError::Io {
-                    message: format!("forwarding to the daemon at {}: {e}", to.display()),
-                })
-            })?;
-            return Ok(None);
+            // The new daemon may still be opening the store: retry for a
+            // while before the record is given up.
+            let began = std::time::Instant::now();
+            let mut pause = std::time::Duration::from_millis(10);
+            loop {
+                match crate::client::forward_records(&to, vec![op.clone()]) {
+                    Ok(()) => return Ok(None),
+                    Err(e) if began.elapsed() > std::time::Duration::from_secs(15) => {
+                        return Err(WorkspaceError::Storage(StorageError::Io {
+                            message: format!("forwarding to the daemon at {}: {e}", to.display()),
+                        }));
+                    }
+                    Err(_) => {
+                        std::thread::sleep(pause);
+                        pause = (pause * 2).min(std::time::Duration::from_millis(200));
+                    }
+                }
+            }
         }
         self.with_registry(|registry| match op {
             SessionRecordOp::Begin { header } => registry.begin_session(&header).map(Some),
