@@ -238,9 +238,11 @@ pub fn run(paths: &DaemonPaths, id: &str, writable: bool) -> Result<String, Clie
                             }
                             return Ok(format!("detached from {id}; the program goes on"));
                         }
-                        if writable
-                            && write.write_all(&frame::encode(frame::INPUT, &bytes)).await.is_err()
-                        {
+                        if !writable {
+                            let line = "\r\n[dsh: this view is read-only (attach with --write to type); q or Ctrl-C leaves]\r\n";
+                            let _ = stdout.write_all(line.as_bytes()).await;
+                            let _ = stdout.flush().await;
+                        } else if write.write_all(&frame::encode(frame::INPUT, &bytes)).await.is_err() {
                             return Ok("the dsh daemon closed the view".to_owned());
                         }
                     }
