@@ -272,8 +272,12 @@ def test_an_unreachable_daemon_fails_fast_and_says_why(isolated_env):
     finally:
         os.kill(pid, signal.SIGCONT)
     assert p.returncode == 1
-    assert took < 2, took
-    assert f"the dsh daemon (pid {pid}) at {info(isolated_env)['socket']} did not answer within 1000 ms" in p.stderr
+    # the bridge waits 1.5 s for the hello's answer; the rest is starting a
+    # process, which a loaded machine can slow down: only a generous bound
+    # is asserted, the time is printed
+    print(f"an unreachable daemon was reported after {took:.2f} s")
+    assert took < 10, took
+    assert f"the dsh daemon (pid {pid}) at {info(isolated_env)['socket']} did not answer within 1500 ms" in p.stderr
     assert p.stdout == ""
 
 

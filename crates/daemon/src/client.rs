@@ -22,7 +22,7 @@ use crate::protocol::{
 };
 
 /// How long a daemon that is running may take to answer a hello.
-pub const HELLO_TIMEOUT: Duration = Duration::from_millis(1000);
+pub const HELLO_TIMEOUT: Duration = Duration::from_millis(1500);
 /// How long a client waits for a daemon it started to answer.
 pub const START_TIMEOUT: Duration = Duration::from_secs(15);
 
@@ -227,14 +227,63 @@ fn say_hello(
     }))
 }
 
-/// One request, one reply; starts a daemon when `start` is given.
+/// How long a one-shot request may run in the daemon once accepted (a
+/// registry operation waits for its flush; a stop, for every terminal and
+/// job to end).
+pub const RESULT_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Reads the result line that follows a one-shot request's acceptance.
+fn read_result(stream: &mut BufReader<UnixStream>) -> Result<Reply, String> {
+    stream
+        .get_ref()
+        .set_read_timeout(Some(RESULT_TIMEOUT))
+        .map_err(|e| e.to_string())?;
+    let reply: Reply = read_line_blocking(stream, MAX_REPLY_LINE).map_err(|e| match e {
+        crate::protocol::LineError::Closed => {
+            "the daemon closed the connection before it answered (it stopped or died)".to_owned()
+        }
+        other => other.to_string(),
+    })?;
+    Ok(reply)
+}
+
+/// One request, one result; starts a daemon when `start` is given. The
+/// daemon accepts at once (so an unreachable one is told apart quickly)
+/// and answers when the request is done.
 pub fn request(
     paths: &DaemonPaths,
     request: Request,
     start: Option<&StartSpec>,
 ) -> Result<Reply, ClientError> {
-    let connected = connect(paths, &Hello::new(request), start)?;
-    Ok(connected.reply)
+    let mut connected = connect(paths, &Hello::new(request), start)?;
+    let reply = read_result(&mut connected.stream).map_err(|e| {
+        ClientError::Unreachable(format!(
+            "the dsh daemon (pid {}) accepted the request but {e}",
+            connected.reply.pid
+        ))
+    })?;
+    match reply.error {
+        Some(failure) => Err(ClientError::Refused(failure)),
+        None => Ok(reply),
+    }
+}
+
+/// One request to the daemon at `socket`, without starting one: its
+/// result, or why there is none.
+pub fn request_at(socket: &Path, request: Request) -> Result<Reply, String> {
+    let stream = UnixStream::connect(socket).map_err(|e| e.to_string())?;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .map_err(|e| e.to_string())?;
+    let mut writer = &stream;
+    write_line_blocking(&mut writer, &Hello::new(request)).map_err(|e| e.to_string())?;
+    let mut reader = BufReader::new(stream);
+    let accepted: Reply =
+        read_line_blocking(&mut reader, MAX_REPLY_LINE).map_err(|e| e.to_string())?;
+    if accepted.error.is_some() {
+        return Ok(accepted);
+    }
+    read_result(&mut reader)
 }
 
 /// Hands session records to the daemon at `socket` (a daemon that gave
@@ -243,16 +292,7 @@ pub fn forward_records(
     socket: &Path,
     records: Vec<crate::store::SessionRecordOp>,
 ) -> Result<(), String> {
-    let stream = UnixStream::connect(socket).map_err(|e| e.to_string())?;
-    stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .map_err(|e| e.to_string())?;
-    let mut writer = &stream;
-    write_line_blocking(&mut writer, &Hello::new(Request::Record { records }))
-        .map_err(|e| e.to_string())?;
-    let mut reader = BufReader::new(stream);
-    let reply: Reply =
-        read_line_blocking(&mut reader, MAX_REPLY_LINE).map_err(|e| e.to_string())?;
+    let reply = request_at(socket, Request::Record { records })?;
     match reply.error {
         None => Ok(()),
         Some(f) => Err(f.message),

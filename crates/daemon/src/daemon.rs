@@ -157,22 +157,7 @@ fn take_lock(paths: &DaemonPaths) -> Result<Flock<File>, DaemonError> {
                 let handover = Request::Handover {
                     socket: paths.socket.clone(),
                 };
-                let reply = std::os::unix::net::UnixStream::connect(&info.socket)
-                    .map_err(|e| e.to_string())
-                    .and_then(|stream| {
-                        stream
-                            .set_read_timeout(Some(Duration::from_secs(10)))
-                            .map_err(|e| e.to_string())?;
-                        let mut writer = &stream;
-                        crate::protocol::write_line_blocking(&mut writer, &Hello::new(handover))
-                            .map_err(|e| e.to_string())?;
-                        let mut reader = std::io::BufReader::new(stream);
-                        crate::protocol::read_line_blocking::<Reply, _>(
-                            &mut reader,
-                            crate::protocol::MAX_REPLY_LINE,
-                        )
-                        .map_err(|e| e.to_string())
-                    });
+                let reply = crate::client::request_at(&info.socket, handover);
                 match reply {
                     Ok(reply) if reply.error.is_none() => asked = true,
                     Ok(reply) => {
@@ -533,6 +518,28 @@ async fn handle(shared: Arc<Shared>, stream: UnixStream) {
             ),
         );
         let _ = write_line(&mut write, &reply).await;
+        return;
+    }
+    let one_shot = match &request {
+        Request::Mcp(_) | Request::Attach { .. } => false,
+        Request::Registry { .. }
+        | Request::Status
+        | Request::Stop
+        | Request::Reload
+        | Request::Ps
+        | Request::Handover { .. }
+        | Request::Record { .. } => true,
+    };
+    // One-shot requests are accepted at once and answered when done, so a
+    // client tells a slow operation from a daemon that does not answer.
+    if one_shot
+        && write_line(
+            &mut write,
+            &Reply::ok(serde_json::json!({ "accepted": true })),
+        )
+        .await
+        .is_err()
+    {
         return;
     }
     match request {
