@@ -96,14 +96,18 @@ pub fn connect(
     let mut last_mismatch: Option<Reply> = None;
     loop {
         match UnixStream::connect(&paths.socket) {
-            Ok(stream) => match say_hello(paths, stream, hello)? {
-                Ok(connected) => {
+            Ok(stream) => match say_hello(paths, stream, hello) {
+                // While a daemon this client started takes over from one of
+                // another version, the old one may not answer for a moment.
+                Err(ClientError::Unreachable(_)) if started.is_some() => {}
+                Err(e) => return Err(e),
+                Ok(Ok(connected)) => {
                     if let Some(child) = started.take() {
                         reap_in_background(child);
                     }
                     return Ok(connected);
                 }
-                Err(reply) => {
+                Ok(Err(reply)) => {
                     let Some(failure) = reply.error.clone() else {
                         return Err(ClientError::Unreachable("empty reply".into()));
                     };
