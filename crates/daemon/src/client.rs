@@ -246,7 +246,9 @@ fn read_result(stream: &mut BufReader<UnixStream>) -> Result<Reply, String> {
         crate::protocol::LineError::Closed => {
             "the daemon closed the connection before it answered (it stopped or died)".to_owned()
         }
-        other => other.to_string(),
+        other @ (crate::protocol::LineError::TooLong(_)
+        | crate::protocol::LineError::Malformed(_)
+        | crate::protocol::LineError::Io(_)) => other.to_string(),
     })?;
     Ok(reply)
 }
