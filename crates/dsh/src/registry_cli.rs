@@ -877,6 +877,7 @@ mod tests {
     }
 
     #[test]
+    #[allow(clippy::unwrap_used)]
     fn control_characters_never_reach_the_terminal_raw() {
         let evil = "a\u{1b}[2Jb\u{7f}c\u{9b}31md\u{202e}e\nf";
         assert_eq!(

@@ -116,10 +116,10 @@ fn summarize(tool: &str, arguments: &serde_json::Value, policy: LogPolicy) -> St
         }
         "terminal_open" => {
             if let Some(env) = arguments.get_mut("env") {
-                let names: Vec<Value> = match env {
-                    Value::Object(map) => map.keys().cloned().map(Value::String).collect(),
-                    _ => Vec::new(),
-                };
+                let names: Vec<Value> = env
+                    .as_object()
+                    .map(|map| map.keys().cloned().map(Value::String).collect())
+                    .unwrap_or_default();
                 *env = Value::Array(names);
             }
             if !policy.commands
