@@ -239,3 +239,28 @@ def test_cli_output_escapes_control_characters(isolated_env, tmp_path):
         assert not any(
             (ord(c) < 0x20 and c != "\n") or 0x7F <= ord(c) <= 0x9F for c in text
         ), repr(text)
+
+
+@pytest.mark.anyio
+async def test_session_commands_escape_what_clients_sent(isolated_env, tmp_path):
+    from mcp.types import Implementation
+
+    data = tmp_path / "store"
+    client = Implementation(name=f"agent{ESC}]0;owned\x07", version=f"1{ESC}[2J")
+    async with connect(
+        isolated_env, "--data-dir", str(data), cwd=str(tmp_path), client_info=client
+    ) as s:
+        ok(await s.call_tool("bash", {"command": f"printf 'x{ESC}[31m'"}))
+        shown = await wait_for_log(isolated_env, data, 1)
+    assert shown["client"] == {"name": client.name, "version": client.version}
+    outputs = [
+        dsh(isolated_env, data, "session", "list").stdout,
+        dsh(isolated_env, data, "session", "show", shown["id"]).stdout,
+        dsh(isolated_env, data, "session", "list", "--json").stdout,
+        dsh(isolated_env, data, "session", "show", shown["id"], "--json").stdout,
+    ]
+    assert "agent\\u{1b}]0;owned\\u{7} 1\\u{1b}[2J" in outputs[0], outputs[0]
+    for text in outputs:
+        assert not any(
+            (ord(c) < 0x20 and c != "\n") or 0x7F <= ord(c) <= 0x9F for c in text
+        ), repr(text)
