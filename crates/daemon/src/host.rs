@@ -30,7 +30,7 @@ use tools_catalog::{
 };
 use workspace::{ClientInfo, SessionHeader, SessionId};
 
-use crate::session_log::SessionRecorder;
+use crate::session_log::{LogPolicy, SessionRecorder};
 use crate::store::StoreAccess;
 
 /// What the host needs from the config file.
@@ -48,6 +48,9 @@ pub struct HostConfig {
     pub lsp: lsp_rust_analyzer::LspConfig,
     /// The log's file and filter (fixed for the host's life).
     pub log: (Option<PathBuf>, Option<String>),
+    /// Whether the session log keeps commands, prompts and argv (`[log]
+    /// commands`; per connection).
+    pub log_commands: bool,
     /// How long a daemon with no connection, terminal or job waits before
     /// it exits.
     pub idle_exit: Duration,
@@ -618,13 +621,16 @@ where
     W: tokio::io::AsyncWrite + Send + Unpin + 'static,
 {
     let config = setup.config.unwrap_or_else(|| host.config.clone());
+    let policy = LogPolicy {
+        commands: config.log_commands,
+    };
     let layer = Arc::new(ArcSwap::from_pointee(ToolLayer::build(
         config,
         setup.preset,
     )));
     let (cwd_tx, cwd) = watch::channel(None);
     let connection = Connection {
-        recorder: SessionRecorder::start(host.store.clone()),
+        recorder: SessionRecorder::start(host.store.clone(), policy),
         owner: Owner::new(setup.label.clone()),
         layer: layer.clone(),
         cwd: cwd.clone(),

@@ -192,12 +192,17 @@ fn main() -> ExitCode {
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(Failure::Exit(code)) => ExitCode::from(code),
+        // Messages quote paths, titles and keys: no control character in
+        // them reaches the terminal unescaped.
         Err(Failure::Usage(message)) => {
-            eprintln!("dsh: {message}");
+            eprintln!("dsh: {}", registry_cli::escape_controls(&message, false));
             ExitCode::from(2)
         }
         Err(Failure::Other(err)) => {
-            eprintln!("dsh: {err:#}");
+            eprintln!(
+                "dsh: {}",
+                registry_cli::escape_controls(&format!("{err:#}"), false)
+            );
             ExitCode::from(1)
         }
     }
