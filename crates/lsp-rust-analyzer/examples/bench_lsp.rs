@@ -49,6 +49,7 @@ fn fixture_copy() -> (tempfile::TempDir, PathBuf) {
 
 fn at(path: &Path, line: u32, symbol: &str) -> PositionQuery {
     PositionQuery {
+        progress: Default::default(),
         path: path.to_owned(),
         line,
         address: Address::Symbol {
@@ -116,6 +117,7 @@ async fn warm(root: &Path) {
     let ref_q = at(&canvas, 17, "total_area");
     let hover_q = at(&main, 7, "Circle");
     let sym_q = SymbolsQuery {
+        progress: Default::default(),
         path: lib.clone(),
         query: None,
     };

@@ -165,6 +165,7 @@ fn position(args: &LspArgs, path: PathBuf, op: Op) -> Result<PositionQuery, Tool
         }
     };
     Ok(PositionQuery {
+        progress: Default::default(),
         path,
         line,
         address,
@@ -198,6 +199,7 @@ impl Tool for LspTool {
                 Op::References => Request::References(position(&args, path, op)?),
                 Op::Hover => Request::Hover(position(&args, path, op)?),
                 Op::Symbols => Request::Symbols(SymbolsQuery {
+                    progress: Default::default(),
                     path,
                     query: args.query.clone(),
                 }),
