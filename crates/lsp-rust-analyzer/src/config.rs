@@ -81,6 +81,10 @@ pub struct ServerConfig {
     /// Why a file with no root marker has no project (added to
     /// `no_project`), e.g. how to make a `compile_commands.json`.
     pub no_project_hint: Option<String>,
+    /// Error messages by which the server says "nothing at this position"
+    /// (gopls: `no identifier found`): once it is ready, they are an
+    /// honest empty answer, not an error.
+    pub nothing_here_errors: Vec<String>,
 }
 
 impl ServerConfig {
@@ -109,6 +113,7 @@ impl ServerConfig {
                 ".rs",
             )),
             no_project_hint: None,
+            nothing_here_errors: vec![],
         }
     }
 
@@ -340,6 +345,7 @@ impl ServerConfig {
                 ".go",
             )),
             no_project_hint: Some("gopls needs a go.mod (run `go mod init NAME`)".into()),
+            nothing_here_errors: vec!["no identifier found".into(), "no object found".into()],
             ..ServerConfig::default()
         }
     }

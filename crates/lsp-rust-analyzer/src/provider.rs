@@ -540,6 +540,23 @@ impl StdioLspProvider {
         })
     }
 
+    /// An error by which the server says there is nothing at the position
+    /// (see [`ServerConfig::nothing_here_errors`]) is an empty answer.
+    fn nothing_here<T>(&self, answer: Result<Option<T>, Failure>) -> Result<Option<T>, Failure> {
+        match answer {
+            Err(Failure::Lsp(LspError::ServerError { message, .. }))
+                if self
+                    .config
+                    .nothing_here_errors
+                    .iter()
+                    .any(|m| message.contains(m.as_str())) =>
+            {
+                Ok(None)
+            }
+            other => other,
+        }
+    }
+
     fn unsupported(&self, server: &Server, capability: &str, op: Op) -> Result<(), Failure> {
         if server.supports(capability) {
             Ok(())
@@ -586,7 +603,8 @@ impl StdioLspProvider {
                     },
                     self.options.request_timeout,
                 )
-                .await?;
+                .await;
+            let answer = self.nothing_here(answer)?;
             // (target, name position, whole range if known)
             let targets: Vec<(Url, Position, Option<Range>)> = match answer {
                 None => vec![],
@@ -662,6 +680,13 @@ impl StdioLspProvider {
         if !server.supports("documentSymbolProvider") {
             return None;
         }
+        // Some servers (clangd) outline only documents they have open.
+        let path = url_path(uri);
+        if let Some(language_id) = self.config.language_id(&path)
+            && let Ok(text) = text::read_capped(&path, self.options.max_file_bytes)
+        {
+            server.sync_document(&path, &text, language_id).ok()?;
+        }
         let answer = server
             .request::<DocumentSymbolRequest>(
                 DocumentSymbolParams {
@@ -711,7 +736,8 @@ impl StdioLspProvider {
                     },
                     self.options.request_timeout,
                 )
-                .await?
+                .await;
+            let locations = self.nothing_here(locations)?
                 .unwrap_or_default();
             let mut files = Files::default();
             let mut grouped: BTreeMap<PathBuf, Vec<Reference>> = BTreeMap::new();
@@ -764,7 +790,8 @@ impl StdioLspProvider {
                     },
                     self.options.request_timeout,
                 )
-                .await?;
+                .await;
+            let hover = self.nothing_here(hover)?;
             let markdown = hover.map(|h| match h.contents {
                 HoverContents::Scalar(s) => marked(s),
                 HoverContents::Array(v) => {
