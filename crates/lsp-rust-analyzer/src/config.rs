@@ -238,7 +238,7 @@ impl ServerConfig {
         .map(String::from)
         .to_vec();
         let install = hint(
-            "npm install -g pyright` (or `pip install pyright`, `pip install basedpyright`, `pip install python-lsp-server`",
+            "`npm install -g pyright` (or `pip install pyright`, `pip install basedpyright`, `pip install python-lsp-server`)",
             "python",
             ".py",
         );

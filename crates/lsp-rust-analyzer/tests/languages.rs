@@ -652,3 +652,212 @@ fn go_cold_start_is_never_empty_or_partial() {
 fn go_sees_edits_on_disk() {
     freshness(&GO);
 }
+
+#[test]
+fn a_config_entry_overrides_the_preset_extension_by_extension() {
+    use lsp_rust_analyzer::{LspConfig, build_router};
+    let mut config = LspConfig::default();
+    config.servers.insert(
+        "my-python".into(),
+        ServerConfig {
+            command: "pylsp".into(),
+            extensions: [(".py".to_owned(), "python".to_owned())].into(),
+            ..ServerConfig::default()
+        },
+    );
+    let (router, _providers) = build_router(&config).unwrap();
+    let routes: std::collections::BTreeMap<String, String> = router.routes().into_iter().collect();
+    assert_eq!(routes[".py"], "my-python");
+    // the preset keeps the extensions the config does not claim
+    let python = PYTHON.config().name;
+    assert_eq!(routes[".pyi"], python);
+    assert_eq!(routes[".ts"], "typescript-language-server");
+    assert_eq!(routes[".cpp"], "clangd");
+    assert_eq!(routes[".go"], "gopls");
+    assert_eq!(routes[".rs"], "rust-analyzer");
+}
+
+#[test]
+fn a_missing_server_says_what_to_install_and_which_key_overrides_it() {
+    let empty = tempfile::tempdir().unwrap();
+    let (_dir, root) = PYTHON.copy();
+    // a project for every language, so only the binary is missing
+    for (marker, text) in [
+        ("Cargo.toml", "[package]\nname = \"p\"\n"),
+        ("go.mod", "module p\n"),
+        ("compile_commands.json", "[]"),
+    ] {
+        std::fs::write(root.join(marker), text).unwrap();
+    }
+    for preset in language_presets() {
+        for mut server in preset.servers.clone() {
+            server
+                .env
+                .insert("PATH".into(), empty.path().display().to_string());
+            let ext = preset.extensions()[0].clone();
+            let file = root.join(format!("probe{ext}"));
+            std::fs::write(&file, "x\n").unwrap();
+            let command = server.command.clone();
+            let hint = server.install_hint.clone().unwrap();
+            let p = StdioLspProvider::new(server, lang_options());
+            let err = RT
+                .block_on(p.symbols(&SymbolsQuery {
+                    path: file.clone(),
+                    query: None,
+                    progress: ProgressSink::none(),
+                }))
+                .unwrap_err();
+            let LspError::Unavailable { reason, message } = &err else {
+                panic!("{}: {err:?}", preset.language)
+            };
+            assert_eq!(*reason, UnavailableReason::BinaryNotFound, "{message}");
+            assert!(message.contains(&format!("`{command}` not found")), "{message}");
+            assert!(message.contains(&hint), "{message}");
+            assert!(message.contains("Install: `"), "{message}");
+            assert!(
+                message.contains(&format!("[lsp.servers.NAME] command = \"...\", extensions = {{ \"{ext}\"")),
+                "{message}"
+            );
+        }
+    }
+}
+
+/// A Python provider on a fresh copy with these options.
+fn python_provider(options: ClientOptions) -> Option<(tempfile::TempDir, PathBuf, StdioLspProvider)> {
+    if !PYTHON.available() {
+        return None;
+    }
+    let (dir, root) = PYTHON.copy();
+    Some((dir, root, PYTHON.provider(options)))
+}
+
+/// Waits (bounded) until `f` holds.
+fn eventually(what: &str, mut f: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !f() {
+        assert!(start.elapsed() < Duration::from_secs(60), "never: {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn an_idle_server_stops_and_the_next_query_starts_it_again() {
+    let Some((_dir, root, p)) = python_provider(ClientOptions {
+        idle_stop: Some(Duration::from_secs(1)),
+        ..lang_options()
+    }) else {
+        return;
+    };
+    let (query, item) = PYTHON.definition(&root);
+    let got = RT
+        .block_on(answer(LIMIT, async || p.definition(&query).await))
+        .unwrap();
+    assert_eq!(got.items, vec![item.clone()]);
+    let first = p.servers();
+    assert_eq!(first.len(), 1);
+    eventually("the idle server stops", || p.servers().is_empty());
+    eventually("its session ends", || !session_alive(first[0].pid));
+    let again = RT
+        .block_on(answer(LIMIT, async || p.definition(&query).await))
+        .unwrap();
+    assert_eq!(again.items, vec![item]);
+    let second = p.servers();
+    assert_eq!(second.len(), 1);
+    assert_ne!(second[0].pid, first[0].pid);
+    RT.block_on(p.shutdown());
+}
+
+#[test]
+fn beyond_the_cap_the_least_recently_used_server_stops() {
+    let Some((_dir, root_a, p)) = python_provider(ClientOptions {
+        max_servers: 1,
+        ..lang_options()
+    }) else {
+        return;
+    };
+    let (_dir_b, root_b) = PYTHON.copy();
+    let (query_a, item_a) = PYTHON.definition(&root_a);
+    let (query_b, item_b) = PYTHON.definition(&root_b);
+    let ask = |q: &PositionQuery| {
+        RT.block_on(answer(LIMIT, async || p.definition(q).await))
+            .unwrap()
+            .items
+    };
+    assert_eq!(ask(&query_a), vec![item_a.clone()]);
+    let a = p.servers();
+    assert_eq!(a.len(), 1);
+    assert_eq!(ask(&query_b), vec![item_b]);
+    eventually("the first server's session ends", || !session_alive(a[0].pid));
+    let roots: Vec<PathBuf> = p.servers().into_iter().map(|s| s.root).collect();
+    assert_eq!(roots, vec![root_b.clone()]);
+    assert_eq!(ask(&query_a), vec![item_a]);
+    let roots: Vec<PathBuf> = p.servers().into_iter().map(|s| s.root).collect();
+    assert_eq!(roots, vec![root_a]);
+    RT.block_on(p.shutdown());
+}
+
+#[test]
+fn a_file_over_the_size_cap_is_refused_without_reading_it() {
+    let (_dir, root) = PYTHON.copy();
+    let p = PYTHON.provider(ClientOptions {
+        max_file_bytes: 64,
+        ..lang_options()
+    });
+    let err = RT
+        .block_on(p.definition(&at(&root.join("shapes.py"), 3, "math")))
+        .unwrap_err();
+    let LspError::InvalidArgument { field, message } = &err else {
+        panic!("{err:?}")
+    };
+    assert_eq!(field, "path");
+    assert!(message.contains("more than the 64 bytes"), "{message}");
+    assert!(message.contains("[lsp] max_file_bytes"), "{message}");
+}
+
+#[test]
+fn concurrent_queries_on_one_root_share_one_server_and_stay_correct() {
+    let Some((_dir, root, p)) = python_provider(lang_options()) else {
+        return;
+    };
+    let p = std::sync::Arc::new(p);
+    let (def_query, item) = PYTHON.definition(&root);
+    let (ref_query, expected) = PYTHON.references(&root);
+    RT.block_on(async {
+        let defs = {
+            let p = p.clone();
+            tokio::spawn(async move {
+                for _ in 0..10 {
+                    let got = loop {
+                        match p.definition(&def_query).await {
+                            Err(LspError::NotReady { .. }) => {
+                                tokio::time::sleep(Duration::from_millis(50)).await;
+                            }
+                            other => break other.unwrap(),
+                        }
+                    };
+                    assert_eq!(got.items, vec![item.clone()]);
+                }
+            })
+        };
+        let refs = {
+            let p = p.clone();
+            tokio::spawn(async move {
+                for _ in 0..10 {
+                    let got = loop {
+                        match p.references(&ref_query).await {
+                            Err(LspError::NotReady { .. }) => {
+                                tokio::time::sleep(Duration::from_millis(50)).await;
+                            }
+                            other => break other.unwrap(),
+                        }
+                    };
+                    assert_eq!(reference_positions(&got), expected);
+                }
+            })
+        };
+        defs.await.unwrap();
+        refs.await.unwrap();
+    });
+    assert_eq!(p.servers().len(), 1);
+    RT.block_on(p.shutdown());
+}
