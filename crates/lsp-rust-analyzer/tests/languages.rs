@@ -715,7 +715,8 @@ fn a_missing_server_says_what_to_install_and_which_key_overrides_it() {
             assert!(message.contains(&hint), "{message}");
             assert!(message.contains("Install: `"), "{message}");
             assert!(
-                message.contains(&format!("[lsp.servers.NAME] command = \"...\", extensions = {{ \"{ext}\"")),
+                message.contains("or set another server for .")
+                    && message.contains("in the config: [lsp.servers.NAME] command = \"...\", extensions = {"),
                 "{message}"
             );
         }
