@@ -182,6 +182,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
                 Some(p) => tracing::info!("config: {}", p.display()),
                 None => tracing::info!("config: none found, using defaults"),
             }
+            serve::first_contact_hint();
             let runtime = tokio::runtime::Builder::new_multi_thread()
                 .enable_all()
                 .build()
