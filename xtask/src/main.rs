@@ -139,9 +139,8 @@ fn install_prerequisites() -> anyhow::Result<()> {
 }
 
 fn on_path(program: &str) -> bool {
-    std::env::var_os("PATH").is_some_and(|paths| {
-        std::env::split_paths(&paths).any(|d| d.join(program).is_file())
-    })
+    std::env::var_os("PATH")
+        .is_some_and(|paths| std::env::split_paths(&paths).any(|d| d.join(program).is_file()))
 }
 
 /// Installs the language servers of the built-in languages for the tests:
@@ -179,7 +178,10 @@ fn install_language_servers() -> anyhow::Result<Option<String>> {
     let mut apt_updated = false;
     let mut apt_update = || -> anyhow::Result<()> {
         if !apt_updated {
-            step("update the Debian package lists", Command::new("apt-get").args(["update", "-qq"]))?;
+            step(
+                "update the Debian package lists",
+                Command::new("apt-get").args(["update", "-qq"]),
+            )?;
             apt_updated = true;
         }
         Ok(())
@@ -191,7 +193,9 @@ fn install_language_servers() -> anyhow::Result<Option<String>> {
     if !(on_path("go") && on_path("gopls")) {
         let attempt = apt_update().and_then(|()| apt_install(&["golang-go", "gopls"]));
         if let Err(e) = attempt {
-            return Ok(Some(format!("apt-get could not install golang-go and gopls: {e:#}")));
+            return Ok(Some(format!(
+                "apt-get could not install golang-go and gopls: {e:#}"
+            )));
         }
     }
     // A working pair: gopls starts and go reports its version.
@@ -214,7 +218,9 @@ fn test() -> anyhow::Result<()> {
     install_prerequisites()?;
     let go_unavailable = install_language_servers()?;
     if let Some(reason) = &go_unavailable {
-        eprintln!("\nGo is not installable on this machine ({reason}): the Go language tests report this instead of running");
+        eprintln!(
+            "\nGo is not installable on this machine ({reason}): the Go language tests report this instead of running"
+        );
     }
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let path = path_with_venv();

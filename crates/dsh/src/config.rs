@@ -434,10 +434,16 @@ settings = { pylsp = { plugins = { pycodestyle = { enabled = false } } } }
         let never = parse(Path::new("c.toml"), "[lsp]\nidle_stop = \"0s\"\n").unwrap();
         assert_eq!(never.lsp().options.idle_stop, None);
         let defaults = Config::default().lsp().options;
-        assert_eq!(defaults.idle_stop, Some(std::time::Duration::from_secs(600)));
+        assert_eq!(
+            defaults.idle_stop,
+            Some(std::time::Duration::from_secs(600))
+        );
         assert!(Config::default().lsp.eager);
         let e = err("[lsp]\nidle_stop = \"soon\"\n");
-        assert!(e.starts_with("config error: c.toml:2: lsp.idle_stop: "), "{e}");
+        assert!(
+            e.starts_with("config error: c.toml:2: lsp.idle_stop: "),
+            "{e}"
+        );
         assert!(e.contains("\"10m\""), "{e}");
     }
 

@@ -107,11 +107,7 @@ impl ServerConfig {
             require_root: true,
             readiness: ReadinessSignal::ServerStatus,
             wait_for_diagnostics: false,
-            install_hint: Some(hint(
-                "`rustup component add rust-analyzer`",
-                "rust",
-                ".rs",
-            )),
+            install_hint: Some(hint("`rustup component add rust-analyzer`", "rust", ".rs")),
             no_project_hint: None,
             nothing_here_errors: vec![],
         }

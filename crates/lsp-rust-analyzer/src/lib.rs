@@ -69,9 +69,12 @@ pub fn build_router(
         let Some(mut server) = preset.choose() else {
             continue;
         };
-        server
-            .extensions
-            .retain(|ext, _| !config.servers.values().any(|s| s.extensions.contains_key(ext)));
+        server.extensions.retain(|ext, _| {
+            !config
+                .servers
+                .values()
+                .any(|s| s.extensions.contains_key(ext))
+        });
         if server.extensions.is_empty() {
             continue;
         }

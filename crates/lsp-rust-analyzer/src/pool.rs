@@ -125,7 +125,12 @@ impl ServerPool {
                     if guard.as_ref().is_some_and(|s| s.is_alive()) {
                         count += 1;
                         if !slot.busy() {
-                            running.push((slot.last_used(), e.name.clone(), e.root.clone(), slot.clone()));
+                            running.push((
+                                slot.last_used(),
+                                e.name.clone(),
+                                e.root.clone(),
+                                slot.clone(),
+                            ));
                         }
                     }
                 }

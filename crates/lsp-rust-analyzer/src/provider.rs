@@ -11,9 +11,8 @@ use std::time::Duration;
 use lsp_seam::{
     Address, DefinitionItem, DefinitionResult, FileReferences, HoverContent, HoverResult, LspError,
     LspFuture, LspProvider, NumberedLine, Op, PositionQuery, ProgressSink, Reference,
-    ReferencesDetail,
-    ReferencesResult, Resolved, SymbolItem, SymbolScope, SymbolsQuery, SymbolsResult,
-    UnavailableReason,
+    ReferencesDetail, ReferencesResult, Resolved, SymbolItem, SymbolScope, SymbolsQuery,
+    SymbolsResult, UnavailableReason,
 };
 use lsp_types::request::{
     DocumentSymbolRequest, GotoDefinition, HoverRequest, References, WorkspaceSymbolRequest,
@@ -286,13 +285,16 @@ impl StdioLspProvider {
         let path = absolute(path)?;
         let root = self.root_for(&path)?;
         let server = self.server_for(&root).await?;
-        server.wait_ready(timeout, &|_, _| {}).await.map_err(|f| match f {
-            Failure::Lsp(e) => e,
-            Failure::Dead | Failure::ContentModified => LspError::Unavailable {
-                reason: UnavailableReason::Crashed,
-                message: format!("{}: died while loading", self.config.name),
-            },
-        })
+        server
+            .wait_ready(timeout, &|_, _| {})
+            .await
+            .map_err(|f| match f {
+                Failure::Lsp(e) => e,
+                Failure::Dead | Failure::ContentModified => LspError::Unavailable {
+                    reason: UnavailableReason::Crashed,
+                    message: format!("{}: died while loading", self.config.name),
+                },
+            })
     }
 
     /// The running server processes.
@@ -591,81 +593,86 @@ impl StdioLspProvider {
 
     async fn definition_impl(&self, query: &PositionQuery) -> Result<DefinitionResult, LspError> {
         validate_line(query)?;
-        self.run(Op::Definition, &query.path, &query.progress, |server, file| async move {
-            self.unsupported(&server, "definitionProvider", Op::Definition)?;
-            let (uri, pos, resolved) = Self::locate(&server, &file, query)?;
-            let answer = server
-                .request::<GotoDefinition>(
-                    GotoDefinitionParams {
-                        text_document_position_params: position_params(&uri, pos),
-                        work_done_progress_params: WorkDoneProgressParams::default(),
-                        partial_result_params: PartialResultParams::default(),
-                    },
-                    self.options.request_timeout,
-                )
-                .await;
-            let answer = self.nothing_here(answer)?;
-            // (target, name position, whole range if known)
-            let targets: Vec<(Url, Position, Option<Range>)> = match answer {
-                None => vec![],
-                Some(GotoDefinitionResponse::Scalar(l)) => vec![(l.uri, l.range.start, None)],
-                Some(GotoDefinitionResponse::Array(ls)) => ls
-                    .into_iter()
-                    .map(|l| (l.uri, l.range.start, None))
-                    .collect(),
-                Some(GotoDefinitionResponse::Link(links)) => links
-                    .into_iter()
-                    .map(|l| {
-                        (
-                            l.target_uri,
-                            l.target_selection_range.start,
-                            Some(l.target_range),
-                        )
-                    })
-                    .collect(),
-            };
-            let mut files = Files::default();
-            let mut items = Vec::new();
-            for (uri, name_pos, range) in targets {
-                let path = url_path(&uri);
-                let range = match range {
-                    Some(r) => Some(r),
-                    None => self.enclosing_symbol_range(&server, &uri, name_pos).await,
-                };
-                let (line, column) = files.position(&path, name_pos, server.encoding);
-                let (first, last) = match range {
-                    Some(r) => (
-                        r.start.line.min(name_pos.line),
-                        last_line(&r).max(name_pos.line),
-                    ),
-                    None => (name_pos.line, name_pos.line),
-                };
-                let cap = self.options.max_body_lines.max(1);
-                let shown_last = last.min(first.saturating_add(cap - 1));
-                let body: Vec<NumberedLine> = match files.get(&path) {
-                    Some(text) => text
-                        .split('\n')
-                        .enumerate()
-                        .skip(first as usize)
-                        .take((shown_last - first + 1) as usize)
-                        .map(|(i, l)| NumberedLine {
-                            line: u32::try_from(i + 1).unwrap_or(u32::MAX),
-                            text: l.strip_suffix('\r').unwrap_or(l).to_owned(),
+        self.run(
+            Op::Definition,
+            &query.path,
+            &query.progress,
+            |server, file| async move {
+                self.unsupported(&server, "definitionProvider", Op::Definition)?;
+                let (uri, pos, resolved) = Self::locate(&server, &file, query)?;
+                let answer = server
+                    .request::<GotoDefinition>(
+                        GotoDefinitionParams {
+                            text_document_position_params: position_params(&uri, pos),
+                            work_done_progress_params: WorkDoneProgressParams::default(),
+                            partial_result_params: PartialResultParams::default(),
+                        },
+                        self.options.request_timeout,
+                    )
+                    .await;
+                let answer = self.nothing_here(answer)?;
+                // (target, name position, whole range if known)
+                let targets: Vec<(Url, Position, Option<Range>)> = match answer {
+                    None => vec![],
+                    Some(GotoDefinitionResponse::Scalar(l)) => vec![(l.uri, l.range.start, None)],
+                    Some(GotoDefinitionResponse::Array(ls)) => ls
+                        .into_iter()
+                        .map(|l| (l.uri, l.range.start, None))
+                        .collect(),
+                    Some(GotoDefinitionResponse::Link(links)) => links
+                        .into_iter()
+                        .map(|l| {
+                            (
+                                l.target_uri,
+                                l.target_selection_range.start,
+                                Some(l.target_range),
+                            )
                         })
                         .collect(),
-                    None => vec![],
                 };
-                items.push(DefinitionItem {
-                    external: !path.starts_with(&server.root),
-                    path,
-                    line,
-                    column,
-                    body_omitted_lines: last - shown_last,
-                    body,
-                });
-            }
-            Ok(DefinitionResult { resolved, items })
-        })
+                let mut files = Files::default();
+                let mut items = Vec::new();
+                for (uri, name_pos, range) in targets {
+                    let path = url_path(&uri);
+                    let range = match range {
+                        Some(r) => Some(r),
+                        None => self.enclosing_symbol_range(&server, &uri, name_pos).await,
+                    };
+                    let (line, column) = files.position(&path, name_pos, server.encoding);
+                    let (first, last) = match range {
+                        Some(r) => (
+                            r.start.line.min(name_pos.line),
+                            last_line(&r).max(name_pos.line),
+                        ),
+                        None => (name_pos.line, name_pos.line),
+                    };
+                    let cap = self.options.max_body_lines.max(1);
+                    let shown_last = last.min(first.saturating_add(cap - 1));
+                    let body: Vec<NumberedLine> = match files.get(&path) {
+                        Some(text) => text
+                            .split('\n')
+                            .enumerate()
+                            .skip(first as usize)
+                            .take((shown_last - first + 1) as usize)
+                            .map(|(i, l)| NumberedLine {
+                                line: u32::try_from(i + 1).unwrap_or(u32::MAX),
+                                text: l.strip_suffix('\r').unwrap_or(l).to_owned(),
+                            })
+                            .collect(),
+                        None => vec![],
+                    };
+                    items.push(DefinitionItem {
+                        external: !path.starts_with(&server.root),
+                        path,
+                        line,
+                        column,
+                        body_omitted_lines: last - shown_last,
+                        body,
+                    });
+                }
+                Ok(DefinitionResult { resolved, items })
+            },
+        )
         .await
     }
 
@@ -721,94 +728,103 @@ impl StdioLspProvider {
 
     async fn references_impl(&self, query: &PositionQuery) -> Result<ReferencesResult, LspError> {
         validate_line(query)?;
-        self.run(Op::References, &query.path, &query.progress, |server, file| async move {
-            self.unsupported(&server, "referencesProvider", Op::References)?;
-            let (uri, pos, resolved) = Self::locate(&server, &file, query)?;
-            let locations = server
-                .request::<References>(
-                    ReferenceParams {
-                        text_document_position: position_params(&uri, pos),
-                        work_done_progress_params: WorkDoneProgressParams::default(),
-                        partial_result_params: PartialResultParams::default(),
-                        context: ReferenceContext {
-                            include_declaration: true,
+        self.run(
+            Op::References,
+            &query.path,
+            &query.progress,
+            |server, file| async move {
+                self.unsupported(&server, "referencesProvider", Op::References)?;
+                let (uri, pos, resolved) = Self::locate(&server, &file, query)?;
+                let locations = server
+                    .request::<References>(
+                        ReferenceParams {
+                            text_document_position: position_params(&uri, pos),
+                            work_done_progress_params: WorkDoneProgressParams::default(),
+                            partial_result_params: PartialResultParams::default(),
+                            context: ReferenceContext {
+                                include_declaration: true,
+                            },
                         },
-                    },
-                    self.options.request_timeout,
-                )
-                .await;
-            let locations = self.nothing_here(locations)?
-                .unwrap_or_default();
-            let mut files = Files::default();
-            let mut grouped: BTreeMap<PathBuf, Vec<Reference>> = BTreeMap::new();
-            for loc in locations {
-                let path = url_path(&loc.uri);
-                let (line, column) = files.position(&path, loc.range.start, server.encoding);
-                let snippet = files
-                    .line(&path, loc.range.start.line)
-                    .map(|l| l.trim().chars().take(SNIPPET_CHARS).collect());
-                grouped.entry(path).or_default().push(Reference {
-                    line,
-                    column,
-                    snippet,
-                });
-            }
-            let mut total = 0;
-            let files: Vec<FileReferences> = grouped
-                .into_iter()
-                .map(|(path, mut refs)| {
-                    refs.sort_by_key(|r| (r.line, r.column));
-                    refs.dedup_by_key(|r| (r.line, r.column));
-                    total += refs.len();
-                    FileReferences {
-                        path,
-                        count: refs.len(),
-                        refs,
-                    }
+                        self.options.request_timeout,
+                    )
+                    .await;
+                let locations = self.nothing_here(locations)?.unwrap_or_default();
+                let mut files = Files::default();
+                let mut grouped: BTreeMap<PathBuf, Vec<Reference>> = BTreeMap::new();
+                for loc in locations {
+                    let path = url_path(&loc.uri);
+                    let (line, column) = files.position(&path, loc.range.start, server.encoding);
+                    let snippet = files
+                        .line(&path, loc.range.start.line)
+                        .map(|l| l.trim().chars().take(SNIPPET_CHARS).collect());
+                    grouped.entry(path).or_default().push(Reference {
+                        line,
+                        column,
+                        snippet,
+                    });
+                }
+                let mut total = 0;
+                let files: Vec<FileReferences> = grouped
+                    .into_iter()
+                    .map(|(path, mut refs)| {
+                        refs.sort_by_key(|r| (r.line, r.column));
+                        refs.dedup_by_key(|r| (r.line, r.column));
+                        total += refs.len();
+                        FileReferences {
+                            path,
+                            count: refs.len(),
+                            refs,
+                        }
+                    })
+                    .collect();
+                Ok(ReferencesResult {
+                    resolved,
+                    files,
+                    total,
+                    detail: ReferencesDetail::Full,
                 })
-                .collect();
-            Ok(ReferencesResult {
-                resolved,
-                files,
-                total,
-                detail: ReferencesDetail::Full,
-            })
-        })
+            },
+        )
         .await
     }
 
     async fn hover_impl(&self, query: &PositionQuery) -> Result<HoverResult, LspError> {
         validate_line(query)?;
-        self.run(Op::Hover, &query.path, &query.progress, |server, file| async move {
-            self.unsupported(&server, "hoverProvider", Op::Hover)?;
-            let (uri, pos, resolved) = Self::locate(&server, &file, query)?;
-            let hover = server
-                .request::<HoverRequest>(
-                    HoverParams {
-                        text_document_position_params: position_params(&uri, pos),
-                        work_done_progress_params: WorkDoneProgressParams::default(),
-                    },
-                    self.options.request_timeout,
-                )
-                .await;
-            let hover = self.nothing_here(hover)?;
-            let markdown = hover.map(|h| match h.contents {
-                HoverContents::Scalar(s) => marked(s),
-                HoverContents::Array(v) => {
-                    v.into_iter().map(marked).collect::<Vec<_>>().join("\n\n")
-                }
-                HoverContents::Markup(m) => m.value,
-            });
-            let content = match markdown.filter(|m| !m.trim().is_empty()) {
-                Some(m) => HoverContent::Markdown(m),
-                None => HoverContent::SourceLine(
-                    text::line_at(&file.text, query.line as usize - 1)
-                        .unwrap_or_default()
-                        .to_owned(),
-                ),
-            };
-            Ok(HoverResult { resolved, content })
-        })
+        self.run(
+            Op::Hover,
+            &query.path,
+            &query.progress,
+            |server, file| async move {
+                self.unsupported(&server, "hoverProvider", Op::Hover)?;
+                let (uri, pos, resolved) = Self::locate(&server, &file, query)?;
+                let hover = server
+                    .request::<HoverRequest>(
+                        HoverParams {
+                            text_document_position_params: position_params(&uri, pos),
+                            work_done_progress_params: WorkDoneProgressParams::default(),
+                        },
+                        self.options.request_timeout,
+                    )
+                    .await;
+                let hover = self.nothing_here(hover)?;
+                let markdown = hover.map(|h| match h.contents {
+                    HoverContents::Scalar(s) => marked(s),
+                    HoverContents::Array(v) => {
+                        v.into_iter().map(marked).collect::<Vec<_>>().join("\n\n")
+                    }
+                    HoverContents::Markup(m) => m.value,
+                });
+                let content = match markdown.filter(|m| !m.trim().is_empty()) {
+                    Some(m) => HoverContent::Markdown(m),
+                    None => HoverContent::SourceLine(
+                        text::line_at(&file.text, query.line as usize - 1)
+                            .unwrap_or_default()
+                            .to_owned(),
+                    ),
+                };
+                Ok(HoverResult { resolved, content })
+            },
+        )
         .await
     }
 
@@ -819,90 +835,95 @@ impl StdioLspProvider {
                 message: "must not be empty (omit it for the file's outline)".into(),
             });
         }
-        self.run(Op::Symbols, &query.path, &query.progress, |server, file| async move {
-            let mut files = Files::default();
-            match &query.query {
-                None => {
-                    self.unsupported(&server, "documentSymbolProvider", Op::Symbols)?;
-                    let uri = path_url(&file.path)?;
-                    let answer = server
-                        .request::<DocumentSymbolRequest>(
-                            DocumentSymbolParams {
-                                text_document: TextDocumentIdentifier { uri },
-                                work_done_progress_params: WorkDoneProgressParams::default(),
-                                partial_result_params: PartialResultParams::default(),
+        self.run(
+            Op::Symbols,
+            &query.path,
+            &query.progress,
+            |server, file| async move {
+                let mut files = Files::default();
+                match &query.query {
+                    None => {
+                        self.unsupported(&server, "documentSymbolProvider", Op::Symbols)?;
+                        let uri = path_url(&file.path)?;
+                        let answer = server
+                            .request::<DocumentSymbolRequest>(
+                                DocumentSymbolParams {
+                                    text_document: TextDocumentIdentifier { uri },
+                                    work_done_progress_params: WorkDoneProgressParams::default(),
+                                    partial_result_params: PartialResultParams::default(),
+                                },
+                                self.options.request_timeout,
+                            )
+                            .await?;
+                        let mut symbols = Vec::new();
+                        match answer {
+                            None => {}
+                            Some(DocumentSymbolResponse::Flat(flat)) => {
+                                symbols.extend(
+                                    flat.into_iter()
+                                        .map(|s| information(s, &mut files, server.encoding)),
+                                );
+                            }
+                            Some(DocumentSymbolResponse::Nested(nested)) => {
+                                flatten_symbols(&nested, None, &file.path, &mut symbols);
+                            }
+                        }
+                        symbols.sort_by_key(|s| (s.line, s.end_line));
+                        Ok(SymbolsResult {
+                            scope: SymbolScope::Outline {
+                                path: file.path.clone(),
                             },
-                            self.options.request_timeout,
-                        )
-                        .await?;
-                    let mut symbols = Vec::new();
-                    match answer {
-                        None => {}
-                        Some(DocumentSymbolResponse::Flat(flat)) => {
-                            symbols.extend(
-                                flat.into_iter()
-                                    .map(|s| information(s, &mut files, server.encoding)),
-                            );
-                        }
-                        Some(DocumentSymbolResponse::Nested(nested)) => {
-                            flatten_symbols(&nested, None, &file.path, &mut symbols);
-                        }
+                            symbols,
+                        })
                     }
-                    symbols.sort_by_key(|s| (s.line, s.end_line));
-                    Ok(SymbolsResult {
-                        scope: SymbolScope::Outline {
-                            path: file.path.clone(),
-                        },
-                        symbols,
-                    })
+                    Some(q) => {
+                        self.unsupported(&server, "workspaceSymbolProvider", Op::Symbols)?;
+                        let answer = server
+                            .request::<WorkspaceSymbolRequest>(
+                                WorkspaceSymbolParams {
+                                    query: q.clone(),
+                                    work_done_progress_params: WorkDoneProgressParams::default(),
+                                    partial_result_params: PartialResultParams::default(),
+                                },
+                                self.options.request_timeout,
+                            )
+                            .await?;
+                        let symbols = match answer {
+                            None => vec![],
+                            Some(WorkspaceSymbolResponse::Flat(flat)) => flat
+                                .into_iter()
+                                .map(|s| information(s, &mut files, server.encoding))
+                                .collect(),
+                            Some(WorkspaceSymbolResponse::Nested(nested)) => nested
+                                .into_iter()
+                                .map(|s| {
+                                    let (path, line, end_line) = match s.location {
+                                        OneOf::Left(l) => (
+                                            url_path(&l.uri),
+                                            l.range.start.line + 1,
+                                            last_line(&l.range) + 1,
+                                        ),
+                                        OneOf::Right(w) => (url_path(&w.uri), 1, 1),
+                                    };
+                                    SymbolItem {
+                                        name: s.name,
+                                        kind: kind_word(s.kind),
+                                        path,
+                                        line,
+                                        end_line,
+                                        container: s.container_name,
+                                    }
+                                })
+                                .collect(),
+                        };
+                        Ok(SymbolsResult {
+                            scope: SymbolScope::Workspace { query: q.clone() },
+                            symbols,
+                        })
+                    }
                 }
-                Some(q) => {
-                    self.unsupported(&server, "workspaceSymbolProvider", Op::Symbols)?;
-                    let answer = server
-                        .request::<WorkspaceSymbolRequest>(
-                            WorkspaceSymbolParams {
-                                query: q.clone(),
-                                work_done_progress_params: WorkDoneProgressParams::default(),
-                                partial_result_params: PartialResultParams::default(),
-                            },
-                            self.options.request_timeout,
-                        )
-                        .await?;
-                    let symbols = match answer {
-                        None => vec![],
-                        Some(WorkspaceSymbolResponse::Flat(flat)) => flat
-                            .into_iter()
-                            .map(|s| information(s, &mut files, server.encoding))
-                            .collect(),
-                        Some(WorkspaceSymbolResponse::Nested(nested)) => nested
-                            .into_iter()
-                            .map(|s| {
-                                let (path, line, end_line) = match s.location {
-                                    OneOf::Left(l) => (
-                                        url_path(&l.uri),
-                                        l.range.start.line + 1,
-                                        last_line(&l.range) + 1,
-                                    ),
-                                    OneOf::Right(w) => (url_path(&w.uri), 1, 1),
-                                };
-                                SymbolItem {
-                                    name: s.name,
-                                    kind: kind_word(s.kind),
-                                    path,
-                                    line,
-                                    end_line,
-                                    container: s.container_name,
-                                }
-                            })
-                            .collect(),
-                    };
-                    Ok(SymbolsResult {
-                        scope: SymbolScope::Workspace { query: q.clone() },
-                        symbols,
-                    })
-                }
-            }
-        })
+            },
+        )
         .await
     }
 }

@@ -877,8 +877,7 @@ impl Server {
                             self.config.name,
                             path.display()
                         )),
-                        waited_ms: u64::try_from(started.elapsed().as_millis())
-                            .unwrap_or(u64::MAX),
+                        waited_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
                     }));
                 }
             }

@@ -398,12 +398,14 @@ fn four_queries(lang: &Lang) {
         let got = answer(LIMIT, async || p.references(&query).await)
             .await
             .unwrap();
-        assert_eq!(reference_positions(&got), expected, "{}: references", lang.name);
-        assert_eq!(got.total, expected.len());
         assert_eq!(
-            got.total,
-            got.files.iter().map(|f| f.count).sum::<usize>()
+            reference_positions(&got),
+            expected,
+            "{}: references",
+            lang.name
         );
+        assert_eq!(got.total, expected.len());
+        assert_eq!(got.total, got.files.iter().map(|f| f.count).sum::<usize>());
 
         // hover at the call site (after non-ASCII text) shows the signature
         let main = root.join(lang.main);
@@ -585,10 +587,17 @@ fn freshness(lang: &Lang) {
             }
             if got.items != vec![want.clone()] {
                 stale += 1;
-                eprintln!("{}: trial {trial}: {:?} != {:?}", lang.name, got.items, want);
+                eprintln!(
+                    "{}: trial {trial}: {:?} != {:?}",
+                    lang.name, got.items, want
+                );
             }
         }
-        assert_eq!(stale, 0, "{}: stale answers after an edit on disk", lang.name);
+        assert_eq!(
+            stale, 0,
+            "{}: stale answers after an edit on disk",
+            lang.name
+        );
         p.shutdown().await;
     });
 }
@@ -711,12 +720,17 @@ fn a_missing_server_says_what_to_install_and_which_key_overrides_it() {
                 panic!("{}: {err:?}", preset.language)
             };
             assert_eq!(*reason, UnavailableReason::BinaryNotFound, "{message}");
-            assert!(message.contains(&format!("`{command}` not found")), "{message}");
+            assert!(
+                message.contains(&format!("`{command}` not found")),
+                "{message}"
+            );
             assert!(message.contains(&hint), "{message}");
             assert!(message.contains("Install: `"), "{message}");
             assert!(
                 message.contains("or set another server for .")
-                    && message.contains("in the config: [lsp.servers.NAME] command = \"...\", extensions = {"),
+                    && message.contains(
+                        "in the config: [lsp.servers.NAME] command = \"...\", extensions = {"
+                    ),
                 "{message}"
             );
         }
@@ -724,7 +738,9 @@ fn a_missing_server_says_what_to_install_and_which_key_overrides_it() {
 }
 
 /// A Python provider on a fresh copy with these options.
-fn python_provider(options: ClientOptions) -> Option<(tempfile::TempDir, PathBuf, StdioLspProvider)> {
+fn python_provider(
+    options: ClientOptions,
+) -> Option<(tempfile::TempDir, PathBuf, StdioLspProvider)> {
     if !PYTHON.available() {
         return None;
     }
@@ -788,7 +804,9 @@ fn beyond_the_cap_the_least_recently_used_server_stops() {
     let a = p.servers();
     assert_eq!(a.len(), 1);
     assert_eq!(ask(&query_b), vec![item_b]);
-    eventually("the first server's session ends", || !session_alive(a[0].pid));
+    eventually("the first server's session ends", || {
+        !session_alive(a[0].pid)
+    });
     let roots: Vec<PathBuf> = p.servers().into_iter().map(|s| s.root).collect();
     assert_eq!(roots, vec![root_b.clone()]);
     assert_eq!(ask(&query_a), vec![item_a]);

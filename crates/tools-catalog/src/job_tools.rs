@@ -82,12 +82,12 @@ pub(crate) async fn run_command(
         last_line,
     )
     .await
-        .map_err(|e| ToolError {
-            code: e.code,
-            message: e.message,
-            retryable: e.retryable,
-            details: Default::default(),
-        })?;
+    .map_err(|e| ToolError {
+        code: e.code,
+        message: e.message,
+        retryable: e.retryable,
+        details: Default::default(),
+    })?;
     Ok(CommandCall::Finished(run))
 }
 

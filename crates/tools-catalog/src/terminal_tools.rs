@@ -270,7 +270,9 @@ impl Tool for TerminalSendTool {
                 let owner = owner.clone();
                 Box::pin(async move {
                     match terminals.read(&owner, id, ReadRequest::Screen).await {
-                        Ok(ReadOutcome::Screen(view)) => crate::job_tools::last_line_of(&view.screen),
+                        Ok(ReadOutcome::Screen(view)) => {
+                            crate::job_tools::last_line_of(&view.screen)
+                        }
                         Ok(ReadOutcome::Stream(_)) | Err(_) => None,
                     }
                 }) as BoxFuture<'static, Option<String>>
