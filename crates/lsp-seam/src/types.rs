@@ -11,7 +11,10 @@ use crate::Op;
 /// best effort: a sink must not block. Every sink compares equal, so
 /// queries stay comparable as plain data.
 #[derive(Clone, Default)]
-pub struct ProgressSink(Option<Arc<dyn Fn(&str, Option<u32>) + Send + Sync>>);
+pub struct ProgressSink(Option<Arc<ReportFn>>);
+
+/// What a [`ProgressSink`] calls: `(message, percentage)`.
+type ReportFn = dyn Fn(&str, Option<u32>) + Send + Sync;
 
 impl ProgressSink {
     /// A sink that calls `report(message, percentage)`.
