@@ -60,6 +60,29 @@ async def test_a_three_second_bash_reports_progress_only_with_a_token(isolated_e
         assert seen.progress[before:] == [], "progress was sent to a call without a token"
 
 
+async def test_a_long_terminal_send_reports_progress_only_with_a_token(isolated_env):
+    seen = Notifications()
+    async with connect(isolated_env, message_handler=seen) as s:
+        t = ok(await s.call_tool("terminal_open", {}))
+        reports = []
+
+        async def on_progress(progress, total, message):
+            reports.append(message)
+
+        r = ok(await s.call_tool(
+            "terminal_send", {"id": t["id"], "text": "echo begun; sleep 3; echo ended"},
+            progress_callback=on_progress))
+        assert r["reason"] == "prompt" and "ended" in r["output"]
+        assert len(reports) >= 1, "no progress during a 3 s send"
+        assert all(m.startswith("running for ") for m in reports), reports
+        assert any(m.endswith("last output: begun") for m in reports), reports
+
+        before = len(seen.progress)
+        ok(await s.call_tool("terminal_send", {"id": t["id"], "text": "sleep 2; echo quiet"}))
+        assert seen.progress[before:] == []
+        ok(await s.call_tool("terminal_close", {"id": t["id"]}))
+
+
 async def test_a_cold_language_server_reports_progress_only_with_a_token(isolated_env, tmp_path):
     require_pyright(isolated_env)
     # no eager start: the first query meets a cold server
