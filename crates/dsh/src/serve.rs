@@ -384,20 +384,6 @@ fn mcp_progress(
     (Some(sink), Some(sending))
 }
 
-/// First contact: a person who starts `dsh mcp` on a terminal sees, once,
-/// what it is waiting for and what to do instead. Nothing is printed when
-/// stdin is not a terminal (an MCP client started it).
-pub fn first_contact_hint() {
-    use std::io::IsTerminal as _;
-    if std::io::stdin().is_terminal() {
-        eprintln!(
-            "dsh mcp is waiting for an MCP client on stdin (it speaks JSON-RPC, not commands).\n\
-             Register it with your agent instead, e.g. `claude mcp add dsh -- dsh mcp` (see `dsh mcp --help`),\n\
-             or try `dsh demo` to watch the tools at work. Press Ctrl-D to quit."
-        );
-    }
-}
-
 fn to_mcp_result(outcome: Result<tools_catalog::ToolReply, ToolError>) -> CallToolResult {
     match outcome {
         Ok(reply) => {
