@@ -19,7 +19,7 @@ use crate::policy::{Mode, PolicyError, SandboxPolicy, expand_entry};
 use crate::probe::Availability;
 use crate::refused::{self, Refusals};
 use crate::status::{SandboxError, SandboxStatus};
-use crate::walk::{Grant, Stamp, Walk, is_within, now_secs};
+use crate::walk::{Grant, Stamp, Walk, is_within, now_nanos};
 
 /// Device files every confined process may read and write: the null
 /// devices, the terminal, and pseudo-terminals.
@@ -191,8 +191,8 @@ struct Inner {
     access: AccessMap,
     home: PathBuf,
     stamps: Vec<(PathBuf, Stamp, Watch)>,
-    /// When the stamps were taken (seconds since the epoch).
-    taken_at: i64,
+    /// When the stamps were taken (nanoseconds since the epoch).
+    taken_at: i128,
 }
 
 impl Prepared {
@@ -339,7 +339,9 @@ fn apply(inner: &Inner) -> io::Result<()> {
         // a pointer to the program: no allocation on its success path.
         seccompiler::apply_filter(filter).map_err(|e| match e {
             seccompiler::Error::Seccomp(io) | seccompiler::Error::Prctl(io) => io,
-            _ => io::Error::from_raw_os_error(libc::EINVAL),
+            seccompiler::Error::Backend(_)
+            | seccompiler::Error::EmptyFilter
+            | seccompiler::Error::ThreadSync(_) => io::Error::from_raw_os_error(libc::EINVAL),
         })?;
     }
     Ok(())
@@ -388,7 +390,7 @@ fn build(
             &home,
         ));
     }
-    let taken_at = now_secs();
+    let taken_at = now_nanos();
     let mut stamps: Vec<(PathBuf, Stamp, Watch)> = Vec::new();
     let watch = |path: &Path, stamps: &mut Vec<(PathBuf, Stamp, Watch)>| -> Option<PathBuf> {
         stamps.push((path.to_path_buf(), Stamp::of(path), Watch::Identity));

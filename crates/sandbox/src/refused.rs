@@ -122,7 +122,7 @@ pub(crate) fn find(
         let name_resolution = lower.contains("name resolution")
             || lower.contains("could not resolve host")
             || lower.contains("name or service not known");
-        if !denial && !(network_off && name_resolution) {
+        if !(denial || network_off && name_resolution) {
             continue;
         }
         let context = &lines[i.saturating_sub(2)..=i];

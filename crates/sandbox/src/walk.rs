@@ -35,25 +35,26 @@ impl Stamp {
     }
 
     /// Whether a change could hide behind this stamp: the file system's
-    /// clock is coarse, so a change within the same tick as the last one
-    /// leaves the time unchanged. A stamp whose time is less than
-    /// [`RACY_WINDOW_SECS`] before `taken_at` (seconds since the epoch)
-    /// cannot prove that nothing changed since.
-    pub(crate) fn is_racy(self, taken_at: i64) -> bool {
-        self.0
-            .is_some_and(|(_, _, secs, _)| secs >= taken_at - RACY_WINDOW_SECS)
+    /// clock is coarse (one scheduler tick), so a change within the same
+    /// tick as the last one leaves the time unchanged. A stamp whose time is
+    /// less than [`RACY_WINDOW_NANOS`] before `taken_at` (nanoseconds since
+    /// the epoch) cannot prove that nothing changed since.
+    pub(crate) fn is_racy(self, taken_at: i128) -> bool {
+        self.0.is_some_and(|(_, _, secs, nanos)| {
+            i128::from(secs) * 1_000_000_000 + i128::from(nanos) >= taken_at - RACY_WINDOW_NANOS
+        })
     }
 }
 
 /// How recent a modification must be to be distrusted (see
-/// [`Stamp::is_racy`]).
-pub(crate) const RACY_WINDOW_SECS: i64 = 2;
+/// [`Stamp::is_racy`]): several ticks of the slowest kernel clock.
+pub(crate) const RACY_WINDOW_NANOS: i128 = 50_000_000;
 
-/// Now, in whole seconds since the epoch (0 if the clock is before it).
-pub(crate) fn now_secs() -> i64 {
+/// Now, in nanoseconds since the epoch (0 if the clock is before it).
+pub(crate) fn now_nanos() -> i128 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+        .map_or(0, |d| i128::try_from(d.as_nanos()).unwrap_or(i128::MAX))
 }
 
 /// One hierarchy (or file) to grant.
@@ -190,12 +191,12 @@ mod tests {
         set_mtime(dir.path(), 1_000_000_000);
         let before = Stamp::of(dir.path());
         assert!(before.identity().is_some());
-        assert!(!before.is_racy(now_secs()));
+        assert!(!before.is_racy(now_nanos()));
         std::fs::write(dir.path().join("new"), "").unwrap();
         let after = Stamp::of(dir.path());
         assert_ne!(before, after);
-        assert!(after.is_racy(now_secs()));
+        assert!(after.is_racy(now_nanos()));
         assert!(Stamp::of(&dir.path().join("none")).identity().is_none());
-        assert!(!Stamp::of(&dir.path().join("none")).is_racy(now_secs()));
+        assert!(!Stamp::of(&dir.path().join("none")).is_racy(now_nanos()));
     }
 }
