@@ -1,5 +1,5 @@
-//! A read-only `.git` inside a writable root, through a shared user and
-//! mount namespace.
+//! A read-only `.git` inside a writable root, and a network of its own,
+//! through shared user, mount and network namespaces.
 //!
 //! Landlock cannot take a subtree back out of a writable tree (a rule on
 //! the workspace root covers its `.git`), and granting the root's entries
@@ -9,13 +9,19 @@
 //! stays writable. An unprivileged process needs a user namespace for
 //! that.
 //!
-//! Creating (and later tearing down) a mount namespace per spawn costs
-//! milliseconds, so it is made once: a short-lived helper process creates
-//! both namespaces, maps its own uid and gid to themselves, makes the
-//! mounts, and the parent keeps descriptors of the two namespaces. Each
-//! sandboxed child then only `setns`es into them before `exec` — two
-//! system calls. Landlock, applied after, forbids the child to unmount or
-//! remount anything.
+//! With the network off, the same helper also creates a network namespace:
+//! it has nothing but a loopback interface (brought up), so no packet of
+//! any protocol leaves it, while programs in the sandbox can still talk to
+//! each other over `127.0.0.1`. Abstract Unix sockets belong to a network
+//! namespace too, so those of the host are out of reach.
+//!
+//! Creating (and later tearing down) these namespaces per spawn costs
+//! milliseconds, so they are made once: a short-lived helper process
+//! creates them, maps its own uid and gid to themselves, makes the mounts,
+//! brings up the loopback, and the parent keeps descriptors of the
+//! namespaces. Each sandboxed child then only `setns`es into them before
+//! `exec` — a few system calls. Landlock, applied after, forbids the child
+//! to unmount or remount anything.
 
 use std::ffi::CString;
 use std::io;
@@ -24,12 +30,13 @@ use std::path::{Path, PathBuf};
 
 use crate::walk::Stamp;
 
-/// Descriptors of a user and a mount namespace in which some paths are
-/// read-only.
+/// Descriptors of a user namespace, and of a mount namespace in which some
+/// paths are read-only and/or a network namespace of its own.
 #[derive(Debug)]
 pub(crate) struct Namespaces {
     user: OwnedFd,
-    mount: OwnedFd,
+    mount: Option<OwnedFd>,
+    net: Option<OwnedFd>,
     /// The read-only paths and their stamps when the namespace was made.
     pub(crate) read_only: Vec<(PathBuf, Stamp)>,
 }
@@ -92,22 +99,26 @@ fn errno() -> i32 {
 }
 
 /// What each failure step of the helper was doing.
-const STEPS: [&str; 6] = [
+const STEPS: [&str; 7] = [
     "",
-    "unshare(CLONE_NEWUSER|CLONE_NEWNS)",
+    "unshare(CLONE_NEWUSER)",
     "writing the uid/gid map",
     "making mounts private",
     "bind-mounting",
     "remounting read-only",
+    "bringing up the loopback",
 ];
 
 impl Namespaces {
-    /// Creates the namespaces with `paths` (canonical, existing) read-only.
-    pub(crate) fn create(paths: &[PathBuf]) -> Result<Self, String> {
-        Self::try_create(paths).map_err(|e| format!("user namespaces unavailable: {e}"))
+    /// Creates the namespaces: a mount namespace with `paths` (canonical,
+    /// existing) read-only if there are any, a network namespace if
+    /// `isolate_network`.
+    pub(crate) fn create(paths: &[PathBuf], isolate_network: bool) -> Result<Self, String> {
+        Self::try_create(paths, isolate_network)
+            .map_err(|e| format!("user namespaces unavailable: {e}"))
     }
 
-    fn try_create(paths: &[PathBuf]) -> io::Result<Self> {
+    fn try_create(paths: &[PathBuf], isolate_network: bool) -> io::Result<Self> {
         let stamps: Vec<(PathBuf, Stamp)> =
             paths.iter().map(|p| (p.clone(), Stamp::of(p))).collect();
         let targets = paths
@@ -127,6 +138,18 @@ impl Namespaces {
             (c"/proc/self/uid_map", uid_map.as_c_str()),
             (c"/proc/self/gid_map", gid_map.as_c_str()),
         ];
+        let mut flags = libc::CLONE_NEWUSER;
+        if !targets.is_empty() {
+            flags |= libc::CLONE_NEWNS;
+        }
+        if isolate_network {
+            flags |= libc::CLONE_NEWNET;
+        }
+        // SAFETY: an all-zero ifreq is a valid value to fill in.
+        let mut lo: libc::ifreq = unsafe { std::mem::zeroed() };
+        for (dst, src) in lo.ifr_name.iter_mut().zip(b"lo\0") {
+            *dst = *src as libc::c_char;
+        }
         let (report_r, report_w) = pipe()?;
         let (hold_r, hold_w) = pipe()?;
         // SAFETY: the child below only makes async-signal-safe system calls
@@ -144,7 +167,7 @@ impl Namespaces {
                 // A session leader of its own, so the host's reaper of
                 // adopted orphans leaves its exit status to us.
                 libc::setsid();
-                if libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNS) != 0 {
+                if libc::unshare(flags) != 0 {
                     report(out, 1, errno());
                     libc::_exit(1);
                 }
@@ -159,13 +182,14 @@ impl Namespaces {
                 }
                 // Mounts the host makes later still propagate in; none of
                 // ours propagate out.
-                if libc::mount(
-                    std::ptr::null(),
-                    c"/".as_ptr(),
-                    std::ptr::null(),
-                    libc::MS_REC | libc::MS_SLAVE,
-                    std::ptr::null(),
-                ) != 0
+                if !targets.is_empty()
+                    && libc::mount(
+                        std::ptr::null(),
+                        c"/".as_ptr(),
+                        std::ptr::null(),
+                        libc::MS_REC | libc::MS_SLAVE,
+                        std::ptr::null(),
+                    ) != 0
                 {
                     report(out, 3, errno());
                     libc::_exit(1);
@@ -194,6 +218,18 @@ impl Namespaces {
                         libc::_exit(1);
                     }
                 }
+                if isolate_network {
+                    let sock =
+                        libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
+                    if sock < 0 || libc::ioctl(sock, libc::SIOCGIFFLAGS, &raw mut lo) != 0 || {
+                        lo.ifr_ifru.ifru_flags |= libc::IFF_UP as libc::c_short;
+                        libc::ioctl(sock, libc::SIOCSIFFLAGS, &raw mut lo) != 0
+                    } {
+                        report(out, 6, errno());
+                        libc::_exit(1);
+                    }
+                    libc::close(sock);
+                }
                 report(out, 0, 0);
                 // Stay alive until the parent has opened our namespaces.
                 let mut byte = 0u8;
@@ -208,7 +244,17 @@ impl Namespaces {
                 let open = |kind: &str| {
                     std::fs::File::open(format!("/proc/{pid}/ns/{kind}")).map(OwnedFd::from)
                 };
-                Ok((open("user")?, open("mnt")?))
+                let mount = if targets.is_empty() {
+                    None
+                } else {
+                    Some(open("mnt")?)
+                };
+                let net = if isolate_network {
+                    Some(open("net")?)
+                } else {
+                    None
+                };
+                Ok((open("user")?, mount, net))
             } else {
                 let what = STEPS.get(usize::from(step)).copied().unwrap_or("setup");
                 let e = io::Error::from_raw_os_error(err);
@@ -219,17 +265,25 @@ impl Namespaces {
         let mut status = 0;
         // SAFETY: reaping the helper we forked.
         while unsafe { libc::waitpid(pid, &mut status, 0) } < 0 && errno() == libc::EINTR {}
-        let (user, mount) = outcome?;
+        let (user, mount, net) = outcome?;
         Ok(Self {
             user,
             mount,
+            net,
             read_only: stamps,
         })
     }
 
-    /// Whether the read-only paths are still the ones the namespace holds.
-    pub(crate) fn is_current(&self, paths: &[PathBuf]) -> bool {
-        self.read_only.len() == paths.len()
+    /// Whether the network is isolated.
+    pub(crate) fn isolates_network(&self) -> bool {
+        self.net.is_some()
+    }
+
+    /// Whether these namespaces are what `paths` and `isolate_network` ask
+    /// for, with the read-only paths still the same files.
+    pub(crate) fn is_current(&self, paths: &[PathBuf], isolate_network: bool) -> bool {
+        self.isolates_network() == isolate_network
+            && self.read_only.len() == paths.len()
             && self
                 .read_only
                 .iter()
@@ -240,20 +294,31 @@ impl Namespaces {
     /// Moves the calling process into the namespaces, keeping its working
     /// directory. Async-signal-safe: no allocation, only system calls.
     pub(crate) fn enter(&self) -> io::Result<()> {
-        let mut cwd = [0u8; libc::PATH_MAX as usize];
-        // SAFETY: a stack buffer of the given size.
-        if unsafe { libc::getcwd(cwd.as_mut_ptr().cast(), cwd.len()) }.is_null() {
-            return Err(io::Error::last_os_error());
+        let fail = || Err(io::Error::last_os_error());
+        // SAFETY: descriptors we own.
+        if unsafe { libc::setns(self.user.as_raw_fd(), libc::CLONE_NEWUSER) } != 0 {
+            return fail();
         }
-        // SAFETY: descriptors we own; the buffer holds a C string.
-        unsafe {
-            if libc::setns(self.user.as_raw_fd(), libc::CLONE_NEWUSER) != 0
-                || libc::setns(self.mount.as_raw_fd(), libc::CLONE_NEWNS) != 0
-                // setns moved us to the namespace's root: go back by path,
-                // so the working directory resolves through its mounts.
-                || libc::chdir(cwd.as_ptr().cast()) != 0
-            {
-                return Err(io::Error::last_os_error());
+        if let Some(net) = &self.net
+            // SAFETY: a descriptor we own.
+            && unsafe { libc::setns(net.as_raw_fd(), libc::CLONE_NEWNET) } != 0
+        {
+            return fail();
+        }
+        if let Some(mount) = &self.mount {
+            let mut cwd = [0u8; libc::PATH_MAX as usize];
+            // SAFETY: a stack buffer of the given size; a descriptor we own;
+            // then the C string getcwd wrote.
+            unsafe {
+                if libc::getcwd(cwd.as_mut_ptr().cast(), cwd.len()).is_null()
+                    || libc::setns(mount.as_raw_fd(), libc::CLONE_NEWNS) != 0
+                    // setns moved us to the namespace's root: go back by
+                    // path, so the working directory resolves through its
+                    // mounts.
+                    || libc::chdir(cwd.as_ptr().cast()) != 0
+                {
+                    return fail();
+                }
             }
         }
         Ok(())

@@ -304,7 +304,7 @@ impl Prepared {
         });
         let namespaces_hold = inner.namespaces.as_ref().is_none_or(|ns| {
             let paths: Vec<PathBuf> = ns.read_only.iter().map(|(p, _)| p.clone()).collect();
-            ns.is_current(&paths)
+            ns.is_current(&paths, ns.isolates_network())
         });
         stamps_hold && namespaces_hold
     }
@@ -335,16 +335,46 @@ fn apply(inner: &Inner) -> io::Result<()> {
         }
     }
     if let Some(filter) = &inner.seccomp {
-        // `apply_filter` sets no_new_privs again and calls seccomp(2) with
-        // a pointer to the program: no allocation on its success path.
-        seccompiler::apply_filter(filter).map_err(|e| match e {
-            seccompiler::Error::Seccomp(io) | seccompiler::Error::Prctl(io) => io,
-            seccompiler::Error::Backend(_)
-            | seccompiler::Error::EmptyFilter
-            | seccompiler::Error::ThreadSync(_) => io::Error::from_raw_os_error(libc::EINVAL),
-        })?;
+        load_seccomp(filter)?;
     }
     Ok(())
+}
+
+/// Loads a compiled filter into the calling thread.
+///
+/// The raw system call rather than `seccompiler::apply_filter`, for one
+/// flag: `SECCOMP_FILTER_FLAG_SPEC_ALLOW`. Without it the kernel's default
+/// (`spec_store_bypass_disable=seccomp`) also forces the speculative store
+/// bypass mitigation on every filtered process, which made `bash -c true`
+/// more than twice as slow here; that mitigation guards code inside one
+/// process (a JIT's sandbox), not the boundary this filter draws. Kernels
+/// older than 4.17 refuse the flag, and get the filter without it.
+fn load_seccomp(filter: &BpfProgram) -> io::Result<()> {
+    let len = u16::try_from(filter.len()).map_err(|_| io::Error::from_raw_os_error(libc::E2BIG))?;
+    let program = libc::sock_fprog {
+        len,
+        // seccompiler's `sock_filter` is `repr(C)` with the kernel's layout.
+        filter: filter.as_ptr().cast::<libc::sock_filter>().cast_mut(),
+    };
+    for flags in [libc::SECCOMP_FILTER_FLAG_SPEC_ALLOW, 0] {
+        // SAFETY: a valid program on the stack; the kernel copies it.
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_seccomp,
+                libc::SECCOMP_SET_MODE_FILTER,
+                flags,
+                &raw const program,
+            )
+        };
+        if rc == 0 {
+            return Ok(());
+        }
+        let error = io::Error::last_os_error();
+        if error.raw_os_error() != Some(libc::EINVAL) {
+            return Err(error);
+        }
+    }
+    Err(io::Error::from_raw_os_error(libc::EINVAL))
 }
 
 /// Canonical form of `path` if it exists.
@@ -453,26 +483,28 @@ fn build(
             .filter(|p| !read_holes.iter().any(|h| is_within(p, h)))
             .collect();
     }
+    // The namespaces: a mount namespace for a read-only `.git`, a network
+    // namespace for the network off.
+    let block_network = !policy.network;
     let mut gaps: Vec<Gap> = Vec::new();
-    let mut namespaces = None;
-    let mut write_holes = read_holes.clone();
-    if !git.is_empty() {
+    let mut namespaces: Option<Arc<Namespaces>> = None;
+    if !git.is_empty() || block_network {
         let reused = previous
             .and_then(|p| p.0.namespaces.clone())
-            .filter(|ns| ns.is_current(&git));
+            .filter(|ns| ns.is_current(&git, block_network));
         let made = match (reused, userns_failure.as_ref()) {
             (Some(ns), _) => Ok(ns),
             (None, Some(failure)) => Err(failure.clone()),
             (None, None) if !availability.user_namespaces => {
                 Err(format!("user namespaces unavailable{simulated}"))
             }
-            (None, None) => Namespaces::create(&git).map(Arc::new).inspect_err(|e| {
-                *userns_failure = Some(e.clone());
-            }),
+            (None, None) => Namespaces::create(&git, block_network)
+                .map(Arc::new)
+                .inspect_err(|e| *userns_failure = Some(e.clone())),
         };
         match made {
             Ok(ns) => namespaces = Some(ns),
-            Err(why) => {
+            Err(why) if !git.is_empty() => {
                 // Fall back to leaving `.git` out of the grant: still
                 // read-only, but the root's own entries are granted one by
                 // one, so nothing new can be created at its top.
@@ -484,10 +516,15 @@ fn build(
                     ),
                     refuses_required: false,
                 });
-                write_holes.extend(git.iter().cloned());
             }
+            Err(_) => {}
         }
     }
+    let mut write_holes = read_holes.clone();
+    if namespaces.is_none() {
+        write_holes.extend(git.iter().cloned());
+    }
+    let net_isolated = namespaces.as_ref().is_some_and(|ns| ns.isolates_network());
 
     let abi = ABI::from(availability.landlock_abi);
     let handled = AccessFs::from_all(abi) & !AccessFs::IoctlDev;
@@ -526,10 +563,11 @@ fn build(
         walk.grants
     };
 
-    // The network.
-    let block_network = !policy.network;
-    let tcp_by_landlock = block_network && availability.landlock_abi >= 4;
-    let seccomp = if block_network && availability.seccomp {
+    // The network, without a namespace of its own: Landlock for TCP,
+    // seccomp for the rest.
+    let fallback = block_network && !net_isolated;
+    let tcp_by_landlock = fallback && availability.landlock_abi >= 4;
+    let seccomp = if fallback && availability.seccomp {
         match crate::seccomp::network_filter(tcp_by_landlock) {
             Ok(f) => Some(f),
             Err(e) => {
@@ -543,20 +581,30 @@ fn build(
     } else {
         None
     };
-    let mut network = true;
-    if block_network {
+    let mut network = !block_network;
+    if fallback {
         match (tcp_by_landlock, seccomp.is_some()) {
-            (_, true) => network = false,
-            (true, false) => gaps.push(Gap {
-                what: format!("only TCP is blocked: UDP and raw sockets need seccomp{simulated}"),
-                refuses_required: true,
-            }),
-            (false, false) => gaps.push(Gap {
-                what: format!(
-                    "the network stays on: blocking it needs Landlock ABI 4 or seccomp{simulated}"
-                ),
-                refuses_required: true,
-            }),
+            (_, true) => {}
+            (true, false) => {
+                network = true;
+                gaps.push(Gap {
+                    what: format!(
+                        "only TCP is blocked: UDP and raw sockets need a network namespace or \
+                         seccomp{simulated}"
+                    ),
+                    refuses_required: true,
+                });
+            }
+            (false, false) => {
+                network = true;
+                gaps.push(Gap {
+                    what: format!(
+                        "the network stays on: blocking it needs a network namespace, Landlock \
+                         ABI 4 or seccomp{simulated}"
+                    ),
+                    refuses_required: true,
+                });
+            }
         }
     }
     if availability.landlock_abi < 3 {
@@ -578,7 +626,9 @@ fn build(
         }
         if availability.landlock_abi >= 6 {
             let mut scopes: BitFlags<Scope> = Scope::Signal.into();
-            if block_network {
+            if fallback {
+                // In a network namespace of its own, the host's abstract
+                // sockets are out of reach already.
                 scopes |= Scope::AbstractUnixSocket;
             }
             ruleset = ruleset.scope(scopes)?;

@@ -101,6 +101,16 @@ const NETWORK_MARKERS: &[&str] = &[
     "host",
 ];
 
+/// Failures that, with the network off, mean the network was refused.
+const NETWORK_FAILURES: &[&str] = &[
+    "network is unreachable",
+    "connection refused",
+    "no route to host",
+    "name resolution",
+    "could not resolve host",
+    "name or service not known",
+];
+
 /// Whether a (lowercased) line reports a denial.
 fn is_denial(lower: &str) -> bool {
     DENIAL_MARKERS.iter().any(|m| lower.contains(m))
@@ -119,15 +129,14 @@ pub(crate) fn find(
     for (i, line) in lines.iter().enumerate() {
         let lower = line.to_lowercase();
         let denial = is_denial(&lower);
-        let name_resolution = lower.contains("name resolution")
-            || lower.contains("could not resolve host")
-            || lower.contains("name or service not known");
-        if !(denial || network_off && name_resolution) {
+        // What a network namespace of its own answers instead of a denial.
+        let unreachable = NETWORK_FAILURES.iter().any(|m| lower.contains(m));
+        if !(denial || network_off && unreachable) {
             continue;
         }
         let context = &lines[i.saturating_sub(2)..=i];
         if network_off
-            && (name_resolution
+            && (unreachable
                 || context.iter().any(|l| {
                     let l = l.to_lowercase();
                     NETWORK_MARKERS.iter().any(|m| l.contains(m))
@@ -359,6 +368,8 @@ PermissionError: [Errno 13] Permission denied
         assert!(refused(out, true).network);
         assert!(!refused(out, false).network);
         assert!(refused("curl: (6) Could not resolve host: example.com", true).network);
+        assert!(refused("bash: connect: Network is unreachable", true).network);
+        assert!(!refused("bash: connect: Connection refused", false).network);
         assert_eq!(
             refused(out, true).to_string(),
             "the sandbox refused: network access (the network is off)"

@@ -370,18 +370,83 @@ fn the_host_private_dirs_are_neither_readable_nor_writable() {
     );
 }
 
-#[test]
-fn the_network_off_refuses_tcp_udp_fast_open_and_mptcp_but_keeps_unix_sockets() {
-    let f = Fixture::new();
-    let tcp = TcpListener::bind("127.0.0.1:0").unwrap();
-    tcp.set_nonblocking(true).unwrap();
-    let port = tcp.local_addr().unwrap().port();
-    let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
-    udp.set_nonblocking(true).unwrap();
-    let udp_port = udp.local_addr().unwrap().port();
-    let unix_path = f.ws.join("service.sock");
-    let unix = std::os::unix::net::UnixListener::bind(&unix_path).unwrap();
+/// Listeners of the host (this test) on 127.0.0.1 and in the workspace.
+struct HostListeners {
+    tcp: TcpListener,
+    port: u16,
+    udp: UdpSocket,
+    udp_port: u16,
+    unix_path: PathBuf,
+    _unix: std::os::unix::net::UnixListener,
+}
 
+impl HostListeners {
+    fn new(dir: &Path) -> Self {
+        let tcp = TcpListener::bind("127.0.0.1:0").unwrap();
+        tcp.set_nonblocking(true).unwrap();
+        let port = tcp.local_addr().unwrap().port();
+        let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
+        udp.set_nonblocking(true).unwrap();
+        let udp_port = udp.local_addr().unwrap().port();
+        let unix_path = dir.join("service.sock");
+        let unix = std::os::unix::net::UnixListener::bind(&unix_path).unwrap();
+        Self {
+            tcp,
+            port,
+            udp,
+            udp_port,
+            unix_path,
+            _unix: unix,
+        }
+    }
+
+    fn tcp_script(&self) -> String {
+        format!("exec 3<>/dev/tcp/127.0.0.1/{}", self.port)
+    }
+
+    fn udp_script(&self) -> String {
+        format!("echo hi > /dev/udp/127.0.0.1/{}", self.udp_port)
+    }
+
+    /// A TCP Fast Open send: it connects without `connect`.
+    fn fast_open_script(&self) -> String {
+        format!(
+            "python3 -c \"import socket; s = socket.socket(); \
+             s.sendto(b'x', 0x20000000, ('127.0.0.1', {}))\"",
+            self.port
+        )
+    }
+
+    /// A Multipath TCP connection, which Landlock's TCP rules miss.
+    fn mptcp_script(&self) -> String {
+        format!(
+            "python3 -c \"import socket; \
+             socket.socket(socket.AF_INET, socket.SOCK_STREAM, 262).connect(('127.0.0.1', {}))\"",
+            self.port
+        )
+    }
+
+    fn unix_script(&self) -> String {
+        format!(
+            "python3 -c \"import socket; a, b = socket.socketpair(); a.send(b'x'); \
+             assert b.recv(1) == b'x'; socket.socket(socket.AF_UNIX).connect('{}')\"",
+            self.unix_path.display()
+        )
+    }
+
+    /// Nothing reached the IP listeners.
+    #[track_caller]
+    fn assert_untouched(&self) {
+        assert!(self.tcp.accept().is_err(), "a TCP connection arrived");
+        let mut buf = [0u8; 16];
+        assert!(self.udp.recv(&mut buf).is_err(), "a UDP datagram arrived");
+    }
+}
+
+#[test]
+fn the_network_off_gives_commands_a_network_of_their_own() {
+    let f = Fixture::new();
+    let host = HostListeners::new(&f.ws);
     let p = f.prepare(SandboxPolicy {
         network: false,
         ..SandboxPolicy::default()
@@ -390,87 +455,143 @@ fn the_network_off_refuses_tcp_udp_fast_open_and_mptcp_but_keeps_unix_sockets() 
         p.status().to_string(),
         "[sandbox: workspace-write · network off]"
     );
-    let out = run(
-        &p,
-        &f.home,
-        &f.ws,
-        &format!("exec 3<>/dev/tcp/127.0.0.1/{port}"),
-    );
-    assert_refused(&out, "Permission denied");
+    // The host's loopback is not the sandbox's: nothing listens there.
+    let out = run(&p, &f.home, &f.ws, &host.tcp_script());
+    assert_refused(&out, "Connection refused");
     assert!(p.refusals(&text(&out), &f.ws).network);
     assert_refused(
-        &run(
-            &p,
-            &f.home,
-            &f.ws,
-            &format!("echo hi > /dev/udp/127.0.0.1/{udp_port}"),
-        ),
-        "Operation not permitted",
-    );
-    let fastopen = format!(
-        "import socket; s = socket.socket(); s.sendto(b'x', 0x20000000, ('127.0.0.1', {port}))"
+        &run(&p, &f.home, &f.ws, &host.fast_open_script()),
+        "Connection refused",
     );
     assert_refused(
-        &run(&p, &f.home, &f.ws, &format!("python3 -c \"{fastopen}\"")),
-        "Operation not permitted",
+        &run(&p, &f.home, &f.ws, &host.mptcp_script()),
+        "Connection refused",
+    );
+    // A datagram to the sandbox's loopback goes nowhere; any other address
+    // has no route.
+    assert_ok(&run(&p, &f.home, &f.ws, &host.udp_script()));
+    assert_refused(
+        &run(&p, &f.home, &f.ws, "echo hi > /dev/udp/192.0.2.1/53"),
+        "Network is unreachable",
     );
     assert_refused(
-        &run(
-            &p,
-            &f.home,
-            &f.ws,
-            "python3 -c 'import socket; socket.socket(socket.AF_INET, socket.SOCK_STREAM, 262)'",
-        ),
-        "Operation not permitted",
+        &run(&p, &f.home, &f.ws, "exec 3<>/dev/tcp/192.0.2.1/80"),
+        "Network is unreachable",
     );
-    // Nothing reached the listeners.
-    assert!(tcp.accept().is_err());
-    let mut buf = [0u8; 16];
-    assert!(udp.recv(&mut buf).is_err());
+    host.assert_untouched();
     // Unix sockets stay: pairs, and paths (a listener outside the sandbox).
+    assert_ok(&run(&p, &f.home, &f.ws, &host.unix_script()));
+}
+
+#[test]
+fn commands_with_the_network_off_share_the_sandbox_loopback() {
+    let f = Fixture::new();
+    let p = f.prepare(SandboxPolicy {
+        network: false,
+        ..SandboxPolicy::default()
+    });
+    // A server in one spawn, a client in another.
+    let server_script = "python3 -c \"
+import os, socket
+s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen()
+open('port.tmp', 'w').write(str(s.getsockname()[1])); os.rename('port.tmp', 'port')
+c, _ = s.accept(); open('got.tmp', 'w').write(c.recv(16).decode() + '\\n'); os.rename('got.tmp', 'got')
+\"";
+    let mut server = Command::new("bash");
+    server
+        .args(["-c", server_script])
+        .current_dir(&f.ws)
+        .stdin(Stdio::null());
+    let step = p.pre_exec_step();
+    // SAFETY: the sandbox step is async-signal-safe.
+    unsafe { server.pre_exec(step) };
+    let mut server = server.spawn().unwrap();
+    let port = wait_for_value(&f.ws.join("port"));
     assert_ok(&run(
         &p,
         &f.home,
         &f.ws,
-        &format!(
-            "python3 -c \"import socket; a, b = socket.socketpair(); a.send(b'x'); assert b.recv(1) == b'x'; \
-             c = socket.socket(socket.AF_UNIX); c.connect('{}')\"",
-            unix_path.display()
-        ),
+        &format!("exec 3<>/dev/tcp/127.0.0.1/{port} && printf hello >&3"),
     ));
-    drop(unix);
+    assert_eq!(wait_for_file(&f.ws.join("got")), "hello\n");
+    assert!(server.wait().unwrap().success());
+}
 
-    // With the network on, the same operations reach the listeners.
+/// Waits for a file that appears whole (written, then renamed into place).
+fn wait_for_value(path: &Path) -> String {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Ok(s) = std::fs::read_to_string(path) {
+            return s;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{} never appeared",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn without_user_namespaces_the_network_off_falls_back_to_landlock_and_seccomp() {
+    let f = Fixture::new();
+    let host = HostListeners::new(&f.ws);
+    let no_userns = Availability::probe_kernel().pretend("no-userns").unwrap();
+    let p = prepare_with(
+        SandboxPolicy {
+            network: false,
+            git_writable: true,
+            ..SandboxPolicy::default()
+        },
+        no_userns,
+        &f.context(),
+    );
+    assert_eq!(
+        p.status().to_string(),
+        "[sandbox: workspace-write · network off]"
+    );
+    // TCP by Landlock, at connect (EACCES); the rest by seccomp (EPERM).
+    let out = run(&p, &f.home, &f.ws, &host.tcp_script());
+    assert_refused(&out, "Permission denied");
+    assert!(p.refusals(&text(&out), &f.ws).network);
+    for script in [
+        host.udp_script(),
+        host.fast_open_script(),
+        host.mptcp_script(),
+    ] {
+        assert_refused(&run(&p, &f.home, &f.ws, &script), "Operation not permitted");
+    }
+    host.assert_untouched();
+    assert_ok(&run(&p, &f.home, &f.ws, &host.unix_script()));
+}
+
+#[test]
+fn with_the_network_on_everything_reaches_the_host() {
+    let f = Fixture::new();
+    let host = HostListeners::new(&f.ws);
     let on = f.prepare(SandboxPolicy::default());
-    assert_ok(&run(
-        &on,
-        &f.home,
-        &f.ws,
-        &format!("exec 3<>/dev/tcp/127.0.0.1/{port}"),
-    ));
-    assert_ok(&run(
-        &on,
-        &f.home,
-        &f.ws,
-        &format!("python3 -c \"{fastopen}\""),
-    ));
-    assert_ok(&run(
-        &on,
-        &f.home,
-        &f.ws,
-        &format!("echo hi > /dev/udp/127.0.0.1/{udp_port}"),
-    ));
-    tcp.set_nonblocking(false).unwrap();
-    let (mut conn, _) = tcp.accept().unwrap();
-    drop(conn.read(&mut buf));
-    let (mut fast, _) = tcp.accept().unwrap();
+    for script in [
+        host.tcp_script(),
+        host.fast_open_script(),
+        host.udp_script(),
+        host.unix_script(),
+    ] {
+        assert_ok(&run(&on, &f.home, &f.ws, &script));
+    }
+    let mut buf = [0u8; 16];
+    host.tcp.set_nonblocking(false).unwrap();
+    let (_plain, _) = host.tcp.accept().unwrap();
+    let (mut fast, _) = host.tcp.accept().unwrap();
     // The fast-open connection carried its byte.
     fast.set_read_timeout(Some(Duration::from_secs(20)))
         .unwrap();
     assert_eq!(fast.read(&mut buf).unwrap(), 1);
-    udp.set_nonblocking(false).unwrap();
-    udp.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-    let n = udp.recv(&mut buf).unwrap();
+    host.udp.set_nonblocking(false).unwrap();
+    host.udp
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let n = host.udp.recv(&mut buf).unwrap();
     assert_eq!(&buf[..n], b"hi\n");
 }
 
@@ -483,14 +604,17 @@ fn abstract_unix_sockets_outside_are_unreachable_with_the_network_off() {
     let _listener = std::os::unix::net::UnixListener::bind_addr(&addr).unwrap();
     let script =
         format!("python3 -c \"import socket; socket.socket(socket.AF_UNIX).connect('\\0{name}')\"");
-    let off = f.prepare(SandboxPolicy {
+    let off = SandboxPolicy {
         network: false,
         ..SandboxPolicy::default()
-    });
-    assert_refused(
-        &run(&off, &f.home, &f.ws, &script),
-        "Operation not permitted",
-    );
+    };
+    // Abstract names belong to a network namespace...
+    let p = f.prepare(off.clone());
+    assert_refused(&run(&p, &f.home, &f.ws, &script), "Connection refused");
+    // ...and without one, Landlock scopes them.
+    let no_userns = Availability::probe_kernel().pretend("no-userns").unwrap();
+    let p = prepare_with(off, no_userns, &f.context());
+    assert_refused(&run(&p, &f.home, &f.ws, &script), "Operation not permitted");
     let on = f.prepare(SandboxPolicy::default());
     assert_ok(&run(&on, &f.home, &f.ws, &script));
 }
@@ -556,11 +680,12 @@ fn an_old_kernel_without_tcp_rules_blocks_the_network_by_seccomp_alone() {
     let tcp = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = tcp.local_addr().unwrap().port();
     let old = Availability::probe_kernel()
-        .pretend("landlock-abi=3")
+        .pretend("landlock-abi=3,no-userns")
         .unwrap();
     let p = prepare_with(
         SandboxPolicy {
             network: false,
+            git_writable: true,
             ..SandboxPolicy::default()
         },
         old,
@@ -587,10 +712,13 @@ fn an_old_kernel_without_tcp_rules_blocks_the_network_by_seccomp_alone() {
 }
 
 #[test]
-fn without_seccomp_only_tcp_is_blocked_and_required_refuses() {
+fn without_namespaces_or_seccomp_only_tcp_is_blocked_and_required_refuses() {
     let f = Fixture::new();
-    let no_seccomp = Availability::probe_kernel().pretend("no-seccomp").unwrap();
+    let no_seccomp = Availability::probe_kernel()
+        .pretend("no-seccomp,no-userns")
+        .unwrap();
     let off = SandboxPolicy {
+        git_writable: true,
         network: false,
         ..SandboxPolicy::default()
     };
@@ -598,7 +726,7 @@ fn without_seccomp_only_tcp_is_blocked_and_required_refuses() {
     assert_eq!(
         p.status().to_string(),
         "[sandbox: workspace-write · network on — only TCP is blocked: UDP and raw sockets need \
-         seccomp (simulated by DSH_SANDBOX_TEST_PRETEND)]"
+         a network namespace or seccomp (simulated by DSH_SANDBOX_TEST_PRETEND)]"
     );
     let err = Sandbox::new(
         SandboxPolicy {
