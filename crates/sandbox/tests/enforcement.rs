@@ -643,6 +643,24 @@ fn a_confined_process_can_neither_read_the_hosts_environment_nor_signal_its_proc
     ));
     outside.kill().unwrap();
     outside.wait().unwrap();
+    // Nor a process of another confined spawn: each has its own sandbox.
+    let mut sibling = Command::new("sleep");
+    sibling.arg("60");
+    let step = p.pre_exec_step();
+    // SAFETY: the sandbox step is async-signal-safe.
+    unsafe { sibling.pre_exec(step) };
+    let mut sibling = sibling.spawn().unwrap();
+    let script = format!("kill -0 {}", sibling.id());
+    assert_refused(&run(&p, &f.home, &f.ws, &script), "Operation not permitted");
+    // What a command started itself, it may signal.
+    assert_ok(&run(
+        &p,
+        &f.home,
+        &f.ws,
+        "sleep 60 & kill $! && wait $!; test $? = 143",
+    ));
+    sibling.kill().unwrap();
+    sibling.wait().unwrap();
 }
 
 #[test]
