@@ -44,6 +44,9 @@ pub struct Refusals {
     pub network: bool,
 }
 
+/// How far back a path-less error line looks for the path.
+const LOOKBACK_LINES: usize = 4;
+
 /// The most paths one result names.
 pub const MAX_REFUSED_PATHS: usize = 8;
 
@@ -147,27 +150,36 @@ pub(crate) fn find(
         if !denial {
             continue;
         }
-        // The line itself first, then the lines before it.
-        for text in context.iter().rev() {
-            for word in path_words(text) {
-                let Some(path) = resolve(&word, cwd, home) else {
-                    continue;
-                };
-                let refused = if !access.can_read(&path) {
-                    RefusedAccess::Read
-                } else if !access.can_write(&path) {
-                    RefusedAccess::Write
-                } else {
-                    continue;
-                };
-                if found.paths.len() < MAX_REFUSED_PATHS
-                    && !found.paths.iter().any(|p| p.path == path)
-                {
-                    found.paths.push(RefusedPath {
-                        path,
-                        access: refused,
-                    });
-                }
+        // The paths on the line itself; if it names none (cargo's
+        // "Caused by: Permission denied"), those of the nearest line before
+        // it that names some, across blank and "Caused by:" lines.
+        let words = std::iter::once(*line)
+            .chain(
+                lines[i.saturating_sub(LOOKBACK_LINES)..i]
+                    .iter()
+                    .rev()
+                    .copied(),
+            )
+            .map(path_words)
+            .find(|words| !words.is_empty())
+            .unwrap_or_default();
+        for word in words {
+            let Some(path) = resolve(&word, cwd, home) else {
+                continue;
+            };
+            let refused = if !access.can_read(&path) {
+                RefusedAccess::Read
+            } else if !access.can_write(&path) {
+                RefusedAccess::Write
+            } else {
+                continue;
+            };
+            if found.paths.len() < MAX_REFUSED_PATHS && !found.paths.iter().any(|p| p.path == path)
+            {
+                found.paths.push(RefusedPath {
+                    path,
+                    access: refused,
+                });
             }
         }
     }
@@ -247,8 +259,13 @@ fn resolve(word: &str, cwd: &Path, home: &Path) -> Option<PathBuf> {
 pub(crate) fn normalize(path: &Path, cwd: &Path) -> PathBuf {
     let joined = if path.is_absolute() {
         path.to_path_buf()
-    } else {
+    } else if cwd.is_absolute() {
         cwd.join(path)
+    } else {
+        std::env::current_dir()
+            .unwrap_or_else(|_| PathBuf::from("/"))
+            .join(cwd)
+            .join(path)
     };
     let mut out = PathBuf::from("/");
     for component in joined.components() {
@@ -348,13 +365,29 @@ the build succeeded
     #[test]
     fn the_path_may_sit_on_a_line_before_the_error() {
         let out = "\
-error: failed to open: /h/.cargo/lock
+error: failed to write /h/Cargo.lock
+
+Caused by:
+  failed to open: /h/Cargo.lock
+
 Caused by:
   Permission denied (os error 13)
 ";
         assert_eq!(
             paths(&refused(out, false)),
-            [("/h/.cargo/lock".to_owned(), RefusedAccess::Write)]
+            [("/h/Cargo.lock".to_owned(), RefusedAccess::Write)]
+        );
+    }
+
+    #[test]
+    fn a_line_that_names_its_path_does_not_look_back() {
+        let out = "\
+?? /h/unrelated/
+fatal: Unable to create '/w/.git/index.lock': Read-only file system
+";
+        assert_eq!(
+            paths(&refused(out, false)),
+            [("/w/.git/index.lock".to_owned(), RefusedAccess::Write)]
         );
     }
 
