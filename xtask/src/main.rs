@@ -2,9 +2,11 @@
 //!
 //! * `codegen [--check]` writes `docs/tool-catalog.md` from the code, or
 //!   fails when the committed file is stale;
-//! * `test` installs what the tests need (the rust-analyzer component, a
-//!   Python virtual environment with the MCP SDK and python-lsp-server) and
-//!   runs every test: the Rust workspace, then the end-to-end MCP suite;
+//! * `test` checks the house style first (`cargo fmt --check`, clippy with
+//!   warnings as errors), installs what the tests need (the rust-analyzer
+//!   component, a Python virtual environment with the MCP SDK and
+//!   python-lsp-server) and runs every test: the Rust workspace, then the
+//!   end-to-end MCP suite;
 //! * `bench <name>` runs a benchmark and prints its table.
 //!
 //! It is not part of the product and nothing depends on it.
@@ -19,7 +21,7 @@ usage: cargo xtask <task>
 
 tasks:
   codegen [--check]   write docs/tool-catalog.md from the code (--check: fail if stale)
-  test                install what the tests need, then run every test
+  test                check fmt and clippy, install what the tests need, run every test
   bench <name>        run a benchmark: mcp, terminal, jobs, lsp, workspace, sandbox, all";
 
 fn main() -> ExitCode {
@@ -129,9 +131,31 @@ fn install_prerequisites() -> anyhow::Result<()> {
     )
 }
 
+/// The house style as a gate: formatting and every clippy warning fail
+/// the run, before anything slow is installed, built or tested.
+fn style_gate(cargo: &str) -> anyhow::Result<()> {
+    step(
+        "check formatting (cargo fmt --all --check)",
+        Command::new(cargo).args(["fmt", "--all", "--check"]),
+    )?;
+    step(
+        "lint (cargo clippy --workspace --all-targets -- -D warnings)",
+        Command::new(cargo).args([
+            "clippy",
+            "--workspace",
+            "--all-targets",
+            "--locked",
+            "--",
+            "-D",
+            "warnings",
+        ]),
+    )
+}
+
 fn test() -> anyhow::Result<()> {
-    install_prerequisites()?;
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    style_gate(&cargo)?;
+    install_prerequisites()?;
     let path = path_with_venv();
     step(
         "build the workspace",
