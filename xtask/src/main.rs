@@ -22,7 +22,7 @@ usage: cargo xtask <task>
 tasks:
   codegen [--check]   write docs/tool-catalog.md from the code (--check: fail if stale)
   test                check fmt and clippy, install what the tests need, run every test
-  bench <name>        run a benchmark: mcp, terminal, jobs, lsp, workspace, all";
+  bench <name>        run a benchmark: mcp, terminal, jobs, lsp, workspace, sandbox, all";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -223,8 +223,9 @@ fn bench(name: &str) -> anyhow::Result<()> {
         "jobs" => example("jobs", "bench_jobs"),
         "lsp" => example("lsp-rust-analyzer", "bench_lsp"),
         "workspace" => example("workspace-sled", "bench_workspace"),
+        "sandbox" => example("sandbox", "bench_sandbox"),
         "all" => {
-            for n in ["mcp", "terminal", "jobs", "lsp", "workspace"] {
+            for n in ["mcp", "terminal", "jobs", "lsp", "workspace", "sandbox"] {
                 bench(n)?;
             }
             Ok(())
