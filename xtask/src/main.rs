@@ -2,12 +2,13 @@
 //!
 //! * `codegen [--check]` writes `docs/tool-catalog.md` from the code, or
 //!   fails when the committed file is stale;
-//! * `test` installs what the tests need (the rust-analyzer component, a
-//!   Python virtual environment with the MCP SDK and python-lsp-server, and
-//!   the language servers of the built-in languages: pyright,
-//!   typescript-language-server and the TypeScript MCP SDK from npm into
-//!   `tests/node`, clangd and Go's gopls from Debian) and runs every test:
-//!   the Rust workspace, then the end-to-end MCP suite;
+//! * `test` checks the house style first (`cargo fmt --check`, clippy with
+//!   warnings as errors), installs what the tests need (the rust-analyzer
+//!   component, a Python virtual environment with the MCP SDK and
+//!   python-lsp-server, and the language servers of the built-in
+//!   languages: pyright, typescript-language-server and the TypeScript MCP
+//!   SDK from npm into `tests/node`, clangd and Go's gopls from Debian) and
+//!   runs every test: the Rust workspace, then the end-to-end MCP suite;
 //! * `bench <name>` runs a benchmark and prints its table.
 //!
 //! It is not part of the product and nothing depends on it.
@@ -22,8 +23,8 @@ usage: cargo xtask <task>
 
 tasks:
   codegen [--check]   write docs/tool-catalog.md from the code (--check: fail if stale)
-  test                install what the tests need, then run every test
-  bench <name>        run a benchmark: mcp, terminal, jobs, lsp, workspace, all";
+  test                check fmt and clippy, install what the tests need, run every test
+  bench <name>        run a benchmark: mcp, terminal, jobs, lsp, workspace, sandbox, all";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -214,7 +215,30 @@ fn install_language_servers() -> anyhow::Result<Option<String>> {
     Ok(None)
 }
 
+/// The house style as a gate: formatting and every clippy warning fail
+/// the run, before anything slow is installed, built or tested.
+fn style_gate(cargo: &str) -> anyhow::Result<()> {
+    step(
+        "check formatting (cargo fmt --all --check)",
+        Command::new(cargo).args(["fmt", "--all", "--check"]),
+    )?;
+    step(
+        "lint (cargo clippy --workspace --all-targets -- -D warnings)",
+        Command::new(cargo).args([
+            "clippy",
+            "--workspace",
+            "--all-targets",
+            "--locked",
+            "--",
+            "-D",
+            "warnings",
+        ]),
+    )
+}
+
 fn test() -> anyhow::Result<()> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    style_gate(&cargo)?;
     install_prerequisites()?;
     let go_unavailable = install_language_servers()?;
     if let Some(reason) = &go_unavailable {
@@ -222,7 +246,6 @@ fn test() -> anyhow::Result<()> {
             "\nGo is not installable on this machine ({reason}): the Go language tests report this instead of running"
         );
     }
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let path = path_with_venv();
     step(
         "build the workspace",
@@ -292,8 +315,9 @@ fn bench(name: &str) -> anyhow::Result<()> {
         "jobs" => example("jobs", "bench_jobs"),
         "lsp" => example("lsp-rust-analyzer", "bench_lsp"),
         "workspace" => example("workspace-sled", "bench_workspace"),
+        "sandbox" => example("sandbox", "bench_sandbox"),
         "all" => {
-            for n in ["mcp", "terminal", "jobs", "lsp", "workspace"] {
+            for n in ["mcp", "terminal", "jobs", "lsp", "workspace", "sandbox"] {
                 bench(n)?;
             }
             Ok(())

@@ -9,7 +9,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::bash::resolve_cwd;
+use crate::bash::{MAX_ARG_BYTES, resolve_cwd};
 use crate::{
     CallContext, Clamped, Preset, Settings, Tool, ToolError, ToolFuture, ToolReply, ToolSpec,
     clamp_ms, parse_args,
@@ -57,6 +57,12 @@ pub(crate) async fn run_command(
             .map_err(job_error)?;
         return Ok(CommandCall::Started(started.id));
     }
+    // Counted against the caller's foreground limit while it runs.
+    let _slot = cx
+        .runtime
+        .jobs
+        .begin_foreground(&cx.owner)
+        .map_err(job_error)?;
     // The last lines of output, for progress reports while it runs.
     let tail = Arc::new(std::sync::Mutex::new(String::new()));
     let keep = tail.clone();
@@ -442,6 +448,34 @@ struct SubagentResult {
     clamped: Option<Clamped>,
 }
 
+/// The longest prompt fed to a subagent on stdin, in bytes.
+const MAX_STDIN_PROMPT_BYTES: usize = 1024 * 1024;
+
+/// A prompt must fit where it goes: one argument of the agent's argv (the
+/// kernel's limit), or stdin (bounded by [`MAX_STDIN_PROMPT_BYTES`]).
+fn check_prompt_size(spec: &CommandSpec, prompt_bytes: usize) -> Result<(), ToolError> {
+    let (too_long, limit) = match spec.stdin {
+        Some(_) => (
+            prompt_bytes > MAX_STDIN_PROMPT_BYTES,
+            MAX_STDIN_PROMPT_BYTES,
+        ),
+        None => (
+            spec.argv.iter().any(|a| a.len() > MAX_ARG_BYTES),
+            MAX_ARG_BYTES,
+        ),
+    };
+    if too_long {
+        return Err(ToolError::invalid_argument(
+            "prompt",
+            format!(
+                "is {prompt_bytes} bytes, more than the {limit} the agent command can take; \
+                 write the details to a file and point the prompt at it"
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// The configured agent command.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SubagentSettings {
@@ -503,6 +537,7 @@ impl Tool for SubagentTool {
             let spec = CommandSpec::subagent(&settings.command, &args.prompt)
                 .map_err(job_error)?
                 .with_cwd(cwd);
+            check_prompt_size(&spec, args.prompt.len())?;
             let timeout = Duration::from_millis(timeout_ms);
             let run = match run_command(
                 cx,
