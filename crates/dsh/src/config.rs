@@ -99,11 +99,46 @@ pub struct SubagentConfig {
 }
 
 /// `[lsp]`.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct LspConfig {
+    /// A language server with no query for this long stops (and starts
+    /// again on the next query), e.g. `"10m"`; `"0s"` never stops one.
+    #[serde(deserialize_with = "duration")]
+    pub idle_stop: std::time::Duration,
+    /// Start the language servers of a session's directory when it
+    /// connects, ahead of its first query.
+    pub eager: bool,
+    /// The most language servers running at once; one more stops the
+    /// least recently used.
+    pub max_servers: usize,
+    /// The largest file a language-server query reads, in bytes.
+    pub max_file_bytes: u64,
     /// `[lsp.servers.NAME]`: one table per server.
     pub servers: BTreeMap<String, LspServerConfig>,
+}
+
+impl Default for LspConfig {
+    fn default() -> Self {
+        let options = lsp_rust_analyzer::ClientOptions::default();
+        Self {
+            idle_stop: options.idle_stop.unwrap_or_default(),
+            eager: true,
+            max_servers: options.max_servers,
+            max_file_bytes: options.max_file_bytes,
+            servers: BTreeMap::new(),
+        }
+    }
+}
+
+/// A duration written as `"10m"`, `"90s"`, `"1h 30m"`.
+fn duration<'de, D: serde::Deserializer<'de>>(d: D) -> Result<std::time::Duration, D::Error> {
+    let text = String::deserialize(d)?;
+    humantime::parse_duration(&text).map_err(|e| {
+        serde::de::Error::custom(format!(
+            "{e}: write a duration such as \"10m\", \"90s\" or \"1h 30m\""
+        ))
+    })
 }
 
 /// One `[lsp.servers.NAME]` table.
@@ -307,7 +342,12 @@ impl Config {
             .collect();
         lsp_rust_analyzer::LspConfig {
             servers,
-            options: lsp_rust_analyzer::ClientOptions::default(),
+            options: lsp_rust_analyzer::ClientOptions {
+                idle_stop: (!self.lsp.idle_stop.is_zero()).then_some(self.lsp.idle_stop),
+                max_servers: self.lsp.max_servers.max(1),
+                max_file_bytes: self.lsp.max_file_bytes,
+                ..lsp_rust_analyzer::ClientOptions::default()
+            },
         }
     }
 
@@ -581,6 +621,33 @@ settings = { pylsp = { plugins = { pycodestyle = { enabled = false } } } }
             err("preset = \"huge\"\n"),
             "config error: c.toml:1: preset: unknown variant `huge`, expected `minimal` or `full`"
         );
+    }
+
+    #[test]
+    fn lsp_bounds_parse_and_reach_the_client_options() {
+        let c = parse(
+            Path::new("c.toml"),
+            "[lsp]\nidle_stop = \"90s\"\neager = false\nmax_servers = 3\nmax_file_bytes = 1000\n",
+        )
+        .unwrap();
+        assert!(!c.lsp.eager);
+        let options = c.lsp().options;
+        assert_eq!(options.idle_stop, Some(std::time::Duration::from_secs(90)));
+        assert_eq!((options.max_servers, options.max_file_bytes), (3, 1000));
+        let never = parse(Path::new("c.toml"), "[lsp]\nidle_stop = \"0s\"\n").unwrap();
+        assert_eq!(never.lsp().options.idle_stop, None);
+        let defaults = Config::default().lsp().options;
+        assert_eq!(
+            defaults.idle_stop,
+            Some(std::time::Duration::from_secs(600))
+        );
+        assert!(Config::default().lsp.eager);
+        let e = err("[lsp]\nidle_stop = \"soon\"\n");
+        assert!(
+            e.starts_with("config error: c.toml:2: lsp.idle_stop: "),
+            "{e}"
+        );
+        assert!(e.contains("\"10m\""), "{e}");
     }
 
     #[test]

@@ -162,6 +162,20 @@ impl From<config::ConfigError> for Failure {
     }
 }
 
+/// First contact: a person who starts `dsh mcp` on a terminal sees, once,
+/// what it is waiting for and what to do instead. Nothing is printed when
+/// stdin is not a terminal (an MCP client started it).
+fn first_contact_hint() {
+    use std::io::IsTerminal as _;
+    if std::io::stdin().is_terminal() {
+        eprintln!(
+            "dsh mcp is waiting for an MCP client on stdin (it speaks JSON-RPC, not commands).\n\
+             Register it with your agent instead, e.g. `claude mcp add dsh -- dsh mcp` (see `dsh mcp --help`),\n\
+             or try `dsh demo` to watch the tools at work. Press Ctrl-D to quit."
+        );
+    }
+}
+
 /// The store's directory: `--data-dir`, else `$XDG_DATA_HOME/dsh`.
 fn data_dir(explicit: Option<PathBuf>) -> PathBuf {
     explicit.unwrap_or_else(|| {
@@ -187,6 +201,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
                 Some(p) => tracing::info!("config: {}", p.display()),
                 None => tracing::info!("config: none found, using defaults"),
             }
+            first_contact_hint();
             let runtime = tokio::runtime::Builder::new_multi_thread()
                 .enable_all()
                 .build()
