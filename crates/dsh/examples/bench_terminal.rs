@@ -220,6 +220,7 @@ async fn tool_layer_python_settle(rounds: usize) -> Result<Vec<Duration>, BoxErr
         cwd: std::env::current_dir()?,
         runtime: runtime.clone(),
         env: None,
+        progress: None,
     };
     let call = |name: &'static str, args: Value| {
         let tool = catalog.get(name).cloned();

@@ -155,6 +155,7 @@ impl ScriptedClient {
                 cwd: cwd.to_path_buf(),
                 runtime,
                 env: None,
+                progress: None,
             },
             counts: Counts::default(),
         }

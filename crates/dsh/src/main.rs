@@ -236,6 +236,20 @@ impl From<config::ConfigError> for Failure {
     }
 }
 
+/// First contact: a person who starts `dsh mcp` on a terminal sees, once,
+/// what it is waiting for and what to do instead. Nothing is printed when
+/// stdin is not a terminal (an MCP client started it).
+fn first_contact_hint() {
+    use std::io::IsTerminal as _;
+    if std::io::stdin().is_terminal() {
+        eprintln!(
+            "dsh mcp is waiting for an MCP client on stdin (it speaks JSON-RPC, not commands).\n\
+             Register it with your agent instead, e.g. `claude mcp add dsh -- dsh mcp` (see `dsh mcp --help`),\n\
+             or try `dsh demo` to watch the tools at work. Press Ctrl-D to quit."
+        );
+    }
+}
+
 /// The store's directory: `--data-dir`, else `$XDG_DATA_HOME/dsh`.
 fn data_dir(explicit: Option<PathBuf>) -> PathBuf {
     explicit.unwrap_or_else(|| {
@@ -306,6 +320,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
                 Some(p) => tracing::info!("config: {}", p.display()),
                 None => tracing::info!("config: none found, using defaults"),
             }
+            first_contact_hint();
             let options = daemon::standalone::StandaloneOptions {
                 preset: preset.map(Preset::from),
                 config_path,
@@ -328,6 +343,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
             // The config is checked here, so a bad one is this command's
             // error (exit 2), before any daemon is involved.
             config::load(cli.config.as_deref())?;
+            first_contact_hint();
             let options = daemon::bridge::BridgeOptions {
                 paths: daemon_paths(cli.data_dir.clone()),
                 preset: preset.map(|p| p.name().to_owned()),
