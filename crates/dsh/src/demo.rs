@@ -154,6 +154,7 @@ impl ScriptedClient {
                 owner,
                 cwd: cwd.to_path_buf(),
                 runtime,
+                env: None,
                 progress: None,
             },
             counts: Counts::default(),
