@@ -15,6 +15,8 @@
 //!   registry commands, `dsh daemon status|stop`, `dsh ps` and
 //!   `dsh attach` do over the socket.
 //! * [`store`] — the store held open for the daemon's life.
+//! * [`ui_source`] — what the `dsh ui` page (the `ui` crate, started by
+//!   the daemon on the first `dsh ui`) reads of the daemon.
 //!
 //! This crate does not parse the command line or the config file (the
 //! `dsh` binary does and passes a [`host::HostConfig`] and a loader), and
@@ -32,3 +34,4 @@ pub mod registry_ops;
 pub mod session_log;
 pub mod standalone;
 pub mod store;
+pub mod ui_source;

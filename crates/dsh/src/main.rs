@@ -28,6 +28,7 @@ Start here:
   dsh catalog                   show the tools a model will see
   dsh mcp --help                how to register dsh with an MCP client
   dsh ps                        what every connected agent runs; `dsh attach pty-N` to watch one
+  dsh ui --open                 the same, and every session's history, in a local web page
 
 Files:
   config   $XDG_CONFIG_HOME/dsh/config.toml (or --config FILE); every key optional
@@ -91,6 +92,13 @@ enum Command {
         #[arg(long)]
         write: bool,
     },
+    /// Print the URL of the local web page where you watch every agent (--open opens it).
+    #[command(after_help = UI_HELP)]
+    Ui {
+        /// Open the page in your browser ($BROWSER, else xdg-open).
+        #[arg(long)]
+        open: bool,
+    },
     /// Manage workspaces: the directories you work in, each with its agent sessions.
     #[command(subcommand)]
     Workspace(registry_cli::WorkspaceCommand),
@@ -139,6 +147,30 @@ The view shows the terminal's screen, then its output as it arrives; it never ch
 what the agent sees. With --write your keys go to the program, but never into an agent's
 command: while an agent's send is active they are refused, and while you type (until
 you pause and the program waits for input again) the agent's sends get SEND_ACTIVE.";
+
+const UI_HELP: &str = "\
+The daemon (started if none runs) serves the page on 127.0.0.1, on a free port unless
+`[ui] port` fixes one. The URL carries a random token; the page keeps it in a cookie and
+refuses every request without it, for another host name, or from another site. The page
+shows the workspaces and their sessions, each session's tool calls, and every connected
+agent's terminals (live) and jobs. Terminals are read-only until you take the keyboard,
+under the rule of `dsh attach --write`.";
+
+/// Opens `url` in the person's browser: `$BROWSER`, else `xdg-open`.
+fn open_in_browser(url: &str) -> Result<String, String> {
+    let browser = std::env::var("BROWSER")
+        .ok()
+        .filter(|b| !b.trim().is_empty())
+        .unwrap_or_else(|| "xdg-open".to_owned());
+    std::process::Command::new(&browser)
+        .arg(url)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .map(|_| browser.clone())
+        .map_err(|e| format!("could not start `{browser}` ({e}); open the URL yourself"))
+}
 
 /// `dsh daemon` subcommands.
 #[derive(Debug, Subcommand)]
@@ -489,6 +521,31 @@ fn run(cli: Cli) -> Result<(), Failure> {
             let paths = daemon_paths(cli.data_dir.clone());
             let line = daemon::attach::run(&paths, &id, write)?;
             eprintln!("dsh: {line}");
+            Ok(())
+        }
+        Command::Ui { open } => {
+            let paths = daemon_paths(cli.data_dir.clone());
+            let start = start_spec(cli.config.as_deref())?;
+            let reply =
+                daemon::client::request(&paths, daemon::protocol::Request::Ui, Some(&start))?;
+            let url = reply
+                .data
+                .get("url")
+                .and_then(|u| u.as_str())
+                .ok_or_else(|| Failure::Other(anyhow::anyhow!("the dsh daemon gave no URL")))?;
+            if reply.data.get("exposed").and_then(|e| e.as_bool()) == Some(true) {
+                eprintln!(
+                    "dsh: warning: [ui] listen exposes the page beyond this machine ({}); anyone with the URL can watch and type",
+                    reply.data.get("address").and_then(|a| a.as_str()).unwrap_or("?")
+                );
+            }
+            daemon::client::emit(&format!("{url}\n")).map_err(|e| Failure::Other(e.into()))?;
+            if open {
+                match open_in_browser(url) {
+                    Ok(browser) => eprintln!("dsh: opened the page with {browser}"),
+                    Err(e) => eprintln!("dsh: {e}"),
+                }
+            }
             Ok(())
         }
         Command::Workspace(command) => {

@@ -244,6 +244,7 @@ pub fn refused(refusal: Refusal) -> Response {
             HeaderValue::from_static("Bearer realm=\"dsh ui\""),
         );
     }
+    harden(response.headers_mut());
     response
 }
 

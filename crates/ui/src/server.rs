@@ -452,7 +452,6 @@ fn live_json_value(view: &LiveView) -> serde_json::Value {
             "terminals": c.terminals.iter().map(|t| serde_json::json!({
                 "id": t.id, "name": t.name, "command": t.command, "status": t.status,
                 "active_send": t.active_send, "idle_s": t.idle.as_secs(),
-                "rows": t.size.0, "cols": t.size.1,
             })).collect::<Vec<_>>(),
             "jobs": c.jobs.iter().map(|j| serde_json::json!({
                 "id": j.id, "kind": j.kind, "status": j.status, "label": j.label,

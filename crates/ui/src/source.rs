@@ -109,8 +109,6 @@ pub struct LiveTerminal {
     pub active_send: bool,
     /// Time since it last printed (or opened).
     pub idle: Duration,
-    /// Its size (rows, columns).
-    pub size: (u16, u16),
 }
 
 /// A job of a connected agent.
