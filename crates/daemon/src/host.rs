@@ -32,8 +32,8 @@ use workspace::{ClientInfo, SessionHeader, SessionId};
 
 use crate::session_log::{LogPolicy, SessionRecorder};
 
-pub use ui::UiSettings;
 use crate::store::StoreAccess;
+pub use ui::UiSettings;
 
 /// What the host needs from the config file.
 #[derive(Debug, Clone, PartialEq)]
@@ -712,8 +712,7 @@ where
     )));
     let (cwd_tx, cwd) = watch::channel(None);
     let connection = Connection {
-        recorder: SessionRecorder::start(host.store.clone(), policy)
-            .publishing(host.calls.clone()),
+        recorder: SessionRecorder::start(host.store.clone(), policy).publishing(host.calls.clone()),
         owner: Owner::new(setup.label.clone()),
         layer: layer.clone(),
         cwd: cwd.clone(),

@@ -367,7 +367,10 @@ mod tests {
             (None, Some(0))
         );
         assert_eq!(
-            settled("job_kill", &json!({"outcome": "killed", "status": "killed"})),
+            settled(
+                "job_kill",
+                &json!({"outcome": "killed", "status": "killed"})
+            ),
             (Some("killed".to_owned()), None)
         );
         assert_eq!(settled("lsp", &json!({"items": []})), (None, None));

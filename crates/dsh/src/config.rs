@@ -679,13 +679,22 @@ settings = { pylsp = { plugins = { pycodestyle = { enabled = false } } } }
     #[test]
     fn ui_takes_a_port_and_an_ip_address() {
         let c = parse(Path::new("c.toml"), "[ui]\nport = 8765\n").unwrap();
-        assert_eq!(c.host().ui, daemon::host::UiSettings { port: 8765, listen: None });
+        assert_eq!(
+            c.host().ui,
+            daemon::host::UiSettings {
+                port: 8765,
+                listen: None
+            }
+        );
         let c = parse(Path::new("c.toml"), "[ui]\nlisten = \"0.0.0.0\"\n").unwrap();
         assert_eq!(
             c.host().ui.listen,
             Some(std::net::IpAddr::from([0, 0, 0, 0]))
         );
-        assert_eq!(Config::default().host().ui, daemon::host::UiSettings::default());
+        assert_eq!(
+            Config::default().host().ui,
+            daemon::host::UiSettings::default()
+        );
         let e = err("[ui]\nlisten = \"example.com\"\n");
         assert!(e.starts_with("config error: c.toml:2: ui.listen: "), "{e}");
         let e = err("[ui]\nport = 70000\n");

@@ -536,7 +536,11 @@ fn run(cli: Cli) -> Result<(), Failure> {
             if reply.data.get("exposed").and_then(|e| e.as_bool()) == Some(true) {
                 eprintln!(
                     "dsh: warning: [ui] listen exposes the page beyond this machine ({}); anyone with the URL can watch and type",
-                    reply.data.get("address").and_then(|a| a.as_str()).unwrap_or("?")
+                    reply
+                        .data
+                        .get("address")
+                        .and_then(|a| a.as_str())
+                        .unwrap_or("?")
                 );
             }
             daemon::client::emit(&format!("{url}\n")).map_err(|e| Failure::Other(e.into()))?;

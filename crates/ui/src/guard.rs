@@ -421,7 +421,10 @@ mod tests {
             strip_token(Some("token=abc&tool=bash")),
             (Some("tool=bash".to_owned()), Some("abc".to_owned()))
         );
-        assert_eq!(strip_token(Some("token=abc")), (None, Some("abc".to_owned())));
+        assert_eq!(
+            strip_token(Some("token=abc")),
+            (None, Some("abc".to_owned()))
+        );
         assert_eq!(strip_token(None), (None, None));
     }
 }

@@ -49,12 +49,18 @@ fn session_rows(sessions: &[SessionSummary], now: DateTime<Utc>) -> String {
             esc(&id),
             esc(&id),
             esc(short_id(&id)),
-            s.client.as_deref().map_or_else(|| "<span class=\"dim\">unnamed</span>".to_owned(), esc),
+            s.client
+                .as_deref()
+                .map_or_else(|| "<span class=\"dim\">unnamed</span>".to_owned(), esc),
             time(s.started),
             esc(&ago(now, s.started)),
             s.last_activity.map_or_else(
                 || "<span class=\"dim\">no calls</span>".to_owned(),
-                |at| format!("{} <span class=\"dim\">{}</span>", time(at), esc(&ago(now, at)))
+                |at| format!(
+                    "{} <span class=\"dim\">{}</span>",
+                    time(at),
+                    esc(&ago(now, at))
+                )
             ),
             status_badge(s),
         );
@@ -118,7 +124,11 @@ pub fn workspaces(overview: &Overview, now: DateTime<Utc>) -> String {
     let mut body = format!(
         "<h1>Workspaces</h1><p class=\"summary\">{} workspace{} · {total} session{} · <span id=\"live-count\">{live}</span> live now</p>",
         overview.workspaces.len(),
-        if overview.workspaces.len() == 1 { "" } else { "s" },
+        if overview.workspaces.len() == 1 {
+            ""
+        } else {
+            "s"
+        },
         if total == 1 { "" } else { "s" },
     );
     if overview.workspaces.is_empty() && overview.ungrouped.is_empty() {
@@ -324,11 +334,13 @@ pub fn session(view: &SessionView, tool: Option<&str>, now: DateTime<Utc>) -> St
     }
     let mut body = format!(
         "<p class=\"crumbs\"><a href=\"/\">Workspaces</a>{}</p><h1>Session <span class=\"mono\">{}</span> {}</h1>",
-        view.workspace.as_ref().map_or_else(String::new, |(wid, title)| format!(
-            " › <a href=\"/workspaces/{}\">{}</a>",
-            esc(wid),
-            esc(title)
-        )),
+        view.workspace
+            .as_ref()
+            .map_or_else(String::new, |(wid, title)| format!(
+                " › <a href=\"/workspaces/{}\">{}</a>",
+                esc(wid),
+                esc(title)
+            )),
         esc(short_id(&id)),
         status_badge(s)
     );
@@ -336,14 +348,22 @@ pub fn session(view: &SessionView, tool: Option<&str>, now: DateTime<Utc>) -> St
         body,
         "<dl class=\"facts\"><dt>Id</dt><dd class=\"mono\">{}</dd><dt>Client</dt><dd>{}</dd><dt>Directory</dt><dd class=\"mono\">{}</dd><dt>Started</dt><dd>{} <span class=\"dim\">{}</span></dd><dt>Last activity</dt><dd>{}</dd><dt>Calls</dt><dd>{}</dd></dl>",
         esc(&id),
-        s.client.as_deref().map_or_else(|| "unnamed".to_owned(), esc),
+        s.client
+            .as_deref()
+            .map_or_else(|| "unnamed".to_owned(), esc),
         s.cwd
             .as_ref()
             .map_or_else(|| "—".to_owned(), |c| esc(&c.display().to_string())),
         time(s.started),
         esc(&ago(now, s.started)),
-        s.last_activity
-            .map_or_else(|| "no calls".to_owned(), |at| format!("{} <span class=\"dim\">{}</span>", time(at), esc(&ago(now, at)))),
+        s.last_activity.map_or_else(
+            || "no calls".to_owned(),
+            |at| format!(
+                "{} <span class=\"dim\">{}</span>",
+                time(at),
+                esc(&ago(now, at))
+            )
+        ),
         view.log.len(),
     );
     let _ = write!(
@@ -356,7 +376,11 @@ pub fn session(view: &SessionView, tool: Option<&str>, now: DateTime<Utc>) -> St
         body,
         "<a href=\"/sessions/{}\"{}>all <span class=\"dim\">{}</span></a>",
         esc(&id),
-        if tool.is_none() { " class=\"active\"" } else { "" },
+        if tool.is_none() {
+            " class=\"active\""
+        } else {
+            ""
+        },
         view.log.len()
     );
     for (name, n) in &counts {
@@ -434,7 +458,8 @@ fn job_row(j: &LiveJob) -> String {
         esc(&j.status),
         esc(&j.status),
         esc(&j.label),
-        j.exit_code.map_or_else(String::new, |c| format!("exit {c}")),
+        j.exit_code
+            .map_or_else(String::new, |c| format!("exit {c}")),
     )
 }
 
@@ -442,7 +467,9 @@ fn connection_section(c: &LiveConnection) -> String {
     let mut out = format!(
         "<section class=\"agent\" data-connection=\"{}\"><h2>{} <span class=\"dim\">connection {} · pid {} · connected {}</span></h2>",
         c.id,
-        c.client.as_deref().map_or_else(|| "unnamed client".to_owned(), esc),
+        c.client
+            .as_deref()
+            .map_or_else(|| "unnamed client".to_owned(), esc),
         c.id,
         c.pid.map_or_else(|| "?".to_owned(), |p| p.to_string()),
         esc(&span(c.age)),
@@ -456,7 +483,10 @@ fn connection_section(c: &LiveConnection) -> String {
         )),
         c.cwd.as_ref().map_or_else(
             || "<span class=\"dim\">no directory yet</span>".to_owned(),
-            |d| format!("<span class=\"mono\">{}</span>", esc(&d.display().to_string()))
+            |d| format!(
+                "<span class=\"mono\">{}</span>",
+                esc(&d.display().to_string())
+            )
         ),
         c.session.map_or_else(String::new, |s| {
             let s = s.to_string();
@@ -521,9 +551,10 @@ pub fn terminal(connection: &LiveConnection, t: &LiveTerminal) -> String {
 <p id=\"term-end\" class=\"ended\" hidden></p>",
         esc(&c_label(connection)),
         esc(&t.id),
-        t.name
-            .as_deref()
-            .map_or_else(String::new, |n| format!(" <span class=\"dim\">[{}]</span>", esc(n))),
+        t.name.as_deref().map_or_else(String::new, |n| format!(
+            " <span class=\"dim\">[{}]</span>",
+            esc(n)
+        )),
         esc(&t.command),
     );
     layout(
@@ -551,7 +582,8 @@ pub fn job_facts(job: &LiveJob) -> String {
         esc(&job.status),
         esc(&job.status),
         esc(&job.label),
-        job.exit_code.map_or_else(|| "—".to_owned(), |c| c.to_string()),
+        job.exit_code
+            .map_or_else(|| "—".to_owned(), |c| c.to_string()),
         job.detail.as_deref().map_or_else(|| "—".to_owned(), esc),
     )
 }
@@ -594,7 +626,10 @@ mod tests {
 
     #[test]
     fn the_argument_that_matters_is_picked() {
-        assert_eq!(argument("bash", r#"{"command":"cargo test"}"#), "cargo test");
+        assert_eq!(
+            argument("bash", r#"{"command":"cargo test"}"#),
+            "cargo test"
+        );
         assert_eq!(
             argument("terminal_send", r#"{"id":"pty-2","text":"<3 bytes>"}"#),
             "pty-2 · <3 bytes>"

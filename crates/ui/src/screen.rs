@@ -133,7 +133,14 @@ pub fn render(screen: &vt100::Screen) -> String {
                 }
                 let style = (cell.fgcolor(), cell.bgcolor(), flags(cell));
                 if current != Some(style) {
-                    flush(&mut text, &current, &mut first_run, &mut out, &mut fg, &mut bg);
+                    flush(
+                        &mut text,
+                        &current,
+                        &mut first_run,
+                        &mut out,
+                        &mut fg,
+                        &mut bg,
+                    );
                     current = Some(style);
                 }
                 if cell.has_contents() {
@@ -142,7 +149,14 @@ pub fn render(screen: &vt100::Screen) -> String {
                     text.push(' ');
                 }
             }
-            flush(&mut text, &current, &mut first_run, &mut out, &mut fg, &mut bg);
+            flush(
+                &mut text,
+                &current,
+                &mut first_run,
+                &mut out,
+                &mut fg,
+                &mut bg,
+            );
         }
         out.push(']');
     }

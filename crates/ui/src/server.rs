@@ -161,15 +161,16 @@ pub async fn start(
 ) -> Result<UiServer, UiError> {
     let ip = settings.listen.unwrap_or(IpAddr::V4(Ipv4Addr::LOCALHOST));
     let wanted = SocketAddr::new(ip, settings.port);
-    let listener = tokio::net::TcpListener::bind(wanted)
-        .await
-        .map_err(|e| match e.kind() {
-            std::io::ErrorKind::AddrInUse => UiError::PortInUse { addr: wanted },
-            _ => UiError::Bind {
+    let listener = tokio::net::TcpListener::bind(wanted).await.map_err(|e| {
+        if e.kind() == std::io::ErrorKind::AddrInUse {
+            UiError::PortInUse { addr: wanted }
+        } else {
+            UiError::Bind {
                 addr: wanted,
                 reason: e.to_string(),
-            },
-        })?;
+            }
+        }
+    })?;
     let addr = listener.local_addr().map_err(|e| UiError::Bind {
         addr: wanted,
         reason: e.to_string(),
@@ -421,10 +422,7 @@ async fn job_page(
     State(app): State<Shared>,
     Path(id): Path<String>,
 ) -> Result<Html<String>, Failure> {
-    let tail = app
-        .source
-        .job(&id, None, JOB_TAIL, Duration::ZERO)
-        .await?;
+    let tail = app.source.job(&id, None, JOB_TAIL, Duration::ZERO).await?;
     let view = app.source.live().await;
     let connection = view.job(&id).map(|(c, _)| c);
     Ok(Html(pages::job(connection, &tail)))
@@ -494,9 +492,7 @@ fn permit(app: &App, json: bool) -> Result<OwnedSemaphorePermit, Failure> {
     })
 }
 
-async fn live_events(
-    State(app): State<Shared>,
-) -> Result<Response, Failure> {
+async fn live_events(State(app): State<Shared>) -> Result<Response, Failure> {
     let permit = permit(&app, true)?;
     let guard = app.source.watching();
     struct LiveState {
@@ -653,10 +649,10 @@ async fn job_events(
             }
             let read = {
                 let stop = st.app.stop.clone();
-                let job = st
-                    .app
-                    .source
-                    .job(&st.id, Some(st.cursor), JOB_CHUNK, Duration::from_secs(15));
+                let job =
+                    st.app
+                        .source
+                        .job(&st.id, Some(st.cursor), JOB_CHUNK, Duration::from_secs(15));
                 tokio::select! {
                     r = job => r,
                     () = stop.cancelled() => return None,
