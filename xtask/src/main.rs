@@ -7,8 +7,10 @@
 //!   component, a Python virtual environment with the MCP SDK and
 //!   python-lsp-server, and the language servers of the built-in
 //!   languages: pyright, typescript-language-server and the TypeScript MCP
-//!   SDK from npm into `tests/node`, clangd and Go's gopls from Debian) and
-//!   runs every test: the Rust workspace, then the end-to-end MCP suite;
+//!   SDK from npm into `tests/node`, clangd and Go's gopls from Debian; and
+//!   the browser of the `dsh ui` test: Debian's chromium, driven by
+//!   playwright-core from `tests/node`, which never downloads a browser)
+//!   and runs every test: the Rust workspace, then the end-to-end suite;
 //! * `bench <name>` runs a benchmark and prints its table.
 //!
 //! It is not part of the product and nothing depends on it.
@@ -144,9 +146,13 @@ fn on_path(program: &str) -> bool {
         .is_some_and(|paths| std::env::split_paths(&paths).any(|d| d.join(program).is_file()))
 }
 
+/// The browser the `dsh ui` end-to-end test drives (Debian's package).
+const CHROMIUM: &str = "/usr/bin/chromium";
+
 /// Installs the language servers of the built-in languages for the tests:
 /// npm packages into `tests/node` (from the committed lock file), clangd
-/// and Go's pair from Debian when missing (CI runs as root). Returns why Go
+/// and Go's pair from Debian when missing (CI runs as root), and Debian's
+/// chromium for the `dsh ui` browser test. Returns why Go
 /// cannot be had here, if it cannot; Python, TypeScript and C/C++ must be.
 fn install_language_servers() -> anyhow::Result<Option<String>> {
     let modules = node_dir().join("node_modules");
@@ -161,9 +167,10 @@ fn install_language_servers() -> anyhow::Result<Option<String>> {
     };
     if stale {
         step(
-            "install pyright, typescript-language-server, typescript and the TypeScript MCP SDK (npm ci in tests/node)",
+            "install pyright, typescript-language-server, typescript, the TypeScript MCP SDK and playwright-core (npm ci in tests/node)",
             Command::new("npm")
                 .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
+                .env("PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "1")
                 .current_dir(node_dir()),
         )?;
     }
@@ -190,6 +197,12 @@ fn install_language_servers() -> anyhow::Result<Option<String>> {
     if !on_path("clangd") {
         apt_update()?;
         apt_install(&["clangd"])?;
+    }
+    // The `dsh ui` browser test drives Debian's Chromium, never one a
+    // tool downloads.
+    if !Path::new(CHROMIUM).is_file() {
+        apt_update()?;
+        apt_install(&["chromium", "fonts-dejavu-core"])?;
     }
     if !(on_path("go") && on_path("gopls")) {
         let attempt = apt_update().and_then(|()| apt_install(&["golang-go", "gopls"]));

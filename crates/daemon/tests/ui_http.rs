@@ -477,10 +477,10 @@ async fn every_page_renders_for_an_empty_store() {
         assert_eq!(r.status, status, "{path}: {}", r.body);
         assert!(r.body.contains(code), "{path}: {}", r.body);
     }
-    for asset in ["/assets/ui.css", "/assets/ui.js"] {
+    for asset in ["/assets/ui.css", "/assets/ui.js", "/assets/icon.svg"] {
         let r = page.get(asset).await;
         assert_eq!(r.status, 200, "{asset}");
-        assert!(r.body.len() > 500, "{asset}");
+        assert!(r.body.len() > 300, "{asset}");
     }
     page.stop().await;
 }

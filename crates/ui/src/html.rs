@@ -48,7 +48,8 @@ pub fn layout(title: &str, page: &str, nav: Nav, data: &[(&str, &str)], body: &s
     format!(
         "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
 <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
-<title>{} · dsh</title><link rel=\"stylesheet\" href=\"/assets/ui.css\"></head>\
+<title>{} · dsh</title><link rel=\"stylesheet\" href=\"/assets/ui.css\">\
+<link rel=\"icon\" href=\"/assets/icon.svg\" type=\"image/svg+xml\"></head>\
 <body data-page=\"{}\"{attrs}><header><a class=\"brand\" href=\"/\">dsh</a><nav>\
 <a href=\"/\"{}>Workspaces</a><a href=\"/live\"{}>Live</a></nav>\
 <span class=\"meta\">dsh {}</span></header><main>{body}</main>\

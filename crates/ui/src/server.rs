@@ -432,6 +432,7 @@ async fn asset(Path(name): Path<String>) -> Response {
     let (body, kind) = match name.as_str() {
         "ui.css" => (crate::assets::CSS, "text/css; charset=utf-8"),
         "ui.js" => (crate::assets::JS, "text/javascript; charset=utf-8"),
+        "icon.svg" => (crate::assets::ICON, "image/svg+xml"),
         _ => return not_found().await.into_response(),
     };
     ([(header::CONTENT_TYPE, kind)], body).into_response()
