@@ -16,7 +16,7 @@ import time
 import anyio
 import pytest
 
-from conftest import ROOT, connect, dsh_bin, err, ok
+from conftest import ROOT, connect, daemons_of, dsh_bin, err, ok
 
 pytestmark = pytest.mark.anyio
 
@@ -256,3 +256,109 @@ async def test_a_person_watches_an_agent_and_takes_the_keyboard(isolated_env, tm
     assert chromium_processes(profile) == [], "no browser process outlives the test"
     for name in ["workspaces", "session", "live", "terminal", "job"]:
         assert (SHOTS / f"{name}.png").stat().st_size > 10_000, name
+
+
+# ---- viewers cost the agent little, and nothing once gone -------------------
+
+# The test's flood is smaller than the benchmark's 100 MB (a debug build
+# emulates a few MB a second); DSH_TEST_UI_FLOOD sets it.
+FLOOD = int(os.environ.get("DSH_TEST_UI_FLOOD", str(8_000_000)))
+
+
+def daemon_status(env) -> dict:
+    return json.loads(dsh_out(env, "daemon", "status", "--json"))
+
+
+async def test_twenty_viewers_on_a_flooding_terminal(isolated_env, tmp_path):
+    """20 viewers (5 never read) on a terminal printing a flood: the
+    agent's send settles about as fast as with none, the daemon's memory
+    stays bounded, every viewer gets screens rather than the flood, and
+    once they leave nothing of theirs is left."""
+    from ui_load import RssPeak, fd_count, median, open_viewers, page_of, timed_flood
+
+    async with connect(isolated_env) as agent:
+        ok(await agent.call_tool("terminal_open", {}))
+        url = ui_url(isolated_env)
+        port, token = page_of(url)
+        (pid,) = daemons_of(isolated_env)
+        # Warm up: the first flood grows the daemon's buffers to their size.
+        await timed_flood(agent, "pty-1", FLOOD // 4)
+        fds_before = fd_count(pid)
+        alone, watched, frames, got = [], [], [], 0
+        with RssPeak(pid) as alone_mem:
+            alone.append(await timed_flood(agent, "pty-1", FLOOD))
+        for _round in range(2):
+            viewers = await open_viewers(port, token, "pty-1", 20, stalled=5)
+            try:
+                assert daemon_status(isolated_env)["page"]["viewers"] == 20
+                with RssPeak(pid) as watched_mem:
+                    watched.append(await timed_flood(agent, "pty-1", FLOOD))
+                readers = [v for v in viewers if v.reads]
+                deadline = time.monotonic() + 30
+                while min(v.frames for v in readers) == 0:
+                    assert time.monotonic() < deadline, "a reading viewer got no screen"
+                    await anyio.sleep(0.05)
+                frames += [v.frames for v in readers]
+                got = max([got] + [v.received for v in readers])
+            finally:
+                for v in viewers:
+                    await v.close()
+            with RssPeak(pid) as mem:
+                alone.append(await timed_flood(agent, "pty-1", FLOOD))
+            alone_mem.peak = max(alone_mem.peak, mem.peak)
+        grown = (watched_mem.peak - alone_mem.peak) / 1024
+        ratio = median(watched) / median(alone)
+        print(
+            f"\n{FLOOD / 1e6:.0f} MB flood: settled in {median(alone):.2f} s alone "
+            f"{[round(a, 2) for a in alone]}, {median(watched):.2f} s with 20 viewers "
+            f"{[round(w, 2) for w in watched]} ({ratio:.2f}x); daemon peak RSS "
+            f"{alone_mem.peak / 1024:.0f} MiB alone, {watched_mem.peak / 1024:.0f} MiB watched; "
+            f"frames per reading viewer {min(frames)}..{max(frames)}, at most {got / 1e6:.2f} MB each")
+        # Generous bounds (a loaded 2-core machine); the benchmark has the figure.
+        assert ratio <= 1.5, (alone, watched)
+        assert grown < 64, f"the daemon grew {grown:.0f} MiB with 20 viewers"
+        assert got < FLOOD / 4, f"a viewer got {got} bytes of a {FLOOD}-byte flood"
+        # Gone viewers cost nothing: no count, no socket left.
+        deadline = time.monotonic() + 30
+        while daemon_status(isolated_env)["page"]["viewers"] != 0 or fd_count(pid) > fds_before:
+            assert time.monotonic() < deadline, (
+                daemon_status(isolated_env)["page"], fd_count(pid), fds_before)
+            await anyio.sleep(0.05)
+        # The terminal is as it was for the agent.
+        r = ok(await agent.call_tool("terminal_send", {"id": "pty-1", "text": "echo still-here"}))
+        assert "still-here" in r["output"], r
+
+
+def test_ui_help_open_and_status(isolated_env, tmp_path):
+    help_text = dsh_out(isolated_env, "ui", "--help")
+    for words in ["[ui] port", "[ui] listen", "token", "Take the keyboard", "SEND_ACTIVE",
+                  "dsh daemon status", "--open"]:
+        assert words in help_text, words
+    dsh_out(isolated_env, "workspace", "list")  # starts the daemon
+    assert "page         not served (`dsh ui` serves it)" in dsh_out(isolated_env, "daemon", "status")
+    # --open hands the URL to $BROWSER.
+    seen = tmp_path / "browser-got"
+    browser = tmp_path / "browser.sh"
+    browser.write_text(f'#!/bin/sh\nprintf %s "$1" > {seen}.tmp && mv {seen}.tmp {seen}\n')
+    browser.chmod(0o700)
+    proc = subprocess.run([dsh_bin(), "ui", "--open"], env=dict(isolated_env, BROWSER=str(browser)),
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    url = proc.stdout.strip()
+    assert f"started `{browser}` with the URL" in proc.stderr, proc.stderr
+    deadline = time.monotonic() + 30
+    while not seen.exists():
+        assert time.monotonic() < deadline, "the browser never got the URL"
+        time.sleep(0.02)
+    assert seen.read_text() == url
+    status = daemon_status(isolated_env)["page"]
+    assert url.startswith(f"http://{status['address']}/?token="), (url, status)
+    assert status["viewers"] == 0 and status["exposed"] is False
+    assert f"page         http://{status['address']} · 0 watching live" in dsh_out(
+        isolated_env, "daemon", "status")
+    # A browser that cannot start: the URL is still printed, and why not.
+    proc = subprocess.run([dsh_bin(), "ui", "--open"],
+                          env=dict(isolated_env, BROWSER=str(tmp_path / "no-such-browser")),
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and proc.stdout.strip() == url, proc
+    assert "could not start" in proc.stderr and "open the URL yourself" in proc.stderr, proc.stderr

@@ -26,7 +26,8 @@ usage: cargo xtask <task>
 tasks:
   codegen [--check]   write docs/tool-catalog.md from the code (--check: fail if stale)
   test                check fmt and clippy, install what the tests need, run every test
-  bench <name>        run a benchmark: mcp, terminal, jobs, lsp, workspace, sandbox, daemon, all";
+  bench <name>        run a benchmark: mcp, terminal, jobs, lsp, workspace, sandbox, daemon, ui, all
+  bench ui --quick    the ui benchmark with a smaller flood and fewer rounds";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -35,7 +36,8 @@ fn main() -> ExitCode {
         ["codegen"] => codegen(false),
         ["codegen", "--check"] => codegen(true),
         ["test"] => test(),
-        ["bench", name] => bench(name),
+        ["bench", name] => bench(name, false),
+        ["bench", "ui", "--quick"] => bench("ui", true),
         _ => {
             eprintln!("{USAGE}");
             return ExitCode::from(2);
@@ -283,7 +285,7 @@ fn test() -> anyhow::Result<()> {
     Ok(())
 }
 
-fn bench(name: &str) -> anyhow::Result<()> {
+fn bench(name: &str, quick: bool) -> anyhow::Result<()> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let path = path_with_venv();
     let example = |package: &str, example: &str| -> anyhow::Result<()> {
@@ -341,6 +343,26 @@ fn bench(name: &str) -> anyhow::Result<()> {
                     .env("DSH_BIN", root().join("target/release/dsh")),
             )
         }
+        "ui" => {
+            if !venv_bin().join("python").exists() {
+                install_prerequisites()?;
+            }
+            step(
+                "build dsh (release)",
+                Command::new(&cargo).args(["build", "--release", "-p", "dsh"]),
+            )?;
+            let mut run = Command::new(venv_bin().join("python"));
+            run.arg("tests/bench/bench_ui.py")
+                .env("PATH", &path)
+                .env("DSH_BIN", root().join("target/release/dsh"));
+            if quick {
+                run.arg("--quick");
+            }
+            step(
+                "benchmark: an agent's settle latency with 20 viewers of its flooding terminal vs none",
+                &mut run,
+            )
+        }
         "jobs" => example("jobs", "bench_jobs"),
         "lsp" => example("lsp-rust-analyzer", "bench_lsp"),
         "workspace" => example("workspace-sled", "bench_workspace"),
@@ -354,8 +376,9 @@ fn bench(name: &str) -> anyhow::Result<()> {
                 "workspace",
                 "sandbox",
                 "daemon",
+                "ui",
             ] {
-                bench(n)?;
+                bench(n, false)?;
             }
             Ok(())
         }

@@ -633,10 +633,10 @@ async fn handle(shared: Arc<Shared>, stream: UnixStream) {
             let _ = write_line(&mut write, &reply).await;
         }
         Request::Status => {
-            let _ = write_line(&mut write, &Reply::ok(status(&shared))).await;
+            let _ = write_line(&mut write, &Reply::ok(status(&shared).await)).await;
         }
         Request::Stop => {
-            let _ = write_line(&mut write, &Reply::ok(status(&shared))).await;
+            let _ = write_line(&mut write, &Reply::ok(status(&shared).await)).await;
             let _ = shared.control.send(Control::Stop("dsh daemon stop")).await;
         }
         Request::Reload => {
@@ -726,9 +726,19 @@ async fn serve_page(shared: &Shared) -> Result<serde_json::Value, ui::UiError> {
     }))
 }
 
-fn status(shared: &Shared) -> serde_json::Value {
+async fn status(shared: &Shared) -> serde_json::Value {
     let uptime = shared.started_at.elapsed().unwrap_or_default();
+    // The page, once `dsh ui` asked for it: where, and how many people
+    // watch a live part of it now.
+    let page = shared.ui.lock().await.as_ref().map(|p| {
+        serde_json::json!({
+            "address": p.addr().to_string(),
+            "exposed": p.exposed(),
+            "viewers": shared.watchers.load(Ordering::Acquire),
+        })
+    });
     serde_json::json!({
+        "page": page,
         "pid": std::process::id(),
         "version": version(),
         "socket": shared.paths.socket,

@@ -149,12 +149,28 @@ command: while an agent's send is active they are refused, and while you type (u
 you pause and the program waits for input again) the agent's sends get SEND_ACTIVE.";
 
 const UI_HELP: &str = "\
-The daemon (started if none runs) serves the page on 127.0.0.1, on a free port unless
-`[ui] port` fixes one. The URL carries a random token; the page keeps it in a cookie and
-refuses every request without it, for another host name, or from another site. The page
-shows the workspaces and their sessions, each session's tool calls, and every connected
-agent's terminals (live) and jobs. Terminals are read-only until you take the keyboard,
-under the rule of `dsh attach --write`.";
+The page: the workspaces and their sessions, each session's tool calls (with a timeline
+chart and each terminal send's latency and settle reason), and every connected agent's
+terminals (live screens) and jobs (live output).
+
+Where: the daemon (started if none runs) serves it on 127.0.0.1, on a free port unless
+`[ui] port` fixes one; `[ui] listen = \"IP\"` binds another address (a warning: anyone who
+reaches it and has the URL can watch and type). Every `dsh ui` prints the same URL while
+the daemon lives; a new daemon (after `[daemon] idle_exit` with no agent and nobody
+watching live, or `dsh daemon stop`) has a new port and token: run `dsh ui` again.
+`dsh daemon status` shows the address and how many people watch.
+
+Access: the URL carries a random token; the page keeps it in a cookie and refuses every
+request without it (401), for another host name or from another site (403).
+
+Typing: terminals are read-only until you press \"Take the keyboard\"; then your keys
+follow the rule of `dsh attach --write`: refused while an agent's send is active, and
+while you type (until you pause and the program waits for input) the agent's sends get
+SEND_ACTIVE.
+
+Examples:
+  dsh ui                 print the URL
+  dsh ui --open          and open it ($BROWSER, else xdg-open)";
 
 /// Opens `url` in the person's browser: `$BROWSER`, else `xdg-open`.
 fn open_in_browser(url: &str) -> Result<String, String> {
@@ -429,8 +445,18 @@ fn run(cli: Cli) -> Result<(), Failure> {
                         .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_owned))
                         .unwrap_or_default()
                 };
+                let page = match d.get("page") {
+                    Some(p) if p.is_object() => format!(
+                        "http://{} · {} watching live",
+                        p.get("address").and_then(|a| a.as_str()).unwrap_or("?"),
+                        p.get("viewers")
+                            .and_then(serde_json::Value::as_u64)
+                            .unwrap_or(0),
+                    ),
+                    _ => "not served (`dsh ui` serves it)".to_owned(),
+                };
                 format!(
-                    "dsh daemon running: pid {} · version {} · up {} s\nsocket       {}\ndata dir     {}\nlog          {}\nconnections  {}\nidle exit    {} s\n",
+                    "dsh daemon running: pid {} · version {} · up {} s\nsocket       {}\ndata dir     {}\nlog          {}\nconnections  {}\nidle exit    {} s\npage         {page}\n",
                     field("pid"),
                     field("version"),
                     field("uptime_s"),
@@ -546,7 +572,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
             daemon::client::emit(&format!("{url}\n")).map_err(|e| Failure::Other(e.into()))?;
             if open {
                 match open_in_browser(url) {
-                    Ok(browser) => eprintln!("dsh: opened the page with {browser}"),
+                    Ok(browser) => eprintln!("dsh: started `{browser}` with the URL"),
                     Err(e) => eprintln!("dsh: {e}"),
                 }
             }
