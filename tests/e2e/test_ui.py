@@ -16,7 +16,7 @@ import time
 import anyio
 import pytest
 
-from conftest import ROOT, connect, daemons_of, dsh_bin, err, ok
+from conftest import ROOT, connect, daemons_of, dsh_bin, err, ok, wait_settled
 
 pytestmark = pytest.mark.anyio
 
@@ -212,8 +212,9 @@ async def test_a_person_watches_an_agent_and_takes_the_keyboard(isolated_env, tm
             await browser.ado("press", key="Enter")
             await browser.ado("wait_text", selector="#notice", text="an agent's send is active on pty-1")
             assert (await browser.ado("attr", selector="#notice", name="data-code"))["value"] == "SEND_ACTIVE"
-            out = ok(await agent.call_tool("job_output", {"job_id": job["job_id"], "wait_ms": 20000}))
-            assert "agent-done" in out["output"]
+            await wait_settled(agent, job["job_id"])
+            out = ok(await agent.call_tool("job_output", {"job_id": job["job_id"], "since": 0}))
+            assert "agent-done" in out["output"], out
             r = ok(await agent.call_tool("terminal_send", {"id": "pty-1", "text": "print('z' in dir())"}))
             assert r["output"].startswith("False\n") and r["reason"] == "input_wait", r
             await browser.ado("click", selector="#release")
