@@ -25,7 +25,7 @@ pub use owner::Owner;
 pub use service::{BoxFuture, SendInterrupt, StartedSend, TerminalService};
 pub use types::{
     CloseKind, CloseOutcome, CursorPosition, DEFAULT_COLS, DEFAULT_ROWS, DEFAULT_SEND_TIMEOUT,
-    ExitStatus, MAX_SEND_TIMEOUT, MIN_SEND_TIMEOUT, OpenRequest, Opened, ReadOutcome, ReadRequest,
-    ScreenView, SendOutcome, SendRequest, SettleReason, SignalOutcome, StreamChunk, TerminalId,
-    TerminalInfo, TerminalSignal, TerminalStatus,
+    ExitStatus, InputCut, MAX_SEND_TIMEOUT, MIN_SEND_TIMEOUT, OpenRequest, Opened, ReadOutcome,
+    ReadRequest, ScreenView, SendOutcome, SendRequest, SettleReason, SignalOutcome, StreamChunk,
+    SurvivingProcess, TerminalId, TerminalInfo, TerminalSignal, TerminalStatus,
 };
