@@ -9,6 +9,7 @@
 mod config;
 mod demo;
 mod logging;
+mod processes;
 mod registry_cli;
 mod serve;
 mod session_log;
@@ -82,6 +83,9 @@ enum Command {
         #[arg(long, value_enum, default_value = "md")]
         format: Format,
     },
+    /// Internal: ends dsh's sessions when dsh dies (started by dsh itself).
+    #[command(name = processes::GUARDIAN_SUBCOMMAND, hide = true)]
+    Guardian,
 }
 
 const MCP_HELP: &str = "\
@@ -199,6 +203,10 @@ fn run(cli: Cli) -> Result<(), Failure> {
             Ok(registry_cli::run_session(command, &data_dir(cli.data_dir))?)
         }
         Command::Demo { scenario } => Ok(demo::run(scenario)?),
+        Command::Guardian => {
+            processes::serve_guardian();
+            Ok(())
+        }
         Command::Catalog { preset, format } => {
             let text = match format {
                 Format::Md => tools_catalog::catalog_markdown_for(Preset::from(preset)),

@@ -417,20 +417,9 @@ async fn forward_job_events(
 /// Serves one client on stdin/stdout until it disconnects or the process
 /// is asked to stop; SIGHUP reloads the config.
 pub async fn serve_stdio(config: Config, options: Options) -> anyhow::Result<()> {
-    // Orphans of our commands come back to us (and are reaped) instead of
-    // becoming zombies under an init that may not reap.
-    if let Err(e) = process_tree::become_subreaper() {
-        tracing::warn!("could not become a child subreaper: {e}");
-    }
-    let mut sigchld = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::child())?;
-    tokio::spawn(async move {
-        // One /proc scan per burst of SIGCHLDs: a zombie may wait a moment,
-        // a busy server must not scan /proc after every command.
-        while sigchld.recv().await.is_some() {
-            tokio::time::sleep(Duration::from_millis(250)).await;
-            let _ = tokio::task::spawn_blocking(process_tree::reap_adopted).await;
-        }
-    });
+    // Subreaper, orphan reaper and the guardian that ends our sessions if
+    // we die.
+    crate::processes::start();
 
     let host = Arc::new(Host::new(config, options));
     let connection = Connection::new(host.clone(), "mcp-stdio");
