@@ -20,7 +20,7 @@ usage: cargo xtask <task>
 tasks:
   codegen [--check]   write docs/tool-catalog.md from the code (--check: fail if stale)
   test                install what the tests need, then run every test
-  bench <name>        run a benchmark: mcp, terminal, jobs, lsp, workspace, all";
+  bench <name>        run a benchmark: mcp, terminal, memory, jobs, lsp, workspace, all";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -196,11 +196,18 @@ fn bench(name: &str) -> anyhow::Result<()> {
             )?;
             example("dsh", "bench_terminal")
         }
+        "memory" => {
+            step(
+                "build dsh (release)",
+                Command::new(&cargo).args(["build", "--release", "-p", "dsh"]),
+            )?;
+            example("dsh", "bench_dsh_memory")
+        }
         "jobs" => example("jobs", "bench_jobs"),
         "lsp" => example("lsp-rust-analyzer", "bench_lsp"),
         "workspace" => example("workspace-sled", "bench_workspace"),
         "all" => {
-            for n in ["mcp", "terminal", "jobs", "lsp", "workspace"] {
+            for n in ["mcp", "terminal", "memory", "jobs", "lsp", "workspace"] {
                 bench(n)?;
             }
             Ok(())

@@ -9,6 +9,7 @@
 mod config;
 mod demo;
 mod logging;
+mod memory;
 mod processes;
 mod registry_cli;
 mod serve;
@@ -173,6 +174,7 @@ fn data_dir(explicit: Option<PathBuf>) -> PathBuf {
 fn run(cli: Cli) -> Result<(), Failure> {
     match cli.command {
         Command::Mcp { preset, log_file } => {
+            memory::tune_allocator();
             let (config, config_path) = config::load(cli.config.as_deref())?;
             let log_file = log_file.or_else(|| config.log.file.clone());
             logging::init(config.log.level.as_deref(), log_file.as_deref())

@@ -566,6 +566,13 @@ impl Session {
     }
 }
 
+impl Drop for Session {
+    fn drop(&mut self) {
+        // Its buffers are freed right after this: hand the pages back.
+        crate::memory::release_freed_memory();
+    }
+}
+
 /// The held send slot; dropping it frees the slot.
 pub(crate) struct SlotGuard(Arc<Session>);
 
