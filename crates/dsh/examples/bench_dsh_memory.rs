@@ -202,9 +202,21 @@ impl Scenario {
             Scenario::Python => (json!({ "command": ["python3", "-q", "-i"] }), "1+1"),
             Scenario::Escape => (json!({}), "setsid sleep 1e9 &"),
         };
+        let escaped_before = escaped(server.pid()).len();
         let opened = server.call("terminal_open", open)?;
         let id = opened["id"].clone();
         server.call("terminal_send", json!({ "id": id, "text": text }))?;
+        if self == Scenario::Escape {
+            // `setsid` forks first: wait until the sleep has left the
+            // terminal's session (adopted by dsh), or the close ends it.
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while escaped(server.pid()).len() <= escaped_before {
+                if Instant::now() > deadline {
+                    return Err("the escaped sleep never left the terminal's session".into());
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
         let closed = server.call("terminal_close", json!({ "id": id }))?;
         if closed["outcome"] != json!("closed") || closed.get("survivors").is_some() {
             return Err(format!("unexpected close: {closed}").into());
@@ -213,11 +225,11 @@ impl Scenario {
     }
 }
 
-/// Escaped sleeps adopted by the server: `(pid, process)`.
+/// Escaped sleeps adopted by the server, in sessions of their own.
 fn escaped(pid: i32) -> Vec<process_tree::ProcessInfo> {
     process_tree::all_processes()
         .into_iter()
-        .filter(|p| p.ppid == pid && !p.is_zombie())
+        .filter(|p| p.ppid == pid && p.sid == p.pid && !p.is_zombie())
         .filter(|p| process_tree::command_line(p.pid) == "sleep 1e9")
         .collect()
 }

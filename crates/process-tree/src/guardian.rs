@@ -40,6 +40,9 @@ const RECORD_WAIT: Duration = Duration::from_secs(1);
 struct Link {
     pipe: Mutex<std::io::PipeWriter>,
     pid: u32,
+    /// Set after the first failed record, so a dead guardian is reported
+    /// once, not at every spawn.
+    failed: std::sync::atomic::AtomicBool,
 }
 
 static LINK: OnceLock<Link> = OnceLock::new();
@@ -77,6 +80,7 @@ pub fn start_guardian(mut command: Command) -> io::Result<u32> {
     let link = Link {
         pipe: Mutex::new(writer),
         pid,
+        failed: std::sync::atomic::AtomicBool::new(false),
     };
     if LINK.set(link).is_err() {
         // Another thread won the race; ours reads end-of-file and exits.
@@ -135,11 +139,12 @@ fn record(line: &str) {
             }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => {
-                tracing::warn!(
-                    "the guardian (pid {}) could not be told `{}`: {e}; that session is not ended if dsh dies",
-                    link.pid,
-                    line.trim_end()
-                );
+                if !link.failed.swap(true, std::sync::atomic::Ordering::Relaxed) {
+                    tracing::warn!(
+                        "the guardian (pid {}) cannot be told of sessions any more ({e}): what they start is not ended if the host dies",
+                        link.pid
+                    );
+                }
                 return;
             }
         }
@@ -176,10 +181,8 @@ pub fn serve_guardian(input: impl io::Read) -> GuardianReport {
             "S" => {
                 sessions.insert(sid, start);
             }
-            "E" => {
-                if sessions.get(&sid) == Some(&start) {
-                    sessions.remove(&sid);
-                }
+            "E" if sessions.get(&sid) == Some(&start) => {
+                sessions.remove(&sid);
             }
             _ => {}
         }

@@ -125,7 +125,7 @@ pub fn ticks_since_boot() -> Option<u64> {
     let seconds: f64 = uptime.split_whitespace().next()?.parse().ok()?;
     // SAFETY: plain sysconf query.
     let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    (per_second > 0).then(|| (seconds * per_second as f64) as u64)
+    (per_second > 0).then_some((seconds * per_second as f64) as u64)
 }
 
 #[cfg(test)]
