@@ -218,6 +218,7 @@ async fn tool_layer_python_settle(rounds: usize) -> Result<Vec<Duration>, BoxErr
         owner: Owner::new("bench-tool-layer"),
         cwd: std::env::current_dir()?,
         runtime: runtime.clone(),
+        progress: None,
     };
     let call = |name: &'static str, args: Value| {
         let tool = catalog.get(name).cloned();

@@ -146,6 +146,7 @@ impl ScriptedClient {
                 owner,
                 cwd: cwd.to_path_buf(),
                 runtime,
+                progress: None,
             },
             counts: Counts::default(),
         }

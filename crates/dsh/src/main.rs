@@ -131,12 +131,17 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
+        // Messages quote paths, titles and keys: no control character in
+        // them reaches the terminal unescaped.
         Err(Failure::Usage(message)) => {
-            eprintln!("dsh: {message}");
+            eprintln!("dsh: {}", registry_cli::escape_controls(&message, false));
             ExitCode::from(2)
         }
         Err(Failure::Other(err)) => {
-            eprintln!("dsh: {err:#}");
+            eprintln!(
+                "dsh: {}",
+                registry_cli::escape_controls(&format!("{err:#}"), false)
+            );
             ExitCode::from(1)
         }
     }
@@ -159,6 +164,20 @@ impl From<anyhow::Error> for Failure {
 impl From<config::ConfigError> for Failure {
     fn from(err: config::ConfigError) -> Self {
         Failure::Usage(err.to_string())
+    }
+}
+
+/// First contact: a person who starts `dsh mcp` on a terminal sees, once,
+/// what it is waiting for and what to do instead. Nothing is printed when
+/// stdin is not a terminal (an MCP client started it).
+fn first_contact_hint() {
+    use std::io::IsTerminal as _;
+    if std::io::stdin().is_terminal() {
+        eprintln!(
+            "dsh mcp is waiting for an MCP client on stdin (it speaks JSON-RPC, not commands).\n\
+             Register it with your agent instead, e.g. `claude mcp add dsh -- dsh mcp` (see `dsh mcp --help`),\n\
+             or try `dsh demo` to watch the tools at work. Press Ctrl-D to quit."
+        );
     }
 }
 
@@ -188,6 +207,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
                 Some(p) => tracing::info!("config: {}", p.display()),
                 None => tracing::info!("config: none found, using defaults"),
             }
+            first_contact_hint();
             let runtime = tokio::runtime::Builder::new_multi_thread()
                 .enable_all()
                 .build()

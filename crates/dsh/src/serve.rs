@@ -28,7 +28,7 @@ use workspace::{ClientInfo, SessionHeader, SessionId};
 use workspace_sled::Store;
 
 use crate::config::{self, Config};
-use crate::session_log::SessionRecorder;
+use crate::session_log::{LogPolicy, SessionRecorder};
 
 /// How `dsh mcp` was started.
 #[derive(Debug, Clone)]
@@ -108,6 +108,9 @@ impl Host {
     /// Starts the language servers for a session's directory ahead of its
     /// first query (errors wait for that query to report them).
     fn warm_language_servers(&self, cwd: &Path) {
+        if !self.layer.load().config.lsp.eager {
+            return;
+        }
         for provider in &self.lsp_providers {
             let provider = provider.clone();
             let cwd = cwd.to_path_buf();
@@ -181,7 +184,12 @@ impl Connection {
     pub fn new(host: Arc<Host>, label: &str) -> Self {
         let (cwd_tx, cwd) = watch::channel(None);
         Self {
-            recorder: SessionRecorder::start(host.store.clone()),
+            recorder: SessionRecorder::start(
+                host.store.clone(),
+                LogPolicy {
+                    commands: host.layer.load().config.log.commands,
+                },
+            ),
             host,
             owner: Owner::new(label),
             cwd,
@@ -259,10 +267,12 @@ impl ServerHandler for Connection {
                 None,
             ));
         };
+        let (progress, progress_sent) = mcp_progress(&request, &context);
         let cx = CallContext {
             owner: self.owner.clone(),
             cwd: self.session_cwd().await,
             runtime: self.host.runtime.clone(),
+            progress,
         };
         let args = request.arguments.map(Value::Object).unwrap_or(Value::Null);
         let logged_args = args.clone();
@@ -280,6 +290,12 @@ impl ServerHandler for Connection {
             () = context.ct.cancelled() => Err(ToolError::new("CANCELLED", "the client cancelled this call")),
             () = self.closed.cancelled() => Err(ToolError::new("CANCELLED", "the client disconnected")),
         };
+        // Progress notifications queued during the call go out before its
+        // reply.
+        drop(cx);
+        if let Some(sent) = progress_sent {
+            let _ = tokio::time::timeout(Duration::from_secs(1), sent).await;
+        }
         let code = outcome.as_ref().err().map_or("OK", |e| e.code);
         self.recorder
             .call(at, &request.name, &logged_args, code, started.elapsed());
@@ -328,6 +344,49 @@ impl ServerHandler for Connection {
             begin(cwd.unwrap_or_else(server_cwd));
         });
     }
+}
+
+/// When a tool call carries a `progressToken`: a sink whose reports become
+/// MCP `notifications/progress` for that token (numbered 1, 2, …, sent in
+/// order), and the task sending them, which ends once every clone of the
+/// sink is dropped. Without a token: nothing.
+fn mcp_progress(
+    request: &CallToolRequestParams,
+    context: &RequestContext<RoleServer>,
+) -> (
+    Option<tools_catalog::ProgressSink>,
+    Option<tokio::task::JoinHandle<()>>,
+) {
+    let token = request
+        .meta
+        .as_ref()
+        .and_then(|m| m.get_progress_token())
+        .or_else(|| context.meta.get_progress_token());
+    let Some(token) = token else {
+        return (None, None);
+    };
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<tools_catalog::ProgressReport>(64);
+    let peer = context.peer.clone();
+    let sending = tokio::spawn(async move {
+        let mut n = 0.0;
+        while let Some(report) = rx.recv().await {
+            n += 1.0;
+            let mut param = rmcp::model::ProgressNotificationParam::new(token.clone(), n);
+            param.message = Some(match report.percentage {
+                Some(p) if !report.message.contains('%') => format!("{} ({p}%)", report.message),
+                Some(_) | None => report.message,
+            });
+            if let Err(e) = peer.notify_progress(param).await {
+                tracing::debug!("could not send a progress notification: {e}");
+                return;
+            }
+        }
+    });
+    let sink = tools_catalog::ProgressSink::new(move |report| {
+        // Lossy by design: a slow client misses reports, never slows a call.
+        let _ = tx.try_send(report);
+    });
+    (Some(sink), Some(sending))
 }
 
 fn to_mcp_result(outcome: Result<tools_catalog::ToolReply, ToolError>) -> CallToolResult {

@@ -463,6 +463,17 @@ pub async fn run_command(
     timeout: Option<Duration>,
     max_output_bytes: usize,
 ) -> Result<CommandRun, StartError> {
+    run_command_observed(spec, timeout, max_output_bytes, |_| {}).await
+}
+
+/// [`run_command`], handing each piece of sanitized output to `on_text` as
+/// it arrives (to report progress while the command runs).
+pub async fn run_command_observed(
+    spec: &CommandSpec,
+    timeout: Option<Duration>,
+    max_output_bytes: usize,
+    on_text: impl Fn(&str) + Sync,
+) -> Result<CommandRun, StartError> {
     let begun = Instant::now();
     let (started, facts) = spawn_command(spec)?;
     let Started {
@@ -481,9 +492,13 @@ pub async fn run_command(
             match chunk {
                 OutputChunk::Raw(bytes) => {
                     let piece = sanitizer.push_to_string(&bytes);
+                    on_text(&piece);
                     head_tail.push_str(&piece);
                 }
-                OutputChunk::Text(piece) => head_tail.push_str(&piece),
+                OutputChunk::Text(piece) => {
+                    on_text(&piece);
+                    head_tail.push_str(&piece);
+                }
             }
         }
     };

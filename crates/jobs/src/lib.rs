@@ -34,13 +34,13 @@ mod ring;
 
 pub use command::{
     CommandProducer, CommandRun, CommandSpec, KILL_STEPS, PROMPT_PLACEHOLDER, QUIET_ENV,
-    run_command,
+    run_command, run_command_observed,
 };
 pub use error::{JobError, StartError};
 pub use producer::{Cancel, JobKind, OutputChunk, Producer, Settlement, Started};
 pub use registry::{
-    JobInfo, JobRegistry, JobSettled, JobStarted, JobStatus, JobsConfig, KillOutcome, KillReport,
-    OutputRead, OwnerEnded, StartOptions,
+    ForegroundSlot, JobInfo, JobRegistry, JobSettled, JobStarted, JobStatus, JobsConfig,
+    KillOutcome, KillReport, OutputRead, OwnerEnded, StartOptions,
 };
 pub use ring::{OutputRing, RingRead};
 pub use terminal_seam::Owner;

@@ -37,8 +37,9 @@ pub type PreExecStep = Arc<dyn Fn() -> io::Result<()> + Send + Sync>;
 static HOST_STEPS: RwLock<Vec<PreExecStep>> = RwLock::new(Vec::new());
 
 /// Adds a step the host wants run in *every* child it spawns (a sandbox,
-/// resource limits), after `setsid` and the parent-death signal and before
-/// the spawn site's own steps.
+/// resource limits): the last steps before `exec`, after `setsid`, the
+/// parent-death signal and the spawn site's own steps (which may need
+/// what a sandbox takes away, like `TIOCSCTTY`).
 ///
 /// # Safety
 ///
@@ -138,8 +139,9 @@ impl SessionCommand {
         }
     }
 
-    /// Adds a step run in the child after `setsid`, the parent-death signal
-    /// and the host's steps (e.g. `TIOCSCTTY` for a terminal).
+    /// Adds a step run in the child after `setsid` and the parent-death
+    /// signal, before the host's steps (e.g. `TIOCSCTTY` for a terminal, or
+    /// a per-command sandbox step, which should be added last).
     ///
     /// # Safety
     ///
@@ -162,11 +164,14 @@ impl SessionCommand {
             steps,
             parent_death,
         } = self;
-        let mut all_steps: Vec<PreExecStep> = HOST_STEPS
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone();
-        all_steps.extend(steps);
+        let mut all_steps = steps;
+        all_steps.extend(
+            HOST_STEPS
+                .read()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .iter()
+                .cloned(),
+        );
         let on_thread =
             move |parent_death: Option<Signal>| spawn_here(command, all_steps, parent_death);
         // The job is handed back if the spawner thread is missing, so the
@@ -200,7 +205,7 @@ impl SessionCommand {
 
 /// Forks and execs `command` on this thread; the child runs `setsid`, the
 /// death signal (with a check that the parent has not died already), then
-/// `steps`.
+/// `steps` (the site's, then the host's).
 fn spawn_here(
     mut command: Command,
     steps: Vec<PreExecStep>,

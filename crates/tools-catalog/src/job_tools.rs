@@ -1,6 +1,7 @@
 //! `job_list`, `job_output`, `job_kill` and `subagent`: one registry for
 //! every kind of background work.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use jobs::{CommandProducer, CommandSpec, JobError, JobInfo, JobStatus, StartOptions};
@@ -8,7 +9,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::bash::resolve_cwd;
+use crate::bash::{MAX_ARG_BYTES, resolve_cwd};
 use crate::{
     CallContext, Clamped, Preset, Settings, Tool, ToolError, ToolFuture, ToolReply, ToolSpec,
     clamp_ms, parse_args,
@@ -56,15 +57,53 @@ pub(crate) async fn run_command(
             .map_err(job_error)?;
         return Ok(CommandCall::Started(started.id));
     }
-    let run = jobs::run_command(&spec, Some(timeout), max_result_bytes)
-        .await
-        .map_err(|e| ToolError {
-            code: e.code,
-            message: e.message,
-            retryable: e.retryable,
-            details: Default::default(),
-        })?;
+    // Counted against the caller's foreground limit while it runs.
+    let _slot = cx
+        .runtime
+        .jobs
+        .begin_foreground(&cx.owner)
+        .map_err(job_error)?;
+    // The last lines of output, for progress reports while it runs.
+    let tail = Arc::new(std::sync::Mutex::new(String::new()));
+    let keep = tail.clone();
+    let on_text = move |piece: &str| {
+        if let Ok(mut t) = keep.lock() {
+            t.push_str(piece);
+            if t.len() > 4096 {
+                let mut cut = t.len() - 2048;
+                while !t.is_char_boundary(cut) {
+                    cut += 1;
+                }
+                t.drain(..cut);
+            }
+        }
+    };
+    let last_line = move || {
+        let line = tail.lock().ok().and_then(|t| last_line_of(&t));
+        Box::pin(async move { line }) as futures::future::BoxFuture<'static, Option<String>>
+    };
+    let run = crate::context::with_ticks(
+        cx.progress.as_ref(),
+        jobs::run_command_observed(&spec, Some(timeout), max_result_bytes, on_text),
+        last_line,
+    )
+    .await
+    .map_err(|e| ToolError {
+        code: e.code,
+        message: e.message,
+        retryable: e.retryable,
+        details: Default::default(),
+    })?;
     Ok(CommandCall::Finished(run))
+}
+
+/// The last non-empty line of `text`, at most 200 characters.
+pub(crate) fn last_line_of(text: &str) -> Option<String> {
+    text.lines()
+        .rev()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .map(|l| l.chars().take(200).collect())
 }
 
 /// The one-line message that tells a model a background job settled.
@@ -409,6 +448,34 @@ struct SubagentResult {
     clamped: Option<Clamped>,
 }
 
+/// The longest prompt fed to a subagent on stdin, in bytes.
+const MAX_STDIN_PROMPT_BYTES: usize = 1024 * 1024;
+
+/// A prompt must fit where it goes: one argument of the agent's argv (the
+/// kernel's limit), or stdin (bounded by [`MAX_STDIN_PROMPT_BYTES`]).
+fn check_prompt_size(spec: &CommandSpec, prompt_bytes: usize) -> Result<(), ToolError> {
+    let (too_long, limit) = match spec.stdin {
+        Some(_) => (
+            prompt_bytes > MAX_STDIN_PROMPT_BYTES,
+            MAX_STDIN_PROMPT_BYTES,
+        ),
+        None => (
+            spec.argv.iter().any(|a| a.len() > MAX_ARG_BYTES),
+            MAX_ARG_BYTES,
+        ),
+    };
+    if too_long {
+        return Err(ToolError::invalid_argument(
+            "prompt",
+            format!(
+                "is {prompt_bytes} bytes, more than the {limit} the agent command can take; \
+                 write the details to a file and point the prompt at it"
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// The configured agent command.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SubagentSettings {
@@ -470,6 +537,7 @@ impl Tool for SubagentTool {
             let spec = CommandSpec::subagent(&settings.command, &args.prompt)
                 .map_err(job_error)?
                 .with_cwd(cwd);
+            check_prompt_size(&spec, args.prompt.len())?;
             let timeout = Duration::from_millis(timeout_ms);
             let run = match run_command(
                 cx,
