@@ -26,8 +26,11 @@ fn dropping_a_dead_server_spares_a_process_that_took_its_pid() {
         args: vec![fixture("stub_server.py").display().to_string()],
         env: [("STUB_LOG".to_owned(), log.display().to_string())].into(),
         extensions: [(".stub".to_owned(), "stub".to_owned())].into(),
+        root_markers: vec!["stub.toml".into()],
         ..ServerConfig::default()
     };
+    // A project the server is started for eagerly.
+    std::fs::write(dir.path().join("stub.toml"), "").unwrap();
     require_binary(&config, "install python3");
     let provider = StdioLspProvider::new(config, options());
     RT.block_on(provider.start(dir.path())).unwrap();
