@@ -264,3 +264,34 @@ async fn text_the_program_did_not_read_is_reported_and_never_runs_glued_to_the_n
     assert_eq!(report, "len=3 tail=END");
     f.service.close(&f.owner, opened.id).await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_terminal_opened_for_an_owner_being_torn_down_is_ended_too() {
+    let f = Fixture::new();
+    // The owner's connection ended; an open of its was still in flight.
+    f.service.end_owner(&f.owner).await;
+    let opened = f
+        .service
+        .open(
+            &f.owner,
+            OpenRequest {
+                command: Some(vec!["sleep".into(), "4243".into()]),
+                ..OpenRequest::default()
+            },
+        )
+        .await;
+    assert_eq!(
+        opened.as_ref().map_err(|e| e.code()),
+        Err("SESSION_CLOSING"),
+        "{opened:?}"
+    );
+    assert_eq!(f.service.list(&f.owner).await, vec![]);
+    // Nothing it started is left.
+    until("the terminal's program is gone", || {
+        process_tree::reap_adopted();
+        !process_tree::all_processes()
+            .iter()
+            .any(|p| !p.is_zombie() && process_tree::command_line(p.pid) == "sleep 4243")
+    })
+    .await;
+}
