@@ -31,7 +31,7 @@ async def mcp_samples():
     env = dict(os.environ, DSH_LOG="warn")
     tmp = tempfile.mkdtemp()
     env["XDG_CONFIG_HOME"] = env["XDG_DATA_HOME"] = tmp
-    params = StdioServerParameters(command=DSH, args=["mcp"], env=env)
+    params = StdioServerParameters(command=DSH, args=["mcp", "--standalone"], env=env)
     out = {"bash true": [], "ping (protocol floor)": []}
     with open(os.devnull, "w") as errlog:
         async with stdio_client(params, errlog=errlog) as (r, w):

@@ -24,7 +24,7 @@ usage: cargo xtask <task>
 tasks:
   codegen [--check]   write docs/tool-catalog.md from the code (--check: fail if stale)
   test                check fmt and clippy, install what the tests need, run every test
-  bench <name>        run a benchmark: mcp, terminal, memory, jobs, lsp, workspace, sandbox, all";
+  bench <name>        run a benchmark: mcp, terminal, memory, jobs, lsp, workspace, sandbox, daemon, all";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -319,6 +319,22 @@ fn bench(name: &str) -> anyhow::Result<()> {
             )?;
             example("dsh", "bench_dsh_memory")
         }
+        "daemon" => {
+            if !venv_bin().join("python").exists() {
+                install_prerequisites()?;
+            }
+            step(
+                "build dsh (release)",
+                Command::new(&cargo).args(["build", "--release", "-p", "dsh"]),
+            )?;
+            step(
+                "benchmark: the daemon vs standalone servers (MCP call, registry, shared rust-analyzer, memory)",
+                Command::new(venv_bin().join("python"))
+                    .arg("tests/bench/bench_daemon.py")
+                    .env("PATH", &path)
+                    .env("DSH_BIN", root().join("target/release/dsh")),
+            )
+        }
         "jobs" => example("jobs", "bench_jobs"),
         "lsp" => example("lsp-rust-analyzer", "bench_lsp"),
         "workspace" => example("workspace-sled", "bench_workspace"),
@@ -332,6 +348,7 @@ fn bench(name: &str) -> anyhow::Result<()> {
                 "lsp",
                 "workspace",
                 "sandbox",
+                "daemon",
             ] {
                 bench(n)?;
             }

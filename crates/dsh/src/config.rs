@@ -29,6 +29,26 @@ pub struct Config {
     pub sandbox: SandboxConfig,
     /// The environment they start with.
     pub env: EnvConfig,
+    /// The per-user daemon.
+    pub daemon: DaemonConfig,
+}
+
+/// `[daemon]`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DaemonConfig {
+    /// With no connection, terminal or job for this long the daemon exits
+    /// (`"10m"`, `"30s"`, `"1h 30m"`).
+    #[serde(deserialize_with = "duration")]
+    pub idle_exit: std::time::Duration,
+}
+
+impl Default for DaemonConfig {
+    fn default() -> Self {
+        Self {
+            idle_exit: std::time::Duration::from_secs(600),
+        }
+    }
 }
 
 /// A preset name as written in the config file.
@@ -361,6 +381,21 @@ impl Config {
         }
     }
 
+    /// What the host (a daemon or a standalone server) needs.
+    pub fn host(&self) -> daemon::host::HostConfig {
+        daemon::host::HostConfig {
+            preset: self.preset.map(Preset::from),
+            settings: self.settings(),
+            jobs: self.jobs(),
+            terminals: self.terminals(),
+            lsp: self.lsp(),
+            log: (self.log.file.clone(), self.log.level.clone()),
+            log_commands: self.log.commands,
+            lsp_eager: self.lsp.eager,
+            idle_exit: self.daemon.idle_exit,
+        }
+    }
+
     /// The job registry's limits (fixed for the life of the process).
     pub fn jobs(&self) -> JobsConfig {
         JobsConfig {
@@ -621,6 +656,24 @@ settings = { pylsp = { plugins = { pycodestyle = { enabled = false } } } }
             err("preset = \"huge\"\n"),
             "config error: c.toml:1: preset: unknown variant `huge`, expected `minimal` or `full`"
         );
+    }
+
+    #[test]
+    fn idle_exit_takes_a_duration() {
+        let c = parse(Path::new("c.toml"), "[daemon]\nidle_exit = \"30s\"\n").unwrap();
+        assert_eq!(c.daemon.idle_exit, std::time::Duration::from_secs(30));
+        let c = parse(Path::new("c.toml"), "[daemon]\nidle_exit = \"10m\"\n").unwrap();
+        assert_eq!(c.daemon.idle_exit, std::time::Duration::from_secs(600));
+        assert_eq!(
+            Config::default().daemon.idle_exit,
+            std::time::Duration::from_secs(600)
+        );
+        let e = err("[daemon]\nidle_exit = \"soon\"\n");
+        assert!(
+            e.starts_with("config error: c.toml:2: daemon.idle_exit: "),
+            "{e}"
+        );
+        assert!(e.contains("\"10m\""), "{e}");
     }
 
     #[test]

@@ -49,7 +49,7 @@ pub fn run(scenario: Scenario) -> anyhow::Result<()> {
         // Orphans of the demo's commands come back to this process and are
         // reaped, and a guardian ends them if the demo is killed, as in
         // `dsh mcp`.
-        crate::processes::start();
+        daemon::processes::start();
         let scratch = ScratchDir::create()?;
         let outcome = match scenario {
             Scenario::Terminal => scenario_terminal(scratch.path()).await,
@@ -146,6 +146,7 @@ impl ScriptedClient {
                 owner,
                 cwd: cwd.to_path_buf(),
                 runtime,
+                env: None,
                 progress: None,
             },
             counts: Counts::default(),

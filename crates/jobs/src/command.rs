@@ -62,8 +62,12 @@ pub struct CommandSpec {
     pub kind: JobKind,
     /// Program and arguments; never empty.
     pub argv: Vec<String>,
-    /// Variables set on top of the host's environment.
+    /// Variables set on top of the base environment.
     pub env: Vec<(String, String)>,
+    /// The environment the command starts from in place of the host's
+    /// (a daemon passes the one its connection's client gave); `None`:
+    /// the host's.
+    pub base_env: Option<Vec<(String, String)>>,
     /// The working directory (default: the host's).
     pub cwd: Option<PathBuf>,
     /// Text fed on stdin, which is then closed; `None` closes stdin at once.
@@ -94,6 +98,7 @@ impl CommandSpec {
                 .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
                 .collect(),
             cwd: None,
+            base_env: None,
             stdin: None,
             leftover_steps: process_tree::TERM_THEN_KILL,
         })
@@ -110,6 +115,7 @@ impl CommandSpec {
                 .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
                 .collect(),
             cwd: None,
+            base_env: None,
             stdin: None,
             label: command.to_owned(),
             leftover_steps: process_tree::TERM_THEN_KILL,
@@ -343,6 +349,9 @@ fn spawn_command(
     let fail = |e: std::io::Error| StartError::spawn_failed(program, &e);
     let (reader, writer) = std::io::pipe().map_err(fail)?;
     let mut command = std::process::Command::new(program);
+    if let Some(base) = &spec.base_env {
+        command.env_clear().envs(base.iter().map(|(k, v)| (k, v)));
+    }
     command
         .args(spec.argv.iter().skip(1))
         .envs(spec.env.iter().map(|(k, v)| (k, v)))

@@ -249,7 +249,7 @@ impl Session {
     }
 
     /// The foreground process group of the terminal (none once hung up).
-    fn foreground_pgid(&self) -> Option<i32> {
+    pub(crate) fn foreground_pgid(&self) -> Option<i32> {
         let st = self.lock();
         let master = st.master.as_ref()?;
         // SAFETY: plain ioctl on a descriptor kept open by the lock.
@@ -376,6 +376,11 @@ impl Session {
             return Err(TerminalError::SendActive { id });
         }
         Ok(SlotGuard(Arc::clone(self)))
+    }
+
+    /// Writes bytes a person typed (the caller holds the send slot).
+    pub async fn write_person_input(&self, bytes: &[u8]) -> std::io::Result<()> {
+        self.write_input(bytes, &mut 0).await
     }
 
     /// Takes the send slot of a session nobody else knows yet (its

@@ -117,6 +117,10 @@ pub struct CallContext {
     pub cwd: PathBuf,
     /// The runtime the call uses.
     pub runtime: Arc<Runtime>,
+    /// The environment every process the caller starts gets in place of
+    /// the server's own (the one its MCP client gave the bridge); `None`:
+    /// the server's.
+    pub env: Option<Arc<Vec<(String, String)>>>,
     /// Where a long call reports progress; `None` when the caller asked
     /// for none.
     pub progress: Option<ProgressSink>,

@@ -42,6 +42,10 @@ pub(crate) async fn run_command(
     background: bool,
     max_result_bytes: usize,
 ) -> Result<CommandCall, ToolError> {
+    let mut spec = spec;
+    if let Some(env) = &cx.env {
+        spec.base_env = Some(env.as_ref().clone());
+    }
     if background {
         let started = cx
             .runtime

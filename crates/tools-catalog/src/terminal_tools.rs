@@ -123,6 +123,7 @@ impl Tool for TerminalOpenTool {
                 name: args.name,
                 rows: args.rows.unwrap_or(defaults.rows),
                 cols: args.cols.unwrap_or(defaults.cols),
+                base_env: cx.env.as_ref().map(|e| e.as_ref().clone()),
             };
             let opened = cx
                 .runtime

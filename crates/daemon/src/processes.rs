@@ -1,10 +1,11 @@
-//! The host's process duties, started once per process: adopt and reap
-//! orphans, and run the guardian that ends every session the host started
-//! if the host dies.
+//! The host's process duties, started once per process by the daemon and
+//! by `dsh mcp --standalone`: adopt and reap orphans, and run the guardian
+//! that ends every session the host started if the host dies.
 
 use std::time::Duration;
 
-/// The hidden subcommand that runs the guardian (see [`start`]).
+/// The hidden subcommand of the `dsh` binary that runs the guardian (see
+/// [`start`] and [`serve_guardian`]).
 pub const GUARDIAN_SUBCOMMAND: &str = "__guardian";
 
 /// Makes this process a child subreaper, starts the guardian (this binary
@@ -40,7 +41,7 @@ pub fn start() {
                 }
             });
         }
-        Err(e) => tracing::warn!("no orphan reaper (SIGCHLD unavailable): {e}"),
+        Err(e) => tracing::warn!("cannot watch SIGCHLD; orphans are not reaped: {e}"),
     }
 }
 
