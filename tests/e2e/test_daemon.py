@@ -468,11 +468,6 @@ def test_sigkill_of_the_daemon_loses_no_acknowledged_write(isolated_env, tmp_pat
         kill_sessions(sids)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a SIGKILLed daemon's children die only once process-tree's parent-death spawn "
-    "path and session guardian are wired into the terminal and job spawns",
-)
 def test_no_child_outlives_a_sigkilled_daemon(isolated_env, tmp_path):
     sids = []
     try:

@@ -1,8 +1,11 @@
-"""Nothing outlives a killed `dsh mcp`: SIGKILL the real server while a
-terminal has a background process that ignores hangups and a background
-bash job runs, and every process dsh started is gone soon after."""
+"""Nothing outlives a killed dsh: SIGKILL the real server — a standalone
+`dsh mcp`, or the daemon behind a `dsh mcp` bridge — while a terminal has a
+background process that ignores hangups and a background bash job runs, and
+every process dsh started (its guardian included) is gone soon after."""
 
+import json
 import os
+import pathlib
 import signal
 import time
 
@@ -36,19 +39,26 @@ def started_by(marker: str):
     return found
 
 
-def dsh_pid(marker: str) -> int:
+def server_pid(env, marker: str, standalone: bool) -> int:
+    """The process that serves the tools: the standalone `dsh mcp`, or the
+    daemon its bridge reached."""
+    if not standalone:
+        info = pathlib.Path(env["XDG_DATA_HOME"]) / "dsh" / "daemon.json"
+        return json.loads(info.read_text())["pid"]
     for pid, cmdline in started_by(marker):
-        if cmdline.split(" ")[:2][-1:] == ["mcp"]:
+        if cmdline.split(" ")[1:3] == ["mcp", "--standalone"]:
             return pid
-    raise AssertionError(f"no dsh mcp among {started_by(marker)}")
+    raise AssertionError(f"no dsh mcp --standalone among {started_by(marker)}")
 
 
-async def test_a_sigkilled_server_leaves_nothing_behind(isolated_env, tmp_path):
+@pytest.mark.parametrize("standalone", [True, False], ids=["standalone", "daemon"])
+async def test_a_sigkilled_server_leaves_nothing_behind(isolated_env, tmp_path, standalone):
     marker = str(tmp_path)
+    env = {k: v for k, v in isolated_env.items() if k != "DSH_E2E_MCP_ARGS"}
     killed = False
     before = None
     try:
-        async with connect(isolated_env) as s:
+        async with connect(env, *(["--standalone"] if standalone else [])) as s:
             t = ok(await s.call_tool("terminal_open", {}))
             # A background process that survives its shell's hangup, like a
             # dev server started with nohup.
@@ -72,7 +82,7 @@ async def test_a_sigkilled_server_leaves_nothing_behind(isolated_env, tmp_path):
                 assert time.monotonic() < deadline, commands()
                 await anyio.sleep(0.02)
             before = started_by(marker)
-            os.kill(dsh_pid(marker), signal.SIGKILL)
+            os.kill(server_pid(env, marker, standalone), signal.SIGKILL)
             killed = True
             # The client's session ends with the server: leave it.
             raise _ServerKilled()
