@@ -12,14 +12,16 @@
 //!
 //! **Never a reused pid.** A session is matched by its leader's pid *and*
 //! start time. When the leader still exists with that start time, the
-//! session id still means our session: every member is ended. When the
-//! leader is already gone (reaped by init after the host died), the session
-//! id is still held by whatever members remain, and a pid can only be
-//! reused after the session emptied, which — the host holding its leaders
-//! unreaped — can only happen after the host died. So members that started
-//! before the guardian saw end-of-file, and their descendants, are ours;
-//! anything younger in a session of that number belongs to someone else
-//! and is left alone. Each signal goes through a pidfd after re-checking
+//! session id still means our session: every member is ended. When another
+//! process has that pid, the number was reused, which the kernel allows
+//! only once no process is left in the session: nothing of that number is
+//! ours. When the leader is already gone (reaped by init after the host
+//! died), the session id is still held by whatever members remain, and a
+//! pid can only be reused after the session emptied, which — the host
+//! holding its leaders unreaped — can only happen after the host died. So
+//! members that started before the guardian saw end-of-file, and their
+//! descendants, are ours; anything younger in a session of that number
+//! belongs to someone else and is left alone. Each signal goes through a pidfd after re-checking
 //! the start time (see [`crate::signal_process`]).
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -236,7 +238,15 @@ pub fn end_orphaned_sessions(sessions: &BTreeMap<i32, u64>, eof: u64) -> Guardia
 fn ours(sessions: &BTreeMap<i32, u64>, eof: u64, all: &[ProcessInfo]) -> Vec<ProcessInfo> {
     let mut mine: BTreeSet<i32> = BTreeSet::new();
     for (&sid, &start) in sessions {
-        let leader_held = all.iter().any(|p| p.pid == sid && p.start_time == start);
+        let leader = all.iter().find(|p| p.pid == sid);
+        let leader_held = leader.is_some_and(|p| p.start_time == start);
+        if leader.is_some() && !leader_held {
+            // The pid names another process: it was reused, which the
+            // kernel allows only once no process is left in our session
+            // (a session id keeps its number taken). Whatever is in a
+            // session of that number now is someone else's.
+            continue;
+        }
         for p in all.iter().filter(|p| p.sid == sid && !p.is_zombie()) {
             if leader_held || p.start_time <= eof {
                 mine.insert(p.pid);

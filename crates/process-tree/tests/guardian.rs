@@ -137,16 +137,52 @@ fn after_the_host_died_a_younger_process_in_a_reused_session_is_spared() {
     let leader = spawned.leader;
     let sid = leader.pid();
     leader.wait_exit().unwrap();
+    // The leader is gone (reaped, as init does after the host died); its
+    // member keeps the session id taken.
+    let known: BTreeMap<i32, u64> = [(sid, leader.start_time())].into();
+    assert!(leader.reap().is_some());
+    assert!(process_tree::process_info(sid).is_none());
     let member = process_tree::process_info(sleeper).unwrap();
-    // As the guardian would know it if this session had been someone
-    // else's: a leader with another start time, gone before `eof`.
-    let foreign: BTreeMap<i32, u64> = [(sid, leader.start_time() + 1)].into();
-    let spared = process_tree::guardian::end_orphaned_sessions(&foreign, member.start_time - 1);
+    assert_eq!(member.sid, sid);
+    // Started after end-of-file: someone else's, spared.
+    let spared = process_tree::guardian::end_orphaned_sessions(&known, member.start_time - 1);
     assert_eq!((spared.ended, spared.survivors.len()), (0, 0));
     assert!(process_tree::process_info(sleeper).is_some_and(|p| !p.is_zombie()));
     // Started before end-of-file: ours, ended.
-    let ended = process_tree::guardian::end_orphaned_sessions(&foreign, member.start_time);
+    let ended = process_tree::guardian::end_orphaned_sessions(&known, member.start_time);
     assert_eq!((ended.ended, ended.survivors.len()), (1, 0));
-    // The real leader (held, same start time): every member is ours.
+}
+
+#[test]
+fn a_new_session_led_by_a_reused_pid_is_spared_even_when_it_started_before_eof() {
+    process_tree::become_subreaper().unwrap();
+    let mut command = Command::new("bash");
+    command
+        .args(["-c", "sleep 1004 & echo $!; exec sleep 1005"])
+        .stdout(Stdio::piped());
+    let spawned = process_tree::spawn_session(command).unwrap();
+    let mut line = String::new();
+    BufReader::new(spawned.stdout.unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let sleeper: i32 = line.trim().parse().unwrap();
+    let leader = spawned.leader;
+    let sid = leader.pid();
+    until("the leader runs sleep", || {
+        process_tree::command_line(sid) == "sleep 1005"
+    });
+    // The guardian knew an older process with this pid: its session had
+    // emptied (a pid is not reused while any process is in its session),
+    // so this one, though it started before end-of-file, is someone
+    // else's.
+    let stale: BTreeMap<i32, u64> = [(sid, leader.start_time() - 1)].into();
+    let eof = process_tree::ticks_since_boot().unwrap();
+    let report = process_tree::guardian::end_orphaned_sessions(&stale, eof);
+    let alive = |pid: i32| process_tree::process_info(pid).is_some_and(|p| !p.is_zombie());
+    let spared = (alive(sid), alive(sleeper));
+    let ended = leader.end_session(process_tree::TERM_THEN_KILL).unwrap();
     assert!(leader.reap().is_some());
+    assert_eq!((report.ended, report.survivors.len()), (0, 0));
+    assert_eq!(spared, (true, true));
+    assert_eq!(ended.ended.len(), 2);
 }
