@@ -319,7 +319,7 @@ fn main() -> Result<(), BoxError> {
         rows.extend(run(&bin, scenario, checkpoints)?);
     }
     println!(
-        "\n`dsh mcp` ({}) after open → send → close cycles, one terminal at a time:\n",
+        "\n`dsh mcp --standalone` ({}) after open → send → close cycles, one terminal at a time:\n",
         bin.display()
     );
     println!("| scenario | when | RSS | vs idle | anon | fds | zombies | threads |");
