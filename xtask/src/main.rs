@@ -24,7 +24,7 @@ usage: cargo xtask <task>
 tasks:
   codegen [--check]   write docs/tool-catalog.md from the code (--check: fail if stale)
   test                check fmt and clippy, install what the tests need, run every test
-  bench <name>        run a benchmark: mcp, terminal, jobs, lsp, workspace, sandbox, daemon, all";
+  bench <name>        run a benchmark: mcp, terminal, memory, jobs, lsp, workspace, sandbox, daemon, all";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -316,6 +316,13 @@ fn bench(name: &str) -> anyhow::Result<()> {
             )?;
             example("dsh", "bench_terminal")
         }
+        "memory" => {
+            step(
+                "build dsh (release)",
+                Command::new(&cargo).args(["build", "--release", "-p", "dsh"]),
+            )?;
+            example("dsh", "bench_dsh_memory")
+        }
         "daemon" => {
             if !venv_bin().join("python").exists() {
                 install_prerequisites()?;
@@ -340,6 +347,7 @@ fn bench(name: &str) -> anyhow::Result<()> {
             for n in [
                 "mcp",
                 "terminal",
+                "memory",
                 "jobs",
                 "lsp",
                 "workspace",
