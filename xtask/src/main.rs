@@ -26,7 +26,7 @@ usage: cargo xtask <task>
 tasks:
   codegen [--check]   write docs/tool-catalog.md from the code (--check: fail if stale)
   test                check fmt and clippy, install what the tests need, run every test
-  bench <name>        run a benchmark: mcp, terminal, jobs, lsp, workspace, sandbox, daemon, ui, all
+  bench <name>        run a benchmark: mcp, terminal, memory, jobs, lsp, workspace, sandbox, daemon, ui, all
   bench ui --quick    the ui benchmark with a smaller flood and fewer rounds";
 
 fn main() -> ExitCode {
@@ -331,6 +331,13 @@ fn bench(name: &str, quick: bool) -> anyhow::Result<()> {
             )?;
             example("dsh", "bench_terminal")
         }
+        "memory" => {
+            step(
+                "build dsh (release)",
+                Command::new(&cargo).args(["build", "--release", "-p", "dsh"]),
+            )?;
+            example("dsh", "bench_dsh_memory")
+        }
         "daemon" => {
             if !venv_bin().join("python").exists() {
                 install_prerequisites()?;
@@ -375,6 +382,7 @@ fn bench(name: &str, quick: bool) -> anyhow::Result<()> {
             for n in [
                 "mcp",
                 "terminal",
+                "memory",
                 "jobs",
                 "lsp",
                 "workspace",

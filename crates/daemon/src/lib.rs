@@ -17,6 +17,8 @@
 //! * [`store`] — the store held open for the daemon's life.
 //! * [`ui_source`] — what the `dsh ui` page (the `ui` crate, started by
 //!   the daemon on the first `dsh ui`) reads of the daemon.
+//! * [`processes`] — the subreaper, the orphan reaper and the guardian
+//!   that ends the host's sessions if the host dies.
 //!
 //! This crate does not parse the command line or the config file (the
 //! `dsh` binary does and passes a [`host::HostConfig`] and a loader), and
@@ -28,6 +30,7 @@ pub mod client;
 pub mod daemon;
 pub mod host;
 pub mod paths;
+pub mod processes;
 pub mod protocol;
 pub mod ps;
 pub mod registry_ops;
