@@ -7,8 +7,10 @@
 //!   component, a Python virtual environment with the MCP SDK and
 //!   python-lsp-server, and the language servers of the built-in
 //!   languages: pyright, typescript-language-server and the TypeScript MCP
-//!   SDK from npm into `tests/node`, clangd and Go's gopls from Debian) and
-//!   runs every test: the Rust workspace, then the end-to-end MCP suite;
+//!   SDK from npm into `tests/node`, clangd and Go's gopls from Debian; and
+//!   the browser of the `dsh ui` test: Debian's chromium, driven by
+//!   playwright-core from `tests/node`, which never downloads a browser)
+//!   and runs every test: the Rust workspace, then the end-to-end suite;
 //! * `bench <name>` runs a benchmark and prints its table.
 //!
 //! It is not part of the product and nothing depends on it.
@@ -24,7 +26,8 @@ usage: cargo xtask <task>
 tasks:
   codegen [--check]   write docs/tool-catalog.md from the code (--check: fail if stale)
   test                check fmt and clippy, install what the tests need, run every test
-  bench <name>        run a benchmark: mcp, terminal, memory, jobs, lsp, workspace, sandbox, daemon, all";
+  bench <name>        run a benchmark: mcp, terminal, memory, jobs, lsp, workspace, sandbox, daemon, ui, all
+  bench ui --quick    the ui benchmark with a smaller flood and fewer rounds";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -33,7 +36,8 @@ fn main() -> ExitCode {
         ["codegen"] => codegen(false),
         ["codegen", "--check"] => codegen(true),
         ["test"] => test(),
-        ["bench", name] => bench(name),
+        ["bench", name] => bench(name, false),
+        ["bench", "ui", "--quick"] => bench("ui", true),
         _ => {
             eprintln!("{USAGE}");
             return ExitCode::from(2);
@@ -148,9 +152,13 @@ fn on_path(program: &str) -> bool {
         .is_some_and(|paths| std::env::split_paths(&paths).any(|d| d.join(program).is_file()))
 }
 
+/// The browser the `dsh ui` end-to-end test drives (Debian's package).
+const CHROMIUM: &str = "/usr/bin/chromium";
+
 /// Installs the language servers of the built-in languages for the tests:
 /// npm packages into `tests/node` (from the committed lock file), clangd
-/// and Go's pair from Debian when missing (CI runs as root). Returns why Go
+/// and Go's pair from Debian when missing (CI runs as root), and Debian's
+/// chromium for the `dsh ui` browser test. Returns why Go
 /// cannot be had here, if it cannot; Python, TypeScript and C/C++ must be.
 fn install_language_servers() -> anyhow::Result<Option<String>> {
     let modules = node_dir().join("node_modules");
@@ -165,9 +173,10 @@ fn install_language_servers() -> anyhow::Result<Option<String>> {
     };
     if stale {
         step(
-            "install pyright, typescript-language-server, typescript and the TypeScript MCP SDK (npm ci in tests/node)",
+            "install pyright, typescript-language-server, typescript, the TypeScript MCP SDK and playwright-core (npm ci in tests/node)",
             Command::new("npm")
                 .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
+                .env("PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "1")
                 .current_dir(node_dir()),
         )?;
     }
@@ -194,6 +203,12 @@ fn install_language_servers() -> anyhow::Result<Option<String>> {
     if !on_path("clangd") {
         apt_update()?;
         apt_install(&["clangd"])?;
+    }
+    // The `dsh ui` browser test drives Debian's Chromium, never one a
+    // tool downloads.
+    if !Path::new(CHROMIUM).is_file() {
+        apt_update()?;
+        apt_install(&["chromium", "fonts-dejavu-core"])?;
     }
     if !(on_path("go") && on_path("gopls")) {
         let attempt = apt_update().and_then(|()| apt_install(&["golang-go", "gopls"]));
@@ -274,7 +289,7 @@ fn test() -> anyhow::Result<()> {
     Ok(())
 }
 
-fn bench(name: &str) -> anyhow::Result<()> {
+fn bench(name: &str, quick: bool) -> anyhow::Result<()> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let path = path_with_venv();
     let example = |package: &str, example: &str| -> anyhow::Result<()> {
@@ -339,6 +354,26 @@ fn bench(name: &str) -> anyhow::Result<()> {
                     .env("DSH_BIN", root().join("target/release/dsh")),
             )
         }
+        "ui" => {
+            if !venv_bin().join("python").exists() {
+                install_prerequisites()?;
+            }
+            step(
+                "build dsh (release)",
+                Command::new(&cargo).args(["build", "--release", "-p", "dsh"]),
+            )?;
+            let mut run = Command::new(venv_bin().join("python"));
+            run.arg("tests/bench/bench_ui.py")
+                .env("PATH", &path)
+                .env("DSH_BIN", root().join("target/release/dsh"));
+            if quick {
+                run.arg("--quick");
+            }
+            step(
+                "benchmark: an agent's settle latency with 20 viewers of its flooding terminal vs none",
+                &mut run,
+            )
+        }
         "jobs" => example("jobs", "bench_jobs"),
         "lsp" => example("lsp-rust-analyzer", "bench_lsp"),
         "workspace" => example("workspace-sled", "bench_workspace"),
@@ -353,8 +388,9 @@ fn bench(name: &str) -> anyhow::Result<()> {
                 "workspace",
                 "sandbox",
                 "daemon",
+                "ui",
             ] {
-                bench(n)?;
+                bench(n, false)?;
             }
             Ok(())
         }

@@ -374,6 +374,19 @@ impl SessionPersistence for SledSessions {
             .map(|v| decode(v, &format!("a log entry of session {id}")))
             .collect()
     }
+
+    fn last_log_entry(&mut self, id: SessionId) -> Result<Option<LogEntry>, StorageError> {
+        let raw = self.store.run(|db| {
+            db.open_tree(LOG_TREE)?
+                .scan_prefix(id.0.as_bytes())
+                .values()
+                .next_back()
+                .transpose()
+                .map(|v| v.map(|v| v.to_vec()))
+        })?;
+        raw.map(|v| decode(&v, &format!("a log entry of session {id}")))
+            .transpose()
+    }
 }
 
 fn log_key(id: SessionId, seq: u64) -> Vec<u8> {
