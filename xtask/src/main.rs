@@ -14,6 +14,9 @@ use std::process::{Command, ExitCode};
 
 use anyhow::{Context as _, bail};
 
+#[cfg(test)]
+mod tidy;
+
 const USAGE: &str = "\
 usage: cargo xtask <task>
 
