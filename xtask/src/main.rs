@@ -3,9 +3,13 @@
 //! * `codegen [--check]` writes `docs/tool-catalog.md` from the code, or
 //!   fails when the committed file is stale;
 //! * `test` installs what the tests need (the rust-analyzer component, a
-//!   Python virtual environment with the MCP SDK and python-lsp-server) and
-//!   runs every test: the Rust workspace, then the end-to-end MCP suite;
-//! * `bench <name>` runs a benchmark and prints its table.
+//!   Python virtual environment with the MCP SDK, pytest and
+//!   python-lsp-server) and runs every test: the Rust workspace, the
+//!   end-to-end MCP suite, then every benchmark in its `--quick` mode so
+//!   none can rot;
+//! * `bench <name> [--quick]` runs a benchmark (release build) and prints
+//!   its table; `--quick` runs a short smoke version on the debug build,
+//!   whose figures are not to be quoted.
 //!
 //! It is not part of the product and nothing depends on it.
 
@@ -22,8 +26,10 @@ usage: cargo xtask <task>
 
 tasks:
   codegen [--check]   write docs/tool-catalog.md from the code (--check: fail if stale)
-  test                install what the tests need, then run every test
-  bench <name>        run a benchmark: mcp, terminal, jobs, lsp, workspace, all";
+  test                install what the tests need, run every test, then `bench all --quick`
+  bench <name> [--quick]
+                      run a benchmark: mcp, terminal, jobs, lsp, workspace, all
+                      (--quick: a short smoke run on the debug build)";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -32,7 +38,8 @@ fn main() -> ExitCode {
         ["codegen"] => codegen(false),
         ["codegen", "--check"] => codegen(true),
         ["test"] => test(),
-        ["bench", name] => bench(name),
+        ["bench", name] => bench(name, Speed::Full),
+        ["bench", name, "--quick"] => bench(name, Speed::Quick),
         _ => {
             eprintln!("{USAGE}");
             return ExitCode::from(2);
@@ -121,7 +128,7 @@ fn install_prerequisites() -> anyhow::Result<()> {
         )?;
     }
     step(
-        "install the Python test requirements (MCP SDK, pytest, python-lsp-server)",
+        "install the Python test requirements (MCP SDK, pytest, pytest-timeout, python-lsp-server)",
         Command::new(venv_bin().join("pip")).args([
             "install",
             "--quiet",
@@ -153,27 +160,65 @@ fn test() -> anyhow::Result<()> {
             .env("PATH", &path)
             .env("DSH_BIN", root().join("target/debug/dsh")),
     )?;
+    quick_benchmarks()?;
     eprintln!("\nall tests passed");
     Ok(())
 }
 
-fn bench(name: &str) -> anyhow::Result<()> {
+/// Every benchmark in its `--quick` mode, on the debug build the tests
+/// just made: CI runs them so none can rot.
+fn quick_benchmarks() -> anyhow::Result<()> {
+    let started = std::time::Instant::now();
+    bench("all", Speed::Quick)?;
+    eprintln!(
+        "\nquick benchmarks ran in {:.0} s",
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+/// How a benchmark runs.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Speed {
+    /// The release build, every round: the figures the docs quote.
+    Full,
+    /// The debug build, a few rounds: a smoke run.
+    Quick,
+}
+
+fn bench(name: &str, speed: Speed) -> anyhow::Result<()> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let path = path_with_venv();
+    let quick = speed == Speed::Quick;
+    let (profile_args, profile_dir): (&[&str], &str) = if quick {
+        (&[], "debug")
+    } else {
+        (&["--release"], "release")
+    };
     let example = |package: &str, example: &str| -> anyhow::Result<()> {
+        let mut command = Command::new(&cargo);
+        command.arg("run").args(profile_args).args([
+            "--quiet",
+            "-p",
+            package,
+            "--example",
+            example,
+        ]);
+        if quick {
+            command.args(["--", "--quick"]);
+        }
         step(
             &format!("benchmark: {package} {example}"),
+            command.env("PATH", &path),
+        )
+    };
+    let build_dsh = || {
+        step(
+            &format!("build dsh ({profile_dir})"),
             Command::new(&cargo)
-                .args([
-                    "run",
-                    "--release",
-                    "--quiet",
-                    "-p",
-                    package,
-                    "--example",
-                    example,
-                ])
-                .env("PATH", &path),
+                .arg("build")
+                .args(profile_args)
+                .args(["-p", "dsh"]),
         )
     };
     match name {
@@ -181,22 +226,22 @@ fn bench(name: &str) -> anyhow::Result<()> {
             if !venv_bin().join("python").exists() {
                 install_prerequisites()?;
             }
-            step(
-                "build dsh (release)",
-                Command::new(&cargo).args(["build", "--release", "-p", "dsh"]),
-            )?;
+            build_dsh()?;
+            let mut command = Command::new(venv_bin().join("python"));
+            command.arg("tests/bench/bench_mcp.py");
+            if quick {
+                command.arg("--quick");
+            }
             step(
                 "benchmark: a bash call through MCP vs a direct spawn",
-                Command::new(venv_bin().join("python"))
-                    .arg("tests/bench/bench_mcp.py")
-                    .env("DSH_BIN", root().join("target/release/dsh")),
+                command.env(
+                    "DSH_BIN",
+                    root().join("target").join(profile_dir).join("dsh"),
+                ),
             )
         }
         "terminal" => {
-            step(
-                "build dsh (release)",
-                Command::new(&cargo).args(["build", "--release", "-p", "dsh"]),
-            )?;
+            build_dsh()?;
             example("dsh", "bench_terminal")
         }
         "jobs" => example("jobs", "bench_jobs"),
@@ -204,7 +249,7 @@ fn bench(name: &str) -> anyhow::Result<()> {
         "workspace" => example("workspace-sled", "bench_workspace"),
         "all" => {
             for n in ["mcp", "terminal", "jobs", "lsp", "workspace"] {
-                bench(n)?;
+                bench(n, speed)?;
             }
             Ok(())
         }

@@ -2,7 +2,10 @@
 //! sent as is over async-lsp to the same warm rust-analyzer, and cold start
 //! to the first correct answer. Prints medians, p99 and ratios.
 //!
-//! `cargo run --release -p lsp-rust-analyzer --example bench_lsp`
+//! `cargo xtask bench lsp [--quick]`, or
+//! `cargo run --release -p lsp-rust-analyzer --example bench_lsp [-- --quick]`
+//! (`--quick`: 20 warm rounds and one cold run without the server-ready
+//! series, a smoke run whose figures are not to be quoted).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::{Path, PathBuf};
@@ -17,8 +20,31 @@ use lsp_types::{
     WorkDoneProgressParams,
 };
 
-const WARM_ROUNDS: usize = 300;
-const COLD_RUNS: usize = 3;
+/// How many rounds and runs: the full benchmark, or `--quick`.
+#[derive(Clone, Copy)]
+struct Plan {
+    warm_rounds: usize,
+    cold_runs: usize,
+    quick: bool,
+}
+
+impl Plan {
+    fn from_args() -> Self {
+        if std::env::args().any(|a| a == "--quick") {
+            Self {
+                warm_rounds: 20,
+                cold_runs: 1,
+                quick: true,
+            }
+        } else {
+            Self {
+                warm_rounds: 300,
+                cold_runs: 3,
+                quick: false,
+            }
+        }
+    }
+}
 
 fn copy_dir(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();
@@ -103,7 +129,8 @@ async fn time<F: std::future::Future>(f: F) -> Duration {
     t.elapsed()
 }
 
-async fn warm(root: &Path) {
+async fn warm(root: &Path, plan: Plan) {
+    let rounds = plan.warm_rounds;
     let p = StdioLspProvider::rust_analyzer(ClientOptions::default())
         .expect("rust-analyzer not found: run `rustup component add rust-analyzer`");
     let main = root.join("app/src/main.rs");
@@ -133,15 +160,15 @@ async fn warm(root: &Path) {
     let bare_canvas = p.raw_server(&canvas).await.unwrap();
     let bare_lib = p.raw_server(&lib).await.unwrap();
 
-    println!("warm latency, {WARM_ROUNDS} rounds, provider and bare request interleaved (ms)");
+    println!("warm latency, {rounds} rounds, provider and bare request interleaved (ms)");
     println!(
         "{:<12} {:>15} {:>12} {:>15} {:>12} {:>14}",
         "op", "provider med", "p99", "bare med", "p99", "ratio (med)"
     );
     for op in ["definition", "references", "hover", "symbols"] {
-        let mut ours = Vec::with_capacity(WARM_ROUNDS);
-        let mut bare = Vec::with_capacity(WARM_ROUNDS);
-        for _ in 0..WARM_ROUNDS {
+        let mut ours = Vec::with_capacity(rounds);
+        let mut bare = Vec::with_capacity(rounds);
+        for _ in 0..rounds {
             let (a, b) = match op {
                 "definition" => (
                     time(async { p.definition(&def_q).await.unwrap() }).await,
@@ -223,11 +250,12 @@ async fn warm(root: &Path) {
 
 /// Each run on a fresh copy of the fixture (no `target/`); the two series
 /// alternate so that machine load affects both alike.
-async fn cold() {
+async fn cold(plan: Plan) {
+    let runs = plan.cold_runs;
     let mut firsts = Vec::new();
     let mut not_ready_counts = Vec::new();
     let mut ready = Vec::new();
-    for _ in 0..COLD_RUNS {
+    for _ in 0..runs {
         let (_dir, root) = fixture_copy();
         let canvas = root.join("shapes/src/canvas.rs");
         let query = at(&canvas, 17, "total_area");
@@ -251,6 +279,9 @@ async fn cold() {
         firsts.push(t.elapsed());
         not_ready_counts.push(not_ready);
         p.shutdown().await;
+        if plan.quick {
+            continue;
+        }
 
         let (_dir, root) = fixture_copy();
         let canvas = root.join("shapes/src/canvas.rs");
@@ -262,10 +293,9 @@ async fn cold() {
         ready.push(t.elapsed());
         p.shutdown().await;
     }
-    let r = stats(ready);
     let s = stats(firsts.clone());
     println!();
-    println!("cold start to first correct references answer, {COLD_RUNS} runs (ms)");
+    println!("cold start to first correct references answer, {runs} run(s) (ms)");
     println!(
         "{:<12} {:>15} {:>12} {:>25}",
         "", "median", "max", "LSP_NOT_READY answers"
@@ -277,6 +307,10 @@ async fn cold() {
         ms(s.p99),
         format!("{not_ready_counts:?}")
     );
+    if ready.is_empty() {
+        return;
+    }
+    let r = stats(ready);
     println!(
         "{:<12} {:>15} {:>12} {:>25}",
         "server ready",
@@ -297,9 +331,13 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
+    let plan = Plan::from_args();
+    if plan.quick {
+        println!("--quick: a smoke run, not figures to quote\n");
+    }
     let (_dir, root) = fixture_copy();
     rt.block_on(async {
-        warm(&root).await;
-        cold().await;
+        warm(&root, plan).await;
+        cold(plan).await;
     });
 }
