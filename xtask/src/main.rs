@@ -2,8 +2,9 @@
 //!
 //! * `codegen [--check]` writes `docs/tool-catalog.md` from the code, or
 //!   fails when the committed file is stale;
-//! * `test` installs what the tests need (the rust-analyzer component, a
-//!   Python virtual environment with the MCP SDK, pytest and
+//! * `test` checks the house style first (`cargo fmt --check`, clippy with
+//!   warnings as errors), installs what the tests need (the rust-analyzer
+//!   component, a Python virtual environment with the MCP SDK, pytest and
 //!   python-lsp-server) and runs every test: the Rust workspace, the
 //!   end-to-end MCP suite, then every benchmark in its `--quick` mode so
 //!   none can rot;
@@ -26,7 +27,8 @@ usage: cargo xtask <task>
 
 tasks:
   codegen [--check]   write docs/tool-catalog.md from the code (--check: fail if stale)
-  test                install what the tests need, run every test, then `bench all --quick`
+  test                check fmt and clippy, install what the tests need, run every test,
+                      then `bench all --quick`
   bench <name> [--quick]
                       run a benchmark: mcp, terminal, jobs, lsp, workspace, all
                       (--quick: a short smoke run on the debug build)";
@@ -139,9 +141,31 @@ fn install_prerequisites() -> anyhow::Result<()> {
     )
 }
 
+/// The house style as a gate: formatting and every clippy warning fail
+/// the run, before anything slow is installed, built or tested.
+fn style_gate(cargo: &str) -> anyhow::Result<()> {
+    step(
+        "check formatting (cargo fmt --all --check)",
+        Command::new(cargo).args(["fmt", "--all", "--check"]),
+    )?;
+    step(
+        "lint (cargo clippy --workspace --all-targets -- -D warnings)",
+        Command::new(cargo).args([
+            "clippy",
+            "--workspace",
+            "--all-targets",
+            "--locked",
+            "--",
+            "-D",
+            "warnings",
+        ]),
+    )
+}
+
 fn test() -> anyhow::Result<()> {
-    install_prerequisites()?;
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    style_gate(&cargo)?;
+    install_prerequisites()?;
     let path = path_with_venv();
     step(
         "build the workspace",

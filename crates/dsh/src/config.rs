@@ -53,6 +53,8 @@ pub struct Limits {
     pub max_result_bytes: usize,
     /// Background jobs one agent may have running at once.
     pub max_running_jobs: usize,
+    /// Foreground `bash` and `subagent` calls one agent may have running at once.
+    pub max_foreground_commands: usize,
     /// Settled jobs kept per agent (oldest evicted first).
     pub max_settled_jobs: usize,
     /// Output kept per job, in bytes (the newest is kept).
@@ -70,6 +72,7 @@ impl Default for Limits {
         Self {
             max_result_bytes: Settings::default().max_result_bytes,
             max_running_jobs: jobs.max_running_per_owner,
+            max_foreground_commands: jobs.max_foreground_per_owner,
             max_settled_jobs: jobs.max_settled_per_owner,
             job_output_bytes: jobs.output_ring_bytes,
             max_terminals: terminals.max_terminals_per_owner,
@@ -124,7 +127,7 @@ pub struct LspServerConfig {
 }
 
 /// `[log]`.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct LogConfig {
     /// Also append the log to this file.
@@ -132,6 +135,20 @@ pub struct LogConfig {
     /// A `tracing` filter such as `info` or `dsh=debug` (the `DSH_LOG`
     /// environment variable wins).
     pub level: Option<String>,
+    /// Keep the commands of `bash` calls (and the prompts of `subagent`
+    /// calls, the argv of `terminal_open`) in the session log; `false`
+    /// records only their length.
+    pub commands: bool,
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        Self {
+            file: None,
+            level: None,
+            commands: true,
+        }
+    }
 }
 
 impl Config {
@@ -194,6 +211,7 @@ impl Config {
     pub fn jobs(&self) -> JobsConfig {
         JobsConfig {
             max_running_per_owner: self.limits.max_running_jobs,
+            max_foreground_per_owner: self.limits.max_foreground_commands,
             max_settled_per_owner: self.limits.max_settled_jobs,
             output_ring_bytes: self.limits.job_output_bytes,
             default_read_bytes: self.limits.max_result_bytes,
@@ -301,6 +319,17 @@ pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
             message: "must name a program, e.g. [\"my-agent\", \"--print\", \"{prompt}\"]".into(),
         });
     }
+    if config.limits.max_foreground_commands == 0 {
+        return Err(ConfigError {
+            path: path.to_path_buf(),
+            line: text
+                .lines()
+                .position(|l| l.trim_start().starts_with("max_foreground_commands"))
+                .map(|i| i + 1),
+            key: Some("limits.max_foreground_commands".into()),
+            message: "must be at least 1 (0 would refuse every bash call)".into(),
+        });
+    }
     if config.limits.max_result_bytes < 1024 {
         return Err(ConfigError {
             path: path.to_path_buf(),
@@ -360,8 +389,36 @@ settings = { pylsp = { plugins = { pycodestyle = { enabled = false } } } }
     fn unknown_key_names_file_line_and_key() {
         assert_eq!(
             err("[limits]\nmax_result_bytes = 4096\nmax_results = 3\n"),
-            "config error: c.toml:3: limits.max_results: unknown field `max_results`, expected one of `max_result_bytes`, `max_running_jobs`, `max_settled_jobs`, `job_output_bytes`, `max_terminals`, `terminal_scrollback_bytes`"
+            "config error: c.toml:3: limits.max_results: unknown field `max_results`, expected one of `max_result_bytes`, `max_running_jobs`, `max_foreground_commands`, `max_settled_jobs`, `job_output_bytes`, `max_terminals`, `terminal_scrollback_bytes`"
         );
+    }
+
+    #[test]
+    fn commands_are_logged_unless_turned_off() {
+        assert!(Config::default().log.commands);
+        assert!(
+            parse(Path::new("c.toml"), "[log]\nfile = \"/tmp/x.log\"\n")
+                .unwrap()
+                .log
+                .commands
+        );
+        let off = parse(Path::new("c.toml"), "[log]\ncommands = false\n").unwrap();
+        assert!(!off.log.commands);
+        assert_eq!(
+            err("[log]\ncommands = \"no\"\n"),
+            "config error: c.toml:2: log.commands: invalid type: string \"no\", expected a boolean"
+        );
+    }
+
+    #[test]
+    fn the_foreground_command_limit_is_read() {
+        let c = parse(
+            Path::new("c.toml"),
+            "[limits]\nmax_foreground_commands = 3\n",
+        )
+        .unwrap();
+        assert_eq!(c.jobs().max_foreground_per_owner, 3);
+        assert_eq!(Config::default().jobs().max_foreground_per_owner, 16);
     }
 
     #[test]

@@ -126,12 +126,17 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
+        // Messages quote paths, titles and keys: no control character in
+        // them reaches the terminal unescaped.
         Err(Failure::Usage(message)) => {
-            eprintln!("dsh: {message}");
+            eprintln!("dsh: {}", registry_cli::escape_controls(&message, false));
             ExitCode::from(2)
         }
         Err(Failure::Other(err)) => {
-            eprintln!("dsh: {err:#}");
+            eprintln!(
+                "dsh: {}",
+                registry_cli::escape_controls(&format!("{err:#}"), false)
+            );
             ExitCode::from(1)
         }
     }

@@ -275,12 +275,12 @@ pub fn run_workspace(command: WorkspaceCommand, data_dir: &Path) -> anyhow::Resu
                     "created workspace {} \"{}\" for {}\n",
                     workspace.id,
                     cell(&workspace.title),
-                    workspace.path.display()
+                    shown(&workspace.path)
                 )
             } else {
                 let mut line = format!(
                     "{} is already workspace {} \"{}\"; nothing changed",
-                    workspace.path.display(),
+                    shown(&workspace.path),
                     workspace.id,
                     cell(&workspace.title)
                 );
@@ -356,7 +356,7 @@ pub fn run_workspace(command: WorkspaceCommand, data_dir: &Path) -> anyhow::Resu
                      sessions' logs are kept\n",
                     removed.id,
                     cell(&removed.title),
-                    removed.path.display()
+                    shown(&removed.path)
                 )
             }
         }
@@ -452,7 +452,7 @@ fn set_archived(
 
 /// Turns a registry error into one line that says what to do next.
 fn explain(error: WorkspaceError, data_dir: &Path) -> anyhow::Error {
-    let dir = data_dir.display();
+    let dir = shown(data_dir);
     let message = match &error {
         WorkspaceError::UnknownWorkspace(id) => {
             format!("no workspace has id {id}; `dsh workspace list` shows the ids")
@@ -462,14 +462,14 @@ fn explain(error: WorkspaceError, data_dir: &Path) -> anyhow::Error {
         }
         WorkspaceError::PathNotFound { path, .. } => format!(
             "{} does not exist; give the path of an existing directory",
-            path.display()
+            shown(path)
         ),
         WorkspaceError::NotADirectory { path } => format!(
             "{} is not a directory; a workspace is a directory",
-            path.display()
+            shown(path)
         ),
         WorkspaceError::PathUnresolvable { path, source } => {
-            format!("cannot resolve {}: {source}", path.display())
+            format!("cannot resolve {}: {source}", shown(path))
         }
         WorkspaceError::InvalidTitle { reason } => format!("invalid title: {reason}"),
         WorkspaceError::Storage(StorageError::Busy { waited_ms, .. }) => format!(
@@ -495,11 +495,16 @@ fn explain(error: WorkspaceError, data_dir: &Path) -> anyhow::Error {
         | WorkspaceError::SessionCwdMismatch { .. }
         | WorkspaceError::SessionExists(_) => error.to_string(),
     };
-    anyhow::anyhow!(message)
+    // Other errors quote paths and titles too.
+    anyhow::anyhow!(escape_controls(&message, false))
 }
 
 /// Writes `text` to stdout; a closed pipe (`| head`) is not an error.
+/// Every value in it was escaped where it was put in; as a last guard, no
+/// control character but the line breaks of the layout reaches the
+/// terminal.
 fn emit(text: &str) -> anyhow::Result<()> {
+    let text = escape_controls(text, true);
     let mut out = std::io::stdout().lock();
     match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
         Ok(()) => Ok(()),
@@ -508,10 +513,62 @@ fn emit(text: &str) -> anyhow::Result<()> {
     }
 }
 
+/// Pretty JSON in which no string carries a raw control character: JSON
+/// escapes those below U+0020 itself; DEL and the C1 controls (which some
+/// terminals obey) are written as `\u00XX` too.
 fn to_json(value: &impl Serialize) -> anyhow::Result<String> {
-    let mut text = serde_json::to_string_pretty(value)?;
+    let raw = serde_json::to_string_pretty(value)?;
+    let mut text = String::with_capacity(raw.len() + 1);
+    for c in raw.chars() {
+        if c.is_control() || is_bidi_control(c) {
+            // Only inside strings: JSON's own layout is ASCII whitespace.
+            if c == '\n' || c == ' ' {
+                text.push(c);
+            } else {
+                let _ = write!(text, "\\u{:04x}", u32::from(c));
+            }
+        } else {
+            text.push(c);
+        }
+    }
     text.push('\n');
     Ok(text)
+}
+
+/// True for the Unicode controls that reorder text on screen (bidi
+/// embeddings, overrides and isolates): they can make a path read as
+/// another.
+fn is_bidi_control(c: char) -> bool {
+    matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
+/// `text` with every control character (C0, DEL, C1, bidi controls)
+/// written as an escape (`\u{1b}`, `\n`), so nothing it holds can move the
+/// cursor, recolour, retitle or reorder a terminal. With `keep_newlines`,
+/// `\n` stays a line break (for text whose lines are our own layout).
+pub(crate) fn escape_controls(text: &str, keep_newlines: bool) -> String {
+    if !text
+        .chars()
+        .any(|c| (c.is_control() && !(keep_newlines && c == '\n')) || is_bidi_control(c))
+    {
+        return text.to_owned();
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        if keep_newlines && c == '\n' {
+            out.push(c);
+        } else if c.is_control() || is_bidi_control(c) {
+            out.extend(c.escape_debug());
+            if c.escape_debug().len() == 1 {
+                // Not escaped by Rust's rules (a bidi control): spell it out.
+                out.pop();
+                let _ = write!(out, "\\u{{{:x}}}", u32::from(c));
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 /// A workspace as JSON: the registry's fields (in its order) plus the live
@@ -570,13 +627,18 @@ fn client(client: Option<&ClientInfo>) -> String {
 }
 
 fn path_cell(path: Option<&Path>) -> String {
-    path.map_or_else(|| "-".to_owned(), |p| cell(&p.to_string_lossy()))
+    path.map_or_else(|| "-".to_owned(), shown)
+}
+
+/// A path as printed: control characters escaped.
+fn shown(path: &Path) -> String {
+    cell(&path.to_string_lossy())
 }
 
 /// Makes a value safe for one table cell: control characters are escaped.
 fn cell(value: &str) -> String {
-    if value.chars().any(char::is_control) {
-        value.escape_debug().to_string()
+    if value.chars().any(|c| c.is_control() || is_bidi_control(c)) {
+        escape_controls(value, false)
     } else {
         value.to_owned()
     }
@@ -812,6 +874,32 @@ mod tests {
              a       long value  x\n\
              longer  b           y y\n"
         );
+    }
+
+    #[test]
+    #[allow(clippy::unwrap_used)]
+    fn control_characters_never_reach_the_terminal_raw() {
+        let evil = "a\u{1b}[2Jb\u{7f}c\u{9b}31md\u{202e}e\nf";
+        assert_eq!(
+            escape_controls(evil, false),
+            "a\\u{1b}[2Jb\\u{7f}c\\u{9b}31md\\u{202e}e\\nf"
+        );
+        assert_eq!(
+            escape_controls(evil, true),
+            "a\\u{1b}[2Jb\\u{7f}c\\u{9b}31md\\u{202e}e\nf"
+        );
+        assert_eq!(cell(evil), escape_controls(evil, false));
+        assert_eq!(
+            shown(Path::new("/tmp/x\u{1b}]0;t\u{7}")),
+            "/tmp/x\\u{1b}]0;t\\u{7}"
+        );
+        let json = to_json(&serde_json::json!({ "title": evil })).unwrap();
+        assert_eq!(
+            json,
+            "{\n  \"title\": \"a\\u001b[2Jb\\u007fc\\u009b31md\\u202ee\\nf\"\n}\n"
+        );
+        let back: serde_json::Value = serde_json::from_str(&json).unwrap();
+        assert_eq!(back["title"], evil);
     }
 
     #[test]

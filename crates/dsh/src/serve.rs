@@ -28,7 +28,7 @@ use workspace::{ClientInfo, SessionHeader, SessionId};
 use workspace_sled::Store;
 
 use crate::config::{self, Config};
-use crate::session_log::SessionRecorder;
+use crate::session_log::{LogPolicy, SessionRecorder};
 
 /// How `dsh mcp` was started.
 #[derive(Debug, Clone)]
@@ -181,7 +181,12 @@ impl Connection {
     pub fn new(host: Arc<Host>, label: &str) -> Self {
         let (cwd_tx, cwd) = watch::channel(None);
         Self {
-            recorder: SessionRecorder::start(host.store.clone()),
+            recorder: SessionRecorder::start(
+                host.store.clone(),
+                LogPolicy {
+                    commands: host.layer.load().config.log.commands,
+                },
+            ),
             host,
             owner: Owner::new(label),
             cwd,

@@ -24,20 +24,30 @@ enum Record {
     Call(LogEntry),
 }
 
+/// What the session log keeps of a call's arguments.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogPolicy {
+    /// Keep `bash` commands, `subagent` prompts and `terminal_open` argv
+    /// (the `[log] commands` key); otherwise only their size is kept.
+    pub commands: bool,
+}
+
 /// The sending half: cheap to clone, never blocks.
 #[derive(Clone)]
 pub struct SessionRecorder {
     tx: mpsc::Sender<Record>,
+    policy: LogPolicy,
     writer: std::sync::Arc<std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>>,
 }
 
 impl SessionRecorder {
     /// Starts the writer task for one connection.
-    pub fn start(store: Store) -> Self {
+    pub fn start(store: Store, policy: LogPolicy) -> Self {
         let (tx, rx) = mpsc::channel(QUEUE);
         let writer = tokio::spawn(write_records(store, rx));
         Self {
             tx,
+            policy,
             writer: std::sync::Arc::new(std::sync::Mutex::new(Some(writer))),
         }
     }
@@ -68,7 +78,7 @@ impl SessionRecorder {
         outcome: &str,
         duration: Duration,
     ) {
-        let summary = summarize(tool, arguments);
+        let summary = summarize(tool, arguments, self.policy);
         self.send(Record::Call(LogEntry::new(
             at,
             tool,
@@ -85,15 +95,50 @@ impl SessionRecorder {
     }
 }
 
+/// The size of a string argument, in its place.
+fn size_only(value: &mut serde_json::Value) {
+    let len = value.as_str().map_or(0, str::len);
+    *value = serde_json::Value::String(format!("<{len} bytes>"));
+}
+
 /// A one-line summary of a call's arguments (the store caps its length).
 /// Text typed into a terminal may be a password: only its length is kept.
-fn summarize(tool: &str, arguments: &serde_json::Value) -> String {
+/// Environment values may be secrets: only their names are kept. Commands
+/// are kept (the log is an audit trail) unless the policy says otherwise.
+fn summarize(tool: &str, arguments: &serde_json::Value, policy: LogPolicy) -> String {
+    use serde_json::Value;
     let mut arguments = arguments.clone();
-    if tool == "terminal_send"
-        && let Some(text) = arguments.get_mut("text")
-    {
-        let len = text.as_str().map_or(0, str::len);
-        *text = serde_json::Value::String(format!("<{len} bytes>"));
+    match tool {
+        "terminal_send" => {
+            if let Some(text) = arguments.get_mut("text") {
+                size_only(text);
+            }
+        }
+        "terminal_open" => {
+            if let Some(env) = arguments.get_mut("env") {
+                let names: Vec<Value> = env
+                    .as_object()
+                    .map(|map| map.keys().cloned().map(Value::String).collect())
+                    .unwrap_or_default();
+                *env = Value::Array(names);
+            }
+            if !policy.commands
+                && let Some(Value::Array(argv)) = arguments.get_mut("command")
+            {
+                argv.iter_mut().for_each(size_only);
+            }
+        }
+        "bash" if !policy.commands => {
+            if let Some(command) = arguments.get_mut("command") {
+                size_only(command);
+            }
+        }
+        "subagent" if !policy.commands => {
+            if let Some(prompt) = arguments.get_mut("prompt") {
+                size_only(prompt);
+            }
+        }
+        _ => {}
     }
     let text = arguments.to_string();
     if text.len() <= 240 {
@@ -169,5 +214,56 @@ async fn write_records(store: Store, mut rx: mpsc::Receiver<Record>) {
             Ok(Err(e)) => tracing::warn!("could not append to the session log: {e}"),
             Err(e) => tracing::warn!("session log writer failed: {e}"),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+    use serde_json::json;
+
+    const KEEP: LogPolicy = LogPolicy { commands: true };
+    const HIDE: LogPolicy = LogPolicy { commands: false };
+
+    #[test]
+    fn environment_values_and_typed_text_are_never_kept() {
+        assert_eq!(
+            summarize(
+                "terminal_open",
+                &json!({"command": ["python3", "-q"], "env": {"API_TOKEN": "s3cr3t", "LANG": "C"}}),
+                KEEP
+            ),
+            r#"{"command":["python3","-q"],"env":["API_TOKEN","LANG"]}"#
+        );
+        assert_eq!(
+            summarize(
+                "terminal_send",
+                &json!({"id": "pty-1", "text": "hunter2"}),
+                KEEP
+            ),
+            r#"{"id":"pty-1","text":"<7 bytes>"}"#
+        );
+    }
+
+    #[test]
+    fn commands_are_kept_unless_the_policy_says_no() {
+        let bash = json!({"command": "make deploy", "timeout_ms": 1000});
+        assert_eq!(
+            summarize("bash", &bash, KEEP),
+            r#"{"command":"make deploy","timeout_ms":1000}"#
+        );
+        assert_eq!(
+            summarize("bash", &bash, HIDE),
+            r#"{"command":"<11 bytes>","timeout_ms":1000}"#
+        );
+        assert_eq!(
+            summarize("subagent", &json!({"prompt": "fix it"}), HIDE),
+            r#"{"prompt":"<6 bytes>"}"#
+        );
+        assert_eq!(
+            summarize("terminal_open", &json!({"command": ["mysql", "-pX"]}), HIDE),
+            r#"{"command":["<5 bytes>","<3 bytes>"]}"#
+        );
     }
 }

@@ -62,6 +62,19 @@ pub enum JobError {
         /// The configured limit.
         limit: usize,
     },
+    /// The owner already has the maximum number of foreground commands
+    /// (`bash` and `subagent` calls waiting for their result) running.
+    #[error(
+        "{running} of your bash/subagent calls are already running in the foreground, the limit is \
+         {limit}: wait for one to return, or start this one with run_in_background (a job you \
+         read with job_output), then retry"
+    )]
+    ForegroundLimit {
+        /// Foreground commands of the owner running now.
+        running: usize,
+        /// The configured limit.
+        limit: usize,
+    },
     /// An argument is out of range or malformed.
     #[error("{field}: {message}")]
     InvalidArgument {
@@ -82,7 +95,7 @@ impl JobError {
         match self {
             JobError::NoJob { .. } => "NO_JOB",
             JobError::ForeignJob { .. } => "FOREIGN_JOB",
-            JobError::JobLimit { .. } => "JOB_LIMIT",
+            JobError::JobLimit { .. } | JobError::ForegroundLimit { .. } => "JOB_LIMIT",
             JobError::InvalidArgument { .. } => "INVALID_ARGUMENT",
             JobError::Start(e) => e.code,
         }
@@ -91,7 +104,7 @@ impl JobError {
     /// True when the same call may succeed later without changing it.
     pub fn retryable(&self) -> bool {
         match self {
-            JobError::JobLimit { .. } => true,
+            JobError::JobLimit { .. } | JobError::ForegroundLimit { .. } => true,
             JobError::Start(e) => e.retryable,
             JobError::NoJob { .. }
             | JobError::ForeignJob { .. }

@@ -39,8 +39,8 @@ pub use command::{
 pub use error::{JobError, StartError};
 pub use producer::{Cancel, JobKind, OutputChunk, Producer, Settlement, Started};
 pub use registry::{
-    JobInfo, JobRegistry, JobSettled, JobStarted, JobStatus, JobsConfig, KillOutcome, KillReport,
-    OutputRead, OwnerEnded, StartOptions,
+    ForegroundSlot, JobInfo, JobRegistry, JobSettled, JobStarted, JobStatus, JobsConfig,
+    KillOutcome, KillReport, OutputRead, OwnerEnded, StartOptions,
 };
 pub use ring::{OutputRing, RingRead};
 pub use terminal_seam::Owner;

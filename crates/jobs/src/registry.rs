@@ -41,6 +41,10 @@ pub struct JobsConfig {
     pub output_ring_bytes: usize,
     /// Bytes returned by one [`JobRegistry::output`] call without `max_bytes`.
     pub default_read_bytes: usize,
+    /// Foreground commands (`bash` and `subagent` calls that wait for their
+    /// result) one owner may have running at once; see
+    /// [`JobRegistry::begin_foreground`].
+    pub max_foreground_per_owner: usize,
 }
 
 impl Default for JobsConfig {
@@ -50,6 +54,7 @@ impl Default for JobsConfig {
             max_settled_per_owner: 32,
             output_ring_bytes: 1 << 20,
             default_read_bytes: 32 * 1024,
+            max_foreground_per_owner: 16,
         }
     }
 }
@@ -404,6 +409,8 @@ struct RegistryState {
     reserved: HashMap<Owner, usize>,
     /// Settled job ids per owner, oldest first.
     settled: HashMap<Owner, VecDeque<String>>,
+    /// Foreground commands running per owner.
+    foreground: HashMap<Owner, usize>,
 }
 
 struct Inner {
@@ -448,6 +455,34 @@ impl Drop for Reservation<'_> {
     }
 }
 
+/// A foreground command of one owner, counted against
+/// [`JobsConfig::max_foreground_per_owner`] until it is dropped. Hold it
+/// for as long as the command runs.
+pub struct ForegroundSlot {
+    inner: Arc<Inner>,
+    owner: Owner,
+}
+
+impl std::fmt::Debug for ForegroundSlot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ForegroundSlot")
+            .field("owner", &self.owner)
+            .finish()
+    }
+}
+
+impl Drop for ForegroundSlot {
+    fn drop(&mut self) {
+        let mut state = lock(&self.inner.state);
+        if let Some(n) = state.foreground.get_mut(&self.owner) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                state.foreground.remove(&self.owner);
+            }
+        }
+    }
+}
+
 fn shorten_label(label: &str) -> String {
     let line = label
         .lines()
@@ -475,6 +510,7 @@ impl JobRegistry {
                     order: VecDeque::new(),
                     reserved: HashMap::new(),
                     settled: HashMap::new(),
+                    foreground: HashMap::new(),
                 }),
                 events,
             }),
@@ -490,6 +526,35 @@ impl JobRegistry {
     /// settles, whatever its owner, sent after the job reads as settled.
     pub fn subscribe(&self) -> broadcast::Receiver<JobSettled> {
         self.inner.events.subscribe()
+    }
+
+    /// Counts one foreground command (a `bash` or `subagent` call that
+    /// waits for its result) of `owner` until the returned slot is dropped.
+    /// Beyond [`JobsConfig::max_foreground_per_owner`] running at once it
+    /// is `JOB_LIMIT` (retryable), so a client cannot start commands
+    /// without bound by never asking for a job id.
+    pub fn begin_foreground(&self, owner: &Owner) -> Result<ForegroundSlot, JobError> {
+        let limit = self.inner.config.max_foreground_per_owner;
+        let mut state = lock(&self.inner.state);
+        let running = state.foreground.get(owner).copied().unwrap_or(0);
+        if running >= limit {
+            return Err(JobError::ForegroundLimit { running, limit });
+        }
+        *state.foreground.entry(owner.clone()).or_insert(0) += 1;
+        Ok(ForegroundSlot {
+            inner: self.inner.clone(),
+            owner: owner.clone(),
+        })
+    }
+
+    /// Foreground commands of `owner` running now (see
+    /// [`JobRegistry::begin_foreground`]).
+    pub fn foreground_running(&self, owner: &Owner) -> usize {
+        lock(&self.inner.state)
+            .foreground
+            .get(owner)
+            .copied()
+            .unwrap_or(0)
     }
 
     /// Starts `producer` as a job of `owner`. The owner's running jobs are

@@ -7,7 +7,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use terminal_seam::{
-    BoxFuture, CloseKind, CloseOutcome, MAX_SEND_TIMEOUT, MIN_SEND_TIMEOUT, OpenRequest, Opened,
+    BoxFuture, CloseKind, CloseOutcome, DEFAULT_COLS, DEFAULT_ROWS, MAX_CELLS, MAX_COLS, MAX_ROWS,
+    MAX_SEND_TIMEOUT, MAX_UNTIL_BYTES, MIN_COLS, MIN_ROWS, MIN_SEND_TIMEOUT, OpenRequest, Opened,
     Owner, ReadOutcome, ReadRequest, SendRequest, SignalOutcome, StartedSend, StreamChunk,
     TerminalError, TerminalId, TerminalInfo, TerminalService, TerminalSignal,
 };
@@ -195,16 +196,44 @@ impl Inner {
     }
 }
 
+/// The longest single argument or environment entry (`KEY=VALUE`) the
+/// kernel accepts: `MAX_ARG_STRLEN` less the terminating NUL.
+const MAX_ARG_BYTES: usize = 128 * 1024 - 1;
+/// The most arguments a terminal's command may have.
+const MAX_ARGS: usize = 4096;
+/// The most extra environment variables a terminal may be given.
+const MAX_ENV_VARS: usize = 1024;
+/// The most bytes of command and extra environment together (the kernel's
+/// own limit for a whole `exec` is larger, but not by much on small stacks).
+const MAX_EXEC_BYTES: usize = 1024 * 1024;
+/// The longest terminal name, in characters.
+const MAX_NAME_CHARS: usize = 64;
+
 fn validate_open(request: &OpenRequest) -> Result<(), TerminalError> {
-    if !(2..=1000).contains(&request.rows) {
-        return Err(TerminalError::invalid("rows", "must be between 2 and 1000"));
-    }
-    if !(10..=1000).contains(&request.cols) {
+    if !(MIN_ROWS..=MAX_ROWS).contains(&request.rows) {
         return Err(TerminalError::invalid(
-            "cols",
-            "must be between 10 and 1000",
+            "rows",
+            format!("must be between {MIN_ROWS} and {MAX_ROWS}"),
         ));
     }
+    if !(MIN_COLS..=MAX_COLS).contains(&request.cols) {
+        return Err(TerminalError::invalid(
+            "cols",
+            format!("must be between {MIN_COLS} and {MAX_COLS}"),
+        ));
+    }
+    let cells = u32::from(request.rows) * u32::from(request.cols);
+    if cells > MAX_CELLS {
+        return Err(TerminalError::invalid(
+            "rows",
+            format!(
+                "{} rows × {} cols is {cells} cells, more than the {MAX_CELLS} a terminal may have; \
+                 make it smaller (the default is {DEFAULT_ROWS} × {DEFAULT_COLS})",
+                request.rows, request.cols
+            ),
+        ));
+    }
+    let mut exec_bytes = 0usize;
     if let Some(command) = &request.command {
         if command.first().is_none_or(String::is_empty) {
             return Err(TerminalError::invalid(
@@ -218,19 +247,81 @@ fn validate_open(request: &OpenRequest) -> Result<(), TerminalError> {
                 "must not contain NUL bytes",
             ));
         }
+        if command.len() > MAX_ARGS {
+            return Err(TerminalError::invalid(
+                "command",
+                format!(
+                    "{} arguments is more than the {MAX_ARGS} allowed; write a script and run it",
+                    command.len()
+                ),
+            ));
+        }
+        if let Some((at, arg)) = command
+            .iter()
+            .enumerate()
+            .find(|(_, a)| a.len() > MAX_ARG_BYTES)
+        {
+            return Err(TerminalError::invalid(
+                "command",
+                format!(
+                    "argument {at} is {} bytes, more than the {MAX_ARG_BYTES} one argument may have; \
+                     write it to a file and pass the file's path",
+                    arg.len()
+                ),
+            ));
+        }
+        exec_bytes += command.iter().map(|a| a.len() + 1).sum::<usize>();
+    }
+    if request.env.len() > MAX_ENV_VARS {
+        return Err(TerminalError::invalid(
+            "env",
+            format!(
+                "{} variables is more than the {MAX_ENV_VARS} allowed",
+                request.env.len()
+            ),
+        ));
     }
     for (key, value) in &request.env {
         if key.is_empty() || key.contains('=') || key.contains('\0') || value.contains('\0') {
             return Err(TerminalError::invalid(
                 "env",
-                format!("`{key}` is not a valid variable name (or its value has a NUL byte)"),
+                format!(
+                    "`{}` is not a valid variable name (or its value has a NUL byte)",
+                    shorten(key)
+                ),
             ));
         }
+        let entry = key.len() + 1 + value.len();
+        if entry > MAX_ARG_BYTES {
+            return Err(TerminalError::invalid(
+                "env",
+                format!(
+                    "`{}` is {entry} bytes with its value, more than the {MAX_ARG_BYTES} one \
+                     variable may have; put the value in a file and pass the file's path",
+                    shorten(key)
+                ),
+            ));
+        }
+        exec_bytes += entry + 1;
+    }
+    if exec_bytes > MAX_EXEC_BYTES {
+        return Err(TerminalError::invalid(
+            "env",
+            format!(
+                "the command and the environment are {exec_bytes} bytes together, more than the \
+                 {MAX_EXEC_BYTES} allowed; put large values in files and pass their paths"
+            ),
+        ));
     }
     if let Some(name) = &request.name
-        && (name.trim().is_empty() || name.len() > 64)
+        && (name.trim().is_empty()
+            || name.chars().count() > MAX_NAME_CHARS
+            || name.chars().any(char::is_control))
     {
-        return Err(TerminalError::invalid("name", "must be 1 to 64 characters"));
+        return Err(TerminalError::invalid(
+            "name",
+            format!("must be 1 to {MAX_NAME_CHARS} characters, without control characters"),
+        ));
     }
     if let Some(cwd) = &request.cwd
         && !cwd.is_dir()
@@ -241,6 +332,36 @@ fn validate_open(request: &OpenRequest) -> Result<(), TerminalError> {
         ));
     }
     Ok(())
+}
+
+/// The start of a client-given string, for an error message.
+fn shorten(value: &str) -> String {
+    const SHOWN: usize = 64;
+    if value.chars().count() <= SHOWN {
+        return value.escape_debug().to_string();
+    }
+    let head: String = value.chars().take(SHOWN).collect();
+    format!("{}…", head.escape_debug())
+}
+
+/// Compiles an `until` pattern within bounds: its length is checked before
+/// compiling, and the compiled program and its lazy DFA are capped.
+fn compile_until(pattern: &str) -> Result<regex::Regex, TerminalError> {
+    if pattern.len() > MAX_UNTIL_BYTES {
+        return Err(TerminalError::invalid(
+            "until",
+            format!(
+                "the pattern is {} bytes, more than the {MAX_UNTIL_BYTES} allowed; match a \
+                 shorter, distinctive part of the output",
+                pattern.len()
+            ),
+        ));
+    }
+    regex::RegexBuilder::new(pattern)
+        .size_limit(1 << 20)
+        .dfa_size_limit(1 << 20)
+        .build()
+        .map_err(|e| TerminalError::invalid("until", e.to_string()))
 }
 
 impl PtyTerminals {
@@ -370,12 +491,7 @@ impl PtyTerminals {
     ) -> Result<StartedSend, TerminalError> {
         let session = self.inner.session(owner, id)?;
         let until = match &request.until {
-            Some(pattern) => Some(
-                regex::RegexBuilder::new(pattern)
-                    .size_limit(1 << 20)
-                    .build()
-                    .map_err(|e| TerminalError::invalid("until", e.to_string()))?,
-            ),
+            Some(pattern) => Some(compile_until(pattern)?),
             None => None,
         };
         if request.text.len() > self.inner.config.max_send_bytes {

@@ -16,6 +16,20 @@ pub const MIN_SEND_TIMEOUT: Duration = Duration::from_millis(1);
 /// The longest accepted send timeout (longer values are clamped down).
 pub const MAX_SEND_TIMEOUT: Duration = Duration::from_secs(600);
 
+/// The fewest rows a terminal may have.
+pub const MIN_ROWS: u16 = 2;
+/// The most rows a terminal may have.
+pub const MAX_ROWS: u16 = 500;
+/// The fewest columns a terminal may have.
+pub const MIN_COLS: u16 = 10;
+/// The most columns a terminal may have.
+pub const MAX_COLS: u16 = 500;
+/// The most cells (rows × cols) a terminal may have: its screen grid is
+/// allocated up front, about 32 bytes a cell for each of its two screens.
+pub const MAX_CELLS: u32 = 100_000;
+/// The longest `until` pattern, in bytes (checked before it is compiled).
+pub const MAX_UNTIL_BYTES: usize = 4096;
+
 /// A terminal's id, rendered `pty-N`. Ids are per service and never reused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct TerminalId(pub u64);

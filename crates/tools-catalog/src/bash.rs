@@ -53,6 +53,14 @@ struct BashResult {
     clamped: Option<Clamped>,
 }
 
+/// The longest single argument the kernel passes to a program
+/// (`MAX_ARG_STRLEN` less the terminating NUL): the most a `bash` command
+/// line or a prompt placed in a subagent's argv may have.
+pub(crate) const MAX_ARG_BYTES: usize = 128 * 1024 - 1;
+
+/// The longest `cwd` argument, in bytes (`PATH_MAX`).
+const MAX_CWD_BYTES: usize = 4096;
+
 pub(crate) struct BashTool {
     spec: ToolSpec,
     max_result_bytes: usize,
@@ -82,6 +90,16 @@ impl Tool for BashTool {
             let args: BashArgs = parse_args(args)?;
             if args.command.trim().is_empty() {
                 return Err(ToolError::invalid_argument("command", "is empty"));
+            }
+            if args.command.len() > MAX_ARG_BYTES {
+                return Err(ToolError::invalid_argument(
+                    "command",
+                    format!(
+                        "is {} bytes, more than the {MAX_ARG_BYTES} one command line may have; \
+                         write the script to a file and run the file",
+                        args.command.len()
+                    ),
+                ));
             }
             let (timeout_ms, clamped) =
                 clamp_ms("timeout_ms", args.timeout_ms, 120_000, 1, 600_000);
@@ -154,6 +172,15 @@ pub(crate) fn resolve_cwd(base: &Path, cwd: Option<&str>) -> Result<PathBuf, Too
     let Some(cwd) = cwd else {
         return Ok(base.to_path_buf());
     };
+    if cwd.len() > MAX_CWD_BYTES {
+        return Err(ToolError::invalid_argument(
+            "cwd",
+            format!(
+                "is {} bytes, longer than any path ({MAX_CWD_BYTES} bytes at most)",
+                cwd.len()
+            ),
+        ));
+    }
     let path = base.join(cwd);
     match std::fs::metadata(&path) {
         Ok(m) if m.is_dir() => Ok(path),

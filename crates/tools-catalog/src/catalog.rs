@@ -124,7 +124,7 @@ fn all_tools(settings: &Settings) -> Vec<Arc<dyn Tool>> {
         Arc::new(crate::bash::BashTool::new(settings)),
         Arc::new(crate::terminal_tools::TerminalOpenTool::new()),
         Arc::new(crate::terminal_tools::TerminalSendTool::new()),
-        Arc::new(crate::terminal_tools::TerminalReadTool::new()),
+        Arc::new(crate::terminal_tools::TerminalReadTool::new(settings)),
         Arc::new(crate::terminal_tools::TerminalSignalTool::new()),
         Arc::new(crate::terminal_tools::TerminalCloseTool::new()),
         Arc::new(crate::terminal_tools::TerminalListTool::new()),

@@ -1,6 +1,13 @@
 //! The contract's error envelope.
 
+use std::borrow::Cow;
+
 use serde_json::json;
+
+/// The longest error message a model is shown, in bytes: a message that
+/// quotes what the client sent (a mistyped 10 MB argument) keeps its head
+/// and tail.
+pub const MAX_ERROR_MESSAGE_BYTES: usize = 2048;
 
 /// A stable error code, SCREAMING_SNAKE (`SEND_ACTIVE`, `INVALID_ARGUMENT`, …).
 pub type ErrorCode = &'static str;
@@ -59,18 +66,74 @@ impl ToolError {
         )
     }
 
-    /// The text block the model reads: `[error CODE] message`.
+    /// The text block the model reads: `[error CODE] message`, the message
+    /// bounded as in [`ToolError::bounded_message`].
     pub fn text(&self) -> String {
-        self.to_string()
+        format!("[error {}] {}", self.code, self.bounded_message())
+    }
+
+    /// The message, at most about [`MAX_ERROR_MESSAGE_BYTES`]: a message
+    /// that quotes a huge argument keeps its head and tail around a marker
+    /// saying how many bytes were left out.
+    pub fn bounded_message(&self) -> Cow<'_, str> {
+        let message = self.message.as_str();
+        if message.len() <= MAX_ERROR_MESSAGE_BYTES {
+            return Cow::Borrowed(message);
+        }
+        let half = MAX_ERROR_MESSAGE_BYTES / 2;
+        let mut head = half;
+        while !message.is_char_boundary(head) {
+            head -= 1;
+        }
+        let mut tail = message.len() - half;
+        while !message.is_char_boundary(tail) {
+            tail += 1;
+        }
+        Cow::Owned(format!(
+            "{} [… {} bytes omitted …] {}",
+            &message[..head],
+            tail - head,
+            &message[tail..]
+        ))
     }
 
     /// The structured content: `{ "error": { code, message, retryable } }`.
     pub fn structured(&self) -> serde_json::Value {
-        let mut error =
-            json!({ "code": self.code, "message": self.message, "retryable": self.retryable });
+        let mut error = json!({
+            "code": self.code,
+            "message": self.bounded_message(),
+            "retryable": self.retryable,
+        });
         if let Some(object) = error.as_object_mut() {
             object.extend(self.details.clone());
         }
         json!({ "error": error })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    #[test]
+    fn a_huge_message_keeps_its_head_and_tail_within_the_bound() {
+        let huge =
+            ToolError::invalid_argument("id", format!("`{}` is not an id", "é".repeat(1_000_000)));
+        let text = huge.text();
+        assert!(text.len() < MAX_ERROR_MESSAGE_BYTES + 100, "{}", text.len());
+        assert!(
+            text.starts_with("[error INVALID_ARGUMENT] id: `éé"),
+            "{}",
+            &text[..40]
+        );
+        assert!(text.ends_with("éé` is not an id"));
+        assert!(text.contains(" bytes omitted …] "));
+        let structured = huge.structured();
+        let message = structured["error"]["message"].as_str().unwrap_or_default();
+        assert_eq!(format!("[error INVALID_ARGUMENT] {message}"), text);
+
+        let small = ToolError::new("NO_JOB", "no job bash-9");
+        assert_eq!(small.text(), "[error NO_JOB] no job bash-9");
     }
 }

@@ -8,7 +8,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::bash::resolve_cwd;
+use crate::bash::{MAX_ARG_BYTES, resolve_cwd};
 use crate::{
     CallContext, Clamped, Preset, Settings, Tool, ToolError, ToolFuture, ToolReply, ToolSpec,
     clamp_ms, parse_args,
@@ -56,6 +56,12 @@ pub(crate) async fn run_command(
             .map_err(job_error)?;
         return Ok(CommandCall::Started(started.id));
     }
+    // Counted against the caller's foreground limit while it runs.
+    let _slot = cx
+        .runtime
+        .jobs
+        .begin_foreground(&cx.owner)
+        .map_err(job_error)?;
     let run = jobs::run_command(&spec, Some(timeout), max_result_bytes)
         .await
         .map_err(|e| ToolError {
@@ -409,6 +415,34 @@ struct SubagentResult {
     clamped: Option<Clamped>,
 }
 
+/// The longest prompt fed to a subagent on stdin, in bytes.
+const MAX_STDIN_PROMPT_BYTES: usize = 1024 * 1024;
+
+/// A prompt must fit where it goes: one argument of the agent's argv (the
+/// kernel's limit), or stdin (bounded by [`MAX_STDIN_PROMPT_BYTES`]).
+fn check_prompt_size(spec: &CommandSpec, prompt_bytes: usize) -> Result<(), ToolError> {
+    let (too_long, limit) = match spec.stdin {
+        Some(_) => (
+            prompt_bytes > MAX_STDIN_PROMPT_BYTES,
+            MAX_STDIN_PROMPT_BYTES,
+        ),
+        None => (
+            spec.argv.iter().any(|a| a.len() > MAX_ARG_BYTES),
+            MAX_ARG_BYTES,
+        ),
+    };
+    if too_long {
+        return Err(ToolError::invalid_argument(
+            "prompt",
+            format!(
+                "is {prompt_bytes} bytes, more than the {limit} the agent command can take; \
+                 write the details to a file and point the prompt at it"
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// The configured agent command.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SubagentSettings {
@@ -470,6 +504,7 @@ impl Tool for SubagentTool {
             let spec = CommandSpec::subagent(&settings.command, &args.prompt)
                 .map_err(job_error)?
                 .with_cwd(cwd);
+            check_prompt_size(&spec, args.prompt.len())?;
             let timeout = Duration::from_millis(timeout_ms);
             let run = match run_command(
                 cx,

@@ -31,7 +31,7 @@ pub use catalog::{
     catalog_markdown_for, input_schema,
 };
 pub use context::{CallContext, Runtime, Settings};
-pub use error::{ErrorCode, ToolError};
+pub use error::{ErrorCode, MAX_ERROR_MESSAGE_BYTES, ToolError};
 pub use job_tools::{SubagentSettings, settled_job_message};
 pub use jobs::JobsConfig;
 pub use reply::ToolReply;

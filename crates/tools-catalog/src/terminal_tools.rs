@@ -20,7 +20,8 @@ use terminal_seam::{
 use crate::bash::resolve_cwd;
 use crate::job_tools::{job_error, started_reply};
 use crate::{
-    CallContext, Preset, Tool, ToolError, ToolFuture, ToolReply, ToolSpec, clamp_ms, parse_args,
+    CallContext, Preset, Settings, Tool, ToolError, ToolFuture, ToolReply, ToolSpec, clamp_ms,
+    parse_args,
 };
 
 fn terminal_error(e: TerminalError) -> ToolError {
@@ -58,7 +59,6 @@ macro_rules! simple_tool {
 
 simple_tool!(TerminalOpenTool);
 simple_tool!(TerminalSendTool);
-simple_tool!(TerminalReadTool);
 simple_tool!(TerminalSignalTool);
 simple_tool!(TerminalCloseTool);
 simple_tool!(TerminalListTool);
@@ -82,9 +82,9 @@ pub struct OpenArgs {
     pub env: Option<BTreeMap<String, String>>,
     /// A name for the terminal, unique among yours.
     pub name: Option<String>,
-    /// Screen height in rows. Default 40.
+    /// Screen height in rows. Default 40; range 2–500, and rows × cols at most 100000.
     pub rows: Option<u16>,
-    /// Screen width in columns. Default 160.
+    /// Screen width in columns. Default 160; range 10–500.
     pub cols: Option<u16>,
 }
 
@@ -170,7 +170,7 @@ pub struct SendArgs {
     pub text: String,
     /// Press Enter after the text. Default true; false to send keys such as `\u0003` or a partial line.
     pub submit: Option<bool>,
-    /// A regex: return as soon as it matches the new output.
+    /// A regex (at most 4096 bytes): return as soon as it matches the new output.
     pub until: Option<String>,
     /// Most milliseconds to wait. Default 30000; range 1–600000.
     pub timeout_ms: Option<u64>,
@@ -294,35 +294,54 @@ pub struct ReadArgs {
     pub mode: Option<ReadMode>,
     /// Stream: byte cursor to read from (a previous `next`). Default: what you have not read yet.
     pub since: Option<u64>,
-    /// Stream: most bytes to return. Default 32768.
-    pub max_bytes: Option<usize>,
+    /// Stream: most bytes to return. Default and most: the server's result limit (32768 unless configured).
+    pub max_bytes: Option<u64>,
 }
 
+pub(crate) struct TerminalReadTool {
+    spec: ToolSpec,
+    max_result_bytes: usize,
+}
+
+/// The smallest `max_bytes` of a stream read.
+const MIN_READ_BYTES: u64 = 64;
+
 impl TerminalReadTool {
-    pub(crate) fn new() -> Self {
-        Self(ToolSpec::new::<ReadArgs>(
-            "terminal_read",
-            "Read a terminal without typing into it: `stream` returns its output from a byte cursor (non-destructive: the same `since` returns the same text), \
+    pub(crate) fn new(settings: &Settings) -> Self {
+        Self {
+            spec: ToolSpec::new::<ReadArgs>(
+                "terminal_read",
+                "Read a terminal without typing into it: `stream` returns its output from a byte cursor (non-destructive: the same `since` returns the same text), \
 `screen` returns what the screen shows now, for full-screen programs such as editors, pagers and `top`.",
-            &[Preset::Full],
-            TERMINAL_ERRORS,
-        ))
+                &[Preset::Full],
+                TERMINAL_ERRORS,
+            ),
+            max_result_bytes: settings.max_result_bytes,
+        }
     }
 }
 
 impl Tool for TerminalReadTool {
     fn spec(&self) -> &ToolSpec {
-        &self.0
+        &self.spec
     }
 
     fn call<'a>(&'a self, cx: &'a CallContext, args: Value) -> ToolFuture<'a> {
         Box::pin(async move {
             let args: ReadArgs = parse_args(args)?;
             let id = parse_id(&args.id)?;
+            let limit = self.max_result_bytes as u64;
+            let (max_bytes, clamped) = clamp_ms(
+                "max_bytes",
+                args.max_bytes,
+                limit,
+                MIN_READ_BYTES.min(limit),
+                limit,
+            );
             let request = match args.mode.unwrap_or(ReadMode::Stream) {
                 ReadMode::Stream => ReadRequest::Stream {
                     since: args.since,
-                    max_bytes: args.max_bytes,
+                    max_bytes: Some(max_bytes as usize),
                 },
                 ReadMode::Screen => ReadRequest::Screen,
             };
@@ -355,21 +374,32 @@ impl Tool for TerminalReadTool {
                             ""
                         }
                     ));
-                    ToolReply {
-                        text,
-                        structured: json!({
-                            "output": chunk.output,
-                            "from": chunk.from,
-                            "next": chunk.next,
-                            "dropped": chunk.dropped,
-                            "truncated": chunk.truncated,
-                        }),
+                    if let Some(c) = &clamped {
+                        text.push_str(&format!(
+                            " [{} clamped from {} to {}]",
+                            c.field, c.from, c.to
+                        ));
                     }
+                    let mut structured = json!({
+                        "output": chunk.output,
+                        "from": chunk.from,
+                        "next": chunk.next,
+                        "dropped": chunk.dropped,
+                        "truncated": chunk.truncated,
+                    });
+                    if let Some(c) = clamped {
+                        structured["clamped"] = json!(c);
+                    }
+                    ToolReply { text, structured }
                 }
-                ReadOutcome::Screen(view) => ToolReply {
-                    text: format!(
-                        "{}\n[{id} screen {}x{} · cursor row {} col {}{}]",
-                        view.screen.trim_end(),
+                ReadOutcome::Screen(view) => {
+                    // A large screen of wide or combining characters can
+                    // exceed the result limit: keep its head and tail.
+                    let screen =
+                        crate::render::truncate_middle(&view.screen, self.max_result_bytes);
+                    let mut text = screen.text.trim_end().to_owned();
+                    text.push_str(&format!(
+                        "\n[{id} screen {}x{} · cursor row {} col {}{}{}]",
                         view.rows,
                         view.cols,
                         view.cursor.row,
@@ -378,16 +408,30 @@ impl Tool for TerminalReadTool {
                             " · alternate screen"
                         } else {
                             ""
+                        },
+                        if screen.truncated {
+                            format!(
+                                " · {} of {} bytes shown",
+                                screen.text.len(),
+                                screen.total_bytes
+                            )
+                        } else {
+                            String::new()
                         }
-                    ),
-                    structured: json!({
-                        "screen": view.screen,
-                        "cursor": { "row": view.cursor.row, "col": view.cursor.col },
-                        "rows": view.rows,
-                        "cols": view.cols,
-                        "alternate_screen": view.alternate_screen,
-                    }),
-                },
+                    ));
+                    ToolReply {
+                        text,
+                        structured: json!({
+                            "screen": screen.text,
+                            "cursor": { "row": view.cursor.row, "col": view.cursor.col },
+                            "rows": view.rows,
+                            "cols": view.cols,
+                            "alternate_screen": view.alternate_screen,
+                            "truncated": screen.truncated,
+                            "total_bytes": screen.total_bytes,
+                        }),
+                    }
+                }
             })
         })
     }
@@ -839,10 +883,18 @@ fn follow(
     ))
 }
 
+/// How far an echoed line may run past the text it echoes (a prompt
+/// before it, trailing blanks) before it is taken for program output.
+const ECHO_SLACK: usize = 4096;
+
 /// Drops the terminal's echo of the sent text from the start of a
 /// background send's output, line by line (a prompt such as `>>> ` or
 /// `... ` before an echoed line goes with it). Stops at the first line
 /// that is not an echo, and passes everything else through unchanged.
+/// It holds back at most one expected line plus [`ECHO_SLACK`] bytes (and
+/// one chunk): a longer run without a newline cannot be an echo and is
+/// passed on, so a program that prints without newlines (or with echo off)
+/// is never buffered without bound.
 fn without_echo(
     stream: BoxStream<'static, OutputChunk>,
     text: &str,
@@ -887,6 +939,12 @@ fn without_echo(
                 if done || expected.is_empty() {
                     continue;
                 }
+                let longest_echo = expected.front().map_or(0, String::len) + ECHO_SLACK;
+                if pending.len() > longest_echo {
+                    // No newline within reach: not the echo we wait for.
+                    done = true;
+                    continue;
+                }
                 match stream.next().await {
                     Some(OutputChunk::Text(t)) => pending.push_str(&t),
                     Some(OutputChunk::Raw(bytes)) => {
@@ -914,5 +972,58 @@ impl<T> AbortOnDrop<T> {
 impl<T> Drop for AbortOnDrop<T> {
     fn drop(&mut self) {
         self.0.abort();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+    use futures::StreamExt as _;
+    use pretty_assertions::assert_eq;
+
+    fn texts(chunks: Vec<&'static str>) -> BoxStream<'static, OutputChunk> {
+        Box::pin(futures::stream::iter(
+            chunks.into_iter().map(|c| OutputChunk::Text(c.to_owned())),
+        ))
+    }
+
+    async fn collect(stream: BoxStream<'static, OutputChunk>) -> String {
+        stream
+            .map(|c| match c {
+                OutputChunk::Text(t) => t,
+                OutputChunk::Raw(b) => String::from_utf8_lossy(&b).into_owned(),
+            })
+            .collect::<Vec<_>>()
+            .await
+            .concat()
+    }
+
+    #[tokio::test]
+    async fn the_echo_and_its_prompt_are_dropped_and_the_rest_kept() {
+        let out = collect(without_echo(texts(vec![">>> 1+", "1\n2\n>>> "]), "1+1")).await;
+        assert_eq!(out, "2\n>>> ");
+    }
+
+    #[tokio::test]
+    async fn output_without_newlines_is_passed_on_not_buffered_without_bound() {
+        // A program with echo off printing 10 KB chunks and no newline,
+        // then running on: the filter must pass output on while it runs.
+        let printed = futures::stream::iter(0..2000).then(|_| async {
+            tokio::task::yield_now().await;
+            OutputChunk::Text("x".repeat(10_000))
+        });
+        let running = printed.chain(futures::stream::pending());
+        let mut filtered = without_echo(Box::pin(running), "go");
+        let first = tokio::time::timeout(Duration::from_secs(10), filtered.next())
+            .await
+            .expect("the filter held everything back")
+            .expect("the stream ended");
+        let OutputChunk::Text(first) = first else {
+            panic!("raw chunk")
+        };
+        // At most one expected line, the slack and one chunk were held.
+        assert!(first.len() <= 2 + ECHO_SLACK + 10_000, "{}", first.len());
+        assert!(first.bytes().all(|b| b == b'x'));
     }
 }

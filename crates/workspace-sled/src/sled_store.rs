@@ -1,7 +1,8 @@
 //! The two seams on one open sled database, guarded by the store's file lock.
 
 use std::fs::{File, OpenOptions};
-use std::path::Path;
+use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _, PermissionsExt as _};
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -19,10 +20,84 @@ const HEADERS_TREE: &str = "sessions/headers";
 const LOG_TREE: &str = "sessions/log";
 
 struct Handle {
-    // Field order is drop order: the database closes before the lock goes.
+    // Field order is drop order: the database closes, then what it wrote is
+    // made private, then the lock goes.
     db: sled::Db,
     poisoned: Mutex<Option<String>>,
+    _private: PrivateOnDrop,
     _lock: Flock<File>,
+}
+
+/// Makes the store's files private when dropped (after the database closed).
+struct PrivateOnDrop(PathBuf);
+
+impl Drop for PrivateOnDrop {
+    fn drop(&mut self) {
+        // Best effort: the directory itself is already 0700.
+        let _ = make_private(&self.0);
+    }
+}
+
+/// Creates the store directory, 0700 (its parents as the umask says).
+fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    if let Some(parent) = dir.parent()
+        && !parent.as_os_str().is_empty()
+    {
+        std::fs::create_dir_all(parent)?;
+    }
+    match std::fs::DirBuilder::new().mode(0o700).create(dir) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && dir.is_dir() => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Makes the store readable by its owner only: the store directory and
+/// every directory sled keeps under `db/` 0700, the lock and sled's files
+/// 0600 (sled creates them 0644 less the umask). Nothing else in the
+/// directory is touched, and symlinks are not followed.
+fn make_private(dir: &Path) -> std::io::Result<()> {
+    fn tighten(path: &Path, meta: &std::fs::Metadata, mode: u32) -> std::io::Result<()> {
+        if meta.permissions().mode() & 0o777 != mode {
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))?;
+        }
+        Ok(())
+    }
+    tighten(dir, &std::fs::symlink_metadata(dir)?, 0o700)?;
+    let lock = dir.join("lock");
+    if let Ok(meta) = std::fs::symlink_metadata(&lock)
+        && meta.is_file()
+    {
+        tighten(&lock, &meta, 0o600)?;
+    }
+    let mut pending = vec![dir.join("db")];
+    while let Some(dir) = pending.pop() {
+        let meta = match std::fs::symlink_metadata(&dir) {
+            Ok(meta) if meta.is_dir() => meta,
+            Ok(_) => continue,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(e),
+        };
+        tighten(&dir, &meta, 0o700)?;
+        for entry in std::fs::read_dir(&dir)? {
+            let path = entry?.path();
+            let meta = match std::fs::symlink_metadata(&path) {
+                Ok(meta) => meta,
+                // sled renames and removes snapshot files as it goes.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(e),
+            };
+            if meta.is_dir() {
+                pending.push(path);
+            } else if meta.is_file() {
+                match tighten(&path, &meta, 0o600) {
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    other => other?,
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The store, open and locked for the span of one operation. Cheap to clone;
@@ -42,14 +117,14 @@ impl OpenStore {
     /// Takes the store's lock (waiting up to `lock_wait`) and opens sled under `dir`.
     pub fn open(dir: &Path, lock_wait: Duration) -> Result<Self, StorageError> {
         let started = Instant::now();
-        std::fs::create_dir_all(dir)
-            .map_err(|e| io(format!("cannot create {}: {e}", dir.display())))?;
+        create_private_dir(dir).map_err(|e| io(format!("cannot create {}: {e}", dir.display())))?;
         let lock_path = dir.join("lock");
         let mut file = OpenOptions::new()
             .create(true)
             .truncate(false)
             .read(true)
             .write(true)
+            .mode(0o600)
             .open(&lock_path)
             .map_err(|e| io(format!("cannot open {}: {e}", lock_path.display())))?;
         let busy = |dir: &Path| StorageError::Busy {
@@ -98,10 +173,14 @@ impl OpenStore {
                 }
             }
         };
+        // What sled created (its config, log, snapshot) is private before
+        // anything is written to it.
+        make_private(dir).map_err(|e| io(format!("cannot make {} private: {e}", dir.display())))?;
         Ok(Self {
             handle: Arc::new(Handle {
                 db,
                 poisoned: Mutex::new(None),
+                _private: PrivateOnDrop(dir.to_path_buf()),
                 _lock: lock,
             }),
         })
