@@ -41,11 +41,15 @@ def isolated_env(tmp_path):
 
 
 @contextlib.asynccontextmanager
-async def connect(env, *args, cwd=None, **session_kwargs):
+async def connect(env, *args, cwd=None, errlog=None, **session_kwargs):
+    """A client session with a `dsh mcp` server started for it; the
+    server's stderr goes to `errlog` (a file) when given."""
     params = StdioServerParameters(
         command=dsh_bin(), args=["mcp", *args], env=env, cwd=cwd
     )
-    with tempfile.TemporaryFile("w+") as errlog:
+    with contextlib.ExitStack() as files:
+        if errlog is None:
+            errlog = files.enter_context(tempfile.TemporaryFile("w+"))
         async with anyio.create_task_group() as tg:
             async with stdio_client(params, errlog=errlog) as (read, write):
                 to_session, session_read = anyio.create_memory_object_stream(0)
