@@ -61,8 +61,9 @@ impl Plan {
     }
 }
 
-/// The label of the interval-poll row: a model, not the original itself.
-pub const POLL_MODEL: &str = "model: check every 50 ms (the original's poll)";
+/// The label of the interval-poll row: a model of a polling design, not a
+/// run of a real peer.
+pub const POLL_MODEL: &str = "model: completion checked every 50 ms";
 
 /// Median and 99th percentile of a set of samples.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -249,8 +250,8 @@ pub fn raw_pty_python_settle(rounds: usize) -> std::io::Result<Vec<Duration>> {
     Ok(samples)
 }
 
-/// A model of the original's design (the original itself is not run
-/// here): completion is checked by a non-blocking read of the pty on each
+/// A model of a polling design (no real peer is run here): completion is
+/// checked by a non-blocking read of the pty on each
 /// tick of a fixed `interval` timer that runs independently of the sends,
 /// as a poll loop does. Each send is written at a random instant between
 /// two ticks (a client does not write in step with the server's timer),
