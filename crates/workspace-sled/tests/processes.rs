@@ -387,7 +387,10 @@ fn sigkilled_writers_lose_nothing_acknowledged_and_invent_nothing() {
             &format!("run {run}: the child journals {lines} lines"),
             || {
                 if let Some(status) = child.try_wait().unwrap() {
-                    panic!("run {run}: the child exited by itself: {status}");
+                    let mut err = String::new();
+                    std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err)
+                        .unwrap();
+                    panic!("run {run}: the child exited by itself: {status}\n{err}");
                 }
                 journal_lines(&journal) >= lines
             },
