@@ -37,7 +37,7 @@ async def mcp_samples():
     out = {"bash true": [], "ping (protocol floor)": []}
     with tempfile.TemporaryDirectory() as tmp, open(os.devnull, "w") as errlog:
         env["XDG_CONFIG_HOME"] = env["XDG_DATA_HOME"] = tmp
-        params = StdioServerParameters(command=DSH, args=["mcp"], env=env)
+        params = StdioServerParameters(command=DSH, args=["mcp", "--standalone"], env=env)
         async with stdio_client(params, errlog=errlog) as (r, w):
             async with ClientSession(r, w) as s:
                 await s.initialize()

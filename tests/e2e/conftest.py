@@ -5,9 +5,11 @@ import contextlib
 import json
 import os
 import pathlib
+import shutil
 import signal
 import subprocess
 import tempfile
+import time
 
 import anyio
 import pytest
@@ -29,23 +31,80 @@ def anyio_backend():
     return "asyncio"
 
 
-@pytest.fixture
-def isolated_env(tmp_path):
-    """An environment whose XDG dirs point into a temp dir, so no user
-    config or store is read or written."""
+def make_env(tmp_path):
+    """An environment whose XDG dirs and daemon runtime dir are the test's
+    own, so no user config, store or daemon is read, written or reached.
+    The runtime dir is short: a socket path must fit in 108 bytes."""
     env = dict(os.environ)
     env["XDG_CONFIG_HOME"] = str(tmp_path / "config")
     env["XDG_DATA_HOME"] = str(tmp_path / "data")
+    env["DSH_RUNTIME_DIR"] = tempfile.mkdtemp(prefix="dsh-run-")
+    env.pop("XDG_RUNTIME_DIR", None)
     env.setdefault("DSH_LOG", "warn")
     return env
+
+
+def daemons_of(env):
+    """Pids of the `dsh daemon` processes started with this environment's
+    runtime dir (its value is in their environment), from /proc."""
+    marker = f"DSH_RUNTIME_DIR={env['DSH_RUNTIME_DIR']}".encode()
+    real = os.path.realpath(dsh_bin())
+    out = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            if os.path.realpath(f"/proc/{entry}/exe") != real:
+                continue
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                environ = f.read().split(b"\0")
+            with open(f"/proc/{entry}/stat") as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if b"daemon" in argv and marker in environ and state not in ("Z", "X"):
+            out.append(int(entry))
+    return out
+
+
+def stop_daemons(env, timeout=30):
+    """Stops every daemon of this environment: SIGTERM (which ends its
+    terminals and jobs), then SIGKILL what is left."""
+    pids = daemons_of(env)
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while daemons_of(env) and time.monotonic() < deadline:
+        time.sleep(0.05)  # sleep-ok: polls /proc for the daemons to exit; SIGKILL follows
+    for pid in daemons_of(env):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
+@pytest.fixture
+def isolated_env(tmp_path):
+    """See make_env; the daemons it caused are stopped at teardown, even
+    when the test failed."""
+    env = make_env(tmp_path)
+    try:
+        yield env
+    finally:
+        stop_daemons(env)
+        shutil.rmtree(env["DSH_RUNTIME_DIR"], ignore_errors=True)
 
 
 @contextlib.asynccontextmanager
 async def connect(env, *args, cwd=None, errlog=None, **session_kwargs):
     """A client session with a `dsh mcp` server started for it; the
     server's stderr goes to `errlog` (a file) when given."""
+    # DSH_E2E_MCP_ARGS (read by this harness only) adds arguments such as
+    # --standalone to every `dsh mcp` a test starts.
+    extra = env.get("DSH_E2E_MCP_ARGS", "").split()
     params = StdioServerParameters(
-        command=dsh_bin(), args=["mcp", *args], env=env, cwd=cwd
+        command=dsh_bin(), args=["mcp", *extra, *args], env=env, cwd=cwd
     )
     with contextlib.ExitStack() as files:
         if errlog is None:
@@ -167,8 +226,6 @@ def dsh_children():
 def _end_server(pid, grace_s=10.0):
     """Ends a `dsh` server: SIGTERM (it ends what it started and exits),
     then SIGKILL if it lingers; reaps it."""
-    import time
-
     for sig in (signal.SIGTERM, signal.SIGKILL):
         try:
             os.kill(pid, sig)

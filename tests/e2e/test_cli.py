@@ -28,15 +28,18 @@ EMPTY_SESSIONS = "no sessions yet — every agent connection to `dsh mcp` record
 
 
 class Dsh:
-    """Runs the dsh binary against one data dir."""
+    """Runs the dsh binary against one data dir (through the daemon, or
+    with `--standalone` on the store itself)."""
 
-    def __init__(self, env, data_dir):
+    def __init__(self, env, data_dir, standalone=False):
         self.env = env
         self.data_dir = str(data_dir)
+        self.standalone = standalone
 
     def run(self, *args, status=0, cwd=None):
+        extra = ["--standalone"] if self.standalone else []
         proc = subprocess.run(
-            [dsh_bin(), "--data-dir", self.data_dir, *args],
+            [dsh_bin(), "--data-dir", self.data_dir, *extra, *args],
             env=self.env,
             cwd=cwd,
             capture_output=True,
@@ -454,7 +457,8 @@ def test_list_succeeds_while_creates_run_in_a_loop(dsh, tmp_path):
     assert [w["path"] for w in dsh.json("workspace", "list")] == list(reversed(dirs))
 
 
-def test_a_busy_store_is_an_error_that_says_retrying_works(dsh, tmp_path):
+def test_a_busy_store_is_an_error_that_says_retrying_works(isolated_env, tmp_path):
+    dsh = Dsh(isolated_env, tmp_path / "store", standalone=True)
     (proj,) = make_dirs(tmp_path, "proj")
     dsh.out("workspace", "create", proj)
     lock = os.path.join(dsh.data_dir, "lock")
@@ -468,7 +472,9 @@ def test_a_busy_store_is_an_error_that_says_retrying_works(dsh, tmp_path):
         f"the store at {dsh.data_dir} is held by another dsh process (waited "
     ), message
     assert message.endswith(
-        " ms); each process holds it only for one operation, so retrying works"
+        " ms): a dsh daemon holds it for its whole life (run the command without "
+        "--standalone, or `dsh daemon stop`); any other holder only for one operation, "
+        "so retrying works"
     ), message
     assert len(dsh.json("workspace", "list")) == 1
 
@@ -486,14 +492,15 @@ def _waits_for_the_lock(proc, lock):
     return lock in fds and sleeping
 
 
-def test_a_briefly_held_store_is_waited_for(dsh, tmp_path):
+def test_a_briefly_held_store_is_waited_for(isolated_env, tmp_path):
+    dsh = Dsh(isolated_env, tmp_path / "store", standalone=True)
     (proj,) = make_dirs(tmp_path, "proj")
     dsh.out("workspace", "create", proj)
     lock = os.path.realpath(os.path.join(dsh.data_dir, "lock"))
     fd = os.open(lock, os.O_RDWR)
     fcntl.flock(fd, fcntl.LOCK_EX)
     try:
-        proc = subprocess.Popen([dsh_bin(), "--data-dir", dsh.data_dir, "workspace", "list", "--json"],
+        proc = subprocess.Popen([dsh_bin(), "--data-dir", dsh.data_dir, "--standalone", "workspace", "list", "--json"],
                                 env=dsh.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         # release the store only once the CLI found it held and waits for it
         wait_until(lambda: _waits_for_the_lock(proc, lock), "the CLI waits for the held store")

@@ -95,15 +95,19 @@ async def test_the_store_and_the_log_file_are_private(isolated_env, tmp_path):
     # The usual umask: without care, sled's files would be world-readable.
     umask = os.umask(0o022)
     try:
-        async with connect(
-            isolated_env, "--data-dir", str(data), "--log-file", str(new_log), cwd=str(tmp_path)
-        ) as s:
+        # Through the daemon: the store, its lock, info and log files.
+        async with connect(isolated_env, "--data-dir", str(data), cwd=str(tmp_path)) as s:
             await use_every_secret_bearing_tool(s, tmp_path)
             await wait_for_log(isolated_env, data, 4)
+        # A server's own --log-file (a standalone server: the daemon logs
+        # to its own file in the data dir).
+        async with connect(isolated_env, "--standalone", "--log-file", str(new_log), cwd=str(tmp_path)) as s:
+            ok(await s.call_tool("bash", {"command": "true"}))
     finally:
         os.umask(umask)
     found = modes(data)
     assert any(p.endswith("/db/conf") for p in found), found
+    assert any(p.endswith("/daemon.log") for p in found), found
     wrong = {
         p: oct(m)
         for p, m in found.items()
@@ -112,7 +116,7 @@ async def test_the_store_and_the_log_file_are_private(isolated_env, tmp_path):
     assert wrong == {}
     assert stat.S_IMODE(os.stat(new_log).st_mode) == 0o600
     # A log file that already existed is made private too.
-    async with connect(isolated_env, "--log-file", str(old_log), cwd=str(tmp_path)) as s:
+    async with connect(isolated_env, "--standalone", "--log-file", str(old_log), cwd=str(tmp_path)) as s:
         ok(await s.call_tool("bash", {"command": "true"}))
     assert stat.S_IMODE(os.stat(old_log).st_mode) == 0o600
     assert old_log.read_text().startswith("from before\n")
@@ -164,8 +168,10 @@ async def test_a_debug_log_carries_no_tool_payloads(isolated_env, tmp_path):
     log_file = tmp_path / "dsh.log"
     marker = "payload-marker-7741"
     with open(tmp_path / "stderr.txt", "w+") as errlog:
+        # The serving process's own log and stderr: a standalone server
+        # (a daemon's go to its log file, which the same code writes).
         async with connect_with_stderr(
-            env, errlog, "--log-file", str(log_file), cwd=str(tmp_path)
+            env, errlog, "--standalone", "--log-file", str(log_file), cwd=str(tmp_path)
         ) as s:
             out = ok(await s.call_tool("bash", {"command": f"echo {marker}"}))
             assert out["output"] == f"{marker}\n"
@@ -186,7 +192,7 @@ async def test_a_debug_log_carries_no_tool_payloads(isolated_env, tmp_path):
     # Naming the library's target lets its payloads through on purpose.
     env = {**isolated_env, "DSH_LOG": "debug,rmcp=debug"}
     with open(tmp_path / "stderr2.txt", "w+") as errlog:
-        async with connect_with_stderr(env, errlog, cwd=str(tmp_path)) as s:
+        async with connect_with_stderr(env, errlog, "--standalone", cwd=str(tmp_path)) as s:
             ok(await s.call_tool("bash", {"command": f"echo {marker}"}))
         errlog.seek(0)
         assert marker in errlog.read()

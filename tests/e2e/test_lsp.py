@@ -8,7 +8,18 @@ import time
 
 import pytest
 
-from conftest import ROOT, connect, dsh_bin, err, live_in_session, ok, processes, write_config
+from conftest import (
+    ROOT,
+    connect,
+    daemons_of,
+    dsh_bin,
+    err,
+    live_in_session,
+    ok,
+    processes,
+    stop_daemons,
+    write_config,
+)
 from waiting import wait_until
 
 # Language servers start slowly on a loaded machine.
@@ -31,10 +42,12 @@ async def ask(session, args, timeout_s=180):
         assert time.monotonic() < deadline, "the server never became ready"
 
 
-def server_sessions():
-    """Sessions of the processes the `dsh` servers of this test started."""
+def server_sessions(env):
+    """Sessions of the processes the `dsh` servers of this test started:
+    its daemons' children (and a standalone server's)."""
     me = os.getpid()
     dsh = {p for p, ppid, _, _ in processes() if ppid == me and _is_dsh(p)}
+    dsh |= set(daemons_of(env))
     return {sid for p, ppid, sid, _ in processes() if ppid in dsh}
 
 
@@ -94,9 +107,11 @@ async def test_rust_analyzer_answers_all_four_ops(isolated_env, tmp_path):
         assert (e["code"], e["reason"]) == ("LSP_UNAVAILABLE", "no_project")
         e = err(await s.call_tool("lsp", {"op": "definition", "path": "app/src/main.rs", "line": 9}))
         assert e["code"] == "INVALID_ARGUMENT" and e["message"].startswith("symbol: ")
-        sessions = server_sessions()
+        sessions = server_sessions(isolated_env)
         assert sessions, "no language server was started"
-    # no language-server process outlives the host
+    # no language-server process outlives the host (the daemon, which keeps
+    # them for other agents until it stops)
+    stop_daemons(isolated_env)
     wait_until(lambda: not [sid for sid in sessions if live_in_session(sid)],
                "every language-server session ends with the host")
 

@@ -5,9 +5,11 @@
 //! * `test` checks the house style first (`cargo fmt --check`, clippy with
 //!   warnings as errors), installs what the tests need (the rust-analyzer
 //!   component, a Python virtual environment with the MCP SDK, pytest and
-//!   python-lsp-server) and runs every test: the Rust workspace, the
-//!   end-to-end MCP suite, then every benchmark in its `--quick` mode so
-//!   none can rot;
+//!   python-lsp-server, and the language servers of the built-in
+//!   languages: pyright, typescript-language-server and the TypeScript MCP
+//!   SDK from npm into `tests/node`, clangd and Go's gopls from Debian) and
+//!   runs every test: the Rust workspace, the end-to-end MCP suite, then
+//!   every benchmark in its `--quick` mode so none can rot;
 //! * `bench <name> [--quick]` runs a benchmark (release build) and prints
 //!   its table; `--quick` runs a short smoke version on the debug build,
 //!   whose figures are not to be quoted.
@@ -30,7 +32,7 @@ tasks:
   test                check fmt and clippy, install what the tests need, run every test,
                       then `bench all --quick`
   bench <name> [--quick]
-                      run a benchmark: mcp, terminal, jobs, lsp, workspace, all
+                      run a benchmark: mcp, terminal, jobs, lsp, workspace, sandbox, daemon, all
                       (--quick: a short smoke run on the debug build)";
 
 fn main() -> ExitCode {
@@ -107,8 +109,14 @@ fn venv_bin() -> PathBuf {
     root().join(".venv").join("bin")
 }
 
+/// Where npm installs the test's language servers and the TypeScript MCP
+/// SDK (pinned by `tests/node/package-lock.json`).
+fn node_dir() -> PathBuf {
+    root().join("tests").join("node")
+}
+
 fn path_with_venv() -> String {
-    let mut paths = vec![venv_bin()];
+    let mut paths = vec![venv_bin(), node_dir().join("node_modules").join(".bin")];
     if let Some(old) = std::env::var_os("PATH") {
         paths.extend(std::env::split_paths(&old));
     }
@@ -141,6 +149,82 @@ fn install_prerequisites() -> anyhow::Result<()> {
     )
 }
 
+fn on_path(program: &str) -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|paths| std::env::split_paths(&paths).any(|d| d.join(program).is_file()))
+}
+
+/// Installs the language servers of the built-in languages for the tests:
+/// npm packages into `tests/node` (from the committed lock file), clangd
+/// and Go's pair from Debian when missing (CI runs as root). Returns why Go
+/// cannot be had here, if it cannot; Python, TypeScript and C/C++ must be.
+fn install_language_servers() -> anyhow::Result<Option<String>> {
+    let modules = node_dir().join("node_modules");
+    let lock = node_dir().join("package-lock.json");
+    let installed = modules.join(".package-lock.json");
+    let stale = match (std::fs::metadata(&installed), std::fs::metadata(&lock)) {
+        (Ok(i), Ok(l)) => match (i.modified(), l.modified()) {
+            (Ok(i), Ok(l)) => i < l,
+            _ => true,
+        },
+        _ => true,
+    };
+    if stale {
+        step(
+            "install pyright, typescript-language-server, typescript and the TypeScript MCP SDK (npm ci in tests/node)",
+            Command::new("npm")
+                .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
+                .current_dir(node_dir()),
+        )?;
+    }
+    let apt_install = |packages: &[&str]| -> anyhow::Result<()> {
+        step(
+            &format!("install {} (Debian packages)", packages.join(" ")),
+            Command::new("apt-get")
+                .args(["install", "-y", "-qq", "--no-install-recommends"])
+                .args(packages)
+                .env("DEBIAN_FRONTEND", "noninteractive"),
+        )
+    };
+    let mut apt_updated = false;
+    let mut apt_update = || -> anyhow::Result<()> {
+        if !apt_updated {
+            step(
+                "update the Debian package lists",
+                Command::new("apt-get").args(["update", "-qq"]),
+            )?;
+            apt_updated = true;
+        }
+        Ok(())
+    };
+    if !on_path("clangd") {
+        apt_update()?;
+        apt_install(&["clangd"])?;
+    }
+    if !(on_path("go") && on_path("gopls")) {
+        let attempt = apt_update().and_then(|()| apt_install(&["golang-go", "gopls"]));
+        if let Err(e) = attempt {
+            return Ok(Some(format!(
+                "apt-get could not install golang-go and gopls: {e:#}"
+            )));
+        }
+    }
+    // A working pair: gopls starts and go reports its version.
+    let works = |program: &str, arg: &str| {
+        Command::new(program)
+            .arg(arg)
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    if !works("go", "version") {
+        return Ok(Some("`go version` fails after installing golang-go".into()));
+    }
+    if !works("gopls", "version") {
+        return Ok(Some("`gopls version` fails after installing gopls".into()));
+    }
+    Ok(None)
+}
+
 /// The house style as a gate: formatting and every clippy warning fail
 /// the run, before anything slow is installed, built or tested.
 fn style_gate(cargo: &str) -> anyhow::Result<()> {
@@ -166,17 +250,25 @@ fn test() -> anyhow::Result<()> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     style_gate(&cargo)?;
     install_prerequisites()?;
+    let go_unavailable = install_language_servers()?;
+    if let Some(reason) = &go_unavailable {
+        eprintln!(
+            "\nGo is not installable on this machine ({reason}): the Go language tests report this instead of running"
+        );
+    }
     let path = path_with_venv();
     step(
         "build the workspace",
         Command::new(&cargo).args(["build", "--workspace", "--all-targets", "--locked"]),
     )?;
-    step(
-        "run the Rust tests",
-        Command::new(&cargo)
-            .args(["test", "--workspace", "--locked", "--no-fail-fast"])
-            .env("PATH", &path),
-    )?;
+    let mut rust_tests = Command::new(&cargo);
+    rust_tests
+        .args(["test", "--workspace", "--locked", "--no-fail-fast"])
+        .env("PATH", &path);
+    if let Some(reason) = &go_unavailable {
+        rust_tests.env("DSH_GO_UNAVAILABLE", reason);
+    }
+    step("run the Rust tests", &mut rust_tests)?;
     step(
         "run the end-to-end MCP tests (the real dsh binary, the Python MCP client)",
         Command::new(venv_bin().join("python"))
@@ -268,11 +360,37 @@ fn bench(name: &str, speed: Speed) -> anyhow::Result<()> {
             build_dsh()?;
             example("dsh", "bench_terminal")
         }
+        "daemon" => {
+            if !venv_bin().join("python").exists() {
+                install_prerequisites()?;
+            }
+            build_dsh()?;
+            let mut command = Command::new(venv_bin().join("python"));
+            command.arg("tests/bench/bench_daemon.py");
+            if quick {
+                command.arg("--quick");
+            }
+            step(
+                "benchmark: the daemon vs standalone servers (MCP call, registry, shared rust-analyzer, memory)",
+                command
+                    .env("PATH", &path)
+                    .env("DSH_BIN", root().join("target").join(profile_dir).join("dsh")),
+            )
+        }
         "jobs" => example("jobs", "bench_jobs"),
         "lsp" => example("lsp-rust-analyzer", "bench_lsp"),
         "workspace" => example("workspace-sled", "bench_workspace"),
+        "sandbox" => example("sandbox", "bench_sandbox"),
         "all" => {
-            for n in ["mcp", "terminal", "jobs", "lsp", "workspace"] {
+            for n in [
+                "mcp",
+                "terminal",
+                "jobs",
+                "lsp",
+                "workspace",
+                "sandbox",
+                "daemon",
+            ] {
                 bench(n, speed)?;
             }
             Ok(())

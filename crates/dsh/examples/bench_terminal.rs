@@ -108,6 +108,7 @@ impl McpClient {
         std::fs::write(&config, "")?;
         let mut child = in_new_session(bin)
             .arg("mcp")
+            .arg("--standalone")
             .arg("--config")
             .arg(&config)
             .arg("--data-dir")
@@ -222,6 +223,8 @@ async fn tool_layer_python_settle(rounds: usize) -> Result<Vec<Duration>, BoxErr
         owner: Owner::new("bench-tool-layer"),
         cwd: std::env::current_dir()?,
         runtime: runtime.clone(),
+        env: None,
+        progress: None,
     };
     let call = |name: &'static str, args: Value| {
         let tool = catalog.get(name).cloned();

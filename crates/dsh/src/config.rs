@@ -24,6 +24,31 @@ pub struct Config {
     pub lsp: LspConfig,
     /// Where the server logs.
     pub log: LogConfig,
+    /// What commands, terminals, subagents and language servers may write,
+    /// read and reach.
+    pub sandbox: SandboxConfig,
+    /// The environment they start with.
+    pub env: EnvConfig,
+    /// The per-user daemon.
+    pub daemon: DaemonConfig,
+}
+
+/// `[daemon]`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DaemonConfig {
+    /// With no connection, terminal or job for this long the daemon exits
+    /// (`"10m"`, `"30s"`, `"1h 30m"`).
+    #[serde(deserialize_with = "duration")]
+    pub idle_exit: std::time::Duration,
+}
+
+impl Default for DaemonConfig {
+    fn default() -> Self {
+        Self {
+            idle_exit: std::time::Duration::from_secs(600),
+        }
+    }
 }
 
 /// A preset name as written in the config file.
@@ -94,11 +119,46 @@ pub struct SubagentConfig {
 }
 
 /// `[lsp]`.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct LspConfig {
+    /// A language server with no query for this long stops (and starts
+    /// again on the next query), e.g. `"10m"`; `"0s"` never stops one.
+    #[serde(deserialize_with = "duration")]
+    pub idle_stop: std::time::Duration,
+    /// Start the language servers of a session's directory when it
+    /// connects, ahead of its first query.
+    pub eager: bool,
+    /// The most language servers running at once; one more stops the
+    /// least recently used.
+    pub max_servers: usize,
+    /// The largest file a language-server query reads, in bytes.
+    pub max_file_bytes: u64,
     /// `[lsp.servers.NAME]`: one table per server.
     pub servers: BTreeMap<String, LspServerConfig>,
+}
+
+impl Default for LspConfig {
+    fn default() -> Self {
+        let options = lsp_rust_analyzer::ClientOptions::default();
+        Self {
+            idle_stop: options.idle_stop.unwrap_or_default(),
+            eager: true,
+            max_servers: options.max_servers,
+            max_file_bytes: options.max_file_bytes,
+            servers: BTreeMap::new(),
+        }
+    }
+}
+
+/// A duration written as `"10m"`, `"90s"`, `"1h 30m"`.
+fn duration<'de, D: serde::Deserializer<'de>>(d: D) -> Result<std::time::Duration, D::Error> {
+    let text = String::deserialize(d)?;
+    humantime::parse_duration(&text).map_err(|e| {
+        serde::de::Error::custom(format!(
+            "{e}: write a duration such as \"10m\", \"90s\" or \"1h 30m\""
+        ))
+    })
 }
 
 /// One `[lsp.servers.NAME]` table.
@@ -151,7 +211,116 @@ impl Default for LogConfig {
     }
 }
 
+/// `[sandbox]`. The lists replace the defaults (they are not added to
+/// them): a `deny_read` that leaves out `~/.ssh` makes it readable.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SandboxConfig {
+    /// `workspace-write`, `read-only` or `off`.
+    pub mode: SandboxMode,
+    /// Writable paths besides the workspace root and the temp dir
+    /// (workspace-write only); absolute or `~/…`.
+    pub writable: Vec<String>,
+    /// Let `.git` at the top of the workspace be written.
+    pub git_writable: bool,
+    /// Paths no sandboxed process may read or write; absolute or `~/…`.
+    pub deny_read: Vec<String>,
+    /// Let TCP/UDP connections leave the sandbox.
+    pub network: bool,
+    /// Refuse to run anything (`SANDBOX_UNAVAILABLE`) when the kernel
+    /// cannot enforce the above.
+    pub required: bool,
+}
+
+impl Default for SandboxConfig {
+    fn default() -> Self {
+        let p = sandbox::SandboxPolicy::default();
+        Self {
+            mode: SandboxMode::WorkspaceWrite,
+            writable: p.writable,
+            git_writable: p.git_writable,
+            deny_read: p.deny_read,
+            network: p.network,
+            required: p.required,
+        }
+    }
+}
+
+/// A sandbox mode as written in the config file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SandboxMode {
+    /// Writes in the workspace, the temp dir and the caches.
+    WorkspaceWrite,
+    /// Writes in the temp dir only.
+    ReadOnly,
+    /// No sandbox.
+    Off,
+}
+
+/// `[env]`.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct EnvConfig {
+    /// `all`, `core` or `none` of the server's environment.
+    pub inherit: EnvInherit,
+    /// Keep names matching `*KEY*`, `*SECRET*`, `*TOKEN*`, `*PASSWORD*`.
+    pub ignore_default_excludes: bool,
+    /// More name patterns to drop (added to the default excludes).
+    pub exclude: Vec<String>,
+    /// When not empty, keep only names matching one of these patterns.
+    pub include_only: Vec<String>,
+    /// Variables set last.
+    pub set: BTreeMap<String, String>,
+}
+
+/// `[env] inherit` as written in the config file.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EnvInherit {
+    /// Everything.
+    #[default]
+    All,
+    /// The core set (`PATH`, `HOME`, `USER`, `LANG`, `LC_*`, …).
+    Core,
+    /// Nothing.
+    None,
+}
+
 impl Config {
+    /// The `[sandbox]` policy.
+    pub fn sandbox_policy(&self) -> sandbox::SandboxPolicy {
+        let s = &self.sandbox;
+        sandbox::SandboxPolicy {
+            mode: match s.mode {
+                SandboxMode::WorkspaceWrite => sandbox::Mode::WorkspaceWrite,
+                SandboxMode::ReadOnly => sandbox::Mode::ReadOnly,
+                SandboxMode::Off => sandbox::Mode::Off,
+            },
+            writable: s.writable.clone(),
+            git_writable: s.git_writable,
+            deny_read: s.deny_read.clone(),
+            network: s.network,
+            required: s.required,
+        }
+    }
+
+    /// The `[env]` policy.
+    pub fn env_policy(&self) -> sandbox::EnvPolicy {
+        let e = &self.env;
+        sandbox::EnvPolicy {
+            inherit: match e.inherit {
+                EnvInherit::All => sandbox::Inherit::All,
+                EnvInherit::Core => sandbox::Inherit::Core,
+                EnvInherit::None => sandbox::Inherit::None,
+            },
+            ignore_default_excludes: e.ignore_default_excludes,
+            exclude: e.exclude.clone(),
+            include_only: e.include_only.clone(),
+            set: e.set.clone(),
+        }
+    }
+
     /// The tool settings this config asks for.
     pub fn settings(&self) -> Settings {
         Settings {
@@ -193,7 +362,12 @@ impl Config {
             .collect();
         lsp_rust_analyzer::LspConfig {
             servers,
-            options: lsp_rust_analyzer::ClientOptions::default(),
+            options: lsp_rust_analyzer::ClientOptions {
+                idle_stop: (!self.lsp.idle_stop.is_zero()).then_some(self.lsp.idle_stop),
+                max_servers: self.lsp.max_servers.max(1),
+                max_file_bytes: self.lsp.max_file_bytes,
+                ..lsp_rust_analyzer::ClientOptions::default()
+            },
         }
     }
 
@@ -204,6 +378,21 @@ impl Config {
             scrollback_bytes: self.limits.terminal_scrollback_bytes,
             max_result_bytes: self.limits.max_result_bytes,
             ..terminal_pty::TerminalConfig::default()
+        }
+    }
+
+    /// What the host (a daemon or a standalone server) needs.
+    pub fn host(&self) -> daemon::host::HostConfig {
+        daemon::host::HostConfig {
+            preset: self.preset.map(Preset::from),
+            settings: self.settings(),
+            jobs: self.jobs(),
+            terminals: self.terminals(),
+            lsp: self.lsp(),
+            log: (self.log.file.clone(), self.log.level.clone()),
+            log_commands: self.log.commands,
+            lsp_eager: self.lsp.eager,
+            idle_exit: self.daemon.idle_exit,
         }
     }
 
@@ -319,6 +508,22 @@ pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
             message: "must name a program, e.g. [\"my-agent\", \"--print\", \"{prompt}\"]".into(),
         });
     }
+    if let Err(e) = config.sandbox_policy().validate() {
+        return Err(ConfigError {
+            path: path.to_path_buf(),
+            line: line_of_key(text, "sandbox", e.field),
+            key: Some(format!("sandbox.{}", e.field)),
+            message: e.message,
+        });
+    }
+    if let Err(e) = config.env_policy().validate() {
+        return Err(ConfigError {
+            path: path.to_path_buf(),
+            line: line_of_key(text, "env", e.field),
+            key: Some(format!("env.{}", e.field)),
+            message: e.message,
+        });
+    }
     if config.limits.max_foreground_commands == 0 {
         return Err(ConfigError {
             path: path.to_path_buf(),
@@ -345,6 +550,22 @@ pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
         });
     }
     Ok(config)
+}
+
+/// The 1-based line of `key` in the `[section]` table of `text`, when it
+/// is written there plainly.
+fn line_of_key(text: &str, section: &str, key: &str) -> Option<usize> {
+    let header = format!("[{section}]");
+    let mut in_section = false;
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim_start();
+        if line.starts_with('[') {
+            in_section = line.starts_with(&header);
+        } else if in_section && line.starts_with(key) {
+            return Some(i + 1);
+        }
+    }
+    None
 }
 
 #[cfg(test)]
@@ -434,6 +655,122 @@ settings = { pylsp = { plugins = { pycodestyle = { enabled = false } } } }
         assert_eq!(
             err("preset = \"huge\"\n"),
             "config error: c.toml:1: preset: unknown variant `huge`, expected `minimal` or `full`"
+        );
+    }
+
+    #[test]
+    fn idle_exit_takes_a_duration() {
+        let c = parse(Path::new("c.toml"), "[daemon]\nidle_exit = \"30s\"\n").unwrap();
+        assert_eq!(c.daemon.idle_exit, std::time::Duration::from_secs(30));
+        let c = parse(Path::new("c.toml"), "[daemon]\nidle_exit = \"10m\"\n").unwrap();
+        assert_eq!(c.daemon.idle_exit, std::time::Duration::from_secs(600));
+        assert_eq!(
+            Config::default().daemon.idle_exit,
+            std::time::Duration::from_secs(600)
+        );
+        let e = err("[daemon]\nidle_exit = \"soon\"\n");
+        assert!(
+            e.starts_with("config error: c.toml:2: daemon.idle_exit: "),
+            "{e}"
+        );
+        assert!(e.contains("\"10m\""), "{e}");
+    }
+
+    #[test]
+    fn lsp_bounds_parse_and_reach_the_client_options() {
+        let c = parse(
+            Path::new("c.toml"),
+            "[lsp]\nidle_stop = \"90s\"\neager = false\nmax_servers = 3\nmax_file_bytes = 1000\n",
+        )
+        .unwrap();
+        assert!(!c.lsp.eager);
+        let options = c.lsp().options;
+        assert_eq!(options.idle_stop, Some(std::time::Duration::from_secs(90)));
+        assert_eq!((options.max_servers, options.max_file_bytes), (3, 1000));
+        let never = parse(Path::new("c.toml"), "[lsp]\nidle_stop = \"0s\"\n").unwrap();
+        assert_eq!(never.lsp().options.idle_stop, None);
+        let defaults = Config::default().lsp().options;
+        assert_eq!(
+            defaults.idle_stop,
+            Some(std::time::Duration::from_secs(600))
+        );
+        assert!(Config::default().lsp.eager);
+        let e = err("[lsp]\nidle_stop = \"soon\"\n");
+        assert!(
+            e.starts_with("config error: c.toml:2: lsp.idle_stop: "),
+            "{e}"
+        );
+        assert!(e.contains("\"10m\""), "{e}");
+    }
+
+    #[test]
+    fn sandbox_and_env_default_to_the_policies_defaults() {
+        let c = Config::default();
+        assert_eq!(c.sandbox_policy(), sandbox::SandboxPolicy::default());
+        assert_eq!(c.env_policy(), sandbox::EnvPolicy::default());
+    }
+
+    #[test]
+    fn sandbox_and_env_sections_parse() {
+        let c = parse(
+            Path::new("c.toml"),
+            r#"
+[sandbox]
+mode = "read-only"
+writable = ["~/.cache", "/opt/cache"]
+git_writable = true
+deny_read = ["~/.ssh"]
+network = false
+required = true
+[env]
+inherit = "core"
+ignore_default_excludes = true
+exclude = ["AWS_*"]
+include_only = ["PATH", "LC_*"]
+set = { NO_COLOR = "1" }
+"#,
+        )
+        .unwrap();
+        assert_eq!(
+            c.sandbox_policy(),
+            sandbox::SandboxPolicy {
+                mode: sandbox::Mode::ReadOnly,
+                writable: vec!["~/.cache".into(), "/opt/cache".into()],
+                git_writable: true,
+                deny_read: vec!["~/.ssh".into()],
+                network: false,
+                required: true,
+            }
+        );
+        assert_eq!(
+            c.env_policy(),
+            sandbox::EnvPolicy {
+                inherit: sandbox::Inherit::Core,
+                ignore_default_excludes: true,
+                exclude: vec!["AWS_*".into()],
+                include_only: vec!["PATH".into(), "LC_*".into()],
+                set: BTreeMap::from([("NO_COLOR".to_owned(), "1".to_owned())]),
+            }
+        );
+    }
+
+    #[test]
+    fn sandbox_and_env_errors_name_the_key_and_line() {
+        assert_eq!(
+            err("[sandbox]\nmode = \"danger-full-access\"\n"),
+            "config error: c.toml:2: sandbox.mode: unknown variant `danger-full-access`, expected one of `workspace-write`, `read-only`, `off`"
+        );
+        assert_eq!(
+            err("[limits]\n[sandbox]\nnetwork = false\nwritable = [\"build\"]\n"),
+            "config error: c.toml:4: sandbox.writable: \"build\" must be an absolute path or start with \"~/\""
+        );
+        assert_eq!(
+            err("[env]\nset = { \"A=B\" = \"1\" }\n"),
+            "config error: c.toml:2: env.set: \"A=B\" is not a variable name"
+        );
+        assert_eq!(
+            err("[env]\ninherit = \"some\"\n"),
+            "config error: c.toml:2: env.inherit: unknown variant `some`, expected one of `all`, `core`, `none`"
         );
     }
 

@@ -154,6 +154,8 @@ impl ScriptedClient {
                 owner,
                 cwd: cwd.to_path_buf(),
                 runtime,
+                env: None,
+                progress: None,
             },
             counts: Counts::default(),
         }

@@ -1,17 +1,16 @@
-//! `dsh`: serves dsh's tools to AI coding agents over MCP stdio, prints the
-//! tool catalog, and manages the registry of workspaces and sessions.
+//! `dsh`: serves dsh's tools to AI coding agents over MCP, prints the tool
+//! catalog, and manages the registry of workspaces and sessions.
 //!
-//! The binary is the only place that chooses and wires providers: it reads
-//! the config, builds the long-lived runtime (terminals, jobs, language
-//! servers) and lends it to the MCP transport. It holds no tool logic of
-//! its own; that lives in `tools-catalog`.
+//! A thin command line: it parses arguments and the config file and calls
+//! the `daemon` crate, which runs the per-user daemon, the `dsh mcp`
+//! bridge to it, the standalone server and the clients of `dsh ps`,
+//! `dsh attach` and the registry commands. It holds no tool logic of its
+//! own; that lives in `tools-catalog`.
 
 mod config;
 mod demo;
 mod logging;
 mod registry_cli;
-mod serve;
-mod session_log;
 
 use std::io::Write as _;
 use std::path::PathBuf;
@@ -28,10 +27,13 @@ Start here:
   dsh mcp                       serve the full tool set over MCP stdio (what an agent runs)
   dsh catalog                   show the tools a model will see
   dsh mcp --help                how to register dsh with an MCP client
+  dsh ps                        what every connected agent runs; `dsh attach pty-N` to watch one
 
 Files:
   config   $XDG_CONFIG_HOME/dsh/config.toml (or --config FILE); every key optional
-  data     $XDG_DATA_HOME/dsh/ (or --data-dir DIR): the workspace and session store
+  data     $XDG_DATA_HOME/dsh/ (or --data-dir DIR): the workspace and session store,
+           and the daemon's log (daemon.log)
+  socket   $XDG_RUNTIME_DIR/dsh/ (else /tmp/dsh-UID/): the daemon's socket
 
 Exit status: 0 on success, 2 for usage and config errors, 1 for anything else.";
 
@@ -45,6 +47,10 @@ struct Cli {
     /// Keep the workspace and session store in DIR instead of $XDG_DATA_HOME/dsh.
     #[arg(long, global = true, value_name = "DIR")]
     data_dir: Option<PathBuf>,
+    /// Work without the daemon: `dsh mcp` serves in this process, and the
+    /// registry commands open the store themselves.
+    #[arg(long, global = true)]
+    standalone: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -57,9 +63,33 @@ enum Command {
         /// Which tools to serve [default: the config's `preset`, else full].
         #[arg(long, value_enum)]
         preset: Option<PresetArg>,
-        /// Also append the log to FILE.
+        /// Also append the log to FILE (with --standalone; the daemon logs to its own file).
         #[arg(long, value_name = "FILE")]
         log_file: Option<PathBuf>,
+    },
+    /// Run the per-user daemon in the foreground, or show or stop the running one.
+    #[command(after_help = DAEMON_HELP)]
+    Daemon {
+        #[command(subcommand)]
+        action: Option<DaemonAction>,
+        /// Started by a client: exit quietly when another daemon already runs.
+        #[arg(long, hide = true)]
+        spawned: bool,
+    },
+    /// Show every agent connected to the daemon, with its terminals and jobs.
+    Ps {
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Watch an agent's terminal live in yours (q or Ctrl-C leaves); --write to type.
+    #[command(after_help = ATTACH_HELP)]
+    Attach {
+        /// The terminal, as `dsh ps` shows it (`pty-N`).
+        id: String,
+        /// Let your keys reach the program (refused while an agent's send is active; Ctrl-] leaves).
+        #[arg(long)]
+        write: bool,
     },
     /// Manage workspaces: the directories you work in, each with its agent sessions.
     #[command(subcommand)]
@@ -97,12 +127,47 @@ Presets: `minimal` serves `bash` only; `full` (default) serves everything.
 Reload: send SIGHUP to re-read the config; live terminals and jobs are kept.
 Logs: stderr (stdout is the protocol); filter with DSH_LOG=debug.";
 
+const DAEMON_HELP: &str = "\
+`dsh mcp` starts the daemon when none runs (detached, logging to DATA/daemon.log) and
+it exits after `[daemon] idle_exit` (default 10m) with no connection, terminal or job.
+One daemon serves one data directory; its socket is in $XDG_RUNTIME_DIR/dsh/ (else
+/tmp/dsh-UID/). SIGHUP reloads every connection's config; SIGTERM or `dsh daemon stop`
+ends every terminal and job, then exits.";
+
+const ATTACH_HELP: &str = "\
+The view shows the terminal's screen, then its output as it arrives; it never changes
+what the agent sees. With --write your keys go to the program, but never into an agent's
+command: while an agent's send is active they are refused, and while you type (until
+you pause and the program waits for input again) the agent's sends get SEND_ACTIVE.";
+
+/// `dsh daemon` subcommands.
+#[derive(Debug, Subcommand)]
+enum DaemonAction {
+    /// Show the running daemon: pid, version, socket, log, connections.
+    Status {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Stop the running daemon: every terminal and job is ended first.
+    Stop,
+}
+
 #[derive(Debug, Clone, Copy, ValueEnum)]
 enum PresetArg {
     /// `bash` only.
     Minimal,
     /// Every tool.
     Full,
+}
+
+impl PresetArg {
+    fn name(self) -> &'static str {
+        match self {
+            PresetArg::Minimal => "minimal",
+            PresetArg::Full => "full",
+        }
+    }
 }
 
 impl From<PresetArg> for Preset {
@@ -126,6 +191,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
+        Err(Failure::Exit(code)) => ExitCode::from(code),
         // Messages quote paths, titles and keys: no control character in
         // them reaches the terminal unescaped.
         Err(Failure::Usage(message)) => {
@@ -148,6 +214,14 @@ enum Failure {
     Usage(String),
     /// Everything else: exit 1.
     Other(anyhow::Error),
+    /// Already reported: exit with this status.
+    Exit(u8),
+}
+
+impl From<daemon::client::ClientError> for Failure {
+    fn from(err: daemon::client::ClientError) -> Self {
+        Failure::Other(anyhow::anyhow!(err.to_string()))
+    }
 }
 
 impl From<anyhow::Error> for Failure {
@@ -162,6 +236,20 @@ impl From<config::ConfigError> for Failure {
     }
 }
 
+/// First contact: a person who starts `dsh mcp` on a terminal sees, once,
+/// what it is waiting for and what to do instead. Nothing is printed when
+/// stdin is not a terminal (an MCP client started it).
+fn first_contact_hint() {
+    use std::io::IsTerminal as _;
+    if std::io::stdin().is_terminal() {
+        eprintln!(
+            "dsh mcp is waiting for an MCP client on stdin (it speaks JSON-RPC, not commands).\n\
+             Register it with your agent instead, e.g. `claude mcp add dsh -- dsh mcp` (see `dsh mcp --help`),\n\
+             or try `dsh demo` to watch the tools at work. Press Ctrl-D to quit."
+        );
+    }
+}
+
 /// The store's directory: `--data-dir`, else `$XDG_DATA_HOME/dsh`.
 fn data_dir(explicit: Option<PathBuf>) -> PathBuf {
     explicit.unwrap_or_else(|| {
@@ -171,37 +259,245 @@ fn data_dir(explicit: Option<PathBuf>) -> PathBuf {
     })
 }
 
+/// The loader every host uses to read a connection's config file.
+fn loader() -> daemon::host::ConfigLoader {
+    std::sync::Arc::new(|path: Option<&std::path::Path>| {
+        let loaded = match path {
+            Some(p) => config::load(Some(p)),
+            None => Ok((config::Config::default(), None)),
+        };
+        loaded.map(|(c, _)| c.host()).map_err(|e| e.to_string())
+    })
+}
+
+/// The config file a connection's tools come from: `--config`, else the
+/// default file when it exists. Made absolute: the daemon's working
+/// directory is not ours.
+fn connection_config_path(explicit: Option<&std::path::Path>) -> Option<PathBuf> {
+    let path = match explicit {
+        Some(p) => Some(p.to_path_buf()),
+        None => config::default_path().filter(|p| p.exists()),
+    };
+    path.map(|p| std::path::absolute(&p).unwrap_or(p))
+}
+
+fn daemon_paths(data_dir: Option<PathBuf>) -> daemon::paths::DaemonPaths {
+    daemon::paths::DaemonPaths::new(&self::data_dir(data_dir))
+}
+
+fn start_spec(config_arg: Option<&std::path::Path>) -> Result<daemon::client::StartSpec, Failure> {
+    Ok(daemon::client::StartSpec::this_program(config_arg.map(
+        |p| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf()),
+    ))?)
+}
+
+/// Where the registry commands run: in the daemon (started if needed), or
+/// on the store directly with --standalone.
+fn registry_backend(
+    data_dir: &Option<PathBuf>,
+    standalone: bool,
+    config_arg: Option<&std::path::Path>,
+) -> Result<registry_cli::Backend, Failure> {
+    let dir = self::data_dir(data_dir.clone());
+    Ok(if standalone {
+        registry_cli::Backend::Standalone { data_dir: dir }
+    } else {
+        registry_cli::Backend::Daemon {
+            paths: daemon::paths::DaemonPaths::new(&dir),
+            start: start_spec(config_arg)?,
+        }
+    })
+}
+
 fn run(cli: Cli) -> Result<(), Failure> {
     match cli.command {
-        Command::Mcp { preset, log_file } => {
+        Command::Mcp { preset, log_file } if cli.standalone => {
             let (config, config_path) = config::load(cli.config.as_deref())?;
             let log_file = log_file.or_else(|| config.log.file.clone());
             logging::init(config.log.level.as_deref(), log_file.as_deref())
                 .map_err(Failure::Other)?;
-            let options = serve::Options {
-                preset: preset.map(Preset::from),
-                config_arg: cli.config.clone(),
-                data_dir: data_dir(cli.data_dir.clone()),
-            };
             match &config_path {
                 Some(p) => tracing::info!("config: {}", p.display()),
                 None => tracing::info!("config: none found, using defaults"),
             }
+            first_contact_hint();
+            let options = daemon::standalone::StandaloneOptions {
+                preset: preset.map(Preset::from),
+                config_path,
+                data_dir: data_dir(cli.data_dir.clone()),
+                loader: loader(),
+            };
             let runtime = tokio::runtime::Builder::new_multi_thread()
                 .enable_all()
                 .build()
                 .map_err(|e| Failure::Other(e.into()))?;
-            let served = runtime.block_on(serve::serve_stdio(config, options));
+            let served = runtime.block_on(daemon::standalone::serve_stdio(config.host(), options));
             // Tasks still blocked on stdin must not hold the exit.
             runtime.shutdown_timeout(std::time::Duration::from_secs(1));
             Ok(served?)
         }
-        Command::Workspace(command) => Ok(registry_cli::run_workspace(
-            command,
-            &data_dir(cli.data_dir),
-        )?),
+        Command::Mcp {
+            preset,
+            log_file: _,
+        } => {
+            // The config is checked here, so a bad one is this command's
+            // error (exit 2), before any daemon is involved.
+            config::load(cli.config.as_deref())?;
+            first_contact_hint();
+            let options = daemon::bridge::BridgeOptions {
+                paths: daemon_paths(cli.data_dir.clone()),
+                preset: preset.map(|p| p.name().to_owned()),
+                config: connection_config_path(cli.config.as_deref()),
+                start: start_spec(cli.config.as_deref())?,
+            };
+            match daemon::bridge::run(options)? {
+                daemon::bridge::BridgeEnd::Closed => Ok(()),
+                daemon::bridge::BridgeEnd::DaemonGone(line) => {
+                    eprintln!("dsh: {line}");
+                    Err(Failure::Exit(1))
+                }
+            }
+        }
+        Command::Daemon {
+            action: None,
+            spawned,
+        } => {
+            let (config, config_path) = config::load(cli.config.as_deref())?;
+            logging::init(config.log.level.as_deref(), config.log.file.as_deref())
+                .map_err(Failure::Other)?;
+            let options = daemon::daemon::DaemonOptions {
+                paths: daemon_paths(cli.data_dir.clone()),
+                config: config.host(),
+                config_path: config_path.map(|p| std::path::absolute(&p).unwrap_or(p)),
+                loader: loader(),
+                spawned,
+            };
+            match daemon::daemon::run(options) {
+                Ok(()) => Ok(()),
+                Err(daemon::daemon::DaemonError::AlreadyRunning { .. }) if spawned => Ok(()),
+                Err(e) => Err(Failure::Other(anyhow::anyhow!(e.to_string()))),
+            }
+        }
+        Command::Daemon {
+            action: Some(DaemonAction::Status { json }),
+            ..
+        } => {
+            let paths = daemon_paths(cli.data_dir.clone());
+            let reply = daemon::client::request(&paths, daemon::protocol::Request::Status, None)?;
+            let text = if json {
+                format!(
+                    "{}\n",
+                    serde_json::to_string_pretty(&reply.data)
+                        .map_err(|e| Failure::Other(e.into()))?
+                )
+            } else {
+                let d = &reply.data;
+                let field = |k: &str| {
+                    d.get(k)
+                        .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_owned))
+                        .unwrap_or_default()
+                };
+                format!(
+                    "dsh daemon running: pid {} · version {} · up {} s\nsocket       {}\ndata dir     {}\nlog          {}\nconnections  {}\nidle exit    {} s\n",
+                    field("pid"),
+                    field("version"),
+                    field("uptime_s"),
+                    field("socket"),
+                    field("data_dir"),
+                    field("log"),
+                    field("connections"),
+                    field("idle_exit_s"),
+                )
+            };
+            daemon::client::emit(&text).map_err(|e| Failure::Other(e.into()))?;
+            Ok(())
+        }
+        Command::Daemon {
+            action: Some(DaemonAction::Stop),
+            ..
+        } => {
+            let paths = daemon_paths(cli.data_dir.clone());
+            let reply = match daemon::client::request(&paths, daemon::protocol::Request::Stop, None)
+            {
+                Ok(reply) => reply,
+                Err(daemon::client::ClientError::NotRunning { data_dir, .. }) => {
+                    daemon::client::emit(&format!(
+                        "no dsh daemon is running for {}; nothing to stop\n",
+                        data_dir.display()
+                    ))
+                    .map_err(|e| Failure::Other(e.into()))?;
+                    return Ok(());
+                }
+                Err(e) => return Err(e.into()),
+            };
+            // It ends every terminal and job first; wait until it is gone.
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+            while daemon::daemon::pid_alive(reply.pid) {
+                if std::time::Instant::now() > deadline {
+                    return Err(Failure::Other(anyhow::anyhow!(
+                        "the dsh daemon (pid {}) did not exit within 60 s; its log is {}",
+                        reply.pid,
+                        paths.log.display()
+                    )));
+                }
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            daemon::client::emit(&format!(
+                "stopped the dsh daemon (pid {}); its terminals and jobs were ended\n",
+                reply.pid
+            ))
+            .map_err(|e| Failure::Other(e.into()))?;
+            Ok(())
+        }
+        Command::Ps { json } => {
+            let paths = daemon_paths(cli.data_dir.clone());
+            let reply = match daemon::client::request(&paths, daemon::protocol::Request::Ps, None) {
+                Ok(reply) => reply,
+                Err(daemon::client::ClientError::NotRunning { data_dir, .. }) => {
+                    let text = if json {
+                        "{\"daemon\": null, \"connections\": []}\n".to_owned()
+                    } else {
+                        format!(
+                            "no dsh daemon is running for {}, so no agent is connected\n",
+                            data_dir.display()
+                        )
+                    };
+                    daemon::client::emit(&text).map_err(|e| Failure::Other(e.into()))?;
+                    return Ok(());
+                }
+                Err(e) => return Err(e.into()),
+            };
+            let text = if json {
+                format!(
+                    "{}\n",
+                    serde_json::to_string_pretty(&reply.data)
+                        .map_err(|e| Failure::Other(e.into()))?
+                )
+            } else {
+                let snapshot: daemon::ps::Snapshot =
+                    serde_json::from_value(reply.data).map_err(|e| {
+                        Failure::Other(anyhow::anyhow!(
+                            "the daemon's answer was not understood: {e}"
+                        ))
+                    })?;
+                daemon::ps::render(&snapshot)
+            };
+            daemon::client::emit(&text).map_err(|e| Failure::Other(e.into()))?;
+            Ok(())
+        }
+        Command::Attach { id, write } => {
+            let paths = daemon_paths(cli.data_dir.clone());
+            let line = daemon::attach::run(&paths, &id, write)?;
+            eprintln!("dsh: {line}");
+            Ok(())
+        }
+        Command::Workspace(command) => {
+            let backend = registry_backend(&cli.data_dir, cli.standalone, cli.config.as_deref())?;
+            Ok(registry_cli::run_workspace(command, &backend)?)
+        }
         Command::Session(command) => {
-            Ok(registry_cli::run_session(command, &data_dir(cli.data_dir))?)
+            let backend = registry_backend(&cli.data_dir, cli.standalone, cli.config.as_deref())?;
+            Ok(registry_cli::run_session(command, &backend)?)
         }
         Command::Demo { scenario } => Ok(demo::run(scenario)?),
         Command::Catalog { preset, format } => {

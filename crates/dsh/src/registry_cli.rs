@@ -1,23 +1,71 @@
 //! `dsh workspace …` and `dsh session …`: the person's view of the registry.
 //!
-//! Every command is one locked span on the shared store (see
-//! `workspace_sled::Store`): it waits a bounded time for any other dsh
-//! process, re-reads the registry, acts and releases the store, so it can
-//! run while agents are connected. Output is an aligned table or key/value
-//! block for people, or `--json` (the registry's own field names) for
-//! scripts. Errors come back as one line that says what to do next.
+//! Every command is one request to the daemon, which holds the store open
+//! (started if none runs), so it works while agents are connected and a
+//! mutation is flushed before the command prints. With `--standalone` the
+//! command opens the store itself for one locked span instead. Output is
+//! an aligned table or key/value block for people, or `--json` (the
+//! registry's own field names) for scripts. Errors come back as one line
+//! that says what to do next.
 
 use std::fmt::Write as _;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, Utc};
+use daemon::registry_ops::{
+    Archived, Created, RegistryOp, SessionWithWorkspace, SessionsWithWorkspaces,
+    WorkspaceWithSessions,
+};
 use serde::Serialize;
 use workspace::{
-    ClientInfo, LogEntry, SessionId, SessionRecord, StorageError, Workspace, WorkspaceError,
-    WorkspaceId, WorkspaceStatus,
+    ClientInfo, LogEntry, SessionId, SessionRecord, Workspace, WorkspaceId, WorkspaceStatus,
 };
 use workspace_sled::Store;
+
+/// Where a registry command runs.
+pub enum Backend {
+    /// In the daemon (started when none runs).
+    Daemon {
+        /// The daemon's files.
+        paths: daemon::paths::DaemonPaths,
+        /// How to start one.
+        start: daemon::client::StartSpec,
+    },
+    /// On the store directly, one locked span.
+    Standalone {
+        /// The store's directory.
+        data_dir: PathBuf,
+    },
+}
+
+impl Backend {
+    /// Runs `op` and decodes its result.
+    fn call<T: serde::de::DeserializeOwned>(&self, op: RegistryOp) -> anyhow::Result<T> {
+        let value = match self {
+            Backend::Daemon { paths, start } => {
+                let request = daemon::protocol::Request::Registry { op };
+                match daemon::client::request(paths, request, Some(start)) {
+                    Ok(reply) => reply.data,
+                    Err(daemon::client::ClientError::Refused(f)) => anyhow::bail!(f.message),
+                    Err(e) => anyhow::bail!(e.to_string()),
+                }
+            }
+            Backend::Standalone { data_dir } => {
+                let store = Store::new(data_dir);
+                let result =
+                    store.with_registry(|r| Ok(daemon::registry_ops::execute(r, &op, data_dir)));
+                match result {
+                    Ok(Ok(value)) => value,
+                    Ok(Err(f)) => anyhow::bail!(f.message),
+                    Err(e) => anyhow::bail!(daemon::registry_ops::explain(e, data_dir).message),
+                }
+            }
+        };
+        serde_json::from_value(value)
+            .map_err(|e| anyhow::anyhow!("the registry's answer was not understood: {e}"))
+    }
+}
 
 /// How many log entries `dsh session show` prints without `--tail`.
 const DEFAULT_TAIL: usize = 20;
@@ -237,13 +285,11 @@ fn parse_session_id(s: &str) -> Result<SessionId, String> {
         .map_err(|_| "not a session id (ids are UUIDs; `dsh session list` shows them)".to_owned())
 }
 
-/// Runs a `dsh workspace` command against the store in `data_dir`.
-pub fn run_workspace(command: WorkspaceCommand, data_dir: &Path) -> anyhow::Result<()> {
-    let store = Store::new(data_dir);
-    let fail = |e: WorkspaceError| explain(e, data_dir);
+/// Runs a `dsh workspace` command.
+pub fn run_workspace(command: WorkspaceCommand, backend: &Backend) -> anyhow::Result<()> {
     let text = match command {
         WorkspaceCommand::List { output } => {
-            let list = store.list_workspaces().map_err(fail)?;
+            let list: Vec<Workspace> = backend.call(RegistryOp::WorkspaceList)?;
             if output.json {
                 to_json(&list.iter().map(WorkspaceJson::new).collect::<Vec<_>>())?
             } else if list.is_empty() {
@@ -259,12 +305,12 @@ pub fn run_workspace(command: WorkspaceCommand, data_dir: &Path) -> anyhow::Resu
             title,
             output,
         } => {
-            let (workspace, created) = store
-                .with_registry(|r| {
-                    let existed = r.resolve_by_path(&path)?.is_some();
-                    Ok((r.create(&path, title.as_deref())?, !existed))
-                })
-                .map_err(fail)?;
+            // The daemon's working directory is not ours.
+            let path = std::path::absolute(&path).unwrap_or(path);
+            let Created { workspace, created } = backend.call(RegistryOp::WorkspaceCreate {
+                path,
+                title: title.clone(),
+            })?;
             if output.json {
                 to_json(&WorkspaceJson {
                     created: Some(created),
@@ -292,12 +338,10 @@ pub fn run_workspace(command: WorkspaceCommand, data_dir: &Path) -> anyhow::Resu
             }
         }
         WorkspaceCommand::Show { id, output } => {
-            let (workspace, sessions) = store
-                .with_registry(|r| {
-                    let workspace = r.get(id).ok_or(WorkspaceError::UnknownWorkspace(id))?;
-                    Ok((workspace, r.sessions(Some(id))?))
-                })
-                .map_err(fail)?;
+            let WorkspaceWithSessions {
+                workspace,
+                sessions,
+            } = backend.call(RegistryOp::WorkspaceShow { id })?;
             if output.json {
                 to_json(&WorkspaceJson {
                     sessions: Some(&sessions),
@@ -308,7 +352,7 @@ pub fn run_workspace(command: WorkspaceCommand, data_dir: &Path) -> anyhow::Resu
             }
         }
         WorkspaceCommand::Rename { id, title, output } => {
-            let workspace = store.rename_workspace(id, &title).map_err(fail)?;
+            let workspace: Workspace = backend.call(RegistryOp::WorkspaceRename { id, title })?;
             if output.json {
                 to_json(&WorkspaceJson::new(&workspace))?
             } else {
@@ -320,17 +364,7 @@ pub fn run_workspace(command: WorkspaceCommand, data_dir: &Path) -> anyhow::Resu
             }
         }
         WorkspaceCommand::Move { id, before, output } => {
-            let order = store
-                .move_workspace(id, before)
-                .map_err(|e| match (&e, before) {
-                    (WorkspaceError::WorkspaceOrderInvalid { .. }, Some(anchor)) => {
-                        anyhow::anyhow!(
-                            "cannot move before {anchor}: no workspace has that id; \
-                     `dsh workspace list` shows the ids"
-                        )
-                    }
-                    _ => fail(e),
-                })?;
+            let order: Vec<Workspace> = backend.call(RegistryOp::WorkspaceMove { id, before })?;
             if output.json {
                 to_json(&order.iter().map(WorkspaceJson::new).collect::<Vec<_>>())?
             } else {
@@ -338,13 +372,7 @@ pub fn run_workspace(command: WorkspaceCommand, data_dir: &Path) -> anyhow::Resu
             }
         }
         WorkspaceCommand::Rm { id, output } => {
-            let removed = store
-                .with_registry(|r| {
-                    let workspace = r.get(id).ok_or(WorkspaceError::UnknownWorkspace(id))?;
-                    r.delete(id)?;
-                    Ok(workspace)
-                })
-                .map_err(fail)?;
+            let removed: Workspace = backend.call(RegistryOp::WorkspaceRemove { id })?;
             if output.json {
                 to_json(&WorkspaceJson {
                     removed: Some(true),
@@ -364,15 +392,14 @@ pub fn run_workspace(command: WorkspaceCommand, data_dir: &Path) -> anyhow::Resu
     emit(&text)
 }
 
-/// Runs a `dsh session` command against the store in `data_dir`.
-pub fn run_session(command: SessionCommand, data_dir: &Path) -> anyhow::Result<()> {
-    let store = Store::new(data_dir);
-    let fail = |e: WorkspaceError| explain(e, data_dir);
+/// Runs a `dsh session` command.
+pub fn run_session(command: SessionCommand, backend: &Backend) -> anyhow::Result<()> {
     let text = match command {
         SessionCommand::List { workspace, output } => {
-            let (sessions, workspaces) = store
-                .with_registry(|r| Ok((r.sessions(workspace)?, r.list())))
-                .map_err(fail)?;
+            let SessionsWithWorkspaces {
+                sessions,
+                workspaces,
+            } = backend.call(RegistryOp::SessionList { workspace })?;
             if output.json {
                 to_json(&sessions)?
             } else if sessions.is_empty() {
@@ -389,13 +416,8 @@ pub fn run_session(command: SessionCommand, data_dir: &Path) -> anyhow::Result<(
             }
         }
         SessionCommand::Show { id, tail, output } => {
-            let (detail, workspace) = store
-                .with_registry(|r| {
-                    let detail = r.session_detail(id)?;
-                    let workspace = detail.session.workspace_id.and_then(|w| r.get(w));
-                    Ok((detail, workspace))
-                })
-                .map_err(fail)?;
+            let SessionWithWorkspace { detail, workspace } =
+                backend.call(RegistryOp::SessionShow { id })?;
             let total = detail.log.len();
             let keep = match (tail, output.json) {
                 (Some(n), _) => n.min(total),
@@ -413,32 +435,19 @@ pub fn run_session(command: SessionCommand, data_dir: &Path) -> anyhow::Result<(
                 session_detail(&detail.session, workspace.as_ref(), log, total)
             }
         }
-        SessionCommand::Archive { id, output } => set_archived(&store, id, true, output, data_dir)?,
-        SessionCommand::Unarchive { id, output } => {
-            set_archived(&store, id, false, output, data_dir)?
-        }
+        SessionCommand::Archive { id, output } => set_archived(backend, id, true, output)?,
+        SessionCommand::Unarchive { id, output } => set_archived(backend, id, false, output)?,
     };
     emit(&text)
 }
 
 fn set_archived(
-    store: &Store,
+    backend: &Backend,
     id: SessionId,
     archived: bool,
     output: OutputArgs,
-    data_dir: &Path,
 ) -> anyhow::Result<String> {
-    let (was, record) = store
-        .with_registry(|r| {
-            let was = r.is_archived(id);
-            if archived {
-                r.archive_session(id)?;
-            } else {
-                r.unarchive_session(id)?;
-            }
-            Ok((was, r.session_detail(id)?.session))
-        })
-        .map_err(|e| explain(e, data_dir))?;
+    let Archived { was, record } = backend.call(RegistryOp::SessionArchive { id, archived })?;
     if output.json {
         return to_json(&record);
     }
@@ -448,55 +457,6 @@ fn set_archived(
     } else {
         format!("{word} session {id}\n")
     })
-}
-
-/// Turns a registry error into one line that says what to do next.
-fn explain(error: WorkspaceError, data_dir: &Path) -> anyhow::Error {
-    let dir = shown(data_dir);
-    let message = match &error {
-        WorkspaceError::UnknownWorkspace(id) => {
-            format!("no workspace has id {id}; `dsh workspace list` shows the ids")
-        }
-        WorkspaceError::UnknownSession(id) => {
-            format!("no session has id {id}; `dsh session list` shows the ids")
-        }
-        WorkspaceError::PathNotFound { path, .. } => format!(
-            "{} does not exist; give the path of an existing directory",
-            shown(path)
-        ),
-        WorkspaceError::NotADirectory { path } => format!(
-            "{} is not a directory; a workspace is a directory",
-            shown(path)
-        ),
-        WorkspaceError::PathUnresolvable { path, source } => {
-            format!("cannot resolve {}: {source}", shown(path))
-        }
-        WorkspaceError::InvalidTitle { reason } => format!("invalid title: {reason}"),
-        WorkspaceError::Storage(StorageError::Busy { waited_ms, .. }) => format!(
-            "the store at {dir} is held by another dsh process (waited {waited_ms} ms); \
-             each process holds it only for one operation, so retrying works"
-        ),
-        WorkspaceError::Storage(
-            StorageError::Io { .. } | StorageError::Poisoned { .. } | StorageError::Corrupt { .. },
-        )
-        | WorkspaceError::RollbackFailed { .. }
-        | WorkspaceError::Poisoned => format!("{error} (store: {dir})"),
-        WorkspaceError::Inconsistent { .. } => format!(
-            "{error} (store: {dir}); nothing was changed — dsh will not guess how to repair it"
-        ),
-        WorkspaceError::UnsupportedVersion { .. } => {
-            format!("{error} (store: {dir}); use a newer dsh, or another --data-dir")
-        }
-        WorkspaceError::WorkspaceOrderInvalid { .. }
-        | WorkspaceError::WorkspaceMoveInvalid { .. }
-        | WorkspaceError::SessionCwdMissing { .. }
-        | WorkspaceError::SessionCwdUnresolvable { .. }
-        | WorkspaceError::SessionCwdNotDirectory { .. }
-        | WorkspaceError::SessionCwdMismatch { .. }
-        | WorkspaceError::SessionExists(_) => error.to_string(),
-    };
-    // Other errors quote paths and titles too.
-    anyhow::anyhow!(escape_controls(&message, false))
 }
 
 /// Writes `text` to stdout; a closed pipe (`| head`) is not an error.

@@ -62,8 +62,12 @@ pub struct CommandSpec {
     pub kind: JobKind,
     /// Program and arguments; never empty.
     pub argv: Vec<String>,
-    /// Variables set on top of the host's environment.
+    /// Variables set on top of the base environment.
     pub env: Vec<(String, String)>,
+    /// The environment the command starts from in place of the host's
+    /// (a daemon passes the one its connection's client gave); `None`:
+    /// the host's.
+    pub base_env: Option<Vec<(String, String)>>,
     /// The working directory (default: the host's).
     pub cwd: Option<PathBuf>,
     /// Text fed on stdin, which is then closed; `None` closes stdin at once.
@@ -91,6 +95,7 @@ impl CommandSpec {
                 .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
                 .collect(),
             cwd: None,
+            base_env: None,
             stdin: None,
         })
     }
@@ -106,6 +111,7 @@ impl CommandSpec {
                 .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
                 .collect(),
             cwd: None,
+            base_env: None,
             stdin: None,
             label: command.to_owned(),
         }
@@ -301,6 +307,9 @@ fn spawn_command(
     let fail = |e: std::io::Error| StartError::spawn_failed(program, &e);
     let (reader, writer) = std::io::pipe().map_err(fail)?;
     let mut command = tokio::process::Command::new(program);
+    if let Some(base) = &spec.base_env {
+        command.env_clear().envs(base.iter().map(|(k, v)| (k, v)));
+    }
     command
         .args(spec.argv.iter().skip(1))
         .envs(spec.env.iter().map(|(k, v)| (k, v)))
@@ -445,6 +454,17 @@ pub async fn run_command(
     timeout: Option<Duration>,
     max_output_bytes: usize,
 ) -> Result<CommandRun, StartError> {
+    run_command_observed(spec, timeout, max_output_bytes, |_| {}).await
+}
+
+/// [`run_command`], handing each piece of sanitized output to `on_text` as
+/// it arrives (to report progress while the command runs).
+pub async fn run_command_observed(
+    spec: &CommandSpec,
+    timeout: Option<Duration>,
+    max_output_bytes: usize,
+    on_text: impl Fn(&str) + Sync,
+) -> Result<CommandRun, StartError> {
     let begun = Instant::now();
     let (started, facts) = spawn_command(spec)?;
     let Started {
@@ -463,9 +483,13 @@ pub async fn run_command(
             match chunk {
                 OutputChunk::Raw(bytes) => {
                     let piece = sanitizer.push_to_string(&bytes);
+                    on_text(&piece);
                     head_tail.push_str(&piece);
                 }
-                OutputChunk::Text(piece) => head_tail.push_str(&piece),
+                OutputChunk::Text(piece) => {
+                    on_text(&piece);
+                    head_tail.push_str(&piece);
+                }
             }
         }
     };

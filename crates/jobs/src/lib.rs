@@ -34,7 +34,7 @@ mod ring;
 
 pub use command::{
     CommandProducer, CommandRun, CommandSpec, KILL_STEPS, PROMPT_PLACEHOLDER, QUIET_ENV,
-    run_command,
+    run_command, run_command_observed,
 };
 pub use error::{JobError, StartError};
 pub use producer::{Cancel, JobKind, OutputChunk, Producer, Settlement, Started};

@@ -1,17 +1,21 @@
 //! Benchmark: warm latency per op through the provider vs the same request
 //! sent as is over async-lsp to the same warm rust-analyzer, and cold start
-//! to the first correct answer. Prints medians, p99 and ratios.
+//! to the first correct answer. Then one row per built-in language
+//! (pyright, typescript-language-server, clangd, gopls): warm `references`
+//! through the provider vs raw to the same server, and cold start to the
+//! first correct answer vs the server's own readiness signal. Prints
+//! medians, p99 and ratios.
 //!
 //! `cargo xtask bench lsp [--quick]`, or
 //! `cargo run --release -p lsp-rust-analyzer --example bench_lsp [-- --quick]`
-//! (`--quick`: 20 warm rounds and one cold run without the server-ready
-//! series, a smoke run whose figures are not to be quoted).
+//! (`--quick`, or `DSH_BENCH_QUICK=1`: fewer rounds, for a smoke run whose
+//! figures are not to be quoted).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use lsp_rust_analyzer::{ClientOptions, Encoding, StdioLspProvider};
+use lsp_rust_analyzer::{ClientOptions, Encoding, StdioLspProvider, language_presets};
 use lsp_seam::{Address, LspError, LspProvider, PositionQuery, SymbolsQuery};
 use lsp_types::request::{DocumentSymbolRequest, GotoDefinition, HoverRequest, References};
 use lsp_types::{
@@ -20,30 +24,18 @@ use lsp_types::{
     WorkDoneProgressParams,
 };
 
-/// How many rounds and runs: the full benchmark, or `--quick`.
-#[derive(Clone, Copy)]
-struct Plan {
-    warm_rounds: usize,
-    cold_runs: usize,
-    quick: bool,
+/// Whether `--quick` (or `DSH_BENCH_QUICK=1`) asks for a smoke run.
+fn quick() -> bool {
+    std::env::args().any(|a| a == "--quick")
+        || std::env::var("DSH_BENCH_QUICK").is_ok_and(|v| v == "1")
 }
 
-impl Plan {
-    fn from_args() -> Self {
-        if std::env::args().any(|a| a == "--quick") {
-            Self {
-                warm_rounds: 20,
-                cold_runs: 1,
-                quick: true,
-            }
-        } else {
-            Self {
-                warm_rounds: 300,
-                cold_runs: 3,
-                quick: false,
-            }
-        }
-    }
+fn warm_rounds() -> usize {
+    if quick() { 20 } else { 300 }
+}
+
+fn cold_runs() -> usize {
+    if quick() { 1 } else { 3 }
 }
 
 fn copy_dir(from: &Path, to: &Path) {
@@ -75,6 +67,7 @@ fn fixture_copy() -> (tempfile::TempDir, PathBuf) {
 
 fn at(path: &Path, line: u32, symbol: &str) -> PositionQuery {
     PositionQuery {
+        progress: Default::default(),
         path: path.to_owned(),
         line,
         address: Address::Symbol {
@@ -129,8 +122,7 @@ async fn time<F: std::future::Future>(f: F) -> Duration {
     t.elapsed()
 }
 
-async fn warm(root: &Path, plan: Plan) {
-    let rounds = plan.warm_rounds;
+async fn warm(root: &Path) {
     let p = StdioLspProvider::rust_analyzer(ClientOptions::default())
         .expect("rust-analyzer not found: run `rustup component add rust-analyzer`");
     let main = root.join("app/src/main.rs");
@@ -143,6 +135,7 @@ async fn warm(root: &Path, plan: Plan) {
     let ref_q = at(&canvas, 17, "total_area");
     let hover_q = at(&main, 7, "Circle");
     let sym_q = SymbolsQuery {
+        progress: Default::default(),
         path: lib.clone(),
         query: None,
     };
@@ -160,15 +153,18 @@ async fn warm(root: &Path, plan: Plan) {
     let bare_canvas = p.raw_server(&canvas).await.unwrap();
     let bare_lib = p.raw_server(&lib).await.unwrap();
 
-    println!("warm latency, {rounds} rounds, provider and bare request interleaved (ms)");
+    println!(
+        "warm latency, {} rounds, provider and bare request interleaved (ms)",
+        warm_rounds()
+    );
     println!(
         "{:<12} {:>15} {:>12} {:>15} {:>12} {:>14}",
         "op", "provider med", "p99", "bare med", "p99", "ratio (med)"
     );
     for op in ["definition", "references", "hover", "symbols"] {
-        let mut ours = Vec::with_capacity(rounds);
-        let mut bare = Vec::with_capacity(rounds);
-        for _ in 0..rounds {
+        let mut ours = Vec::with_capacity(warm_rounds());
+        let mut bare = Vec::with_capacity(warm_rounds());
+        for _ in 0..warm_rounds() {
             let (a, b) = match op {
                 "definition" => (
                     time(async { p.definition(&def_q).await.unwrap() }).await,
@@ -250,12 +246,11 @@ async fn warm(root: &Path, plan: Plan) {
 
 /// Each run on a fresh copy of the fixture (no `target/`); the two series
 /// alternate so that machine load affects both alike.
-async fn cold(plan: Plan) {
-    let runs = plan.cold_runs;
+async fn cold() {
     let mut firsts = Vec::new();
     let mut not_ready_counts = Vec::new();
     let mut ready = Vec::new();
-    for _ in 0..runs {
+    for _ in 0..cold_runs() {
         let (_dir, root) = fixture_copy();
         let canvas = root.join("shapes/src/canvas.rs");
         let query = at(&canvas, 17, "total_area");
@@ -279,9 +274,6 @@ async fn cold(plan: Plan) {
         firsts.push(t.elapsed());
         not_ready_counts.push(not_ready);
         p.shutdown().await;
-        if plan.quick {
-            continue;
-        }
 
         let (_dir, root) = fixture_copy();
         let canvas = root.join("shapes/src/canvas.rs");
@@ -293,9 +285,13 @@ async fn cold(plan: Plan) {
         ready.push(t.elapsed());
         p.shutdown().await;
     }
+    let r = stats(ready);
     let s = stats(firsts.clone());
     println!();
-    println!("cold start to first correct references answer, {runs} run(s) (ms)");
+    println!(
+        "cold start to first correct references answer, {} runs (ms)",
+        cold_runs()
+    );
     println!(
         "{:<12} {:>15} {:>12} {:>25}",
         "", "median", "max", "LSP_NOT_READY answers"
@@ -307,10 +303,6 @@ async fn cold(plan: Plan) {
         ms(s.p99),
         format!("{not_ready_counts:?}")
     );
-    if ready.is_empty() {
-        return;
-    }
-    let r = stats(ready);
     println!(
         "{:<12} {:>15} {:>12} {:>25}",
         "server ready",
@@ -331,13 +323,232 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
-    let plan = Plan::from_args();
-    if plan.quick {
+    if quick() {
         println!("--quick: a smoke run, not figures to quote\n");
     }
     let (_dir, root) = fixture_copy();
     rt.block_on(async {
-        warm(&root, plan).await;
-        cold(plan).await;
+        warm(&root).await;
+        cold().await;
+        languages().await;
     });
+}
+
+/// One built-in language: its fixture, the references query and its total.
+struct Lang {
+    name: &'static str,
+    fixture: &'static str,
+    ext: &'static str,
+    file: &'static str,
+    line_prefix: &'static str,
+    symbol: &'static str,
+    total: usize,
+}
+
+const LANGS: [Lang; 4] = [
+    Lang {
+        name: "python",
+        fixture: "python",
+        ext: ".py",
+        file: "shapes.py",
+        line_prefix: "def total_area(",
+        symbol: "total_area",
+        total: 3,
+    },
+    Lang {
+        name: "typescript",
+        fixture: "typescript",
+        ext: ".ts",
+        file: "shapes.ts",
+        line_prefix: "export function totalArea(",
+        symbol: "totalArea",
+        total: 3,
+    },
+    Lang {
+        name: "c++",
+        fixture: "cpp",
+        ext: ".cpp",
+        file: "shapes.hpp",
+        line_prefix: "double total_area(",
+        symbol: "total_area",
+        total: 3,
+    },
+    Lang {
+        name: "go",
+        fixture: "go",
+        ext: ".go",
+        file: "shapes/shapes.go",
+        line_prefix: "func TotalArea(",
+        symbol: "TotalArea",
+        total: 2,
+    },
+];
+
+fn lang_copy(lang: &Lang) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join(lang.fixture);
+    copy_dir(
+        &Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../tests/fixtures/lsp/langs")
+            .join(lang.fixture),
+        &root,
+    );
+    let root = root.canonicalize().unwrap();
+    if lang.fixture == "cpp" {
+        let entries: Vec<serde_json::Value> = ["shapes.cpp", "main.cpp"]
+            .iter()
+            .map(|f| {
+                serde_json::json!({
+                    "directory": root, "file": root.join(f),
+                    "arguments": ["c++", "-std=c++17", "-c", f],
+                })
+            })
+            .collect();
+        std::fs::write(
+            root.join("compile_commands.json"),
+            serde_json::to_string(&entries).unwrap(),
+        )
+        .unwrap();
+    }
+    (dir, root)
+}
+
+fn line_number(path: &Path, prefix: &str) -> u32 {
+    let text = std::fs::read_to_string(path).unwrap();
+    text.lines().position(|l| l.starts_with(prefix)).unwrap() as u32 + 1
+}
+
+/// A row per built-in language whose server is installed.
+async fn languages() {
+    println!();
+    println!(
+        "built-in languages: warm references (provider vs raw request to the same server, {} rounds) and cold start (first correct answer vs the server's readiness signal, {} runs), ms",
+        warm_rounds(),
+        cold_runs()
+    );
+    println!(
+        "{:<11} {:>10} {:>9} {:>10} {:>9} {:>7} | {:>11} {:>11} {:>7} {:>10}",
+        "language",
+        "warm med",
+        "p99",
+        "raw med",
+        "p99",
+        "ratio",
+        "cold first",
+        "ready sig.",
+        "ratio",
+        "not ready"
+    );
+    for lang in &LANGS {
+        let Some(config) = language_presets()
+            .into_iter()
+            .find(|p| p.extensions().iter().any(|e| e == lang.ext))
+            .and_then(|p| p.choose())
+        else {
+            continue;
+        };
+        if let Err(e) = config.resolve_command() {
+            println!("{:<11} not installed: {e}", lang.name);
+            continue;
+        }
+        // warm
+        let (_dir, root) = lang_copy(lang);
+        let file = root.join(lang.file);
+        let line = line_number(&file, lang.line_prefix);
+        let query = at(&file, line, lang.symbol);
+        let p = StdioLspProvider::new(config.clone(), ClientOptions::default());
+        loop {
+            match p.references(&query).await {
+                Ok(r) => {
+                    assert_eq!(r.total, lang.total, "{}: {r:?}", lang.name);
+                    break;
+                }
+                Err(LspError::NotReady { .. }) => {}
+                Err(e) => panic!("{}: {e}", lang.name),
+            }
+        }
+        let encoding = p.servers()[0].encoding;
+        let pos = server_position(&file, line, lang.symbol, encoding);
+        let raw = p.raw_server(&file).await.unwrap();
+        let (mut ours, mut bare) = (Vec::new(), Vec::new());
+        for _ in 0..warm_rounds() {
+            ours.push(time(async { p.references(&query).await.unwrap() }).await);
+            bare.push(
+                time(async {
+                    raw.request::<References>(ReferenceParams {
+                        text_document_position: tdpp(&file, pos),
+                        work_done_progress_params: WorkDoneProgressParams::default(),
+                        partial_result_params: PartialResultParams::default(),
+                        context: ReferenceContext {
+                            include_declaration: true,
+                        },
+                    })
+                    .await
+                    .unwrap()
+                })
+                .await,
+            );
+        }
+        p.shutdown().await;
+        // cold: first correct answer by polling, vs waiting for the signal
+        let (mut firsts, mut signals, mut not_ready) = (Vec::new(), Vec::new(), Vec::new());
+        for _ in 0..cold_runs() {
+            let (_dir, root) = lang_copy(lang);
+            let file = root.join(lang.file);
+            let query = at(&file, line, lang.symbol);
+            let p = StdioLspProvider::new(
+                config.clone(),
+                ClientOptions {
+                    ready_timeout: Duration::from_millis(250),
+                    ..ClientOptions::default()
+                },
+            );
+            let t = Instant::now();
+            let mut n = 0;
+            loop {
+                match p.references(&query).await {
+                    Ok(r) => {
+                        assert_eq!(r.total, lang.total, "{}: a wrong cold answer", lang.name);
+                        break;
+                    }
+                    Err(LspError::NotReady { .. }) => n += 1,
+                    Err(e) => panic!("{}: {e}", lang.name),
+                }
+            }
+            firsts.push(t.elapsed());
+            not_ready.push(n);
+            p.shutdown().await;
+
+            let (_dir, root) = lang_copy(lang);
+            let file = root.join(lang.file);
+            let p = StdioLspProvider::new(config.clone(), ClientOptions::default());
+            let t = Instant::now();
+            // the server's readiness needs an open document (clangd and
+            // typescript-language-server load the project on first open)
+            let _ = p
+                .symbols(&SymbolsQuery {
+                    progress: Default::default(),
+                    path: file.clone(),
+                    query: None,
+                })
+                .await;
+            p.wait_ready(&file, Duration::from_secs(120)).await.unwrap();
+            signals.push(t.elapsed());
+            p.shutdown().await;
+        }
+        let (o, b, f, r) = (stats(ours), stats(bare), stats(firsts), stats(signals));
+        println!(
+            "{:<11} {:>10} {:>9} {:>10} {:>9} {:>6.2}x | {:>11} {:>11} {:>6.2}x {:>10}",
+            lang.name,
+            ms(o.median),
+            ms(o.p99),
+            ms(b.median),
+            ms(b.p99),
+            o.median.as_secs_f64() / b.median.as_secs_f64(),
+            ms(f.median),
+            ms(r.median),
+            f.median.as_secs_f64() / r.median.as_secs_f64(),
+            format!("{not_ready:?}")
+        );
+    }
 }

@@ -19,15 +19,26 @@ pub enum RootStrategy {
     CargoWorkspace,
 }
 
-/// How the client knows that a server has finished loading.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// How the client knows that a server has finished loading: what proves
+/// that its answers are complete.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub enum ReadinessSignal {
-    /// Ready after `initialized` once no `$/progress` is active.
+    /// Ready after `initialized` once no `$/progress` is active (servers
+    /// that load nothing ahead of a query, such as pylsp).
     #[default]
     Progress,
     /// rust-analyzer's `experimental/serverStatus`: ready on a
     /// `quiescent` false→true transition.
     ServerStatus,
+    /// Ready once a `$/progress` whose title contains this text has begun
+    /// and ended, and no progress is active: clangd's `indexing`, gopls's
+    /// `Setting up workspace`, typescript-language-server's `Initializing
+    /// JS/TS language features`.
+    ProgressEnded(String),
+    /// Ready once the server logged (`window/logMessage`) a line
+    /// containing one of these texts, and no progress is active:
+    /// pyright's `Found N source files` once its file list is complete.
+    LogMessage(Vec<String>),
 }
 
 /// One stdio language server. The host fills it from
@@ -60,6 +71,20 @@ pub struct ServerConfig {
     pub require_root: bool,
     /// How readiness is detected.
     pub readiness: ReadinessSignal,
+    /// After re-sending a file that changed on disk, wait until the
+    /// server published diagnostics for that version before answering
+    /// (clangd updates its index of open files then).
+    pub wait_for_diagnostics: bool,
+    /// One line for `LSP_UNAVAILABLE` messages: how to install the server
+    /// and which config key overrides it.
+    pub install_hint: Option<String>,
+    /// Why a file with no root marker has no project (added to
+    /// `no_project`), e.g. how to make a `compile_commands.json`.
+    pub no_project_hint: Option<String>,
+    /// Error messages by which the server says "nothing at this position"
+    /// (gopls: `no identifier found`): once it is ready, they are an
+    /// honest empty answer, not an error.
+    pub nothing_here_errors: Vec<String>,
 }
 
 impl ServerConfig {
@@ -81,6 +106,10 @@ impl ServerConfig {
             root_strategy: RootStrategy::CargoWorkspace,
             require_root: true,
             readiness: ReadinessSignal::ServerStatus,
+            wait_for_diagnostics: false,
+            install_hint: Some(hint("`rustup component add rust-analyzer`", "rust", ".rs")),
+            no_project_hint: None,
+            nothing_here_errors: vec![],
         }
     }
 
@@ -103,6 +132,13 @@ impl ServerConfig {
                 },
                 self.command
             ),
+        };
+        let not_found = |searched: String| match (not_found(searched), &self.install_hint) {
+            (LspError::Unavailable { reason, message }, Some(hint)) => LspError::Unavailable {
+                reason,
+                message: format!("{message}. {hint}"),
+            },
+            (e, _) => e,
         };
         if self.command.is_empty() {
             return Err(not_found("nothing (empty command)".into()));
@@ -138,6 +174,206 @@ fn is_executable(path: &Path) -> bool {
     std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
+/// The one-line install hint of a preset: what to run, and the config key
+/// that replaces the server.
+fn hint(install: &str, language: &str, ext: &str) -> String {
+    format!(
+        "Install: {install}; or set another server for {ext} in the config: [lsp.servers.NAME] command = \"...\", extensions = {{ \"{ext}\" = \"{language}\" }}"
+    )
+}
+
+fn extensions(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(e, l)| ((*e).to_owned(), (*l).to_owned()))
+        .collect()
+}
+
+/// A built-in language: the servers that can serve it, in order of
+/// preference; the first whose binary is on `PATH` is used.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LanguagePreset {
+    /// The language, for messages (`Python`, `C/C++`, ...).
+    pub language: &'static str,
+    /// Candidate servers, preferred first; all claim the same extensions.
+    pub servers: Vec<ServerConfig>,
+}
+
+impl LanguagePreset {
+    /// The extensions every candidate claims.
+    pub fn extensions(&self) -> Vec<String> {
+        self.servers
+            .first()
+            .map(|s| s.extensions.keys().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// The first candidate whose binary is found, else the first one (whose
+    /// queries then answer `binary_not_found` with the install hint).
+    pub fn choose(&self) -> Option<ServerConfig> {
+        self.servers
+            .iter()
+            .find(|s| s.resolve_command().is_ok())
+            .or(self.servers.first())
+            .cloned()
+    }
+}
+
+impl ServerConfig {
+    /// Python (`.py`, `.pyi`): pyright, else basedpyright, else pylsp.
+    pub fn python_presets() -> Vec<ServerConfig> {
+        let ext = extensions(&[(".py", "python"), (".pyi", "python")]);
+        let markers: Vec<String> = [
+            "pyproject.toml",
+            "pyrightconfig.json",
+            "setup.py",
+            "setup.cfg",
+            "requirements.txt",
+            ".git",
+        ]
+        .map(String::from)
+        .to_vec();
+        let install = hint(
+            "`npm install -g pyright` (or `pip install pyright`, `pip install basedpyright`, `pip install python-lsp-server`)",
+            "python",
+            ".py",
+        );
+        let pyright = |name: &str, command: &str| ServerConfig {
+            name: name.into(),
+            command: command.into(),
+            args: vec!["--stdio".into()],
+            extensions: ext.clone(),
+            root_markers: markers.clone(),
+            readiness: ReadinessSignal::LogMessage(vec![
+                "source file".into(),
+                "No source files found".into(),
+            ]),
+            install_hint: Some(install.clone()),
+            ..ServerConfig::default()
+        };
+        vec![
+            pyright("pyright", "pyright-langserver"),
+            pyright("basedpyright", "basedpyright-langserver"),
+            ServerConfig {
+                name: "pylsp".into(),
+                command: "pylsp".into(),
+                extensions: ext.clone(),
+                root_markers: markers.clone(),
+                install_hint: Some(install.clone()),
+                ..ServerConfig::default()
+            },
+        ]
+    }
+
+    /// TypeScript and JavaScript: typescript-language-server (which needs
+    /// the `typescript` package in the project or installed globally).
+    pub fn typescript_preset() -> ServerConfig {
+        ServerConfig {
+            name: "typescript-language-server".into(),
+            command: "typescript-language-server".into(),
+            args: vec!["--stdio".into()],
+            extensions: extensions(&[
+                (".ts", "typescript"),
+                (".tsx", "typescriptreact"),
+                (".js", "javascript"),
+                (".jsx", "javascriptreact"),
+                (".mjs", "javascript"),
+                (".cjs", "javascript"),
+            ]),
+            root_markers: ["tsconfig.json", "jsconfig.json", "package.json", ".git"]
+                .map(String::from)
+                .to_vec(),
+            readiness: ReadinessSignal::ProgressEnded("Initializing JS/TS".into()),
+            install_hint: Some(hint(
+                "`npm install -g typescript-language-server typescript@5` (the server also needs `typescript` in the project or installed globally)",
+                "typescript",
+                ".ts",
+            )),
+            ..ServerConfig::default()
+        }
+    }
+
+    /// C and C++: clangd, which needs a `compile_commands.json` to know the
+    /// files of the project and to build its index.
+    pub fn clangd_preset() -> ServerConfig {
+        ServerConfig {
+            name: "clangd".into(),
+            command: "clangd".into(),
+            args: vec![
+                "--background-index".into(),
+                "--header-insertion=never".into(),
+            ],
+            extensions: extensions(&[
+                (".c", "c"),
+                (".h", "c"),
+                (".cc", "cpp"),
+                (".cpp", "cpp"),
+                (".cxx", "cpp"),
+                (".hpp", "cpp"),
+                (".hh", "cpp"),
+            ]),
+            root_markers: ["compile_commands.json", "build/compile_commands.json"]
+                .map(String::from)
+                .to_vec(),
+            require_root: true,
+            readiness: ReadinessSignal::ProgressEnded("indexing".into()),
+            wait_for_diagnostics: true,
+            install_hint: Some(hint("`apt-get install clangd`", "cpp", ".cpp")),
+            no_project_hint: Some(
+                "clangd answers across files only with a compile_commands.json in the project root (or its build/ directory): generate one with `cmake -DCMAKE_EXPORT_COMPILE_COMMANDS=ON` or `bear -- make`".into(),
+            ),
+            ..ServerConfig::default()
+        }
+    }
+
+    /// Go: gopls.
+    pub fn gopls_preset() -> ServerConfig {
+        ServerConfig {
+            name: "gopls".into(),
+            command: "gopls".into(),
+            extensions: extensions(&[(".go", "go")]),
+            root_markers: ["go.work", "go.mod"].map(String::from).to_vec(),
+            require_root: true,
+            readiness: ReadinessSignal::ProgressEnded("Setting up workspace".into()),
+            install_hint: Some(hint(
+                "`go install golang.org/x/tools/gopls@latest` (Debian: `apt-get install gopls golang-go`)",
+                "go",
+                ".go",
+            )),
+            no_project_hint: Some("gopls needs a go.mod (run `go mod init NAME`)".into()),
+            nothing_here_errors: vec!["no identifier found".into(), "no object found".into()],
+            ..ServerConfig::default()
+        }
+    }
+}
+
+/// The built-in languages, each used for the extensions no configured
+/// server claims: Rust, Python, TypeScript/JavaScript, C/C++, Go.
+pub fn language_presets() -> Vec<LanguagePreset> {
+    vec![
+        LanguagePreset {
+            language: "Rust",
+            servers: vec![ServerConfig::rust_analyzer()],
+        },
+        LanguagePreset {
+            language: "Python",
+            servers: ServerConfig::python_presets(),
+        },
+        LanguagePreset {
+            language: "TypeScript/JavaScript",
+            servers: vec![ServerConfig::typescript_preset()],
+        },
+        LanguagePreset {
+            language: "C/C++",
+            servers: vec![ServerConfig::clangd_preset()],
+        },
+        LanguagePreset {
+            language: "Go",
+            servers: vec![ServerConfig::gopls_preset()],
+        },
+    ]
+}
+
 /// Limits and timings of the client. Defaults suit an interactive agent.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ClientOptions {
@@ -158,6 +394,14 @@ pub struct ClientOptions {
     pub watch_files: bool,
     /// How long `shutdown` waits for the server to answer and exit.
     pub shutdown_grace: Duration,
+    /// A server with no query for this long is stopped cleanly (and
+    /// started again by the next query); `None` keeps servers running.
+    pub idle_stop: Option<Duration>,
+    /// The most language servers running at once across every provider
+    /// sharing a pool; starting one more stops the least recently used.
+    pub max_servers: usize,
+    /// The largest file a query reads; a bigger one is refused.
+    pub max_file_bytes: u64,
 }
 
 impl Default for ClientOptions {
@@ -171,6 +415,9 @@ impl Default for ClientOptions {
             max_body_lines: 40,
             watch_files: true,
             shutdown_grace: Duration::from_secs(2),
+            idle_stop: Some(Duration::from_secs(600)),
+            max_servers: 8,
+            max_file_bytes: 4 << 20,
         }
     }
 }

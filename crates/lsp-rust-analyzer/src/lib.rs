@@ -20,11 +20,16 @@
 //! read configuration files (the host builds [`LspConfig`]).
 
 mod config;
+mod pool;
 mod provider;
 mod server;
 mod text;
 
-pub use config::{ClientOptions, LspConfig, ReadinessSignal, RootStrategy, ServerConfig};
+pub use config::{
+    ClientOptions, LanguagePreset, LspConfig, ReadinessSignal, RootStrategy, ServerConfig,
+    language_presets,
+};
+pub use pool::ServerPool;
 pub use provider::{RawServer, StdioLspProvider};
 pub use server::ServerProcess;
 pub use text::Encoding;
@@ -33,13 +38,18 @@ use std::sync::Arc;
 
 use lsp_seam::{LspProvider, RegisterError, Router};
 
-/// Builds a [`Router`] with one provider per configured server, plus the
-/// rust-analyzer preset when its binary is found and no configured server
-/// already claims `.rs`. Returns the router and the providers (to call
-/// [`StdioLspProvider::start`] or [`StdioLspProvider::shutdown`] on).
+/// Builds a [`Router`] with one provider per configured server, plus one
+/// per built-in language ([`language_presets`]) for the extensions no
+/// configured server claims (config wins extension by extension). A
+/// language whose server is not on `PATH` is still routed: its queries
+/// answer `LSP_UNAVAILABLE` (`binary_not_found`) with the install hint.
+/// Every provider shares one [`ServerPool`]. Returns the router and the
+/// providers (to call [`StdioLspProvider::start`] or
+/// [`StdioLspProvider::shutdown`] on).
 pub fn build_router(
     config: &LspConfig,
 ) -> Result<(Router, Vec<Arc<StdioLspProvider>>), RegisterError> {
+    let pool = ServerPool::new(config.options.max_servers, config.options.idle_stop);
     let mut router = Router::new();
     let mut providers = Vec::new();
     for (name, server) in &config.servers {
@@ -47,18 +57,34 @@ pub fn build_router(
         if server.name.is_empty() {
             server.name.clone_from(name);
         }
-        let provider = Arc::new(StdioLspProvider::new(server, config.options.clone()));
+        let provider = Arc::new(StdioLspProvider::with_pool(
+            server,
+            config.options.clone(),
+            pool.clone(),
+        ));
         router.register(provider.clone() as Arc<dyn LspProvider>)?;
         providers.push(provider);
     }
-    let rs_claimed = config
-        .servers
-        .values()
-        .any(|s| s.extensions.contains_key(".rs"));
-    if !rs_claimed && let Some(ra) = StdioLspProvider::rust_analyzer(config.options.clone()) {
-        let ra = Arc::new(ra);
-        router.register(ra.clone() as Arc<dyn LspProvider>)?;
-        providers.push(ra);
+    for preset in language_presets() {
+        let Some(mut server) = preset.choose() else {
+            continue;
+        };
+        server.extensions.retain(|ext, _| {
+            !config
+                .servers
+                .values()
+                .any(|s| s.extensions.contains_key(ext))
+        });
+        if server.extensions.is_empty() {
+            continue;
+        }
+        let provider = Arc::new(StdioLspProvider::with_pool(
+            server,
+            config.options.clone(),
+            pool.clone(),
+        ));
+        router.register(provider.clone() as Arc<dyn LspProvider>)?;
+        providers.push(provider);
     }
     Ok((router, providers))
 }

@@ -4,15 +4,15 @@
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use lsp_seam::{
     Address, DefinitionItem, DefinitionResult, FileReferences, HoverContent, HoverResult, LspError,
-    LspFuture, LspProvider, NumberedLine, Op, PositionQuery, Reference, ReferencesDetail,
-    ReferencesResult, Resolved, SymbolItem, SymbolScope, SymbolsQuery, SymbolsResult,
-    UnavailableReason,
+    LspFuture, LspProvider, NumberedLine, Op, PositionQuery, ProgressSink, Reference,
+    ReferencesDetail, ReferencesResult, Resolved, SymbolItem, SymbolScope, SymbolsQuery,
+    SymbolsResult, UnavailableReason,
 };
 use lsp_types::request::{
     DocumentSymbolRequest, GotoDefinition, HoverRequest, References, WorkspaceSymbolRequest,
@@ -26,6 +26,7 @@ use lsp_types::{
 };
 
 use crate::config::{ClientOptions, RootStrategy, ServerConfig};
+use crate::pool::{ServerPool, Slot};
 use crate::server::{Failure, Server, ServerProcess, path_url};
 use crate::text::{self, Encoding};
 
@@ -38,13 +39,6 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// The server of one root, replaced on restart.
-#[derive(Default)]
-struct Slot {
-    server: tokio::sync::Mutex<Option<Arc<Server>>>,
-    restarts: AtomicU32,
-}
-
 /// A provider of the lsp seam over one kind of stdio language server
 /// (rust-analyzer, pylsp, ...): one server process per project root,
 /// started on first use (or by [`StdioLspProvider::start`]).
@@ -52,6 +46,7 @@ pub struct StdioLspProvider {
     config: Arc<ServerConfig>,
     options: ClientOptions,
     slots: Mutex<HashMap<PathBuf, Arc<Slot>>>,
+    pool: Arc<ServerPool>,
 }
 
 impl std::fmt::Debug for StdioLspProvider {
@@ -170,12 +165,25 @@ fn position_params(uri: &Url, pos: Position) -> TextDocumentPositionParams {
 }
 
 impl StdioLspProvider {
-    /// A provider for `config`; nothing is started until used.
+    /// A provider for `config` with a pool of its own; nothing is started
+    /// until used.
     pub fn new(config: ServerConfig, options: ClientOptions) -> StdioLspProvider {
+        let pool = ServerPool::new(options.max_servers, options.idle_stop);
+        StdioLspProvider::with_pool(config, options, pool)
+    }
+
+    /// A provider for `config` whose servers count against `pool` (shared
+    /// with the other providers of the process).
+    pub fn with_pool(
+        config: ServerConfig,
+        options: ClientOptions,
+        pool: Arc<ServerPool>,
+    ) -> StdioLspProvider {
         StdioLspProvider {
             config: Arc::new(config),
             options,
             slots: Mutex::new(HashMap::new()),
+            pool,
         }
     }
 
@@ -230,10 +238,15 @@ impl StdioLspProvider {
             None if self.config.require_root => Err(LspError::Unavailable {
                 reason: UnavailableReason::NoProject,
                 message: format!(
-                    "{}: no {} in {} or any parent directory",
+                    "{}: no {} in {} or any parent directory{}",
                     self.config.name,
                     self.config.root_markers.join(" or "),
-                    start.display()
+                    start.display(),
+                    self.config
+                        .no_project_hint
+                        .as_ref()
+                        .map(|h| format!("; {h}"))
+                        .unwrap_or_default()
                 ),
             }),
             None => Ok(start),
@@ -242,8 +255,26 @@ impl StdioLspProvider {
 
     /// Starts (without waiting for readiness) the server for the project
     /// containing `dir`, e.g. the session's own root.
+    /// Only a directory inside a project (a root marker other than `.git`
+    /// above it) starts anything: `no_project` otherwise.
     pub async fn start(&self, dir: &Path) -> Result<(), LspError> {
         let dir = absolute(dir)?;
+        let has_project_marker = dir.ancestors().any(|d| {
+            self.config
+                .root_markers
+                .iter()
+                .any(|m| m != ".git" && d.join(m).exists())
+        });
+        if !has_project_marker {
+            return Err(LspError::Unavailable {
+                reason: UnavailableReason::NoProject,
+                message: format!(
+                    "{}: no project marker above {}",
+                    self.config.name,
+                    dir.display()
+                ),
+            });
+        }
         let root = self.root_for(&dir)?;
         self.server_for(&root).await.map(|_| ())
     }
@@ -254,13 +285,16 @@ impl StdioLspProvider {
         let path = absolute(path)?;
         let root = self.root_for(&path)?;
         let server = self.server_for(&root).await?;
-        server.wait_ready(timeout).await.map_err(|f| match f {
-            Failure::Lsp(e) => e,
-            Failure::Dead | Failure::ContentModified => LspError::Unavailable {
-                reason: UnavailableReason::Crashed,
-                message: format!("{}: died while loading", self.config.name),
-            },
-        })
+        server
+            .wait_ready(timeout, &|_, _| {})
+            .await
+            .map_err(|f| match f {
+                Failure::Lsp(e) => e,
+                Failure::Dead | Failure::ContentModified => LspError::Unavailable {
+                    reason: UnavailableReason::Crashed,
+                    message: format!("{}: died while loading", self.config.name),
+                },
+            })
     }
 
     /// The running server processes.
@@ -311,13 +345,20 @@ impl StdioLspProvider {
         })
     }
 
-    /// The live server for `root`: started if absent, restarted (within
-    /// the budget) if dead.
-    async fn server_for(&self, root: &Path) -> Result<Arc<Server>, LspError> {
+    /// The slot of `root`, tracked by the pool.
+    fn slot(&self, root: &Path) -> Arc<Slot> {
         let slot = lock(&self.slots)
             .entry(root.to_owned())
             .or_default()
             .clone();
+        self.pool.track(&self.config.name, root, &slot);
+        slot
+    }
+
+    /// The live server for `root`: started if absent, restarted (within
+    /// the budget) if dead.
+    async fn server_for(&self, root: &Path) -> Result<Arc<Server>, LspError> {
+        let slot = self.slot(root);
         let mut guard = slot.server.lock().await;
         if let Some(server) = guard.as_ref() {
             if server.is_alive() {
@@ -350,8 +391,11 @@ impl StdioLspProvider {
             );
             *guard = None;
         }
-        let server =
-            Server::start(self.config.clone(), root.to_owned(), self.options.clone()).await?;
+        self.pool.ensure_reaper();
+        self.pool.make_room(&slot);
+        let server = Server::start(self.config.clone(), root.to_owned(), self.options.clone())
+            .await
+            .map_err(|e| self.with_hint(e))?;
         *guard = Some(server.clone());
         Ok(server)
     }
@@ -368,10 +412,44 @@ impl StdioLspProvider {
         }
     }
 
+    /// Adds the install hint to a failed start (e.g. a server that exits
+    /// at once because a dependency is missing).
+    fn with_hint(&self, e: LspError) -> LspError {
+        match (e, &self.config.install_hint) {
+            (
+                LspError::Unavailable {
+                    reason: UnavailableReason::SpawnFailed,
+                    message,
+                },
+                Some(hint),
+            ) => LspError::Unavailable {
+                reason: UnavailableReason::SpawnFailed,
+                message: format!("{message}\n{hint}"),
+            },
+            (e, _) => e,
+        }
+    }
+
+    /// Whether a live server runs for `root`.
+    fn is_running(&self, root: &Path) -> bool {
+        let slot = lock(&self.slots).get(root).cloned();
+        slot.is_some_and(|s| {
+            s.server
+                .try_lock()
+                .map_or(true, |g| g.as_ref().is_some_and(|s| s.is_alive()))
+        })
+    }
+
     /// Runs `query` against the server of `path`'s project: syncs
     /// documents, waits for readiness, retries `ContentModified`, restarts
-    /// a stuck or dead server.
-    async fn run<T, F, Fut>(&self, op: Op, path: &Path, query: F) -> Result<T, LspError>
+    /// a stuck or dead server. What it waits for goes to `progress`.
+    async fn run<T, F, Fut>(
+        &self,
+        op: Op,
+        path: &Path,
+        progress: &ProgressSink,
+        query: F,
+    ) -> Result<T, LspError>
     where
         F: Fn(Arc<Server>, Arc<FileText>) -> Fut,
         Fut: Future<Output = Result<T, Failure>>,
@@ -380,6 +458,7 @@ impl StdioLspProvider {
         if !path.is_file() {
             return Err(LspError::FileNotFound { path });
         }
+        let report = |message: &str, percentage: Option<u32>| progress.report(message, percentage);
         let Some(language_id) = self.config.language_id(&path).map(str::to_owned) else {
             return Err(LspError::Unavailable {
                 reason: UnavailableReason::NoProvider,
@@ -387,21 +466,35 @@ impl StdioLspProvider {
             });
         };
         let root = self.root_for(&path)?;
+        let _in_flight = self.slot(&root).begin_query();
         let mut stuck_restarts = 0;
         let max_attempts = self.options.restart_budget + 3;
         for _ in 0..max_attempts {
+            if !self.is_running(&root) {
+                report(
+                    &format!("starting {} for {}", self.config.name, root.display()),
+                    None,
+                );
+            }
             let server = self.server_for(&root).await?;
-            let text = std::fs::read_to_string(&path)
-                .map_err(|_| LspError::FileNotFound { path: path.clone() })?;
+            let text = text::read_capped(&path, self.options.max_file_bytes)?;
             let file = Arc::new(FileText {
                 path: path.clone(),
                 text,
             });
             let outcome = async {
                 server.flush_watcher().await;
-                server.refresh_documents()?;
+                let mut changed = server.refresh_documents()?;
+                changed.retain(|(p, _)| *p != file.path);
                 server.sync_document(&file.path, &file.text, &language_id)?;
-                server.wait_ready(self.options.ready_timeout).await?;
+                server
+                    .wait_ready(self.options.ready_timeout, &report)
+                    .await?;
+                if self.config.wait_for_diagnostics && !changed.is_empty() {
+                    server
+                        .wait_diagnostics(&changed, self.options.ready_timeout)
+                        .await?;
+                }
                 let mut retries = 0;
                 loop {
                     match query(server.clone(), file.clone()).await {
@@ -411,7 +504,9 @@ impl StdioLspProvider {
                             tokio::time::sleep(Duration::from_millis(50 << retries)).await;
                             retries += 1;
                             server.refresh_documents()?;
-                            server.wait_ready(self.options.ready_timeout).await?;
+                            server
+                                .wait_ready(self.options.ready_timeout, &report)
+                                .await?;
                         }
                         other => return other,
                     }
@@ -445,6 +540,23 @@ impl StdioLspProvider {
             reason: UnavailableReason::Crashed,
             message: format!("{} kept dying for {}", self.config.name, root.display()),
         })
+    }
+
+    /// An error by which the server says there is nothing at the position
+    /// (see [`ServerConfig::nothing_here_errors`]) is an empty answer.
+    fn nothing_here<T>(&self, answer: Result<Option<T>, Failure>) -> Result<Option<T>, Failure> {
+        match answer {
+            Err(Failure::Lsp(LspError::ServerError { message, .. }))
+                if self
+                    .config
+                    .nothing_here_errors
+                    .iter()
+                    .any(|m| message.contains(m.as_str())) =>
+            {
+                Ok(None)
+            }
+            other => other,
+        }
     }
 
     fn unsupported(&self, server: &Server, capability: &str, op: Op) -> Result<(), Failure> {
@@ -481,80 +593,86 @@ impl StdioLspProvider {
 
     async fn definition_impl(&self, query: &PositionQuery) -> Result<DefinitionResult, LspError> {
         validate_line(query)?;
-        self.run(Op::Definition, &query.path, |server, file| async move {
-            self.unsupported(&server, "definitionProvider", Op::Definition)?;
-            let (uri, pos, resolved) = Self::locate(&server, &file, query)?;
-            let answer = server
-                .request::<GotoDefinition>(
-                    GotoDefinitionParams {
-                        text_document_position_params: position_params(&uri, pos),
-                        work_done_progress_params: WorkDoneProgressParams::default(),
-                        partial_result_params: PartialResultParams::default(),
-                    },
-                    self.options.request_timeout,
-                )
-                .await?;
-            // (target, name position, whole range if known)
-            let targets: Vec<(Url, Position, Option<Range>)> = match answer {
-                None => vec![],
-                Some(GotoDefinitionResponse::Scalar(l)) => vec![(l.uri, l.range.start, None)],
-                Some(GotoDefinitionResponse::Array(ls)) => ls
-                    .into_iter()
-                    .map(|l| (l.uri, l.range.start, None))
-                    .collect(),
-                Some(GotoDefinitionResponse::Link(links)) => links
-                    .into_iter()
-                    .map(|l| {
-                        (
-                            l.target_uri,
-                            l.target_selection_range.start,
-                            Some(l.target_range),
-                        )
-                    })
-                    .collect(),
-            };
-            let mut files = Files::default();
-            let mut items = Vec::new();
-            for (uri, name_pos, range) in targets {
-                let path = url_path(&uri);
-                let range = match range {
-                    Some(r) => Some(r),
-                    None => self.enclosing_symbol_range(&server, &uri, name_pos).await,
-                };
-                let (line, column) = files.position(&path, name_pos, server.encoding);
-                let (first, last) = match range {
-                    Some(r) => (
-                        r.start.line.min(name_pos.line),
-                        last_line(&r).max(name_pos.line),
-                    ),
-                    None => (name_pos.line, name_pos.line),
-                };
-                let cap = self.options.max_body_lines.max(1);
-                let shown_last = last.min(first.saturating_add(cap - 1));
-                let body: Vec<NumberedLine> = match files.get(&path) {
-                    Some(text) => text
-                        .split('\n')
-                        .enumerate()
-                        .skip(first as usize)
-                        .take((shown_last - first + 1) as usize)
-                        .map(|(i, l)| NumberedLine {
-                            line: u32::try_from(i + 1).unwrap_or(u32::MAX),
-                            text: l.strip_suffix('\r').unwrap_or(l).to_owned(),
+        self.run(
+            Op::Definition,
+            &query.path,
+            &query.progress,
+            |server, file| async move {
+                self.unsupported(&server, "definitionProvider", Op::Definition)?;
+                let (uri, pos, resolved) = Self::locate(&server, &file, query)?;
+                let answer = server
+                    .request::<GotoDefinition>(
+                        GotoDefinitionParams {
+                            text_document_position_params: position_params(&uri, pos),
+                            work_done_progress_params: WorkDoneProgressParams::default(),
+                            partial_result_params: PartialResultParams::default(),
+                        },
+                        self.options.request_timeout,
+                    )
+                    .await;
+                let answer = self.nothing_here(answer)?;
+                // (target, name position, whole range if known)
+                let targets: Vec<(Url, Position, Option<Range>)> = match answer {
+                    None => vec![],
+                    Some(GotoDefinitionResponse::Scalar(l)) => vec![(l.uri, l.range.start, None)],
+                    Some(GotoDefinitionResponse::Array(ls)) => ls
+                        .into_iter()
+                        .map(|l| (l.uri, l.range.start, None))
+                        .collect(),
+                    Some(GotoDefinitionResponse::Link(links)) => links
+                        .into_iter()
+                        .map(|l| {
+                            (
+                                l.target_uri,
+                                l.target_selection_range.start,
+                                Some(l.target_range),
+                            )
                         })
                         .collect(),
-                    None => vec![],
                 };
-                items.push(DefinitionItem {
-                    external: !path.starts_with(&server.root),
-                    path,
-                    line,
-                    column,
-                    body_omitted_lines: last - shown_last,
-                    body,
-                });
-            }
-            Ok(DefinitionResult { resolved, items })
-        })
+                let mut files = Files::default();
+                let mut items = Vec::new();
+                for (uri, name_pos, range) in targets {
+                    let path = url_path(&uri);
+                    let range = match range {
+                        Some(r) => Some(r),
+                        None => self.enclosing_symbol_range(&server, &uri, name_pos).await,
+                    };
+                    let (line, column) = files.position(&path, name_pos, server.encoding);
+                    let (first, last) = match range {
+                        Some(r) => (
+                            r.start.line.min(name_pos.line),
+                            last_line(&r).max(name_pos.line),
+                        ),
+                        None => (name_pos.line, name_pos.line),
+                    };
+                    let cap = self.options.max_body_lines.max(1);
+                    let shown_last = last.min(first.saturating_add(cap - 1));
+                    let body: Vec<NumberedLine> = match files.get(&path) {
+                        Some(text) => text
+                            .split('\n')
+                            .enumerate()
+                            .skip(first as usize)
+                            .take((shown_last - first + 1) as usize)
+                            .map(|(i, l)| NumberedLine {
+                                line: u32::try_from(i + 1).unwrap_or(u32::MAX),
+                                text: l.strip_suffix('\r').unwrap_or(l).to_owned(),
+                            })
+                            .collect(),
+                        None => vec![],
+                    };
+                    items.push(DefinitionItem {
+                        external: !path.starts_with(&server.root),
+                        path,
+                        line,
+                        column,
+                        body_omitted_lines: last - shown_last,
+                        body,
+                    });
+                }
+                Ok(DefinitionResult { resolved, items })
+            },
+        )
         .await
     }
 
@@ -568,6 +686,13 @@ impl StdioLspProvider {
     ) -> Option<Range> {
         if !server.supports("documentSymbolProvider") {
             return None;
+        }
+        // Some servers (clangd) outline only documents they have open.
+        let path = url_path(uri);
+        if let Some(language_id) = self.config.language_id(&path)
+            && let Ok(text) = text::read_capped(&path, self.options.max_file_bytes)
+        {
+            server.sync_document(&path, &text, language_id).ok()?;
         }
         let answer = server
             .request::<DocumentSymbolRequest>(
@@ -603,92 +728,103 @@ impl StdioLspProvider {
 
     async fn references_impl(&self, query: &PositionQuery) -> Result<ReferencesResult, LspError> {
         validate_line(query)?;
-        self.run(Op::References, &query.path, |server, file| async move {
-            self.unsupported(&server, "referencesProvider", Op::References)?;
-            let (uri, pos, resolved) = Self::locate(&server, &file, query)?;
-            let locations = server
-                .request::<References>(
-                    ReferenceParams {
-                        text_document_position: position_params(&uri, pos),
-                        work_done_progress_params: WorkDoneProgressParams::default(),
-                        partial_result_params: PartialResultParams::default(),
-                        context: ReferenceContext {
-                            include_declaration: true,
+        self.run(
+            Op::References,
+            &query.path,
+            &query.progress,
+            |server, file| async move {
+                self.unsupported(&server, "referencesProvider", Op::References)?;
+                let (uri, pos, resolved) = Self::locate(&server, &file, query)?;
+                let locations = server
+                    .request::<References>(
+                        ReferenceParams {
+                            text_document_position: position_params(&uri, pos),
+                            work_done_progress_params: WorkDoneProgressParams::default(),
+                            partial_result_params: PartialResultParams::default(),
+                            context: ReferenceContext {
+                                include_declaration: true,
+                            },
                         },
-                    },
-                    self.options.request_timeout,
-                )
-                .await?
-                .unwrap_or_default();
-            let mut files = Files::default();
-            let mut grouped: BTreeMap<PathBuf, Vec<Reference>> = BTreeMap::new();
-            for loc in locations {
-                let path = url_path(&loc.uri);
-                let (line, column) = files.position(&path, loc.range.start, server.encoding);
-                let snippet = files
-                    .line(&path, loc.range.start.line)
-                    .map(|l| l.trim().chars().take(SNIPPET_CHARS).collect());
-                grouped.entry(path).or_default().push(Reference {
-                    line,
-                    column,
-                    snippet,
-                });
-            }
-            let mut total = 0;
-            let files: Vec<FileReferences> = grouped
-                .into_iter()
-                .map(|(path, mut refs)| {
-                    refs.sort_by_key(|r| (r.line, r.column));
-                    refs.dedup_by_key(|r| (r.line, r.column));
-                    total += refs.len();
-                    FileReferences {
-                        path,
-                        count: refs.len(),
-                        refs,
-                    }
+                        self.options.request_timeout,
+                    )
+                    .await;
+                let locations = self.nothing_here(locations)?.unwrap_or_default();
+                let mut files = Files::default();
+                let mut grouped: BTreeMap<PathBuf, Vec<Reference>> = BTreeMap::new();
+                for loc in locations {
+                    let path = url_path(&loc.uri);
+                    let (line, column) = files.position(&path, loc.range.start, server.encoding);
+                    let snippet = files
+                        .line(&path, loc.range.start.line)
+                        .map(|l| l.trim().chars().take(SNIPPET_CHARS).collect());
+                    grouped.entry(path).or_default().push(Reference {
+                        line,
+                        column,
+                        snippet,
+                    });
+                }
+                let mut total = 0;
+                let files: Vec<FileReferences> = grouped
+                    .into_iter()
+                    .map(|(path, mut refs)| {
+                        refs.sort_by_key(|r| (r.line, r.column));
+                        refs.dedup_by_key(|r| (r.line, r.column));
+                        total += refs.len();
+                        FileReferences {
+                            path,
+                            count: refs.len(),
+                            refs,
+                        }
+                    })
+                    .collect();
+                Ok(ReferencesResult {
+                    resolved,
+                    files,
+                    total,
+                    detail: ReferencesDetail::Full,
                 })
-                .collect();
-            Ok(ReferencesResult {
-                resolved,
-                files,
-                total,
-                detail: ReferencesDetail::Full,
-            })
-        })
+            },
+        )
         .await
     }
 
     async fn hover_impl(&self, query: &PositionQuery) -> Result<HoverResult, LspError> {
         validate_line(query)?;
-        self.run(Op::Hover, &query.path, |server, file| async move {
-            self.unsupported(&server, "hoverProvider", Op::Hover)?;
-            let (uri, pos, resolved) = Self::locate(&server, &file, query)?;
-            let hover = server
-                .request::<HoverRequest>(
-                    HoverParams {
-                        text_document_position_params: position_params(&uri, pos),
-                        work_done_progress_params: WorkDoneProgressParams::default(),
-                    },
-                    self.options.request_timeout,
-                )
-                .await?;
-            let markdown = hover.map(|h| match h.contents {
-                HoverContents::Scalar(s) => marked(s),
-                HoverContents::Array(v) => {
-                    v.into_iter().map(marked).collect::<Vec<_>>().join("\n\n")
-                }
-                HoverContents::Markup(m) => m.value,
-            });
-            let content = match markdown.filter(|m| !m.trim().is_empty()) {
-                Some(m) => HoverContent::Markdown(m),
-                None => HoverContent::SourceLine(
-                    text::line_at(&file.text, query.line as usize - 1)
-                        .unwrap_or_default()
-                        .to_owned(),
-                ),
-            };
-            Ok(HoverResult { resolved, content })
-        })
+        self.run(
+            Op::Hover,
+            &query.path,
+            &query.progress,
+            |server, file| async move {
+                self.unsupported(&server, "hoverProvider", Op::Hover)?;
+                let (uri, pos, resolved) = Self::locate(&server, &file, query)?;
+                let hover = server
+                    .request::<HoverRequest>(
+                        HoverParams {
+                            text_document_position_params: position_params(&uri, pos),
+                            work_done_progress_params: WorkDoneProgressParams::default(),
+                        },
+                        self.options.request_timeout,
+                    )
+                    .await;
+                let hover = self.nothing_here(hover)?;
+                let markdown = hover.map(|h| match h.contents {
+                    HoverContents::Scalar(s) => marked(s),
+                    HoverContents::Array(v) => {
+                        v.into_iter().map(marked).collect::<Vec<_>>().join("\n\n")
+                    }
+                    HoverContents::Markup(m) => m.value,
+                });
+                let content = match markdown.filter(|m| !m.trim().is_empty()) {
+                    Some(m) => HoverContent::Markdown(m),
+                    None => HoverContent::SourceLine(
+                        text::line_at(&file.text, query.line as usize - 1)
+                            .unwrap_or_default()
+                            .to_owned(),
+                    ),
+                };
+                Ok(HoverResult { resolved, content })
+            },
+        )
         .await
     }
 
@@ -699,90 +835,95 @@ impl StdioLspProvider {
                 message: "must not be empty (omit it for the file's outline)".into(),
             });
         }
-        self.run(Op::Symbols, &query.path, |server, file| async move {
-            let mut files = Files::default();
-            match &query.query {
-                None => {
-                    self.unsupported(&server, "documentSymbolProvider", Op::Symbols)?;
-                    let uri = path_url(&file.path)?;
-                    let answer = server
-                        .request::<DocumentSymbolRequest>(
-                            DocumentSymbolParams {
-                                text_document: TextDocumentIdentifier { uri },
-                                work_done_progress_params: WorkDoneProgressParams::default(),
-                                partial_result_params: PartialResultParams::default(),
+        self.run(
+            Op::Symbols,
+            &query.path,
+            &query.progress,
+            |server, file| async move {
+                let mut files = Files::default();
+                match &query.query {
+                    None => {
+                        self.unsupported(&server, "documentSymbolProvider", Op::Symbols)?;
+                        let uri = path_url(&file.path)?;
+                        let answer = server
+                            .request::<DocumentSymbolRequest>(
+                                DocumentSymbolParams {
+                                    text_document: TextDocumentIdentifier { uri },
+                                    work_done_progress_params: WorkDoneProgressParams::default(),
+                                    partial_result_params: PartialResultParams::default(),
+                                },
+                                self.options.request_timeout,
+                            )
+                            .await?;
+                        let mut symbols = Vec::new();
+                        match answer {
+                            None => {}
+                            Some(DocumentSymbolResponse::Flat(flat)) => {
+                                symbols.extend(
+                                    flat.into_iter()
+                                        .map(|s| information(s, &mut files, server.encoding)),
+                                );
+                            }
+                            Some(DocumentSymbolResponse::Nested(nested)) => {
+                                flatten_symbols(&nested, None, &file.path, &mut symbols);
+                            }
+                        }
+                        symbols.sort_by_key(|s| (s.line, s.end_line));
+                        Ok(SymbolsResult {
+                            scope: SymbolScope::Outline {
+                                path: file.path.clone(),
                             },
-                            self.options.request_timeout,
-                        )
-                        .await?;
-                    let mut symbols = Vec::new();
-                    match answer {
-                        None => {}
-                        Some(DocumentSymbolResponse::Flat(flat)) => {
-                            symbols.extend(
-                                flat.into_iter()
-                                    .map(|s| information(s, &mut files, server.encoding)),
-                            );
-                        }
-                        Some(DocumentSymbolResponse::Nested(nested)) => {
-                            flatten_symbols(&nested, None, &file.path, &mut symbols);
-                        }
+                            symbols,
+                        })
                     }
-                    symbols.sort_by_key(|s| (s.line, s.end_line));
-                    Ok(SymbolsResult {
-                        scope: SymbolScope::Outline {
-                            path: file.path.clone(),
-                        },
-                        symbols,
-                    })
+                    Some(q) => {
+                        self.unsupported(&server, "workspaceSymbolProvider", Op::Symbols)?;
+                        let answer = server
+                            .request::<WorkspaceSymbolRequest>(
+                                WorkspaceSymbolParams {
+                                    query: q.clone(),
+                                    work_done_progress_params: WorkDoneProgressParams::default(),
+                                    partial_result_params: PartialResultParams::default(),
+                                },
+                                self.options.request_timeout,
+                            )
+                            .await?;
+                        let symbols = match answer {
+                            None => vec![],
+                            Some(WorkspaceSymbolResponse::Flat(flat)) => flat
+                                .into_iter()
+                                .map(|s| information(s, &mut files, server.encoding))
+                                .collect(),
+                            Some(WorkspaceSymbolResponse::Nested(nested)) => nested
+                                .into_iter()
+                                .map(|s| {
+                                    let (path, line, end_line) = match s.location {
+                                        OneOf::Left(l) => (
+                                            url_path(&l.uri),
+                                            l.range.start.line + 1,
+                                            last_line(&l.range) + 1,
+                                        ),
+                                        OneOf::Right(w) => (url_path(&w.uri), 1, 1),
+                                    };
+                                    SymbolItem {
+                                        name: s.name,
+                                        kind: kind_word(s.kind),
+                                        path,
+                                        line,
+                                        end_line,
+                                        container: s.container_name,
+                                    }
+                                })
+                                .collect(),
+                        };
+                        Ok(SymbolsResult {
+                            scope: SymbolScope::Workspace { query: q.clone() },
+                            symbols,
+                        })
+                    }
                 }
-                Some(q) => {
-                    self.unsupported(&server, "workspaceSymbolProvider", Op::Symbols)?;
-                    let answer = server
-                        .request::<WorkspaceSymbolRequest>(
-                            WorkspaceSymbolParams {
-                                query: q.clone(),
-                                work_done_progress_params: WorkDoneProgressParams::default(),
-                                partial_result_params: PartialResultParams::default(),
-                            },
-                            self.options.request_timeout,
-                        )
-                        .await?;
-                    let symbols = match answer {
-                        None => vec![],
-                        Some(WorkspaceSymbolResponse::Flat(flat)) => flat
-                            .into_iter()
-                            .map(|s| information(s, &mut files, server.encoding))
-                            .collect(),
-                        Some(WorkspaceSymbolResponse::Nested(nested)) => nested
-                            .into_iter()
-                            .map(|s| {
-                                let (path, line, end_line) = match s.location {
-                                    OneOf::Left(l) => (
-                                        url_path(&l.uri),
-                                        l.range.start.line + 1,
-                                        last_line(&l.range) + 1,
-                                    ),
-                                    OneOf::Right(w) => (url_path(&w.uri), 1, 1),
-                                };
-                                SymbolItem {
-                                    name: s.name,
-                                    kind: kind_word(s.kind),
-                                    path,
-                                    line,
-                                    end_line,
-                                    container: s.container_name,
-                                }
-                            })
-                            .collect(),
-                    };
-                    Ok(SymbolsResult {
-                        scope: SymbolScope::Workspace { query: q.clone() },
-                        symbols,
-                    })
-                }
-            }
-        })
+            },
+        )
         .await
     }
 }

@@ -68,12 +68,19 @@ pub(crate) struct Status {
     pub phase: Phase,
     /// The latest progress message.
     pub progress: Option<String>,
+    /// The latest progress percentage.
+    pub percentage: Option<u32>,
+    /// The server's own proof of a loaded project was seen (see
+    /// [`ReadinessSignal`]).
+    proof_seen: bool,
     /// rust-analyzer: a `quiescent: false` was seen.
     seen_busy: bool,
     /// `initialized` was sent.
     initialized: bool,
     /// Active `$/progress` tokens and their latest messages.
     active: BTreeMap<String, String>,
+    /// The title of each active `$/progress` token.
+    titles: BTreeMap<String, String>,
 }
 
 /// State shared between the main loop's handlers and the client.
@@ -84,11 +91,14 @@ struct Shared {
     stderr_closed: watch::Sender<bool>,
     settings: Option<Value>,
     readiness: ReadinessSignal,
+    /// The version of each document the server last published
+    /// diagnostics for (`None` when it sends no version).
+    diagnostics: watch::Sender<HashMap<Url, Option<i32>>>,
 }
 
 impl Shared {
     fn update(&self, f: impl FnOnce(&mut Status)) {
-        let readiness = self.readiness;
+        let readiness = &self.readiness;
         self.status.send_modify(|s| {
             f(s);
             if matches!(s.phase, Phase::Dead(_) | Phase::NoProject(_)) {
@@ -97,6 +107,9 @@ impl Shared {
             let ready = match readiness {
                 ReadinessSignal::Progress => s.initialized && s.active.is_empty(),
                 ReadinessSignal::ServerStatus => s.phase == Phase::Ready,
+                ReadinessSignal::ProgressEnded(_) | ReadinessSignal::LogMessage(_) => {
+                    s.initialized && s.active.is_empty() && s.proof_seen
+                }
             };
             s.phase = if ready { Phase::Ready } else { Phase::Loading };
         });
@@ -116,22 +129,67 @@ impl Shared {
             NumberOrString::String(s) => s,
         };
         let ProgressParamsValue::WorkDone(work) = params.value;
+        let proof = match &self.readiness {
+            ReadinessSignal::ProgressEnded(title) => Some(title.as_str()),
+            ReadinessSignal::Progress
+            | ReadinessSignal::ServerStatus
+            | ReadinessSignal::LogMessage(_) => None,
+        };
         self.update(|s| match work {
             WorkDoneProgress::Begin(b) => {
                 let text = join_progress(&b.title, b.message.as_deref(), b.percentage);
                 s.progress = Some(text.clone());
-                s.active.insert(token, text);
+                s.percentage = b.percentage;
+                s.active.insert(token.clone(), text);
+                s.titles.insert(token, b.title);
             }
             WorkDoneProgress::Report(r) => {
-                let title = s.active.get(&token).cloned().unwrap_or_default();
-                let title = title.split(':').next().unwrap_or_default().to_owned();
+                let title = s.titles.get(&token).cloned().unwrap_or_default();
                 let text = join_progress(&title, r.message.as_deref(), r.percentage);
                 s.progress = Some(text.clone());
+                s.percentage = r.percentage.or(s.percentage);
                 s.active.insert(token, text);
             }
             WorkDoneProgress::End(_) => {
                 s.active.remove(&token);
+                let title = s.titles.remove(&token).unwrap_or_default();
+                if proof.is_some_and(|p| title.contains(p)) {
+                    s.proof_seen = true;
+                }
             }
+        });
+    }
+
+    fn on_log_message(&self, params: &Value) {
+        let ReadinessSignal::LogMessage(texts) = &self.readiness else {
+            return;
+        };
+        let message = params
+            .get("message")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        if texts.iter().any(|t| message.contains(t.as_str())) {
+            self.update(|s| s.proof_seen = true);
+        }
+    }
+
+    fn on_diagnostics(&self, params: &Value) {
+        let Some(uri) = params
+            .get("uri")
+            .and_then(Value::as_str)
+            .and_then(|u| Url::parse(u).ok())
+        else {
+            return;
+        };
+        let version = params
+            .get("version")
+            .and_then(Value::as_i64)
+            .and_then(|v| i32::try_from(v).ok());
+        self.diagnostics.send_modify(|d| {
+            if d.len() >= 4096 && !d.contains_key(&uri) {
+                d.clear();
+            }
+            d.insert(uri, version);
         });
     }
 
@@ -364,9 +422,21 @@ impl Server {
             return Err(spawn_failed(std::io::Error::other("no stdio pipes")));
         };
 
+        let waiting_for = match &config.readiness {
+            ReadinessSignal::ProgressEnded(title) => {
+                Some(format!("waiting for the server's \"{title}\" to finish"))
+            }
+            ReadinessSignal::LogMessage(_) => {
+                Some("waiting for the server to report its project loaded".to_owned())
+            }
+            ReadinessSignal::Progress | ReadinessSignal::ServerStatus => None,
+        };
         let (status_tx, _) = watch::channel(Status {
             phase: Phase::Loading,
-            progress: None,
+            progress: waiting_for,
+            percentage: None,
+            proof_seen: false,
+            titles: BTreeMap::new(),
             seen_busy: false,
             initialized: false,
             active: BTreeMap::new(),
@@ -376,7 +446,8 @@ impl Server {
             stderr: Mutex::new(VecDeque::new()),
             stderr_closed: watch::channel(false).0,
             settings: config.settings.clone(),
-            readiness: config.readiness,
+            readiness: config.readiness.clone(),
+            diagnostics: watch::channel(HashMap::new()).0,
         });
 
         let (mainloop, socket) = MainLoop::new_client(|_server| {
@@ -405,6 +476,8 @@ impl Server {
                 .unhandled_notification(|st, notif| {
                     match notif.method.as_str() {
                         "experimental/serverStatus" => st.on_server_status(&notif.params),
+                        "window/logMessage" => st.on_log_message(&notif.params),
+                        "textDocument/publishDiagnostics" => st.on_diagnostics(&notif.params),
                         lsp_types::notification::Progress::METHOD => {
                             if let Ok(p) = serde_json::from_value::<ProgressParams>(notif.params) {
                                 st.on_progress(p);
@@ -728,14 +801,25 @@ impl Server {
         }
     }
 
-    /// Waits up to `timeout` for the server to be ready.
-    pub async fn wait_ready(&self, timeout: Duration) -> Result<(), Failure> {
+    /// Waits up to `timeout` for the server to be ready, telling
+    /// `on_progress` each new progress message while it waits.
+    pub async fn wait_ready(
+        &self,
+        timeout: Duration,
+        on_progress: &(dyn Fn(&str, Option<u32>) + Send + Sync),
+    ) -> Result<(), Failure> {
         let mut rx = self.shared.status.subscribe();
         let started = tokio::time::Instant::now();
         let deadline = started + timeout;
+        let mut told: Option<String> = None;
         loop {
             let progress = {
                 let s = rx.borrow_and_update();
+                if s.phase == Phase::Loading && s.progress != told {
+                    told.clone_from(&s.progress);
+                    let text = s.progress.as_deref().unwrap_or("loading the project");
+                    on_progress(&format!("{}: {text}", self.config.name), s.percentage);
+                }
                 match &s.phase {
                     Phase::Ready => return Ok(()),
                     Phase::NoProject(m) => {
@@ -765,9 +849,51 @@ impl Server {
         self.socket.notify::<N>(params).map_err(|_| Failure::Dead)
     }
 
+    /// Waits until the server published diagnostics for each `(path,
+    /// version)` (a version at least as new), or `timeout` passes.
+    pub async fn wait_diagnostics(
+        &self,
+        documents: &[(PathBuf, i32)],
+        timeout: Duration,
+    ) -> Result<(), Failure> {
+        let started = tokio::time::Instant::now();
+        let mut rx = self.shared.diagnostics.subscribe();
+        for (path, version) in documents {
+            let Ok(uri) = Url::from_file_path(path) else {
+                continue;
+            };
+            let published = rx.wait_for(|d| match d.get(&uri) {
+                Some(Some(v)) => v >= version,
+                Some(None) => true,
+                None => false,
+            });
+            match tokio::time::timeout_at(started + timeout, published).await {
+                Ok(Ok(_)) => {}
+                Ok(Err(_)) => return Err(Failure::Dead),
+                Err(_) => {
+                    return Err(Failure::Lsp(LspError::NotReady {
+                        progress: Some(format!(
+                            "{} is still processing the edited {}",
+                            self.config.name,
+                            path.display()
+                        )),
+                        waited_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+                    }));
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Makes the server's view of `path` equal to `text` (open or full
     /// change), closing the least recently used document beyond the bound.
-    pub fn sync_document(&self, path: &Path, text: &str, language_id: &str) -> Result<(), Failure> {
+    /// Returns the version sent, or `None` when the server had it already.
+    pub fn sync_document(
+        &self,
+        path: &Path,
+        text: &str,
+        language_id: &str,
+    ) -> Result<Option<i32>, Failure> {
         let hash = content_hash(text);
         let stamp = file_stamp(path);
         let mut docs = lock(&self.docs);
@@ -777,12 +903,12 @@ impl Server {
             doc.last_used = clock;
             doc.stamp = stamp;
             if doc.hash == hash {
-                return Ok(());
+                return Ok(None);
             }
             doc.hash = hash;
             doc.version += 1;
             let version = doc.version;
-            return self.notify::<DidChangeTextDocument>(DidChangeTextDocumentParams {
+            self.notify::<DidChangeTextDocument>(DidChangeTextDocumentParams {
                 text_document: VersionedTextDocumentIdentifier {
                     uri: path_url(path)?,
                     version,
@@ -792,7 +918,8 @@ impl Server {
                     range_length: None,
                     text: text.to_owned(),
                 }],
-            });
+            })?;
+            return Ok(Some(version));
         }
         self.notify::<DidOpenTextDocument>(DidOpenTextDocumentParams {
             text_document: TextDocumentItem {
@@ -828,12 +955,14 @@ impl Server {
                 },
             })?;
         }
-        Ok(())
+        Ok(Some(1))
     }
 
     /// Re-syncs open documents whose file changed on disk, and opens files
     /// the watcher saw change, so the next answer reflects the disk.
-    pub fn refresh_documents(&self) -> Result<(), Failure> {
+    /// Returns the documents sent and their versions. Files larger than
+    /// `max_file_bytes` are left out (closed if open).
+    pub fn refresh_documents(&self) -> Result<Vec<(PathBuf, i32)>, Failure> {
         let dirty: Vec<PathBuf> = std::mem::take(&mut *lock(&self.dirty));
         let stale: Vec<(PathBuf, String)> = {
             let docs = lock(&self.docs);
@@ -851,9 +980,14 @@ impl Server {
                 todo.push((p.clone(), lang.to_owned()));
             }
         }
+        let mut sent = Vec::new();
         for (path, lang) in todo {
-            match std::fs::read_to_string(&path) {
-                Ok(text) => self.sync_document(&path, &text, &lang)?,
+            match crate::text::read_capped(&path, self.options.max_file_bytes) {
+                Ok(text) => {
+                    if let Some(version) = self.sync_document(&path, &text, &lang)? {
+                        sent.push((path, version));
+                    }
+                }
                 Err(_) => {
                     let was_open = lock(&self.docs).docs.remove(&path).is_some();
                     if was_open {
@@ -866,7 +1000,7 @@ impl Server {
                 }
             }
         }
-        Ok(())
+        Ok(sent)
     }
 
     /// Asks the server to shut down and exit, then ends its session.

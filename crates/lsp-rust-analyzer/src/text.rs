@@ -12,6 +12,39 @@ pub enum Encoding {
     Utf16,
 }
 
+/// Reads a UTF-8 file of at most `max_bytes` without reading more than
+/// that: a bigger file is refused (`INVALID_ARGUMENT` naming
+/// `path`), not read whole.
+pub fn read_capped(path: &std::path::Path, max_bytes: u64) -> Result<String, LspError> {
+    use std::io::Read as _;
+    let not_found = || LspError::FileNotFound {
+        path: path.to_owned(),
+    };
+    let file = std::fs::File::open(path).map_err(|_| not_found())?;
+    let len = file.metadata().map_err(|_| not_found())?.len();
+    let too_large = |len: u64| LspError::InvalidArgument {
+        field: "path".into(),
+        message: format!(
+            "{} is {len} bytes, more than the {max_bytes} bytes a language-server query reads ([lsp] max_file_bytes); query a smaller file",
+            path.display()
+        ),
+    };
+    if len > max_bytes {
+        return Err(too_large(len));
+    }
+    let mut bytes = Vec::new();
+    file.take(max_bytes + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|_| not_found())?;
+    if bytes.len() as u64 > max_bytes {
+        return Err(too_large(bytes.len() as u64));
+    }
+    String::from_utf8(bytes).map_err(|_| LspError::InvalidArgument {
+        field: "path".into(),
+        message: format!("{} is not UTF-8 text", path.display()),
+    })
+}
+
 /// The text of 0-based line `index`, without its line terminator.
 pub fn line_at(text: &str, index: usize) -> Option<&str> {
     let line = text.split('\n').nth(index)?;

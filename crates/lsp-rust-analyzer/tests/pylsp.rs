@@ -76,6 +76,7 @@ fn pylsp_answers_definition_and_symbols() {
 
     let symbols = RT
         .block_on(router.dispatch(&Request::Symbols(SymbolsQuery {
+            progress: Default::default(),
             path: geometry.clone(),
             query: None,
         })))

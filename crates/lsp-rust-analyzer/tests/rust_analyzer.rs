@@ -95,6 +95,7 @@ fn definition_by_column_equals_definition_by_symbol() {
         .unwrap();
     let by_column = RT
         .block_on(p.definition(&PositionQuery {
+            progress: Default::default(),
             path: main.clone(),
             line: 9,
             address: Address::Column(60),
@@ -224,6 +225,7 @@ fn hover_without_content_gives_the_source_line() {
     let main = root.join("app/src/main.rs");
     let got = RT
         .block_on(p.hover(&PositionQuery {
+            progress: Default::default(),
             path: main,
             line: 5,
             address: Address::Column(12),
@@ -238,6 +240,7 @@ fn symbols_outline_with_kinds_lines_and_containers() {
     let lib = root.join("shapes/src/lib.rs");
     let got = RT
         .block_on(p.symbols(&SymbolsQuery {
+            progress: Default::default(),
             path: lib.clone(),
             query: None,
         }))
@@ -277,6 +280,7 @@ fn symbols_workspace_search() {
     let main = root.join("app/src/main.rs");
     let got = RT
         .block_on(p.symbols(&SymbolsQuery {
+            progress: Default::default(),
             path: main,
             query: Some("total_area".into()),
         }))
@@ -306,6 +310,7 @@ fn invalid_positions_echo_the_line() {
     let main = root.join("app/src/main.rs");
     let out_of_range = RT
         .block_on(p.definition(&PositionQuery {
+            progress: Default::default(),
             path: main.clone(),
             line: 400,
             address: Address::Column(1),
@@ -331,6 +336,7 @@ fn invalid_positions_echo_the_line() {
     assert_eq!(not_on_line.code(), "LSP_INVALID_POSITION");
     let column = RT
         .block_on(p.hover(&PositionQuery {
+            progress: Default::default(),
             path: main,
             line: 5,
             address: Address::Column(13),
@@ -357,9 +363,20 @@ fn missing_file_is_file_not_found() {
 #[test]
 fn unknown_extension_is_no_provider_through_the_router() {
     let (router, _providers) = build_router(&LspConfig::default()).unwrap();
+    // every built-in language is routed, installed or not
+    let mut extensions: Vec<String> = router.routes().into_iter().map(|(e, _)| e).collect();
+    extensions.sort();
     assert_eq!(
-        router.routes(),
-        vec![(".rs".into(), "rust-analyzer".into())]
+        extensions,
+        [
+            ".c", ".cc", ".cjs", ".cpp", ".cxx", ".go", ".h", ".hh", ".hpp", ".js", ".jsx", ".mjs",
+            ".py", ".pyi", ".rs", ".ts", ".tsx"
+        ]
+    );
+    assert!(
+        router
+            .routes()
+            .contains(&(".rs".into(), "rust-analyzer".into()))
     );
     let err = RT
         .block_on(router.dispatch(&Request::Hover(at(Path::new("notes.xyz"), 1, "x"))))

@@ -27,6 +27,6 @@ pub use provider::{LspFuture, LspProvider, dispatch};
 pub use router::{Router, final_extension};
 pub use types::{
     Address, Answer, DefinitionItem, DefinitionResult, FileReferences, HoverContent, HoverResult,
-    NumberedLine, PositionQuery, Reference, ReferencesDetail, ReferencesResult, Request, Resolved,
-    SymbolItem, SymbolScope, SymbolsQuery, SymbolsResult,
+    NumberedLine, PositionQuery, ProgressSink, Reference, ReferencesDetail, ReferencesResult,
+    Request, Resolved, SymbolItem, SymbolScope, SymbolsQuery, SymbolsResult,
 };

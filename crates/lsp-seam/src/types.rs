@@ -2,8 +2,56 @@
 //! scalar values.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use crate::Op;
+
+/// Where a provider tells the caller what a query is waiting for (a
+/// server starting, a project being indexed), while it waits. Reports are
+/// best effort: a sink must not block. Every sink compares equal, so
+/// queries stay comparable as plain data.
+#[derive(Clone, Default)]
+pub struct ProgressSink(Option<Arc<ReportFn>>);
+
+/// What a [`ProgressSink`] calls: `(message, percentage)`.
+type ReportFn = dyn Fn(&str, Option<u32>) + Send + Sync;
+
+impl ProgressSink {
+    /// A sink that calls `report(message, percentage)`.
+    pub fn new(report: impl Fn(&str, Option<u32>) + Send + Sync + 'static) -> Self {
+        Self(Some(Arc::new(report)))
+    }
+
+    /// A sink that drops every report.
+    pub fn none() -> Self {
+        Self(None)
+    }
+
+    /// Reports `message`, with a percentage when the server gave one.
+    pub fn report(&self, message: &str, percentage: Option<u32>) {
+        if let Some(report) = &self.0 {
+            report(message, percentage);
+        }
+    }
+}
+
+impl std::fmt::Debug for ProgressSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "ProgressSink(active)"
+        } else {
+            "ProgressSink(none)"
+        })
+    }
+}
+
+impl PartialEq for ProgressSink {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for ProgressSink {}
 
 /// How a position on a line is addressed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -29,6 +77,8 @@ pub struct PositionQuery {
     pub line: u32,
     /// The column or symbol on that line.
     pub address: Address,
+    /// Told what the query waits for while it waits.
+    pub progress: ProgressSink,
 }
 
 /// A symbols query: the outline of `path`, or with `query` a search of the
@@ -39,6 +89,8 @@ pub struct SymbolsQuery {
     pub path: PathBuf,
     /// A workspace search string; `None` asks for the outline.
     pub query: Option<String>,
+    /// Told what the query waits for while it waits.
+    pub progress: ProgressSink,
 }
 
 /// One query, one variant per [`Op`].
@@ -62,6 +114,14 @@ impl Request {
             Request::References(_) => Op::References,
             Request::Hover(_) => Op::Hover,
             Request::Symbols(_) => Op::Symbols,
+        }
+    }
+
+    /// The progress sink of this request.
+    pub fn progress(&self) -> &ProgressSink {
+        match self {
+            Request::Definition(q) | Request::References(q) | Request::Hover(q) => &q.progress,
+            Request::Symbols(q) => &q.progress,
         }
     }
 

@@ -76,6 +76,7 @@ fn echo(name: &'static str, extensions: &[&'static str]) -> Arc<dyn LspProvider>
 
 fn hover(path: &str) -> Request {
     Request::Hover(PositionQuery {
+        progress: Default::default(),
         path: PathBuf::from(path),
         line: 1,
         address: Address::Column(1),
@@ -177,17 +178,20 @@ fn dispatch_reaches_the_method_of_each_op() {
     let p = echo("rust", &[".rs"]);
     let requests = [
         Request::Definition(PositionQuery {
+            progress: Default::default(),
             path: "a.rs".into(),
             line: 1,
             address: Address::Column(1),
         }),
         Request::References(PositionQuery {
+            progress: Default::default(),
             path: "a.rs".into(),
             line: 1,
             address: Address::Column(1),
         }),
         hover("a.rs"),
         Request::Symbols(SymbolsQuery {
+            progress: Default::default(),
             path: "a.rs".into(),
             query: None,
         }),

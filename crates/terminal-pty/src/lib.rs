@@ -22,5 +22,7 @@ mod probe;
 mod service;
 mod session;
 mod spawn;
+mod watch;
 
 pub use service::{PtyTerminals, TerminalConfig};
+pub use watch::{PersonTyping, TerminalWatch};

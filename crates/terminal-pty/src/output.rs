@@ -336,7 +336,16 @@ pub(crate) struct Output {
     pub generation: u64,
     capture_head: usize,
     capture_tail: usize,
+    /// Copies of the raw output (markers removed) for people watching;
+    /// created by the first watcher.
+    tap: Option<tokio::sync::broadcast::Sender<std::sync::Arc<[u8]>>>,
+    /// When the program last printed (or the terminal opened).
+    pub last_output: std::time::SystemTime,
 }
+
+/// How many chunks a watcher may fall behind before it is resynchronised
+/// from the screen.
+const TAP_CHUNKS: usize = 1024;
 
 impl Output {
     /// A fresh output state.
@@ -356,11 +365,38 @@ impl Output {
             generation: 0,
             capture_head: (result_limit * 2).max(64 * 1024),
             capture_tail: result_limit.max(16 * 1024),
+            tap: None,
+            last_output: std::time::SystemTime::now(),
         }
+    }
+
+    /// A watcher's start: the screen as escape sequences that redraw it,
+    /// and a receiver of every later chunk of raw output (without the
+    /// private markers). Moves no cursor and changes no state a send
+    /// reads.
+    pub fn watch(
+        &mut self,
+    ) -> (
+        Vec<u8>,
+        tokio::sync::broadcast::Receiver<std::sync::Arc<[u8]>>,
+    ) {
+        let tap = self
+            .tap
+            .get_or_insert_with(|| tokio::sync::broadcast::channel(TAP_CHUNKS).0);
+        let receiver = tap.subscribe();
+        (self.screen_formatted(), receiver)
+    }
+
+    /// The screen as escape sequences that clear a terminal and redraw it.
+    pub fn screen_formatted(&self) -> Vec<u8> {
+        let mut bytes = b"\x1b[H\x1b[2J".to_vec();
+        bytes.extend(self.screen.screen().state_formatted().into_bytes());
+        bytes
     }
 
     /// Feeds raw pty output.
     pub fn ingest(&mut self, raw: &[u8]) {
+        self.last_output = std::time::SystemTime::now();
         self.raw_total += raw.len() as u64;
         self.generation += 1;
         self.screen.process(raw);
@@ -389,6 +425,11 @@ impl Output {
     fn piece(&mut self, piece: Piece<'_>) {
         match piece {
             Piece::Bytes(bytes) => {
+                if let Some(tap) = &self.tap
+                    && tap.receiver_count() > 0
+                {
+                    let _ = tap.send(std::sync::Arc::from(bytes));
+                }
                 let mut text = std::mem::take(&mut self.scratch);
                 text.clear();
                 self.sanitizer.push(bytes, &mut text);

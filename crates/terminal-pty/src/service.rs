@@ -365,6 +365,15 @@ fn compile_until(pattern: &str) -> Result<regex::Regex, TerminalError> {
 }
 
 impl PtyTerminals {
+    /// The live session `id`, whoever owns it (for the person's views).
+    pub(crate) fn any_session(&self, id: TerminalId) -> Result<Arc<Session>, TerminalError> {
+        match self.inner.lock().entries.get(&id.0) {
+            Some(Entry::Live(s)) => Ok(Arc::clone(s)),
+            Some(Entry::Closed(_)) => Err(TerminalError::SessionClosing { id }),
+            None => Err(TerminalError::NoSession { id }),
+        }
+    }
+
     /// A service with `config`.
     pub fn new(config: TerminalConfig) -> Self {
         Self {
@@ -413,7 +422,11 @@ impl PtyTerminals {
             env.extend(shell_env(&nonce));
         }
         env.extend(request.env.iter().cloned());
-        let command = pty_process::Command::new(&argv[0])
+        let mut command = pty_process::Command::new(&argv[0]);
+        if let Some(base) = &request.base_env {
+            command = command.env_clear().envs(base.iter().cloned());
+        }
+        let command = command
             .args(&argv[1..])
             .envs(env)
             .current_dir(&cwd)

@@ -251,6 +251,13 @@ impl Session {
         Ok(SlotGuard(Arc::clone(self)))
     }
 
+    /// Writes bytes a person typed (the caller holds the send slot).
+    pub async fn write_person_input(&self, bytes: &[u8]) -> std::io::Result<()> {
+        let mut writer = self.writer.lock().await;
+        writer.write_all(bytes).await?;
+        writer.flush().await
+    }
+
     /// Takes the send slot of a session nobody else knows yet (its
     /// startup), whatever its state: a program may exit at once.
     pub fn acquire_startup(self: &Arc<Self>) -> SlotGuard {

@@ -73,6 +73,10 @@ pub struct OpenRequest {
     pub rows: u16,
     /// Terminal width in columns.
     pub cols: u16,
+    /// The environment the terminal starts from in place of the host's (a
+    /// daemon passes the one its connection's client gave); `None`: the
+    /// host's.
+    pub base_env: Option<Vec<(String, String)>>,
 }
 
 impl Default for OpenRequest {
@@ -84,6 +88,7 @@ impl Default for OpenRequest {
             name: None,
             rows: DEFAULT_ROWS,
             cols: DEFAULT_COLS,
+            base_env: None,
         }
     }
 }

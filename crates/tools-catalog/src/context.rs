@@ -70,6 +70,43 @@ impl Runtime {
     }
 }
 
+/// Where a call reports what it is waiting for while it runs (a language
+/// server indexing, a command still running). The host turns reports into
+/// its transport's progress notifications; a call without a sink reports
+/// nothing. Reports are best effort and must not block.
+#[derive(Clone)]
+pub struct ProgressSink(Arc<dyn Fn(ProgressReport) + Send + Sync>);
+
+/// One progress report.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProgressReport {
+    /// What the call waits for, for a person or a model.
+    pub message: String,
+    /// How far along, when the waited-for work says so.
+    pub percentage: Option<u32>,
+}
+
+impl ProgressSink {
+    /// A sink that hands each report to `report`.
+    pub fn new(report: impl Fn(ProgressReport) + Send + Sync + 'static) -> Self {
+        Self(Arc::new(report))
+    }
+
+    /// Reports `message`.
+    pub fn report(&self, message: impl Into<String>, percentage: Option<u32>) {
+        (self.0)(ProgressReport {
+            message: message.into(),
+            percentage,
+        });
+    }
+}
+
+impl std::fmt::Debug for ProgressSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ProgressSink")
+    }
+}
+
 /// Who is calling and from where.
 #[derive(Debug, Clone)]
 pub struct CallContext {
@@ -80,4 +117,46 @@ pub struct CallContext {
     pub cwd: PathBuf,
     /// The runtime the call uses.
     pub runtime: Arc<Runtime>,
+    /// The environment every process the caller starts gets in place of
+    /// the server's own (the one its MCP client gave the bridge); `None`:
+    /// the server's.
+    pub env: Option<Arc<Vec<(String, String)>>>,
+    /// Where a long call reports progress; `None` when the caller asked
+    /// for none.
+    pub progress: Option<ProgressSink>,
+}
+
+/// Reports `elapsed` and `last_line` every second to `sink` while `work`
+/// runs (nothing in its first second), then returns its result.
+pub(crate) async fn with_ticks<T>(
+    sink: Option<&ProgressSink>,
+    work: impl std::future::Future<Output = T>,
+    last_line: impl Fn() -> futures::future::BoxFuture<'static, Option<String>>,
+) -> T {
+    let Some(sink) = sink else {
+        return work.await;
+    };
+    let started = tokio::time::Instant::now();
+    let mut ticks = tokio::time::interval_at(
+        started + std::time::Duration::from_secs(1),
+        std::time::Duration::from_secs(1),
+    );
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut work = std::pin::pin!(work);
+    loop {
+        tokio::select! {
+            result = &mut work => return result,
+            _ = ticks.tick() => {
+                let line = last_line().await;
+                let elapsed = started.elapsed().as_secs();
+                sink.report(
+                    match line {
+                        Some(l) => format!("running for {elapsed} s; last output: {l}"),
+                        None => format!("running for {elapsed} s; no output yet"),
+                    },
+                    None,
+                );
+            }
+        }
+    }
 }

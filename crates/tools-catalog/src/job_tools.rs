@@ -1,6 +1,7 @@
 //! `job_list`, `job_output`, `job_kill` and `subagent`: one registry for
 //! every kind of background work.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use jobs::{CommandProducer, CommandSpec, JobError, JobInfo, JobStatus, StartOptions};
@@ -41,6 +42,10 @@ pub(crate) async fn run_command(
     background: bool,
     max_result_bytes: usize,
 ) -> Result<CommandCall, ToolError> {
+    let mut spec = spec;
+    if let Some(env) = &cx.env {
+        spec.base_env = Some(env.as_ref().clone());
+    }
     if background {
         let started = cx
             .runtime
@@ -62,15 +67,47 @@ pub(crate) async fn run_command(
         .jobs
         .begin_foreground(&cx.owner)
         .map_err(job_error)?;
-    let run = jobs::run_command(&spec, Some(timeout), max_result_bytes)
-        .await
-        .map_err(|e| ToolError {
-            code: e.code,
-            message: e.message,
-            retryable: e.retryable,
-            details: Default::default(),
-        })?;
+    // The last lines of output, for progress reports while it runs.
+    let tail = Arc::new(std::sync::Mutex::new(String::new()));
+    let keep = tail.clone();
+    let on_text = move |piece: &str| {
+        if let Ok(mut t) = keep.lock() {
+            t.push_str(piece);
+            if t.len() > 4096 {
+                let mut cut = t.len() - 2048;
+                while !t.is_char_boundary(cut) {
+                    cut += 1;
+                }
+                t.drain(..cut);
+            }
+        }
+    };
+    let last_line = move || {
+        let line = tail.lock().ok().and_then(|t| last_line_of(&t));
+        Box::pin(async move { line }) as futures::future::BoxFuture<'static, Option<String>>
+    };
+    let run = crate::context::with_ticks(
+        cx.progress.as_ref(),
+        jobs::run_command_observed(&spec, Some(timeout), max_result_bytes, on_text),
+        last_line,
+    )
+    .await
+    .map_err(|e| ToolError {
+        code: e.code,
+        message: e.message,
+        retryable: e.retryable,
+        details: Default::default(),
+    })?;
     Ok(CommandCall::Finished(run))
+}
+
+/// The last non-empty line of `text`, at most 200 characters.
+pub(crate) fn last_line_of(text: &str) -> Option<String> {
+    text.lines()
+        .rev()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .map(|l| l.chars().take(200).collect())
 }
 
 /// The one-line message that tells a model a background job settled.

@@ -30,7 +30,7 @@ pub use catalog::{
     Catalog, Preset, Tool, ToolFuture, ToolSpec, catalog_json, catalog_markdown,
     catalog_markdown_for, input_schema,
 };
-pub use context::{CallContext, Runtime, Settings};
+pub use context::{CallContext, ProgressReport, ProgressSink, Runtime, Settings};
 pub use error::{ErrorCode, MAX_ERROR_MESSAGE_BYTES, ToolError};
 pub use job_tools::{SubagentSettings, settled_job_message};
 pub use jobs::JobsConfig;

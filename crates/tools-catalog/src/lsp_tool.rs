@@ -129,7 +129,12 @@ fn lsp_error(e: LspError) -> ToolError {
     err
 }
 
-fn position(args: &LspArgs, path: PathBuf, op: Op) -> Result<PositionQuery, ToolError> {
+fn position(
+    args: &LspArgs,
+    path: PathBuf,
+    op: Op,
+    progress: &lsp_seam::ProgressSink,
+) -> Result<PositionQuery, ToolError> {
     let line = args
         .line
         .ok_or_else(|| ToolError::invalid_argument("line", format!("is required for `{op}`")))?;
@@ -165,6 +170,7 @@ fn position(args: &LspArgs, path: PathBuf, op: Op) -> Result<PositionQuery, Tool
         }
     };
     Ok(PositionQuery {
+        progress: progress.clone(),
         path,
         line,
         address,
@@ -192,12 +198,22 @@ impl Tool for LspTool {
         Box::pin(async move {
             let args: LspArgs = parse_args(args)?;
             let path = cx.cwd.join(&args.path);
+            let progress = match &cx.progress {
+                Some(sink) => {
+                    let sink = sink.clone();
+                    lsp_seam::ProgressSink::new(move |message, percentage| {
+                        sink.report(message, percentage);
+                    })
+                }
+                None => lsp_seam::ProgressSink::none(),
+            };
             let op = Op::from(args.op);
             let request = match op {
-                Op::Definition => Request::Definition(position(&args, path, op)?),
-                Op::References => Request::References(position(&args, path, op)?),
-                Op::Hover => Request::Hover(position(&args, path, op)?),
+                Op::Definition => Request::Definition(position(&args, path, op, &progress)?),
+                Op::References => Request::References(position(&args, path, op, &progress)?),
+                Op::Hover => Request::Hover(position(&args, path, op, &progress)?),
                 Op::Symbols => Request::Symbols(SymbolsQuery {
+                    progress: progress.clone(),
                     path,
                     query: args.query.clone(),
                 }),

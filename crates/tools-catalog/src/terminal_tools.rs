@@ -123,6 +123,7 @@ impl Tool for TerminalOpenTool {
                 name: args.name,
                 rows: args.rows.unwrap_or(defaults.rows),
                 cols: args.cols.unwrap_or(defaults.cols),
+                base_env: cx.env.as_ref().map(|e| e.as_ref().clone()),
             };
             let opened = cx
                 .runtime
@@ -263,12 +264,27 @@ impl Tool for TerminalSendTool {
                     .map_err(job_error)?;
                 return Ok(started_reply(&started.id, clamped));
             }
-            let outcome = cx
-                .runtime
-                .terminals
-                .send(&cx.owner, id, request)
-                .await
-                .map_err(terminal_error)?;
+            let terminals = cx.runtime.terminals.clone();
+            let owner = cx.owner.clone();
+            let last_line = move || {
+                let terminals = terminals.clone();
+                let owner = owner.clone();
+                Box::pin(async move {
+                    match terminals.read(&owner, id, ReadRequest::Screen).await {
+                        Ok(ReadOutcome::Screen(view)) => {
+                            crate::job_tools::last_line_of(&view.screen)
+                        }
+                        Ok(ReadOutcome::Stream(_)) | Err(_) => None,
+                    }
+                }) as BoxFuture<'static, Option<String>>
+            };
+            let outcome = crate::context::with_ticks(
+                cx.progress.as_ref(),
+                cx.runtime.terminals.send(&cx.owner, id, request),
+                last_line,
+            )
+            .await
+            .map_err(terminal_error)?;
             Ok(send_reply(id, &outcome, clamped))
         })
     }

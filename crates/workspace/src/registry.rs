@@ -44,7 +44,7 @@ impl FromStr for WorkspaceId {
 }
 
 /// Whether a workspace's directory is there right now.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum WorkspaceStatus {
     /// The path exists and is a directory.
@@ -54,7 +54,7 @@ pub enum WorkspaceStatus {
 }
 
 /// A workspace as consumers see it (also the CLI's JSON record).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Workspace {
     /// Stable id.
     pub id: WorkspaceId,
@@ -82,7 +82,7 @@ impl Workspace {
 }
 
 /// A session as the CLI lists it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SessionRecord {
     /// Session id.
     pub id: SessionId,
@@ -99,7 +99,7 @@ pub struct SessionRecord {
 }
 
 /// One session with its log, for `dsh session show`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SessionDetail {
     /// The session.
     #[serde(flatten)]

@@ -79,6 +79,7 @@ pub fn options() -> ClientOptions {
 /// A query addressing `symbol` on `line`.
 pub fn at(path: &Path, line: u32, symbol: &str) -> PositionQuery {
     PositionQuery {
+        progress: Default::default(),
         path: path.to_owned(),
         line,
         address: Address::Symbol {

@@ -8,10 +8,13 @@
 
 use std::time::Duration;
 
+use std::sync::{Arc, Mutex};
+
 use chrono::{DateTime, Utc};
 use tokio::sync::mpsc;
-use workspace::{LogEntry, SessionHeader, SessionId, SessionPersistence as _};
-use workspace_sled::Store;
+use workspace::{LogEntry, SessionHeader, SessionId, WorkspaceId};
+
+use crate::store::{SessionRecordOp, StoreAccess};
 
 /// How many records may wait for the writer before new ones are dropped.
 const QUEUE: usize = 1024;
@@ -22,6 +25,15 @@ const BATCH_DELAY: Duration = Duration::from_millis(500);
 enum Record {
     Begin(SessionHeader),
     Call(LogEntry),
+}
+
+/// Where a recorded session landed, once it is recorded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Recorded {
+    /// The session's id.
+    pub session: SessionId,
+    /// Its workspace (id and title), when it joined one.
+    pub workspace: Option<(WorkspaceId, String)>,
 }
 
 /// What the session log keeps of a call's arguments.
@@ -37,19 +49,27 @@ pub struct LogPolicy {
 pub struct SessionRecorder {
     tx: mpsc::Sender<Record>,
     policy: LogPolicy,
-    writer: std::sync::Arc<std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>>,
+    writer: Arc<Mutex<Option<tokio::task::JoinHandle<()>>>>,
+    recorded: Arc<Mutex<Option<Recorded>>>,
 }
 
 impl SessionRecorder {
     /// Starts the writer task for one connection.
-    pub fn start(store: Store, policy: LogPolicy) -> Self {
+    pub fn start(store: StoreAccess, policy: LogPolicy) -> Self {
         let (tx, rx) = mpsc::channel(QUEUE);
-        let writer = tokio::spawn(write_records(store, rx));
+        let recorded = Arc::new(Mutex::new(None));
+        let writer = tokio::spawn(write_records(store, rx, recorded.clone()));
         Self {
             tx,
             policy,
-            writer: std::sync::Arc::new(std::sync::Mutex::new(Some(writer))),
+            writer: Arc::new(Mutex::new(Some(writer))),
+            recorded,
         }
+    }
+
+    /// The session as recorded, once the writer recorded it.
+    pub fn recorded(&self) -> Option<Recorded> {
+        self.recorded.lock().ok().and_then(|r| r.clone())
     }
 
     /// Lets the writer finish what is queued, waiting at most `bound`.
@@ -151,7 +171,23 @@ fn summarize(tool: &str, arguments: &serde_json::Value, policy: LogPolicy) -> St
     format!("{}…", &text[..end])
 }
 
-async fn write_records(store: Store, mut rx: mpsc::Receiver<Record>) {
+/// Runs one record on the blocking pool.
+async fn persist(
+    store: &StoreAccess,
+    op: SessionRecordOp,
+) -> Result<Option<workspace::SessionStart>, String> {
+    let store = store.clone();
+    match tokio::task::spawn_blocking(move || store.record(op)).await {
+        Ok(result) => result.map_err(|e| e.to_string()),
+        Err(e) => Err(format!("the store task failed: {e}")),
+    }
+}
+
+async fn write_records(
+    store: StoreAccess,
+    mut rx: mpsc::Receiver<Record>,
+    recorded: Arc<Mutex<Option<Recorded>>>,
+) {
     let mut session: Option<SessionId> = None;
     let mut header: Option<SessionHeader> = None;
     let mut waiting: Vec<LogEntry> = Vec::new();
@@ -181,14 +217,24 @@ async fn write_records(store: Store, mut rx: mpsc::Receiver<Record>) {
         // Recording the session is retried with each batch until it works.
         if let (None, Some(h)) = (session, &header) {
             let id = h.id;
-            match store.begin_session_async(h.clone()).await {
+            match persist(&store, SessionRecordOp::Begin { header: h.clone() }).await {
                 Ok(start) => {
+                    let workspace = start
+                        .as_ref()
+                        .and_then(|s| s.workspace.as_ref())
+                        .map(|w| (w.id, w.title.clone()));
                     tracing::info!(
                         session = %id,
-                        workspace = ?start.workspace.as_ref().map(|w| w.id.to_string()),
-                        ungrouped = ?start.ungrouped_reason,
+                        workspace = ?workspace.as_ref().map(|w| w.0.to_string()),
+                        ungrouped = ?start.as_ref().and_then(|s| s.ungrouped_reason.clone()),
                         "session recorded"
                     );
+                    if let Ok(mut slot) = recorded.lock() {
+                        *slot = Some(Recorded {
+                            session: id,
+                            workspace,
+                        });
+                    }
                     session = Some(id);
                 }
                 Err(e) => tracing::warn!("could not record the session (will retry): {e}"),
@@ -199,20 +245,16 @@ async fn write_records(store: Store, mut rx: mpsc::Receiver<Record>) {
             continue;
         }
         let entries = std::mem::take(&mut waiting);
-        let store = store.clone();
-        let written = tokio::task::spawn_blocking(move || -> Result<(), String> {
-            let open = store.open().map_err(|e| e.to_string())?;
-            let mut sessions = open.sessions();
-            for entry in &entries {
-                sessions.append_log(id, entry).map_err(|e| e.to_string())?;
-            }
-            Ok(())
-        })
+        let written = persist(
+            &store,
+            SessionRecordOp::Log {
+                session: id,
+                entries,
+            },
+        )
         .await;
-        match written {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => tracing::warn!("could not append to the session log: {e}"),
-            Err(e) => tracing::warn!("session log writer failed: {e}"),
+        if let Err(e) = written {
+            tracing::warn!("could not append to the session log: {e}");
         }
     }
 }

@@ -1,0 +1,390 @@
+//! Reaching the daemon: connect, starting it when none answers, and say
+//! hello; plus the one-shot requests of the CLI (`dsh workspace …`,
+//! `dsh session …`, `dsh daemon status|stop`, `dsh ps`).
+//!
+//! A client that may start a daemon runs `dsh daemon --spawned` detached
+//! (a session of its own, stdio to the daemon's log file) and waits for a
+//! daemon of its own version to answer. Many clients racing to start one
+//! end with exactly one: every candidate takes the daemon lock first, and
+//! the losers exit quietly. A daemon of another version is asked by the
+//! new one to hand the store over (see [`crate::daemon`]).
+
+use std::io::{BufReader, Read as _, Write as _};
+use std::os::unix::fs::OpenOptionsExt as _;
+use std::os::unix::net::UnixStream;
+use std::os::unix::process::CommandExt as _;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use crate::paths::DaemonPaths;
+use crate::protocol::{
+    Failure, Hello, MAX_REPLY_LINE, Reply, Request, read_line_blocking, write_line_blocking,
+};
+
+/// How long a daemon that is running may take to answer a hello.
+pub const HELLO_TIMEOUT: Duration = Duration::from_millis(1500);
+/// How long a client waits for a daemon it started to answer.
+pub const START_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// Why the daemon could not be reached, or refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// No daemon runs and none may be started.
+    #[error("no dsh daemon is running for {data_dir} (socket {socket})")]
+    NotRunning {
+        /// The data directory.
+        data_dir: PathBuf,
+        /// The socket looked for.
+        socket: PathBuf,
+    },
+    /// The daemon refused the request or it failed there.
+    #[error("{0}")]
+    Refused(Failure),
+    /// Anything else, with a message that says why.
+    #[error("{0}")]
+    Unreachable(String),
+}
+
+/// How a client starts a daemon when none answers.
+#[derive(Debug, Clone)]
+pub struct StartSpec {
+    /// The `dsh` executable.
+    pub program: PathBuf,
+    /// `--config` for the daemon (its language servers, limits, log).
+    pub config: Option<PathBuf>,
+}
+
+impl StartSpec {
+    /// This executable, with `config`.
+    pub fn this_program(config: Option<PathBuf>) -> Result<Self, ClientError> {
+        let program = std::env::current_exe().map_err(|e| {
+            ClientError::Unreachable(format!(
+                "cannot find the dsh executable to start a daemon: {e}"
+            ))
+        })?;
+        Ok(Self { program, config })
+    }
+}
+
+/// A connection that said hello and was accepted.
+pub struct Connected {
+    /// The socket, positioned after the reply (buffered bytes included).
+    pub stream: BufReader<UnixStream>,
+    /// The daemon's reply.
+    pub reply: Reply,
+}
+
+fn daemon_pid_hint(paths: &DaemonPaths) -> String {
+    crate::daemon::read_info(&paths.info)
+        .map(|i| format!(" (pid {})", i.pid))
+        .unwrap_or_default()
+}
+
+/// Connects and says `hello`. With `start`, a daemon is started when none
+/// answers (or when the one that answers is of another version) and
+/// waited for.
+pub fn connect(
+    paths: &DaemonPaths,
+    hello: &Hello,
+    start: Option<&StartSpec>,
+) -> Result<Connected, ClientError> {
+    paths
+        .ensure_runtime_dir()
+        .map_err(|e| ClientError::Unreachable(e.to_string()))?;
+    let began = Instant::now();
+    let mut started: Option<std::process::Child> = None;
+    let mut last_mismatch: Option<Reply> = None;
+    loop {
+        match UnixStream::connect(&paths.socket) {
+            Ok(stream) => match say_hello(paths, stream, hello) {
+                // While a daemon this client started takes over from one of
+                // another version, the old one may not answer for a moment.
+                Err(ClientError::Unreachable(_)) if started.is_some() => {}
+                Err(e) => return Err(e),
+                Ok(Ok(connected)) => {
+                    if let Some(child) = started.take() {
+                        reap_in_background(child);
+                    }
+                    return Ok(connected);
+                }
+                Ok(Err(reply)) => {
+                    let Some(failure) = reply.error.clone() else {
+                        return Err(ClientError::Unreachable("empty reply".into()));
+                    };
+                    if failure.code != "VERSION_MISMATCH" || start.is_none() {
+                        return Err(ClientError::Refused(failure));
+                    }
+                    last_mismatch = Some(reply);
+                }
+            },
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused
+                ) =>
+            {
+                if start.is_none() {
+                    return Err(ClientError::NotRunning {
+                        data_dir: paths.data_dir.clone(),
+                        socket: paths.socket.clone(),
+                    });
+                }
+            }
+            Err(e) => {
+                return Err(ClientError::Unreachable(format!(
+                    "cannot connect to the dsh daemon at {}: {e}",
+                    paths.socket.display()
+                )));
+            }
+        }
+        let Some(spec) = start else {
+            return Err(ClientError::NotRunning {
+                data_dir: paths.data_dir.clone(),
+                socket: paths.socket.clone(),
+            });
+        };
+        match &mut started {
+            None => started = Some(spawn_daemon(paths, spec)?),
+            Some(child) => {
+                if let Ok(Some(status)) = child.try_wait()
+                    && !status.success()
+                {
+                    return Err(ClientError::Unreachable(format!(
+                        "the dsh daemon could not start ({status}): {}",
+                        log_tail(&paths.log)
+                    )));
+                }
+            }
+        }
+        if began.elapsed() > START_TIMEOUT {
+            if let Some(child) = started.take() {
+                reap_in_background(child);
+            }
+            let why = match last_mismatch {
+                Some(reply) => format!(
+                    "the running daemon (pid {}) is dsh {} and this is dsh {}; the new daemon did not take over within {} s: {}",
+                    reply.pid,
+                    reply.version,
+                    hello.version,
+                    START_TIMEOUT.as_secs(),
+                    log_tail(&paths.log)
+                ),
+                None => format!(
+                    "a dsh daemon was started but did not answer on {} within {} s: {}",
+                    paths.socket.display(),
+                    START_TIMEOUT.as_secs(),
+                    log_tail(&paths.log)
+                ),
+            };
+            return Err(ClientError::Unreachable(why));
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Sends the hello and reads the reply: `Ok(Ok)` accepted, `Ok(Err)`
+/// refused, `Err` unreachable.
+fn say_hello(
+    paths: &DaemonPaths,
+    stream: UnixStream,
+    hello: &Hello,
+) -> Result<Result<Connected, Reply>, ClientError> {
+    let unreachable = |what: String| {
+        ClientError::Unreachable(format!(
+            "the dsh daemon{} at {} {what}",
+            daemon_pid_hint(paths),
+            paths.socket.display()
+        ))
+    };
+    stream
+        .set_read_timeout(Some(HELLO_TIMEOUT))
+        .and_then(|()| stream.set_write_timeout(Some(HELLO_TIMEOUT)))
+        .map_err(|e| unreachable(format!("cannot be used: {e}")))?;
+    let mut writer = &stream;
+    write_line_blocking(&mut writer, hello)
+        .map_err(|e| unreachable(format!("did not take the request: {e}")))?;
+    let mut reader = BufReader::new(stream);
+    let reply: Reply = match read_line_blocking(&mut reader, MAX_REPLY_LINE) {
+        Ok(reply) => reply,
+        Err(crate::protocol::LineError::Io(e))
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+            ) =>
+        {
+            return Err(unreachable(format!(
+                "did not answer within {} ms; it may be stopped or overloaded (`dsh daemon status`; its log is {})",
+                HELLO_TIMEOUT.as_millis(),
+                paths.log.display()
+            )));
+        }
+        Err(e) => return Err(unreachable(format!("answered badly: {e}"))),
+    };
+    let _ = reader.get_ref().set_read_timeout(None);
+    let _ = reader.get_ref().set_write_timeout(None);
+    if reply.error.is_some() {
+        return Ok(Err(reply));
+    }
+    Ok(Ok(Connected {
+        stream: reader,
+        reply,
+    }))
+}
+
+/// How long a one-shot request may run in the daemon once accepted (a
+/// registry operation waits for its flush; a stop, for every terminal and
+/// job to end).
+pub const RESULT_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Reads the result line that follows a one-shot request's acceptance.
+fn read_result(stream: &mut BufReader<UnixStream>) -> Result<Reply, String> {
+    stream
+        .get_ref()
+        .set_read_timeout(Some(RESULT_TIMEOUT))
+        .map_err(|e| e.to_string())?;
+    let reply: Reply = read_line_blocking(stream, MAX_REPLY_LINE).map_err(|e| match e {
+        crate::protocol::LineError::Closed => {
+            "the daemon closed the connection before it answered (it stopped or died)".to_owned()
+        }
+        other @ (crate::protocol::LineError::TooLong(_)
+        | crate::protocol::LineError::Malformed(_)
+        | crate::protocol::LineError::Io(_)) => other.to_string(),
+    })?;
+    Ok(reply)
+}
+
+/// One request, one result; starts a daemon when `start` is given. The
+/// daemon accepts at once (so an unreachable one is told apart quickly)
+/// and answers when the request is done.
+pub fn request(
+    paths: &DaemonPaths,
+    request: Request,
+    start: Option<&StartSpec>,
+) -> Result<Reply, ClientError> {
+    let mut connected = connect(paths, &Hello::new(request), start)?;
+    let reply = read_result(&mut connected.stream).map_err(|e| {
+        ClientError::Unreachable(format!(
+            "the dsh daemon (pid {}) accepted the request but {e}",
+            connected.reply.pid
+        ))
+    })?;
+    match reply.error {
+        Some(failure) => Err(ClientError::Refused(failure)),
+        None => Ok(reply),
+    }
+}
+
+/// One request to the daemon at `socket`, without starting one: its
+/// result, or why there is none.
+pub fn request_at(socket: &Path, request: Request) -> Result<Reply, String> {
+    let stream = UnixStream::connect(socket).map_err(|e| e.to_string())?;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .map_err(|e| e.to_string())?;
+    let mut writer = &stream;
+    write_line_blocking(&mut writer, &Hello::new(request)).map_err(|e| e.to_string())?;
+    let mut reader = BufReader::new(stream);
+    let accepted: Reply =
+        read_line_blocking(&mut reader, MAX_REPLY_LINE).map_err(|e| e.to_string())?;
+    if accepted.error.is_some() {
+        return Ok(accepted);
+    }
+    read_result(&mut reader)
+}
+
+/// Hands session records to the daemon at `socket` (a daemon that gave
+/// its store away forwards its connections' records this way).
+pub fn forward_records(
+    socket: &Path,
+    records: Vec<crate::store::SessionRecordOp>,
+) -> Result<(), String> {
+    let reply = request_at(socket, Request::Record { records })?;
+    match reply.error {
+        None => Ok(()),
+        Some(f) => Err(f.message),
+    }
+}
+
+/// Starts `dsh daemon --spawned` detached: its own session, stdio to the
+/// log file.
+fn spawn_daemon(paths: &DaemonPaths, spec: &StartSpec) -> Result<std::process::Child, ClientError> {
+    paths
+        .ensure_data_dir()
+        .map_err(|e| ClientError::Unreachable(e.to_string()))?;
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .open(&paths.log)
+        .map_err(|e| {
+            ClientError::Unreachable(format!(
+                "cannot open the daemon's log {}: {e}",
+                paths.log.display()
+            ))
+        })?;
+    let log_err = log
+        .try_clone()
+        .map_err(|e| ClientError::Unreachable(format!("cannot open the daemon's log: {e}")))?;
+    let mut command = std::process::Command::new(&spec.program);
+    command
+        .arg("--data-dir")
+        .arg(&paths.data_dir)
+        .args(["daemon", "--spawned"])
+        .stdin(std::process::Stdio::null())
+        .stdout(log)
+        .stderr(log_err);
+    if let Some(config) = &spec.config {
+        command.arg("--config").arg(config);
+    }
+    // SAFETY: setsid and sigprocmask are async-signal-safe and touch no
+    // memory of ours. The daemon must not inherit the signals a bridge
+    // blocks for its signal thread (nor pass them on to every terminal).
+    unsafe {
+        command.pre_exec(|| {
+            nix::sys::signal::SigSet::empty()
+                .thread_set_mask()
+                .map_err(std::io::Error::from)?;
+            nix::unistd::setsid()
+                .map(drop)
+                .map_err(std::io::Error::from)
+        });
+    }
+    command.spawn().map_err(|e| {
+        ClientError::Unreachable(format!(
+            "cannot start the dsh daemon ({}): {e}",
+            spec.program.display()
+        ))
+    })
+}
+
+/// Waits for a child on a thread of its own, so it never lingers as a
+/// zombie while this process runs.
+fn reap_in_background(mut child: std::process::Child) {
+    std::thread::spawn(move || {
+        let _ = child.wait();
+    });
+}
+
+/// The last lines of the daemon's log, on one line, for a message.
+pub fn log_tail(log: &Path) -> String {
+    let mut text = String::new();
+    if let Ok(mut file) = std::fs::File::open(log) {
+        let _ = file.read_to_string(&mut text);
+    }
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    let tail = lines[lines.len().saturating_sub(3)..].join(" | ");
+    if tail.is_empty() {
+        format!("its log {} is empty", log.display())
+    } else {
+        format!("{tail} (log: {})", log.display())
+    }
+}
+
+/// Writes `text` to stdout; a closed pipe (`| head`) is not an error.
+pub fn emit(text: &str) -> std::io::Result<()> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => other,
+    }
+}

@@ -1,0 +1,790 @@
+//! The MCP server: one [`Host`] (the long-lived runtime, the store, the
+//! language servers) and one [`Connection`] per MCP client.
+//!
+//! The host is the same whether one stdio client is served in process
+//! (`dsh mcp --standalone`) or many socket clients by the daemon. A
+//! connection has its own [`Owner`], its own tool layer (the preset and
+//! config file its bridge asked for), its own working directory and the
+//! environment its client gave `dsh mcp`; it only borrows the host, so a
+//! config reload swaps a connection's tool layer without touching its
+//! terminals or jobs.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant, SystemTime};
+
+use arc_swap::ArcSwap;
+use futures::FutureExt as _;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig,
+};
+use rmcp::service::{NotificationContext, RequestContext};
+use rmcp::{ErrorData as McpError, Peer, RoleServer, ServerHandler, ServiceExt as _};
+use serde_json::Value;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+use tools_catalog::{
+    CallContext, Catalog, JobsConfig, Owner, Preset, Runtime, Settings, ToolError,
+};
+use workspace::{ClientInfo, SessionHeader, SessionId};
+
+use crate::session_log::{LogPolicy, SessionRecorder};
+use crate::store::StoreAccess;
+
+/// What the host needs from the config file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HostConfig {
+    /// The preset served when the client names none.
+    pub preset: Option<Preset>,
+    /// The tools' settings (result limit, subagent command).
+    pub settings: Settings,
+    /// The job registry's limits (fixed for the host's life).
+    pub jobs: JobsConfig,
+    /// The terminal service's limits (fixed for the host's life).
+    pub terminals: terminal_pty::TerminalConfig,
+    /// The language servers (fixed for the host's life).
+    pub lsp: lsp_rust_analyzer::LspConfig,
+    /// The log's file and filter (fixed for the host's life).
+    pub log: (Option<PathBuf>, Option<String>),
+    /// Whether the session log keeps commands, prompts and argv (`[log]
+    /// commands`; per connection).
+    pub log_commands: bool,
+    /// Whether a session's language servers start when it connects (`[lsp]
+    /// eager`; fixed for the host's life).
+    pub lsp_eager: bool,
+    /// How long a daemon with no connection, terminal or job waits before
+    /// it exits.
+    pub idle_exit: Duration,
+}
+
+impl HostConfig {
+    /// The keys that take effect only when the host restarts and differ
+    /// between `self` and `other`.
+    pub fn fixed_differences(&self, other: &HostConfig) -> Vec<&'static str> {
+        let fixed = [
+            (
+                "lsp",
+                self.lsp != other.lsp || self.lsp_eager != other.lsp_eager,
+            ),
+            ("log", self.log != other.log),
+            (
+                "limits (jobs, terminals)",
+                self.jobs != other.jobs || self.terminals != other.terminals,
+            ),
+            ("daemon", self.idle_exit != other.idle_exit),
+        ];
+        fixed.iter().filter(|(_, c)| *c).map(|(k, _)| *k).collect()
+    }
+}
+
+/// Reads a config file (`None`: defaults); the error is one line.
+pub type ConfigLoader = Arc<dyn Fn(Option<&Path>) -> Result<HostConfig, String> + Send + Sync>;
+
+/// The tools as configured right now for one connection.
+pub struct ToolLayer {
+    /// The config the layer was built from.
+    pub config: HostConfig,
+    /// The tools served.
+    pub catalog: Catalog,
+}
+
+impl ToolLayer {
+    /// The layer of `config`; `preset` wins over the config's.
+    pub fn build(config: HostConfig, preset: Option<Preset>) -> Self {
+        let preset = preset.or(config.preset).unwrap_or(Preset::Full);
+        let catalog = Catalog::new(preset, &config.settings);
+        Self { config, catalog }
+    }
+
+    /// What `tools/list` returns.
+    fn mcp_tools(&self) -> Vec<rmcp::model::Tool> {
+        self.catalog
+            .tools()
+            .iter()
+            .map(|t| {
+                let s = t.spec();
+                rmcp::model::Tool::new(s.name, s.description, Arc::new(s.input_schema.clone()))
+            })
+            .collect()
+    }
+}
+
+/// What a connection is, as `dsh ps` shows it.
+#[derive(Debug, Clone)]
+pub struct ConnectionFacts {
+    /// The connection's number in this host.
+    pub id: u64,
+    /// Its owner (the terminals and jobs it started).
+    pub owner: Owner,
+    /// The MCP client, once it said who it is.
+    pub client: Option<ClientInfo>,
+    /// The session's directory, once known.
+    pub cwd: Option<PathBuf>,
+    /// The recorded session and its workspace, once recorded.
+    pub recorded: Option<crate::session_log::Recorded>,
+    /// The preset it is served.
+    pub preset: Preset,
+    /// When it connected.
+    pub connected_at: SystemTime,
+    /// The pid of the process on the other end (the bridge), when known.
+    pub peer_pid: Option<i32>,
+}
+
+struct ConnectionEntry {
+    owner: Owner,
+    layer: Arc<ArcSwap<ToolLayer>>,
+    config_path: Option<PathBuf>,
+    preset: Option<Preset>,
+    peer: Arc<OnceLock<Peer<RoleServer>>>,
+    cwd: watch::Receiver<Option<PathBuf>>,
+    recorder: SessionRecorder,
+    connected_at: SystemTime,
+    peer_pid: Option<i32>,
+}
+
+/// What a reload needs of one connection: its config file, preset, layer
+/// and peer.
+type ReloadTarget = (
+    Option<PathBuf>,
+    Option<Preset>,
+    Arc<ArcSwap<ToolLayer>>,
+    Arc<OnceLock<Peer<RoleServer>>>,
+);
+
+/// The long-lived part of the server: one per process.
+pub struct Host {
+    runtime: Arc<Runtime>,
+    terminals: terminal_pty::PtyTerminals,
+    warmups: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+    lsp_providers: Vec<Arc<lsp_rust_analyzer::StdioLspProvider>>,
+    store: StoreAccess,
+    config: HostConfig,
+    loader: ConfigLoader,
+    connections: Mutex<BTreeMap<u64, ConnectionEntry>>,
+    next_connection: std::sync::atomic::AtomicU64,
+    /// Pinged whenever a connection comes or goes.
+    changed: tokio::sync::Notify,
+}
+
+impl Host {
+    /// A host whose runtime is built from `config`. Call it inside a tokio
+    /// runtime.
+    pub fn new(config: HostConfig, loader: ConfigLoader, store: StoreAccess) -> Self {
+        // The config was validated when it was read, so this only fails on
+        // a config built in code; then no language server is routed.
+        let (router, lsp_providers) =
+            lsp_rust_analyzer::build_router(&config.lsp).unwrap_or_else(|e| {
+                tracing::error!("language servers disabled: {e}");
+                (lsp_seam::Router::new(), Vec::new())
+            });
+        let terminals = terminal_pty::PtyTerminals::new(config.terminals.clone());
+        Self {
+            warmups: Mutex::new(Vec::new()),
+            lsp_providers,
+            runtime: Arc::new(Runtime::new(
+                config.jobs.clone(),
+                Arc::new(terminals.clone()),
+                router,
+            )),
+            terminals,
+            store,
+            config,
+            loader,
+            connections: Mutex::new(BTreeMap::new()),
+            next_connection: std::sync::atomic::AtomicU64::new(1),
+            changed: tokio::sync::Notify::new(),
+        }
+    }
+
+    /// The runtime every connection borrows.
+    pub fn runtime(&self) -> &Arc<Runtime> {
+        &self.runtime
+    }
+
+    /// The terminal service (for views that need more than the seam).
+    pub fn terminals(&self) -> &terminal_pty::PtyTerminals {
+        &self.terminals
+    }
+
+    /// The config the host was started with.
+    pub fn config(&self) -> &HostConfig {
+        &self.config
+    }
+
+    /// The store the host records sessions in.
+    pub fn store(&self) -> &StoreAccess {
+        &self.store
+    }
+
+    /// Reads a config file with the host's loader.
+    pub fn load_config(&self, path: Option<&Path>) -> Result<HostConfig, String> {
+        (self.loader)(path)
+    }
+
+    /// Waits until a connection comes or goes.
+    pub async fn connections_changed(&self) {
+        self.changed.notified().await;
+    }
+
+    fn entries(&self) -> std::sync::MutexGuard<'_, BTreeMap<u64, ConnectionEntry>> {
+        self.connections.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// How many MCP connections are open.
+    pub fn connection_count(&self) -> usize {
+        self.entries().len()
+    }
+
+    /// Every open connection, oldest first.
+    pub fn connections(&self) -> Vec<ConnectionFacts> {
+        self.entries()
+            .iter()
+            .map(|(id, e)| {
+                let client = e
+                    .peer
+                    .get()
+                    .and_then(|p| p.peer_info())
+                    .map(|i| ClientInfo {
+                        name: i.client_info.name.clone(),
+                        version: i.client_info.version.clone(),
+                    });
+                ConnectionFacts {
+                    id: *id,
+                    owner: e.owner.clone(),
+                    client,
+                    cwd: e.cwd.borrow().clone(),
+                    recorded: e.recorder.recorded(),
+                    preset: e.layer.load().catalog.preset(),
+                    connected_at: e.connected_at,
+                    peer_pid: e.peer_pid,
+                }
+            })
+            .collect()
+    }
+
+    /// Starts the language servers for a session's directory ahead of its
+    /// first query (errors wait for that query to report them).
+    fn warm_language_servers(&self, cwd: &Path) {
+        if !self.config.lsp_eager {
+            return;
+        }
+        for provider in &self.lsp_providers {
+            let provider = provider.clone();
+            let cwd = cwd.to_path_buf();
+            let warmup = tokio::spawn(async move {
+                if let Err(e) = provider.start(&cwd).await {
+                    tracing::debug!("no eager language server for {}: {e}", cwd.display());
+                }
+            });
+            if let Ok(mut warmups) = self.warmups.lock() {
+                warmups.retain(|w| !w.is_finished());
+                warmups.push(warmup);
+            }
+        }
+    }
+
+    /// Stops every language server cleanly (`shutdown`, `exit`, verified).
+    pub async fn stop_language_servers(&self) {
+        if let Ok(mut warmups) = self.warmups.lock() {
+            for warmup in warmups.drain(..) {
+                warmup.abort();
+            }
+        }
+        futures::future::join_all(self.lsp_providers.iter().map(|p| p.shutdown())).await;
+    }
+
+    /// The language-server processes running now (pid, server, root).
+    pub fn language_servers(&self) -> Vec<lsp_rust_analyzer::ServerProcess> {
+        self.lsp_providers
+            .iter()
+            .flat_map(|p| p.servers())
+            .collect()
+    }
+
+    /// Re-reads every connection's config and rebuilds its tool layer;
+    /// live terminals and jobs are untouched. Connections whose tool list
+    /// changed are told so. Returns how many connections were reloaded.
+    pub async fn reload(&self) -> usize {
+        let targets: Vec<ReloadTarget> = self
+            .entries()
+            .values()
+            .map(|e| {
+                (
+                    e.config_path.clone(),
+                    e.preset,
+                    e.layer.clone(),
+                    e.peer.clone(),
+                )
+            })
+            .collect();
+        let mut reloaded = 0;
+        for (path, preset, layer, peer) in targets {
+            let config = match self.load_config(path.as_deref()) {
+                Ok(config) => config,
+                Err(e) => {
+                    tracing::error!("reload failed, keeping the old config: {e}");
+                    continue;
+                }
+            };
+            let needs_restart = self.config.fixed_differences(&config);
+            if !needs_restart.is_empty() {
+                tracing::warn!(
+                    "reload: changes to {} take effect when dsh restarts; the rest is applied now",
+                    needs_restart.join(", ")
+                );
+            }
+            let new = ToolLayer::build(config, preset);
+            let changed = layer.load().mcp_tools() != new.mcp_tools();
+            layer.store(Arc::new(new));
+            reloaded += 1;
+            tracing::info!(tools_changed = changed, "config reloaded");
+            if let (true, Some(peer)) = (changed, peer.get())
+                && let Err(e) = peer.notify_tool_list_changed().await
+            {
+                tracing::warn!("could not announce the new tool list: {e}");
+            }
+        }
+        reloaded
+    }
+}
+
+/// How one connection is set up.
+#[derive(Debug, Clone, Default)]
+pub struct ConnectionSetup {
+    /// A label for logs.
+    pub label: String,
+    /// `--preset`.
+    pub preset: Option<Preset>,
+    /// The config file of its tools (re-read on reload).
+    pub config_path: Option<PathBuf>,
+    /// Its tools' config, already read.
+    pub config: Option<HostConfig>,
+    /// The session's directory when the client names no root.
+    pub fallback_cwd: Option<PathBuf>,
+    /// The environment every process it starts gets (`None`: the host's).
+    pub env: Option<Arc<Vec<(String, String)>>>,
+    /// The pid on the other end, when known.
+    pub peer_pid: Option<i32>,
+}
+
+/// One MCP client.
+#[derive(Clone)]
+pub struct Connection {
+    host: Arc<Host>,
+    owner: Owner,
+    layer: Arc<ArcSwap<ToolLayer>>,
+    /// The session's directory: the client's first root, else the bridge's.
+    /// `None` until the client has been asked for its roots.
+    cwd: watch::Receiver<Option<PathBuf>>,
+    cwd_tx: Arc<watch::Sender<Option<PathBuf>>>,
+    fallback_cwd: PathBuf,
+    env: Option<Arc<Vec<(String, String)>>>,
+    peer: Arc<OnceLock<Peer<RoleServer>>>,
+    recorder: SessionRecorder,
+    /// Cancelled when the client closes its end: calls still running stop
+    /// at once, so teardown starts before a client gives up waiting.
+    closed: CancellationToken,
+}
+
+impl Connection {
+    async fn session_cwd(&self) -> PathBuf {
+        let mut rx = self.cwd.clone();
+        let waited =
+            tokio::time::timeout(Duration::from_secs(2), rx.wait_for(Option::is_some)).await;
+        match waited {
+            Ok(Ok(cwd)) => cwd.clone().unwrap_or_else(|| self.fallback_cwd.clone()),
+            _ => self.fallback_cwd.clone(),
+        }
+    }
+}
+
+fn server_cwd() -> PathBuf {
+    std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"))
+}
+
+/// The directory a root's `file://` URI names (percent-decoded), if it
+/// exists.
+fn root_path(uri: &str) -> Option<PathBuf> {
+    let path = url::Url::parse(uri).ok()?.to_file_path().ok()?;
+    path.is_dir().then_some(path)
+}
+
+const INSTRUCTIONS: &str = "dsh gives you a shell (`bash`), and in the full preset persistent terminals \
+(`terminal_*`), background jobs (`job_*`) and language-server queries (`lsp`). Errors come as \
+`[error CODE] message`; the message says what to do next.";
+
+impl ServerHandler for Connection {
+    // Logging notifications and roots are deprecated by a draft of the
+    // protocol but are what today's clients implement.
+    #[allow(deprecated)]
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_logging()
+                .enable_tools()
+                .enable_tool_list_changed()
+                .build(),
+        )
+        .with_server_info(Implementation::new("dsh", env!("CARGO_PKG_VERSION")))
+        .with_instructions(INSTRUCTIONS)
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        Ok(ListToolsResult::with_all_items(
+            self.layer.load().mcp_tools(),
+        ))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let layer = self.layer.load_full();
+        let Some(tool) = layer.catalog.get(&request.name).cloned() else {
+            return Err(McpError::invalid_params(
+                format!(
+                    "unknown tool `{}`; this server has: {}",
+                    request.name,
+                    layer.catalog.names().join(", ")
+                ),
+                None,
+            ));
+        };
+        let (progress, progress_sent) = mcp_progress(&request, &context);
+        let cx = CallContext {
+            owner: self.owner.clone(),
+            cwd: self.session_cwd().await,
+            runtime: self.host.runtime.clone(),
+            env: self.env.clone(),
+            progress,
+        };
+        let args = request.arguments.map(Value::Object).unwrap_or(Value::Null);
+        let logged_args = args.clone();
+        let at = chrono::Utc::now();
+        let started = Instant::now();
+        let call = std::panic::AssertUnwindSafe(tool.call(&cx, args)).catch_unwind();
+        let outcome = tokio::select! {
+            outcome = call => match outcome {
+                Ok(result) => result,
+                Err(_) => Err(ToolError::new(
+                    "INTERNAL",
+                    format!("the `{}` tool failed unexpectedly; the server is still running — try again or use another approach", request.name),
+                )),
+            },
+            () = context.ct.cancelled() => Err(ToolError::new("CANCELLED", "the client cancelled this call")),
+            () = self.closed.cancelled() => Err(ToolError::new("CANCELLED", "the client disconnected")),
+        };
+        // Progress notifications queued during the call go out before its
+        // reply.
+        drop(cx);
+        if let Some(sent) = progress_sent {
+            let _ = tokio::time::timeout(Duration::from_secs(1), sent).await;
+        }
+        let code = outcome.as_ref().err().map_or("OK", |e| e.code);
+        self.recorder
+            .call(at, &request.name, &logged_args, code, started.elapsed());
+        tracing::info!(
+            tool = %request.name,
+            outcome = code,
+            ms = started.elapsed().as_millis() as u64,
+            owner = self.owner.serial(),
+            "tool call"
+        );
+        Ok(CallToolResponse::from(to_mcp_result(outcome)))
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        let peer = context.peer.clone();
+        let _ = self.peer.set(peer.clone());
+        let info = peer.peer_info();
+        let client = info.as_ref().map(|i| ClientInfo {
+            name: i.client_info.name.clone(),
+            version: i.client_info.version.clone(),
+        });
+        let wants_roots = info.is_some_and(|i| i.capabilities.roots.is_some());
+        let tx = self.cwd_tx.clone();
+        let recorder = self.recorder.clone();
+        let host = self.host.clone();
+        let fallback = self.fallback_cwd.clone();
+        let begin = move |cwd: PathBuf| {
+            tx.send_replace(Some(cwd.clone()));
+            host.warm_language_servers(&cwd);
+            recorder.begin(SessionHeader {
+                id: SessionId::new_random(),
+                cwd: Some(cwd),
+                created_at: chrono::Utc::now(),
+                client,
+            });
+        };
+        if !wants_roots {
+            begin(fallback);
+            return;
+        }
+        #[allow(deprecated)]
+        tokio::spawn(async move {
+            let roots = tokio::time::timeout(Duration::from_secs(2), peer.list_roots()).await;
+            let cwd = match roots {
+                Ok(Ok(result)) => result.roots.first().and_then(|r| root_path(&r.uri)),
+                _ => None,
+            };
+            begin(cwd.unwrap_or(fallback));
+        });
+    }
+}
+
+/// When a tool call carries a `progressToken`: a sink whose reports become
+/// MCP `notifications/progress` for that token (numbered 1, 2, …, sent in
+/// order), and the task sending them, which ends once every clone of the
+/// sink is dropped. Without a token: nothing.
+fn mcp_progress(
+    request: &CallToolRequestParams,
+    context: &RequestContext<RoleServer>,
+) -> (
+    Option<tools_catalog::ProgressSink>,
+    Option<tokio::task::JoinHandle<()>>,
+) {
+    let token = request
+        .meta
+        .as_ref()
+        .and_then(|m| m.get_progress_token())
+        .or_else(|| context.meta.get_progress_token());
+    let Some(token) = token else {
+        return (None, None);
+    };
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<tools_catalog::ProgressReport>(64);
+    let peer = context.peer.clone();
+    let sending = tokio::spawn(async move {
+        let mut n = 0.0;
+        while let Some(report) = rx.recv().await {
+            n += 1.0;
+            let mut param = rmcp::model::ProgressNotificationParam::new(token.clone(), n);
+            param.message = Some(match report.percentage {
+                Some(p) if !report.message.contains('%') => format!("{} ({p}%)", report.message),
+                Some(_) | None => report.message,
+            });
+            if let Err(e) = peer.notify_progress(param).await {
+                tracing::debug!("could not send a progress notification: {e}");
+                return;
+            }
+        }
+    });
+    let sink = tools_catalog::ProgressSink::new(move |report| {
+        // Lossy by design: a slow client misses reports, never slows a call.
+        let _ = tx.try_send(report);
+    });
+    (Some(sink), Some(sending))
+}
+
+fn to_mcp_result(outcome: Result<tools_catalog::ToolReply, ToolError>) -> CallToolResult {
+    match outcome {
+        Ok(reply) => {
+            let mut result = CallToolResult::structured(reply.structured);
+            result.content = vec![ContentBlock::text(reply.text)];
+            result
+        }
+        Err(err) => {
+            let mut result = CallToolResult::structured_error(err.structured());
+            result.content = vec![ContentBlock::text(err.text())];
+            result
+        }
+    }
+}
+
+/// A reader that cancels a token when it reaches end-of-file.
+struct EofSignal<R> {
+    inner: R,
+    on_eof: CancellationToken,
+}
+
+impl<R: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for EofSignal<R> {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let polled = std::pin::Pin::new(&mut self.inner).poll_read(cx, buf);
+        if let std::task::Poll::Ready(result) = &polled
+            && (result.is_err() || buf.filled().len() == before)
+        {
+            self.on_eof.cancel();
+        }
+        polled
+    }
+}
+
+/// Tells the client when one of its background jobs settles (an MCP
+/// logging notification naming the job, its status and how to read it).
+async fn forward_job_events(
+    runtime: Arc<Runtime>,
+    owner: Owner,
+    peer: Arc<OnceLock<Peer<RoleServer>>>,
+) {
+    let mut events = runtime.jobs.subscribe();
+    loop {
+        let event = match events.recv().await {
+            Ok(event) => event,
+            Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
+                tracing::warn!("{n} job events were missed");
+                continue;
+            }
+            Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+        };
+        if event.owner != owner {
+            continue;
+        }
+        let Some(peer) = peer.get() else { continue };
+        let job = &event.job;
+        let message = tools_catalog::settled_job_message(job);
+        let data = serde_json::json!({
+            "job_id": job.id,
+            "kind": job.kind.as_str(),
+            "status": job.status.as_str(),
+            "exit_code": job.exit_code,
+            "message": message,
+        });
+        #[allow(deprecated)]
+        let sent = peer
+            .notify_logging_message(
+                rmcp::model::LoggingMessageNotificationParam::new(
+                    rmcp::model::LoggingLevel::Info,
+                    data,
+                )
+                .with_logger("dsh.jobs"),
+            )
+            .await;
+        if let Err(e) = sent {
+            tracing::debug!("could not send a job notification: {e}");
+        }
+    }
+}
+
+/// Serves one MCP client on `read`/`write` until it disconnects or `stop`
+/// is cancelled, then ends everything the connection started (verified)
+/// and lets its session log catch up.
+pub async fn serve_connection<R, W>(
+    host: Arc<Host>,
+    setup: ConnectionSetup,
+    read: R,
+    write: W,
+    stop: CancellationToken,
+) -> anyhow::Result<()>
+where
+    R: tokio::io::AsyncRead + Send + Unpin + 'static,
+    W: tokio::io::AsyncWrite + Send + Unpin + 'static,
+{
+    let config = setup.config.unwrap_or_else(|| host.config.clone());
+    let policy = LogPolicy {
+        commands: config.log_commands,
+    };
+    let layer = Arc::new(ArcSwap::from_pointee(ToolLayer::build(
+        config,
+        setup.preset,
+    )));
+    let (cwd_tx, cwd) = watch::channel(None);
+    let connection = Connection {
+        recorder: SessionRecorder::start(host.store.clone(), policy),
+        owner: Owner::new(setup.label.clone()),
+        layer: layer.clone(),
+        cwd: cwd.clone(),
+        cwd_tx: Arc::new(cwd_tx),
+        fallback_cwd: setup.fallback_cwd.unwrap_or_else(server_cwd),
+        env: setup.env,
+        peer: Arc::new(OnceLock::new()),
+        closed: CancellationToken::new(),
+        host: host.clone(),
+    };
+    let id = host
+        .next_connection
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let owner = connection.owner.clone();
+    let recorder = connection.recorder.clone();
+    let closed = connection.closed.clone();
+    host.entries().insert(
+        id,
+        ConnectionEntry {
+            owner: owner.clone(),
+            layer: layer.clone(),
+            config_path: setup.config_path,
+            preset: setup.preset,
+            peer: connection.peer.clone(),
+            cwd,
+            recorder: recorder.clone(),
+            connected_at: SystemTime::now(),
+            peer_pid: setup.peer_pid,
+        },
+    );
+    host.changed.notify_waiters();
+    let events = tokio::spawn(forward_job_events(
+        host.runtime.clone(),
+        owner.clone(),
+        connection.peer.clone(),
+    ));
+    let read = EofSignal {
+        inner: read,
+        on_eof: closed.clone(),
+    };
+    let served = match connection.serve((read, write)).await {
+        Ok(service) => {
+            tracing::info!(
+                connection = id,
+                preset = %layer.load().catalog.preset(),
+                "MCP connection serving"
+            );
+            let cancel = service.cancellation_token();
+            let waiting = service.waiting();
+            tokio::pin!(waiting);
+            tokio::select! {
+                reason = &mut waiting => {
+                    tracing::info!(connection = id, "client disconnected: {reason:?}");
+                }
+                () = stop.cancelled() => {
+                    cancel.cancel();
+                    let _ = waiting.await;
+                }
+            }
+            Ok(())
+        }
+        Err(e) => Err(anyhow::anyhow!("MCP initialization failed: {e}")),
+    };
+    // The connection is gone: end everything it started, verified, and let
+    // the session log catch up — together, as a client may not wait long.
+    closed.cancel();
+    events.abort();
+    host.entries().remove(&id);
+    tokio::join!(
+        host.runtime.end_owner(&owner),
+        recorder.finish(Duration::from_secs(2)),
+    );
+    host.changed.notify_waiters();
+    served
+}
+
+/// Makes this process a child subreaper and reaps the orphans of its
+/// commands, so none lingers as a zombie under an init that may not reap.
+pub fn start_orphan_reaper() {
+    if let Err(e) = process_tree::become_subreaper() {
+        tracing::warn!("could not become a child subreaper: {e}");
+    }
+    match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::child()) {
+        Ok(mut sigchld) => {
+            tokio::spawn(async move {
+                // One /proc scan per burst of SIGCHLDs: a zombie may wait a
+                // moment, a busy server must not scan /proc after every
+                // command.
+                while sigchld.recv().await.is_some() {
+                    tokio::time::sleep(Duration::from_millis(250)).await;
+                    let _ = tokio::task::spawn_blocking(process_tree::reap_adopted).await;
+                }
+            });
+        }
+        Err(e) => tracing::warn!("cannot watch SIGCHLD; orphans are not reaped: {e}"),
+    }
+}

@@ -1,0 +1,34 @@
+//! The dsh daemon: one per user and data directory, it owns the runtime
+//! (terminals, jobs, shared language servers) and holds the workspace store
+//! open for every agent; `dsh mcp` is a bridge to it.
+//!
+//! * [`daemon`] — the listener on a Unix socket in a private runtime
+//!   directory, the single-daemon lock, idle exit, signals and the
+//!   hand-over of the store to a newer version.
+//! * [`host`] — the MCP server: one [`host::Host`] and one connection per
+//!   client, each with its own `Owner` (shared by the daemon and by
+//!   `dsh mcp --standalone`, see [`standalone`]).
+//! * [`bridge`] — `dsh mcp`: connect (starting the daemon if needed), say
+//!   hello, copy bytes.
+//! * [`protocol`] — the hello, the reply, the frames of `attach`.
+//! * [`client`], [`registry_ops`], [`ps`], [`attach`] — what the CLI's
+//!   registry commands, `dsh daemon status|stop`, `dsh ps` and
+//!   `dsh attach` do over the socket.
+//! * [`store`] — the store held open for the daemon's life.
+//!
+//! This crate does not parse the command line or the config file (the
+//! `dsh` binary does and passes a [`host::HostConfig`] and a loader), and
+//! holds no tool logic (that is `tools-catalog`'s).
+
+pub mod attach;
+pub mod bridge;
+pub mod client;
+pub mod daemon;
+pub mod host;
+pub mod paths;
+pub mod protocol;
+pub mod ps;
+pub mod registry_ops;
+pub mod session_log;
+pub mod standalone;
+pub mod store;

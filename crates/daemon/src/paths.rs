@@ -1,0 +1,237 @@
+//! Where a daemon lives: the private runtime directory with its socket, and
+//! the files it keeps in the data directory (lock, info, log).
+//!
+//! The runtime directory is `$DSH_RUNTIME_DIR` when set, else
+//! `$XDG_RUNTIME_DIR/dsh`, else `dsh-UID` under the temp directory. It is
+//! created `0700` and refused when another user owns it or its mode lets
+//! anyone else in: the socket in it is the boundary between users.
+
+use std::os::unix::fs::{DirBuilderExt as _, MetadataExt as _, PermissionsExt as _};
+use std::path::{Path, PathBuf};
+
+/// The files of one daemon: one per user and data directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DaemonPaths {
+    /// The store's directory (`--data-dir`).
+    pub data_dir: PathBuf,
+    /// The private runtime directory holding the socket.
+    pub runtime_dir: PathBuf,
+    /// The Unix socket the daemon listens on.
+    pub socket: PathBuf,
+    /// The file a running daemon holds locked for its life.
+    pub lock: PathBuf,
+    /// Who holds the lock: pid, socket and version, as JSON.
+    pub info: PathBuf,
+    /// Where a daemon started by a bridge writes its log.
+    pub log: PathBuf,
+}
+
+/// Why the runtime directory cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum PathsError {
+    /// It could not be created or inspected.
+    #[error("cannot use the runtime directory {dir}: {reason}")]
+    Unusable {
+        /// The directory.
+        dir: PathBuf,
+        /// What failed.
+        reason: String,
+    },
+    /// Another user owns it.
+    #[error(
+        "the runtime directory {dir} belongs to uid {owner}, not to you (uid {me}); set DSH_RUNTIME_DIR or XDG_RUNTIME_DIR to a directory of your own"
+    )]
+    ForeignOwner {
+        /// The directory.
+        dir: PathBuf,
+        /// Its owner.
+        owner: u32,
+        /// The caller.
+        me: u32,
+    },
+    /// Its mode lets other users in.
+    #[error(
+        "the runtime directory {dir} has mode {mode:04o}; it must be private (0700): run `chmod 700 {dir}`"
+    )]
+    TooOpen {
+        /// The directory.
+        dir: PathBuf,
+        /// Its permission bits.
+        mode: u32,
+    },
+}
+
+/// The runtime directory this process would use (not created).
+pub fn runtime_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("DSH_RUNTIME_DIR").filter(|d| !d.is_empty()) {
+        return PathBuf::from(dir);
+    }
+    if let Some(dir) = std::env::var_os("XDG_RUNTIME_DIR").filter(|d| !d.is_empty()) {
+        return PathBuf::from(dir).join("dsh");
+    }
+    std::env::temp_dir().join(format!("dsh-{}", nix::unistd::getuid()))
+}
+
+impl DaemonPaths {
+    /// The paths for `data_dir` under the runtime directory of this
+    /// process. Nothing is created.
+    pub fn new(data_dir: &Path) -> Self {
+        Self::with_runtime_dir(data_dir, &runtime_dir())
+    }
+
+    /// The paths for `data_dir` under `runtime_dir`.
+    pub fn with_runtime_dir(data_dir: &Path, runtime_dir: &Path) -> Self {
+        let data_dir = absolute(data_dir);
+        // One daemon per data directory: the socket's name is derived from
+        // the directory's path, which may be too long for a socket address.
+        let key = fnv1a(data_dir.as_os_str().as_encoded_bytes());
+        Self {
+            socket: runtime_dir.join(format!("dsh-{key:016x}.sock")),
+            lock: data_dir.join("daemon.lock"),
+            info: data_dir.join("daemon.json"),
+            log: data_dir.join("daemon.log"),
+            runtime_dir: runtime_dir.to_path_buf(),
+            data_dir,
+        }
+    }
+
+    /// Creates the runtime directory (0700) if needed and checks that it is
+    /// ours and private.
+    pub fn ensure_runtime_dir(&self) -> Result<(), PathsError> {
+        ensure_private_dir(&self.runtime_dir)
+    }
+
+    /// Creates the data directory (0700) if needed.
+    pub fn ensure_data_dir(&self) -> Result<(), PathsError> {
+        match std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&self.data_dir)
+        {
+            Ok(()) => Ok(()),
+            Err(e) => Err(PathsError::Unusable {
+                dir: self.data_dir.clone(),
+                reason: e.to_string(),
+            }),
+        }
+    }
+}
+
+/// Creates `dir` with mode 0700 when missing; refuses one owned by another
+/// user or open to others.
+pub fn ensure_private_dir(dir: &Path) -> Result<(), PathsError> {
+    let unusable = |e: std::io::Error| PathsError::Unusable {
+        dir: dir.to_path_buf(),
+        reason: e.to_string(),
+    };
+    if let Err(e) = std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+    {
+        return Err(unusable(e));
+    }
+    let meta = std::fs::symlink_metadata(dir).map_err(unusable)?;
+    if !meta.is_dir() {
+        return Err(PathsError::Unusable {
+            dir: dir.to_path_buf(),
+            reason: "it is not a directory".to_owned(),
+        });
+    }
+    let me = nix::unistd::getuid().as_raw();
+    if meta.uid() != me {
+        return Err(PathsError::ForeignOwner {
+            dir: dir.to_path_buf(),
+            owner: meta.uid(),
+            me,
+        });
+    }
+    let mode = meta.permissions().mode() & 0o7777;
+    if mode & 0o077 != 0 {
+        return Err(PathsError::TooOpen {
+            dir: dir.to_path_buf(),
+            mode,
+        });
+    }
+    Ok(())
+}
+
+/// `path` made absolute against the current directory (not resolved).
+fn absolute(path: &Path) -> PathBuf {
+    std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
+}
+
+/// FNV-1a, 64 bits: a stable name for a data directory (the same in every
+/// dsh version, unlike the standard library's hasher).
+fn fnv1a(bytes: &[u8]) -> u64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in bytes {
+        hash ^= u64::from(*byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    hash
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    #[test]
+    fn a_missing_runtime_dir_is_created_private() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("a/b");
+        ensure_private_dir(&dir).unwrap();
+        let mode = std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700);
+    }
+
+    #[test]
+    fn an_open_runtime_dir_is_refused_with_the_fix() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("open");
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let err = ensure_private_dir(&dir).unwrap_err().to_string();
+        assert_eq!(
+            err,
+            format!(
+                "the runtime directory {} has mode 0755; it must be private (0700): run `chmod 700 {}`",
+                dir.display(),
+                dir.display()
+            )
+        );
+    }
+
+    #[test]
+    fn a_runtime_dir_of_another_user_is_refused() {
+        // Only root can hand a directory to another user.
+        if !nix::unistd::getuid().is_root() {
+            return;
+        }
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("theirs");
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+        nix::unistd::chown(&dir, Some(nix::unistd::Uid::from_raw(65534)), None).unwrap();
+        let err = ensure_private_dir(&dir).unwrap_err();
+        assert!(
+            matches!(err, PathsError::ForeignOwner { owner: 65534, .. }),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn each_data_dir_has_its_own_socket() {
+        let run = Path::new("/run/u");
+        let a = DaemonPaths::with_runtime_dir(Path::new("/data/a"), run);
+        let b = DaemonPaths::with_runtime_dir(Path::new("/data/b"), run);
+        assert_ne!(a.socket, b.socket);
+        assert_eq!(
+            a.socket,
+            DaemonPaths::with_runtime_dir(Path::new("/data/a"), run).socket
+        );
+        assert_eq!(a.lock, Path::new("/data/a/daemon.lock"));
+    }
+}

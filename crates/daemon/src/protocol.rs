@@ -1,0 +1,381 @@
+//! The small protocol on the daemon's socket.
+//!
+//! Every connection starts with one JSON line from the client, the
+//! [`Hello`], and one JSON line back, the [`Reply`]. What follows depends
+//! on the hello's kind: an MCP session (`mcp`: newline-delimited JSON-RPC,
+//! exactly as on stdio), frames of a terminal view (`attach`), or nothing
+//! (every other kind is one request and one reply).
+//!
+//! A hello carries the client's dsh version. The daemon refuses every kind
+//! that depends on its code — `mcp`, `registry`, `ps`, `attach`, `reload` —
+//! from a client of another version, before any byte of that kind is
+//! exchanged (`VERSION_MISMATCH`); `status`, `stop`, `handover` and
+//! `record` keep their shape across versions ([`PROTOCOL`]), so an upgrade
+//! can hand the store over.
+
+use std::io::{BufRead, Write};
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _};
+
+/// The shape of the hello, the reply and the cross-version kinds.
+pub const PROTOCOL: u32 = 1;
+
+/// The environment variable that makes this process report another dsh
+/// version. Only the tests of upgrades set it.
+pub const VERSION_OVERRIDE_ENV: &str = "DSH_TEST_VERSION";
+
+/// The longest hello or request line a daemon reads (an environment can be
+/// large, but not this large).
+pub const MAX_REQUEST_LINE: u64 = 4 * 1024 * 1024;
+/// The longest reply line a client reads.
+pub const MAX_REPLY_LINE: u64 = 256 * 1024 * 1024;
+
+/// The dsh version this process speaks for.
+pub fn version() -> String {
+    std::env::var(VERSION_OVERRIDE_ENV)
+        .ok()
+        .filter(|v| !v.is_empty())
+        .unwrap_or_else(|| env!("CARGO_PKG_VERSION").to_owned())
+}
+
+/// The first line a client sends.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Hello {
+    /// [`PROTOCOL`] of the client.
+    pub protocol: u32,
+    /// The client's dsh version.
+    pub version: String,
+    /// What the client wants.
+    #[serde(flatten)]
+    pub request: Request,
+}
+
+impl Hello {
+    /// A hello of this process's version.
+    pub fn new(request: Request) -> Self {
+        Self {
+            protocol: PROTOCOL,
+            version: version(),
+            request,
+        }
+    }
+}
+
+/// What a connection is for.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Request {
+    /// An MCP session follows (the bridge).
+    Mcp(McpHello),
+    /// One registry operation (`dsh workspace …`, `dsh session …`).
+    Registry {
+        /// The operation.
+        op: crate::registry_ops::RegistryOp,
+    },
+    /// The daemon's facts (`dsh daemon status`).
+    Status,
+    /// Stop the daemon as SIGTERM does (`dsh daemon stop`).
+    Stop,
+    /// Re-read the config of every connection (SIGHUP to a bridge).
+    Reload,
+    /// Every connection with its terminals and jobs (`dsh ps`).
+    Ps,
+    /// A live view of a terminal (`dsh attach`); frames follow.
+    Attach {
+        /// The terminal, `pty-N`.
+        id: String,
+        /// Let the person type.
+        write: bool,
+    },
+    /// A daemon of another version asks this one to release the store.
+    Handover {
+        /// The socket the new daemon will listen on (records of this
+        /// daemon's live connections are forwarded there).
+        socket: PathBuf,
+    },
+    /// Session records of a daemon that handed its store over.
+    Record {
+        /// The records, in order.
+        records: Vec<crate::store::SessionRecordOp>,
+    },
+}
+
+impl Request {
+    /// The kind's name, as on the wire.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Request::Mcp(_) => "mcp",
+            Request::Registry { .. } => "registry",
+            Request::Status => "status",
+            Request::Stop => "stop",
+            Request::Reload => "reload",
+            Request::Ps => "ps",
+            Request::Attach { .. } => "attach",
+            Request::Handover { .. } => "handover",
+            Request::Record { .. } => "record",
+        }
+    }
+
+    /// Whether the kind needs a daemon of exactly the client's version.
+    pub fn needs_same_version(&self) -> bool {
+        match self {
+            Request::Mcp(_)
+            | Request::Registry { .. }
+            | Request::Reload
+            | Request::Ps
+            | Request::Attach { .. } => true,
+            Request::Status | Request::Stop | Request::Handover { .. } | Request::Record { .. } => {
+                false
+            }
+        }
+    }
+}
+
+/// What a bridge tells the daemon about its MCP connection.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct McpHello {
+    /// `--preset`, which wins over the config's.
+    pub preset: Option<String>,
+    /// The config file of this connection's tools (`--config`, else the
+    /// default file when it exists; `None`: defaults).
+    pub config: Option<PathBuf>,
+    /// The bridge's working directory: the session's directory when the
+    /// client names no root.
+    pub cwd: PathBuf,
+    /// The bridge's environment: every process this connection starts
+    /// gets it, exactly as a standalone server's children would.
+    pub env: Vec<(String, String)>,
+}
+
+/// The daemon's answer to a hello.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Reply {
+    /// The daemon's pid.
+    pub pid: u32,
+    /// The daemon's dsh version.
+    pub version: String,
+    /// Set when the request was refused or failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<Failure>,
+    /// The request's result.
+    #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
+    pub data: serde_json::Value,
+}
+
+impl Reply {
+    /// A successful reply of this process carrying `data`.
+    pub fn ok(data: serde_json::Value) -> Self {
+        Self {
+            pid: std::process::id(),
+            version: version(),
+            error: None,
+            data,
+        }
+    }
+
+    /// A failed reply of this process.
+    pub fn failed(code: &str, message: impl Into<String>) -> Self {
+        Self {
+            pid: std::process::id(),
+            version: version(),
+            error: Some(Failure {
+                code: code.to_owned(),
+                message: message.into(),
+            }),
+            data: serde_json::Value::Null,
+        }
+    }
+}
+
+/// A refused or failed request: a stable code and a message that says
+/// what to do.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[error("{message}")]
+pub struct Failure {
+    /// SCREAMING_SNAKE code.
+    pub code: String,
+    /// One line for a person.
+    pub message: String,
+}
+
+/// Why a line could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum LineError {
+    /// The peer closed the connection first.
+    #[error("the connection closed before a complete line arrived")]
+    Closed,
+    /// The line exceeded the limit.
+    #[error("a line longer than {0} bytes")]
+    TooLong(u64),
+    /// The line is not the JSON expected.
+    #[error("malformed line: {0}")]
+    Malformed(String),
+    /// Reading failed.
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Reads one JSON line of at most `limit` bytes.
+pub async fn read_line<T, R>(reader: &mut R, limit: u64) -> Result<T, LineError>
+where
+    T: for<'de> Deserialize<'de>,
+    R: tokio::io::AsyncBufRead + Unpin,
+{
+    let mut buf = Vec::new();
+    let n = (&mut *reader)
+        .take(limit + 1)
+        .read_until(b'\n', &mut buf)
+        .await?;
+    decode_line(&buf, n, limit)
+}
+
+/// Writes one JSON line.
+pub async fn write_line<T, W>(writer: &mut W, value: &T) -> std::io::Result<()>
+where
+    T: Serialize,
+    W: tokio::io::AsyncWrite + Unpin,
+{
+    let mut line = serde_json::to_vec(value).map_err(std::io::Error::other)?;
+    line.push(b'\n');
+    writer.write_all(&line).await?;
+    writer.flush().await
+}
+
+/// [`read_line`] on a blocking reader.
+pub fn read_line_blocking<T, R>(reader: &mut R, limit: u64) -> Result<T, LineError>
+where
+    T: for<'de> Deserialize<'de>,
+    R: BufRead,
+{
+    let mut buf = Vec::new();
+    let n = std::io::Read::take(&mut *reader, limit + 1).read_until(b'\n', &mut buf)?;
+    decode_line(&buf, n, limit)
+}
+
+/// [`write_line`] on a blocking writer.
+pub fn write_line_blocking<T: Serialize, W: Write>(
+    writer: &mut W,
+    value: &T,
+) -> std::io::Result<()> {
+    let mut line = serde_json::to_vec(value).map_err(std::io::Error::other)?;
+    line.push(b'\n');
+    writer.write_all(&line)?;
+    writer.flush()
+}
+
+fn decode_line<T: for<'de> Deserialize<'de>>(
+    buf: &[u8],
+    n: usize,
+    limit: u64,
+) -> Result<T, LineError> {
+    if n == 0 {
+        return Err(LineError::Closed);
+    }
+    if buf.last() != Some(&b'\n') {
+        return Err(if n as u64 > limit {
+            LineError::TooLong(limit)
+        } else {
+            LineError::Closed
+        });
+    }
+    serde_json::from_slice(buf).map_err(|e| LineError::Malformed(e.to_string()))
+}
+
+/// Frames of `attach` after the reply: one tag byte, a big-endian u32
+/// length, the payload.
+pub mod frame {
+    /// Daemon → client: bytes the program wrote (the screen first).
+    pub const OUTPUT: u8 = 1;
+    /// Daemon → client: a one-line notice for the person (UTF-8).
+    pub const NOTICE: u8 = 2;
+    /// Daemon → client: the view ended; the payload says why (UTF-8).
+    pub const END: u8 = 3;
+    /// Client → daemon: keys the person typed (`--write` only).
+    pub const INPUT: u8 = 4;
+    /// The longest payload either side accepts.
+    pub const MAX_PAYLOAD: u32 = 1024 * 1024;
+
+    /// Encodes one frame.
+    pub fn encode(tag: u8, payload: &[u8]) -> Vec<u8> {
+        let len = u32::try_from(payload.len().min(MAX_PAYLOAD as usize)).unwrap_or(MAX_PAYLOAD);
+        let mut out = Vec::with_capacity(5 + len as usize);
+        out.push(tag);
+        out.extend_from_slice(&len.to_be_bytes());
+        out.extend_from_slice(&payload[..len as usize]);
+        out
+    }
+
+    /// Reads one frame; `None` at a clean end of the stream.
+    pub async fn read<R: tokio::io::AsyncRead + Unpin>(
+        reader: &mut R,
+    ) -> std::io::Result<Option<(u8, Vec<u8>)>> {
+        use tokio::io::AsyncReadExt as _;
+        let mut head = [0u8; 5];
+        match reader.read_exact(&mut head).await {
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
+            Err(e) => return Err(e),
+        }
+        let len = u32::from_be_bytes([head[1], head[2], head[3], head[4]]);
+        if len > MAX_PAYLOAD {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!("a frame of {len} bytes is over the limit"),
+            ));
+        }
+        let mut payload = vec![0u8; len as usize];
+        reader.read_exact(&mut payload).await?;
+        Ok(Some((head[0], payload)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    #[tokio::test]
+    async fn lines_round_trip_and_limits_hold() {
+        let hello = Hello::new(Request::Attach {
+            id: "pty-3".into(),
+            write: true,
+        });
+        let mut wire = Vec::new();
+        write_line(&mut wire, &hello).await.unwrap();
+        let mut reader = tokio::io::BufReader::new(&wire[..]);
+        let back: Hello = read_line(&mut reader, 1024).await.unwrap();
+        assert_eq!(back.request.kind(), "attach");
+        assert_eq!(back.version, version());
+
+        let mut reader = tokio::io::BufReader::new(&wire[..]);
+        let err = read_line::<Hello, _>(&mut reader, 10).await.unwrap_err();
+        assert!(matches!(err, LineError::TooLong(10)), "{err}");
+
+        let mut reader = tokio::io::BufReader::new(&b"{\"protocol\": 1}\n"[..]);
+        let err = read_line::<Hello, _>(&mut reader, 1024).await.unwrap_err();
+        assert!(matches!(err, LineError::Malformed(_)), "{err}");
+
+        let mut reader = tokio::io::BufReader::new(&b"{\"proto"[..]);
+        let err = read_line::<Hello, _>(&mut reader, 1024).await.unwrap_err();
+        assert!(matches!(err, LineError::Closed), "{err}");
+    }
+
+    #[tokio::test]
+    async fn frames_round_trip() {
+        let mut wire = frame::encode(frame::OUTPUT, b"hello");
+        wire.extend(frame::encode(frame::END, b"bye"));
+        let mut reader = &wire[..];
+        assert_eq!(
+            frame::read(&mut reader).await.unwrap(),
+            Some((frame::OUTPUT, b"hello".to_vec()))
+        );
+        assert_eq!(
+            frame::read(&mut reader).await.unwrap(),
+            Some((frame::END, b"bye".to_vec()))
+        );
+        assert_eq!(frame::read(&mut reader).await.unwrap(), None);
+    }
+}

@@ -1,0 +1,277 @@
+//! The registry operations behind `dsh workspace …` and `dsh session …`:
+//! what a daemon runs on its held store for the CLI (or the CLI runs on a
+//! store of its own with `--standalone`), and the one-line messages its
+//! errors become.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use workspace::{
+    SessionDetail, SessionId, SessionRecord, StorageError, Workspace, WorkspaceError, WorkspaceId,
+};
+
+use crate::protocol::Failure;
+use crate::store::SledRegistry;
+
+/// One registry operation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum RegistryOp {
+    /// Every workspace in display order.
+    WorkspaceList,
+    /// Register a directory (an absolute path: the daemon's working
+    /// directory is not the caller's).
+    WorkspaceCreate {
+        /// The directory.
+        path: PathBuf,
+        /// Its title.
+        title: Option<String>,
+    },
+    /// One workspace and its sessions.
+    WorkspaceShow {
+        /// The workspace.
+        id: WorkspaceId,
+    },
+    /// Change a title.
+    WorkspaceRename {
+        /// The workspace.
+        id: WorkspaceId,
+        /// The new title.
+        title: String,
+    },
+    /// Move a workspace before another, or to the end.
+    WorkspaceMove {
+        /// The workspace.
+        id: WorkspaceId,
+        /// The anchor.
+        before: Option<WorkspaceId>,
+    },
+    /// Forget a workspace.
+    WorkspaceRemove {
+        /// The workspace.
+        id: WorkspaceId,
+    },
+    /// Sessions, newest first, or one workspace's in its order.
+    SessionList {
+        /// Only this workspace's.
+        workspace: Option<WorkspaceId>,
+    },
+    /// One session with its log.
+    SessionShow {
+        /// The session.
+        id: SessionId,
+    },
+    /// Set or clear a session's archived mark.
+    SessionArchive {
+        /// The session.
+        id: SessionId,
+        /// The new mark.
+        archived: bool,
+    },
+}
+
+impl RegistryOp {
+    /// Whether the operation may write.
+    pub fn mutates(&self) -> bool {
+        match self {
+            RegistryOp::WorkspaceList
+            | RegistryOp::WorkspaceShow { .. }
+            | RegistryOp::SessionList { .. }
+            | RegistryOp::SessionShow { .. } => false,
+            RegistryOp::WorkspaceCreate { .. }
+            | RegistryOp::WorkspaceRename { .. }
+            | RegistryOp::WorkspaceMove { .. }
+            | RegistryOp::WorkspaceRemove { .. }
+            | RegistryOp::SessionArchive { .. } => true,
+        }
+    }
+}
+
+/// `workspace_create`'s result.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Created {
+    /// The workspace that owns the path now.
+    pub workspace: Workspace,
+    /// False when the path was already a workspace.
+    pub created: bool,
+}
+
+/// `workspace_show`'s result.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct WorkspaceWithSessions {
+    /// The workspace.
+    pub workspace: Workspace,
+    /// Its sessions in order.
+    pub sessions: Vec<SessionRecord>,
+}
+
+/// `session_list`'s result.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SessionsWithWorkspaces {
+    /// The sessions.
+    pub sessions: Vec<SessionRecord>,
+    /// Every workspace (for titles).
+    pub workspaces: Vec<Workspace>,
+}
+
+/// `session_show`'s result.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SessionWithWorkspace {
+    /// The session and its log.
+    pub detail: SessionDetail,
+    /// Its workspace.
+    pub workspace: Option<Workspace>,
+}
+
+/// `session_archive`'s result.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Archived {
+    /// The mark before.
+    pub was: bool,
+    /// The session after.
+    pub record: SessionRecord,
+}
+
+fn json(value: impl Serialize) -> Result<serde_json::Value, WorkspaceError> {
+    serde_json::to_value(value).map_err(|e| {
+        WorkspaceError::Storage(StorageError::Io {
+            message: format!("cannot encode the result: {e}"),
+        })
+    })
+}
+
+/// Runs `op` on `registry`; every write is flushed before this returns.
+/// Errors are one line that says what to do next (`data_dir` is named in
+/// the ones about the store).
+pub fn execute(
+    registry: &mut SledRegistry,
+    op: &RegistryOp,
+    data_dir: &Path,
+) -> Result<serde_json::Value, Failure> {
+    run(registry, op).map_err(|e| match (&e, op) {
+        (
+            WorkspaceError::WorkspaceOrderInvalid { .. },
+            RegistryOp::WorkspaceMove {
+                before: Some(anchor),
+                ..
+            },
+        ) => Failure {
+            code: e.code().to_owned(),
+            message: format!(
+                "cannot move before {anchor}: no workspace has that id; `dsh workspace list` shows the ids"
+            ),
+        },
+        _ => explain(e, data_dir),
+    })
+}
+
+fn run(registry: &mut SledRegistry, op: &RegistryOp) -> Result<serde_json::Value, WorkspaceError> {
+    match op {
+        RegistryOp::WorkspaceList => json(registry.list()),
+        RegistryOp::WorkspaceCreate { path, title } => {
+            let existed = registry.resolve_by_path(path)?.is_some();
+            let workspace = registry.create(path, title.as_deref())?;
+            json(Created {
+                workspace,
+                created: !existed,
+            })
+        }
+        RegistryOp::WorkspaceShow { id } => {
+            let workspace = registry
+                .get(*id)
+                .ok_or(WorkspaceError::UnknownWorkspace(*id))?;
+            let sessions = registry.sessions(Some(*id))?;
+            json(WorkspaceWithSessions {
+                workspace,
+                sessions,
+            })
+        }
+        RegistryOp::WorkspaceRename { id, title } => json(registry.set_title(*id, title)?),
+        RegistryOp::WorkspaceMove { id, before } => {
+            registry.insert_before(*id, *before)?;
+            json(registry.list())
+        }
+        RegistryOp::WorkspaceRemove { id } => {
+            let workspace = registry
+                .get(*id)
+                .ok_or(WorkspaceError::UnknownWorkspace(*id))?;
+            registry.delete(*id)?;
+            json(workspace)
+        }
+        RegistryOp::SessionList { workspace } => {
+            let sessions = registry.sessions(*workspace)?;
+            json(SessionsWithWorkspaces {
+                sessions,
+                workspaces: registry.list(),
+            })
+        }
+        RegistryOp::SessionShow { id } => {
+            let detail = registry.session_detail(*id)?;
+            let workspace = detail.session.workspace_id.and_then(|w| registry.get(w));
+            json(SessionWithWorkspace { detail, workspace })
+        }
+        RegistryOp::SessionArchive { id, archived } => {
+            let was = registry.is_archived(*id);
+            if *archived {
+                registry.archive_session(*id)?;
+            } else {
+                registry.unarchive_session(*id)?;
+            }
+            let record = registry.session_detail(*id)?.session;
+            json(Archived { was, record })
+        }
+    }
+}
+
+/// Turns a registry error into one line that says what to do next.
+pub fn explain(error: WorkspaceError, data_dir: &Path) -> Failure {
+    let dir = data_dir.display();
+    let message = match &error {
+        WorkspaceError::UnknownWorkspace(id) => {
+            format!("no workspace has id {id}; `dsh workspace list` shows the ids")
+        }
+        WorkspaceError::UnknownSession(id) => {
+            format!("no session has id {id}; `dsh session list` shows the ids")
+        }
+        WorkspaceError::PathNotFound { path, .. } => format!(
+            "{} does not exist; give the path of an existing directory",
+            path.display()
+        ),
+        WorkspaceError::NotADirectory { path } => format!(
+            "{} is not a directory; a workspace is a directory",
+            path.display()
+        ),
+        WorkspaceError::PathUnresolvable { path, source } => {
+            format!("cannot resolve {}: {source}", path.display())
+        }
+        WorkspaceError::InvalidTitle { reason } => format!("invalid title: {reason}"),
+        WorkspaceError::Storage(StorageError::Busy { waited_ms, .. }) => format!(
+            "the store at {dir} is held by another dsh process (waited {waited_ms} ms): \
+             a dsh daemon holds it for its whole life (run the command without \
+             --standalone, or `dsh daemon stop`); any other holder only for one operation, \
+             so retrying works"
+        ),
+        WorkspaceError::Storage(
+            StorageError::Io { .. } | StorageError::Poisoned { .. } | StorageError::Corrupt { .. },
+        )
+        | WorkspaceError::RollbackFailed { .. }
+        | WorkspaceError::Poisoned => format!("{error} (store: {dir})"),
+        WorkspaceError::Inconsistent { .. } => format!(
+            "{error} (store: {dir}); nothing was changed — dsh will not guess how to repair it"
+        ),
+        WorkspaceError::UnsupportedVersion { .. } => {
+            format!("{error} (store: {dir}); use a newer dsh, or another --data-dir")
+        }
+        WorkspaceError::WorkspaceOrderInvalid { .. }
+        | WorkspaceError::WorkspaceMoveInvalid { .. }
+        | WorkspaceError::SessionCwdMissing { .. }
+        | WorkspaceError::SessionCwdUnresolvable { .. }
+        | WorkspaceError::SessionCwdNotDirectory { .. }
+        | WorkspaceError::SessionCwdMismatch { .. }
+        | WorkspaceError::SessionExists(_) => error.to_string(),
+    };
+    Failure {
+        code: error.code().to_owned(),
+        message,
+    }
+}

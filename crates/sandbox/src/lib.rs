@@ -1,0 +1,52 @@
+//! Kernel-enforced confinement for every process dsh starts on a model's
+//! behalf, and the environment policy those processes start with.
+//!
+//! A [`SandboxPolicy`] (the `[sandbox]` config section) says what may be
+//! written (`mode`, `writable`, `git_writable`), what may not be read
+//! (`deny_read`), whether connections may leave (`network`) and whether a
+//! kernel that cannot enforce all that must refuse to run anything
+//! (`required`). A [`Sandbox`] resolves it against a [`SpawnContext`] (the
+//! workspace or project root, HOME, the temp dir) into a [`Prepared`]
+//! sandbox, whose [`Prepared::pre_exec_step`] a spawn site adds to its
+//! `Command`: the child enters it before `exec`, irrevocably, and
+//! everything it starts inherits it. [`Prepared::status`] is what results
+//! report (`[sandbox: workspace-write · network on]`), and
+//! [`Prepared::refusals`] names, from a command's output, what the sandbox
+//! refused.
+//!
+//! The mechanisms: Landlock for files (an allow-list: read everywhere but
+//! the denied paths, write only in the writable ones), Landlock for TCP
+//! and a seccomp filter for every other socket when the network is off,
+//! Landlock scopes so a confined process cannot signal processes outside
+//! its sandbox, and a shared user and mount namespace that keeps `.git`
+//! read-only inside a writable root. Everything that allocates or opens a
+//! file is done in the parent, once per context and cached; the child step
+//! is a handful of system calls.
+//!
+//! [`EnvPolicy`] (the `[env]` section) is separate and pure: the host's
+//! environment in, the child's environment out.
+//!
+//! This crate spawns nothing of its own except a short-lived helper that
+//! creates the namespaces; it knows nothing of jobs, terminals or tools.
+//! See `docs/subsystems/sandbox.md` for the model and its limits.
+
+mod context;
+mod env;
+mod namespaces;
+mod policy;
+mod prepare;
+mod probe;
+mod refused;
+mod seccomp;
+mod status;
+mod walk;
+
+pub use context::{Purpose, SpawnContext};
+pub use env::{CORE_VARS, DEFAULT_EXCLUDES, EnvPolicy, EnvPolicyError, Inherit, UnknownInherit};
+pub use policy::{
+    DEFAULT_DENY_READ, DEFAULT_WRITABLE, Mode, PolicyError, SandboxPolicy, UnknownMode,
+};
+pub use prepare::{Prepared, Sandbox};
+pub use probe::{Availability, PretendError, TARGET_LANDLOCK_ABI, TEST_PRETEND_VAR};
+pub use refused::{MAX_REFUSED_PATHS, Refusals, RefusedAccess, RefusedPath};
+pub use status::{SandboxError, SandboxStatus};

@@ -1,0 +1,365 @@
+//! A read-only `.git` inside a writable root, and a network of its own,
+//! through shared user, mount and network namespaces.
+//!
+//! Landlock cannot take a subtree back out of a writable tree (a rule on
+//! the workspace root covers its `.git`), and granting the root's entries
+//! one by one would forbid creating new files at its top. A mount can: in a
+//! private mount namespace, `.git` is bind-mounted onto itself read-only,
+//! so every write beneath it fails with `EROFS`, while the rest of the root
+//! stays writable. An unprivileged process needs a user namespace for
+//! that.
+//!
+//! With the network off, the same helper also creates a network namespace:
+//! it has nothing but a loopback interface (brought up), so no packet of
+//! any protocol leaves it, while programs in the sandbox can still talk to
+//! each other over `127.0.0.1`. Abstract Unix sockets belong to a network
+//! namespace too, so those of the host are out of reach.
+//!
+//! Creating (and later tearing down) these namespaces per spawn costs
+//! milliseconds, so they are made once: a short-lived helper process
+//! creates them, maps its own uid and gid to themselves, makes the mounts,
+//! brings up the loopback, and the parent keeps descriptors of the
+//! namespaces. Each sandboxed child then only `setns`es into them before
+//! `exec` — a few system calls. Landlock, applied after, forbids the child
+//! to unmount or remount anything.
+
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::path::{Path, PathBuf};
+
+use crate::walk::Stamp;
+
+/// Descriptors of a user namespace, and of a mount namespace in which some
+/// paths are read-only and/or a network namespace of its own.
+#[derive(Debug)]
+pub(crate) struct Namespaces {
+    user: OwnedFd,
+    mount: Option<OwnedFd>,
+    net: Option<OwnedFd>,
+    /// The read-only paths and their stamps when the namespace was made.
+    pub(crate) read_only: Vec<(PathBuf, Stamp)>,
+}
+
+/// One read-only bind mount to make, prepared before `fork`.
+struct Target {
+    path: CString,
+    /// The mount flags the remount must keep (locked in a user namespace).
+    keep: libc::c_ulong,
+}
+
+fn cstring(path: &Path) -> io::Result<CString> {
+    CString::new(path.as_os_str().as_encoded_bytes())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path contains a NUL byte"))
+}
+
+/// The flags of the mount holding `path` that a remount must repeat.
+fn locked_flags(path: &CString) -> io::Result<libc::c_ulong> {
+    // SAFETY: a valid C string and a zeroed statvfs to fill.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statvfs(path.as_ptr(), &mut st) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let pairs = [
+        (libc::ST_NOSUID, libc::MS_NOSUID),
+        (libc::ST_NODEV, libc::MS_NODEV),
+        (libc::ST_NOEXEC, libc::MS_NOEXEC),
+        (libc::ST_NOATIME, libc::MS_NOATIME),
+        (libc::ST_NODIRATIME, libc::MS_NODIRATIME),
+        (libc::ST_RELATIME, libc::MS_RELATIME),
+    ];
+    Ok(pairs
+        .iter()
+        .filter(|(st_flag, _)| st.f_flag & st_flag != 0)
+        .fold(0, |acc, (_, ms)| acc | ms))
+}
+
+/// Closes a descriptor we own by number (after `fork`, in either process).
+fn close(fd: RawFd) {
+    // SAFETY: closing a descriptor this code opened and owns.
+    unsafe { libc::close(fd) };
+}
+
+/// Writes one status record to the helper's report pipe: the step that
+/// failed (0: none) and its errno.
+///
+/// # Safety
+/// Async-signal-safe; called in the forked helper.
+unsafe fn report(fd: RawFd, step: u8, errno: i32) {
+    let mut rec = [0u8; 5];
+    rec[0] = step;
+    rec[1..].copy_from_slice(&errno.to_ne_bytes());
+    // SAFETY: writing a stack buffer to a pipe we own.
+    unsafe { libc::write(fd, rec.as_ptr().cast(), rec.len()) };
+}
+
+/// The errno of the last failed call, without allocating.
+fn errno() -> i32 {
+    io::Error::last_os_error().raw_os_error().unwrap_or(0)
+}
+
+/// What each failure step of the helper was doing.
+const STEPS: [&str; 7] = [
+    "",
+    "unshare(CLONE_NEWUSER)",
+    "writing the uid/gid map",
+    "making mounts private",
+    "bind-mounting",
+    "remounting read-only",
+    "bringing up the loopback",
+];
+
+impl Namespaces {
+    /// Creates the namespaces: a mount namespace with `paths` (canonical,
+    /// existing) read-only if there are any, a network namespace if
+    /// `isolate_network`.
+    pub(crate) fn create(paths: &[PathBuf], isolate_network: bool) -> Result<Self, String> {
+        Self::try_create(paths, isolate_network)
+            .map_err(|e| format!("user namespaces unavailable: {e}"))
+    }
+
+    fn try_create(paths: &[PathBuf], isolate_network: bool) -> io::Result<Self> {
+        let stamps: Vec<(PathBuf, Stamp)> =
+            paths.iter().map(|p| (p.clone(), Stamp::of(p))).collect();
+        let targets = paths
+            .iter()
+            .map(|p| {
+                let path = cstring(p)?;
+                let keep = locked_flags(&path)?;
+                Ok(Target { path, keep })
+            })
+            .collect::<io::Result<Vec<_>>>()?;
+        // SAFETY: getuid/getgid cannot fail.
+        let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+        let uid_map = CString::new(format!("{uid} {uid} 1")).map_err(io::Error::other)?;
+        let gid_map = CString::new(format!("{gid} {gid} 1")).map_err(io::Error::other)?;
+        let maps = [
+            (c"/proc/self/setgroups", c"deny"),
+            (c"/proc/self/uid_map", uid_map.as_c_str()),
+            (c"/proc/self/gid_map", gid_map.as_c_str()),
+        ];
+        let mut flags = libc::CLONE_NEWUSER;
+        if !targets.is_empty() {
+            flags |= libc::CLONE_NEWNS;
+        }
+        if isolate_network {
+            flags |= libc::CLONE_NEWNET;
+        }
+        // SAFETY: an all-zero ifreq is a valid value to fill in.
+        let mut lo: libc::ifreq = unsafe { std::mem::zeroed() };
+        for (dst, src) in lo.ifr_name.iter_mut().zip(b"lo\0") {
+            *dst = *src as libc::c_char;
+        }
+        let (report_r, report_w) = pipe()?;
+        let (hold_r, hold_w) = pipe()?;
+        // SAFETY: the child below only makes async-signal-safe system calls
+        // on memory prepared before the fork, then `_exit`s.
+        let pid = unsafe { libc::fork() };
+        if pid < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        if pid == 0 {
+            // SAFETY: in the forked helper; see above.
+            unsafe {
+                close(report_r.as_raw_fd());
+                close(hold_w.as_raw_fd());
+                let out = report_w.as_raw_fd();
+                // A session leader of its own, so the host's reaper of
+                // adopted orphans leaves its exit status to us.
+                libc::setsid();
+                if libc::unshare(flags) != 0 {
+                    report(out, 1, errno());
+                    libc::_exit(1);
+                }
+                for (file, text) in maps {
+                    let fd = libc::open(file.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+                    let bytes = text.to_bytes();
+                    if fd < 0 || libc::write(fd, bytes.as_ptr().cast(), bytes.len()) < 0 {
+                        report(out, 2, errno());
+                        libc::_exit(1);
+                    }
+                    libc::close(fd);
+                }
+                // Mounts the host makes later still propagate in; none of
+                // ours propagate out.
+                if !targets.is_empty()
+                    && libc::mount(
+                        std::ptr::null(),
+                        c"/".as_ptr(),
+                        std::ptr::null(),
+                        libc::MS_REC | libc::MS_SLAVE,
+                        std::ptr::null(),
+                    ) != 0
+                {
+                    report(out, 3, errno());
+                    libc::_exit(1);
+                }
+                for t in &targets {
+                    if libc::mount(
+                        t.path.as_ptr(),
+                        t.path.as_ptr(),
+                        std::ptr::null(),
+                        libc::MS_BIND | libc::MS_REC,
+                        std::ptr::null(),
+                    ) != 0
+                    {
+                        report(out, 4, errno());
+                        libc::_exit(1);
+                    }
+                    if libc::mount(
+                        std::ptr::null(),
+                        t.path.as_ptr(),
+                        std::ptr::null(),
+                        libc::MS_BIND | libc::MS_REMOUNT | libc::MS_RDONLY | t.keep,
+                        std::ptr::null(),
+                    ) != 0
+                    {
+                        report(out, 5, errno());
+                        libc::_exit(1);
+                    }
+                }
+                if isolate_network {
+                    let sock =
+                        libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
+                    if sock < 0 || libc::ioctl(sock, libc::SIOCGIFFLAGS, &raw mut lo) != 0 || {
+                        lo.ifr_ifru.ifru_flags |= libc::IFF_UP as libc::c_short;
+                        libc::ioctl(sock, libc::SIOCSIFFLAGS, &raw mut lo) != 0
+                    } {
+                        report(out, 6, errno());
+                        libc::_exit(1);
+                    }
+                    libc::close(sock);
+                }
+                report(out, 0, 0);
+                // Stay alive until the parent has opened our namespaces.
+                let mut byte = 0u8;
+                libc::read(hold_r.as_raw_fd(), (&raw mut byte).cast(), 1);
+                libc::_exit(0);
+            }
+        }
+        drop(report_w);
+        drop(hold_r);
+        let outcome = read_report(&report_r).and_then(|(step, err)| {
+            if step == 0 {
+                let open = |kind: &str| {
+                    std::fs::File::open(format!("/proc/{pid}/ns/{kind}")).map(OwnedFd::from)
+                };
+                let mount = if targets.is_empty() {
+                    None
+                } else {
+                    Some(open("mnt")?)
+                };
+                let net = if isolate_network {
+                    Some(open("net")?)
+                } else {
+                    None
+                };
+                Ok((open("user")?, mount, net))
+            } else {
+                let what = STEPS.get(usize::from(step)).copied().unwrap_or("setup");
+                let e = io::Error::from_raw_os_error(err);
+                Err(io::Error::new(e.kind(), format!("{what}: {e}")))
+            }
+        });
+        drop(hold_w);
+        let mut status = 0;
+        // SAFETY: reaping the helper we forked.
+        while unsafe { libc::waitpid(pid, &mut status, 0) } < 0 && errno() == libc::EINTR {}
+        let (user, mount, net) = outcome?;
+        Ok(Self {
+            user,
+            mount,
+            net,
+            read_only: stamps,
+        })
+    }
+
+    /// Whether the network is isolated.
+    pub(crate) fn isolates_network(&self) -> bool {
+        self.net.is_some()
+    }
+
+    /// Whether these namespaces are what `paths` and `isolate_network` ask
+    /// for, with the read-only paths still the same files.
+    pub(crate) fn is_current(&self, paths: &[PathBuf], isolate_network: bool) -> bool {
+        self.isolates_network() == isolate_network
+            && self.read_only.len() == paths.len()
+            && self
+                .read_only
+                .iter()
+                .zip(paths)
+                .all(|((p, stamp), q)| p == q && same_file(*stamp, Stamp::of(q)))
+    }
+
+    /// Moves the calling process into the namespaces, keeping its working
+    /// directory. Async-signal-safe: no allocation, only system calls.
+    pub(crate) fn enter(&self) -> io::Result<()> {
+        let fail = || Err(io::Error::last_os_error());
+        // SAFETY: descriptors we own.
+        if unsafe { libc::setns(self.user.as_raw_fd(), libc::CLONE_NEWUSER) } != 0 {
+            return fail();
+        }
+        if let Some(net) = &self.net
+            // SAFETY: a descriptor we own.
+            && unsafe { libc::setns(net.as_raw_fd(), libc::CLONE_NEWNET) } != 0
+        {
+            return fail();
+        }
+        if let Some(mount) = &self.mount {
+            let mut cwd = [0u8; libc::PATH_MAX as usize];
+            // SAFETY: a stack buffer of the given size; a descriptor we own;
+            // then the C string getcwd wrote.
+            unsafe {
+                if libc::getcwd(cwd.as_mut_ptr().cast(), cwd.len()).is_null()
+                    || libc::setns(mount.as_raw_fd(), libc::CLONE_NEWNS) != 0
+                    // setns moved us to the namespace's root: go back by
+                    // path, so the working directory resolves through its
+                    // mounts.
+                    || libc::chdir(cwd.as_ptr().cast()) != 0
+                {
+                    return fail();
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Two stamps name the same file (a directory's contents may change).
+fn same_file(a: Stamp, b: Stamp) -> bool {
+    a.identity() == b.identity()
+}
+
+fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0; 2];
+    // SAFETY: a two-element array for pipe2 to fill.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: pipe2 returned two new descriptors that we now own.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+fn read_report(fd: &OwnedFd) -> io::Result<(u8, i32)> {
+    let mut rec = [0u8; 5];
+    let mut got = 0;
+    while got < rec.len() {
+        // SAFETY: reading into the rest of a stack buffer.
+        let n = unsafe {
+            libc::read(
+                fd.as_raw_fd(),
+                rec[got..].as_mut_ptr().cast(),
+                rec.len() - got,
+            )
+        };
+        match n {
+            n if n > 0 => got += n.unsigned_abs(),
+            0 => {
+                return Err(io::Error::other("the namespace helper exited early"));
+            }
+            _ if errno() == libc::EINTR => {}
+            _ => return Err(io::Error::last_os_error()),
+        }
+    }
+    Ok((rec[0], i32::from_ne_bytes([rec[1], rec[2], rec[3], rec[4]])))
+}

@@ -1,0 +1,769 @@
+//! Resolving a policy against a spawn's context into a [`Prepared`]
+//! sandbox — everything that allocates or opens files happens here, in the
+//! parent — and the async-signal-safe step a child runs before `exec`.
+
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use landlock::{
+    ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, PathBeneath, Ruleset,
+    RulesetAttr, RulesetCreatedAttr, Scope,
+};
+use seccompiler::BpfProgram;
+
+use crate::context::SpawnContext;
+use crate::namespaces::Namespaces;
+use crate::policy::{Mode, PolicyError, SandboxPolicy, expand_entry};
+use crate::probe::Availability;
+use crate::refused::{self, Refusals};
+use crate::status::{SandboxError, SandboxStatus};
+use crate::walk::{Grant, Stamp, Walk, is_within, now_nanos};
+
+/// Device files every confined process may read and write: the null
+/// devices, the terminal, and pseudo-terminals.
+const DEVICES: &[&str] = &[
+    "/dev/null",
+    "/dev/zero",
+    "/dev/full",
+    "/dev/tty",
+    "/dev/ptmx",
+    "/dev/pts",
+];
+
+/// Shared memory, writable like the temp dir (POSIX semaphores and shared
+/// memory live there).
+const SHM: &str = "/dev/shm";
+
+/// How many prepared contexts a [`Sandbox`] keeps.
+const CACHE_ENTRIES: usize = 16;
+
+/// A policy ready to confine spawns: probes the kernel once and keeps
+/// prepared contexts, rebuilding one when a directory it depends on has
+/// changed.
+#[derive(Debug)]
+pub struct Sandbox {
+    policy: SandboxPolicy,
+    availability: Availability,
+    cache: Mutex<Cache>,
+}
+
+#[derive(Debug, Default)]
+struct Cache {
+    entries: Vec<CacheEntry>,
+    clock: u64,
+    /// Why user namespaces failed, once they did (not retried).
+    userns_failure: Option<String>,
+}
+
+#[derive(Debug)]
+struct CacheEntry {
+    context: SpawnContext,
+    prepared: Prepared,
+    last_used: u64,
+}
+
+impl Sandbox {
+    /// A sandbox for `policy` on a kernel that offers `availability`.
+    pub fn new(policy: SandboxPolicy, availability: Availability) -> Result<Self, PolicyError> {
+        policy.validate()?;
+        Ok(Self {
+            policy,
+            availability,
+            cache: Mutex::new(Cache::default()),
+        })
+    }
+
+    /// The policy.
+    pub fn policy(&self) -> &SandboxPolicy {
+        &self.policy
+    }
+
+    /// What the kernel offers.
+    pub fn availability(&self) -> &Availability {
+        &self.availability
+    }
+
+    /// The prepared sandbox for one spawn in `context`; a cached one when
+    /// nothing it depends on changed. Blocking: the first call for a
+    /// context lists directories and may start a helper process (a few
+    /// milliseconds); later ones check a few stamps.
+    ///
+    /// Fails only with `required = true` and a kernel that cannot enforce
+    /// the policy; otherwise a weaker sandbox is returned and its status
+    /// says so.
+    pub fn prepare(&self, context: &SpawnContext) -> Result<Prepared, SandboxError> {
+        let mut cache = self.cache.lock().unwrap_or_else(PoisonError::into_inner);
+        cache.clock += 1;
+        let now = cache.clock;
+        let mut previous = None;
+        if let Some(i) = cache.entries.iter().position(|e| &e.context == context) {
+            let entry = &mut cache.entries[i];
+            if entry.prepared.is_fresh() {
+                entry.last_used = now;
+                return Ok(entry.prepared.clone());
+            }
+            previous = Some(cache.entries.swap_remove(i).prepared);
+        }
+        let prepared = build(
+            &self.policy,
+            &self.availability,
+            context,
+            previous.as_ref(),
+            &mut cache.userns_failure,
+        )?;
+        if cache.entries.len() >= CACHE_ENTRIES
+            && let Some(oldest) = cache
+                .entries
+                .iter()
+                .enumerate()
+                .min_by_key(|(_, e)| e.last_used)
+                .map(|(i, _)| i)
+        {
+            cache.entries.swap_remove(oldest);
+        }
+        cache.entries.push(CacheEntry {
+            context: context.clone(),
+            prepared: prepared.clone(),
+            last_used: now,
+        });
+        Ok(prepared)
+    }
+}
+
+/// What a stamp watches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Watch {
+    /// That the path still names the same file (or still does not exist).
+    Identity,
+    /// That, and that a directory's list of entries did not change.
+    Contents,
+}
+
+/// Which paths a confined process may read and write, as enforced.
+#[derive(Debug, Default)]
+pub(crate) struct AccessMap {
+    /// Where writing is granted.
+    pub(crate) write_roots: Vec<PathBuf>,
+    /// Beneath the write roots, where it is not.
+    pub(crate) write_holes: Vec<PathBuf>,
+    /// Mounted read-only.
+    pub(crate) read_only: Vec<PathBuf>,
+    /// Where reading is refused.
+    pub(crate) read_holes: Vec<PathBuf>,
+    /// Device files that are always writable.
+    pub(crate) devices: Vec<PathBuf>,
+}
+
+impl AccessMap {
+    /// Whether the sandbox lets `path` (absolute, normalized) be written.
+    pub(crate) fn can_write(&self, path: &Path) -> bool {
+        let under = |list: &[PathBuf]| list.iter().any(|r| is_within(path, r));
+        under(&self.devices)
+            || (under(&self.write_roots)
+                && !under(&self.write_holes)
+                && !under(&self.read_only)
+                && !under(&self.read_holes))
+    }
+
+    /// Whether the sandbox lets `path` (absolute, normalized) be read.
+    pub(crate) fn can_read(&self, path: &Path) -> bool {
+        !self.read_holes.iter().any(|h| is_within(path, h))
+    }
+}
+
+/// A sandbox resolved for one context: its status, the step a child runs
+/// before `exec`, and what it allows (to name what it refused). Cheap to
+/// clone; one can confine any number of spawns, concurrently.
+#[derive(Debug, Clone)]
+pub struct Prepared(Arc<Inner>);
+
+#[derive(Debug)]
+struct Inner {
+    status: SandboxStatus,
+    /// The Landlock ruleset, enforced by `landlock_restrict_self`.
+    landlock: Option<OwnedFd>,
+    /// The compiled seccomp filter.
+    seccomp: Option<BpfProgram>,
+    /// The namespaces that hold `.git` read-only.
+    namespaces: Option<Arc<Namespaces>>,
+    access: AccessMap,
+    home: PathBuf,
+    stamps: Vec<(PathBuf, Stamp, Watch)>,
+    /// When the stamps were taken (nanoseconds since the epoch).
+    taken_at: i128,
+}
+
+impl Prepared {
+    /// No confinement (`mode = "off"`, or unavailable and not required).
+    fn unconfined(status: SandboxStatus, home: &Path) -> Self {
+        Self(Arc::new(Inner {
+            status,
+            landlock: None,
+            seccomp: None,
+            namespaces: None,
+            access: AccessMap {
+                write_roots: vec![PathBuf::from("/")],
+                ..AccessMap::default()
+            },
+            home: home.to_path_buf(),
+            stamps: Vec::new(),
+            taken_at: 0,
+        }))
+    }
+
+    /// What results report about this sandbox.
+    pub fn status(&self) -> &SandboxStatus {
+        &self.0.status
+    }
+
+    /// Whether the child step confines anything (false when unconfined).
+    pub fn confines(&self) -> bool {
+        self.0.landlock.is_some() || self.0.seccomp.is_some() || self.0.namespaces.is_some()
+    }
+
+    /// The step to add to a `Command`'s `pre_exec` chain, after every
+    /// other step that needs privileges or the host's namespaces (such as
+    /// `setsid` and the parent-death signal) and before `exec`:
+    ///
+    /// ```no_run
+    /// # use std::os::unix::process::CommandExt;
+    /// # fn f(prepared: &sandbox::Prepared) {
+    /// let mut command = std::process::Command::new("bash");
+    /// let step = prepared.pre_exec_step();
+    /// // SAFETY: the step only makes async-signal-safe system calls.
+    /// unsafe { command.pre_exec(step) };
+    /// # }
+    /// ```
+    ///
+    /// In the child it enters the namespaces that hold `.git` read-only
+    /// (if any), sets `no_new_privs`, restricts itself with the Landlock
+    /// ruleset and loads the seccomp filter — in that order, each an
+    /// irrevocable property inherited by everything the child starts. It
+    /// allocates nothing and opens no file. An error makes the spawn fail
+    /// with that error (nothing runs unconfined by accident).
+    pub fn pre_exec_step(&self) -> impl Fn() -> io::Result<()> + Send + Sync + 'static {
+        let inner = Arc::clone(&self.0);
+        move || apply(&inner)
+    }
+
+    /// Runs the same step as [`Prepared::pre_exec_step`] in the calling
+    /// process. Only for a freshly forked child that is about to `exec`.
+    pub fn apply_in_child(&self) -> io::Result<()> {
+        apply(&self.0)
+    }
+
+    /// Whether the sandbox lets `path` be written (`path` absolute).
+    pub fn can_write(&self, path: &Path) -> bool {
+        self.0
+            .access
+            .can_write(&refused::normalize(path, Path::new("/")))
+    }
+
+    /// Whether the sandbox lets `path` be read (`path` absolute).
+    pub fn can_read(&self, path: &Path) -> bool {
+        self.0
+            .access
+            .can_read(&refused::normalize(path, Path::new("/")))
+    }
+
+    /// The paths (and the network) this sandbox refused, as far as a
+    /// command's `output` shows them: error lines with "Permission
+    /// denied", "Read-only file system" or "Operation not permitted" that
+    /// name a path the sandbox does not allow. Relative paths are resolved
+    /// against `cwd`.
+    pub fn refusals(&self, output: &str, cwd: &Path) -> Refusals {
+        if !self.confines() {
+            return Refusals::default();
+        }
+        refused::find(
+            output,
+            cwd,
+            &self.0.home,
+            &self.0.access,
+            !self.0.status.network,
+        )
+    }
+
+    /// Whether `other` is this very preparation (a cache hit returns the
+    /// same one).
+    pub fn is_same(&self, other: &Prepared) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+
+    /// Whether nothing this preparation depends on has changed.
+    fn is_fresh(&self) -> bool {
+        let inner = &self.0;
+        let stamps_hold = inner.stamps.iter().all(|(path, stamp, watch)| {
+            let now = Stamp::of(path);
+            match watch {
+                Watch::Identity => now.identity() == stamp.identity(),
+                Watch::Contents => now == *stamp && !stamp.is_racy(inner.taken_at),
+            }
+        });
+        let namespaces_hold = inner.namespaces.as_ref().is_none_or(|ns| {
+            let paths: Vec<PathBuf> = ns.read_only.iter().map(|(p, _)| p.clone()).collect();
+            ns.is_current(&paths, ns.isolates_network())
+        });
+        stamps_hold && namespaces_hold
+    }
+}
+
+/// The child step. Async-signal-safe: system calls on memory prepared by
+/// the parent.
+fn apply(inner: &Inner) -> io::Result<()> {
+    if let Some(ns) = &inner.namespaces {
+        ns.enter()?;
+    }
+    if inner.landlock.is_none() && inner.seccomp.is_none() {
+        return Ok(());
+    }
+    // SAFETY: prctl with integer arguments.
+    if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if let Some(ruleset) = &inner.landlock {
+        // The raw system call on the ruleset the parent built: the crate's
+        // `restrict_self` consumes the ruleset, so it cannot be reused by
+        // every spawn without duplicating it in the child.
+        // SAFETY: a ruleset descriptor we own; flags 0.
+        let rc =
+            unsafe { libc::syscall(libc::SYS_landlock_restrict_self, ruleset.as_raw_fd(), 0u32) };
+        if rc != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    if let Some(filter) = &inner.seccomp {
+        load_seccomp(filter)?;
+    }
+    Ok(())
+}
+
+/// Loads a compiled filter into the calling thread.
+///
+/// The raw system call rather than `seccompiler::apply_filter`, for one
+/// flag: `SECCOMP_FILTER_FLAG_SPEC_ALLOW`. Without it the kernel's default
+/// (`spec_store_bypass_disable=seccomp`) also forces the speculative store
+/// bypass mitigation on every filtered process, which made `bash -c true`
+/// more than twice as slow here; that mitigation guards code inside one
+/// process (a JIT's sandbox), not the boundary this filter draws. Kernels
+/// older than 4.17 refuse the flag, and get the filter without it.
+fn load_seccomp(filter: &BpfProgram) -> io::Result<()> {
+    let len = u16::try_from(filter.len()).map_err(|_| io::Error::from_raw_os_error(libc::E2BIG))?;
+    let program = libc::sock_fprog {
+        len,
+        // seccompiler's `sock_filter` is `repr(C)` with the kernel's layout.
+        filter: filter.as_ptr().cast::<libc::sock_filter>().cast_mut(),
+    };
+    for flags in [libc::SECCOMP_FILTER_FLAG_SPEC_ALLOW, 0] {
+        // SAFETY: a valid program on the stack; the kernel copies it.
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_seccomp,
+                libc::SECCOMP_SET_MODE_FILTER,
+                flags,
+                &raw const program,
+            )
+        };
+        if rc == 0 {
+            return Ok(());
+        }
+        let error = io::Error::last_os_error();
+        if error.raw_os_error() != Some(libc::EINVAL) {
+            return Err(error);
+        }
+    }
+    Err(io::Error::from_raw_os_error(libc::EINVAL))
+}
+
+/// Canonical form of `path` if it exists.
+fn existing(path: &Path) -> Option<PathBuf> {
+    path.canonicalize().ok()
+}
+
+/// The nearest existing ancestor of a path that does not exist (to notice
+/// when it is created).
+fn nearest_existing_ancestor(path: &Path) -> Option<PathBuf> {
+    path.ancestors().skip(1).find_map(existing)
+}
+
+/// A weakness of the sandbox against its policy.
+struct Gap {
+    what: String,
+    /// Whether `required = true` refuses to spawn because of it.
+    refuses_required: bool,
+}
+
+/// Builds the preparation of `context`; `previous` may lend its namespaces.
+fn build(
+    policy: &SandboxPolicy,
+    availability: &Availability,
+    context: &SpawnContext,
+    previous: Option<&Prepared>,
+    userns_failure: &mut Option<String>,
+) -> Result<Prepared, SandboxError> {
+    let home = existing(&context.home).unwrap_or_else(|| context.home.clone());
+    if policy.mode == Mode::Off {
+        return Ok(Prepared::unconfined(SandboxStatus::off(), &home));
+    }
+    let simulated = availability.simulated_note();
+    if availability.landlock_abi == 0 {
+        let reason = format!(
+            "the kernel has no Landlock (Linux 5.13 or later with Landlock enabled is needed){simulated}"
+        );
+        if policy.required {
+            return Err(SandboxError::Unavailable { reason });
+        }
+        return Ok(Prepared::unconfined(
+            SandboxStatus::unavailable(policy.mode, reason),
+            &home,
+        ));
+    }
+    let taken_at = now_nanos();
+    let mut stamps: Vec<(PathBuf, Stamp, Watch)> = Vec::new();
+    let watch = |path: &Path, stamps: &mut Vec<(PathBuf, Stamp, Watch)>| -> Option<PathBuf> {
+        stamps.push((path.to_path_buf(), Stamp::of(path), Watch::Identity));
+        let found = existing(path);
+        if found.is_none()
+            && let Some(ancestor) = nearest_existing_ancestor(path)
+        {
+            stamps.push((ancestor.clone(), Stamp::of(&ancestor), Watch::Contents));
+        }
+        found
+    };
+
+    // Where writing is granted.
+    let mut write_candidates: Vec<PathBuf> = vec![context.temp_dir.clone(), PathBuf::from(SHM)];
+    if policy.mode == Mode::WorkspaceWrite {
+        write_candidates.extend(context.root.iter().cloned());
+        write_candidates.extend(
+            policy
+                .writable
+                .iter()
+                .filter_map(|w| expand_entry(w, &context.home)),
+        );
+    }
+    let mut write_roots: Vec<PathBuf> = Vec::new();
+    for candidate in &write_candidates {
+        if let Some(root) = watch(candidate, &mut stamps)
+            && !write_roots.contains(&root)
+        {
+            write_roots.push(root);
+        }
+    }
+
+    // Where nothing is granted at all.
+    let mut read_holes: Vec<PathBuf> = Vec::new();
+    let deny_candidates = policy
+        .deny_read
+        .iter()
+        .filter_map(|d| expand_entry(d, &context.home))
+        .chain(context.private.iter().cloned());
+    for candidate in deny_candidates {
+        // A symlink is followed: its target is what must stay closed.
+        if let Some(hole) = watch(&candidate, &mut stamps)
+            && !read_holes.contains(&hole)
+        {
+            read_holes.push(hole);
+        }
+    }
+
+    // `.git` at the top of the writable root.
+    let mut git = Vec::new();
+    if policy.mode == Mode::WorkspaceWrite
+        && !policy.git_writable
+        && let Some(root) = &context.root
+    {
+        let dotgit = root.join(".git");
+        stamps.push((dotgit.clone(), Stamp::of(&dotgit), Watch::Identity));
+        git = git_paths(&dotgit)
+            .into_iter()
+            .filter(|p| write_roots.iter().any(|r| is_within(p, r)))
+            .filter(|p| !read_holes.iter().any(|h| is_within(p, h)))
+            .collect();
+    }
+    // The namespaces: a mount namespace for a read-only `.git`, a network
+    // namespace for the network off.
+    let block_network = !policy.network;
+    let mut gaps: Vec<Gap> = Vec::new();
+    let mut namespaces: Option<Arc<Namespaces>> = None;
+    if !git.is_empty() || block_network {
+        let reused = previous
+            .and_then(|p| p.0.namespaces.clone())
+            .filter(|ns| ns.is_current(&git, block_network));
+        let made = match (reused, userns_failure.as_ref()) {
+            (Some(ns), _) => Ok(ns),
+            (None, Some(failure)) => Err(failure.clone()),
+            (None, None) if !availability.user_namespaces => {
+                Err(format!("user namespaces unavailable{simulated}"))
+            }
+            (None, None) => Namespaces::create(&git, block_network)
+                .map(Arc::new)
+                .inspect_err(|e| *userns_failure = Some(e.clone())),
+        };
+        match made {
+            Ok(ns) => namespaces = Some(ns),
+            Err(why) if !git.is_empty() => {
+                // Fall back to leaving `.git` out of the grant: still
+                // read-only, but the root's own entries are granted one by
+                // one, so nothing new can be created at its top.
+                gaps.push(Gap {
+                    what: format!(
+                        "new files cannot be created at the top of the workspace, because .git \
+                         is kept read-only without a mount namespace ({why}); set \
+                         git_writable = true to lift this"
+                    ),
+                    refuses_required: false,
+                });
+            }
+            Err(_) => {}
+        }
+    }
+    let mut write_holes = read_holes.clone();
+    if namespaces.is_none() {
+        write_holes.extend(git.iter().cloned());
+    }
+    let net_isolated = namespaces.as_ref().is_some_and(|ns| ns.isolates_network());
+
+    let abi = ABI::from(availability.landlock_abi);
+    let handled = AccessFs::from_all(abi) & !AccessFs::IoctlDev;
+    let read_rights = (AccessFs::ReadFile | AccessFs::Execute) & handled;
+    let write_rights = AccessFs::from_write(abi) & handled;
+    let file_rights = AccessFs::from_file(abi) & handled;
+
+    let mut read_walk = Walk::default();
+    read_walk.grant_except(Path::new("/"), &read_holes);
+    let mut write_walk = Walk::default();
+    for root in &write_roots {
+        write_walk.grant_except(root, &write_holes);
+    }
+    for walk in [&read_walk, &write_walk] {
+        stamps.extend(
+            walk.partial
+                .iter()
+                .map(|(p, s)| (p.clone(), *s, Watch::Contents)),
+        );
+    }
+    let devices: Vec<PathBuf> = DEVICES
+        .iter()
+        .map(PathBuf::from)
+        .filter(|d| d.exists())
+        .collect();
+    let device_grants: Vec<Grant> = {
+        let mut walk = Walk::default();
+        for d in &devices {
+            walk.grant_except(d, &[]);
+        }
+        walk.grants
+    };
+    let root_dir = {
+        let mut walk = Walk::default();
+        walk.grant_except(Path::new("/"), &[]);
+        walk.grants
+    };
+
+    // The network, without a namespace of its own: Landlock for TCP,
+    // seccomp for the rest.
+    let fallback = block_network && !net_isolated;
+    let tcp_by_landlock = fallback && availability.landlock_abi >= 4;
+    let seccomp = if fallback && availability.seccomp {
+        match crate::seccomp::network_filter(tcp_by_landlock) {
+            Ok(f) => Some(f),
+            Err(e) => {
+                gaps.push(Gap {
+                    what: format!("seccomp filter: {e}"),
+                    refuses_required: true,
+                });
+                None
+            }
+        }
+    } else {
+        None
+    };
+    let mut network = !block_network;
+    if fallback {
+        match (tcp_by_landlock, seccomp.is_some()) {
+            (_, true) => {}
+            (true, false) => {
+                network = true;
+                gaps.push(Gap {
+                    what: format!(
+                        "only TCP is blocked: UDP and raw sockets need a network namespace or \
+                         seccomp{simulated}"
+                    ),
+                    refuses_required: true,
+                });
+            }
+            (false, false) => {
+                network = true;
+                gaps.push(Gap {
+                    what: format!(
+                        "the network stays on: blocking it needs a network namespace, Landlock \
+                         ABI 4 or seccomp{simulated}"
+                    ),
+                    refuses_required: true,
+                });
+            }
+        }
+    }
+    if availability.landlock_abi < 3 {
+        gaps.push(Gap {
+            what: format!(
+                "files outside the writable paths can still be truncated (Landlock ABI {} < 3){simulated}",
+                availability.landlock_abi
+            ),
+            refuses_required: true,
+        });
+    }
+
+    let ruleset = (|| -> Result<Option<OwnedFd>, landlock::RulesetError> {
+        let mut ruleset = Ruleset::default()
+            .set_compatibility(CompatLevel::BestEffort)
+            .handle_access(handled)?;
+        if tcp_by_landlock {
+            ruleset = ruleset.handle_access(AccessNet::BindTcp | AccessNet::ConnectTcp)?;
+        }
+        if availability.landlock_abi >= 6 {
+            let mut scopes: BitFlags<Scope> = Scope::Signal.into();
+            if fallback {
+                // In a network namespace of its own, the host's abstract
+                // sockets are out of reach already.
+                scopes |= Scope::AbstractUnixSocket;
+            }
+            ruleset = ruleset.scope(scopes)?;
+        }
+        let mut created = ruleset.create()?;
+        let rights = |grant: &Grant, rights: BitFlags<AccessFs>| {
+            if grant.is_dir {
+                rights
+            } else {
+                rights & file_rights
+            }
+        };
+        let mut rules: Vec<(&Grant, BitFlags<AccessFs>)> = Vec::new();
+        rules.extend(
+            root_dir
+                .iter()
+                .map(|g| (g, BitFlags::from(AccessFs::ReadDir) & handled)),
+        );
+        rules.extend(read_walk.grants.iter().map(|g| (g, rights(g, read_rights))));
+        rules.extend(
+            write_walk
+                .grants
+                .iter()
+                .map(|g| (g, rights(g, write_rights))),
+        );
+        rules.extend(device_grants.iter().map(|g| {
+            (
+                g,
+                rights(
+                    g,
+                    (AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::Truncate) & handled,
+                ),
+            )
+        }));
+        for (grant, access) in rules {
+            if !access.is_empty() {
+                created = created.add_rule(PathBeneath::new(&grant.fd, access))?;
+            }
+        }
+        Ok(created.into())
+    })();
+    let ruleset = match ruleset {
+        Ok(Some(fd)) => fd,
+        Ok(None) | Err(_) => {
+            let reason = match ruleset {
+                Err(e) => format!("the Landlock ruleset could not be built: {e}"),
+                Ok(_) => format!("the kernel refused a Landlock ruleset{simulated}"),
+            };
+            if policy.required {
+                return Err(SandboxError::Unavailable { reason });
+            }
+            return Ok(Prepared::unconfined(
+                SandboxStatus::unavailable(policy.mode, reason),
+                &home,
+            ));
+        }
+    };
+
+    if policy.required
+        && let Some(gap) = gaps.iter().find(|g| g.refuses_required)
+    {
+        return Err(SandboxError::Unavailable {
+            reason: gap.what.clone(),
+        });
+    }
+    let reason = (!gaps.is_empty()).then(|| {
+        gaps.iter()
+            .map(|g| g.what.as_str())
+            .collect::<Vec<_>>()
+            .join("; ")
+    });
+    let status = SandboxStatus {
+        mode: policy.mode,
+        enforced: true,
+        network,
+        reason,
+    };
+    let read_only = namespaces
+        .as_ref()
+        .map(|ns: &Arc<Namespaces>| ns.read_only.iter().map(|(p, _)| p.clone()).collect())
+        .unwrap_or_default();
+    Ok(Prepared(Arc::new(Inner {
+        status,
+        landlock: Some(ruleset),
+        seccomp,
+        namespaces,
+        access: AccessMap {
+            write_roots,
+            write_holes,
+            read_only,
+            read_holes,
+            devices,
+        },
+        home,
+        stamps,
+        taken_at,
+    })))
+}
+
+/// The paths that make up the git repository at `dotgit`: the directory
+/// itself, or for a `.git` file (a worktree or submodule) the file, the
+/// git dir it names, and that git dir's common dir.
+fn git_paths(dotgit: &Path) -> Vec<PathBuf> {
+    let Ok(meta) = std::fs::metadata(dotgit) else {
+        return Vec::new();
+    };
+    let Some(canonical) = existing(dotgit) else {
+        return Vec::new();
+    };
+    if meta.is_dir() {
+        return vec![canonical];
+    }
+    let mut paths = vec![canonical];
+    let base = dotgit.parent().unwrap_or(Path::new("/"));
+    let Some(gitdir) = std::fs::read_to_string(dotgit)
+        .ok()
+        .and_then(|text| {
+            text.lines()
+                .find_map(|l| l.strip_prefix("gitdir:").map(|g| g.trim().to_owned()))
+        })
+        .and_then(|g| existing(&base.join(g)))
+    else {
+        return paths;
+    };
+    if let Some(common) = std::fs::read_to_string(gitdir.join("commondir"))
+        .ok()
+        .and_then(|c| existing(&gitdir.join(c.trim())))
+    {
+        paths.push(common);
+    }
+    paths.push(gitdir);
+    paths.sort();
+    paths.dedup();
+    // A path inside another one is covered by it.
+    let all = paths.clone();
+    paths.retain(|p| !all.iter().any(|q| q != p && is_within(p, q)));
+    paths
+}

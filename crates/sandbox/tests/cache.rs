@@ -1,0 +1,74 @@
+//! A `Sandbox` reuses a preparation until a directory it listed changes.
+//! In a test binary of its own: the preparation lists every directory
+//! between `/` and the fixture's home, and the other tests keep creating
+//! fixtures next to it.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use sandbox::{Availability, Prepared, Sandbox, SandboxPolicy, SpawnContext};
+
+fn set_mtime(path: &Path, secs: i64) {
+    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+    let t = libc::timespec {
+        tv_sec: secs,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid C string and two valid timespecs.
+    let rc = unsafe { libc::utimensat(libc::AT_FDCWD, c.as_ptr(), [t, t].as_ptr(), 0) };
+    assert_eq!(rc, 0);
+}
+
+fn cat(prepared: &Prepared, path: &Path) -> bool {
+    let mut command = Command::new("cat");
+    command
+        .arg(path)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let step = prepared.pre_exec_step();
+    // SAFETY: the sandbox step is async-signal-safe.
+    unsafe { command.pre_exec(step) };
+    command.status().unwrap().success()
+}
+
+#[test]
+fn a_cached_preparation_is_reused_until_a_directory_it_listed_changes() {
+    let target_tmp = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .canonicalize()
+        .unwrap();
+    let base = tempfile::Builder::new()
+        .prefix("sandbox-cache-")
+        .tempdir_in(&target_tmp)
+        .unwrap();
+    let home = base.path().canonicalize().unwrap().join("home");
+    let ws = base.path().canonicalize().unwrap().join("ws");
+    std::fs::create_dir_all(home.join(".ssh")).unwrap();
+    std::fs::create_dir_all(&ws).unwrap();
+    // Every listed directory from the target's tmp dir down must have last
+    // changed long enough ago for its time to be trusted.
+    for dir in [&target_tmp, &base.path().to_path_buf(), &home] {
+        set_mtime(dir, 1_000_000_000);
+    }
+    let sandbox = Sandbox::new(SandboxPolicy::default(), Availability::probe_kernel()).unwrap();
+    let ctx = SpawnContext::command(&ws, &home);
+    let first = sandbox.prepare(&ctx).unwrap();
+    let again = sandbox.prepare(&ctx).unwrap();
+    assert!(first.is_same(&again), "a second prepare rebuilt it");
+
+    // A file created in home after the preparation is not covered by it
+    // (home is granted entry by entry around .ssh)...
+    std::fs::write(home.join("late"), "late\n").unwrap();
+    assert!(!cat(&first, &home.join("late")));
+    // ...and the next preparation sees it.
+    let fresh = sandbox.prepare(&ctx).unwrap();
+    assert!(!fresh.is_same(&first));
+    assert!(cat(&fresh, &home.join("late")));
+    // A different context is a different preparation.
+    let other = sandbox
+        .prepare(&SpawnContext::language_server(&ws, &home))
+        .unwrap();
+    assert!(!other.is_same(&fresh));
+}

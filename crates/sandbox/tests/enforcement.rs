@@ -1,0 +1,822 @@
+//! The sandbox enforced by the real kernel: real children (bash, python3,
+//! git) spawned through `Prepared::pre_exec_step`, checked for what they
+//! could and could not do. The tests run as whatever user runs them
+//! (root in CI: Landlock confines root too).
+
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::net::{TcpListener, UdpSocket};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use pretty_assertions::assert_eq;
+use sandbox::{
+    Availability, EnvPolicy, Mode, Prepared, RefusedAccess, RefusedPath, Sandbox, SandboxPolicy,
+    SpawnContext,
+};
+
+/// A home directory and a workspace (a git repository), both outside the
+/// temp dir, so that the temp dir's write grant does not cover them.
+struct Fixture {
+    _base: tempfile::TempDir,
+    home: PathBuf,
+    ws: PathBuf,
+}
+
+impl Fixture {
+    fn new() -> Self {
+        let base = tempfile::Builder::new()
+            .prefix("sandbox-test-")
+            .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+            .unwrap();
+        let root = base.path().canonicalize().unwrap();
+        let home = root.join("home");
+        let ws = root.join("ws");
+        for d in [".ssh", ".cache", ".config", "notes"] {
+            std::fs::create_dir_all(home.join(d)).unwrap();
+        }
+        std::fs::write(home.join(".ssh/id_rsa"), "PRIVATE KEY\n").unwrap();
+        std::fs::write(home.join("notes/readme"), "hello\n").unwrap();
+        std::fs::create_dir_all(&ws).unwrap();
+        std::fs::write(ws.join("existing.txt"), "old\n").unwrap();
+        let git = Command::new("git")
+            .args(["init", "-q"])
+            .arg(&ws)
+            .status()
+            .expect("git must be installed for these tests");
+        assert!(git.success());
+        Self {
+            _base: base,
+            home,
+            ws,
+        }
+    }
+
+    fn context(&self) -> SpawnContext {
+        SpawnContext::command(&self.ws, &self.home)
+    }
+
+    fn prepare(&self, policy: SandboxPolicy) -> Prepared {
+        prepare_with(policy, Availability::probe_kernel(), &self.context())
+    }
+}
+
+fn prepare_with(policy: SandboxPolicy, availability: Availability, ctx: &SpawnContext) -> Prepared {
+    Sandbox::new(policy, availability)
+        .unwrap()
+        .prepare(ctx)
+        .unwrap()
+}
+
+fn policy(mode: Mode) -> SandboxPolicy {
+    SandboxPolicy {
+        mode,
+        ..SandboxPolicy::default()
+    }
+}
+
+/// Runs `bash -c script` in `cwd` under `prepared`, in a new session like
+/// every spawn of dsh, with HOME set.
+fn run(prepared: &Prepared, home: &Path, cwd: &Path, script: &str) -> Output {
+    let mut command = Command::new("bash");
+    command
+        .args(["-c", script])
+        .current_dir(cwd)
+        .env("HOME", home)
+        .stdin(Stdio::null());
+    let step = prepared.pre_exec_step();
+    // SAFETY: setsid and the sandbox step are async-signal-safe.
+    unsafe {
+        command.pre_exec(|| {
+            libc::setsid();
+            Ok(())
+        });
+        command.pre_exec(step);
+    }
+    command.output().expect("spawn")
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+#[track_caller]
+fn assert_ok(out: &Output) {
+    assert!(out.status.success(), "expected success: {}", text(out));
+}
+
+#[track_caller]
+fn assert_refused(out: &Output, message: &str) {
+    assert!(!out.status.success(), "expected a refusal: {}", text(out));
+    assert!(
+        text(out).contains(message),
+        "expected {message:?} in: {}",
+        text(out)
+    );
+}
+
+/// Waits for `path` to exist (a grandchild reporting back).
+fn wait_for_file(path: &Path) -> String {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Ok(s) = std::fs::read_to_string(path)
+            && s.ends_with('\n')
+        {
+            return s;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{} never appeared",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn unique_tmp(name: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("dsh-sandbox-{}-{name}", std::process::id()))
+}
+
+#[test]
+fn workspace_write_allows_the_root_the_temp_dir_and_caches_and_refuses_the_rest() {
+    let f = Fixture::new();
+    let p = f.prepare(policy(Mode::WorkspaceWrite));
+    assert_eq!(
+        p.status().to_string(),
+        "[sandbox: workspace-write · network on]"
+    );
+    let ws = &f.ws;
+    // Allowed: new and existing files at the top of the root, deeper
+    // directories, the temp dir, a writable cache, /dev/null.
+    let tmp = unique_tmp("ww");
+    for script in [
+        "echo a > new.txt && cat new.txt".to_owned(),
+        "echo b >> existing.txt && rm new.txt && mv existing.txt moved.txt".to_owned(),
+        "mkdir -p sub/deeper && echo c > sub/deeper/f && cat sub/deeper/f".to_owned(),
+        format!("echo d > {} && cat {}", tmp.display(), tmp.display()),
+        "echo e > ~/.cache/ok && cat ~/.cache/ok".to_owned(),
+        "echo f > /dev/null; cat /etc/hostname ~/notes/readme > /dev/null".to_owned(),
+    ] {
+        assert_ok(&run(&p, &f.home, ws, &script));
+    }
+    std::fs::remove_file(&tmp).unwrap();
+    assert_eq!(
+        std::fs::read_to_string(ws.join("moved.txt")).unwrap(),
+        "old\nb\n"
+    );
+
+    // Refused: the home directory, a sibling of the root, /etc, .git.
+    let config_before = std::fs::read_to_string(ws.join(".git/config")).unwrap();
+    let out = run(&p, &f.home, ws, "echo x > \"$HOME/x\"");
+    assert_refused(&out, "Permission denied");
+    assert!(!f.home.join("x").exists());
+    assert_eq!(
+        p.refusals(&text(&out), ws).paths,
+        [RefusedPath {
+            path: f.home.join("x"),
+            access: RefusedAccess::Write
+        }]
+    );
+    assert_refused(
+        &run(&p, &f.home, ws, "echo x > ../sibling"),
+        "Permission denied",
+    );
+    assert_refused(
+        &run(&p, &f.home, ws, "echo x >> /etc/hostname"),
+        "Permission denied",
+    );
+    let out = run(&p, &f.home, ws, "echo '[x]' >> .git/config");
+    assert_refused(&out, "Read-only file system");
+    assert_eq!(
+        p.refusals(&text(&out), ws).paths,
+        [RefusedPath {
+            path: ws.join(".git/config"),
+            access: RefusedAccess::Write
+        }]
+    );
+    let out = run(&p, &f.home, ws, "git config user.name intruder");
+    assert_refused(&out, "Read-only file system");
+    assert_refused(
+        &run(&p, &f.home, ws, "echo evil > .git/hooks/pre-commit"),
+        "Read-only file system",
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.join(".git/config")).unwrap(),
+        config_before
+    );
+    // Reading git state still works.
+    assert_ok(&run(&p, &f.home, ws, "git status --short"));
+}
+
+#[test]
+fn git_writable_lets_git_write() {
+    let f = Fixture::new();
+    let p = f.prepare(SandboxPolicy {
+        git_writable: true,
+        ..SandboxPolicy::default()
+    });
+    assert_ok(&run(&p, &f.home, &f.ws, "git config user.name allowed"));
+}
+
+#[test]
+fn grandchildren_started_with_setsid_or_nohup_are_confined_the_same() {
+    let f = Fixture::new();
+    let p = f.prepare(policy(Mode::WorkspaceWrite));
+    // The command returns at once; its grandchildren outlive it in their
+    // own session (setsid) or immune to hang-ups (nohup), and report back
+    // through files in the workspace.
+    let out = run(
+        &p,
+        &f.home,
+        &f.ws,
+        "setsid bash -c 'echo x > \"$HOME/by-setsid\"; echo $? > r-setsid' </dev/null >/dev/null 2>&1 &
+         nohup bash -c 'echo x > \"$HOME/by-nohup\"; echo $? > r-nohup' </dev/null >/dev/null 2>&1 &
+         exit 0",
+    );
+    assert_ok(&out);
+    assert_eq!(wait_for_file(&f.ws.join("r-setsid")), "1\n");
+    assert_eq!(wait_for_file(&f.ws.join("r-nohup")), "1\n");
+    assert!(!f.home.join("by-setsid").exists());
+    assert!(!f.home.join("by-nohup").exists());
+}
+
+#[test]
+fn deny_read_hides_credentials_in_every_mode_but_off() {
+    let f = Fixture::new();
+    std::os::unix::fs::symlink(f.home.join(".ssh/id_rsa"), f.home.join("innocent-link")).unwrap();
+    for mode in [Mode::WorkspaceWrite, Mode::ReadOnly] {
+        let p = f.prepare(policy(mode));
+        let out = run(&p, &f.home, &f.ws, "cat ~/.ssh/id_rsa");
+        assert_refused(&out, "Permission denied");
+        assert_eq!(
+            p.refusals(&text(&out), &f.ws).paths,
+            [RefusedPath {
+                path: f.home.join(".ssh/id_rsa"),
+                access: RefusedAccess::Read
+            }],
+            "{mode}"
+        );
+        // A symlink elsewhere does not open it either.
+        assert_refused(
+            &run(&p, &f.home, &f.ws, "cat ~/innocent-link"),
+            "Permission denied",
+        );
+        // Names stay listable; the rest of home stays readable.
+        let out = run(&p, &f.home, &f.ws, "ls ~/.ssh && cat ~/notes/readme");
+        assert_ok(&out);
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "id_rsa\nhello\n");
+    }
+    let off = f.prepare(policy(Mode::Off));
+    assert_eq!(off.status().to_string(), "[sandbox: off]");
+    let out = run(&off, &f.home, &f.ws, "cat ~/.ssh/id_rsa");
+    assert_ok(&out);
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "PRIVATE KEY\n");
+}
+
+#[test]
+fn a_denied_path_that_is_a_symlink_protects_its_target() {
+    let f = Fixture::new();
+    std::fs::create_dir_all(f.home.join("real-aws")).unwrap();
+    std::fs::write(f.home.join("real-aws/credentials"), "secret\n").unwrap();
+    std::os::unix::fs::symlink(f.home.join("real-aws"), f.home.join(".aws")).unwrap();
+    let p = f.prepare(policy(Mode::WorkspaceWrite));
+    assert_refused(
+        &run(&p, &f.home, &f.ws, "cat ~/real-aws/credentials"),
+        "Permission denied",
+    );
+}
+
+#[test]
+fn read_only_allows_only_the_temp_dir_shared_memory_and_devices() {
+    let f = Fixture::new();
+    let p = f.prepare(policy(Mode::ReadOnly));
+    assert_eq!(p.status().to_string(), "[sandbox: read-only · network on]");
+    let tmp = unique_tmp("ro");
+    let shm = PathBuf::from("/dev/shm").join(format!("dsh-sandbox-{}", std::process::id()));
+    let out = run(
+        &p,
+        &f.home,
+        &f.ws,
+        &format!(
+            "echo a > {t} && cat {t} && echo b > {s} && cat {s} && echo c > /dev/null",
+            t = tmp.display(),
+            s = shm.display()
+        ),
+    );
+    assert_ok(&out);
+    std::fs::remove_file(&tmp).unwrap();
+    std::fs::remove_file(&shm).unwrap();
+    for script in [
+        "echo x > new.txt",
+        "echo x >> existing.txt",
+        "echo x > ~/.cache/no",
+        "echo x > ~/x",
+    ] {
+        assert_refused(&run(&p, &f.home, &f.ws, script), "Permission denied");
+    }
+    assert_ok(&run(&p, &f.home, &f.ws, "cat existing.txt"));
+}
+
+#[test]
+fn a_language_server_may_write_only_its_project_root_and_caches() {
+    let f = Fixture::new();
+    let project = f.ws.join("crate-a");
+    std::fs::create_dir_all(&project).unwrap();
+    let ctx = SpawnContext::language_server(&project, &f.home);
+    let p = prepare_with(
+        policy(Mode::WorkspaceWrite),
+        Availability::probe_kernel(),
+        &ctx,
+    );
+    assert_ok(&run(
+        &p,
+        &f.home,
+        &project,
+        "mkdir -p target && echo x > target/out && echo y > ~/.cache/ra",
+    ));
+    assert_refused(
+        &run(&p, &f.home, &project, "echo x > ../outside"),
+        "Permission denied",
+    );
+    assert_refused(
+        &run(&p, &f.home, &project, "echo x > ~/build-script-was-here"),
+        "Permission denied",
+    );
+}
+
+#[test]
+fn the_host_private_dirs_are_neither_readable_nor_writable() {
+    let f = Fixture::new();
+    let private = f.home.join(".config/dsh");
+    std::fs::create_dir_all(&private).unwrap();
+    std::fs::write(private.join("config.toml"), "[sandbox]\n").unwrap();
+    let ctx = f.context().with_private([&private]);
+    let p = prepare_with(
+        policy(Mode::WorkspaceWrite),
+        Availability::probe_kernel(),
+        &ctx,
+    );
+    assert_refused(
+        &run(&p, &f.home, &f.ws, "cat ~/.config/dsh/config.toml"),
+        "Permission denied",
+    );
+}
+
+/// Listeners of the host (this test) on 127.0.0.1 and in the workspace.
+struct HostListeners {
+    tcp: TcpListener,
+    port: u16,
+    udp: UdpSocket,
+    udp_port: u16,
+    unix_path: PathBuf,
+    _unix: std::os::unix::net::UnixListener,
+}
+
+impl HostListeners {
+    fn new(dir: &Path) -> Self {
+        let tcp = TcpListener::bind("127.0.0.1:0").unwrap();
+        tcp.set_nonblocking(true).unwrap();
+        let port = tcp.local_addr().unwrap().port();
+        let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
+        udp.set_nonblocking(true).unwrap();
+        let udp_port = udp.local_addr().unwrap().port();
+        let unix_path = dir.join("service.sock");
+        let unix = std::os::unix::net::UnixListener::bind(&unix_path).unwrap();
+        Self {
+            tcp,
+            port,
+            udp,
+            udp_port,
+            unix_path,
+            _unix: unix,
+        }
+    }
+
+    fn tcp_script(&self) -> String {
+        format!("exec 3<>/dev/tcp/127.0.0.1/{}", self.port)
+    }
+
+    fn udp_script(&self) -> String {
+        format!("echo hi > /dev/udp/127.0.0.1/{}", self.udp_port)
+    }
+
+    /// A TCP Fast Open send: it connects without `connect`.
+    fn fast_open_script(&self) -> String {
+        format!(
+            "python3 -c \"import socket; s = socket.socket(); \
+             s.sendto(b'x', 0x20000000, ('127.0.0.1', {}))\"",
+            self.port
+        )
+    }
+
+    /// A Multipath TCP connection, which Landlock's TCP rules miss.
+    fn mptcp_script(&self) -> String {
+        format!(
+            "python3 -c \"import socket; \
+             socket.socket(socket.AF_INET, socket.SOCK_STREAM, 262).connect(('127.0.0.1', {}))\"",
+            self.port
+        )
+    }
+
+    fn unix_script(&self) -> String {
+        format!(
+            "python3 -c \"import socket; a, b = socket.socketpair(); a.send(b'x'); \
+             assert b.recv(1) == b'x'; socket.socket(socket.AF_UNIX).connect('{}')\"",
+            self.unix_path.display()
+        )
+    }
+
+    /// Nothing reached the IP listeners.
+    #[track_caller]
+    fn assert_untouched(&self) {
+        assert!(self.tcp.accept().is_err(), "a TCP connection arrived");
+        let mut buf = [0u8; 16];
+        assert!(self.udp.recv(&mut buf).is_err(), "a UDP datagram arrived");
+    }
+}
+
+#[test]
+fn the_network_off_gives_commands_a_network_of_their_own() {
+    let f = Fixture::new();
+    let host = HostListeners::new(&f.ws);
+    let p = f.prepare(SandboxPolicy {
+        network: false,
+        ..SandboxPolicy::default()
+    });
+    assert_eq!(
+        p.status().to_string(),
+        "[sandbox: workspace-write · network off]"
+    );
+    // The host's loopback is not the sandbox's: nothing listens there.
+    let out = run(&p, &f.home, &f.ws, &host.tcp_script());
+    assert_refused(&out, "Connection refused");
+    assert!(p.refusals(&text(&out), &f.ws).network);
+    assert_refused(
+        &run(&p, &f.home, &f.ws, &host.fast_open_script()),
+        "Connection refused",
+    );
+    assert_refused(
+        &run(&p, &f.home, &f.ws, &host.mptcp_script()),
+        "Connection refused",
+    );
+    // A datagram to the sandbox's loopback goes nowhere; any other address
+    // has no route.
+    assert_ok(&run(&p, &f.home, &f.ws, &host.udp_script()));
+    assert_refused(
+        &run(&p, &f.home, &f.ws, "echo hi > /dev/udp/192.0.2.1/53"),
+        "Network is unreachable",
+    );
+    assert_refused(
+        &run(&p, &f.home, &f.ws, "exec 3<>/dev/tcp/192.0.2.1/80"),
+        "Network is unreachable",
+    );
+    host.assert_untouched();
+    // Unix sockets stay: pairs, and paths (a listener outside the sandbox).
+    assert_ok(&run(&p, &f.home, &f.ws, &host.unix_script()));
+}
+
+#[test]
+fn commands_with_the_network_off_share_the_sandbox_loopback() {
+    let f = Fixture::new();
+    let p = f.prepare(SandboxPolicy {
+        network: false,
+        ..SandboxPolicy::default()
+    });
+    // A server in one spawn, a client in another.
+    let server_script = "python3 -c \"
+import os, socket
+s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen()
+open('port.tmp', 'w').write(str(s.getsockname()[1])); os.rename('port.tmp', 'port')
+c, _ = s.accept(); open('got.tmp', 'w').write(c.recv(16).decode() + '\\n'); os.rename('got.tmp', 'got')
+\"";
+    let mut server = Command::new("bash");
+    server
+        .args(["-c", server_script])
+        .current_dir(&f.ws)
+        .stdin(Stdio::null());
+    let step = p.pre_exec_step();
+    // SAFETY: the sandbox step is async-signal-safe.
+    unsafe { server.pre_exec(step) };
+    let mut server = server.spawn().unwrap();
+    let port = wait_for_value(&f.ws.join("port"));
+    assert_ok(&run(
+        &p,
+        &f.home,
+        &f.ws,
+        &format!("exec 3<>/dev/tcp/127.0.0.1/{port} && printf hello >&3"),
+    ));
+    assert_eq!(wait_for_file(&f.ws.join("got")), "hello\n");
+    assert!(server.wait().unwrap().success());
+}
+
+/// Waits for a file that appears whole (written, then renamed into place).
+fn wait_for_value(path: &Path) -> String {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Ok(s) = std::fs::read_to_string(path) {
+            return s;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{} never appeared",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn without_user_namespaces_the_network_off_falls_back_to_landlock_and_seccomp() {
+    let f = Fixture::new();
+    let host = HostListeners::new(&f.ws);
+    let no_userns = Availability::probe_kernel().pretend("no-userns").unwrap();
+    let p = prepare_with(
+        SandboxPolicy {
+            network: false,
+            git_writable: true,
+            ..SandboxPolicy::default()
+        },
+        no_userns,
+        &f.context(),
+    );
+    assert_eq!(
+        p.status().to_string(),
+        "[sandbox: workspace-write · network off]"
+    );
+    // TCP by Landlock, at connect (EACCES); the rest by seccomp (EPERM).
+    let out = run(&p, &f.home, &f.ws, &host.tcp_script());
+    assert_refused(&out, "Permission denied");
+    assert!(p.refusals(&text(&out), &f.ws).network);
+    for script in [
+        host.udp_script(),
+        host.fast_open_script(),
+        host.mptcp_script(),
+    ] {
+        assert_refused(&run(&p, &f.home, &f.ws, &script), "Operation not permitted");
+    }
+    host.assert_untouched();
+    assert_ok(&run(&p, &f.home, &f.ws, &host.unix_script()));
+}
+
+#[test]
+fn with_the_network_on_everything_reaches_the_host() {
+    let f = Fixture::new();
+    let host = HostListeners::new(&f.ws);
+    let on = f.prepare(SandboxPolicy::default());
+    for script in [
+        host.tcp_script(),
+        host.fast_open_script(),
+        host.udp_script(),
+        host.unix_script(),
+    ] {
+        assert_ok(&run(&on, &f.home, &f.ws, &script));
+    }
+    let mut buf = [0u8; 16];
+    host.tcp.set_nonblocking(false).unwrap();
+    let (_plain, _) = host.tcp.accept().unwrap();
+    let (mut fast, _) = host.tcp.accept().unwrap();
+    // The fast-open connection carried its byte.
+    fast.set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    assert_eq!(fast.read(&mut buf).unwrap(), 1);
+    host.udp.set_nonblocking(false).unwrap();
+    host.udp
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let n = host.udp.recv(&mut buf).unwrap();
+    assert_eq!(&buf[..n], b"hi\n");
+}
+
+#[test]
+fn abstract_unix_sockets_outside_are_unreachable_with_the_network_off() {
+    use std::os::linux::net::SocketAddrExt;
+    let f = Fixture::new();
+    let name = format!("dsh-sandbox-test-{}", std::process::id());
+    let addr = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes()).unwrap();
+    let _listener = std::os::unix::net::UnixListener::bind_addr(&addr).unwrap();
+    let script =
+        format!("python3 -c \"import socket; socket.socket(socket.AF_UNIX).connect('\\0{name}')\"");
+    let off = SandboxPolicy {
+        network: false,
+        ..SandboxPolicy::default()
+    };
+    // Abstract names belong to a network namespace...
+    let p = f.prepare(off.clone());
+    assert_refused(&run(&p, &f.home, &f.ws, &script), "Connection refused");
+    // ...and without one, Landlock scopes them.
+    let no_userns = Availability::probe_kernel().pretend("no-userns").unwrap();
+    let p = prepare_with(off, no_userns, &f.context());
+    assert_refused(&run(&p, &f.home, &f.ws, &script), "Operation not permitted");
+    let on = f.prepare(SandboxPolicy::default());
+    assert_ok(&run(&on, &f.home, &f.ws, &script));
+}
+
+#[test]
+fn a_confined_process_can_neither_read_the_hosts_environment_nor_signal_its_processes() {
+    let f = Fixture::new();
+    let p = f.prepare(policy(Mode::WorkspaceWrite));
+    // Our own environment (the host's, which may hold API keys).
+    let me = std::process::id();
+    assert_refused(
+        &run(&p, &f.home, &f.ws, &format!("cat /proc/{me}/environ")),
+        "Permission denied",
+    );
+    // A process outside the sandbox.
+    let mut outside = Command::new("sleep").arg("60").spawn().unwrap();
+    let script = format!("kill -0 {}", outside.id());
+    assert_refused(&run(&p, &f.home, &f.ws, &script), "Operation not permitted");
+    let off = f.prepare(policy(Mode::Off));
+    assert_ok(&run(&off, &f.home, &f.ws, &script));
+    assert_ok(&run(
+        &off,
+        &f.home,
+        &f.ws,
+        &format!("cat /proc/{me}/environ > /dev/null"),
+    ));
+    outside.kill().unwrap();
+    outside.wait().unwrap();
+    // Nor a process of another confined spawn: each has its own sandbox.
+    let mut sibling = Command::new("sleep");
+    sibling.arg("60");
+    let step = p.pre_exec_step();
+    // SAFETY: the sandbox step is async-signal-safe.
+    unsafe { sibling.pre_exec(step) };
+    let mut sibling = sibling.spawn().unwrap();
+    let script = format!("kill -0 {}", sibling.id());
+    assert_refused(&run(&p, &f.home, &f.ws, &script), "Operation not permitted");
+    // What a command started itself, it may signal.
+    assert_ok(&run(
+        &p,
+        &f.home,
+        &f.ws,
+        "sleep 60 & kill $! && wait $!; test $? = 143",
+    ));
+    sibling.kill().unwrap();
+    sibling.wait().unwrap();
+}
+
+#[test]
+fn without_landlock_it_runs_unconfined_and_says_so_or_refuses_when_required() {
+    let f = Fixture::new();
+    let old = Availability::probe_kernel()
+        .pretend("landlock-abi=0")
+        .unwrap();
+    let p = prepare_with(SandboxPolicy::default(), old.clone(), &f.context());
+    assert_eq!(
+        p.status().to_string(),
+        "[sandbox: unavailable — the kernel has no Landlock (Linux 5.13 or later with Landlock \
+         enabled is needed) (simulated by DSH_SANDBOX_TEST_PRETEND); running unconfined]"
+    );
+    assert!(!p.status().enforced && !p.confines());
+    // Unconfined, as reported.
+    assert_ok(&run(&p, &f.home, &f.ws, "echo x > ~/x"));
+    let err = Sandbox::new(
+        SandboxPolicy {
+            required: true,
+            ..SandboxPolicy::default()
+        },
+        old,
+    )
+    .unwrap()
+    .prepare(&f.context())
+    .unwrap_err();
+    assert_eq!(err.code(), "SANDBOX_UNAVAILABLE");
+    assert!(err.to_string().contains("no Landlock"), "{err}");
+}
+
+#[test]
+fn an_old_kernel_without_tcp_rules_blocks_the_network_by_seccomp_alone() {
+    let f = Fixture::new();
+    let tcp = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = tcp.local_addr().unwrap().port();
+    let old = Availability::probe_kernel()
+        .pretend("landlock-abi=3,no-userns")
+        .unwrap();
+    let p = prepare_with(
+        SandboxPolicy {
+            network: false,
+            git_writable: true,
+            ..SandboxPolicy::default()
+        },
+        old,
+        &f.context(),
+    );
+    assert_eq!(
+        p.status().to_string(),
+        "[sandbox: workspace-write · network off]"
+    );
+    // Refused at socket() by seccomp (EPERM), not at connect() by Landlock.
+    assert_refused(
+        &run(
+            &p,
+            &f.home,
+            &f.ws,
+            &format!("exec 3<>/dev/tcp/127.0.0.1/{port}"),
+        ),
+        "Operation not permitted",
+    );
+    assert_refused(
+        &run(&p, &f.home, &f.ws, "echo x > ~/x"),
+        "Permission denied",
+    );
+}
+
+#[test]
+fn without_namespaces_or_seccomp_only_tcp_is_blocked_and_required_refuses() {
+    let f = Fixture::new();
+    let no_seccomp = Availability::probe_kernel()
+        .pretend("no-seccomp,no-userns")
+        .unwrap();
+    let off = SandboxPolicy {
+        git_writable: true,
+        network: false,
+        ..SandboxPolicy::default()
+    };
+    let p = prepare_with(off.clone(), no_seccomp.clone(), &f.context());
+    assert_eq!(
+        p.status().to_string(),
+        "[sandbox: workspace-write · network on — only TCP is blocked: UDP and raw sockets need \
+         a network namespace or seccomp (simulated by DSH_SANDBOX_TEST_PRETEND)]"
+    );
+    let err = Sandbox::new(
+        SandboxPolicy {
+            required: true,
+            ..off
+        },
+        no_seccomp,
+    )
+    .unwrap()
+    .prepare(&f.context())
+    .unwrap_err();
+    assert_eq!(err.code(), "SANDBOX_UNAVAILABLE");
+}
+
+#[test]
+fn without_user_namespaces_git_stays_read_only_at_the_cost_of_new_top_level_files() {
+    let f = Fixture::new();
+    std::fs::create_dir(f.ws.join("sub")).unwrap();
+    let no_userns = Availability::probe_kernel().pretend("no-userns").unwrap();
+    let p = prepare_with(SandboxPolicy::default(), no_userns, &f.context());
+    assert!(p.status().enforced);
+    assert_eq!(
+        p.status().reason.as_deref(),
+        Some(
+            "new files cannot be created at the top of the workspace, because .git is kept \
+             read-only without a mount namespace (user namespaces unavailable (simulated by \
+             DSH_SANDBOX_TEST_PRETEND)); set git_writable = true to lift this"
+        )
+    );
+    assert_refused(
+        &run(&p, &f.home, &f.ws, "echo '[x]' >> .git/config"),
+        "Permission denied",
+    );
+    assert_refused(
+        &run(&p, &f.home, &f.ws, "echo x > new.txt"),
+        "Permission denied",
+    );
+    assert_ok(&run(
+        &p,
+        &f.home,
+        &f.ws,
+        "echo x >> existing.txt && mkdir sub/deeper && echo y > sub/deeper/f",
+    ));
+}
+
+#[test]
+fn the_env_policy_hides_secrets_from_a_real_child() {
+    let f = Fixture::new();
+    let p = f.prepare(SandboxPolicy::default());
+    let host = [
+        ("PATH", std::env::var("PATH").unwrap()),
+        ("HOME", f.home.display().to_string()),
+        ("SOME_API_TOKEN", "t0k3n".to_owned()),
+        ("HARMLESS", "yes".to_owned()),
+    ];
+    let run_env = |policy: &EnvPolicy| -> String {
+        let mut command = Command::new("env");
+        command.env_clear().envs(policy.apply(host.clone()));
+        let step = p.pre_exec_step();
+        // SAFETY: the sandbox step is async-signal-safe.
+        unsafe { command.pre_exec(step) };
+        String::from_utf8(command.output().unwrap().stdout).unwrap()
+    };
+    let out = run_env(&EnvPolicy::default());
+    assert!(out.contains("HARMLESS=yes\n"), "{out}");
+    assert!(!out.contains("t0k3n"), "{out}");
+    let out = run_env(&EnvPolicy {
+        include_only: vec!["PATH".into()],
+        set: BTreeMap::from([("EXTRA".to_owned(), "1".to_owned())]),
+        ..EnvPolicy::default()
+    });
+    let mut lines: Vec<&str> = out.lines().map(|l| l.split('=').next().unwrap()).collect();
+    lines.sort();
+    assert_eq!(lines, ["EXTRA", "PATH"]);
+}

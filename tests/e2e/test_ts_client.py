@@ -1,0 +1,34 @@
+"""The second real MCP client: the official TypeScript SDK
+(`tests/node/mcp_client.mjs`, installed from the committed
+`tests/node/package-lock.json` by `cargo xtask test`) lists the tools, runs
+`bash` (with progress), opens a Python terminal, sends, closes and calls
+`lsp`. The SDK validates every message; anything it rejects fails here."""
+
+import shutil
+import subprocess
+
+from conftest import ROOT, dsh_bin
+
+FIXTURES = ROOT / "tests" / "fixtures" / "lsp" / "langs"
+NODE = ROOT / "tests" / "node"
+
+
+def test_the_typescript_sdk_client_drives_dsh(isolated_env, tmp_path):
+    if shutil.which("node") is None:
+        raise AssertionError("node is not installed: the TypeScript SDK test needs Node.js 20+")
+    if not (NODE / "node_modules" / "@modelcontextprotocol" / "sdk").exists():
+        raise AssertionError("run `cargo xtask test` (or `npm ci` in tests/node) to install the SDK")
+    project = tmp_path / "python"
+    shutil.copytree(FIXTURES / "python", project)
+    env = dict(isolated_env, DSH_BIN=dsh_bin(), PROJECT=str(project))
+    env["PATH"] = f"{NODE / 'node_modules' / '.bin'}:{env.get('PATH', '')}"
+    p = subprocess.run(
+        ["node", str(NODE / "mcp_client.mjs")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    print(p.stdout)
+    assert p.returncode == 0, f"stdout:\n{p.stdout}\nstderr:\n{p.stderr}"
+    assert "typescript sdk client: ok" in p.stdout
