@@ -372,9 +372,10 @@ fn bench(name: &str, speed: Speed) -> anyhow::Result<()> {
             }
             step(
                 "benchmark: the daemon vs standalone servers (MCP call, registry, shared rust-analyzer, memory)",
-                command
-                    .env("PATH", &path)
-                    .env("DSH_BIN", root().join("target").join(profile_dir).join("dsh")),
+                command.env("PATH", &path).env(
+                    "DSH_BIN",
+                    root().join("target").join(profile_dir).join("dsh"),
+                ),
             )
         }
         "jobs" => example("jobs", "bench_jobs"),
