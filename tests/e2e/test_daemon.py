@@ -195,7 +195,12 @@ def test_a_second_daemon_refuses_at_once_naming_the_first(isolated_env):
     first = info(isolated_env)
     began = time.monotonic()
     p = dsh(isolated_env, "daemon", check=False, timeout=30)
-    assert time.monotonic() - began < 5
+    took = time.monotonic() - began
+    # "at once": no wait for the first daemon; only a generous bound is
+    # asserted (starting a process is slow on a loaded machine), the time
+    # is printed
+    print(f"the second daemon refused after {took:.2f} s")
+    assert took < 10, took
     assert p.returncode == 1
     data_dir = pathlib.Path(isolated_env["XDG_DATA_HOME"]) / "dsh"
     assert p.stderr.strip().splitlines()[-1] == (
