@@ -114,7 +114,8 @@ async def connect(env, *args, cwd=None, errlog=None, **session_kwargs):
                 to_session, session_read = anyio.create_memory_object_stream(0)
                 tg.start_soon(deliver_until_the_server_exits, read, to_session)
                 async with ClientSession(session_read, write, **session_kwargs) as session:
-                    await session.initialize()
+                    # the server's answer, for tests of the handshake itself
+                    session.initialize_result = await session.initialize()
                     yield session
 
 

@@ -70,17 +70,9 @@ async def test_the_clients_first_root_is_the_sessions_directory(isolated_env, tm
 
 
 async def test_server_identifies_itself(isolated_env):
-    params_env = isolated_env
-    async with connect(params_env) as s:
-        # The SDK keeps the initialize result; ask the server again via ping.
+    async with connect(isolated_env) as s:
+        init = s.initialize_result
         await s.send_ping()
-    from conftest import StdioServerParameters, stdio_client, ClientSession
-    import tempfile
-    with tempfile.TemporaryFile("w+") as errlog:
-        params = StdioServerParameters(command=dsh_bin(), args=["mcp"], env=params_env)
-        async with stdio_client(params, errlog=errlog) as (r, w):
-            async with ClientSession(r, w) as session:
-                init = await session.initialize()
     assert init.serverInfo.name == "dsh"
     assert re.fullmatch(r"\d+\.\d+\.\d+", init.serverInfo.version)
     assert init.capabilities.tools is not None
