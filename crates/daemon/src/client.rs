@@ -106,13 +106,16 @@ pub fn connect(
                 // exiting (killed, stopping) as this client connected, and
                 // its socket is about to be stale. Connect again: that is
                 // refused (and handled as a stale socket) or answered.
-                Err(NoAnswer::Gone(e)) => {
+                // (While a daemon this client started takes over, this is
+                // the old one leaving: go on waiting, below.)
+                Err(NoAnswer::Gone(e)) if started.is_none() => {
                     if first_gone.get_or_insert_with(Instant::now).elapsed() > HELLO_TIMEOUT {
                         return Err(e);
                     }
                     std::thread::sleep(Duration::from_millis(10));
                     continue;
                 }
+                Err(NoAnswer::Gone(_)) => {}
                 // While a daemon this client started takes over from one of
                 // another version, the old one may not answer for a moment.
                 Err(NoAnswer::Failed(ClientError::Unreachable(_))) if started.is_some() => {}
