@@ -24,10 +24,8 @@ from conftest import (
     dsh_bin,
     err,
     live_in_session,
-    make_env,
     ok,
     processes,
-    stop_daemons,
     write_config,
 )
 
@@ -636,8 +634,16 @@ async def test_attach_watches_live_and_write_follows_the_send_rule(isolated_env,
             tmux.keys("typing", "z = 1", "Enter")
             tmux.wait_for("typing", "an agent's send is active on pty-1; your keys were not sent")
             await anyio.to_thread.run_sync(agent_release.write_text, "go")
-            out = ok(await agent.call_tool("job_output", {"job_id": job["job_id"], "wait_ms": 20000}))
-            assert "agent-done" in out["output"]
+            # the send settles (its output arriving is not yet its end)
+            seen = []
+
+            async def settled():
+                r = ok(await agent.call_tool("job_output", {"job_id": job["job_id"], "wait_ms": 2000}))
+                seen.append(r["output"])
+                return r["status"] not in ("running", "stopping")
+
+            await waiting.eventually(settled, "the agent's send to settle")
+            assert "agent-done" in "".join(seen)
             # the agent's next send still settles correctly, and `z` never arrived
             r = ok(await agent.call_tool("terminal_send", {"id": "pty-1", "text": "print('z' in dir())"}))
             assert r["output"].startswith("False\n") and r["reason"] == "input_wait"
