@@ -228,7 +228,8 @@ async def test_a_background_send_whose_program_ignores_sigint_is_still_stopped(i
             "id": "pty-1", "text": "trap '' INT; echo trapped; sleep 300", "run_in_background": True}))["job_id"]
         # once SIGINT is ignored, only the kill's escalation can stop the sleep
         await output_contains(s, job, "trapped\n")
-        assert ok(await s.call_tool("job_kill", {"job_id": job}))["status"] == "killed"
+        killed = ok(await s.call_tool("job_kill", {"job_id": job}))
+        assert killed["status"] == "killed", killed
         r = ok(await s.call_tool("terminal_send", {"id": "pty-1", "text": "echo alive"}))
         assert r["output"].endswith("alive\n") and r["reason"] == "prompt"
 
