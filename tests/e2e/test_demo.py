@@ -144,7 +144,11 @@ def test_jobs_demo_lists_three_kinds_and_exact_statuses(isolated_env, tmp_path):
     statuses = [re.split(r"  +", l.strip())[:2] for l in final_list.splitlines()[2:]]
     assert statuses == [
         ["bash-1", "completed, exit 0"],
-        ["pty-send-1", "killed: killed by job_kill; every process of the job was ended"],
+        [
+            "pty-send-1",
+            "killed: killed by job_kill; the send was interrupted with SIGINT and settled (prompt); "
+            "pty-1 stays open and what runs in its background was not touched (terminal_close ends everything in it)",
+        ],
         ["subagent-1", "completed, exit 0"],
     ]
 

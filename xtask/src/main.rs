@@ -32,8 +32,8 @@ tasks:
   test                check fmt and clippy, install what the tests need, run every test,
                       then `bench all --quick`
   bench <name> [--quick]
-                      run a benchmark: mcp, terminal, jobs, lsp, workspace, sandbox, daemon, all
-                      (--quick: a short smoke run on the debug build)";
+                      run a benchmark: mcp, terminal, memory, jobs, lsp, workspace, sandbox,
+                      daemon, all (--quick: a short smoke run on the debug build)";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -364,6 +364,27 @@ fn bench(name: &str, speed: Speed) -> anyhow::Result<()> {
             build_dsh()?;
             example("dsh", "bench_terminal")
         }
+        "memory" => {
+            build_dsh()?;
+            let mut command = Command::new(&cargo);
+            command.arg("run").args(profile_args).args([
+                "--quiet",
+                "-p",
+                "dsh",
+                "--example",
+                "bench_dsh_memory",
+            ]);
+            if quick {
+                command.args(["--", "--quick"]);
+            }
+            step(
+                "benchmark: what a long-running dsh server keeps after terminals close",
+                command.env("PATH", &path).env(
+                    "DSH_BIN",
+                    root().join("target").join(profile_dir).join("dsh"),
+                ),
+            )
+        }
         "daemon" => {
             if !venv_bin().join("python").exists() {
                 install_prerequisites()?;
@@ -390,6 +411,7 @@ fn bench(name: &str, speed: Speed) -> anyhow::Result<()> {
             for n in [
                 "mcp",
                 "terminal",
+                "memory",
                 "jobs",
                 "lsp",
                 "workspace",

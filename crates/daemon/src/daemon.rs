@@ -282,7 +282,7 @@ async fn serve(
     held: Arc<HeldStore>,
     lock: Flock<File>,
 ) -> Result<(), DaemonError> {
-    crate::host::start_orphan_reaper();
+    crate::processes::start();
     let paths = options.paths.clone();
     let idle_exit = options.config.idle_exit;
     let host = Arc::new(Host::new(

@@ -766,25 +766,3 @@ where
     host.changed.notify_waiters();
     served
 }
-
-/// Makes this process a child subreaper and reaps the orphans of its
-/// commands, so none lingers as a zombie under an init that may not reap.
-pub fn start_orphan_reaper() {
-    if let Err(e) = process_tree::become_subreaper() {
-        tracing::warn!("could not become a child subreaper: {e}");
-    }
-    match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::child()) {
-        Ok(mut sigchld) => {
-            tokio::spawn(async move {
-                // One /proc scan per burst of SIGCHLDs: a zombie may wait a
-                // moment, a busy server must not scan /proc after every
-                // command.
-                while sigchld.recv().await.is_some() {
-                    tokio::time::sleep(Duration::from_millis(250)).await;
-                    let _ = tokio::task::spawn_blocking(process_tree::reap_adopted).await;
-                }
-            });
-        }
-        Err(e) => tracing::warn!("cannot watch SIGCHLD; orphans are not reaped: {e}"),
-    }
-}

@@ -15,6 +15,8 @@
 //!   registry commands, `dsh daemon status|stop`, `dsh ps` and
 //!   `dsh attach` do over the socket.
 //! * [`store`] — the store held open for the daemon's life.
+//! * [`processes`] — the subreaper, the orphan reaper and the guardian
+//!   that ends the host's sessions if the host dies.
 //!
 //! This crate does not parse the command line or the config file (the
 //! `dsh` binary does and passes a [`host::HostConfig`] and a loader), and
@@ -26,6 +28,7 @@ pub mod client;
 pub mod daemon;
 pub mod host;
 pub mod paths;
+pub mod processes;
 pub mod protocol;
 pub mod ps;
 pub mod registry_ops;

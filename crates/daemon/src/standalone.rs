@@ -27,7 +27,7 @@ pub struct StandaloneOptions {
 /// Serves one client on stdin/stdout until it disconnects or the process
 /// is asked to stop; SIGHUP reloads the config.
 pub async fn serve_stdio(config: HostConfig, options: StandaloneOptions) -> anyhow::Result<()> {
-    crate::host::start_orphan_reaper();
+    crate::processes::start();
     let host = Arc::new(Host::new(
         config.clone(),
         options.loader,

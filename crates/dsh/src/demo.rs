@@ -42,27 +42,19 @@ pub enum Scenario {
 
 /// Runs a scenario and prints its transcripts and counts.
 pub fn run(scenario: Scenario) -> anyhow::Result<()> {
-    // Orphans of the demo's commands come back to this process and are
-    // reaped, as in `dsh mcp`.
-    if let Err(e) = process_tree::become_subreaper() {
-        emit(&format!("(could not become a child subreaper: {e})\n"));
-    }
     let tokio = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
     let outcome = tokio.block_on(async {
-        let mut sigchld = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::child())?;
-        let reaper = tokio::spawn(async move {
-            while sigchld.recv().await.is_some() {
-                let _ = tokio::task::spawn_blocking(process_tree::reap_adopted).await;
-            }
-        });
+        // Orphans of the demo's commands come back to this process and are
+        // reaped, and a guardian ends them if the demo is killed, as in
+        // `dsh mcp`.
+        daemon::processes::start();
         let scratch = ScratchDir::create()?;
         let outcome = match scenario {
             Scenario::Terminal => scenario_terminal(scratch.path()).await,
             Scenario::Jobs => scenario_jobs(scratch.path()).await,
         };
-        reaper.abort();
         let removed = scratch.remove();
         outcome?;
         removed
@@ -214,12 +206,14 @@ fn expect_output(step: &str, got: &str, ok: bool, want: &str) -> anyhow::Result<
 /// Fails when a process the demo started is still alive.
 fn check_nothing_left() -> anyhow::Result<usize> {
     let me = std::process::id() as i32;
+    // The guardian lives as long as the demo, by design.
+    let guardian = process_tree::guardian::guardian_pid().map(|pid| pid as i32);
     // Ended sessions can take a moment to be reaped.
     let deadline = Instant::now() + Duration::from_secs(5);
     let left = loop {
         let left = process_tree::all_processes()
             .into_iter()
-            .filter(|p| p.ppid == me && !p.is_zombie())
+            .filter(|p| p.ppid == me && !p.is_zombie() && Some(p.pid) != guardian)
             .map(|p| p.pid)
             .collect::<Vec<_>>();
         if left.is_empty() || Instant::now() > deadline {

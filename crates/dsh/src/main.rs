@@ -10,6 +10,7 @@
 mod config;
 mod demo;
 mod logging;
+mod memory;
 mod registry_cli;
 
 use std::io::Write as _;
@@ -112,6 +113,9 @@ enum Command {
         #[arg(long, value_enum, default_value = "md")]
         format: Format,
     },
+    /// Internal: ends dsh's sessions when dsh dies (started by dsh itself).
+    #[command(name = daemon::processes::GUARDIAN_SUBCOMMAND, hide = true)]
+    Guardian,
 }
 
 const MCP_HELP: &str = "\
@@ -312,6 +316,7 @@ fn registry_backend(
 fn run(cli: Cli) -> Result<(), Failure> {
     match cli.command {
         Command::Mcp { preset, log_file } if cli.standalone => {
+            memory::tune_allocator();
             let (config, config_path) = config::load(cli.config.as_deref())?;
             let log_file = log_file.or_else(|| config.log.file.clone());
             logging::init(config.log.level.as_deref(), log_file.as_deref())
@@ -362,6 +367,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
             action: None,
             spawned,
         } => {
+            memory::tune_allocator();
             let (config, config_path) = config::load(cli.config.as_deref())?;
             logging::init(config.log.level.as_deref(), config.log.file.as_deref())
                 .map_err(Failure::Other)?;
@@ -500,6 +506,10 @@ fn run(cli: Cli) -> Result<(), Failure> {
             Ok(registry_cli::run_session(command, &backend)?)
         }
         Command::Demo { scenario } => Ok(demo::run(scenario)?),
+        Command::Guardian => {
+            daemon::processes::serve_guardian();
+            Ok(())
+        }
         Command::Catalog { preset, format } => {
             let text = match format {
                 Format::Md => tools_catalog::catalog_markdown_for(Preset::from(preset)),

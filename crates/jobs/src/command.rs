@@ -13,7 +13,7 @@ use futures::future::BoxFuture;
 use futures::{FutureExt, StreamExt};
 use nix::sys::signal::Signal;
 use output_text::{HeadTail, Rendered, Sanitizer};
-use process_tree::{EndReport, Step, Survivors};
+use process_tree::{EndReport, Leader, Step, Survivors};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::time::Instant;
 
@@ -74,6 +74,9 @@ pub struct CommandSpec {
     pub stdin: Option<String>,
     /// The label shown by `job_list`.
     pub label: String,
+    /// How processes the command leaves running when it exits are ended
+    /// (default [`process_tree::TERM_THEN_KILL`]).
+    pub leftover_steps: &'static [Step],
 }
 
 impl CommandSpec {
@@ -97,6 +100,7 @@ impl CommandSpec {
             cwd: None,
             base_env: None,
             stdin: None,
+            leftover_steps: process_tree::TERM_THEN_KILL,
         })
     }
 
@@ -114,6 +118,7 @@ impl CommandSpec {
             base_env: None,
             stdin: None,
             label: command.to_owned(),
+            leftover_steps: process_tree::TERM_THEN_KILL,
         }
     }
 
@@ -154,6 +159,12 @@ impl CommandSpec {
         self.stdin = Some(text.into());
         self
     }
+
+    /// Sets how processes left running at exit are ended.
+    pub fn with_leftover_steps(mut self, steps: &'static [Step]) -> Self {
+        self.leftover_steps = steps;
+        self
+    }
 }
 
 /// A [`Producer`] that runs a [`CommandSpec`]: `bash` and `subagent` jobs.
@@ -189,15 +200,16 @@ impl Producer for CommandProducer {
     }
 }
 
-/// Ends the session once, verified; ends it on drop if nobody did.
+/// Ends the session once, verified; ends it on drop if nobody did. Holds
+/// the leader unreaped, so the session id names this session only.
 struct SessionGuard {
-    sid: i32,
+    leader: Arc<Leader>,
     ended: AtomicBool,
 }
 
 impl SessionGuard {
     fn end(&self, steps: &[Step]) -> Result<EndReport, Survivors> {
-        let report = process_tree::end_session(self.sid, steps);
+        let report = self.leader.end_session(steps);
         if report.is_ok() {
             self.ended.store(true, Ordering::SeqCst);
         }
@@ -205,7 +217,7 @@ impl SessionGuard {
     }
 
     async fn end_async(self: Arc<Self>, steps: &'static [Step]) -> Result<EndReport, String> {
-        let sid = self.sid;
+        let sid = self.leader.pid();
         match tokio::task::spawn_blocking(move || self.end(steps)).await {
             Ok(report) => report.map_err(|s| s.to_string()),
             Err(e) => Err(format!("ending session {sid} failed: {e}")),
@@ -218,11 +230,12 @@ impl Drop for SessionGuard {
         if self.ended.load(Ordering::SeqCst) {
             return;
         }
-        let sid = self.sid;
+        let leader = self.leader.clone();
         let end = move || {
-            if let Err(survivors) = process_tree::end_session(sid, KILL_STEPS) {
+            if let Err(survivors) = leader.end_session(KILL_STEPS) {
                 tracing::warn!(%survivors, "processes survived the end of a dropped job");
             }
+            let _ = leader.reap();
         };
         // On an async worker (a cancelled foreground call), do not block it:
         // the runtime's blocking pool runs the escalation. Elsewhere (the
@@ -239,23 +252,26 @@ impl Drop for SessionGuard {
 struct SessionCancel(Arc<SessionGuard>);
 
 impl Cancel for SessionCancel {
-    fn cancel(&self) -> BoxFuture<'static, Result<(), String>> {
+    fn cancel(&self) -> BoxFuture<'static, Result<String, String>> {
         self.0
             .clone()
             .end_async(KILL_STEPS)
-            .map(|r| r.map(drop))
+            .map(|r| r.map(|_| "every process of the job was ended".to_owned()))
             .boxed()
     }
 }
 
-/// How a command's leader process ended.
+/// How a command's leader process ended, and what was left of its session.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct ExitFacts {
     exit_code: Option<i32>,
     signal: Option<i32>,
-    /// Leftover processes ended after the leader exited.
+    /// Leftover processes ended after the leader exited (exactly those
+    /// signalled and verified gone).
     leftovers: usize,
     error: Option<String>,
+    /// Leftovers that could not be ended, named.
+    cleanup_failed: Option<String>,
 }
 
 impl ExitFacts {
@@ -263,6 +279,11 @@ impl ExitFacts {
         let mut parts = Vec::new();
         if let Some(error) = &self.error {
             parts.push(error.clone());
+        }
+        if let Some(survivors) = &self.cleanup_failed {
+            parts.push(format!(
+                "what it left running could not be ended: {survivors}"
+            ));
         }
         if self.leftovers > 0 {
             parts.push(format!(
@@ -273,16 +294,37 @@ impl ExitFacts {
         (!parts.is_empty()).then(|| parts.join("; "))
     }
 
+    /// How the leader ended, in words.
+    fn how(&self) -> String {
+        match (self.exit_code, self.signal) {
+            (Some(code), _) => format!("exited with status {code}"),
+            (None, Some(signal)) => format!(
+                "terminated by {}, not by dsh",
+                process_tree::signal_name(signal)
+            ),
+            (None, None) => "could not be waited for".to_owned(),
+        }
+    }
+
     fn settlement(&self) -> Settlement {
+        if let Some(survivors) = &self.cleanup_failed {
+            let mut detail = format!(
+                "{}, but what it left running could not be ended: {survivors}",
+                self.how()
+            );
+            if let Some(error) = &self.error {
+                detail.push_str("; ");
+                detail.push_str(error);
+            }
+            return Settlement::Failed { detail };
+        }
         match (self.exit_code, self.signal) {
             (Some(code), _) => Settlement::Finished {
                 exit_code: Some(code),
                 detail: self.detail(),
             },
-            (None, Some(signal)) => {
-                let name = Signal::try_from(signal)
-                    .map_or_else(|_| format!("signal {signal}"), |s| s.as_str().to_owned());
-                let mut detail = format!("terminated by {name}, not by dsh");
+            (None, Some(_)) => {
+                let mut detail = self.how();
                 if let Some(more) = self.detail() {
                     detail.push_str("; ");
                     detail.push_str(&more);
@@ -306,7 +348,7 @@ fn spawn_command(
     let program = spec.argv.first().map_or("", String::as_str);
     let fail = |e: std::io::Error| StartError::spawn_failed(program, &e);
     let (reader, writer) = std::io::pipe().map_err(fail)?;
-    let mut command = tokio::process::Command::new(program);
+    let mut command = std::process::Command::new(program);
     if let Some(base) = &spec.base_env {
         command.env_clear().envs(base.iter().map(|(k, v)| (k, v)));
     }
@@ -323,37 +365,27 @@ fn spawn_command(
     if let Some(cwd) = &spec.cwd {
         command.current_dir(cwd);
     }
-    // SAFETY: setsid is async-signal-safe and touches no memory of ours.
-    unsafe {
-        command.pre_exec(|| {
-            nix::unistd::setsid()
-                .map(drop)
-                .map_err(std::io::Error::from)
-        });
-    }
-    let mut child = command.spawn().map_err(fail)?;
-    // The command still holds our copies of the pipe's write end: drop it,
-    // or the output would never reach end-of-file.
-    drop(command);
-    let sid = child
-        .id()
-        .and_then(|pid| i32::try_from(pid).ok())
-        .ok_or_else(|| {
-            StartError::new(
-                "SPAWN_FAILED",
-                format!("{program} exited before it could be tracked"),
-            )
-        })?;
+    // The spawn path drops the command, and with it our copies of the
+    // pipe's write end, so the output reaches end-of-file when the
+    // command's processes close theirs.
+    let spawned = process_tree::spawn_session(command).map_err(fail)?;
+    let leader = Arc::new(spawned.leader);
+    let sid = leader.pid();
     let guard = Arc::new(SessionGuard {
-        sid,
+        leader: leader.clone(),
         ended: AtomicBool::new(false),
     });
-    if let (Some(text), Some(mut stdin)) = (spec.stdin.clone(), child.stdin.take()) {
-        tokio::spawn(async move {
-            // A program that exits without reading its input is not an error.
-            let _ = stdin.write_all(text.as_bytes()).await;
-            let _ = stdin.shutdown().await;
-        });
+    if let (Some(text), Some(stdin)) = (spec.stdin.clone(), spawned.stdin) {
+        match tokio::net::unix::pipe::Sender::from_owned_fd(OwnedFd::from(stdin)) {
+            Ok(mut stdin) => {
+                tokio::spawn(async move {
+                    // A program that exits without reading its input is not an error.
+                    let _ = stdin.write_all(text.as_bytes()).await;
+                    let _ = stdin.shutdown().await;
+                });
+            }
+            Err(e) => tracing::warn!("could not feed the command's stdin: {e}"),
+        }
     }
     let receiver =
         tokio::net::unix::pipe::Receiver::from_owned_fd(OwnedFd::from(reader)).map_err(fail)?;
@@ -370,35 +402,19 @@ fn spawn_command(
     .boxed();
     let (facts_tx, facts_rx) = tokio::sync::oneshot::channel();
     let settle_guard = guard.clone();
+    let leftover_steps = spec.leftover_steps;
     let settle = async move {
-        let status = child.wait().await;
-        // The leader is gone; anything it left running in its session goes
-        // too, so no job outlives its status.
-        // Most commands leave nothing: when no process is left in the
-        // leader's own process group, the rest of the session (jobs put in
-        // groups of their own) is checked and ended just after the reply
-        // instead of before it; otherwise it is ended, and counted, now.
-        let group_empty = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(sid), None).is_err();
-        let leftovers = if group_empty {
-            let guard = settle_guard.clone();
-            tokio::spawn(async move {
-                if let Err(e) = guard.end_async(process_tree::TERM_THEN_KILL).await {
-                    tracing::warn!(error = %e, "leftover processes of a finished job survived");
-                }
-            });
-            0
-        } else {
-            match settle_guard
-                .clone()
-                .end_async(process_tree::TERM_THEN_KILL)
-                .await
-            {
-                Ok(report) => report.processes_seen,
-                Err(e) => {
-                    tracing::warn!(error = %e, "leftover processes of a finished job survived");
-                    0
-                }
+        let status = leader.exited().await;
+        // The leader is gone; anything it left running in its session is
+        // ended, verified, before the job settles, so no job outlives its
+        // status and the detail counts exactly what was ended. When nothing
+        // is left this is one /proc scan.
+        let (leftovers, cleanup_failed) = match settle_guard.end_async(leftover_steps).await {
+            Ok(report) => {
+                let _ = leader.reap();
+                (report.ended.len(), None)
             }
+            Err(survivors) => (0, Some(survivors)),
         };
         let facts = match status {
             Ok(status) => ExitFacts {
@@ -406,12 +422,14 @@ fn spawn_command(
                 signal: status.signal(),
                 leftovers,
                 error: None,
+                cleanup_failed,
             },
             Err(e) => ExitFacts {
                 exit_code: None,
                 signal: None,
                 leftovers,
                 error: Some(format!("waiting for the process failed: {e}")),
+                cleanup_failed,
             },
         };
         let settlement = facts.settlement();

@@ -81,10 +81,13 @@ pub enum Settlement {
 /// Ends a producer's work. Called at most once per job, by the registry,
 /// on `job_kill`, at the deadline, or when the owner ends.
 pub trait Cancel: Send + Sync + 'static {
-    /// Stops the work and resolves once it is verifiably stopped: every
-    /// process gone, every slot released. `Err` says what could not be
-    /// stopped (it becomes the job's `failed` detail: status never lies).
-    fn cancel(&self) -> BoxFuture<'static, Result<(), String>>;
+    /// Stops the work and resolves once it is verifiably stopped. `Ok`
+    /// says exactly what was verified, in words for the job's detail
+    /// ("every process of the job was ended", "the program in pty-1 was
+    /// interrupted …"): the registry claims nothing beyond it. `Err` says
+    /// what could not be stopped (it becomes the job's `failed` detail:
+    /// status never lies).
+    fn cancel(&self) -> BoxFuture<'static, Result<String, String>>;
 }
 
 /// A producer's running work, handed to the registry by [`Producer::start`].

@@ -627,6 +627,11 @@ impl JobRegistry {
             options.timeout,
         ));
         *lock(&job.driver) = Some(driver.abort_handle());
+        // Its owner went away while it was starting ([`JobRegistry::end_owner`]
+        // marks the owner first): end it like the owner's other jobs.
+        if owner.is_ended() {
+            job.request_stop(StopCause::OwnerEnded);
+        }
         tracing::debug!(id = %job.id, owner = ?owner, "job started");
         Ok(JobStarted {
             id: job.id.clone(),
@@ -795,6 +800,9 @@ impl JobRegistry {
     /// does, all at once) and forgets all its jobs. Call it when the
     /// owner's connection ends.
     pub async fn end_owner(&self, owner: &Owner) -> OwnerEnded {
+        // From now on a start that completes for this owner ends its job at
+        // once (see `start`), so none can slip past the list taken below.
+        owner.end();
         let jobs: Vec<Arc<Job>> = {
             let state = lock(&self.inner.state);
             state
@@ -933,35 +941,33 @@ async fn drive(inner: Arc<Inner>, job: Arc<Job>, started: Started, timeout: Opti
                     ))
                 });
             let settled_after = tokio::time::timeout(SETTLE_AFTER_CANCEL, &mut settle).await;
+            // The detail repeats what the cancel verified, and no more.
             match (cancelled, settled_after) {
                 (Err(survivors), _) => (
                     JobStatus::Failed,
                     None,
                     Some(format!("the job could not be ended: {survivors}")),
                 ),
-                (Ok(()), Err(_)) => (
+                (Ok(_), Err(_)) => (
                     JobStatus::Failed,
                     None,
                     Some("the job was cancelled but did not settle".to_owned()),
                 ),
-                (Ok(()), Ok(_)) => match cause {
+                (Ok(stopped), Ok(_)) => match cause {
                     StopCause::Kill => (
                         JobStatus::Killed,
                         None,
-                        Some("killed by job_kill; every process of the job was ended".to_owned()),
+                        Some(format!("killed by job_kill; {stopped}")),
                     ),
                     StopCause::OwnerEnded => (
                         JobStatus::Killed,
                         None,
-                        Some("killed because its agent disconnected".to_owned()),
+                        Some(format!("killed because its agent disconnected; {stopped}")),
                     ),
                     StopCause::Deadline(t) => (
                         JobStatus::TimedOut,
                         None,
-                        Some(format!(
-                            "timeout_ms {} passed; every process of the job was ended",
-                            t.as_millis()
-                        )),
+                        Some(format!("timeout_ms {} passed; {stopped}", t.as_millis())),
                     ),
                 },
             }
@@ -984,7 +990,13 @@ async fn drive(inner: Arc<Inner>, job: Arc<Job>, started: Started, timeout: Opti
     tracing::debug!(id = %job.id, status = %info.status, "job settled");
     {
         let mut state = lock(&inner.state);
-        if state.jobs.contains_key(&job.id) {
+        if job.owner.is_ended() {
+            // Nobody can read it any more: forget it rather than keep it for
+            // an owner that no longer exists.
+            state.jobs.remove(&job.id);
+            let id = job.id.clone();
+            state.order.retain(|o| *o != id);
+        } else if state.jobs.contains_key(&job.id) {
             let limit = inner.config.max_settled_per_owner;
             let settled = state.settled.entry(job.owner.clone()).or_default();
             settled.push_back(job.id.clone());

@@ -759,7 +759,7 @@ struct FakeInterrupt {
 }
 
 impl Cancel for FakeInterrupt {
-    fn cancel(&self) -> BoxFuture<'static, Result<(), String>> {
+    fn cancel(&self) -> BoxFuture<'static, Result<String, String>> {
         if self.fails {
             return futures::future::ready(Err("pid 4242 survived SIGKILL".to_owned())).boxed();
         }
@@ -770,7 +770,7 @@ impl Cancel for FakeInterrupt {
                 detail: Some("reason: prompt".into()),
             });
         }
-        futures::future::ready(Ok(())).boxed()
+        futures::future::ready(Ok("the command was interrupted".to_owned())).boxed()
     }
 }
 

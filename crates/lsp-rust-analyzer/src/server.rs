@@ -331,6 +331,9 @@ pub(crate) struct Server {
     pub encoding: Encoding,
     pub capabilities: Value,
     pid: i32,
+    /// The server process, held unreaped until the server is dropped, so
+    /// ending "session `pid`" never reaches a process that reused the pid.
+    leader: Arc<process_tree::Leader>,
     socket: ServerSocket,
     next_id: Mutex<i32>,
     shared: Arc<Shared>,
@@ -383,24 +386,13 @@ impl Server {
         options: ClientOptions,
     ) -> Result<Arc<Server>, LspError> {
         let program = config.resolve_command()?;
-        let mut cmd = tokio::process::Command::new(&program);
+        let mut cmd = std::process::Command::new(&program);
         cmd.args(&config.args)
             .envs(&config.env)
             .current_dir(&root)
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .kill_on_drop(true);
-        // SAFETY: only async-signal-safe calls (setsid, prctl) between fork
-        // and exec.
-        unsafe {
-            cmd.pre_exec(|| {
-                nix::unistd::setsid()?;
-                // A backstop if the host dies without running its cleanup.
-                nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)?;
-                Ok(())
-            });
-        }
+            .stderr(std::process::Stdio::piped());
         let spawn_failed = |e: std::io::Error| LspError::Unavailable {
             reason: UnavailableReason::SpawnFailed,
             message: format!(
@@ -409,18 +401,19 @@ impl Server {
                 program.display()
             ),
         };
-        // Spawned from a runtime worker so the death signal is tied to a
-        // thread that lives as long as the runtime.
-        let mut child = tokio::spawn(async move { cmd.spawn() })
-            .await
-            .map_err(|e| spawn_failed(std::io::Error::other(e.to_string())))?
-            .map_err(spawn_failed)?;
-        let pid = child.id().and_then(|p| i32::try_from(p).ok()).unwrap_or(0);
+        // The one spawn path: a session of its own, killed if the host dies
+        // (and its whole session ended by the host's guardian).
+        let spawned = process_tree::spawn_session(cmd).map_err(spawn_failed)?;
+        let leader = Arc::new(spawned.leader);
+        let pid = leader.pid();
         let (Some(stdin), Some(stdout), Some(stderr)) =
-            (child.stdin.take(), child.stdout.take(), child.stderr.take())
+            (spawned.stdin, spawned.stdout, spawned.stderr)
         else {
             return Err(spawn_failed(std::io::Error::other("no stdio pipes")));
         };
+        let stdin = tokio::process::ChildStdin::from_std(stdin).map_err(spawn_failed)?;
+        let stdout = tokio::process::ChildStdout::from_std(stdout).map_err(spawn_failed)?;
+        let stderr = tokio::process::ChildStderr::from_std(stderr).map_err(spawn_failed)?;
 
         let waiting_for = match &config.readiness {
             ReadinessSignal::ProgressEnded(title) => {
@@ -529,8 +522,10 @@ impl Server {
             err_shared.stderr_closed.send_replace(true);
         });
         let wait_shared = shared.clone();
+        let waited = leader.clone();
         tokio::spawn(async move {
-            let how = match child.wait().await {
+            // Seen without reaping: the pid stays ours until the drop.
+            let how = match waited.exited().await {
                 Ok(status) => format!("the process exited ({status})"),
                 Err(e) => format!("waiting for the process failed: {e}"),
             };
@@ -543,6 +538,7 @@ impl Server {
             encoding: Encoding::Utf16,
             capabilities: Value::Null,
             pid,
+            leader,
             socket,
             next_id: Mutex::new(0),
             shared,
@@ -1014,13 +1010,13 @@ impl Server {
             let _ = tokio::time::timeout(grace, rx.wait_for(|s| matches!(s.phase, Phase::Dead(_))))
                 .await;
         }
-        let pid = self.pid;
-        let _ = tokio::task::spawn_blocking(move || end_server_session(pid)).await;
+        let leader = self.leader.clone();
+        let _ = tokio::task::spawn_blocking(move || end_server_session(&leader)).await;
     }
 
     /// Kills the server now (used to restart a stuck server).
     pub fn kill(&self) {
-        end_server_session(self.pid);
+        end_server_session(&self.leader);
         self.shared.mark_dead("killed by the client".into());
     }
 
@@ -1035,7 +1031,10 @@ impl Server {
 
 impl Drop for Server {
     fn drop(&mut self) {
-        end_server_session(self.pid);
+        end_server_session(&self.leader);
+        // Verified empty: the pid can go. (Otherwise the leader's own drop
+        // kills what is left and hands it to the orphan reaper.)
+        let _ = self.leader.reap();
     }
 }
 
@@ -1059,10 +1058,8 @@ fn remove_stale_fences() {
     }
 }
 
-fn end_server_session(pid: i32) {
-    if pid <= 0 {
-        return;
-    }
+fn end_server_session(leader: &process_tree::Leader) {
+    let pid = leader.pid();
     let steps = [
         process_tree::Step {
             signal: nix::sys::signal::Signal::SIGTERM,
@@ -1073,7 +1070,7 @@ fn end_server_session(pid: i32) {
             grace: Duration::from_secs(2),
         },
     ];
-    if let Err(e) = process_tree::end_session(pid, &steps) {
+    if let Err(e) = leader.end_session(&steps) {
         tracing::warn!("language server session {pid} survived: {e}");
     }
 }

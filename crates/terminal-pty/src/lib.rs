@@ -17,6 +17,7 @@
 
 pub mod bench;
 mod echo;
+mod memory;
 mod output;
 mod probe;
 mod service;

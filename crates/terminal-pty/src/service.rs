@@ -14,7 +14,7 @@ use terminal_seam::{
 };
 
 use crate::session::{SendPlan, Session, SessionSpec, interrupt_for, run_send};
-use crate::spawn::{SHELL_ARGS, base_env, nonce, open_pty, shell_env};
+use crate::spawn::{SHELL_ARGS, base_env, nonce, open_pty, shell_env, take_controlling_terminal};
 
 /// Limits and defaults of a [`PtyTerminals`] service.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -422,26 +422,24 @@ impl PtyTerminals {
             env.extend(shell_env(&nonce));
         }
         env.extend(request.env.iter().cloned());
-        let mut command = pty_process::Command::new(&argv[0]);
+        let mut command = std::process::Command::new(&argv[0]);
         if let Some(base) = &request.base_env {
-            command = command.env_clear().envs(base.iter().cloned());
+            command.env_clear().envs(base.iter().cloned());
         }
-        let command = command
+        command
             .args(&argv[1..])
             .envs(env)
             .current_dir(&cwd)
-            .kill_on_drop(false);
-        let child = command.spawn(pair.slave).map_err(|e| match e {
-            pty_process::Error::Io(io) => spawn_failed(io),
-            other @ (pty_process::Error::Rustix(_)
-            | pty_process::Error::TokioAsyncFd(_)
-            | pty_process::Error::Unsplit(..)) => {
-                spawn_failed(std::io::Error::other(other.to_string()))
-            }
-        })?;
-        let Some(pid) = child.id() else {
-            return Err(spawn_failed(std::io::Error::other("exited before start")));
-        };
+            .stdin(pair.slave.try_clone().map_err(spawn_failed)?)
+            .stdout(pair.slave.try_clone().map_err(spawn_failed)?)
+            .stderr(pair.slave);
+        // SAFETY: the step is a raw ioctl, async-signal-safe.
+        let spawned = unsafe {
+            process_tree::SessionCommand::new(command).pre_exec(take_controlling_terminal())
+        }
+        .spawn()
+        .map_err(spawn_failed)?;
+        let pid = spawned.leader.pid() as u32;
         let id = {
             let mut registry = inner.lock();
             let id = TerminalId(registry.next_id);
@@ -457,7 +455,6 @@ impl PtyTerminals {
             pid: pid as i32,
             our_shell,
             tty: pair.tty,
-            master: pair.master_fd,
             rows: request.rows,
             cols: request.cols,
             result_limit: inner.config.max_result_bytes,
@@ -466,10 +463,11 @@ impl PtyTerminals {
         let session = Session::start(
             spec,
             pair.master,
-            child,
+            spawned.leader,
             &nonce,
             inner.config.scrollback_bytes,
-        );
+        )
+        .map_err(spawn_failed)?;
         // The startup holds the send slot: a send racing it gets SEND_ACTIVE.
         let slot = session.acquire_startup();
         inner
@@ -477,6 +475,14 @@ impl PtyTerminals {
             .entries
             .insert(id.0, Entry::Live(Arc::clone(&session)));
         drop(pending);
+        if owner.is_ended() {
+            // The owner went away while this was opening (`end_owner` marks
+            // it first): its terminals are ended, this one too.
+            drop(slot);
+            session.close().await;
+            inner.mark_closed(id, owner);
+            return Err(TerminalError::SessionClosing { id });
+        }
         let interrupt = interrupt_for(&session);
         let outcome = run_send(
             Arc::clone(&session),
@@ -542,6 +548,7 @@ impl PtyTerminals {
                 return Ok(CloseOutcome {
                     outcome: CloseKind::AlreadyClosing,
                     exit: None,
+                    survivors: Vec::new(),
                 });
             }
             Err(other) => return Err(other),
@@ -554,6 +561,9 @@ impl PtyTerminals {
     }
 
     async fn end_owner_impl(&self, owner: &Owner) {
+        // From now on an open that completes for this owner closes its
+        // terminal at once (see `open_impl`).
+        owner.end();
         let ids: Vec<TerminalId> = self
             .inner
             .lock()

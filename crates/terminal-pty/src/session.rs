@@ -1,22 +1,24 @@
 //! One terminal: its pty, reader and waiter tasks, and the settle ladder.
 
 use std::collections::HashMap;
-use std::os::fd::RawFd;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
-use std::task::Poll;
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant, SystemTime};
 
+use process_tree::Leader;
 use regex::Regex;
 use terminal_seam::{
-    CloseKind, CloseOutcome, CursorPosition, ExitStatus, Owner, ScreenView, SendInterrupt,
-    SendOutcome, SettleReason, SignalOutcome, StreamChunk, TerminalError, TerminalId,
-    TerminalSignal, TerminalStatus,
+    CloseKind, CloseOutcome, CursorPosition, ExitStatus, InputCut, Owner, ScreenView,
+    SendInterrupt, SendOutcome, SettleReason, SignalOutcome, StreamChunk, SurvivingProcess,
+    TerminalError, TerminalId, TerminalSignal, TerminalStatus,
 };
-use tokio::io::{AsyncRead, AsyncWriteExt, ReadBuf};
+use tokio::io::Interest;
+use tokio::io::unix::AsyncFd;
 use tokio::sync::Notify;
 
 use crate::echo::{sent_lines, strip_echo};
@@ -48,6 +50,10 @@ const INTERRUPT_GRACE: Duration = Duration::from_secs(1);
 const PATTERN_WINDOW: usize = 16 * 1024;
 /// Raw reads per drain, so a flood cannot hold the lock forever.
 const DRAIN_READS: usize = 16;
+/// The read buffer of a terminal. A pty master hands out at most what its
+/// line discipline holds (4 KiB) per read, so a bigger buffer only costs
+/// memory for every open terminal.
+const READ_BUF: usize = 16 * 1024;
 
 /// Escalation on close: hang up, terminate, kill.
 const CLOSE_STEPS: &[process_tree::Step] = &[
@@ -83,7 +89,11 @@ pub(crate) struct State {
     pub exit: Option<ExitStatus>,
     /// The owner's "not read yet" cursor.
     pub unread: u64,
-    drain_buf: Vec<u8>,
+    buf: Vec<u8>,
+    /// The pty master; `None` once the terminal was hung up (closed), even
+    /// if an escaped process still holds the other end. Every use of the
+    /// descriptor goes through this lock, so it is never used after close.
+    master: Option<AsyncFd<OwnedFd>>,
 }
 
 /// Fixed facts about a session, given at spawn.
@@ -96,7 +106,6 @@ pub(crate) struct SessionSpec {
     pub pid: i32,
     pub our_shell: bool,
     pub tty: PathBuf,
-    pub master: RawFd,
     pub rows: u16,
     pub cols: u16,
     pub result_limit: usize,
@@ -107,43 +116,58 @@ pub(crate) struct SessionSpec {
 pub(crate) struct Session {
     pub spec: SessionSpec,
     pub created_at: SystemTime,
-    writer: tokio::sync::Mutex<pty_process::OwnedWritePty>,
+    /// The first process, held unreaped until close: its pid (the session
+    /// id) cannot be reused meanwhile, so ending "session N" never reaches
+    /// another program.
+    leader: Arc<Leader>,
+    /// One writer at a time, so two writes never interleave.
+    write_lock: tokio::sync::Mutex<()>,
     state: Mutex<State>,
     changed: Notify,
+    /// Woken when the master is closed.
+    hangup: Notify,
     busy: AtomicBool,
     closing: AtomicBool,
     closed: AtomicBool,
 }
 
 impl Session {
-    /// Wraps a spawned child and starts its reader and waiter tasks.
+    /// Wraps a spawned child and its pty master (non-blocking) and starts
+    /// the reader and waiter tasks. Must run inside a tokio runtime.
     pub fn start(
         spec: SessionSpec,
-        pty: pty_process::Pty,
-        child: tokio::process::Child,
+        master: OwnedFd,
+        leader: Leader,
         nonce: &str,
         scrollback: usize,
-    ) -> Arc<Self> {
-        let (reader, writer) = pty.into_split();
+    ) -> io::Result<Arc<Self>> {
+        // SAFETY: `master` is a valid descriptor we own; it is only closed
+        // by dropping the `AsyncFd` that holds it.
+        let master = unsafe {
+            AsyncFd::register_with_interest(master, Interest::READABLE | Interest::WRITABLE)?
+        };
         let out = Output::new(nonce, scrollback, spec.rows, spec.cols, spec.result_limit);
         let session = Arc::new(Self {
             spec,
             created_at: SystemTime::now(),
-            writer: tokio::sync::Mutex::new(writer),
+            leader: Arc::new(leader),
+            write_lock: tokio::sync::Mutex::new(()),
             state: Mutex::new(State {
                 out,
                 exit: None,
                 unread: 0,
-                drain_buf: vec![0; 64 * 1024],
+                buf: vec![0; READ_BUF],
+                master: Some(master),
             }),
             changed: Notify::new(),
+            hangup: Notify::new(),
             busy: AtomicBool::new(false),
             closing: AtomicBool::new(false),
             closed: AtomicBool::new(false),
         });
-        tokio::spawn(read_loop(Arc::clone(&session), reader));
-        tokio::spawn(wait_loop(Arc::clone(&session), child));
-        session
+        tokio::spawn(read_loop(Arc::clone(&session)));
+        tokio::spawn(wait_loop(Arc::clone(&session)));
+        Ok(session)
     }
 
     /// Locks the shared state (a poisoned lock is still usable: every
@@ -164,22 +188,21 @@ impl Session {
     }
 
     fn drain_raw(&self, st: &mut State) {
-        let State { out, drain_buf, .. } = st;
+        let State {
+            out, buf, master, ..
+        } = st;
+        let Some(master) = master.as_ref() else {
+            return;
+        };
         for _ in 0..DRAIN_READS {
             if out.eof {
                 return;
             }
             // SAFETY: the buffer is ours and writable for its length; the
-            // master descriptor stays open while `self` (its writer) lives.
-            let n = unsafe {
-                libc::read(
-                    self.spec.master,
-                    drain_buf.as_mut_ptr().cast(),
-                    drain_buf.len(),
-                )
-            };
+            // master stays open while the state lock is held.
+            let n = unsafe { libc::read(master.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
             if n > 0 {
-                out.ingest(&drain_buf[..n as usize]);
+                out.ingest(&buf[..n as usize]);
                 continue;
             }
             if n == 0 {
@@ -225,11 +248,115 @@ impl Session {
         self.busy.load(Ordering::Acquire)
     }
 
-    /// The foreground process group of the terminal.
-    fn foreground_pgid(&self) -> Option<i32> {
-        // SAFETY: plain ioctl on a descriptor we keep open.
-        let pgid = unsafe { libc::tcgetpgrp(self.spec.master) };
+    /// The foreground process group of the terminal (none once hung up).
+    pub(crate) fn foreground_pgid(&self) -> Option<i32> {
+        let st = self.lock();
+        let master = st.master.as_ref()?;
+        // SAFETY: plain ioctl on a descriptor kept open by the lock.
+        let pgid = unsafe { libc::tcgetpgrp(master.as_raw_fd()) };
         (pgid > 0).then_some(pgid)
+    }
+
+    /// Resolves once the terminal has been hung up.
+    async fn hung_up(&self) {
+        loop {
+            let notified = self.hangup.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if self.lock().master.is_none() {
+                return;
+            }
+            notified.await;
+        }
+    }
+
+    /// Closes the pty master: the terminal is hung up for whatever still
+    /// holds it (a process that left the session with `setsid` keeps the
+    /// other end, which then reads end-of-file). What was already printed
+    /// is kept; the stream ends here.
+    fn hang_up(&self) {
+        {
+            let mut st = self.lock();
+            self.drain_raw(&mut st);
+            st.master = None;
+            st.out.finish();
+        }
+        self.hangup.notify_waiters();
+        self.changed.notify_waiters();
+    }
+
+    /// Writes `data` to the terminal, adding each accepted byte to
+    /// `written`; returns when all of it was written, or with an error when
+    /// the terminal is gone. A program that does not read its input makes
+    /// this wait (the caller bounds it).
+    async fn write_input(&self, data: &[u8], written: &mut usize) -> io::Result<()> {
+        let _one_writer = self.write_lock.lock().await;
+        while *written < data.len() {
+            let rest = &data[*written..];
+            let n = tokio::select! {
+                n = std::future::poll_fn(|cx| self.poll_write(cx, rest)) => n?,
+                () = self.hung_up() => return Err(io::ErrorKind::BrokenPipe.into()),
+            };
+            *written += n;
+        }
+        Ok(())
+    }
+
+    fn poll_write(&self, cx: &mut Context<'_>, data: &[u8]) -> Poll<io::Result<usize>> {
+        let st = self.lock();
+        let Some(master) = st.master.as_ref() else {
+            return Poll::Ready(Err(io::ErrorKind::BrokenPipe.into()));
+        };
+        loop {
+            let mut ready = match master.poll_write_ready(cx) {
+                Poll::Ready(Ok(ready)) => ready,
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Pending => return Poll::Pending,
+            };
+            let written = ready.try_io(|fd| {
+                // SAFETY: writes from a slice we borrow, on an open descriptor.
+                let n = unsafe { libc::write(fd.as_raw_fd(), data.as_ptr().cast(), data.len()) };
+                if n < 0 {
+                    Err(io::Error::last_os_error())
+                } else {
+                    Ok(n as usize)
+                }
+            });
+            match written {
+                Ok(Err(e)) if e.kind() == io::ErrorKind::Interrupted => {}
+                Ok(result) => return Poll::Ready(result),
+                // Not writable after all: readiness was cleared, poll again.
+                Err(_would_block) => {}
+            }
+        }
+    }
+
+    /// Discards the input the program has not read yet (the terminal's
+    /// input queue), so a partly written send cannot run later glued to the
+    /// next one. True when the queue was flushed.
+    fn discard_unread_input(&self) -> bool {
+        let st = self.lock();
+        let Some(master) = st.master.as_ref() else {
+            return false;
+        };
+        // The other end, opened through the master (no path lookup, never
+        // our controlling terminal), flushed and closed at once.
+        // SAFETY: plain ioctl on an open descriptor; on success it returns
+        // a new descriptor that we own.
+        let slave = unsafe {
+            libc::ioctl(
+                master.as_raw_fd(),
+                libc::TIOCGPTPEER,
+                libc::O_RDWR | libc::O_NOCTTY | libc::O_NONBLOCK | libc::O_CLOEXEC,
+            )
+        };
+        if slave < 0 {
+            return false;
+        }
+        // SAFETY: a fresh descriptor returned by the kernel, owned here.
+        let slave = unsafe { OwnedFd::from_raw_fd(slave as RawFd) };
+        // SAFETY: plain ioctl on the descriptor we just opened.
+        unsafe { libc::tcflush(slave.as_raw_fd(), libc::TCIFLUSH) == 0 }
     }
 
     /// Takes the send slot after the contract's checks (the owner was
@@ -253,9 +380,7 @@ impl Session {
 
     /// Writes bytes a person typed (the caller holds the send slot).
     pub async fn write_person_input(&self, bytes: &[u8]) -> std::io::Result<()> {
-        let mut writer = self.writer.lock().await;
-        writer.write_all(bytes).await?;
-        writer.flush().await
+        self.write_input(bytes, &mut 0).await
     }
 
     /// Takes the send slot of a session nobody else knows yet (its
@@ -364,47 +489,70 @@ impl Session {
         })
     }
 
-    /// Ends every process of the session, verified. The caller made sure
-    /// this runs once (the `closing` flag).
+    /// Ends every process of the session, verified, then hangs the
+    /// terminal up and reaps the first process. The `closing` flag makes it
+    /// run once. Processes that survive SIGKILL are named in the outcome.
     pub async fn close(self: &Arc<Self>) -> CloseOutcome {
         if self.closing.swap(true, Ordering::AcqRel) {
             return CloseOutcome {
                 outcome: CloseKind::AlreadyClosing,
                 exit: self.lock().exit,
+                survivors: Vec::new(),
             };
         }
         self.changed.notify_waiters();
-        let sid = self.spec.pid;
-        let ended =
-            tokio::task::spawn_blocking(move || process_tree::end_session(sid, CLOSE_STEPS)).await;
-        match ended {
-            Ok(Ok(_report)) => {}
-            Ok(Err(survivors)) => tracing::warn!(%survivors, "terminal close left processes"),
-            Err(join) => tracing::warn!(%join, "terminal close task failed"),
-        }
-        // The waiter reaps the first process; wait for it (bounded).
-        let deadline = Instant::now() + Duration::from_secs(5);
-        loop {
-            let notified = self.changed.notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
-            if let Some(exit) = self.lock().exit {
-                self.closed.store(true, Ordering::Release);
-                self.changed.notify_waiters();
-                return CloseOutcome {
-                    outcome: CloseKind::Closed,
-                    exit: Some(exit),
-                };
+        let leader = Arc::clone(&self.leader);
+        let ended = tokio::task::spawn_blocking(move || leader.end_session(CLOSE_STEPS)).await;
+        let survivors = match ended {
+            Ok(Ok(_report)) => Vec::new(),
+            Ok(Err(survivors)) => {
+                tracing::warn!(%survivors, "terminal close left processes");
+                survivors
+                    .survivors
+                    .into_iter()
+                    .map(|m| SurvivingProcess {
+                        pid: m.pid,
+                        command: m.command,
+                    })
+                    .collect()
             }
-            if Instant::now() >= deadline {
-                self.closed.store(true, Ordering::Release);
-                return CloseOutcome {
-                    outcome: CloseKind::Closed,
-                    exit: None,
-                };
+            Err(join) => {
+                tracing::warn!(%join, "terminal close task failed");
+                self.leader
+                    .members()
+                    .iter()
+                    .map(|p| SurvivingProcess {
+                        pid: p.pid,
+                        command: process_tree::command_line(p.pid),
+                    })
+                    .collect()
             }
-            let _ = tokio::time::timeout(Duration::from_millis(50), notified).await;
+        };
+        self.finish_close(survivors.is_empty());
+        let exit = self.lock().exit;
+        CloseOutcome {
+            outcome: CloseKind::Closed,
+            exit,
+            survivors,
         }
+    }
+
+    /// Hangs up, records the first process's exit (seen without reaping it)
+    /// and, when the session is verified empty, reaps it.
+    fn finish_close(&self, emptied: bool) {
+        self.hang_up();
+        if let Some(status) = self.leader.try_exit() {
+            let mut st = self.lock();
+            st.exit.get_or_insert(ExitStatus {
+                code: status.code(),
+                signal: status.signal(),
+            });
+        }
+        if emptied {
+            let _ = self.leader.reap();
+        }
+        self.closed.store(true, Ordering::Release);
+        self.changed.notify_waiters();
     }
 
     /// Ends every process at once, synchronously (the service is dropping).
@@ -412,9 +560,21 @@ impl Session {
         if self.closing.swap(true, Ordering::AcqRel) {
             return;
         }
-        if let Err(survivors) = process_tree::end_session(self.spec.pid, DROP_STEPS) {
-            tracing::warn!(%survivors, "terminal processes survived");
-        }
+        let emptied = match self.leader.end_session(DROP_STEPS) {
+            Ok(_) => true,
+            Err(survivors) => {
+                tracing::warn!(%survivors, "terminal processes survived");
+                false
+            }
+        };
+        self.finish_close(emptied);
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        // Its buffers are freed right after this: hand the pages back.
+        crate::memory::release_freed_memory();
     }
 }
 
@@ -427,33 +587,12 @@ impl Drop for SlotGuard {
     }
 }
 
-async fn read_loop(session: Arc<Session>, mut reader: pty_process::OwnedReadPty) {
-    let mut buf = vec![0u8; 64 * 1024];
+async fn read_loop(session: Arc<Session>) {
     loop {
-        let done = std::future::poll_fn(|cx| {
-            let mut st = session.lock();
-            if st.out.eof {
-                return Poll::Ready(true);
-            }
-            let mut read_buf = ReadBuf::new(&mut buf);
-            match Pin::new(&mut reader).poll_read(cx, &mut read_buf) {
-                Poll::Ready(Ok(())) if read_buf.filled().is_empty() => {
-                    st.out.finish();
-                    Poll::Ready(true)
-                }
-                Poll::Ready(Ok(())) => {
-                    st.out.ingest(read_buf.filled());
-                    Poll::Ready(false)
-                }
-                // EIO once the child side is closed: the end of the output.
-                Poll::Ready(Err(_)) => {
-                    st.out.finish();
-                    Poll::Ready(true)
-                }
-                Poll::Pending => Poll::Pending,
-            }
-        })
-        .await;
+        let done = tokio::select! {
+            done = std::future::poll_fn(|cx| session.poll_read(cx)) => done,
+            () = session.hung_up() => true,
+        };
         session.changed.notify_waiters();
         if done {
             break;
@@ -461,9 +600,65 @@ async fn read_loop(session: Arc<Session>, mut reader: pty_process::OwnedReadPty)
     }
 }
 
-async fn wait_loop(session: Arc<Session>, mut child: tokio::process::Child) {
-    let status = child.wait().await;
-    let exit = match status {
+impl Session {
+    /// Reads one chunk from the master into the output; `Ready(true)` at
+    /// the end of the output (every holder of the other end is gone, or
+    /// the terminal was hung up).
+    fn poll_read(&self, cx: &mut Context<'_>) -> Poll<bool> {
+        let mut st = self.lock();
+        let State {
+            out, buf, master, ..
+        } = &mut *st;
+        if out.eof {
+            return Poll::Ready(true);
+        }
+        let Some(master) = master.as_ref() else {
+            return Poll::Ready(true);
+        };
+        loop {
+            let mut ready = match master.poll_read_ready(cx) {
+                Poll::Ready(Ok(ready)) => ready,
+                Poll::Ready(Err(_)) => {
+                    out.finish();
+                    return Poll::Ready(true);
+                }
+                Poll::Pending => return Poll::Pending,
+            };
+            let read = ready.try_io(|fd| {
+                // SAFETY: reads into a buffer we own, on an open descriptor.
+                let n = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+                if n < 0 {
+                    Err(io::Error::last_os_error())
+                } else {
+                    Ok(n as usize)
+                }
+            });
+            match read {
+                Ok(Ok(0)) => {
+                    out.finish();
+                    return Poll::Ready(true);
+                }
+                Ok(Ok(n)) => {
+                    out.ingest(&buf[..n]);
+                    return Poll::Ready(false);
+                }
+                Ok(Err(e)) if e.kind() == io::ErrorKind::Interrupted => {}
+                // EIO once the child side is closed: the end of the output.
+                Ok(Err(_)) => {
+                    out.finish();
+                    return Poll::Ready(true);
+                }
+                // Nothing to read after all: readiness was cleared.
+                Err(_would_block) => {}
+            }
+        }
+    }
+}
+
+/// Watches the first process and records how it exited, without reaping
+/// it (the session keeps its pid until close).
+async fn wait_loop(session: Arc<Session>) {
+    let exit = match session.leader.exited().await {
         Ok(status) => ExitStatus {
             code: status.code(),
             signal: status.signal(),
@@ -473,7 +668,7 @@ async fn wait_loop(session: Arc<Session>, mut child: tokio::process::Child) {
             signal: None,
         },
     };
-    session.lock().exit = Some(exit);
+    session.lock().exit.get_or_insert(exit);
     session.changed.notify_waiters();
 }
 
@@ -605,14 +800,23 @@ pub(crate) async fn run_send(
         session.drain(&mut st);
         st.out.begin_capture();
     }
+    let mut input_cut = None;
     if let Some(bytes) = &plan.bytes {
-        let write = async {
-            let mut writer = session.writer.lock().await;
-            writer.write_all(bytes).await?;
-            writer.flush().await
+        let mut write = InputWrite {
+            session: &session,
+            total: bytes.len(),
+            written: 0,
+            done: false,
         };
+        // A program that is not reading its input fills the terminal's
+        // buffer, and the write waits; it is bounded by the send's timeout.
         // A failed write means the terminal is gone: the ladder sees `exit`.
-        let _ = tokio::time::timeout_at(deadline.into(), write).await;
+        let _ = tokio::time::timeout_at(
+            deadline.into(),
+            session.write_input(bytes, &mut write.written),
+        )
+        .await;
+        input_cut = write.finish();
     }
 
     let write_done = Instant::now();
@@ -761,9 +965,46 @@ pub(crate) async fn run_send(
         let _ = tokio::time::timeout(pause, notified).await;
     };
 
-    let outcome = render(&session, &plan, reason, exit_code, started);
+    let mut outcome = render(&session, &plan, reason, exit_code, started);
+    outcome.input_cut = input_cut;
     drop(slot);
     Ok(outcome)
+}
+
+/// A send's write in progress. Text the program did not take in time is
+/// never left half-typed: when only part of it was written (the write
+/// timed out, or the send was dropped mid-write), the terminal's unread
+/// input is discarded, so no partial line runs later glued to the next
+/// send.
+struct InputWrite<'a> {
+    session: &'a Session,
+    total: usize,
+    written: usize,
+    done: bool,
+}
+
+impl InputWrite<'_> {
+    /// What to report: `None` when everything was written.
+    fn finish(&mut self) -> Option<InputCut> {
+        self.done = true;
+        if self.written >= self.total {
+            return None;
+        }
+        let discarded = self.written > 0 && self.session.discard_unread_input();
+        Some(InputCut {
+            written_bytes: self.written as u64,
+            total_bytes: self.total as u64,
+            unread_discarded: discarded,
+        })
+    }
+}
+
+impl Drop for InputWrite<'_> {
+    fn drop(&mut self) {
+        if !self.done && self.written > 0 && self.written < self.total {
+            self.session.discard_unread_input();
+        }
+    }
 }
 
 /// The pause between input-wait probes after `quiet` without output:
@@ -793,6 +1034,7 @@ fn render(
             truncated: false,
             total_bytes: 0,
             duration: started.elapsed(),
+            input_cut: None,
         };
     };
     let end = match (reason, capture.last_marker) {
@@ -812,6 +1054,7 @@ fn render(
         truncated: rendered.truncated,
         total_bytes: rendered.total_bytes,
         duration: started.elapsed(),
+        input_cut: None,
     }
 }
 

@@ -2,7 +2,7 @@
 
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 use nix::fcntl::OFlag;
@@ -72,13 +72,14 @@ pub(crate) fn base_env() -> Vec<(String, String)> {
 /// A pty pair. The master is opened close-on-exec from the start, so no
 /// process spawned concurrently by the host can inherit it.
 pub(crate) struct PtyPair {
-    pub master: pty_process::Pty,
-    pub master_fd: RawFd,
-    pub slave: pty_process::Pts,
+    /// The master, non-blocking.
+    pub master: OwnedFd,
+    /// The child's end.
+    pub slave: OwnedFd,
     pub tty: PathBuf,
 }
 
-/// Opens a pty of `rows` x `cols`. Must run inside a tokio runtime.
+/// Opens a pty of `rows` x `cols`.
 pub(crate) fn open_pty(rows: u16, cols: u16) -> std::io::Result<PtyPair> {
     let master = nix::pty::posix_openpt(OFlag::O_RDWR | OFlag::O_NOCTTY | OFlag::O_CLOEXEC)?;
     nix::pty::grantpt(&master)?;
@@ -95,29 +96,33 @@ pub(crate) fn open_pty(rows: u16, cols: u16) -> std::io::Result<PtyPair> {
         &master,
         nix::fcntl::FcntlArg::F_SETFL(OFlag::from_bits_retain(flags) | OFlag::O_NONBLOCK),
     )?;
-    let master_fd = master.as_raw_fd();
-    // SAFETY: a valid, open, non-blocking pty master that we own.
-    let master = unsafe { pty_process::Pty::from_fd(master) }.map_err(to_io)?;
-    master
-        .resize(pty_process::Size::new(rows, cols))
-        .map_err(to_io)?;
-    // SAFETY: the child end of the same pty, owned.
-    let slave = unsafe { pty_process::Pts::from_fd(OwnedFd::from(slave)) };
+    let size = libc::winsize {
+        ws_row: rows,
+        ws_col: cols,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    // SAFETY: TIOCSWINSZ reads a `winsize` we own, on a descriptor we own.
+    if unsafe { libc::ioctl(master.as_raw_fd(), libc::TIOCSWINSZ, &size) } < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
     Ok(PtyPair {
         master,
-        master_fd,
-        slave,
+        slave: OwnedFd::from(slave),
         tty: PathBuf::from(name),
     })
 }
 
-fn to_io(e: pty_process::Error) -> std::io::Error {
-    match e {
-        pty_process::Error::Io(io) => io,
-        other @ (pty_process::Error::Rustix(_)
-        | pty_process::Error::TokioAsyncFd(_)
-        | pty_process::Error::Unsplit(..)) => std::io::Error::other(other.to_string()),
-    }
+/// The step that makes the pty (the child's stdin) its controlling
+/// terminal, run in the child right after `setsid`.
+pub(crate) fn take_controlling_terminal() -> process_tree::PreExecStep {
+    std::sync::Arc::new(|| {
+        // SAFETY: a raw ioctl on the child's stdin, async-signal-safe.
+        if unsafe { libc::ioctl(0, libc::TIOCSCTTY, 0) } < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(())
+    })
 }
 
 use std::os::unix::fs::OpenOptionsExt;

@@ -153,11 +153,9 @@ fn ready_for_input(session: &Session) -> bool {
     if session.is_closing() || session.lock().exit.is_some() {
         return true;
     }
-    // SAFETY: plain ioctl on a descriptor the session keeps open.
-    let pgid = unsafe { libc::tcgetpgrp(session.spec.master) };
-    if pgid <= 0 {
+    let Some(pgid) = session.foreground_pgid() else {
         return true;
-    }
+    };
     match wait_state(pgid, &session.spec.tty) {
         WaitState::OnTerminal | WaitState::Gone => true,
         WaitState::Other | WaitState::Unobservable => false,

@@ -1,7 +1,7 @@
 //! Agent identity.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// An agent identity: one per MCP connection (or per embedding caller).
 ///
@@ -15,6 +15,7 @@ pub struct Owner(Arc<OwnerInner>);
 struct OwnerInner {
     serial: u64,
     label: String,
+    ended: AtomicBool,
 }
 
 impl Owner {
@@ -24,7 +25,20 @@ impl Owner {
         Self(Arc::new(OwnerInner {
             serial: NEXT.fetch_add(1, Ordering::Relaxed),
             label: label.into(),
+            ended: AtomicBool::new(false),
         }))
+    }
+
+    /// Marks the owner as gone (its connection ended), for every clone.
+    /// Services tearing an owner down call it first, so that work it
+    /// starts in the meantime is ended too instead of being kept.
+    pub fn end(&self) {
+        self.0.ended.store(true, Ordering::SeqCst);
+    }
+
+    /// True once [`Owner::end`] was called on any clone.
+    pub fn is_ended(&self) -> bool {
+        self.0.ended.load(Ordering::SeqCst)
     }
 
     /// A number for logs; never use it to look an owner up.

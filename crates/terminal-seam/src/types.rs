@@ -237,6 +237,24 @@ pub struct SendOutcome {
     pub total_bytes: u64,
     /// Time from the write to the settle.
     pub duration: Duration,
+    /// Set when the program did not take all of the text in time: how much
+    /// was written. `None` when every byte was written.
+    pub input_cut: Option<InputCut>,
+}
+
+/// A send's text was not all written: the program was not reading its
+/// input (the terminal's input buffer was full) before the send's time
+/// limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InputCut {
+    /// Bytes of the send (text plus the Enter of `submit`) written to the
+    /// terminal.
+    pub written_bytes: u64,
+    /// Bytes the send had to write.
+    pub total_bytes: u64,
+    /// True when the input the program had not read yet was discarded, so
+    /// no partial line is left to run later glued to the next send.
+    pub unread_discarded: bool,
 }
 
 /// What `terminal_read` asks for.
@@ -417,12 +435,24 @@ impl CloseKind {
 }
 
 /// The result of a close.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CloseOutcome {
     /// Whether this call did the work.
     pub outcome: CloseKind,
     /// How the terminal's first process ended, when known.
     pub exit: Option<ExitStatus>,
+    /// Processes of the terminal's session still alive after the last
+    /// signal (empty when the close verified that none is left).
+    pub survivors: Vec<SurvivingProcess>,
+}
+
+/// A process that a close could not end.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SurvivingProcess {
+    /// Its pid.
+    pub pid: i32,
+    /// Its command line, shortened.
+    pub command: String,
 }
 
 /// One row of `terminal_list`.

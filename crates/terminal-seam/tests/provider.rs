@@ -67,6 +67,7 @@ impl TerminalService for EchoTerminals {
                     truncated: false,
                     total_bytes: 0,
                     duration: Duration::ZERO,
+                    input_cut: None,
                 })
             }),
             interrupt: Arc::new(Flag(Arc::clone(&self.interrupted))),
@@ -111,6 +112,7 @@ impl TerminalService for EchoTerminals {
             Ok(CloseOutcome {
                 outcome: CloseKind::AlreadyClosing,
                 exit: None,
+                survivors: Vec::new(),
             })
         })
     }

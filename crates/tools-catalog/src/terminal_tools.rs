@@ -214,6 +214,9 @@ fn send_reply(id: TerminalId, outcome: &SendOutcome, clamped: Option<crate::Clam
         status.push_str(" the command is still running");
     }
     text.push_str(&status);
+    if let Some(cut) = &outcome.input_cut {
+        text.push_str(&format!("\n[input: {}]", input_cut_note(cut)));
+    }
     let mut structured = json!({
         "output": outcome.output,
         "reason": outcome.reason.as_str(),
@@ -226,7 +229,32 @@ fn send_reply(id: TerminalId, outcome: &SendOutcome, clamped: Option<crate::Clam
     if let Some(c) = clamped {
         structured["clamped"] = json!(c);
     }
+    if let Some(cut) = &outcome.input_cut {
+        structured["input_cut"] = json!({
+            "written_bytes": cut.written_bytes,
+            "total_bytes": cut.total_bytes,
+            "unread_discarded": cut.unread_discarded,
+        });
+    }
     ToolReply { text, structured }
+}
+
+/// What happened to a send's text that the program did not take in time.
+fn input_cut_note(cut: &terminal_seam::InputCut) -> String {
+    let (written, total) = (cut.written_bytes, cut.total_bytes);
+    if written == 0 {
+        format!(
+            "none of the {total} bytes was written: the program is not reading its input; send it again once it does"
+        )
+    } else if cut.unread_discarded {
+        format!(
+            "only {written} of {total} bytes were written: the program was not reading its input, so the input it had not read was discarded and nothing of this send will run; send it again once it reads"
+        )
+    } else {
+        format!(
+            "only {written} of {total} bytes were written: the program was not reading its input, and the part written could not be discarded — it may run when the program reads"
+        )
+    }
 }
 
 impl Tool for TerminalSendTool {
@@ -562,7 +590,7 @@ impl TerminalCloseTool {
     pub(crate) fn new() -> Self {
         Self(ToolSpec::new::<CloseArgs>(
             "terminal_close",
-            "Close a terminal: end every process in it, background jobs included, and return once none is left.",
+            "Close a terminal: end every process of its session, background jobs included, and return once none is left (any that cannot be ended are named); the terminal is hung up.",
             &[Preset::Full],
             &["NO_SESSION", "FOREIGN_SESSION", "INVALID_ARGUMENT"],
         ))
@@ -584,21 +612,47 @@ impl Tool for TerminalCloseTool {
                 .close(&cx.owner, id)
                 .await
                 .map_err(terminal_error)?;
-            let (exit_code, signal) = exit_json(outcome.exit);
-            let mut structured = json!({ "outcome": outcome.outcome.as_str() });
-            if !exit_code.is_null() {
-                structured["exit_code"] = exit_code;
-            }
-            if !signal.is_null() {
-                structured["signal"] = signal;
-            }
-            let text = match outcome.outcome {
-                CloseKind::Closed => format!("{id} closed; no process of it is left"),
-                CloseKind::AlreadyClosing => format!("{id} was already closing"),
-            };
-            Ok(ToolReply { text, structured })
+            Ok(close_reply(id, &outcome))
         })
     }
+}
+
+/// The reply of `terminal_close`: it claims no more than the close verified.
+fn close_reply(id: TerminalId, outcome: &terminal_seam::CloseOutcome) -> ToolReply {
+    let (exit_code, signal) = exit_json(outcome.exit);
+    let mut structured = json!({ "outcome": outcome.outcome.as_str() });
+    if !exit_code.is_null() {
+        structured["exit_code"] = exit_code;
+    }
+    if !signal.is_null() {
+        structured["signal"] = signal;
+    }
+    let text = match outcome.outcome {
+        CloseKind::Closed if outcome.survivors.is_empty() => {
+            format!("{id} closed; no process of its session is left")
+        }
+        CloseKind::Closed => {
+            structured["survivors"] = json!(
+                outcome
+                    .survivors
+                    .iter()
+                    .map(|p| json!({ "pid": p.pid, "command": p.command }))
+                    .collect::<Vec<_>>()
+            );
+            let named: Vec<String> = outcome
+                .survivors
+                .iter()
+                .map(|p| format!("pid {} ({})", p.pid, p.command))
+                .collect();
+            format!(
+                "{id} closed, but {} process(es) of its session survived SIGKILL: {}; they may be stuck in the kernel — check them with `ps -o pid,stat,wchan -p <pid>`",
+                named.len(),
+                named.join(", ")
+            )
+        }
+        CloseKind::AlreadyClosing => format!("{id} was already closing"),
+    };
+    ToolReply { text, structured }
 }
 
 /// Arguments of `terminal_list`.
@@ -694,7 +748,10 @@ struct InterruptSend {
     id: TerminalId,
     /// The terminal's first process (its session leader).
     leader: i32,
-    stopped: tokio::sync::watch::Receiver<Option<bool>>,
+    /// `None` while the send runs; then whether it stopped the program
+    /// (a send that settles by `timeout` left it running) and why it
+    /// settled.
+    stopped: tokio::sync::watch::Receiver<Option<(bool, &'static str)>>,
 }
 
 impl InterruptSend {
@@ -705,7 +762,7 @@ impl InterruptSend {
 }
 
 impl Cancel for InterruptSend {
-    fn cancel(&self) -> BoxFuture<'static, Result<(), String>> {
+    fn cancel(&self) -> BoxFuture<'static, Result<String, String>> {
         let me = InterruptSend {
             interrupt: self.interrupt.clone(),
             terminals: self.terminals.clone(),
@@ -715,6 +772,11 @@ impl Cancel for InterruptSend {
             stopped: self.stopped.clone(),
         };
         Box::pin(async move {
+            let id = me.id;
+            // Only the foreground program is stopped: say so, and no more.
+            let untouched = format!(
+                "{id} stays open and what runs in its background was not touched (terminal_close ends everything in it)"
+            );
             me.interrupt.interrupt();
             let mut stopped = me.stopped.clone();
             let settled =
@@ -723,25 +785,39 @@ impl Cancel for InterruptSend {
                     .ok()
                     .and_then(|r| r.ok().map(|v| *v))
                     .flatten();
-            if settled == Some(true) {
-                return Ok(());
+            if let Some((true, reason)) = settled {
+                return Ok(format!(
+                    "the send was interrupted with SIGINT and settled ({reason}); {untouched}"
+                ));
             }
+            let mut sent = Vec::new();
             for signal in [TerminalSignal::Term, TerminalSignal::Kill] {
                 if me.leader_in_foreground() {
                     break;
                 }
-                let _ = me.terminals.signal(&me.owner, me.id, signal).await;
+                if me.terminals.signal(&me.owner, me.id, signal).await.is_ok() {
+                    sent.push(signal.as_str());
+                }
                 let deadline = tokio::time::Instant::now() + Duration::from_millis(1500);
                 while !me.leader_in_foreground() && tokio::time::Instant::now() < deadline {
                     tokio::time::sleep(Duration::from_millis(10)).await;
                 }
             }
             if me.leader_in_foreground() && settled.is_some() {
-                return Ok(());
+                let how = if sent.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        ", then {} to its foreground process group",
+                        sent.join(" and ")
+                    )
+                };
+                return Ok(format!(
+                    "the program in {id} did not stop on SIGINT; it was sent SIGINT{how}, and {id}'s own program is in the foreground again; {untouched}"
+                ));
             }
             Err(format!(
-                "the program in {} did not stop on SIGINT and is still running; stop it with terminal_signal or end the terminal with terminal_close",
-                me.id
+                "the program in {id} did not stop on SIGINT and is still running; stop it with terminal_signal or end the terminal with terminal_close"
             ))
         })
     }
@@ -780,7 +856,8 @@ impl Producer for PtySendProducer {
                 .map_or(0, |t| t.pid as i32);
             // `None` while the send runs; then whether the program stopped
             // (a send that settles by `timeout` left it running).
-            let (stopped_tx, stopped_rx) = tokio::sync::watch::channel(None::<bool>);
+            let (stopped_tx, stopped_rx) =
+                tokio::sync::watch::channel(None::<(bool, &'static str)>);
             let (done_tx, done_rx) = tokio::sync::watch::channel(false);
             // The send is driven by a task of its own, so it keeps settling
             // while the registry is busy cancelling it; dropping the job's
@@ -788,9 +865,13 @@ impl Producer for PtySendProducer {
             let settled_send = started.settled;
             let driver = tokio::spawn(async move {
                 let outcome = settled_send.await;
-                let stopped = outcome
-                    .as_ref()
-                    .map_or(true, |o| o.reason != terminal_seam::SettleReason::Timeout);
+                let stopped = match &outcome {
+                    Ok(o) => (
+                        o.reason != terminal_seam::SettleReason::Timeout,
+                        o.reason.as_str(),
+                    ),
+                    Err(_) => (true, "the terminal ended"),
+                };
                 let _ = stopped_tx.send(Some(stopped));
                 let _ = done_tx.send(true);
                 outcome
@@ -815,7 +896,12 @@ impl Producer for PtySendProducer {
                     }
                     Ok(o) => Settlement::Finished {
                         exit_code: o.exit_code,
-                        detail: Some(format!("reason: {}", o.reason.as_str())),
+                        detail: Some(match &o.input_cut {
+                            Some(cut) => {
+                                format!("reason: {}; {}", o.reason.as_str(), input_cut_note(cut))
+                            }
+                            None => format!("reason: {}", o.reason.as_str()),
+                        }),
                     },
                     Err(e) => Settlement::Failed {
                         detail: e.to_string(),
@@ -997,6 +1083,7 @@ mod tests {
     use super::*;
     use futures::StreamExt as _;
     use pretty_assertions::assert_eq;
+    use terminal_seam::{CloseOutcome, SurvivingProcess};
 
     fn texts(chunks: Vec<&'static str>) -> BoxStream<'static, OutputChunk> {
         Box::pin(futures::stream::iter(
@@ -1041,5 +1128,73 @@ mod tests {
         // At most one expected line, the slack and one chunk were held.
         assert!(first.len() <= 2 + ECHO_SLACK + 10_000, "{}", first.len());
         assert!(first.bytes().all(|b| b == b'x'));
+    }
+
+    #[test]
+    fn a_close_that_left_survivors_names_them_and_says_so() {
+        let reply = close_reply(
+            TerminalId(3),
+            &CloseOutcome {
+                outcome: CloseKind::Closed,
+                exit: None,
+                survivors: vec![SurvivingProcess {
+                    pid: 4242,
+                    command: "fuse-stuck --mount /x".to_owned(),
+                }],
+            },
+        );
+        assert_eq!(
+            reply.text,
+            "pty-3 closed, but 1 process(es) of its session survived SIGKILL: pid 4242 (fuse-stuck --mount /x); they may be stuck in the kernel — check them with `ps -o pid,stat,wchan -p <pid>`"
+        );
+        assert_eq!(
+            reply.structured,
+            json!({
+                "outcome": "closed",
+                "survivors": [{ "pid": 4242, "command": "fuse-stuck --mount /x" }]
+            })
+        );
+        let clean = close_reply(
+            TerminalId(3),
+            &CloseOutcome {
+                outcome: CloseKind::Closed,
+                exit: Some(terminal_seam::ExitStatus {
+                    code: None,
+                    signal: Some(1),
+                }),
+                survivors: Vec::new(),
+            },
+        );
+        assert_eq!(
+            clean.text,
+            "pty-3 closed; no process of its session is left"
+        );
+    }
+
+    #[test]
+    fn a_cut_send_says_how_much_was_written() {
+        let outcome = SendOutcome {
+            output: String::new(),
+            reason: terminal_seam::SettleReason::Timeout,
+            exit_code: None,
+            status: terminal_seam::TerminalStatus::Running,
+            truncated: false,
+            total_bytes: 0,
+            duration: Duration::from_millis(1500),
+            input_cut: Some(terminal_seam::InputCut {
+                written_bytes: 14_000,
+                total_bytes: 1_048_577,
+                unread_discarded: true,
+            }),
+        };
+        let reply = send_reply(TerminalId(1), &outcome, None);
+        assert_eq!(
+            reply.text,
+            "[pty-1 · timeout · 1500 ms] the command is still running\n[input: only 14000 of 1048577 bytes were written: the program was not reading its input, so the input it had not read was discarded and nothing of this send will run; send it again once it reads]"
+        );
+        assert_eq!(
+            reply.structured["input_cut"],
+            json!({ "written_bytes": 14000, "total_bytes": 1048577, "unread_discarded": true })
+        );
     }
 }

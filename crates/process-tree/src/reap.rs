@@ -1,0 +1,64 @@
+//! Reaping: the children a [`crate::Leader`] holds, and every other zombie.
+
+use std::collections::BTreeMap;
+use std::sync::{Mutex, MutexGuard};
+
+use nix::errno::Errno;
+use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+use nix::unistd::Pid;
+
+use crate::scan::all_processes;
+
+/// The pids (and start times) of children that a [`crate::Leader`] still holds: their exit
+/// status belongs to it, so the orphan reaper leaves them alone. The lock
+/// is also held from fork to registration (see [`crate::spawn`]), so a
+/// child that exits at once is never taken for an orphan.
+static HELD: Mutex<BTreeMap<i32, u64>> = Mutex::new(BTreeMap::new());
+
+/// Locks the held set (a poisoned lock is still a valid set).
+pub(crate) fn held() -> MutexGuard<'static, BTreeMap<i32, u64>> {
+    HELD.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Makes this process the "child subreaper" of its descendants: orphans
+/// are re-parented to it instead of to init. Call once at host start-up
+/// on machines whose init may not reap.
+pub fn become_subreaper() -> Result<(), Errno> {
+    nix::sys::prctl::set_child_subreaper(true)
+}
+
+/// Reaps every zombie child of this process that no [`crate::Leader`]
+/// holds: adopted orphans (whether or not they called `setsid`), and
+/// children whose leader was dropped. A child a leader holds keeps its
+/// exit status for its owner. Returns how many were reaped.
+///
+/// A child spawned some other way than [`crate::spawn_session`] and
+/// waited for by its spawner (a `std` or `tokio` child) may be reaped
+/// here first; its own wait then fails with `ECHILD`. The host therefore
+/// spawns every child it waits for through [`crate::spawn_session`].
+pub fn reap_adopted() -> usize {
+    let me = std::process::id() as i32;
+    let zombies: Vec<i32> = all_processes()
+        .into_iter()
+        .filter(|p| p.ppid == me && p.is_zombie())
+        .map(|p| p.pid)
+        .collect();
+    if zombies.is_empty() {
+        return 0;
+    }
+    // Under the lock: a pid seen as a zombie child existed before the lock
+    // was taken, so its spawn (which holds the lock from fork to
+    // registration) has registered it by now if it is held.
+    let held = held();
+    zombies
+        .into_iter()
+        .filter(|pid| !held.contains_key(pid))
+        .filter(|pid| {
+            matches!(
+                waitpid(Pid::from_raw(*pid), Some(WaitPidFlag::WNOHANG)),
+                Ok(status) if status != WaitStatus::StillAlive
+            )
+        })
+        .count()
+}

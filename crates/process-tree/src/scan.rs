@@ -1,0 +1,162 @@
+//! Reading processes from `/proc`.
+
+use std::fs;
+
+/// One process as read from `/proc/<pid>/stat`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProcessInfo {
+    /// Process id.
+    pub pid: i32,
+    /// Parent process id.
+    pub ppid: i32,
+    /// Process group id.
+    pub pgid: i32,
+    /// Session id.
+    pub sid: i32,
+    /// Controlling terminal's foreground process group (`tpgid`), or -1.
+    pub tpgid: i32,
+    /// The one-letter state (`R`, `S`, `D`, `Z`, `T`, …).
+    pub state: char,
+    /// When the process started, in clock ticks after boot. A pid and its
+    /// start time name one process: a reused pid has a later start time.
+    pub start_time: u64,
+}
+
+impl ProcessInfo {
+    /// True when the process has exited and only waits to be reaped.
+    pub fn is_zombie(&self) -> bool {
+        self.state == 'Z' || self.state == 'X'
+    }
+}
+
+/// Reads `/proc/<pid>/stat`; `None` when the process is gone.
+pub fn process_info(pid: i32) -> Option<ProcessInfo> {
+    let text = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    parse_stat(&text)
+}
+
+/// Parses the text of a `/proc/<pid>/stat` file.
+///
+/// The command name is in parentheses and may itself contain spaces and
+/// parentheses, so the fields are read after the *last* `)`.
+pub fn parse_stat(text: &str) -> Option<ProcessInfo> {
+    let pid = text.split_whitespace().next()?.parse().ok()?;
+    let rest = &text[text.rfind(')')? + 1..];
+    let mut fields = rest.split_whitespace();
+    let state = fields.next()?.chars().next()?;
+    let ppid = fields.next()?.parse().ok()?;
+    let pgid = fields.next()?.parse().ok()?;
+    let sid = fields.next()?.parse().ok()?;
+    let _tty_nr = fields.next()?;
+    let tpgid = fields.next()?.parse().ok()?;
+    // flags, minflt, cminflt, majflt, cmajflt, utime, stime, cutime,
+    // cstime, priority, nice, num_threads, itrealvalue, then starttime.
+    let start_time = fields.nth(13)?.parse().ok()?;
+    Some(ProcessInfo {
+        pid,
+        ppid,
+        pgid,
+        sid,
+        tpgid,
+        state,
+        start_time,
+    })
+}
+
+/// Every process currently visible in `/proc`.
+pub fn all_processes() -> Vec<ProcessInfo> {
+    let Ok(dir) = fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(|entry| {
+        let name = entry.ok()?.file_name();
+        let pid: i32 = name.to_str()?.parse().ok()?;
+        process_info(pid)
+    })
+    .collect()
+}
+
+/// The processes of session `sid` (zombies included).
+pub fn session_members(sid: i32) -> Vec<ProcessInfo> {
+    all_processes()
+        .into_iter()
+        .filter(|p| p.sid == sid)
+        .collect()
+}
+
+/// The processes of session `sid` that have not exited yet.
+pub fn live_session_members(sid: i32) -> Vec<ProcessInfo> {
+    session_members(sid)
+        .into_iter()
+        .filter(|p| !p.is_zombie())
+        .collect()
+}
+
+/// The longest command line [`command_line`] returns, in characters.
+const COMMAND_CHARS: usize = 80;
+
+/// The command line of `pid` for messages: its arguments joined by spaces,
+/// cut to 80 characters, or its short name in brackets when it has none (a
+/// kernel thread, a zombie), or `?` when it is gone.
+pub fn command_line(pid: i32) -> String {
+    let args = fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    let joined: String = String::from_utf8_lossy(&args)
+        .split('\0')
+        .filter(|a| !a.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ");
+    if !joined.is_empty() {
+        let mut out: String = joined.chars().take(COMMAND_CHARS).collect();
+        if joined.chars().count() > COMMAND_CHARS {
+            out.push('…');
+        }
+        return out;
+    }
+    match fs::read_to_string(format!("/proc/{pid}/comm")) {
+        Ok(name) => format!("[{}]", name.trim_end()),
+        Err(_) => "?".to_owned(),
+    }
+}
+
+/// The kernel's clock ticks after boot now, in the unit of
+/// [`ProcessInfo::start_time`]; `None` when it cannot be read.
+pub fn ticks_since_boot() -> Option<u64> {
+    let uptime = fs::read_to_string("/proc/uptime").ok()?;
+    let seconds: f64 = uptime.split_whitespace().next()?.parse().ok()?;
+    // SAFETY: plain sysconf query.
+    let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    (per_second > 0).then_some((seconds * per_second as f64) as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    #[test]
+    fn parses_stat_with_parentheses_in_name() {
+        let text = "4242 (we ird) (name)) S 1 4242 4242 0 -1 4194560 0 0 0 0 3 4 0 0 20 0 1 0 987654 1234 56";
+        assert_eq!(
+            parse_stat(text),
+            Some(ProcessInfo {
+                pid: 4242,
+                ppid: 1,
+                pgid: 4242,
+                sid: 4242,
+                tpgid: -1,
+                state: 'S',
+                start_time: 987654,
+            })
+        );
+    }
+
+    #[test]
+    fn reads_our_own_start_time_and_command_line() {
+        let me = process_info(std::process::id() as i32).unwrap();
+        let now = ticks_since_boot().unwrap();
+        assert!(me.start_time <= now, "{} > {now}", me.start_time);
+        assert!(command_line(std::process::id() as i32).len() > 1);
+        assert_eq!(command_line(-5), "?");
+    }
+}

@@ -1,0 +1,429 @@
+//! The one spawn path: every child a session leader, armed to die with the
+//! host, held unreaped by a [`Leader`] until its owner is done with it.
+//!
+//! **Where children are forked.** `PR_SET_PDEATHSIG` fires when the
+//! *thread* that forked the child exits, not the process. Children are
+//! therefore forked on one spawner thread that lives as long as the
+//! process (it never returns), so the death signal means "the host died".
+//!
+//! **Why the leader is held.** A session id is its leader's pid. While the
+//! leader is unreaped (running, or a zombie), the kernel cannot give that
+//! pid to anyone else, so "every process of session N" means exactly our
+//! session. A [`Leader`] observes the exit without reaping (`waitid` with
+//! `WNOWAIT`, on a pidfd when the kernel has them) and reaps only in
+//! [`Leader::reap`] or on drop, after which it never signals again.
+
+use std::collections::BTreeMap;
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::process::{ChildStderr, ChildStdin, ChildStdout, Command, ExitStatus};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
+
+use nix::sys::signal::Signal;
+
+use crate::end::{EndReport, Step, Survivors, pidfd_open};
+use crate::scan::{ProcessInfo, live_session_members, process_info};
+
+/// A step run in the child between `fork` and `exec`.
+///
+/// It runs in a copy of a multi-threaded process: it must only make
+/// async-signal-safe calls (no allocation, no locks), like the closure of
+/// [`std::os::unix::process::CommandExt::pre_exec`].
+pub type PreExecStep = Arc<dyn Fn() -> io::Result<()> + Send + Sync>;
+
+/// Steps the host runs in every child, after the spawn path's own.
+static HOST_STEPS: RwLock<Vec<PreExecStep>> = RwLock::new(Vec::new());
+
+/// Adds a step the host wants run in *every* child it spawns (a sandbox,
+/// resource limits): the last steps before `exec`, after `setsid`, the
+/// parent-death signal and the spawn site's own steps (which may need
+/// what a sandbox takes away, like `TIOCSCTTY`).
+///
+/// # Safety
+///
+/// `step` runs between `fork` and `exec` in a copy of a multi-threaded
+/// process: it must be async-signal-safe (no allocation, no locks, no
+/// panics), as [`CommandExt::pre_exec`] requires.
+pub unsafe fn add_pre_exec_step(step: PreExecStep) {
+    HOST_STEPS
+        .write()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .push(step);
+}
+
+type SpawnJob = Box<dyn FnOnce() + Send>;
+
+/// The spawner thread's queue; `None` when the thread could not start.
+static SPAWNER: OnceLock<Option<Mutex<mpsc::Sender<SpawnJob>>>> = OnceLock::new();
+
+/// Runs `job` on the spawner thread and returns its result; `None` when
+/// there is no spawner thread.
+fn on_spawner<T: Send + 'static>(job: impl FnOnce() -> T + Send + 'static) -> Option<T> {
+    let queue = SPAWNER.get_or_init(|| {
+        let (tx, rx) = mpsc::channel::<SpawnJob>();
+        std::thread::Builder::new()
+            .name("process-spawner".to_owned())
+            .spawn(move || {
+                // Never returns while the process lives: the sender is in a
+                // static.
+                while let Ok(job) = rx.recv() {
+                    job();
+                }
+            })
+            .ok()
+            .map(|_| Mutex::new(tx))
+    });
+    let queue = queue.as_ref()?;
+    let (done_tx, done_rx) = mpsc::sync_channel(1);
+    let sent = queue
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .send(Box::new(move || {
+            let _ = done_tx.send(job());
+        }));
+    sent.ok()?;
+    done_rx.recv().ok()
+}
+
+/// A command to start as the leader of a new session.
+///
+/// Built from a [`std::process::Command`] carrying the program, arguments,
+/// environment, directory and stdio. Do not give that command a `pre_exec`
+/// of its own: it would run before `setsid`. Add steps with
+/// [`SessionCommand::pre_exec`] instead.
+pub struct SessionCommand {
+    command: Command,
+    steps: Vec<PreExecStep>,
+    parent_death: Option<Signal>,
+}
+
+impl std::fmt::Debug for SessionCommand {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SessionCommand")
+            .field("command", &self.command)
+            .field("steps", &self.steps.len())
+            .field("parent_death", &self.parent_death)
+            .finish()
+    }
+}
+
+/// A child started by [`SessionCommand::spawn`]: its leader and the pipes
+/// its [`Command`] asked for.
+#[derive(Debug)]
+pub struct Spawned {
+    /// The session's leader, held unreaped.
+    pub leader: Leader,
+    /// The child's stdin, when piped.
+    pub stdin: Option<ChildStdin>,
+    /// The child's stdout, when piped.
+    pub stdout: Option<ChildStdout>,
+    /// The child's stderr, when piped.
+    pub stderr: Option<ChildStderr>,
+}
+
+/// Starts `command` as the leader of a new session, killed by SIGKILL if
+/// the host dies (see [`SessionCommand`]).
+pub fn spawn_session(command: Command) -> io::Result<Spawned> {
+    SessionCommand::new(command).spawn()
+}
+
+impl SessionCommand {
+    /// `command` as a new session, with SIGKILL as its parent-death signal.
+    pub fn new(command: Command) -> Self {
+        Self {
+            command,
+            steps: Vec::new(),
+            parent_death: Some(Signal::SIGKILL),
+        }
+    }
+
+    /// Adds a step run in the child after `setsid` and the parent-death
+    /// signal, before the host's steps (e.g. `TIOCSCTTY` for a terminal, or
+    /// a per-command sandbox step, which should be added last).
+    ///
+    /// # Safety
+    ///
+    /// As [`add_pre_exec_step`]: `step` must be async-signal-safe.
+    pub unsafe fn pre_exec(mut self, step: PreExecStep) -> Self {
+        self.steps.push(step);
+        self
+    }
+
+    /// The signal the child gets when the host dies (`None`: none).
+    pub fn parent_death(mut self, signal: Option<Signal>) -> Self {
+        self.parent_death = signal;
+        self
+    }
+
+    /// Forks and execs on the spawner thread and returns the held leader.
+    pub fn spawn(self) -> io::Result<Spawned> {
+        let Self {
+            command,
+            steps,
+            parent_death,
+        } = self;
+        let mut all_steps = steps;
+        all_steps.extend(
+            HOST_STEPS
+                .read()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .iter()
+                .cloned(),
+        );
+        let on_thread =
+            move |parent_death: Option<Signal>| spawn_here(command, all_steps, parent_death);
+        // The job is handed back if the spawner thread is missing, so the
+        // spawn then runs here, without a death signal: a death signal
+        // armed on an arbitrary thread would fire when that thread exits.
+        let job = Arc::new(Mutex::new(Some(on_thread)));
+        let remote = job.clone();
+        let result = on_spawner(move || {
+            let spawn = remote
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .take();
+            spawn.map(|spawn| spawn(parent_death))
+        })
+        .flatten();
+        match result {
+            Some(spawned) => spawned,
+            None => {
+                let spawn = job
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .take();
+                match spawn {
+                    Some(spawn) => spawn(None),
+                    None => Err(io::Error::other("the spawner thread failed mid-spawn")),
+                }
+            }
+        }
+    }
+}
+
+/// Forks and execs `command` on this thread; the child runs `setsid`, the
+/// death signal (with a check that the parent has not died already), then
+/// `steps` (the site's, then the host's).
+fn spawn_here(
+    mut command: Command,
+    steps: Vec<PreExecStep>,
+    parent_death: Option<Signal>,
+) -> io::Result<Spawned> {
+    let parent = std::process::id() as libc::pid_t;
+    // SAFETY: between fork and exec the closure only makes raw syscalls
+    // (setsid, prctl, getppid) and runs steps whose callers promised the
+    // same; it allocates nothing.
+    unsafe {
+        command.pre_exec(move || {
+            if libc::setsid() < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            if let Some(signal) = parent_death {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, signal as libc::c_ulong, 0, 0, 0) < 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                // The parent may have died before the signal was armed.
+                if libc::getppid() != parent {
+                    return Err(io::Error::from_raw_os_error(libc::ESRCH));
+                }
+            }
+            for step in &steps {
+                step()?;
+            }
+            Ok(())
+        });
+    }
+    // Held from fork to registration: the orphan reaper never mistakes a
+    // child that exits at once for an orphan.
+    let mut held = crate::reap::held();
+    let mut child = command.spawn()?;
+    let pid = child.id() as i32;
+    // The child is ours and unreaped: its pid, stat and pidfd are its own.
+    let start_time = process_info(pid).map_or(0, |p| p.start_time);
+    held.insert(pid, start_time);
+    drop(held);
+    drop(command);
+    let pidfd = pidfd_open(pid).ok();
+    crate::guardian::session_started(pid, start_time);
+    Ok(Spawned {
+        leader: Leader {
+            pid,
+            start_time,
+            pidfd,
+            state: Mutex::new(LeaderState::default()),
+        },
+        stdin: child.stdin.take(),
+        stdout: child.stdout.take(),
+        stderr: child.stderr.take(),
+    })
+}
+
+#[derive(Debug, Default)]
+struct LeaderState {
+    exit: Option<ExitStatus>,
+    reaped: bool,
+    /// Verified empty after the leader exited: nothing left to signal.
+    session_over: bool,
+}
+
+/// The leader of a session this process spawned, held unreaped so its pid
+/// (the session id) cannot be reused while this value lives.
+///
+/// Dropping it without [`Leader::reap`] kills whatever is left of the
+/// session (SIGKILL, not waited for) and hands the leader to the orphan
+/// reaper.
+#[derive(Debug)]
+pub struct Leader {
+    pid: i32,
+    start_time: u64,
+    pidfd: Option<OwnedFd>,
+    state: Mutex<LeaderState>,
+}
+
+fn decode(info: &libc::siginfo_t) -> ExitStatus {
+    // SAFETY: filled by a successful waitid for a child that exited.
+    let status = unsafe { info.si_status() };
+    match info.si_code {
+        libc::CLD_EXITED => ExitStatus::from_raw((status & 0xff) << 8),
+        libc::CLD_DUMPED => ExitStatus::from_raw((status & 0x7f) | 0x80),
+        _ => ExitStatus::from_raw(status & 0x7f),
+    }
+}
+
+impl Leader {
+    fn state(&self) -> std::sync::MutexGuard<'_, LeaderState> {
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The leader's pid, which is also the session id.
+    pub fn pid(&self) -> i32 {
+        self.pid
+    }
+
+    /// The leader's start time (see [`ProcessInfo::start_time`]).
+    pub fn start_time(&self) -> u64 {
+        self.start_time
+    }
+
+    /// A pidfd of the leader (readable once it has exited), when the
+    /// kernel has pidfds.
+    pub fn pidfd(&self) -> Option<BorrowedFd<'_>> {
+        self.pidfd.as_ref().map(AsFd::as_fd)
+    }
+
+    /// `waitid` on the leader with `flags` (plus `WEXITED`); the status
+    /// when it has exited.
+    fn wait_with(&self, flags: libc::c_int) -> Option<ExitStatus> {
+        // SAFETY: zeroed siginfo is a valid "nothing yet" value.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        let (idtype, id) = match &self.pidfd {
+            Some(fd) => (libc::P_PIDFD, fd.as_raw_fd() as libc::id_t),
+            None => (libc::P_PID, self.pid as libc::id_t),
+        };
+        loop {
+            // SAFETY: plain syscall writing into `info`, which we own.
+            let rc = unsafe { libc::waitid(idtype, id, &mut info, libc::WEXITED | flags) };
+            if rc == 0 {
+                // SAFETY: as above.
+                let pid = unsafe { info.si_pid() };
+                return (pid != 0).then(|| decode(&info));
+            }
+            if io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
+                return None;
+            }
+        }
+    }
+
+    /// How the leader exited, without reaping it; `None` while it runs.
+    pub fn try_exit(&self) -> Option<ExitStatus> {
+        let mut state = self.state();
+        if state.exit.is_none() && !state.reaped {
+            state.exit = self.wait_with(libc::WNOHANG | libc::WNOWAIT);
+        }
+        state.exit
+    }
+
+    /// Blocks until the leader exits and returns how, without reaping it.
+    pub fn wait_exit(&self) -> io::Result<ExitStatus> {
+        if let Some(status) = self.try_exit() {
+            return Ok(status);
+        }
+        // Not under the state lock: others may look meanwhile.
+        let status = self
+            .wait_with(libc::WNOWAIT)
+            .ok_or_else(io::Error::last_os_error)?;
+        Ok(*self.state().exit.get_or_insert(status))
+    }
+
+    /// The live processes of the session (none once reaped).
+    pub fn members(&self) -> Vec<ProcessInfo> {
+        if self.state().reaped {
+            return Vec::new();
+        }
+        live_session_members(self.pid)
+    }
+
+    /// Ends every process of the session, verified (see
+    /// [`crate::end_session`]). Safe against pid reuse: the leader is held.
+    /// After [`Leader::reap`] it signals nothing and reports nothing.
+    pub fn end_session(&self, steps: &[Step]) -> Result<EndReport, Survivors> {
+        {
+            let state = self.state();
+            if state.reaped || state.session_over {
+                return Ok(EndReport::default());
+            }
+        }
+        let report = crate::end::end_session(self.pid, steps)?;
+        if self.try_exit().is_some() {
+            // The leader is dead and nothing of the session is alive: no
+            // process can join it again.
+            self.state().session_over = true;
+        }
+        Ok(report)
+    }
+
+    /// Reaps the leader once it has exited and returns how it exited;
+    /// `None` (and nothing done) while it still runs. From then on the
+    /// session is never signalled by this value again.
+    pub fn reap(&self) -> Option<ExitStatus> {
+        let status = self.try_exit()?;
+        let mut state = self.state();
+        if !state.reaped {
+            crate::guardian::session_ended(self.pid, self.start_time);
+            let mut held = crate::reap::held();
+            let _ = self.wait_with(libc::WNOHANG);
+            held.remove(&self.pid);
+            state.reaped = true;
+        }
+        Some(status)
+    }
+}
+
+impl Drop for Leader {
+    fn drop(&mut self) {
+        let (reaped, over) = {
+            let state = self.state();
+            (state.reaped, state.session_over)
+        };
+        if reaped {
+            return;
+        }
+        if !over {
+            crate::end::signal_session(self.pid, Signal::SIGKILL);
+        }
+        if self.reap().is_none() {
+            // Still dying: the orphan reaper takes it from here.
+            crate::guardian::session_ended(self.pid, self.start_time);
+            crate::reap::held().remove(&self.pid);
+        }
+    }
+}
+
+/// The pids and start times of the leaders currently held.
+pub(crate) fn held_leaders() -> BTreeMap<i32, u64> {
+    crate::reap::held().clone()
+}

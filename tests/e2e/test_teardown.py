@@ -1,0 +1,110 @@
+"""Nothing outlives a killed dsh: SIGKILL the real server — a standalone
+`dsh mcp`, or the daemon behind a `dsh mcp` bridge — while a terminal has a
+background process that ignores hangups and a background bash job runs, and
+every process dsh started (its guardian included) is gone soon after."""
+
+import json
+import os
+import pathlib
+import signal
+
+import pytest
+
+from conftest import connect, ok
+from waiting import eventually
+
+pytestmark = pytest.mark.anyio
+
+
+def started_by(marker: str):
+    """Live processes whose environment carries `marker` (the test's temp
+    dir): dsh and everything it started, never anyone else's."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                environ = f.read()
+            with open(f"/proc/{entry}/stat") as f:
+                stat = f.read()
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                cmdline = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
+        except OSError:
+            continue
+        state = stat[stat.rfind(")") + 2 :].split()[0]
+        if marker.encode() in environ and state not in ("Z", "X"):
+            found.append((int(entry), cmdline))
+    return found
+
+
+def server_pid(env, marker: str, standalone: bool) -> int:
+    """The process that serves the tools: the standalone `dsh mcp`, or the
+    daemon its bridge reached."""
+    if not standalone:
+        info = pathlib.Path(env["XDG_DATA_HOME"]) / "dsh" / "daemon.json"
+        return json.loads(info.read_text())["pid"]
+    for pid, cmdline in started_by(marker):
+        if cmdline.split(" ")[1:3] == ["mcp", "--standalone"]:
+            return pid
+    raise AssertionError(f"no dsh mcp --standalone among {started_by(marker)}")
+
+
+@pytest.mark.parametrize("standalone", [True, False], ids=["standalone", "daemon"])
+async def test_a_sigkilled_server_leaves_nothing_behind(isolated_env, tmp_path, standalone):
+    marker = str(tmp_path)
+    env = {k: v for k, v in isolated_env.items() if k != "DSH_E2E_MCP_ARGS"}
+    killed = False
+    before = None
+    try:
+        async with connect(env, *(["--standalone"] if standalone else [])) as s:
+            t = ok(await s.call_tool("terminal_open", {}))
+            # A background process that survives its shell's hangup, like a
+            # dev server started with nohup.
+            sent = ok(
+                await s.call_tool(
+                    "terminal_send",
+                    {"id": t["id"], "text": "nohup sleep 1000 >/dev/null 2>&1 & echo bg=$!"},
+                )
+            )
+            assert "bg=" in sent["output"], sent
+            job = ok(
+                await s.call_tool(
+                    "bash",
+                    {"command": "sleep 1001 & sleep 1002", "run_in_background": True},
+                )
+            )
+            assert job["job_id"] == "bash-1"
+            commands = lambda: sorted(c for _, c in started_by(marker))
+
+            async def all_started():
+                return {"sleep 1000", "sleep 1001", "sleep 1002"} <= set(commands())
+
+            await eventually(all_started, "the terminal's and the job's sleeps to run")
+            before = started_by(marker)
+            os.kill(server_pid(env, marker, standalone), signal.SIGKILL)
+            killed = True
+            # The client's session ends with the server: leave it.
+            raise _ServerKilled()
+    except BaseException:  # noqa: BLE001 - whatever the broken session raises
+        if not killed:
+            raise
+    assert killed
+
+    async def all_gone():
+        return not started_by(marker)
+
+    try:
+        await eventually(all_gone, "everything dsh started to end after it was killed")
+    except AssertionError:
+        left = started_by(marker)
+        for pid, _ in left:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        raise AssertionError(f"still running after dsh was killed: {left} (before: {before})")
+
+
+class _ServerKilled(Exception):
+    """Leaves the client's context once the server is killed on purpose."""
