@@ -16,6 +16,7 @@ import time
 import anyio
 import pytest
 
+import waiting
 from conftest import ROOT, connect, daemons_of, dsh_bin, err, ok, wait_settled
 
 pytestmark = pytest.mark.anyio
@@ -130,10 +131,10 @@ async def test_a_person_watches_an_agent_and_takes_the_keyboard(isolated_env, tm
             ok(await agent.call_tool("bash", {"command": "echo first-call"}))
             # The session log writes in batches: wait until the store has
             # the session before the (server-rendered) page is asked.
-            deadline = time.monotonic() + 30
-            while "project" not in dsh_out(isolated_env, "session", "list"):
-                assert time.monotonic() < deadline, "the session was never recorded"
-                await anyio.sleep(0.1)
+            await waiting.eventually(
+                lambda: anyio.to_thread.run_sync(
+                    lambda: "project" in dsh_out(isolated_env, "session", "list")),
+                "the session to be recorded")
             url = ui_url(isolated_env)
             base = url.split("/?token=")[0]
             # The same page on a second ask: one server, one token.
@@ -184,34 +185,42 @@ async def test_a_person_watches_an_agent_and_takes_the_keyboard(isolated_env, tm
             await browser.ado("press", key="Enter")
             await browser.ado("wait_text", selector="#screen", text="6*7\n42")
 
-            # While the person's command runs, the agent's send is refused.
-            await browser.ado("type", text="import time; time.sleep(4); print('person-done')")
+            # While the person's command runs (until the test releases it),
+            # the agent's send is refused.
+            person = tmp_path / "person-release"
+            os.mkfifo(person)
+            await browser.ado("type", text=f"open('{person}').read(); print('person-done')")
             await browser.ado("press", key="Enter")
-            await browser.ado("wait_text", selector="#screen", text="time.sleep(4)")
+            await browser.ado("wait_text", selector="#screen", text="print('person-done')")
             e = err(await agent.call_tool("terminal_send", {"id": "pty-1", "text": "print(1)"}))
             assert e["code"] == "SEND_ACTIVE" and e["retryable"] is True, e
-            await browser.ado("wait_text", selector="#screen", text="person-done")
+            await anyio.to_thread.run_sync(person.write_text, "go")
+            await browser.ado("wait_text", selector="#screen", text="person-done\n")
             await browser.ado("screenshot", path=str(SHOTS / "terminal.png"))
 
             # Once the person paused and the REPL waits, the agent goes on.
-            deadline = time.monotonic() + 30
-            while True:
+            async def sent_once_free():
                 r = await agent.call_tool("terminal_send", {"id": "pty-1", "text": "print('y' in dir())"})
-                if not r.isError:
-                    break
-                assert err(r)["code"] == "SEND_ACTIVE" and time.monotonic() < deadline
-                await anyio.sleep(0.1)
+                if r.isError:
+                    assert err(r)["code"] == "SEND_ACTIVE", r
+                    return None
+                return r
+
+            r = await waiting.eventually(sent_once_free, "the person's command to release the terminal")
             assert ok(r)["output"].startswith("False\n"), "the read-only `y` never arrived"
 
             # The person's keys during an agent's active send are refused, on the page.
+            agent_release = tmp_path / "agent-release"
+            os.mkfifo(agent_release)
             job = ok(await agent.call_tool("terminal_send", {
-                "id": "pty-1", "text": "time.sleep(3); print('agent-done')",
+                "id": "pty-1", "text": f"open('{agent_release}').read(); print('agent-done')",
                 "run_in_background": True}))
-            await browser.ado("wait_text", selector="#screen", text="time.sleep(3)")
+            await browser.ado("wait_text", selector="#screen", text="print('agent-done')")
             await browser.ado("type", text="z = 1")
             await browser.ado("press", key="Enter")
             await browser.ado("wait_text", selector="#notice", text="an agent's send is active on pty-1")
             assert (await browser.ado("attr", selector="#notice", name="data-code"))["value"] == "SEND_ACTIVE"
+            await anyio.to_thread.run_sync(agent_release.write_text, "go")
             await wait_settled(agent, job["job_id"])
             out = ok(await agent.call_tool("job_output", {"job_id": job["job_id"], "since": 0}))
             assert "agent-done" in out["output"], out
@@ -295,10 +304,10 @@ async def test_twenty_viewers_on_a_flooding_terminal(isolated_env, tmp_path):
                 with RssPeak(pid) as watched_mem:
                     watched.append(await timed_flood(agent, "pty-1", FLOOD))
                 readers = [v for v in viewers if v.reads]
-                deadline = time.monotonic() + 30
-                while min(v.frames for v in readers) == 0:
-                    assert time.monotonic() < deadline, "a reading viewer got no screen"
-                    await anyio.sleep(0.05)
+                async def every_reader_got_a_screen():
+                    return min(v.frames for v in readers) > 0
+
+                await waiting.eventually(every_reader_got_a_screen, "every reading viewer to get a screen")
                 frames += [v.frames for v in readers]
                 got = max([got] + [v.received for v in readers])
             finally:
@@ -320,11 +329,11 @@ async def test_twenty_viewers_on_a_flooding_terminal(isolated_env, tmp_path):
         assert grown < 64, f"the daemon grew {grown:.0f} MiB with 20 viewers"
         assert got < FLOOD / 4, f"a viewer got {got} bytes of a {FLOOD}-byte flood"
         # Gone viewers cost nothing: no count, no socket left.
-        deadline = time.monotonic() + 30
-        while daemon_status(isolated_env)["page"]["viewers"] != 0 or fd_count(pid) > fds_before:
-            assert time.monotonic() < deadline, (
-                daemon_status(isolated_env)["page"], fd_count(pid), fds_before)
-            await anyio.sleep(0.05)
+        def viewers_gone():
+            return daemon_status(isolated_env)["page"]["viewers"] == 0 and fd_count(pid) <= fds_before
+
+        await waiting.eventually(lambda: anyio.to_thread.run_sync(viewers_gone),
+                                 "the viewers' count and sockets to go back to where they were")
         # The terminal is as it was for the agent.
         r = ok(await agent.call_tool("terminal_send", {"id": "pty-1", "text": "echo still-here"}))
         assert "still-here" in r["output"], r
@@ -347,10 +356,7 @@ def test_ui_help_open_and_status(isolated_env, tmp_path):
     assert proc.returncode == 0, proc.stderr
     url = proc.stdout.strip()
     assert f"started `{browser}` with the URL" in proc.stderr, proc.stderr
-    deadline = time.monotonic() + 30
-    while not seen.exists():
-        assert time.monotonic() < deadline, "the browser never got the URL"
-        time.sleep(0.02)
+    waiting.wait_until(seen.exists, "the browser to get the URL")
     assert seen.read_text() == url
     status = daemon_status(isolated_env)["page"]
     assert url.startswith(f"http://{status['address']}/?token="), (url, status)
