@@ -68,6 +68,13 @@ def stop_daemon(env):
     subprocess.run([DSH, "daemon", "stop"], env=env, capture_output=True, timeout=60)
 
 
+def finish(env):
+    """Stops the daemon of a `fresh_env` and removes its directories."""
+    stop_daemon(env)
+    shutil.rmtree(os.path.dirname(env["XDG_DATA_HOME"]), ignore_errors=True)
+    shutil.rmtree(env["DSH_RUNTIME_DIR"], ignore_errors=True)
+
+
 @contextlib.asynccontextmanager
 async def session(env, *args, cwd=None):
     params = StdioServerParameters(command=DSH, args=["mcp", *args], env=env, cwd=cwd)
@@ -93,7 +100,7 @@ async def bash_true():
                     samples[name].append((time.perf_counter() - t) * 1000)
                     assert not r.isError
     finally:
-        stop_daemon(env)
+        finish(env)
     table(f"MCP `bash true`, {N} calls each, alternated", [
         ("dsh mcp --standalone (in-process server)", samples["standalone"]),
         ("dsh mcp through the bridge to the daemon", samples["bridge"]),
@@ -129,7 +136,7 @@ def registry():
                 # start the daemon again, outside the measurement
                 subprocess.run([DSH, "workspace", "list"], env=env, check=True, capture_output=True)
     finally:
-        stop_daemon(env)
+        finish(env)
     table(f"registry commands as a person runs them (whole `dsh` process), {N_REGISTRY} each", [
         ("dsh workspace list --standalone (reopen per operation)", rows["list-standalone"]),
         ("dsh workspace list through the daemon (held store)", rows["list-daemon"]),
@@ -163,7 +170,7 @@ async def warm_vs_cold():
                 async with session(env, cwd=project) as second:
                     warm.append(await first_definition(second))
         finally:
-            stop_daemon(env)
+            finish(env)
     table(f"first correct `definition` on a Rust root, {COLD_RUNS} runs", [
         ("cold start (first agent, fresh daemon)", cold),
         ("second agent on the warmed root (same daemon)", warm),
@@ -227,7 +234,7 @@ async def memory():
                 ras = [p for p in pids if _comm(p) == "rust-analyzer"]
                 results[mode] = (sum(rss_kib(p) for p in pids), len(ras))
         finally:
-            stop_daemon(env)
+            finish(env)
     print(f"\nmemory: {N_AGENTS} agents on one Rust root (RSS summed from /proc)\n")
     print(f"| {'setup':<40} | {'rust-analyzers':>14} | {'RSS MiB':>9} | {'ratio':>7} |")
     print(f"|{'-' * 42}|{'-' * 16}|{'-' * 11}|{'-' * 9}|")
