@@ -17,6 +17,7 @@ import anyio
 import pytest
 
 from conftest import ROOT, connect, daemons_of, dsh_bin, err, ok, wait_settled
+from waiting import eventually, wait_until
 
 pytestmark = pytest.mark.anyio
 
@@ -125,15 +126,14 @@ async def test_a_person_watches_an_agent_and_takes_the_keyboard(isolated_env, tm
     project.mkdir()
     browser = Browser(tmp_path)
     profile = browser.profile
+    fifos = pathlib.Path(tempfile.mkdtemp(prefix="ui-"))
     try:
         async with connect(isolated_env, cwd=str(project)) as agent:
             ok(await agent.call_tool("bash", {"command": "echo first-call"}))
             # The session log writes in batches: wait until the store has
             # the session before the (server-rendered) page is asked.
-            deadline = time.monotonic() + 30
-            while "project" not in dsh_out(isolated_env, "session", "list"):
-                assert time.monotonic() < deadline, "the session was never recorded"
-                await anyio.sleep(0.1)
+            wait_until(lambda: "project" in dsh_out(isolated_env, "session", "list"),
+                       "the session is recorded")
             url = ui_url(isolated_env)
             base = url.split("/?token=")[0]
             # The same page on a second ask: one server, one token.
@@ -184,34 +184,43 @@ async def test_a_person_watches_an_agent_and_takes_the_keyboard(isolated_env, tm
             await browser.ado("press", key="Enter")
             await browser.ado("wait_text", selector="#screen", text="6*7\n42")
 
-            # While the person's command runs, the agent's send is refused.
-            await browser.ado("type", text="import time; time.sleep(4); print('person-done')")
+            # While the person's command runs (until the test releases it),
+            # the agent's send is refused. (A short path: the line fits the screen.)
+            person = fifos / "p"
+            os.mkfifo(person)
+            await browser.ado("type", text=f"open('{person}').read(); print('person-done')")
             await browser.ado("press", key="Enter")
-            await browser.ado("wait_text", selector="#screen", text="time.sleep(4)")
+            await browser.ado("wait_text", selector="#screen", text="print('person-done')")
             e = err(await agent.call_tool("terminal_send", {"id": "pty-1", "text": "print(1)"}))
             assert e["code"] == "SEND_ACTIVE" and e["retryable"] is True, e
-            await browser.ado("wait_text", selector="#screen", text="person-done")
+            await anyio.to_thread.run_sync(person.write_text, "go")
+            await browser.ado("wait_text", selector="#screen", text="person-done\n")
             await browser.ado("screenshot", path=str(SHOTS / "terminal.png"))
 
             # Once the person paused and the REPL waits, the agent goes on.
-            deadline = time.monotonic() + 30
-            while True:
+            async def sent_once_free():
                 r = await agent.call_tool("terminal_send", {"id": "pty-1", "text": "print('y' in dir())"})
-                if not r.isError:
-                    break
-                assert err(r)["code"] == "SEND_ACTIVE" and time.monotonic() < deadline
-                await anyio.sleep(0.1)
+                if r.isError:
+                    assert err(r)["code"] == "SEND_ACTIVE"
+                    return None
+                return r
+
+            r = await eventually(sent_once_free, "the person's command to release the terminal")
             assert ok(r)["output"].startswith("False\n"), "the read-only `y` never arrived"
 
-            # The person's keys during an agent's active send are refused, on the page.
+            # The person's keys during an agent's active send (until the test
+            # releases it) are refused, on the page.
+            agent_release = fifos / "a"
+            os.mkfifo(agent_release)
             job = ok(await agent.call_tool("terminal_send", {
-                "id": "pty-1", "text": "time.sleep(3); print('agent-done')",
+                "id": "pty-1", "text": f"open('{agent_release}').read(); print('agent-done')",
                 "run_in_background": True}))
-            await browser.ado("wait_text", selector="#screen", text="time.sleep(3)")
+            await browser.ado("wait_text", selector="#screen", text="print('agent-done')")
             await browser.ado("type", text="z = 1")
             await browser.ado("press", key="Enter")
             await browser.ado("wait_text", selector="#notice", text="an agent's send is active on pty-1")
             assert (await browser.ado("attr", selector="#notice", name="data-code"))["value"] == "SEND_ACTIVE"
+            await anyio.to_thread.run_sync(agent_release.write_text, "go")
             await wait_settled(agent, job["job_id"])
             out = ok(await agent.call_tool("job_output", {"job_id": job["job_id"], "since": 0}))
             assert "agent-done" in out["output"], out
@@ -254,6 +263,7 @@ async def test_a_person_watches_an_agent_and_takes_the_keyboard(isolated_env, tm
         await browser.ado("wait_text", selector="#live", text="No agent is connected")
     finally:
         browser.close()
+        shutil.rmtree(fifos, ignore_errors=True)
     assert chromium_processes(profile) == [], "no browser process outlives the test"
     for name in ["workspaces", "session", "live", "terminal", "job"]:
         assert (SHOTS / f"{name}.png").stat().st_size > 10_000, name
@@ -295,10 +305,8 @@ async def test_twenty_viewers_on_a_flooding_terminal(isolated_env, tmp_path):
                 with RssPeak(pid) as watched_mem:
                     watched.append(await timed_flood(agent, "pty-1", FLOOD))
                 readers = [v for v in viewers if v.reads]
-                deadline = time.monotonic() + 30
-                while min(v.frames for v in readers) == 0:
-                    assert time.monotonic() < deadline, "a reading viewer got no screen"
-                    await anyio.sleep(0.05)
+                wait_until(lambda: min(v.frames for v in readers) > 0,
+                           "every reading viewer gets a screen")
                 frames += [v.frames for v in readers]
                 got = max([got] + [v.received for v in readers])
             finally:
@@ -320,11 +328,9 @@ async def test_twenty_viewers_on_a_flooding_terminal(isolated_env, tmp_path):
         assert grown < 64, f"the daemon grew {grown:.0f} MiB with 20 viewers"
         assert got < FLOOD / 4, f"a viewer got {got} bytes of a {FLOOD}-byte flood"
         # Gone viewers cost nothing: no count, no socket left.
-        deadline = time.monotonic() + 30
-        while daemon_status(isolated_env)["page"]["viewers"] != 0 or fd_count(pid) > fds_before:
-            assert time.monotonic() < deadline, (
-                daemon_status(isolated_env)["page"], fd_count(pid), fds_before)
-            await anyio.sleep(0.05)
+        wait_until(lambda: daemon_status(isolated_env)["page"]["viewers"] == 0
+                   and fd_count(pid) <= fds_before,
+                   f"no viewer counted and no socket left (descriptors before: {fds_before})")
         # The terminal is as it was for the agent.
         r = ok(await agent.call_tool("terminal_send", {"id": "pty-1", "text": "echo still-here"}))
         assert "still-here" in r["output"], r
@@ -347,10 +353,7 @@ def test_ui_help_open_and_status(isolated_env, tmp_path):
     assert proc.returncode == 0, proc.stderr
     url = proc.stdout.strip()
     assert f"started `{browser}` with the URL" in proc.stderr, proc.stderr
-    deadline = time.monotonic() + 30
-    while not seen.exists():
-        assert time.monotonic() < deadline, "the browser never got the URL"
-        time.sleep(0.02)
+    wait_until(seen.exists, "the browser gets the URL")
     assert seen.read_text() == url
     status = daemon_status(isolated_env)["page"]
     assert url.startswith(f"http://{status['address']}/?token="), (url, status)
