@@ -16,8 +16,8 @@ import time
 import anyio
 import pytest
 
+import waiting
 from conftest import ROOT, connect, daemons_of, dsh_bin, err, ok, wait_settled
-from waiting import eventually, wait_until
 
 pytestmark = pytest.mark.anyio
 
@@ -126,14 +126,15 @@ async def test_a_person_watches_an_agent_and_takes_the_keyboard(isolated_env, tm
     project.mkdir()
     browser = Browser(tmp_path)
     profile = browser.profile
-    fifos = pathlib.Path(tempfile.mkdtemp(prefix="ui-"))
     try:
         async with connect(isolated_env, cwd=str(project)) as agent:
             ok(await agent.call_tool("bash", {"command": "echo first-call"}))
             # The session log writes in batches: wait until the store has
             # the session before the (server-rendered) page is asked.
-            wait_until(lambda: "project" in dsh_out(isolated_env, "session", "list"),
-                       "the session is recorded")
+            await waiting.eventually(
+                lambda: anyio.to_thread.run_sync(
+                    lambda: "project" in dsh_out(isolated_env, "session", "list")),
+                "the session to be recorded")
             url = ui_url(isolated_env)
             base = url.split("/?token=")[0]
             # The same page on a second ask: one server, one token.
@@ -185,8 +186,8 @@ async def test_a_person_watches_an_agent_and_takes_the_keyboard(isolated_env, tm
             await browser.ado("wait_text", selector="#screen", text="6*7\n42")
 
             # While the person's command runs (until the test releases it),
-            # the agent's send is refused. (A short path: the line fits the screen.)
-            person = fifos / "p"
+            # the agent's send is refused.
+            person = tmp_path / "person-release"
             os.mkfifo(person)
             await browser.ado("type", text=f"open('{person}').read(); print('person-done')")
             await browser.ado("press", key="Enter")
@@ -201,16 +202,15 @@ async def test_a_person_watches_an_agent_and_takes_the_keyboard(isolated_env, tm
             async def sent_once_free():
                 r = await agent.call_tool("terminal_send", {"id": "pty-1", "text": "print('y' in dir())"})
                 if r.isError:
-                    assert err(r)["code"] == "SEND_ACTIVE"
+                    assert err(r)["code"] == "SEND_ACTIVE", r
                     return None
                 return r
 
-            r = await eventually(sent_once_free, "the person's command to release the terminal")
+            r = await waiting.eventually(sent_once_free, "the person's command to release the terminal")
             assert ok(r)["output"].startswith("False\n"), "the read-only `y` never arrived"
 
-            # The person's keys during an agent's active send (until the test
-            # releases it) are refused, on the page.
-            agent_release = fifos / "a"
+            # The person's keys during an agent's active send are refused, on the page.
+            agent_release = tmp_path / "agent-release"
             os.mkfifo(agent_release)
             job = ok(await agent.call_tool("terminal_send", {
                 "id": "pty-1", "text": f"open('{agent_release}').read(); print('agent-done')",
@@ -263,7 +263,6 @@ async def test_a_person_watches_an_agent_and_takes_the_keyboard(isolated_env, tm
         await browser.ado("wait_text", selector="#live", text="No agent is connected")
     finally:
         browser.close()
-        shutil.rmtree(fifos, ignore_errors=True)
     assert chromium_processes(profile) == [], "no browser process outlives the test"
     for name in ["workspaces", "session", "live", "terminal", "job"]:
         assert (SHOTS / f"{name}.png").stat().st_size > 10_000, name
@@ -305,8 +304,10 @@ async def test_twenty_viewers_on_a_flooding_terminal(isolated_env, tmp_path):
                 with RssPeak(pid) as watched_mem:
                     watched.append(await timed_flood(agent, "pty-1", FLOOD))
                 readers = [v for v in viewers if v.reads]
-                wait_until(lambda: min(v.frames for v in readers) > 0,
-                           "every reading viewer gets a screen")
+                async def every_reader_got_a_screen():
+                    return min(v.frames for v in readers) > 0
+
+                await waiting.eventually(every_reader_got_a_screen, "every reading viewer to get a screen")
                 frames += [v.frames for v in readers]
                 got = max([got] + [v.received for v in readers])
             finally:
@@ -330,9 +331,11 @@ async def test_twenty_viewers_on_a_flooding_terminal(isolated_env, tmp_path):
         assert grown < 64, f"the daemon grew {grown:.0f} MiB with 20 viewers"
         assert got < FLOOD / 4, f"a viewer got {got} bytes of a {FLOOD}-byte flood"
         # Gone viewers cost nothing: no count, no socket left.
-        wait_until(lambda: daemon_status(isolated_env)["page"]["viewers"] == 0
-                   and fd_count(pid) <= fds_before,
-                   f"no viewer counted and no socket left (descriptors before: {fds_before})")
+        def viewers_gone():
+            return daemon_status(isolated_env)["page"]["viewers"] == 0 and fd_count(pid) <= fds_before
+
+        await waiting.eventually(lambda: anyio.to_thread.run_sync(viewers_gone),
+                                 "the viewers' count and sockets to go back to where they were")
         # The terminal is as it was for the agent.
         r = ok(await agent.call_tool("terminal_send", {"id": "pty-1", "text": "echo still-here"}))
         assert "still-here" in r["output"], r
@@ -355,7 +358,7 @@ def test_ui_help_open_and_status(isolated_env, tmp_path):
     assert proc.returncode == 0, proc.stderr
     url = proc.stdout.strip()
     assert f"started `{browser}` with the URL" in proc.stderr, proc.stderr
-    wait_until(seen.exists, "the browser gets the URL")
+    waiting.wait_until(seen.exists, "the browser to get the URL")
     assert seen.read_text() == url
     status = daemon_status(isolated_env)["page"]
     assert url.startswith(f"http://{status['address']}/?token="), (url, status)

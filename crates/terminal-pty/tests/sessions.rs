@@ -231,20 +231,26 @@ async fn sigint_interrupts_a_busy_python_loop_and_the_repl_answers_again() {
         .unwrap();
     let list = f.service.list(&f.owner).await;
     assert_eq!(sent.delivered_to_pgid, list[0].pid as i32);
-    // The REPL prints the KeyboardInterrupt traceback and a fresh prompt;
-    // a line written while it is still handling the interrupt may be
-    // discarded with the interrupted input, so wait for the prompt.
-    test_support::wait_for_async("the traceback and a fresh prompt", || async {
-        let stream = f.stream(id, Some(0)).await;
-        stream
-            .output
-            .trim_end_matches(' ')
-            .ends_with("KeyboardInterrupt\n>>>")
-            .then_some(())
-    })
-    .await;
+    // Python handles the interrupt (traceback, fresh prompt) after the
+    // signal returns; a line typed while it does so can be discarded with
+    // the interrupted input. Wait for the prompt, as an agent reading the
+    // stream would.
+    let mut seen = String::new();
+    let mut since = 0;
+    while !(seen.contains("KeyboardInterrupt") && seen.ends_with(">>> ")) {
+        let chunk = f
+            .service
+            .read_wait(&f.owner, id, since, None, test_support::HANG)
+            .await
+            .unwrap();
+        seen.push_str(&chunk.output);
+        since = chunk.next;
+    }
     let after = f.send(id, "6 * 7").await;
     assert!(after.output.ends_with("42\n>>> "), "{after:?}");
+    // The KeyboardInterrupt traceback came before; the stream has it.
+    let stream = f.stream(id, Some(0)).await;
+    assert!(stream.output.contains("KeyboardInterrupt"), "{stream:?}");
     let refused = f
         .service
         .signal(&f.owner, id, TerminalSignal::Kill)
