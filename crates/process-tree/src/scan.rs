@@ -119,13 +119,17 @@ pub fn command_line(pid: i32) -> String {
 }
 
 /// The kernel's clock ticks after boot now, in the unit of
-/// [`ProcessInfo::start_time`]; `None` when it cannot be read.
+/// [`ProcessInfo::start_time`], as an upper bound: no process that has
+/// started reads a later start time. `/proc/uptime` is floored to 10 ms
+/// and a start time can read one tick past it, so one tick is added.
+/// `None` when it cannot be read.
 pub fn ticks_since_boot() -> Option<u64> {
     let uptime = fs::read_to_string("/proc/uptime").ok()?;
-    let seconds: f64 = uptime.split_whitespace().next()?.parse().ok()?;
+    let (whole, fraction) = uptime.split_whitespace().next()?.split_once('.')?;
+    let centiseconds: u64 = whole.parse::<u64>().ok()? * 100 + fraction.parse::<u64>().ok()?;
     // SAFETY: plain sysconf query.
-    let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    (per_second > 0).then_some((seconds * per_second as f64) as u64)
+    let per_second = u64::try_from(unsafe { libc::sysconf(libc::_SC_CLK_TCK) }).ok()?;
+    (per_second > 0).then(|| (centiseconds * per_second).div_ceil(100) + 1)
 }
 
 #[cfg(test)]
