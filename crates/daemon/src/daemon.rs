@@ -289,6 +289,11 @@ async fn serve(
         options.config,
         options.loader,
         StoreAccess::Held(held.clone()),
+        vec![
+            paths.data_dir.clone(),
+            paths.runtime_dir.clone(),
+            paths.log.clone(),
+        ],
     ));
     let (listener, identity) = bind(&paths)?;
     let (control_tx, mut control_rx) = mpsc::channel(8);
