@@ -8,8 +8,12 @@ outside the temp dir, so "writable" means exactly the workspace and the
 temp dir."""
 
 import os
+import pathlib
 import shutil
 import socket
+import time
+
+import anyio
 
 import mcp.types as types
 import pytest
@@ -296,3 +300,78 @@ def test_catalog_mentions_the_sandbox():
         assert "sandbox" in tools[name]["description"], name
     schema = tools["bash"]["input_schema"]
     assert [v["const"] for v in schema["$defs"]["SandboxArg"]["oneOf"]] == ["off"]
+
+
+BUILD_RS = r'''
+use std::io::Write;
+use std::path::Path;
+fn main() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let tag = dir.parent().and_then(|p| p.file_name()).and_then(|n| n.to_str()).unwrap_or("x");
+    let target = Path::new(&std::env::var("HOME").unwrap()).join(format!(".dsh-e2e-buildrs-{tag}"));
+    let result = match std::fs::File::create(&target) {
+        Ok(mut f) => { let _ = f.write_all(b"escaped"); "created".to_owned() }
+        Err(e) => format!("refused: {e}"),
+    };
+    std::fs::write(dir.join("home-write-result.txt"), result).unwrap();
+    println!("cargo:rerun-if-changed=build.rs");
+}
+'''
+
+
+async def test_rust_analyzer_runs_confined_and_a_build_script_cannot_write_home(isolated_env, tmp_path):
+    if shutil.which("rust-analyzer", path=isolated_env.get("PATH")) is None:
+        pytest.fail("rust-analyzer is not installed: run `rustup component add rust-analyzer`")
+    project = tmp_path / "proj"
+    (project / "src").mkdir(parents=True)
+    (project / "Cargo.toml").write_text(
+        '[package]\nname = "buildrs_probe"\nversion = "0.1.0"\nedition = "2021"\n\n[workspace]\n')
+    (project / "build.rs").write_text(BUILD_RS)
+    (project / "src" / "lib.rs").write_text("pub struct Probe;\n\npub fn probe() -> Probe {\n    Probe\n}\n")
+    escaped = pathlib.Path(os.path.expanduser("~")) / f".dsh-e2e-buildrs-{tmp_path.name}"
+    result = project / "home-write-result.txt"
+    try:
+        async with connect(isolated_env, cwd=str(project)) as s:
+            deadline = time.monotonic() + 180
+            while True:
+                r = await s.call_tool("lsp", {"op": "symbols", "path": "src/lib.rs"})
+                if not r.isError:
+                    names = {x["name"] for x in r.structuredContent["symbols"]}
+                    assert {"Probe", "probe"} <= names
+                    break
+                assert err(r)["code"] == "LSP_NOT_READY"
+                assert time.monotonic() < deadline, "rust-analyzer never became ready"
+                await anyio.sleep(0.2)
+            # rust-analyzer runs the build script while it loads the project
+            while not result.exists():
+                assert time.monotonic() < deadline, "the build script never ran"
+                await anyio.sleep(0.2)
+        text = result.read_text()
+        assert text.startswith("refused: "), text
+        assert not escaped.exists()
+    finally:
+        if escaped.exists():
+            escaped.unlink()
+
+
+async def test_the_temp_dir_stays_creatable_with_the_runtime_dir_inside_it(isolated_env, tmp_path):
+    # isolated_env's runtime dir is in /tmp and no TMPDIR is set: /tmp is
+    # the commands' temp dir and holds a directory of the host.
+    assert isolated_env["DSH_RUNTIME_DIR"].startswith("/tmp/") and "TMPDIR" not in isolated_env
+    async with connect(isolated_env, cwd=tmp_path) as s:
+        r = ok(await bash(s, 'f=$(mktemp) && echo made && rm "$f"'))
+        assert r["output"] == "made\n" and r["sandbox"]["enforced"], r
+
+
+@pytest.mark.skipif("--standalone" in os.environ.get("DSH_E2E_MCP_ARGS", ""),
+                    reason="a standalone server has no daemon to call")
+async def test_a_confined_command_cannot_use_the_daemon_that_started_it(box):
+    from conftest import dsh_bin
+
+    evil = box["ws"] / "evil.toml"
+    evil.write_text('[sandbox]\nmode = "off"\n')
+    async with connect(box["env"], cwd=box["ws"]) as s:
+        r = ok(await bash(s, f"{dsh_bin()} daemon status; echo rc=$?; "
+                             f"{dsh_bin()} mcp --config {evil} </dev/null; echo mcp=$?"))
+    assert "rc=1" in r["output"] and "mcp=1" in r["output"], r["output"]
+    assert "started by the dsh daemon it is calling" in r["output"], r["output"]

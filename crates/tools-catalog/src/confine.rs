@@ -145,13 +145,24 @@ impl Confinement {
             .or_else(|| std::env::var_os("HOME").map(PathBuf::from))
             .unwrap_or_else(|| PathBuf::from("/"));
         let temp_dir = lookup("TMPDIR").unwrap_or_else(|| PathBuf::from("/tmp"));
+        // A private directory inside the temp dir (the runtime directory
+        // falls back to /tmp/dsh-UID) is left out: Landlock would have to
+        // grant the temp dir's entries one by one around it, and then no
+        // new file could be created at the top of the temp dir, which
+        // every compiler and `mktemp` needs. What it holds is guarded
+        // otherwise (the daemon refuses clients it started).
+        let real_temp = temp_dir.canonicalize().unwrap_or_else(|_| temp_dir.clone());
+        let private = self.private.iter().filter(|p| {
+            let real = p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
+            !real.starts_with(&real_temp)
+        });
         let context = if language_server {
             SpawnContext::language_server(root, home)
         } else {
             SpawnContext::command(root, home)
         }
         .with_temp_dir(temp_dir)
-        .with_private(&self.private);
+        .with_private(private);
         let sandbox = if unconfined {
             &self.unconfined
         } else {
