@@ -85,8 +85,12 @@ fn codegen(check: bool) -> anyhow::Result<()> {
 
 fn step(name: &str, command: &mut Command) -> anyhow::Result<()> {
     eprintln!("\n==> {name}");
+    // a step runs from the repository's root unless it names its own
+    // directory (npm's install runs in tests/node, where its lock file is)
+    if command.get_current_dir().is_none() {
+        command.current_dir(root());
+    }
     let status = command
-        .current_dir(root())
         .status()
         .with_context(|| format!("could not run: {name}"))?;
     if !status.success() {

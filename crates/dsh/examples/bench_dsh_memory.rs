@@ -1,6 +1,8 @@
-//! What a long-running `dsh mcp` keeps after terminals close: resident
+//! What a long-running dsh server keeps after terminals close: resident
 //! memory, descriptors, zombies and threads of the real server (the release
-//! binary, driven over its stdio), after 100 and after 1,000 cycles of
+//! binary as `dsh mcp --standalone`, which serves in-process with the
+//! daemon's host code, driven over its stdio), after 100 and after 1,000
+//! cycles of
 //!
 //! * **python**: `terminal_open` a Python REPL → `terminal_send 1+1` →
 //!   `terminal_close`, one terminal at a time (how a new user tried it);
@@ -60,7 +62,7 @@ impl Server {
     fn start(bin: &Path, scratch: &Path) -> Result<Self, BoxError> {
         let mut command = Command::new(bin);
         command
-            .arg("mcp")
+            .args(["mcp", "--standalone"])
             .current_dir(scratch)
             .env("XDG_CONFIG_HOME", scratch.join("config"))
             .env("XDG_DATA_HOME", scratch.join("data"))
@@ -317,7 +319,7 @@ fn main() -> Result<(), BoxError> {
         rows.extend(run(&bin, scenario, checkpoints)?);
     }
     println!(
-        "\n`dsh mcp` ({}) after open → send → close cycles, one terminal at a time:\n",
+        "\n`dsh mcp --standalone` ({}) after open → send → close cycles, one terminal at a time:\n",
         bin.display()
     );
     println!("| scenario | when | RSS | vs idle | anon | fds | zombies | threads |");

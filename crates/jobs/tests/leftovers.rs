@@ -80,8 +80,16 @@ async fn leftovers_in_a_group_of_their_own_are_ended_before_the_job_settles() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_timeout_wrapper_in_the_background_is_ended_and_counted() {
     // `timeout` runs its command in a process group of its own: two
-    // processes are left, both in other groups than the leader's.
-    let (info, left) = run_to_settlement("timeout 300 sleep 300 & echo started").await;
+    // processes are left, both in other groups than the leader's. The
+    // command ignores SIGTERM, so `timeout` (which survives SIGTERM while
+    // its command runs) cannot end it first and take it from the count:
+    // both are ended by SIGKILL. The shell exits only once the command
+    // runs `sleep`, with SIGTERM ignored.
+    let (info, left) = run_to_settlement(
+        "timeout 300 bash -c 'trap \"\" TERM; exec sleep 300' & \
+         until pgrep -P $! -x sleep >/dev/null; do :; done; echo started",
+    )
+    .await;
     assert_eq!(left, vec![]);
     assert_eq!(
         (info.status, info.detail.as_deref()),
