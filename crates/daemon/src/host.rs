@@ -651,7 +651,11 @@ fn asker(peer: &Peer<RoleServer>) -> Option<Asker> {
             {
                 Ok(result) => match result.action {
                     rmcp::model::ElicitationAction::Accept => Answer::Yes,
-                    _ => Answer::No,
+                    // Decline, cancel, and any answer a later protocol
+                    // adds: only an explicit accept is a yes.
+                    rmcp::model::ElicitationAction::Decline
+                    | rmcp::model::ElicitationAction::Cancel
+                    | _ => Answer::No,
                 },
                 Err(rmcp::service::ServiceError::Timeout { .. }) => Answer::Unavailable(format!(
                     "the person did not answer within {} s",
