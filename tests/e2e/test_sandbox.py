@@ -375,3 +375,26 @@ async def test_a_confined_command_cannot_use_the_daemon_that_started_it(box):
                              f"{dsh_bin()} mcp --config {evil} </dev/null; echo mcp=$?"))
     assert "rc=1" in r["output"] and "mcp=1" in r["output"], r["output"]
     assert "started by the dsh daemon it is calling" in r["output"], r["output"]
+
+
+async def test_a_reload_applies_a_new_sandbox_to_the_next_command(box):
+    import signal
+
+    from conftest import dsh_children
+
+    cfg = pathlib.Path(config(box, '[sandbox]\nmode = "off"\n'))
+    async with connect(box["env"], "--config", str(cfg), cwd=box["ws"]) as s:
+        assert ok(await bash(s, "true"))["sandbox"]["mode"] == "off"
+        tid = ok(await s.call_tool("terminal_open", {}))["id"]
+        cfg.write_text('[sandbox]\nmode = "read-only"\n[env]\nexclude = ["HARMLESS"]\n')
+        [server] = dsh_children()
+        os.kill(server, signal.SIGHUP)
+        deadline = time.monotonic() + 20
+        while (r := ok(await bash(s, "env")))["sandbox"]["mode"] != "read-only":
+            assert time.monotonic() < deadline, "the reload never applied"
+            await anyio.sleep(0.05)
+        assert "HARMLESS" not in r["output"]
+        # the terminal opened before keeps the sandbox it started in
+        out = ok(await s.call_tool("terminal_send", {"id": tid, "text": "touch kept-off; echo rc=$?"}))["output"]
+        assert "rc=0" in out
+    assert (box["ws"] / "kept-off").exists()
