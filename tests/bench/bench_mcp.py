@@ -1,6 +1,9 @@
 """Benchmark: one `bash {command: "true"}` call through `dsh mcp` (the
 official MCP Python client over stdio) next to spawning `bash -c true`
-directly from the same Python process. Prints medians, p99 and ratios."""
+directly from the same Python process. Prints medians, p99 and ratios.
+
+Run with `cargo xtask bench mcp [--quick]` (`--quick`: 20 calls each, a
+smoke run whose figures are not to be quoted; BENCH_N sets the count)."""
 
 import os
 import statistics
@@ -13,7 +16,9 @@ import anyio
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-N = int(os.environ.get("BENCH_N", "300"))
+QUICK = "--quick" in sys.argv[1:]
+N = int(os.environ.get("BENCH_N", "20" if QUICK else "300"))
+WARM_UP = 5 if QUICK else 20
 DSH = os.environ.get("DSH_BIN", "target/release/dsh")
 
 
@@ -29,15 +34,14 @@ def row(name, samples, floor):
 
 async def mcp_samples():
     env = dict(os.environ, DSH_LOG="warn")
-    tmp = tempfile.mkdtemp()
-    env["XDG_CONFIG_HOME"] = env["XDG_DATA_HOME"] = tmp
-    params = StdioServerParameters(command=DSH, args=["mcp", "--standalone"], env=env)
     out = {"bash true": [], "ping (protocol floor)": []}
-    with open(os.devnull, "w") as errlog:
+    with tempfile.TemporaryDirectory() as tmp, open(os.devnull, "w") as errlog:
+        env["XDG_CONFIG_HOME"] = env["XDG_DATA_HOME"] = tmp
+        params = StdioServerParameters(command=DSH, args=["mcp", "--standalone"], env=env)
         async with stdio_client(params, errlog=errlog) as (r, w):
             async with ClientSession(r, w) as s:
                 await s.initialize()
-                for _ in range(20):
+                for _ in range(WARM_UP):
                     await s.call_tool("bash", {"command": "true"})
                 for _ in range(N):
                     t = time.perf_counter()
@@ -51,7 +55,7 @@ async def mcp_samples():
 
 
 def spawn_samples():
-    for _ in range(20):
+    for _ in range(WARM_UP):
         subprocess.run(["bash", "-c", "true"], check=True)
     out = []
     for _ in range(N):
@@ -65,7 +69,8 @@ def main():
     spawn = spawn_samples()
     mcp = anyio.run(mcp_samples)
     floor = statistics.median(spawn)
-    print(f"\nbash {{command: \"true\"}}: {N} calls each, milliseconds\n")
+    note = "; --quick: a smoke run, not figures to quote" if QUICK else ""
+    print(f"\nbash {{command: \"true\"}}: {N} calls each, milliseconds{note}\n")
     print("| what                                         |    median |       p99 |  ratio |")
     print("|----------------------------------------------|-----------|-----------|--------|")
     print(row("spawn `bash -c true` from Python (floor)", spawn, floor))

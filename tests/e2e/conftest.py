@@ -82,7 +82,7 @@ def stop_daemons(env, timeout=30):
             os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout
     while daemons_of(env) and time.monotonic() < deadline:
-        time.sleep(0.05)
+        time.sleep(0.05)  # sleep-ok: polls /proc for the daemons to exit; SIGKILL follows
     for pid in daemons_of(env):
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
@@ -101,23 +101,46 @@ def isolated_env(tmp_path):
 
 
 @contextlib.asynccontextmanager
-async def connect(env, *args, cwd=None, **session_kwargs):
+async def connect(env, *args, cwd=None, errlog=None, **session_kwargs):
+    """A client session with a `dsh mcp` server started for it; the
+    server's stderr goes to `errlog` (a file) when given."""
     # DSH_E2E_MCP_ARGS (read by this harness only) adds arguments such as
     # --standalone to every `dsh mcp` a test starts.
     extra = env.get("DSH_E2E_MCP_ARGS", "").split()
     params = StdioServerParameters(
         command=dsh_bin(), args=["mcp", *extra, *args], env=env, cwd=cwd
     )
-    with tempfile.TemporaryFile("w+") as errlog:
-        try:
+    with contextlib.ExitStack() as files:
+        if errlog is None:
+            errlog = files.enter_context(tempfile.TemporaryFile("w+"))
+        async with anyio.create_task_group() as tg:
             async with stdio_client(params, errlog=errlog) as (read, write):
-                async with ClientSession(read, write, **session_kwargs) as session:
-                    await session.initialize()
+                to_session, session_read = anyio.create_memory_object_stream(0)
+                tg.start_soon(deliver_until_the_server_exits, read, to_session)
+                async with ClientSession(session_read, write, **session_kwargs) as session:
+                    # the server's answer, for tests of the handshake itself
+                    session.initialize_result = await session.initialize()
                     yield session
-        except* anyio.BrokenResourceError:
-            # The SDK's reader got a message (a job notification, say) after
-            # the session closed its end: harmless at teardown.
-            pass
+
+
+async def deliver_until_the_server_exits(read, to_session, dropped=None):
+    """Hands the server's messages to the client session, and once the
+    session has closed keeps reading them until the server exits, dropping
+    them (into `dropped`, when given). A server may send a notification at
+    any time (a job settling as the test ends); the SDK's stdio transport
+    fails with BrokenResourceError when a message arrives after the session
+    stopped reading, so something must read until the end."""
+    async with to_session:
+        try:
+            async for message in read:
+                try:
+                    await to_session.send(message)
+                except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                    # the session has closed: nobody wants it
+                    if dropped is not None:
+                        dropped.append(message)
+        except anyio.ClosedResourceError:
+            pass  # the transport closed its end as the server exited
 
 
 def text_of(result) -> str:
@@ -203,3 +226,36 @@ def dsh_children():
         except OSError:
             pass
     return out
+
+
+def _end_server(pid, grace_s=10.0):
+    """Ends a `dsh` server: SIGTERM (it ends what it started and exits),
+    then SIGKILL if it lingers; reaps it."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + grace_s
+        while time.monotonic() < deadline:
+            try:
+                if os.waitpid(pid, os.WNOHANG)[0] == pid:
+                    return
+            except ChildProcessError:
+                # reaped elsewhere (its Popen or the event loop)
+                if not os.path.exists(f"/proc/{pid}"):
+                    return
+            time.sleep(0.01)  # sleep-ok: polls a process that has no exit event for us
+
+
+@pytest.fixture(autouse=True)
+def no_server_outlives_its_test():
+    """Every `dsh` server a test started is gone when the test ends, even
+    when it failed or timed out: one still running is ended here and the
+    test errors, naming it."""
+    before = set(dsh_children())
+    yield
+    left = [pid for pid in dsh_children() if pid not in before]
+    for pid in left:
+        _end_server(pid)
+    assert not left, f"dsh server(s) {left} outlived the test; they were ended"

@@ -4,24 +4,24 @@ says what was cut, never a crash, an unbounded result or an unbounded
 wait."""
 
 import os
-import time
 
 import anyio
 import pytest
 
 from conftest import connect, err, ok, text_of, write_config
+from waiting import eventually
 
 pytestmark = pytest.mark.anyio
 
 LIMIT = 32768  # the default max_result_bytes
 
 
-async def wait_for_files(paths, timeout_s=30):
+async def wait_for_files(paths):
     """Waits until every path exists (the commands that create them run)."""
-    deadline = time.monotonic() + timeout_s
-    while not all(os.path.exists(p) for p in paths):
-        assert time.monotonic() < deadline, [p for p in paths if not os.path.exists(p)]
-        await anyio.sleep(0.02)
+    async def created():
+        return all(os.path.exists(p) for p in paths)
+
+    await eventually(created, f"these files exist: {[str(p) for p in paths]}")
 
 
 def blocked_command(tmp_path, name):

@@ -9,7 +9,6 @@ import json
 import os
 import subprocess
 import threading
-import time
 import uuid
 
 import anyio
@@ -17,6 +16,7 @@ import pytest
 from mcp.client.session import DEFAULT_CLIENT_INFO
 
 from conftest import connect, dsh_bin
+from waiting import eventually, wait_until
 
 UNKNOWN = "00000000-0000-4000-8000-000000000000"
 
@@ -479,18 +479,36 @@ def test_a_busy_store_is_an_error_that_says_retrying_works(isolated_env, tmp_pat
     assert len(dsh.json("workspace", "list")) == 1
 
 
+def _waits_for_the_lock(proc, lock):
+    """Whether `proc` was refused `lock` and waits to retry: it holds the
+    lock file open and sleeps between its tries."""
+    assert proc.poll() is None, proc.communicate()
+    try:
+        fds = [os.path.realpath(f"/proc/{proc.pid}/fd/{fd}") for fd in os.listdir(f"/proc/{proc.pid}/fd")]
+        with open(f"/proc/{proc.pid}/wchan") as f:
+            sleeping = "nanosleep" in f.read()
+    except OSError:
+        return False
+    return lock in fds and sleeping
+
+
 def test_a_briefly_held_store_is_waited_for(isolated_env, tmp_path):
     dsh = Dsh(isolated_env, tmp_path / "store", standalone=True)
     (proj,) = make_dirs(tmp_path, "proj")
     dsh.out("workspace", "create", proj)
-    fd = os.open(os.path.join(dsh.data_dir, "lock"), os.O_RDWR)
+    lock = os.path.realpath(os.path.join(dsh.data_dir, "lock"))
+    fd = os.open(lock, os.O_RDWR)
     fcntl.flock(fd, fcntl.LOCK_EX)
-    release = threading.Timer(0.5, os.close, [fd])
-    release.start()
     try:
-        assert len(dsh.json("workspace", "list")) == 1
+        proc = subprocess.Popen([dsh_bin(), "--data-dir", dsh.data_dir, "--standalone", "workspace", "list", "--json"],
+                                env=dsh.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        # release the store only once the CLI found it held and waits for it
+        wait_until(lambda: _waits_for_the_lock(proc, lock), "the CLI waits for the held store")
     finally:
-        release.join()
+        os.close(fd)
+    out, errors = proc.communicate(timeout=60)
+    assert (proc.returncode, errors) == (0, "")
+    assert len(json.loads(out)) == 1
 
 
 # ---- sessions, recorded by real `dsh mcp` servers --------------------------
@@ -502,22 +520,22 @@ async def off_loop(fn, *args):
     return await anyio.to_thread.run_sync(functools.partial(fn, *args))
 
 
-async def wait_for_sessions(dsh, count, timeout=30):
-    deadline = time.monotonic() + timeout
-    while True:
+async def wait_for_sessions(dsh, count):
+    """Waits until `count` sessions are recorded; returns them."""
+    async def recorded():
         sessions = await off_loop(dsh.json, "session", "list")
-        if len(sessions) >= count or time.monotonic() > deadline:
-            return sessions
-        await anyio.sleep(0.1)
+        return sessions if len(sessions) >= count else None
+
+    return await eventually(recorded, f"{count} session(s) are recorded")
 
 
-async def wait_for_log(dsh, session_id, count, timeout=30):
-    deadline = time.monotonic() + timeout
-    while True:
+async def wait_for_log(dsh, session_id, count):
+    """Waits until session `session_id` has `count` log entries; returns it."""
+    async def logged():
         shown = await off_loop(dsh.json, "session", "show", session_id)
-        if shown["log_total"] >= count or time.monotonic() > deadline:
-            return shown
-        await anyio.sleep(0.1)
+        return shown if shown["log_total"] >= count else None
+
+    return await eventually(logged, f"session {session_id} has {count} log entries")
 
 
 CLIENT = {"name": DEFAULT_CLIENT_INFO.name, "version": DEFAULT_CLIENT_INFO.version}

@@ -14,6 +14,8 @@ import time
 
 import anyio
 import pytest
+
+import waiting
 from mcp.client.session import DEFAULT_CLIENT_INFO
 
 from conftest import (
@@ -22,10 +24,8 @@ from conftest import (
     dsh_bin,
     err,
     live_in_session,
-    make_env,
     ok,
     processes,
-    stop_daemons,
     write_config,
 )
 
@@ -47,10 +47,7 @@ def info(env):
 
 
 def wait_until(predicate, timeout=30, what="condition"):
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.02)
+    waiting.wait_until(predicate, what, timeout_s=timeout)
 
 
 class RawBridge:
@@ -206,7 +203,12 @@ def test_a_second_daemon_refuses_at_once_naming_the_first(isolated_env):
     first = info(isolated_env)
     began = time.monotonic()
     p = dsh(isolated_env, "daemon", check=False, timeout=30)
-    assert time.monotonic() - began < 5
+    took = time.monotonic() - began
+    # "at once": no wait for the first daemon; only a generous bound is
+    # asserted (starting a process is slow on a loaded machine), the time
+    # is printed
+    print(f"the second daemon refused after {took:.2f} s")
+    assert took < 10, took
     assert p.returncode == 1
     data_dir = pathlib.Path(isolated_env["XDG_DATA_HOME"]) / "dsh"
     assert p.stderr.strip().splitlines()[-1] == (
@@ -333,7 +335,11 @@ async def test_a_client_that_disconnects_mid_call_leaves_the_others_served(isola
         sid = int(r["output"].split()[0])
         bridge.send({"jsonrpc": "2.0", "id": 99, "method": "tools/call",
                      "params": {"name": "bash", "arguments": {"command": "echo $$ > /dev/stderr; sleep 1000"}}})
-        time.sleep(0.3)
+        # call 99's command runs (in a session of its own) before the bridge dies
+        wait_until(lambda: [p for p in processes() if p[3] != "Z" and p[2] != sid
+                            and _cmdline(p[0]) == b"sleep\x001000\x00"
+                            and _env_has(p[0], isolated_env["DSH_RUNTIME_DIR"])],
+                   what="the call's command to run")
         bridge.proc.kill()
         bridge.proc.wait()
         r = ok(await keeper.call_tool("bash", {"command": "echo still"}))
@@ -372,7 +378,8 @@ def test_idle_exit_after_the_last_connection(isolated_env, tmp_path):
     bridge = RawBridge(isolated_env, "--config", config)
     pid = info(isolated_env)["pid"]
     sock = info(isolated_env)["socket"]
-    time.sleep(2)  # connected: no idle exit
+    # sleep-ok: connected, the daemon must not exit; only time past the 1 s idle_exit shows it
+    time.sleep(2)
     assert daemons_of(isolated_env) == [pid]
     bridge.close()
     assert bridge.proc.returncode == 0
@@ -429,6 +436,7 @@ def _sigkill_round(env, tmp_path, round_no, acknowledged, sids):
             sids.append(int(out["output"].split()[0]))
         pid = info(env)["pid"]
         stop = threading.Event()
+        attempts = [0, 0]
 
         def write(worker):
             n = 0
@@ -440,12 +448,20 @@ def _sigkill_round(env, tmp_path, round_no, acknowledged, sids):
                 if p.returncode == 0:
                     acknowledged.append(str(d))
                 n += 1
+                attempts[worker] += 1
 
         with concurrent.futures.ThreadPoolExecutor(2) as pool:
             writers = [pool.submit(write, w) for w in range(2)]
-            time.sleep(0.2 + (round_no % 5) * 0.05)
+            # kill once a varying number of this round's writes were
+            # acknowledged, with both writers mid-flight; then let each try
+            # again against the dead daemon before stopping them
+            start = len(acknowledged)
+            wait_until(lambda: len(acknowledged) >= start + 1 + round_no % 3,
+                       what="writes acknowledged before the kill")
             os.kill(pid, signal.SIGKILL)
-            time.sleep(0.2)
+            tried = list(attempts)
+            wait_until(lambda: all(attempts[w] > tried[w] for w in range(2)),
+                       what="both writers to try again after the kill")
             stop.set()
             for w in writers:
                 w.result()
@@ -482,10 +498,8 @@ def test_no_child_outlives_a_sigkilled_daemon(isolated_env, tmp_path):
     sids = []
     try:
         _sigkill_round(isolated_env, tmp_path, 0, [], sids)
-        deadline = time.monotonic() + 15
-        while any(live_in_session(s) for s in sids) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert [live_in_session(s) for s in sids] == [[]] * len(sids)
+        wait_until(lambda: not any(live_in_session(s) for s in sids), timeout=15,
+                   what="the children of the killed daemon to end")
     finally:
         kill_sessions(sids, isolated_env)
 
@@ -594,28 +608,47 @@ async def test_attach_watches_live_and_write_follows_the_send_rule(isolated_env,
             tmux.wait_for("typing", "False")
             tmux.keys("typing", "y = 6", "Enter")
             tmux.wait_for("view", "y = 6")
-            # while the person's command runs, an agent's send is refused
-            tmux.keys("typing", "import time; time.sleep(4); print('person-done')", "Enter")
-            tmux.wait_for("view", "time.sleep(4)")
+            # while the person's command runs (until the test releases it),
+            # an agent's send is refused
+            person = tmp_path / "person-release"
+            os.mkfifo(person)
+            tmux.keys("typing", f"open('{person}').read(); print('person-done')", "Enter")
+            tmux.wait_for("view", "print('person-done')")
             e = err(await agent.call_tool("terminal_send", {"id": "pty-1", "text": "print(1)"}))
             assert e["code"] == "SEND_ACTIVE" and e["retryable"] is True
+            await anyio.to_thread.run_sync(person.write_text, "go")
             tmux.wait_for("view", "person-done")
-            deadline = time.monotonic() + 30
-            while True:
+
+            async def sent_once_free():
                 r = await agent.call_tool("terminal_send", {"id": "pty-1", "text": "print(y * 7)"})
-                if not r.isError:
-                    break
-                assert err(r)["code"] == "SEND_ACTIVE" and time.monotonic() < deadline
-                await anyio.sleep(0.1)
+                if r.isError:
+                    assert err(r)["code"] == "SEND_ACTIVE"
+                    return None
+                return r
+
+            r = await waiting.eventually(sent_once_free, "the person's command to release the terminal")
             assert ok(r)["output"].startswith("42\n")
 
-            # the person's keys during an agent's active send are refused
+            # the person's keys during an agent's active send (until the test
+            # releases it) are refused
+            agent_release = tmp_path / "agent-release"
+            os.mkfifo(agent_release)
             job = ok(await agent.call_tool("terminal_send", {
-                "id": "pty-1", "text": "time.sleep(3); print('agent-done')", "run_in_background": True}))
+                "id": "pty-1", "text": f"open('{agent_release}').read(); print('agent-done')",
+                "run_in_background": True}))
             tmux.keys("typing", "z = 1", "Enter")
             tmux.wait_for("typing", "an agent's send is active on pty-1; your keys were not sent")
-            out = ok(await agent.call_tool("job_output", {"job_id": job["job_id"], "wait_ms": 20000}))
-            assert "agent-done" in out["output"]
+            await anyio.to_thread.run_sync(agent_release.write_text, "go")
+            # the send settles (its output arriving is not yet its end)
+            seen = []
+
+            async def settled():
+                r = ok(await agent.call_tool("job_output", {"job_id": job["job_id"], "wait_ms": 2000}))
+                seen.append(r["output"])
+                return r["status"] not in ("running", "stopping")
+
+            await waiting.eventually(settled, "the agent's send to settle")
+            assert "agent-done" in "".join(seen)
             # the agent's next send still settles correctly, and `z` never arrived
             r = ok(await agent.call_tool("terminal_send", {"id": "pty-1", "text": "print('z' in dir())"}))
             assert r["output"].startswith("False\n") and r["reason"] == "input_wait"

@@ -9,14 +9,12 @@ import os
 import pathlib
 import stat
 import subprocess
-import time
 
 import anyio
 import pytest
-from mcp import ClientSession, StdioServerParameters
-from mcp.client.stdio import stdio_client
 
 from conftest import connect, dsh_bin, ok, write_config
+from waiting import eventually
 
 SECRET_VALUE = "s3cr3t-value-4821"
 TYPED_TEXT = "typed-text-9707"
@@ -39,10 +37,9 @@ def dsh_json(env, data_dir, *args):
     return json.loads(dsh(env, data_dir, *args, "--json").stdout)
 
 
-async def wait_for_log(env, data_dir, count, timeout_s=30):
+async def wait_for_log(env, data_dir, count):
     """The one session's record and log, once it has `count` entries."""
-    deadline = time.monotonic() + timeout_s
-    while True:
+    async def logged():
         sessions = await anyio.to_thread.run_sync(dsh_json, env, data_dir, "session", "list")
         if sessions:
             shown = await anyio.to_thread.run_sync(
@@ -50,8 +47,9 @@ async def wait_for_log(env, data_dir, count, timeout_s=30):
             )
             if shown["log_total"] >= count:
                 return shown
-        assert time.monotonic() < deadline, "the session log did not fill"
-        await anyio.sleep(0.1)
+        return None
+
+    return await eventually(logged, f"the session log has {count} entries")
 
 
 def store_bytes(data_dir) -> bytes:
@@ -161,16 +159,8 @@ async def test_commands_stay_out_of_the_session_log_when_configured(isolated_env
 
 @contextlib.asynccontextmanager
 async def connect_with_stderr(env, errlog, *args, cwd=None):
-    params = StdioServerParameters(command=dsh_bin(), args=["mcp", *args], env=env, cwd=cwd)
-    try:
-        async with stdio_client(params, errlog=errlog) as (read, write):
-            async with ClientSession(read, write) as session:
-                await session.initialize()
-                yield session
-    except* anyio.BrokenResourceError:
-        # As conftest.connect: a job notification that reached the SDK's
-        # reader after the session closed its end is harmless.
-        pass
+    async with connect(env, *args, cwd=cwd, errlog=errlog) as session:
+        yield session
 
 
 @pytest.mark.anyio

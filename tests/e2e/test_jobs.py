@@ -1,13 +1,28 @@
 """Background jobs end to end over MCP: one registry for bash, terminal
 sends and subagents."""
 
+import os
 import re
+import tempfile
 import time
 
 import anyio
 import pytest
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
 
-from conftest import connect, err, live_in_session, ok, text_of, wait_settled, write_config
+from conftest import (
+    connect,
+    deliver_until_the_server_exits,
+    dsh_bin,
+    err,
+    live_in_session,
+    ok,
+    text_of,
+    wait_settled,
+    write_config,
+)
+from waiting import HANG, eventually, wait_until
 
 pytestmark = pytest.mark.anyio
 
@@ -16,6 +31,7 @@ import sys, time
 prompt = sys.argv[1]
 sys.stdout.write("agent got: " + prompt + chr(10)); sys.stdout.flush()
 if "slow" in prompt:
+    # sleep-ok: the agent's own long work, not synchronisation
     time.sleep(300)
 print("agent done", flush=True)
 '''
@@ -32,9 +48,12 @@ def subagent_config(tmp_path, extra=""):
 
 async def test_scenario_b_three_kinds_in_one_list(isolated_env, tmp_path):
     notes = []
+    three_notes = anyio.Event()
 
     async def on_log(params):
         notes.append(params.data)
+        if len(notes) == 3:
+            three_notes.set()
 
     config = subagent_config(tmp_path)
     async with connect(isolated_env, "--config", config, logging_callback=on_log) as s:
@@ -82,9 +101,8 @@ async def test_scenario_b_three_kinds_in_one_list(isolated_env, tmp_path):
         assert [j["id"] for j in ok(await s.call_tool("job_list", {"status": "killed"}))["jobs"]] == [agent]
 
         # a notification arrived for each settled job
-        with anyio.fail_after(10):
-            while len(notes) < 3:
-                await anyio.sleep(0.05)
+        with anyio.fail_after(HANG):
+            await three_notes.wait()
         assert {(n["job_id"], n["status"]) for n in notes} == {
             (bash, "completed"), (agent, "killed"), (send, "completed")}
         assert all("job_output" in n["message"] for n in notes)
@@ -112,9 +130,10 @@ async def test_wait_ms_wakes_on_output_and_returns_at_the_deadline(isolated_env)
 
 async def test_statuses_never_lie(isolated_env):
     async with connect(isolated_env) as s:
-        # past its deadline: timed_out, the whole tree gone
+        # past its deadline: timed_out, the whole tree gone (the deadline
+        # leaves bash time to print its pid and start both sleeps under load)
         job = ok(await s.call_tool("bash", {
-            "command": "echo $$; sleep 300 & sleep 301", "timeout_ms": 500,
+            "command": "echo $$; sleep 300 & sleep 301", "timeout_ms": 3000,
             "run_in_background": True}))["job_id"]
         done = await wait_settled(s, job)
         assert done["status"] == "timed_out" and done.get("exit_code") is None
@@ -177,12 +196,10 @@ async def test_closing_the_connection_ends_its_jobs(isolated_env):
             "command": "echo $$; sleep 300 & sleep 301", "run_in_background": True}))["job_id"]
         r = ok(await s.call_tool("job_output", {"job_id": job, "wait_ms": 20000}))
         sid = int(r["output"].split()[0])
-        assert len(live_in_session(sid)) >= 2
+        # bash printed its pid before it started the sleeps
+        wait_until(lambda: len(live_in_session(sid)) >= 2, "the job's sleeps run")
     # the server ends the connection's jobs before it exits
-    deadline = time.monotonic() + 15
-    while live_in_session(sid) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert live_in_session(sid) == []
+    wait_until(lambda: live_in_session(sid) == [], f"session {sid} is empty")
 
 
 async def test_killing_a_background_send_interrupts_it_and_frees_the_terminal(isolated_env):
@@ -190,8 +207,13 @@ async def test_killing_a_background_send_interrupts_it_and_frees_the_terminal(is
         ok(await s.call_tool("terminal_open", {"command": ["python3", "-q"]}))
         ok(await s.call_tool("terminal_send", {"id": "pty-1", "text": "kept = 'state'"}))
         job = ok(await s.call_tool("terminal_send", {
-            "id": "pty-1", "text": "import time; time.sleep(300)", "run_in_background": True}))["job_id"]
+            "id": "pty-1",
+            # sleep-ok: the program the send runs, not synchronisation
+            "text": "import time; print('sleeping', flush=True); time.sleep(300)",
+            "run_in_background": True}))["job_id"]
         assert err(await s.call_tool("terminal_send", {"id": "pty-1", "text": "1"}))["code"] == "SEND_ACTIVE"
+        # kill the sleep itself, not the REPL still reading the line
+        await output_contains(s, job, "sleeping\n")
         assert ok(await s.call_tool("job_kill", {"job_id": job}))["status"] == "killed"
         out = ok(await s.call_tool("job_output", {"job_id": job, "since": 0}))["output"]
         assert "KeyboardInterrupt" in out
@@ -203,9 +225,11 @@ async def test_a_background_send_whose_program_ignores_sigint_is_still_stopped(i
     async with connect(isolated_env) as s:
         ok(await s.call_tool("terminal_open", {}))
         job = ok(await s.call_tool("terminal_send", {
-            "id": "pty-1", "text": "trap '' INT; sleep 300", "run_in_background": True}))["job_id"]
-        await anyio.sleep(0.3)
-        assert ok(await s.call_tool("job_kill", {"job_id": job}))["status"] == "killed"
+            "id": "pty-1", "text": "trap '' INT; echo trapped; sleep 300", "run_in_background": True}))["job_id"]
+        # once SIGINT is ignored, only the kill's escalation can stop the sleep
+        await output_contains(s, job, "trapped\n")
+        killed = ok(await s.call_tool("job_kill", {"job_id": job}))
+        assert killed["status"] == "killed", killed
         r = ok(await s.call_tool("terminal_send", {"id": "pty-1", "text": "echo alive"}))
         assert r["output"].endswith("alive\n") and r["reason"] == "prompt"
 
@@ -233,13 +257,57 @@ def test_disconnecting_during_a_waiting_call_still_ends_the_jobs(isolated_env):
         call(3, "job_output", {"job_id": job, "wait_ms": 20000})
         first = _read_response(proc, 3)["result"]["structuredContent"]
         sid = int(first["output"].split()[0])
-        call(4, "job_output", {"job_id": job, "since": first["next"], "wait_ms": 60000})
-        time.sleep(0.3)
+        call(4, "job_output", {"job_id": job, "since": first["next"], "wait_ms": 600000})
+        # the reply to a ping sent after it proves the server took up call 4
+        _rpc(proc, {"jsonrpc": "2.0", "id": 5, "method": "ping"})
+        _read_response(proc, 5)
         started = time.monotonic()
         proc.stdin.close()
-        proc.wait(timeout=15)
-        assert time.monotonic() - started < 4, "the server lingered after its client left"
+        # far less than the 600 s the call would wait
+        proc.wait(timeout=HANG)
+        assert time.monotonic() - started < HANG, "the server lingered after its client left"
     finally:
         if proc.poll() is None:
             proc.kill()
     assert live_in_session(sid) == []
+
+
+async def output_contains(session, job_id, text):
+    """Waits (server-side, with wait_ms) until the job's output contains `text`."""
+    seen = ""
+    cursor = 0
+    with anyio.fail_after(HANG):
+        while text not in seen:
+            r = ok(await session.call_tool("job_output", {"job_id": job_id, "since": cursor, "wait_ms": 5000}))
+            seen += r["output"]
+            cursor = r["next"]
+            assert r["status"] in ("running", "stopping") or text in seen, (r, seen)
+
+
+async def test_a_notification_after_the_session_closed_leaves_the_transport_working(isolated_env, tmp_path):
+    """A job that settles after the client session closed sends its
+    notification into a session nobody reads any more. The test helper's
+    transport reads it and drops it and shuts down cleanly (the SDK's own
+    stdio transport raised BrokenResourceError here, failing the test that
+    was unlucky enough to end as a job settled)."""
+    fifo = tmp_path / "release"
+    os.mkfifo(fifo)
+    dropped = []
+    params = StdioServerParameters(command=dsh_bin(), args=["mcp"], env=isolated_env)
+    with tempfile.TemporaryFile("w+") as errlog:
+        async with anyio.create_task_group() as tg:
+            async with stdio_client(params, errlog=errlog) as (read, write):
+                to_session, session_read = anyio.create_memory_object_stream(0)
+                tg.start_soon(deliver_until_the_server_exits, read, to_session, dropped)
+                async with ClientSession(session_read, write) as s:
+                    await s.initialize()
+                    job = ok(await s.call_tool("bash", {
+                        "command": f"read -r _ < {fifo}", "run_in_background": True}))["job_id"]
+                # the session is closed; now the job settles
+                await anyio.to_thread.run_sync(fifo.write_text, "go\n")
+
+                async def notified():
+                    return [m for m in dropped if getattr(m.message.root, "method", None) == "notifications/message"]
+
+                [note] = await eventually(notified, "the job's notification arrives after the session closed")
+                assert note.message.root.params["data"]["job_id"] == job

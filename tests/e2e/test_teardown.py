@@ -7,12 +7,11 @@ import json
 import os
 import pathlib
 import signal
-import time
 
-import anyio
 import pytest
 
 from conftest import connect, ok
+from waiting import eventually
 
 pytestmark = pytest.mark.anyio
 
@@ -77,10 +76,11 @@ async def test_a_sigkilled_server_leaves_nothing_behind(isolated_env, tmp_path, 
             )
             assert job["job_id"] == "bash-1"
             commands = lambda: sorted(c for _, c in started_by(marker))
-            deadline = time.monotonic() + 20
-            while not {"sleep 1000", "sleep 1001", "sleep 1002"} <= set(commands()):
-                assert time.monotonic() < deadline, commands()
-                await anyio.sleep(0.02)
+
+            async def all_started():
+                return {"sleep 1000", "sleep 1001", "sleep 1002"} <= set(commands())
+
+            await eventually(all_started, "the terminal's and the job's sleeps to run")
             before = started_by(marker)
             os.kill(server_pid(env, marker, standalone), signal.SIGKILL)
             killed = True
@@ -90,18 +90,20 @@ async def test_a_sigkilled_server_leaves_nothing_behind(isolated_env, tmp_path, 
         if not killed:
             raise
     assert killed
-    deadline = time.monotonic() + 20
-    left = started_by(marker)
-    while left:
-        if time.monotonic() > deadline:
-            for pid, _ in left:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-            raise AssertionError(f"still running after dsh was killed: {left} (before: {before})")
-        await anyio.sleep(0.05)
+
+    async def all_gone():
+        return not started_by(marker)
+
+    try:
+        await eventually(all_gone, "everything dsh started to end after it was killed")
+    except AssertionError:
         left = started_by(marker)
+        for pid, _ in left:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        raise AssertionError(f"still running after dsh was killed: {left} (before: {before})")
 
 
 class _ServerKilled(Exception):

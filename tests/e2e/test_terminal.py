@@ -2,23 +2,15 @@
 
 import os
 import signal
-import time
 
 import anyio
 import pytest
 from mcp.types import ServerNotification, ToolListChangedNotification
 
 from conftest import connect, dsh_children, err, live_in_session, ok, write_config
+from waiting import HANG, eventually, in_foreground, wait_until
 
 pytestmark = pytest.mark.anyio
-
-def _cmdline(pid):
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return f.read()
-    except OSError:
-        return b""
-
 
 BUGGY = "def mean(xs):\n    return sum(xs) / (len(xs) + 1)\n"
 FIXED = "def mean(xs):\n    return sum(xs) / len(xs)\n"
@@ -28,10 +20,12 @@ async def test_three_step_repl_debugging_survives_a_reload(isolated_env, tmp_pat
     config = tmp_path / "dsh-config.toml"
     config.write_text('preset = "full"\n')
     changes = []
+    changed = [anyio.Event(), anyio.Event()]
 
     async def on_message(message):
         if isinstance(message, ServerNotification) and isinstance(message.root, ToolListChangedNotification):
             changes.append(message.root)
+            changed[len(changes) - 1].set()
 
     async with connect(isolated_env, "--config", str(config), message_handler=on_message) as s:
         opened = ok(await s.call_tool("terminal_open", {"command": ["python3", "-q"], "name": "repl"}))
@@ -48,15 +42,13 @@ async def test_three_step_repl_debugging_survives_a_reload(isolated_env, tmp_pat
         [server] = dsh_children()
         config.write_text('preset = "minimal"\n')
         os.kill(server, signal.SIGHUP)
-        with anyio.fail_after(10):
-            while not changes:
-                await anyio.sleep(0.02)
+        with anyio.fail_after(HANG):
+            await changed[0].wait()
         assert [t.name for t in (await s.list_tools()).tools] == ["bash"]
         config.write_text('preset = "full"\n')
         os.kill(server, signal.SIGHUP)
-        with anyio.fail_after(10):
-            while len(changes) < 2:
-                await anyio.sleep(0.02)
+        with anyio.fail_after(HANG):
+            await changed[1].wait()
 
         # step 2: inspect, only the new expression is sent
         r = ok(await s.call_tool("terminal_send", {"id": "pty-1", "text": "sum(data), len(data)"}))
@@ -70,7 +62,7 @@ async def test_three_step_repl_debugging_survives_a_reload(isolated_env, tmp_pat
 
 async def test_shell_state_prompts_and_exit_codes(isolated_env, tmp_path):
     async with connect(isolated_env, cwd=str(tmp_path)) as s:
-        ok(await s.call_tool("terminal_open", {}))
+        sid = ok(await s.call_tool("terminal_open", {}))["pid"]
         r = ok(await s.call_tool("terminal_send", {"id": "pty-1", "text": "cd /etc && export GREETING=hi; false"}))
         assert (r["reason"], r["exit_code"]) == ("prompt", 1)
         r = ok(await s.call_tool("terminal_send", {"id": "pty-1", "text": "echo $PWD $GREETING"}))
@@ -85,39 +77,51 @@ async def test_shell_state_prompts_and_exit_codes(isolated_env, tmp_path):
         # until settles early; a timeout leaves the command running
         r = ok(await s.call_tool("terminal_send", {"id": "pty-1", "text": "echo start; sleep 0.3; echo marker-42; sleep 30", "until": "marker-\\d+"}))
         assert r["reason"] == "pattern" and "marker-42" in r["output"]
-        # the shell may still be between `echo` and `sleep 30`: an interrupt
-        # then reaches the shell, not the sleep; wait until the sleep runs
-        shell = ok(await s.call_tool("terminal_list", {}))["terminals"][0]["pid"]
-        deadline = time.monotonic() + 15
-        while not [p for p in live_in_session(shell) if _cmdline(p[0]) == b"sleep\x0030\x00"]:
-            assert time.monotonic() < deadline, "sleep 30 never started"
-            await anyio.sleep(0.01)
         # the pattern send settled, so the slot is free; the sleep still runs until interrupted
+        # (once it runs: the shell may still be between `echo` and `sleep 30`,
+        # and an interrupt then reaches the shell, not the sleep)
+        wait_until(lambda: in_foreground(sid, "sleep"), "`sleep 30` runs in the foreground")
         ok(await s.call_tool("terminal_signal", {"id": "pty-1", "signal": "SIGINT"}))
         r = ok(await s.call_tool("terminal_send", {"id": "pty-1", "text": "echo after"}))
         assert (r["output"].splitlines()[-1], r["reason"]) == ("after", "prompt")
 
-        r = ok(await s.call_tool("terminal_send", {"id": "pty-1", "text": "sleep 1; echo late", "timeout_ms": 100}))
-        assert r["reason"] == "timeout"
-        time.sleep(1.5)
-        tail = ok(await s.call_tool("terminal_read", {"id": "pty-1"}))
-        assert "late" in tail["output"]
+        # a timeout returns while the command runs (it waits on a FIFO the
+        # test releases); a read shows what it printed afterwards
+        fifo = tmp_path / "release"
+        os.mkfifo(fifo)
+        r = ok(await s.call_tool("terminal_send", {
+            "id": "pty-1", "text": f"echo early; read -r _ < {fifo}; echo late", "timeout_ms": 2000}))
+        assert (r["reason"], r["output"]) == ("timeout", "early\n")
+        await anyio.to_thread.run_sync(fifo.write_text, "go\n")
+
+        async def read_late():
+            tail = ok(await s.call_tool("terminal_read", {"id": "pty-1"}))
+            return "late\n" in tail["output"]
+
+        await eventually(read_late, "terminal_read shows the late output")
 
 
 async def test_one_send_at_a_time_and_errors(isolated_env):
     async with connect(isolated_env) as s:
-        ok(await s.call_tool("terminal_open", {}))
-        results = []
+        sid = ok(await s.call_tool("terminal_open", {}))["pid"]
+        results = {}
 
         async def send(text):
-            results.append(await s.call_tool("terminal_send", {"id": "pty-1", "text": text}))
+            results[text] = await s.call_tool("terminal_send", {"id": "pty-1", "text": text})
+
+        async def first_is_active():
+            [terminal] = ok(await s.call_tool("terminal_list", {}))["terminals"]
+            return terminal["active_send"]
 
         async with anyio.create_task_group() as tg:
-            tg.start_soon(send, "sleep 0.5; echo first")
-            await anyio.sleep(0.1)
-            tg.start_soon(send, "echo second")
-        codes = sorted("ok" if not r.isError else err(r)["code"] for r in results)
-        assert codes == ["SEND_ACTIVE", "ok"]
+            tg.start_soon(send, "sleep 300")
+            await eventually(first_is_active, "the first send is active")
+            await send("echo second")
+            assert err(results["echo second"])["code"] == "SEND_ACTIVE"
+            # end the first send: interrupting its command settles it
+            wait_until(lambda: in_foreground(sid, "sleep"), "`sleep 300` runs in the foreground")
+            ok(await s.call_tool("terminal_signal", {"id": "pty-1", "signal": "SIGINT"}))
+        assert ok(results["sleep 300"])["reason"] == "prompt"
 
         assert err(await s.call_tool("terminal_send", {"id": "pty-9", "text": "x"}))["code"] == "NO_SESSION"
         assert err(await s.call_tool("terminal_send", {"id": "nine", "text": "x"}))["code"] == "INVALID_ARGUMENT"
@@ -151,10 +155,7 @@ async def test_close_and_disconnect_leave_no_process(isolated_env):
         ok(await s.call_tool("terminal_open", {}))
         r = ok(await s.call_tool("terminal_send", {"id": "pty-2", "text": "set -m; sleep 1001 & echo $$"}))
         sid2 = int(r["output"].split()[-1])
-    deadline = time.monotonic() + 15
-    while live_in_session(sid2) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert live_in_session(sid2) == []
+    wait_until(lambda: live_in_session(sid2) == [], f"session {sid2} is empty after the disconnect")
 
 
 async def test_screen_mode_shows_a_full_screen_program(isolated_env, tmp_path):

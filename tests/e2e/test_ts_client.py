@@ -7,12 +7,16 @@
 import shutil
 import subprocess
 
+import pytest
+
 from conftest import ROOT, dsh_bin
 
 FIXTURES = ROOT / "tests" / "fixtures" / "lsp" / "langs"
 NODE = ROOT / "tests" / "node"
 
 
+# The script waits for a cold language server, slow on a loaded machine.
+@pytest.mark.timeout(300)
 def test_the_typescript_sdk_client_drives_dsh(isolated_env, tmp_path):
     if shutil.which("node") is None:
         raise AssertionError("node is not installed: the TypeScript SDK test needs Node.js 20+")
@@ -27,7 +31,7 @@ def test_the_typescript_sdk_client_drives_dsh(isolated_env, tmp_path):
         env=env,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=240,
     )
     print(p.stdout)
     assert p.returncode == 0, f"stdout:\n{p.stdout}\nstderr:\n{p.stderr}"

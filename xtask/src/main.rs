@@ -4,12 +4,17 @@
 //!   fails when the committed file is stale;
 //! * `test` checks the house style first (`cargo fmt --check`, clippy with
 //!   warnings as errors), installs what the tests need (the rust-analyzer
-//!   component, a Python virtual environment with the MCP SDK and
+//!   component, a Python virtual environment with the MCP SDK, pytest and
 //!   python-lsp-server, and the language servers of the built-in
 //!   languages: pyright, typescript-language-server and the TypeScript MCP
-//!   SDK from npm into `tests/node`, clangd and Go's gopls from Debian) and
-//!   runs every test: the Rust workspace, then the end-to-end MCP suite;
-//! * `bench <name>` runs a benchmark and prints its table.
+//!   SDK from npm into `tests/node`, clangd and Go's gopls from Debian; and
+//!   the browser of the `dsh ui` test: Debian's chromium, driven by
+//!   playwright-core from `tests/node`, which never downloads a browser)
+//!   and runs every test: the Rust workspace, the end-to-end MCP suite,
+//!   then every benchmark in its `--quick` mode so none can rot;
+//! * `bench <name> [--quick]` runs a benchmark (release build) and prints
+//!   its table; `--quick` runs a short smoke version on the debug build,
+//!   whose figures are not to be quoted.
 //!
 //! It is not part of the product and nothing depends on it.
 
@@ -18,13 +23,19 @@ use std::process::{Command, ExitCode};
 
 use anyhow::{Context as _, bail};
 
+#[cfg(test)]
+mod tidy;
+
 const USAGE: &str = "\
 usage: cargo xtask <task>
 
 tasks:
   codegen [--check]   write docs/tool-catalog.md from the code (--check: fail if stale)
-  test                check fmt and clippy, install what the tests need, run every test
-  bench <name>        run a benchmark: mcp, terminal, memory, jobs, lsp, workspace, sandbox, daemon, all";
+  test                check fmt and clippy, install what the tests need, run every test,
+                      then `bench all --quick`
+  bench <name> [--quick]
+                      run a benchmark: mcp, terminal, memory, jobs, lsp, workspace, sandbox,
+                      daemon, ui, all (--quick: a short smoke run on the debug build)";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -33,7 +44,8 @@ fn main() -> ExitCode {
         ["codegen"] => codegen(false),
         ["codegen", "--check"] => codegen(true),
         ["test"] => test(),
-        ["bench", name] => bench(name),
+        ["bench", name] => bench(name, Speed::Full),
+        ["bench", name, "--quick"] => bench(name, Speed::Quick),
         _ => {
             eprintln!("{USAGE}");
             return ExitCode::from(2);
@@ -132,7 +144,7 @@ fn install_prerequisites() -> anyhow::Result<()> {
         )?;
     }
     step(
-        "install the Python test requirements (MCP SDK, pytest, python-lsp-server)",
+        "install the Python test requirements (MCP SDK, pytest, pytest-timeout, python-lsp-server)",
         Command::new(venv_bin().join("pip")).args([
             "install",
             "--quiet",
@@ -148,9 +160,13 @@ fn on_path(program: &str) -> bool {
         .is_some_and(|paths| std::env::split_paths(&paths).any(|d| d.join(program).is_file()))
 }
 
+/// The browser the `dsh ui` end-to-end test drives (Debian's package).
+const CHROMIUM: &str = "/usr/bin/chromium";
+
 /// Installs the language servers of the built-in languages for the tests:
 /// npm packages into `tests/node` (from the committed lock file), clangd
-/// and Go's pair from Debian when missing (CI runs as root). Returns why Go
+/// and Go's pair from Debian when missing (CI runs as root), and Debian's
+/// chromium for the `dsh ui` browser test. Returns why Go
 /// cannot be had here, if it cannot; Python, TypeScript and C/C++ must be.
 fn install_language_servers() -> anyhow::Result<Option<String>> {
     let modules = node_dir().join("node_modules");
@@ -165,9 +181,10 @@ fn install_language_servers() -> anyhow::Result<Option<String>> {
     };
     if stale {
         step(
-            "install pyright, typescript-language-server, typescript and the TypeScript MCP SDK (npm ci in tests/node)",
+            "install pyright, typescript-language-server, typescript, the TypeScript MCP SDK and playwright-core (npm ci in tests/node)",
             Command::new("npm")
                 .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
+                .env("PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "1")
                 .current_dir(node_dir()),
         )?;
     }
@@ -194,6 +211,12 @@ fn install_language_servers() -> anyhow::Result<Option<String>> {
     if !on_path("clangd") {
         apt_update()?;
         apt_install(&["clangd"])?;
+    }
+    // The `dsh ui` browser test drives Debian's Chromium, never one a
+    // tool downloads.
+    if !Path::new(CHROMIUM).is_file() {
+        apt_update()?;
+        apt_install(&["chromium", "fonts-dejavu-core"])?;
     }
     if !(on_path("go") && on_path("gopls")) {
         let attempt = apt_update().and_then(|()| apt_install(&["golang-go", "gopls"]));
@@ -270,27 +293,65 @@ fn test() -> anyhow::Result<()> {
             .env("PATH", &path)
             .env("DSH_BIN", root().join("target/debug/dsh")),
     )?;
+    quick_benchmarks()?;
     eprintln!("\nall tests passed");
     Ok(())
 }
 
-fn bench(name: &str) -> anyhow::Result<()> {
+/// Every benchmark in its `--quick` mode, on the debug build the tests
+/// just made: CI runs them so none can rot.
+fn quick_benchmarks() -> anyhow::Result<()> {
+    let started = std::time::Instant::now();
+    bench("all", Speed::Quick)?;
+    eprintln!(
+        "\nquick benchmarks ran in {:.0} s",
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+/// How a benchmark runs.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Speed {
+    /// The release build, every round: the figures the docs quote.
+    Full,
+    /// The debug build, a few rounds: a smoke run.
+    Quick,
+}
+
+fn bench(name: &str, speed: Speed) -> anyhow::Result<()> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let path = path_with_venv();
+    let quick = speed == Speed::Quick;
+    let (profile_args, profile_dir): (&[&str], &str) = if quick {
+        (&[], "debug")
+    } else {
+        (&["--release"], "release")
+    };
     let example = |package: &str, example: &str| -> anyhow::Result<()> {
+        let mut command = Command::new(&cargo);
+        command.arg("run").args(profile_args).args([
+            "--quiet",
+            "-p",
+            package,
+            "--example",
+            example,
+        ]);
+        if quick {
+            command.args(["--", "--quick"]);
+        }
         step(
             &format!("benchmark: {package} {example}"),
+            command.env("PATH", &path),
+        )
+    };
+    let build_dsh = || {
+        step(
+            &format!("build dsh ({profile_dir})"),
             Command::new(&cargo)
-                .args([
-                    "run",
-                    "--release",
-                    "--quiet",
-                    "-p",
-                    package,
-                    "--example",
-                    example,
-                ])
-                .env("PATH", &path),
+                .arg("build")
+                .args(profile_args)
+                .args(["-p", "dsh"]),
         )
     };
     match name {
@@ -298,45 +359,81 @@ fn bench(name: &str) -> anyhow::Result<()> {
             if !venv_bin().join("python").exists() {
                 install_prerequisites()?;
             }
-            step(
-                "build dsh (release)",
-                Command::new(&cargo).args(["build", "--release", "-p", "dsh"]),
-            )?;
+            build_dsh()?;
+            let mut command = Command::new(venv_bin().join("python"));
+            command.arg("tests/bench/bench_mcp.py");
+            if quick {
+                command.arg("--quick");
+            }
             step(
                 "benchmark: a bash call through MCP vs a direct spawn",
-                Command::new(venv_bin().join("python"))
-                    .arg("tests/bench/bench_mcp.py")
-                    .env("DSH_BIN", root().join("target/release/dsh")),
+                command.env(
+                    "DSH_BIN",
+                    root().join("target").join(profile_dir).join("dsh"),
+                ),
             )
         }
         "terminal" => {
-            step(
-                "build dsh (release)",
-                Command::new(&cargo).args(["build", "--release", "-p", "dsh"]),
-            )?;
+            build_dsh()?;
             example("dsh", "bench_terminal")
         }
         "memory" => {
+            build_dsh()?;
+            let mut command = Command::new(&cargo);
+            command.arg("run").args(profile_args).args([
+                "--quiet",
+                "-p",
+                "dsh",
+                "--example",
+                "bench_dsh_memory",
+            ]);
+            if quick {
+                command.args(["--", "--quick"]);
+            }
             step(
-                "build dsh (release)",
-                Command::new(&cargo).args(["build", "--release", "-p", "dsh"]),
-            )?;
-            example("dsh", "bench_dsh_memory")
+                "benchmark: what a long-running dsh server keeps after terminals close",
+                command.env("PATH", &path).env(
+                    "DSH_BIN",
+                    root().join("target").join(profile_dir).join("dsh"),
+                ),
+            )
         }
         "daemon" => {
             if !venv_bin().join("python").exists() {
                 install_prerequisites()?;
             }
-            step(
-                "build dsh (release)",
-                Command::new(&cargo).args(["build", "--release", "-p", "dsh"]),
-            )?;
+            build_dsh()?;
+            let mut command = Command::new(venv_bin().join("python"));
+            command.arg("tests/bench/bench_daemon.py");
+            if quick {
+                command.arg("--quick");
+            }
             step(
                 "benchmark: the daemon vs standalone servers (MCP call, registry, shared rust-analyzer, memory)",
-                Command::new(venv_bin().join("python"))
-                    .arg("tests/bench/bench_daemon.py")
-                    .env("PATH", &path)
-                    .env("DSH_BIN", root().join("target/release/dsh")),
+                command.env("PATH", &path).env(
+                    "DSH_BIN",
+                    root().join("target").join(profile_dir).join("dsh"),
+                ),
+            )
+        }
+        "ui" => {
+            if !venv_bin().join("python").exists() {
+                install_prerequisites()?;
+            }
+            build_dsh()?;
+            let mut run = Command::new(venv_bin().join("python"));
+            run.arg("tests/bench/bench_ui.py").env("PATH", &path).env(
+                "DSH_BIN",
+                root().join("target").join(profile_dir).join("dsh"),
+            );
+            if quick {
+                // the debug build's emulator is slow: a smaller flood keeps
+                // the smoke run short
+                run.arg("--quick").env("BENCH_UI_FLOOD", "2000000");
+            }
+            step(
+                "benchmark: an agent's settle latency with 20 viewers of its flooding terminal vs none",
+                &mut run,
             )
         }
         "jobs" => example("jobs", "bench_jobs"),
@@ -353,8 +450,9 @@ fn bench(name: &str) -> anyhow::Result<()> {
                 "workspace",
                 "sandbox",
                 "daemon",
+                "ui",
             ] {
-                bench(n)?;
+                bench(n, speed)?;
             }
             Ok(())
         }

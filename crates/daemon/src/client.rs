@@ -21,8 +21,12 @@ use crate::protocol::{
     Failure, Hello, MAX_REPLY_LINE, Reply, Request, read_line_blocking, write_line_blocking,
 };
 
-/// How long a daemon that is running may take to answer a hello.
+/// How long a daemon may take to answer a hello before the client looks
+/// at it: a stopped (or gone) one is reported then.
 pub const HELLO_TIMEOUT: Duration = Duration::from_millis(1500);
+/// How long a daemon that runs (a loaded machine slows it) may take to
+/// answer a hello.
+pub const HELLO_PATIENCE: Duration = Duration::from_secs(15);
 /// How long a client waits for a daemon it started to answer.
 pub const START_TIMEOUT: Duration = Duration::from_secs(15);
 
@@ -94,13 +98,28 @@ pub fn connect(
     let began = Instant::now();
     let mut started: Option<std::process::Child> = None;
     let mut last_mismatch: Option<Reply> = None;
+    let mut first_gone: Option<Instant> = None;
     loop {
         match UnixStream::connect(&paths.socket) {
             Ok(stream) => match say_hello(paths, stream, hello) {
+                // The daemon closed the connection unanswered: it was
+                // exiting (killed, stopping) as this client connected, and
+                // its socket is about to be stale. Connect again: that is
+                // refused (and handled as a stale socket) or answered.
+                // (While a daemon this client started takes over, this is
+                // the old one leaving: go on waiting, below.)
+                Err(NoAnswer::Gone(e)) if started.is_none() => {
+                    if first_gone.get_or_insert_with(Instant::now).elapsed() > HELLO_TIMEOUT {
+                        return Err(e);
+                    }
+                    std::thread::sleep(Duration::from_millis(10));
+                    continue;
+                }
+                Err(NoAnswer::Gone(_)) => {}
                 // While a daemon this client started takes over from one of
                 // another version, the old one may not answer for a moment.
-                Err(ClientError::Unreachable(_)) if started.is_some() => {}
-                Err(e) => return Err(e),
+                Err(NoAnswer::Failed(ClientError::Unreachable(_))) if started.is_some() => {}
+                Err(NoAnswer::Failed(e)) => return Err(e),
                 Ok(Ok(connected)) => {
                     if let Some(child) = started.take() {
                         reap_in_background(child);
@@ -182,13 +201,39 @@ pub fn connect(
     }
 }
 
+/// Why a hello got no reply.
+enum NoAnswer {
+    /// The connection was closed or reset before any answer: the daemon
+    /// went away.
+    Gone(ClientError),
+    /// Anything else.
+    Failed(ClientError),
+}
+
+/// Whether `pid` runs: it exists and is neither stopped, traced, a zombie
+/// nor dead (from `/proc`).
+fn runs(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rfind(')').map(|i| {
+                !matches!(
+                    s[i + 1..].trim_start().chars().next(),
+                    Some('T' | 't' | 'Z' | 'X') | None
+                )
+            })
+        })
+        .unwrap_or(false)
+}
+
 /// Sends the hello and reads the reply: `Ok(Ok)` accepted, `Ok(Err)`
-/// refused, `Err` unreachable.
+/// refused, `Err` unreachable. A daemon that runs is waited for up to
+/// [`HELLO_PATIENCE`]; one that is stopped or gone, [`HELLO_TIMEOUT`].
 fn say_hello(
     paths: &DaemonPaths,
     stream: UnixStream,
     hello: &Hello,
-) -> Result<Result<Connected, Reply>, ClientError> {
+) -> Result<Result<Connected, Reply>, NoAnswer> {
     let unreachable = |what: String| {
         ClientError::Unreachable(format!(
             "the dsh daemon{} at {} {what}",
@@ -196,29 +241,64 @@ fn say_hello(
             paths.socket.display()
         ))
     };
+    let gone = |e: &std::io::Error| {
+        matches!(
+            e.kind(),
+            std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::BrokenPipe
+        )
+    };
     stream
         .set_read_timeout(Some(HELLO_TIMEOUT))
         .and_then(|()| stream.set_write_timeout(Some(HELLO_TIMEOUT)))
-        .map_err(|e| unreachable(format!("cannot be used: {e}")))?;
+        .map_err(|e| NoAnswer::Failed(unreachable(format!("cannot be used: {e}"))))?;
     let mut writer = &stream;
-    write_line_blocking(&mut writer, hello)
-        .map_err(|e| unreachable(format!("did not take the request: {e}")))?;
-    let mut reader = BufReader::new(stream);
-    let reply: Reply = match read_line_blocking(&mut reader, MAX_REPLY_LINE) {
-        Ok(reply) => reply,
-        Err(crate::protocol::LineError::Io(e))
-            if matches!(
-                e.kind(),
-                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-            ) =>
-        {
-            return Err(unreachable(format!(
-                "did not answer within {} ms; it may be stopped or overloaded (`dsh daemon status`; its log is {})",
-                HELLO_TIMEOUT.as_millis(),
-                paths.log.display()
-            )));
+    write_line_blocking(&mut writer, hello).map_err(|e| {
+        let error = unreachable(format!("did not take the request: {e}"));
+        if gone(&e) {
+            NoAnswer::Gone(error)
+        } else {
+            NoAnswer::Failed(error)
         }
-        Err(e) => return Err(unreachable(format!("answered badly: {e}"))),
+    })?;
+    let mut reader = BufReader::new(stream);
+    let asked = Instant::now();
+    let reply: Reply = loop {
+        match read_line_blocking(&mut reader, MAX_REPLY_LINE) {
+            Ok(reply) => break reply,
+            Err(crate::protocol::LineError::Io(e))
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                let running = crate::daemon::read_info(&paths.info).is_some_and(|i| runs(i.pid));
+                if running && asked.elapsed() < HELLO_PATIENCE {
+                    continue;
+                }
+                let waited = if running {
+                    format!("{} s", HELLO_PATIENCE.as_secs())
+                } else {
+                    format!("{} ms", HELLO_TIMEOUT.as_millis())
+                };
+                return Err(NoAnswer::Failed(unreachable(format!(
+                    "did not answer within {waited}; it may be stopped or overloaded (`dsh daemon status`; its log is {})",
+                    paths.log.display()
+                ))));
+            }
+            Err(crate::protocol::LineError::Closed) => {
+                return Err(NoAnswer::Gone(unreachable(
+                    "closed the connection without an answer".into(),
+                )));
+            }
+            Err(crate::protocol::LineError::Io(e)) if gone(&e) => {
+                return Err(NoAnswer::Gone(unreachable(format!("answered badly: {e}"))));
+            }
+            Err(e) => {
+                return Err(NoAnswer::Failed(unreachable(format!(
+                    "answered badly: {e}"
+                ))));
+            }
+        }
     };
     let _ = reader.get_ref().set_read_timeout(None);
     let _ = reader.get_ref().set_write_timeout(None);
@@ -386,5 +466,75 @@ pub fn emit(text: &str) -> std::io::Result<()> {
     match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
         other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+    use crate::protocol::Request;
+    use std::os::unix::net::UnixListener;
+
+    fn paths_in(dir: &Path) -> DaemonPaths {
+        let paths = DaemonPaths::with_runtime_dir(&dir.join("data"), &dir.join("run"));
+        paths.ensure_runtime_dir().unwrap();
+        paths.ensure_data_dir().unwrap();
+        paths
+    }
+
+    /// A daemon killed as a client connects: its listener took the
+    /// connection into its backlog and closed. The socket it left is stale,
+    /// as if the client had come a moment later.
+    #[test]
+    fn a_daemon_that_dies_as_the_client_connects_is_taken_for_gone() {
+        let dir = tempfile::tempdir().unwrap();
+        let paths = paths_in(dir.path());
+        let listener = UnixListener::bind(&paths.socket).unwrap();
+        let dying = std::thread::spawn(move || {
+            let (stream, _) = listener.accept().unwrap();
+            drop(stream);
+            drop(listener);
+        });
+        let got = connect(&paths, &Hello::new(Request::Status), None);
+        dying.join().unwrap();
+        assert!(
+            matches!(got, Err(ClientError::NotRunning { .. })),
+            "{:?}",
+            got.err()
+        );
+    }
+
+    /// A daemon that runs but answers late (a loaded machine) is waited
+    /// for; only a stopped one is given up on after `HELLO_TIMEOUT`.
+    #[test]
+    fn a_running_daemon_that_answers_late_is_waited_for() {
+        let dir = tempfile::tempdir().unwrap();
+        let paths = paths_in(dir.path());
+        // this test's process stands for the daemon: it runs
+        let info = serde_json::json!({
+            "pid": std::process::id(), "version": version_of_test(),
+            "socket": paths.socket, "started_at": "2000-01-01T00:00:00Z",
+        });
+        std::fs::write(&paths.info, info.to_string()).unwrap();
+        let listener = UnixListener::bind(&paths.socket).unwrap();
+        let slow = std::thread::spawn(move || {
+            let (stream, _) = listener.accept().unwrap();
+            let mut reader = BufReader::new(&stream);
+            let _: Hello = read_line_blocking(&mut reader, MAX_REPLY_LINE).unwrap();
+            // sleep-ok: the daemon's slowness is what this test is about
+            std::thread::sleep(HELLO_TIMEOUT + Duration::from_millis(700));
+            let mut writer = &stream;
+            // a client that gave up has closed its end
+            let _ = write_line_blocking(&mut writer, &Reply::ok(serde_json::json!({})));
+        });
+        let got = connect(&paths, &Hello::new(Request::Status), None);
+        slow.join().unwrap();
+        let connected = got.map_err(|e| e.to_string()).unwrap();
+        assert_eq!(connected.reply.error, None);
+    }
+
+    fn version_of_test() -> String {
+        crate::protocol::version()
     }
 }

@@ -244,6 +244,10 @@ struct Shared {
     started_at: SystemTime,
     /// Registry requests, attaches and other short clients in flight.
     busy: AtomicUsize,
+    /// People watching a live stream of the web page.
+    watchers: Arc<AtomicUsize>,
+    /// The web page, once `dsh ui` asked for it.
+    ui: tokio::sync::Mutex<Option<ui::UiServer>>,
 }
 
 /// Runs the daemon until it is stopped, idle, or drained after a hand-over.
@@ -306,6 +310,8 @@ async fn serve(
         stop: CancellationToken::new(),
         started_at: SystemTime::now(),
         busy: AtomicUsize::new(0),
+        watchers: Arc::new(AtomicUsize::new(0)),
+        ui: tokio::sync::Mutex::new(None),
     });
     tracing::info!(
         pid = std::process::id(),
@@ -358,6 +364,10 @@ async fn serve(
                     unlink_own_socket(&paths.socket, identity);
                     held.hand_over(&to);
                     lock = None;
+                    // The page reads the store: the new daemon serves it.
+                    if let Some(page) = shared.ui.lock().await.take() {
+                        page.stop().await;
+                    }
                     let _ = done.send(());
                     tracing::info!(
                         to = %to.display(),
@@ -368,7 +378,9 @@ async fn serve(
             },
             () = tokio::time::sleep(tick) => {}
         }
-        let active = host.connection_count() > 0 || shared.busy.load(Ordering::Acquire) > 0;
+        let active = host.connection_count() > 0
+            || shared.busy.load(Ordering::Acquire) > 0
+            || shared.watchers.load(Ordering::Acquire) > 0;
         if listener.is_none() && !active {
             break "handed over, last connection ended";
         }
@@ -388,6 +400,9 @@ async fn serve(
         unlink_own_socket(&paths.socket, identity);
     }
     shared.stop.cancel();
+    if let Some(page) = shared.ui.lock().await.take() {
+        page.stop().await;
+    }
     let drained = tokio::time::timeout(Duration::from_secs(30), async {
         while tasks.join_next().await.is_some() {}
     })
@@ -573,6 +588,7 @@ async fn handle(shared: Arc<Shared>, stream: UnixStream) {
         | Request::Stop
         | Request::Reload
         | Request::Ps
+        | Request::Ui
         | Request::Handover { .. }
         | Request::Record { .. } => true,
     };
@@ -663,10 +679,10 @@ async fn handle(shared: Arc<Shared>, stream: UnixStream) {
             let _ = write_line(&mut write, &reply).await;
         }
         Request::Status => {
-            let _ = write_line(&mut write, &Reply::ok(status(&shared))).await;
+            let _ = write_line(&mut write, &Reply::ok(status(&shared).await)).await;
         }
         Request::Stop => {
-            let _ = write_line(&mut write, &Reply::ok(status(&shared))).await;
+            let _ = write_line(&mut write, &Reply::ok(status(&shared).await)).await;
             let _ = shared.control.send(Control::Stop("dsh daemon stop")).await;
         }
         Request::Reload => {
@@ -681,6 +697,14 @@ async fn handle(shared: Arc<Shared>, stream: UnixStream) {
             let _busy = Busy::new(&shared.busy);
             let data = crate::ps::snapshot(&shared.host, shared.started_at).await;
             let _ = write_line(&mut write, &Reply::ok(data)).await;
+        }
+        Request::Ui => {
+            let _busy = Busy::new(&shared.busy);
+            let reply = match serve_page(&shared).await {
+                Ok(data) => Reply::ok(data),
+                Err(e) => Reply::failed(e.code(), e.to_string()),
+            };
+            let _ = write_line(&mut write, &reply).await;
         }
         Request::Attach { id, write: typing } => {
             let _busy = Busy::new(&shared.busy);
@@ -726,9 +750,41 @@ async fn handle(shared: Arc<Shared>, stream: UnixStream) {
     }
 }
 
-fn status(shared: &Shared) -> serde_json::Value {
+/// The web page's address, started on the first request.
+async fn serve_page(shared: &Shared) -> Result<serde_json::Value, ui::UiError> {
+    let mut page = shared.ui.lock().await;
+    if page.is_none() {
+        let source = crate::ui_source::DaemonUiSource::new(
+            shared.host.clone(),
+            shared.held.clone(),
+            shared.watchers.clone(),
+        );
+        let settings = shared.host.config().ui.clone();
+        *page = Some(ui::start(Arc::new(source), &settings, shared.stop.child_token()).await?);
+    }
+    let Some(page) = page.as_ref() else {
+        return Ok(serde_json::Value::Null);
+    };
+    Ok(serde_json::json!({
+        "url": page.url(),
+        "address": page.addr().to_string(),
+        "exposed": page.exposed(),
+    }))
+}
+
+async fn status(shared: &Shared) -> serde_json::Value {
     let uptime = shared.started_at.elapsed().unwrap_or_default();
+    // The page, once `dsh ui` asked for it: where, and how many people
+    // watch a live part of it now.
+    let page = shared.ui.lock().await.as_ref().map(|p| {
+        serde_json::json!({
+            "address": p.addr().to_string(),
+            "exposed": p.exposed(),
+            "viewers": shared.watchers.load(Ordering::Acquire),
+        })
+    });
     serde_json::json!({
+        "page": page,
         "pid": std::process::id(),
         "version": version(),
         "socket": shared.paths.socket,

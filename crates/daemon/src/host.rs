@@ -32,7 +32,9 @@ use tools_catalog::{
 use workspace::{ClientInfo, SessionHeader, SessionId};
 
 use crate::session_log::{LogPolicy, SessionRecorder};
+
 use crate::store::StoreAccess;
+pub use ui::UiSettings;
 
 /// What the host needs from the config file.
 #[derive(Debug, Clone, PartialEq)]
@@ -68,6 +70,8 @@ pub struct HostConfig {
     /// write (its config directory); the host adds its data and runtime
     /// directories.
     pub private_dirs: Vec<PathBuf>,
+    /// Where the `dsh ui` page listens (fixed for the host's life).
+    pub ui: UiSettings,
 }
 
 impl HostConfig {
@@ -89,6 +93,7 @@ impl HostConfig {
                 "sandbox and env of running language servers",
                 self.sandbox != other.sandbox || self.env != other.env,
             ),
+            ("ui", self.ui != other.ui),
         ];
         fixed.iter().filter(|(_, c)| *c).map(|(k, _)| *k).collect()
     }
@@ -176,6 +181,8 @@ pub struct ConnectionFacts {
     pub connected_at: SystemTime,
     /// The pid of the process on the other end (the bridge), when known.
     pub peer_pid: Option<i32>,
+    /// The session's id once it began (before the store may have it).
+    pub session: Option<SessionId>,
 }
 
 struct ConnectionEntry {
@@ -215,6 +222,8 @@ pub struct Host {
     /// The host's own directories (data, runtime), closed to sandboxed
     /// processes.
     private: Vec<PathBuf>,
+    /// Every connection's tool calls as they happen (for `dsh ui`).
+    calls: Arc<crate::ui_source::CallHub>,
 }
 
 impl Host {
@@ -270,7 +279,13 @@ impl Host {
             next_connection: std::sync::atomic::AtomicU64::new(1),
             changed: tokio::sync::Notify::new(),
             private,
+            calls: Arc::new(crate::ui_source::CallHub::default()),
         }
+    }
+
+    /// Every connection's tool calls as they happen.
+    pub fn calls(&self) -> &Arc<crate::ui_source::CallHub> {
+        &self.calls
     }
 
     /// The runtime every connection borrows.
@@ -334,6 +349,7 @@ impl Host {
                     preset: e.layer.load().catalog.preset(),
                     connected_at: e.connected_at,
                     peer_pid: e.peer_pid,
+                    session: e.recorder.session_id(),
                 }
             })
             .collect()
@@ -573,8 +589,14 @@ impl ServerHandler for Connection {
             let _ = tokio::time::timeout(Duration::from_secs(1), sent).await;
         }
         let code = outcome.as_ref().err().map_or("OK", |e| e.code);
-        self.recorder
-            .call(at, &request.name, &logged_args, code, started.elapsed());
+        self.recorder.call(
+            at,
+            &request.name,
+            &logged_args,
+            code,
+            started.elapsed(),
+            outcome.as_ref().ok().map(|reply| &reply.structured),
+        );
         tracing::info!(
             tool = %request.name,
             outcome = code,
@@ -819,7 +841,7 @@ where
     )));
     let (cwd_tx, cwd) = watch::channel(None);
     let connection = Connection {
-        recorder: SessionRecorder::start(host.store.clone(), policy),
+        recorder: SessionRecorder::start(host.store.clone(), policy).publishing(host.calls.clone()),
         owner: Owner::new(setup.label.clone()),
         layer: layer.clone(),
         cwd: cwd.clone(),

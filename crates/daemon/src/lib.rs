@@ -15,6 +15,8 @@
 //!   registry commands, `dsh daemon status|stop`, `dsh ps` and
 //!   `dsh attach` do over the socket.
 //! * [`store`] — the store held open for the daemon's life.
+//! * [`ui_source`] — what the `dsh ui` page (the `ui` crate, started by
+//!   the daemon on the first `dsh ui`) reads of the daemon.
 //! * [`processes`] — the subreaper, the orphan reaper and the guardian
 //!   that ends the host's sessions if the host dies.
 //!
@@ -35,3 +37,4 @@ pub mod registry_ops;
 pub mod session_log;
 pub mod standalone;
 pub mod store;
+pub mod ui_source;

@@ -82,6 +82,9 @@ pub enum Request {
     Reload,
     /// Every connection with its terminals and jobs (`dsh ps`).
     Ps,
+    /// Serve the web page (started on the first request) and say where
+    /// (`dsh ui`).
+    Ui,
     /// A live view of a terminal (`dsh attach`); frames follow.
     Attach {
         /// The terminal, `pty-N`.
@@ -112,6 +115,7 @@ impl Request {
             Request::Stop => "stop",
             Request::Reload => "reload",
             Request::Ps => "ps",
+            Request::Ui => "ui",
             Request::Attach { .. } => "attach",
             Request::Handover { .. } => "handover",
             Request::Record { .. } => "record",
@@ -125,6 +129,7 @@ impl Request {
             | Request::Registry { .. }
             | Request::Reload
             | Request::Ps
+            | Request::Ui
             | Request::Attach { .. } => true,
             Request::Status | Request::Stop | Request::Handover { .. } | Request::Record { .. } => {
                 false

@@ -44,6 +44,13 @@ pub struct LogPolicy {
     pub commands: bool,
 }
 
+/// Where the calls of every session are published as they happen (for
+/// the `dsh ui` page), besides the store.
+pub trait CallPublisher: Send + Sync {
+    /// One call of `session`, just made.
+    fn publish(&self, session: SessionId, entry: &LogEntry);
+}
+
 /// The sending half: cheap to clone, never blocks.
 #[derive(Clone)]
 pub struct SessionRecorder {
@@ -51,6 +58,10 @@ pub struct SessionRecorder {
     policy: LogPolicy,
     writer: Arc<Mutex<Option<tokio::task::JoinHandle<()>>>>,
     recorded: Arc<Mutex<Option<Recorded>>>,
+    /// The session's id, from the moment it begins (before the store has
+    /// it).
+    session: Arc<Mutex<Option<SessionId>>>,
+    publisher: Option<Arc<dyn CallPublisher>>,
 }
 
 impl SessionRecorder {
@@ -64,7 +75,20 @@ impl SessionRecorder {
             policy,
             writer: Arc::new(Mutex::new(Some(writer))),
             recorded,
+            session: Arc::new(Mutex::new(None)),
+            publisher: None,
         }
+    }
+
+    /// The recorder, also publishing each call to `publisher`.
+    pub fn publishing(mut self, publisher: Arc<dyn CallPublisher>) -> Self {
+        self.publisher = Some(publisher);
+        self
+    }
+
+    /// The session's id once it began (it may not be in the store yet).
+    pub fn session_id(&self) -> Option<SessionId> {
+        self.session.lock().ok().and_then(|s| *s)
     }
 
     /// The session as recorded, once the writer recorded it.
@@ -86,10 +110,15 @@ impl SessionRecorder {
 
     /// Records the session's header and attaches it to its workspace.
     pub fn begin(&self, header: SessionHeader) {
+        if let Ok(mut session) = self.session.lock() {
+            *session = Some(header.id);
+        }
         self.send(Record::Begin(header));
     }
 
-    /// Appends one tool call to the session's log.
+    /// Appends one tool call to the session's log; `result` is a
+    /// successful call's structured result, from which how it settled is
+    /// kept (see [`settled`]).
     pub fn call(
         &self,
         at: DateTime<Utc>,
@@ -97,15 +126,16 @@ impl SessionRecorder {
         arguments: &serde_json::Value,
         outcome: &str,
         duration: Duration,
+        result: Option<&serde_json::Value>,
     ) {
         let summary = summarize(tool, arguments, self.policy);
-        self.send(Record::Call(LogEntry::new(
-            at,
-            tool,
-            &summary,
-            outcome,
-            duration.as_millis() as u64,
-        )));
+        let (reason, exit_code) = result.map_or((None, None), |r| settled(tool, r));
+        let entry = LogEntry::new(at, tool, &summary, outcome, duration.as_millis() as u64)
+            .with_result(reason.as_deref(), exit_code);
+        if let (Some(publisher), Some(session)) = (&self.publisher, self.session_id()) {
+            publisher.publish(session, &entry);
+        }
+        self.send(Record::Call(entry));
     }
 
     fn send(&self, record: Record) {
@@ -113,6 +143,27 @@ impl SessionRecorder {
             tracing::warn!("session log queue is full; dropping a record");
         }
     }
+}
+
+/// How a successful call settled, from its structured result: the settle
+/// reason of a terminal send, `timeout` for a command that timed out, the
+/// signal that ended one, a job tool's status; and the exit code it
+/// reported.
+pub fn settled(tool: &str, result: &serde_json::Value) -> (Option<String>, Option<i64>) {
+    let text = |key: &str| result.get(key).and_then(|v| v.as_str()).map(str::to_owned);
+    let exit_code = result.get("exit_code").and_then(serde_json::Value::as_i64);
+    let reason = match tool {
+        "bash" | "subagent" => {
+            if result.get("timed_out").and_then(serde_json::Value::as_bool) == Some(true) {
+                Some("timeout".to_owned())
+            } else {
+                text("signal")
+            }
+        }
+        "job_output" | "job_kill" => text("status"),
+        _ => text("reason"),
+    };
+    (reason, exit_code)
 }
 
 /// The size of a string argument, in its place.
@@ -286,6 +337,43 @@ mod tests {
             ),
             r#"{"id":"pty-1","text":"<7 bytes>"}"#
         );
+    }
+
+    #[test]
+    fn how_a_call_settled_is_kept() {
+        assert_eq!(
+            settled(
+                "terminal_send",
+                &json!({"output": "2", "reason": "input_wait", "status": "running"})
+            ),
+            (Some("input_wait".to_owned()), None)
+        );
+        assert_eq!(
+            settled(
+                "terminal_send",
+                &json!({"reason": "prompt", "exit_code": 1, "output": ""})
+            ),
+            (Some("prompt".to_owned()), Some(1))
+        );
+        assert_eq!(
+            settled(
+                "bash",
+                &json!({"exit_code": null, "timed_out": true, "output": ""})
+            ),
+            (Some("timeout".to_owned()), None)
+        );
+        assert_eq!(
+            settled("bash", &json!({"exit_code": 0, "timed_out": false})),
+            (None, Some(0))
+        );
+        assert_eq!(
+            settled(
+                "job_kill",
+                &json!({"outcome": "killed", "status": "killed"})
+            ),
+            (Some("killed".to_owned()), None)
+        );
+        assert_eq!(settled("lsp", &json!({"items": []})), (None, None));
     }
 
     #[test]

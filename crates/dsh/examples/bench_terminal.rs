@@ -3,15 +3,19 @@
 //! * settle latency of `1+1` in `python3 -q -i` — the dsh library call,
 //!   dsh over MCP (the release `dsh mcp` binary driven over its stdio with
 //!   plain JSON-RPC), the raw `pty-process` floor, a tmux `send-keys` +
-//!   `capture-pane` loop, and a fixed 50 ms poll — medians, p99 and ratios
-//!   to the floor; for scale, a `terminal_list` call over the same MCP
-//!   connection (a call that waits for nothing);
+//!   `capture-pane` loop, and a model of a fixed 50 ms poll (labelled as
+//!   a model) — medians, p99 and ratios to the floor; for scale, a
+//!   `terminal_list` call over the same MCP connection (a call that waits
+//!   for nothing);
 //! * scenario A's counts (tool calls, bytes sent and received, one-shot
 //!   bash vs terminal), as `dsh demo terminal` prints them;
-//! * a 100 MB output flood: MB/s and peak RSS growth, dsh vs raw.
+//! * a 100 MB output flood: MB/s and peak RSS growth, dsh vs raw, both
+//!   timed from the command line to the prompt, every byte checked.
 //!
-//! `cargo run --release -p dsh --example bench_terminal [rounds]` (default
-//! 300). It runs the `dsh` binary found next to this example's directory
+//! `cargo xtask bench terminal [--quick]`, or `cargo run --release -p dsh
+//! --example bench_terminal [rounds | --quick]` (default 300 rounds;
+//! `--quick`: a short smoke run whose figures are not to be quoted). It
+//! runs the `dsh` binary found next to this example's directory
 //! (`target/release/dsh`: build it first with `cargo build --release -p
 //! dsh`) or at `$DSH_BIN`.
 
@@ -25,8 +29,8 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use terminal_pty::PtyTerminals;
 use terminal_pty::bench::{
-    Row, Stats, fixed_poll_python_settle, raw_flood, raw_pty_python_settle, render_flood,
-    render_table, service_flood, service_python_settle, tmux_python_settle,
+    POLL_MODEL, Plan, Row, Stats, interval_poll_python_settle, raw_flood, raw_pty_python_settle,
+    render_flood, render_table, service_flood, service_python_settle, tmux_python_settle,
 };
 use terminal_seam::Owner;
 use tools_catalog::{CallContext, Catalog, JobsConfig, Preset, Runtime, Settings};
@@ -356,10 +360,8 @@ impl Drop for Scratch {
 
 #[tokio::main]
 async fn main() -> Result<(), BoxError> {
-    let rounds: usize = std::env::args()
-        .nth(1)
-        .and_then(|a| a.parse().ok())
-        .unwrap_or(300);
+    let plan = Plan::from_args();
+    let rounds = plan.rounds;
     let bin = dsh_bin()?;
     let scratch = Scratch::create()?;
     let _ = process_tree::become_subreaper();
@@ -383,19 +385,21 @@ async fn main() -> Result<(), BoxError> {
         RAW,
         tokio::task::spawn_blocking(move || raw_pty_python_settle(rounds)).await??,
     ));
-    match tokio::task::spawn_blocking(move || tmux_python_settle(rounds.min(200))).await? {
+    match tokio::task::spawn_blocking(move || tmux_python_settle(plan.tmux_rounds)).await? {
         Ok(samples) => rows.extend(row("tmux send-keys + capture-pane loop", samples)),
         Err(e) => eprintln!("tmux row skipped: {e}"),
     }
-    let poll_rounds = (rounds / 5).clamp(10, 60);
     rows.extend(row(
-        "fixed 50 ms poll (the original's design)",
+        POLL_MODEL,
         tokio::task::spawn_blocking(move || {
-            fixed_poll_python_settle(poll_rounds, Duration::from_millis(50))
+            interval_poll_python_settle(plan.poll_rounds, Duration::from_millis(50))
         })
         .await??,
     ));
     rows.extend(row("for scale: terminal_list over MCP", mcp.list));
+    if plan.quick {
+        println!("--quick: a smoke run, not figures to quote\n");
+    }
     println!("{}", render_table(&rows, RAW));
 
     let demo_bin = bin.clone();
@@ -404,7 +408,7 @@ async fn main() -> Result<(), BoxError> {
         tokio::task::spawn_blocking(move || scenario_a_counts(&demo_bin)).await??
     );
 
-    let bytes = 100_000_000;
+    let bytes = plan.flood_bytes;
     let dsh = service_flood(&service, &owner, bytes).await?;
     let raw = tokio::task::spawn_blocking(move || raw_flood(bytes)).await??;
     println!("{}", render_flood(&dsh, &raw));

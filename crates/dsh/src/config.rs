@@ -31,6 +31,20 @@ pub struct Config {
     pub env: EnvConfig,
     /// The per-user daemon.
     pub daemon: DaemonConfig,
+    /// The local web page (`dsh ui`).
+    pub ui: UiConfig,
+}
+
+/// `[ui]`.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct UiConfig {
+    /// The page's port; 0 (the default) picks a free one.
+    pub port: u16,
+    /// The address to listen on instead of 127.0.0.1 (an IP address such
+    /// as `0.0.0.0`); anything but loopback exposes the page to the
+    /// network, still behind its token, and is logged loudly.
+    pub listen: Option<std::net::IpAddr>,
 }
 
 /// `[daemon]`.
@@ -399,6 +413,10 @@ impl Config {
                 .and_then(|p| p.parent().map(std::path::Path::to_path_buf))
                 .into_iter()
                 .collect(),
+            ui: daemon::host::UiSettings {
+                port: self.ui.port,
+                listen: self.ui.listen,
+            },
         }
     }
 
@@ -662,6 +680,31 @@ settings = { pylsp = { plugins = { pycodestyle = { enabled = false } } } }
             err("preset = \"huge\"\n"),
             "config error: c.toml:1: preset: unknown variant `huge`, expected `minimal` or `full`"
         );
+    }
+
+    #[test]
+    fn ui_takes_a_port_and_an_ip_address() {
+        let c = parse(Path::new("c.toml"), "[ui]\nport = 8765\n").unwrap();
+        assert_eq!(
+            c.host().ui,
+            daemon::host::UiSettings {
+                port: 8765,
+                listen: None
+            }
+        );
+        let c = parse(Path::new("c.toml"), "[ui]\nlisten = \"0.0.0.0\"\n").unwrap();
+        assert_eq!(
+            c.host().ui.listen,
+            Some(std::net::IpAddr::from([0, 0, 0, 0]))
+        );
+        assert_eq!(
+            Config::default().host().ui,
+            daemon::host::UiSettings::default()
+        );
+        let e = err("[ui]\nlisten = \"example.com\"\n");
+        assert!(e.starts_with("config error: c.toml:2: ui.listen: "), "{e}");
+        let e = err("[ui]\nport = 70000\n");
+        assert!(e.starts_with("config error: c.toml:2: ui.port: "), "{e}");
     }
 
     #[test]

@@ -29,6 +29,7 @@ Start here:
   dsh catalog                   show the tools a model will see
   dsh mcp --help                how to register dsh with an MCP client
   dsh ps                        what every connected agent runs; `dsh attach pty-N` to watch one
+  dsh ui --open                 the same, and every session's history, in a local web page
 
 Files:
   config   $XDG_CONFIG_HOME/dsh/config.toml (or --config FILE); every key optional
@@ -92,6 +93,13 @@ enum Command {
         #[arg(long)]
         write: bool,
     },
+    /// Print the URL of the local web page where you watch every agent (--open opens it).
+    #[command(after_help = UI_HELP)]
+    Ui {
+        /// Open the page in your browser ($BROWSER, else xdg-open).
+        #[arg(long)]
+        open: bool,
+    },
     /// Manage workspaces: the directories you work in, each with its agent sessions.
     #[command(subcommand)]
     Workspace(registry_cli::WorkspaceCommand),
@@ -143,6 +151,46 @@ The view shows the terminal's screen, then its output as it arrives; it never ch
 what the agent sees. With --write your keys go to the program, but never into an agent's
 command: while an agent's send is active they are refused, and while you type (until
 you pause and the program waits for input again) the agent's sends get SEND_ACTIVE.";
+
+const UI_HELP: &str = "\
+The page: the workspaces and their sessions, each session's tool calls (with a timeline
+chart and each terminal send's latency and settle reason), and every connected agent's
+terminals (live screens) and jobs (live output).
+
+Where: the daemon (started if none runs) serves it on 127.0.0.1, on a free port unless
+`[ui] port` fixes one; `[ui] listen = \"IP\"` binds another address (a warning: anyone who
+reaches it and has the URL can watch and type). Every `dsh ui` prints the same URL while
+the daemon lives; a new daemon (after `[daemon] idle_exit` with no agent and nobody
+watching live, or `dsh daemon stop`) has a new port and token: run `dsh ui` again.
+`dsh daemon status` shows the address and how many people watch.
+
+Access: the URL carries a random token; the page keeps it in a cookie and refuses every
+request without it (401), for another host name or from another site (403).
+
+Typing: terminals are read-only until you press \"Take the keyboard\"; then your keys
+follow the rule of `dsh attach --write`: refused while an agent's send is active, and
+while you type (until you pause and the program waits for input) the agent's sends get
+SEND_ACTIVE.
+
+Examples:
+  dsh ui                 print the URL
+  dsh ui --open          and open it ($BROWSER, else xdg-open)";
+
+/// Opens `url` in the person's browser: `$BROWSER`, else `xdg-open`.
+fn open_in_browser(url: &str) -> Result<String, String> {
+    let browser = std::env::var("BROWSER")
+        .ok()
+        .filter(|b| !b.trim().is_empty())
+        .unwrap_or_else(|| "xdg-open".to_owned());
+    std::process::Command::new(&browser)
+        .arg(url)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .map(|_| browser.clone())
+        .map_err(|e| format!("could not start `{browser}` ({e}); open the URL yourself"))
+}
 
 /// `dsh daemon` subcommands.
 #[derive(Debug, Subcommand)]
@@ -403,8 +451,18 @@ fn run(cli: Cli) -> Result<(), Failure> {
                         .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_owned))
                         .unwrap_or_default()
                 };
+                let page = match d.get("page") {
+                    Some(p) if p.is_object() => format!(
+                        "http://{} · {} watching live",
+                        p.get("address").and_then(|a| a.as_str()).unwrap_or("?"),
+                        p.get("viewers")
+                            .and_then(serde_json::Value::as_u64)
+                            .unwrap_or(0),
+                    ),
+                    _ => "not served (`dsh ui` serves it)".to_owned(),
+                };
                 format!(
-                    "dsh daemon running: pid {} · version {} · up {} s\nsocket       {}\ndata dir     {}\nlog          {}\nconnections  {}\nidle exit    {} s\n",
+                    "dsh daemon running: pid {} · version {} · up {} s\nsocket       {}\ndata dir     {}\nlog          {}\nconnections  {}\nidle exit    {} s\npage         {page}\n",
                     field("pid"),
                     field("version"),
                     field("uptime_s"),
@@ -495,6 +553,35 @@ fn run(cli: Cli) -> Result<(), Failure> {
             let paths = daemon_paths(cli.data_dir.clone());
             let line = daemon::attach::run(&paths, &id, write)?;
             eprintln!("dsh: {line}");
+            Ok(())
+        }
+        Command::Ui { open } => {
+            let paths = daemon_paths(cli.data_dir.clone());
+            let start = start_spec(cli.config.as_deref())?;
+            let reply =
+                daemon::client::request(&paths, daemon::protocol::Request::Ui, Some(&start))?;
+            let url = reply
+                .data
+                .get("url")
+                .and_then(|u| u.as_str())
+                .ok_or_else(|| Failure::Other(anyhow::anyhow!("the dsh daemon gave no URL")))?;
+            if reply.data.get("exposed").and_then(|e| e.as_bool()) == Some(true) {
+                eprintln!(
+                    "dsh: warning: [ui] listen exposes the page beyond this machine ({}); anyone with the URL can watch and type",
+                    reply
+                        .data
+                        .get("address")
+                        .and_then(|a| a.as_str())
+                        .unwrap_or("?")
+                );
+            }
+            daemon::client::emit(&format!("{url}\n")).map_err(|e| Failure::Other(e.into()))?;
+            if open {
+                match open_in_browser(url) {
+                    Ok(browser) => eprintln!("dsh: started `{browser}` with the URL"),
+                    Err(e) => eprintln!("dsh: {e}"),
+                }
+            }
             Ok(())
         }
         Command::Workspace(command) => {

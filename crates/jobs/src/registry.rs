@@ -768,6 +768,67 @@ impl JobRegistry {
         })
     }
 
+    /// A person's view of any job (the `dsh ui` page): its info and its
+    /// output from `since` (default: the last `max_bytes`), waiting as
+    /// [`JobRegistry::output`] does. No owner check — people watch every
+    /// agent's work — and no cursor of the owner moves.
+    pub async fn watch_output(
+        &self,
+        id: &str,
+        since: Option<u64>,
+        max_bytes: usize,
+        wait: Duration,
+    ) -> Result<(JobInfo, OutputRead), JobError> {
+        let job = {
+            let state = lock(&self.inner.state);
+            match state.jobs.get(id) {
+                Some(job) => job.clone(),
+                None => {
+                    return Err(JobError::NoJob {
+                        id: id.to_owned(),
+                        hint: self.missing_hint(&state, id),
+                    });
+                }
+            }
+        };
+        let max_bytes = max_bytes.max(1);
+        let mut changes = job.changes.subscribe();
+        let from = {
+            let state = lock(&job.state);
+            let end = state.ring.end();
+            since.map_or_else(|| end.saturating_sub(max_bytes as u64), |s| s.min(end))
+        };
+        if !wait.is_zero() {
+            let deadline = Instant::now() + wait;
+            loop {
+                {
+                    let state = lock(&job.state);
+                    if state.ring.end() > from || matches!(state.phase, Phase::Settled { .. }) {
+                        break;
+                    }
+                }
+                match tokio::time::timeout_at(deadline, changes.changed()).await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(_)) | Err(_) => break,
+                }
+            }
+        }
+        let read = lock(&job.state).ring.read(from, max_bytes);
+        let info = job.info();
+        Ok((
+            info.clone(),
+            OutputRead {
+                output: read.text,
+                from: read.from,
+                next: read.next,
+                dropped: read.dropped,
+                status: info.status,
+                exit_code: info.exit_code,
+                detail: info.detail,
+            },
+        ))
+    }
+
     /// Kills a job: its producer's cancel ends the work (for commands:
     /// SIGINT, SIGTERM, SIGKILL over every process of its session, verified
     /// gone); the job reads `stopping` meanwhile and `killed` after. A job

@@ -155,11 +155,8 @@ async fn leftovers_that_cannot_be_ended_make_the_job_failed_and_are_named() {
     );
     // Once the job has settled, the producer's last resort (SIGKILL when
     // its handle is dropped) ends the survivor.
-    let deadline = Instant::now() + HANG;
-    while !live_pids(sid).is_empty() {
-        assert!(Instant::now() < deadline, "{:?}", live_pids(sid));
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    let left = test_support::wait_for_equal_async(&Vec::new(), || live_pids(sid)).await;
+    assert_eq!(left, Vec::new());
 }
 
 /// A producer shaped like the terminal's background send: its cancel
@@ -300,23 +297,15 @@ async fn a_job_started_while_its_owner_is_torn_down_is_ended_too() {
         Ok(started) => started.session_id.unwrap(),
         Err(e) => panic!("the start failed instead: {e}"),
     };
-    let deadline = Instant::now() + HANG;
-    while !live_pids(sid).is_empty() {
-        assert!(
-            Instant::now() < deadline,
-            "the late job of an ended owner is still running: {:?}",
-            live_pids(sid)
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    let left = test_support::wait_for_equal_async(&Vec::new(), || live_pids(sid)).await;
+    assert_eq!(
+        left,
+        Vec::new(),
+        "the late job of an ended owner is still running"
+    );
     // It is not kept for an owner that no longer exists.
-    let deadline = Instant::now() + HANG;
-    while !registry.list(&owner, None).is_empty() {
-        assert!(
-            Instant::now() < deadline,
-            "{:?}",
-            registry.list(&owner, None)
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    test_support::wait_until_async("the ended owner's job is forgotten", || {
+        registry.list(&owner, None).is_empty()
+    })
+    .await;
 }

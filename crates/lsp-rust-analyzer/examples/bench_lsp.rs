@@ -6,8 +6,10 @@
 //! first correct answer vs the server's own readiness signal. Prints
 //! medians, p99 and ratios.
 //!
+//! `cargo xtask bench lsp [--quick]`, or
 //! `cargo run --release -p lsp-rust-analyzer --example bench_lsp [-- --quick]`
-//! (`--quick`, or `DSH_BENCH_QUICK=1`: fewer rounds, for a smoke run).
+//! (`--quick`, or `DSH_BENCH_QUICK=1`: fewer rounds, for a smoke run whose
+//! figures are not to be quoted).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::{Path, PathBuf};
@@ -321,6 +323,9 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
+    if quick() {
+        println!("--quick: a smoke run, not figures to quote\n");
+    }
     let (_dir, root) = fixture_copy();
     rt.block_on(async {
         warm(&root).await;

@@ -5,7 +5,7 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::*;
 use lsp_rust_analyzer::{ClientOptions, ServerConfig, StdioLspProvider};
@@ -50,15 +50,10 @@ fn a_timed_out_request_is_cancelled_on_the_server() {
         assert!(err.retryable());
     }
     // initialize was request 0; the two hovers were 1 and 2.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let mut seen = String::new();
-    while Instant::now() < deadline {
-        seen = std::fs::read_to_string(&log).unwrap_or_default();
-        if seen.lines().count() >= 2 {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let seen = test_support::wait_for("the stub logs two cancellations", || {
+        let seen = std::fs::read_to_string(&log).unwrap_or_default();
+        (seen.lines().count() >= 2).then_some(seen)
+    });
     assert_eq!(seen, "cancel 1\ncancel 2\n");
     let pid = p.servers()[0].pid;
     drop(p);

@@ -369,6 +369,7 @@ async fn answer<T>(
     loop {
         match f().await {
             Err(LspError::NotReady { .. }) if start.elapsed() < limit => {
+                // sleep-ok: paces the retries of a not-ready answer
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
             other => return other,
@@ -749,12 +750,8 @@ fn python_provider(
 }
 
 /// Waits (bounded) until `f` holds.
-fn eventually(what: &str, mut f: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !f() {
-        assert!(start.elapsed() < Duration::from_secs(60), "never: {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+fn eventually(what: &str, f: impl FnMut() -> bool) {
+    test_support::wait_until_within(Duration::from_secs(60), what, f);
 }
 
 #[test]
@@ -849,6 +846,7 @@ fn concurrent_queries_on_one_root_share_one_server_and_stay_correct() {
                     let got = loop {
                         match p.definition(&def_query).await {
                             Err(LspError::NotReady { .. }) => {
+                                // sleep-ok: paces the retries of a not-ready answer
                                 tokio::time::sleep(Duration::from_millis(50)).await;
                             }
                             other => break other.unwrap(),
@@ -865,6 +863,7 @@ fn concurrent_queries_on_one_root_share_one_server_and_stay_correct() {
                     let got = loop {
                         match p.references(&ref_query).await {
                             Err(LspError::NotReady { .. }) => {
+                                // sleep-ok: paces the retries of a not-ready answer
                                 tokio::time::sleep(Duration::from_millis(50)).await;
                             }
                             other => break other.unwrap(),

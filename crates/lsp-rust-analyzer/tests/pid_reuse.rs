@@ -4,8 +4,6 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
-
 use common::*;
 use lsp_rust_analyzer::{ServerConfig, StdioLspProvider};
 
@@ -41,17 +39,11 @@ fn dropping_a_dead_server_spares_a_process_that_took_its_pid() {
         &info,
         nix::sys::signal::Signal::SIGKILL
     ));
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while process_tree::process_info(pid).is_some_and(|p| !p.is_zombie()) {
-        assert!(Instant::now() < deadline, "the server did not die");
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    test_support::wait_until("the server dies", || {
+        process_tree::process_info(pid).is_none_or(|p| p.is_zombie())
+    });
     // Give the client every chance to notice (and, before the fix, to reap).
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !provider.servers().is_empty() {
-        assert!(Instant::now() < deadline, "the death was not noticed");
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    test_support::wait_until("the death is noticed", || provider.servers().is_empty());
     // Another program asks for that pid, as a session leader of its own.
     let mut other = process_tree::testing::fork_with_pid(pid, || {
         let mut c = std::process::Command::new("setsid");
@@ -60,11 +52,9 @@ fn dropping_a_dead_server_spares_a_process_that_took_its_pid() {
     })
     .unwrap();
     let other_pid = other.id() as i32;
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while process_tree::command_line(other_pid) != "sleep 1000" {
-        assert!(Instant::now() < deadline, "the other program did not start");
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    test_support::wait_until("the other program runs", || {
+        process_tree::command_line(other_pid) == "sleep 1000"
+    });
     drop(provider);
     let spared = process_tree::process_info(other_pid).is_some_and(|p| !p.is_zombie());
     let _ = other.kill();

@@ -14,7 +14,6 @@ use lsp_seam::*;
 use pretty_assertions::assert_eq;
 
 struct Warm {
-    _dir: tempfile::TempDir,
     root: PathBuf,
     provider: Arc<StdioLspProvider>,
 }
@@ -24,13 +23,16 @@ static WARM: LazyLock<Warm> = LazyLock::new(|| {
     require_rust_analyzer();
     let (dir, root) = fixture_copy("rust-workspace");
     let provider = Arc::new(StdioLspProvider::rust_analyzer(options()).unwrap());
+    // A `static` is never dropped: shut the server down and remove the
+    // copy when the test process exits.
+    let at_end = provider.clone();
+    at_exit(move || {
+        RT.block_on(at_end.shutdown());
+        drop(dir);
+    });
     RT.block_on(provider.wait_ready(&root.join("app/src/main.rs"), Duration::from_secs(120)))
         .unwrap();
-    Warm {
-        _dir: dir,
-        root,
-        provider,
-    }
+    Warm { root, provider }
 });
 
 fn warm() -> (&'static Path, &'static StdioLspProvider) {

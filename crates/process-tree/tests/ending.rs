@@ -3,18 +3,14 @@
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use nix::sys::signal::Signal;
 use pretty_assertions::assert_eq;
 use process_tree::{Member, Step, Survivors};
 
-fn until(what: &str, mut check: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !check() {
-        assert!(Instant::now() < deadline, "timed out waiting until {what}");
-        std::thread::sleep(Duration::from_millis(5));
-    }
+fn until(what: &str, check: impl FnMut() -> bool) {
+    test_support::wait_until(what, check);
 }
 
 /// Spawns `script` under bash as a held session leader and reads one line

@@ -4,15 +4,22 @@
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::sync::{Mutex, MutexGuard};
+
+/// The reaper reaps every unheld zombie child of this process, so tests
+/// that run it take turns: one test's `reap_adopted` would otherwise reap
+/// another's plain `std` child or count its orphan.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn one_at_a_time() -> MutexGuard<'static, ()> {
+    SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
 
 /// Polls `/proc` (bounded) until `check` holds.
-fn until(what: &str, mut check: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !check() {
-        assert!(Instant::now() < deadline, "timed out waiting until {what}");
-        std::thread::sleep(Duration::from_millis(5));
-    }
+fn until(what: &str, check: impl FnMut() -> bool) {
+    test_support::wait_until(what, check);
 }
 
 fn is_our_zombie(pid: i32) -> bool {
@@ -22,6 +29,7 @@ fn is_our_zombie(pid: i32) -> bool {
 
 #[test]
 fn an_orphan_that_called_setsid_is_reaped() {
+    let _turn = one_at_a_time();
     process_tree::become_subreaper().unwrap();
     // The shell starts a grandchild in a session of its own (like
     // `ssh-agent` or `(setsid cmd &)`) and exits; the grandchild, now our
@@ -64,6 +72,7 @@ fn an_orphan_that_called_setsid_is_reaped() {
 
 #[test]
 fn a_held_leader_keeps_its_exit_status_until_it_is_reaped() {
+    let _turn = one_at_a_time();
     process_tree::become_subreaper().unwrap();
     let mut command = Command::new("bash");
     command.args(["-c", "exit 7"]);
@@ -90,6 +99,7 @@ fn a_held_leader_keeps_its_exit_status_until_it_is_reaped() {
 
 #[test]
 fn a_dropped_leader_ends_its_session_and_is_reaped() {
+    let _turn = one_at_a_time();
     process_tree::become_subreaper().unwrap();
     let mut command = Command::new("bash");
     command

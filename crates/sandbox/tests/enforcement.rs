@@ -11,7 +11,7 @@ use std::net::{TcpListener, UdpSocket};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use pretty_assertions::assert_eq;
 use sandbox::{
@@ -125,20 +125,11 @@ fn assert_refused(out: &Output, message: &str) {
 
 /// Waits for `path` to exist (a grandchild reporting back).
 fn wait_for_file(path: &Path) -> String {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        if let Ok(s) = std::fs::read_to_string(path)
-            && s.ends_with('\n')
-        {
-            return s;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{} never appeared",
-            path.display()
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    test_support::wait_for(&format!("{} appears", path.display()), || {
+        std::fs::read_to_string(path)
+            .ok()
+            .filter(|s| s.ends_with('\n'))
+    })
 }
 
 fn unique_tmp(name: &str) -> PathBuf {
@@ -519,18 +510,9 @@ c, _ = s.accept(); open('got.tmp', 'w').write(c.recv(16).decode() + '\\n'); os.r
 
 /// Waits for a file that appears whole (written, then renamed into place).
 fn wait_for_value(path: &Path) -> String {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        if let Ok(s) = std::fs::read_to_string(path) {
-            return s;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{} never appeared",
-            path.display()
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    test_support::wait_for(&format!("{} appears", path.display()), || {
+        std::fs::read_to_string(path).ok()
+    })
 }
 
 #[test]

@@ -1,15 +1,16 @@
 //! Settle latency of `1+1` in a Python REPL — this service, the raw pty
-//! floor, a tmux polling loop, a fixed 50 ms poll — and a 100 MB output
-//! flood, side by side in one run.
+//! floor, a tmux polling loop, a model of a fixed 50 ms poll — and an
+//! output flood, side by side in one run.
 //!
-//! `cargo run --release -p terminal-pty --example bench_pty [rounds]`
+//! `cargo run --release -p terminal-pty --example bench_pty [rounds | --quick]`
+//! (`--quick`: a short smoke run whose figures are not to be quoted).
 
 use std::time::Duration;
 
 use terminal_pty::PtyTerminals;
 use terminal_pty::bench::{
-    Row, Stats, fixed_poll_python_settle, raw_flood, raw_pty_python_settle, render_flood,
-    render_table, service_flood, service_python_settle, tmux_python_settle,
+    POLL_MODEL, Plan, Row, Stats, interval_poll_python_settle, raw_flood, raw_pty_python_settle,
+    render_flood, render_table, service_flood, service_python_settle, tmux_python_settle,
 };
 use terminal_seam::Owner;
 
@@ -24,10 +25,7 @@ fn row(label: &str, mut samples: Vec<Duration>) -> Option<Row> {
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let rounds: usize = std::env::args()
-        .nth(1)
-        .and_then(|a| a.parse().ok())
-        .unwrap_or(300);
+    let plan = Plan::from_args();
     let _ = process_tree::become_subreaper();
     let service = PtyTerminals::default();
     let owner = Owner::new("bench");
@@ -35,28 +33,30 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut rows = Vec::new();
     rows.extend(row(
         "dsh library call (PtyTerminals::send)",
-        service_python_settle(&service, &owner, rounds).await?,
+        service_python_settle(&service, &owner, plan.rounds).await?,
     ));
     rows.extend(row(
         RAW,
-        tokio::task::spawn_blocking(move || raw_pty_python_settle(rounds)).await??,
+        tokio::task::spawn_blocking(move || raw_pty_python_settle(plan.rounds)).await??,
     ));
-    match tokio::task::spawn_blocking(move || tmux_python_settle(rounds.min(200))).await? {
+    match tokio::task::spawn_blocking(move || tmux_python_settle(plan.tmux_rounds)).await? {
         Ok(samples) => rows.extend(row("tmux send-keys + capture-pane loop", samples)),
         Err(e) => eprintln!("tmux row skipped: {e}"),
     }
-    let poll_rounds = (rounds / 5).clamp(10, 60);
     rows.extend(row(
-        "fixed 50 ms poll (the original's design)",
+        POLL_MODEL,
         tokio::task::spawn_blocking(move || {
-            fixed_poll_python_settle(poll_rounds, Duration::from_millis(50))
+            interval_poll_python_settle(plan.poll_rounds, Duration::from_millis(50))
         })
         .await??,
     ));
+    if plan.quick {
+        println!("--quick: a smoke run, not figures to quote\n");
+    }
     println!("{}", render_table(&rows, RAW));
 
-    let bytes = 100_000_000;
-    let dsh = service_flood(&service, &owner, bytes).await?;
+    let dsh = service_flood(&service, &owner, plan.flood_bytes).await?;
+    let bytes = plan.flood_bytes;
     let raw = tokio::task::spawn_blocking(move || raw_flood(bytes)).await??;
     println!("{}", render_flood(&dsh, &raw));
     Ok(())

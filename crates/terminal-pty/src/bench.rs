@@ -1,8 +1,9 @@
 //! Measurement helpers for benchmarks: settle latency of `1+1` in a Python
 //! REPL through this service and through the designs it replaces, and
-//! output-flood throughput. Used by the `bench` example; a host adds its
-//! own rows (e.g. the same send over MCP) with [`Stats`] and
-//! [`render_table`].
+//! output-flood throughput. Used by the `bench_pty` example; a host adds
+//! its own rows (e.g. the same send over MCP) with [`Stats`] and
+//! [`render_table`]. [`Plan`] holds the sizes of a run (`--quick` for a
+//! short smoke run).
 
 use std::io::{Read, Write};
 use std::process::{Command, Stdio};
@@ -16,6 +17,53 @@ use terminal_seam::{
 
 /// The Python REPL every latency row runs.
 pub const PYTHON_REPL: &[&str] = &["python3", "-q", "-i"];
+
+/// Untimed rounds before each latency row's timed ones.
+const WARM_UP: usize = 5;
+
+/// The sizes of one benchmark run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Plan {
+    /// Timed sends per latency row.
+    pub rounds: usize,
+    /// Timed sends of the tmux row (each costs two process spawns).
+    pub tmux_rounds: usize,
+    /// Timed sends of the interval-poll model (each costs about a tick).
+    pub poll_rounds: usize,
+    /// Bytes the flood prints.
+    pub flood_bytes: u64,
+    /// A short smoke run whose figures are not to be quoted.
+    pub quick: bool,
+}
+
+impl Plan {
+    /// The sizes from the command line: `--quick` for a smoke run, else an
+    /// optional number of rounds (default 300).
+    pub fn from_args() -> Self {
+        let args: Vec<String> = std::env::args().skip(1).collect();
+        if args.iter().any(|a| a == "--quick") {
+            return Self {
+                rounds: 20,
+                tmux_rounds: 20,
+                poll_rounds: 10,
+                flood_bytes: 2_000_000,
+                quick: true,
+            };
+        }
+        let rounds = args.iter().find_map(|a| a.parse().ok()).unwrap_or(300usize);
+        Self {
+            rounds,
+            tmux_rounds: rounds.min(200),
+            poll_rounds: (rounds / 5).clamp(10, 60),
+            flood_bytes: 100_000_000,
+            quick: false,
+        }
+    }
+}
+
+/// The label of the interval-poll row: a model of a polling design, not a
+/// run of a real peer.
+pub const POLL_MODEL: &str = "model: completion checked every 50 ms";
 
 /// Median and 99th percentile of a set of samples.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,7 +107,7 @@ pub struct Row {
 pub fn render_table(rows: &[Row], baseline: &str) -> String {
     let base = rows.iter().find(|r| r.label == baseline).map(|r| r.stats);
     let mut out = format!(
-        "| {:<44} | {:>6} | {:>11} | {:>11} | {:>10} | {:>10} |\n|{:-<46}|{:->8}|{:->13}|{:->13}|{:->12}|{:->12}|\n",
+        "| {:<50} | {:>6} | {:>11} | {:>11} | {:>10} | {:>10} |\n|{:-<52}|{:->8}|{:->13}|{:->13}|{:->12}|{:->12}|\n",
         "settle `1+1` in python3 -q -i",
         "n",
         "median",
@@ -79,7 +127,7 @@ pub fn render_table(rows: &[Row], baseline: &str) -> String {
             Some(_) | None => "-".to_owned(),
         };
         out.push_str(&format!(
-            "| {:<44} | {:>6} | {:>8.3} ms | {:>8.3} ms | {:>10} | {:>10} |\n",
+            "| {:<50} | {:>6} | {:>8.3} ms | {:>8.3} ms | {:>10} | {:>10} |\n",
             row.label,
             row.stats.samples,
             row.stats.median.as_secs_f64() * 1e3,
@@ -109,7 +157,7 @@ pub async fn service_python_settle(
         )
         .await?;
     let mut samples = Vec::with_capacity(rounds);
-    for round in 0..rounds + 5 {
+    for round in 0..rounds + WARM_UP {
         let started = Instant::now();
         let outcome = service
             .send(owner, opened.id, SendRequest::line("1+1"))
@@ -124,7 +172,7 @@ pub async fn service_python_settle(
                 ),
             ));
         }
-        if round >= 5 {
+        if round >= WARM_UP {
             samples.push(took);
         }
     }
@@ -190,78 +238,96 @@ fn to_io(e: pty_process::Error) -> std::io::Error {
 pub fn raw_pty_python_settle(rounds: usize) -> std::io::Result<Vec<Duration>> {
     let (mut repl, _) = RawRepl::start()?;
     let mut samples = Vec::with_capacity(rounds);
-    for round in 0..rounds + 5 {
+    for round in 0..rounds + WARM_UP {
         let mut seen = Vec::new();
         let started = Instant::now();
         (&*repl.pty).write_all(b"1+1\r")?;
         repl.read_until(&mut seen, b"2\r\n>>> ")?;
-        if round >= 5 {
+        if round >= WARM_UP {
             samples.push(started.elapsed());
         }
     }
     Ok(samples)
 }
 
-/// The original's design: the same send, with completion checked by a
-/// fixed-interval poll (the check itself is free here: a finished prompt).
-pub fn fixed_poll_python_settle(
+/// A model of a polling design (no real peer is run here): completion is
+/// checked by a non-blocking read of the pty on each
+/// tick of a fixed `interval` timer that runs independently of the sends,
+/// as a poll loop does. Each send is written at a random instant between
+/// two ticks (a client does not write in step with the server's timer),
+/// and is timed until the tick whose read finds the answer and the prompt.
+pub fn interval_poll_python_settle(
     rounds: usize,
     interval: Duration,
 ) -> std::io::Result<Vec<Duration>> {
     let (repl, _) = RawRepl::start()?;
-    let reader = Arc::clone(&repl.pty);
-    let seen = Arc::new(std::sync::Mutex::new(Vec::<u8>::new()));
-    let stop = Arc::new(AtomicBool::new(false));
-    let thread = {
-        let seen = Arc::clone(&seen);
-        let stop = Arc::clone(&stop);
-        std::thread::spawn(move || {
-            let mut buf = [0u8; 4096];
-            while !stop.load(Ordering::Relaxed) {
-                match (&*reader).read(&mut buf) {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => seen
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .extend_from_slice(&buf[..n]),
-                }
+    let fd = std::os::fd::AsFd::as_fd(&*repl.pty);
+    let flags = nix::fcntl::OFlag::from_bits_truncate(
+        nix::fcntl::fcntl(fd, nix::fcntl::FcntlArg::F_GETFL).map_err(std::io::Error::from)?,
+    );
+    nix::fcntl::fcntl(
+        fd,
+        nix::fcntl::FcntlArg::F_SETFL(flags | nix::fcntl::OFlag::O_NONBLOCK),
+    )
+    .map_err(std::io::Error::from)?;
+    // Everything the pty holds now, without blocking.
+    let drain = |seen: &mut Vec<u8>| -> std::io::Result<()> {
+        let mut buf = [0u8; 4096];
+        loop {
+            match (&*repl.pty).read(&mut buf) {
+                Ok(0) => return Err(std::io::Error::other("REPL ended")),
+                Ok(n) => seen.extend_from_slice(&buf[..n]),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Ok(()),
+                Err(e) => return Err(e),
             }
-        })
+        }
     };
+    let grid = Instant::now();
+    let next_tick = |after: Instant| {
+        let ticks = (after - grid).as_nanos() / interval.as_nanos() + 1;
+        grid + interval * u32::try_from(ticks).unwrap_or(u32::MAX)
+    };
+    let mut random = 0x9e37_79b9_7f4a_7c15_u64;
     let mut samples = Vec::with_capacity(rounds);
-    for _ in 0..rounds {
-        seen.lock().unwrap_or_else(|e| e.into_inner()).clear();
+    for round in 0..rounds + WARM_UP {
+        random ^= random << 13;
+        random ^= random >> 7;
+        random ^= random << 17;
+        std::thread::sleep(interval.mul_f64((random % 1000) as f64 / 1000.0));
+        let mut seen = Vec::new();
+        drain(&mut seen)?;
+        seen.clear();
         let started = Instant::now();
         (&*repl.pty).write_all(b"1+1\r")?;
         loop {
-            std::thread::sleep(interval);
-            if seen
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .ends_with(b"2\r\n>>> ")
-            {
+            let tick = next_tick(Instant::now());
+            std::thread::sleep(tick.saturating_duration_since(Instant::now()));
+            drain(&mut seen)?;
+            if seen.ends_with(b"2\r\n>>> ") {
                 break;
             }
             if started.elapsed() > Duration::from_secs(10) {
                 return Err(std::io::Error::other("poll never saw the prompt"));
             }
         }
-        samples.push(started.elapsed());
+        if round >= WARM_UP {
+            samples.push(started.elapsed());
+        }
     }
-    stop.store(true, Ordering::Relaxed);
-    drop(repl);
-    let _ = thread.join();
     Ok(samples)
 }
 
 /// What tmux-based agent tools do: `tmux send-keys`, then `capture-pane`
 /// back to back until the answer shows. Sends `N+1` with a distinct `N`
-/// per round so a stale pane never counts.
+/// per round so a stale pane never counts. The tmux server reads no
+/// configuration (`-f /dev/null`) and gets the same warm-up rounds as the
+/// other rows.
 pub fn tmux_python_settle(rounds: usize) -> std::io::Result<Vec<Duration>> {
     let socket = format!("dsh-bench-{}", std::process::id());
+    // `-f /dev/null`: no user configuration (hooks, status line, plugins).
     let tmux = |args: &[&str]| -> std::io::Result<std::process::Output> {
         Command::new("tmux")
-            .arg("-L")
+            .args(["-f", "/dev/null", "-L"])
             .arg(&socket)
             .args(args)
             .stdin(Stdio::null())
@@ -298,7 +364,7 @@ pub fn tmux_python_settle(rounds: usize) -> std::io::Result<Vec<Duration>> {
             std::thread::sleep(Duration::from_millis(10));
         }
         let mut samples = Vec::with_capacity(rounds);
-        for round in 0..rounds {
+        for round in 0..rounds + WARM_UP {
             let n = 1000 + round;
             let expr = format!("{n}+1");
             let want = (n + 1).to_string();
@@ -309,7 +375,9 @@ pub fn tmux_python_settle(rounds: usize) -> std::io::Result<Vec<Duration>> {
                     return Err(std::io::Error::other("tmux never showed the answer"));
                 }
             }
-            samples.push(started.elapsed());
+            if round >= WARM_UP {
+                samples.push(started.elapsed());
+            }
         }
         Ok(samples)
     })();
@@ -317,12 +385,14 @@ pub fn tmux_python_settle(rounds: usize) -> std::io::Result<Vec<Duration>> {
     result
 }
 
-/// Result of a flood.
+/// Result of a flood: both rows time the same span, from writing the
+/// command line to a shell at its prompt until the prompt is back after
+/// the last byte, and both have checked that every byte arrived.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Flood {
-    /// Bytes of program output.
+    /// Bytes of program output, counted as they arrived.
     pub bytes: u64,
-    /// Wall time.
+    /// Wall time of the span.
     pub elapsed: Duration,
     /// Peak growth of this process's resident memory during the run, KiB.
     pub peak_rss_growth_kib: u64,
@@ -382,12 +452,13 @@ impl RssWatch {
 
 /// The flood table: dsh's flood next to the raw read, and their ratio.
 pub fn render_flood(dsh: &Flood, raw: &Flood) -> String {
-    let mut out = String::from(
-        "| flood: `yes | head -c 100000000` | bytes | seconds | MB/s | peak RSS growth |\n|---|---:|---:|---:|---:|\n",
+    let mut out = format!(
+        "| flood: `yes | head -c {}`, one command line, until the prompt is back | bytes (all checked) | seconds | MB/s | peak RSS growth |\n|---|---:|---:|---:|---:|\n",
+        dsh.bytes
     );
     for (label, flood) in [
-        ("dsh (sanitize + ring + screen + capture)", dsh),
-        ("raw pty-process read, discarded", raw),
+        ("dsh send (sanitize + ring + screen + capture)", dsh),
+        ("raw pty-process read of the same shell, discarded", raw),
     ] {
         out.push_str(&format!(
             "| {label} | {} | {:.2} | {:.1} | {:.1} MiB |\n",
@@ -409,7 +480,14 @@ pub fn flood_command(bytes: u64) -> String {
     format!("yes {} | head -c {bytes}", &"0123456789".repeat(10)[..99])
 }
 
-/// A flood through a [`TerminalService`] (default shell, one send).
+fn short_count(what: &str, got: u64, want: u64) -> std::io::Error {
+    std::io::Error::other(format!(
+        "{what}: {got} bytes of output arrived, {want} were printed"
+    ))
+}
+
+/// A flood through a [`TerminalService`] (default shell, one send); fails
+/// unless the send counted every byte.
 pub async fn service_flood(
     service: &dyn TerminalService,
     owner: &Owner,
@@ -428,6 +506,15 @@ pub async fn service_flood(
     let elapsed = started.elapsed();
     let peak = watch.finish();
     service.close(owner, opened.id).await?;
+    if outcome.reason != SettleReason::Prompt || outcome.total_bytes != bytes {
+        return Err(TerminalError::invalid(
+            "text",
+            format!(
+                "the flood settled by {:?} with {} bytes; {bytes} were printed",
+                outcome.reason, outcome.total_bytes
+            ),
+        ));
+    }
     Ok(Flood {
         bytes: outcome.total_bytes,
         elapsed,
@@ -435,31 +522,86 @@ pub async fn service_flood(
     })
 }
 
-/// The floor: raw `pty-process`, the same command, read until EIO,
-/// discarding the bytes.
+/// The floor: an interactive bash on a raw `pty-process` pty, the same
+/// command line written to it at its prompt, the output read and
+/// discarded (but counted) until the prompt is back. Fails unless every
+/// byte arrived.
 pub fn raw_flood(bytes: u64) -> std::io::Result<Flood> {
+    const PROMPT: &[u8] = b"<raw-flood-prompt> ";
     let (mut pty, pts) = pty_process::blocking::open().map_err(to_io)?;
     pty.resize(pty_process::Size::new(40, 160)).map_err(to_io)?;
-    let watch = RssWatch::start();
-    let started = Instant::now();
+    // No readline (the tty echoes the line), no rc files, a prompt that
+    // the output cannot contain.
     let mut child = pty_process::blocking::Command::new("bash")
-        .args(["-c", &flood_command(bytes)])
+        .args(["--norc", "--noprofile", "--noediting", "-i"])
+        .env("PS1", std::str::from_utf8(PROMPT).unwrap_or("$ "))
+        .env("TERM", "dumb")
         .spawn(pts)
         .map_err(to_io)?;
-    let mut buf = vec![0u8; 64 * 1024];
-    let mut total = 0u64;
-    loop {
-        match pty.read(&mut buf) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => total += n as u64,
+    let result = (|| {
+        let mut buf = vec![0u8; 64 * 1024];
+        let mut tail: Vec<u8> = Vec::new();
+        while !tail.ends_with(PROMPT) {
+            let n = pty.read(&mut buf)?;
+            if n == 0 {
+                return Err(std::io::Error::other("bash ended before its prompt"));
+            }
+            tail.extend_from_slice(&buf[..n]);
         }
-    }
-    let elapsed = started.elapsed();
+        let command = format!("{}\n", flood_command(bytes));
+        let watch = RssWatch::start();
+        let started = Instant::now();
+        pty.write_all(command.as_bytes())?;
+        // The echo of the line ends with the first `\r\n`; the program's
+        // bytes follow (each `\n` sent as `\r\n` by the pty), then the
+        // prompt. Count every byte but the `\r`s; keep the last few to see
+        // the prompt arrive.
+        let mut echo: Option<Vec<u8>> = Some(Vec::new());
+        let mut counted = 0u64;
+        let mut window: Vec<u8> = Vec::new();
+        let mut take = |data: &[u8]| {
+            counted += data.iter().filter(|&&b| b != b'\r').count() as u64;
+            window.extend_from_slice(data);
+            let excess = window.len().saturating_sub(PROMPT.len());
+            window.drain(..excess);
+            window.ends_with(PROMPT)
+        };
+        loop {
+            let n = pty.read(&mut buf)?;
+            if n == 0 {
+                return Err(std::io::Error::other("bash ended during the flood"));
+            }
+            let done = match echo.as_mut() {
+                None => take(&buf[..n]),
+                Some(line) => {
+                    line.extend_from_slice(&buf[..n]);
+                    match line.windows(2).position(|w| w == b"\r\n") {
+                        None => false,
+                        Some(end) => {
+                            let after = line.split_off(end + 2);
+                            echo = None;
+                            take(&after)
+                        }
+                    }
+                }
+            };
+            if done {
+                break;
+            }
+        }
+        let elapsed = started.elapsed();
+        let peak = watch.finish();
+        let got = counted.saturating_sub(PROMPT.len() as u64);
+        if got != bytes {
+            return Err(short_count("raw flood", got, bytes));
+        }
+        Ok(Flood {
+            bytes: got,
+            elapsed,
+            peak_rss_growth_kib: peak,
+        })
+    })();
+    let _ = child.kill();
     let _ = child.wait();
-    Ok(Flood {
-        // The pty turned every `\n` into `\r\n`: count program bytes.
-        bytes: total - total / 101,
-        elapsed,
-        peak_rss_growth_kib: watch.finish(),
-    })
+    result
 }

@@ -76,6 +76,15 @@ impl PtyTerminals {
         Ok(st.out.screen_formatted())
     }
 
+    /// A copy of terminal `id`'s screen as its emulator has it now,
+    /// whoever owns it (the `dsh ui` page renders it). The session's lock
+    /// is held only for the copy.
+    pub fn screen_copy(&self, id: TerminalId) -> Result<vt100::Screen, TerminalError> {
+        let session = self.any_session(id)?;
+        let st = session.lock();
+        Ok(st.out.screen().clone())
+    }
+
     /// When terminal `id` last printed (or opened).
     pub fn last_activity(&self, id: TerminalId) -> Option<SystemTime> {
         let session = self.any_session(id).ok()?;

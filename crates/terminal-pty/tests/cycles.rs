@@ -4,8 +4,6 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
-
 use common::Fixture;
 use pretty_assertions::assert_eq;
 use terminal_pty::PtyTerminals;
@@ -40,17 +38,19 @@ fn census() -> Census {
     }
 }
 
+/// How many pty masters and slaves this process holds open.
+fn open_ptys() -> usize {
+    std::fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+        .filter(|target| target.as_os_str() == "/dev/ptmx" || target.starts_with("/dev/pts"))
+        .count()
+}
+
 /// Waits (bounded) for the census to come back to `baseline`: tasks that
 /// hold the last descriptors finish just after a close returns.
 async fn settles_back_to(baseline: &Census) -> Census {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let now = census();
-        if now == *baseline || Instant::now() > deadline {
-            return now;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    test_support::wait_for_equal_async(baseline, census).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -59,8 +59,15 @@ async fn five_hundred_cycles_and_a_dropped_service_leave_nothing_behind() {
     // Warm up the runtime's own descriptors (signal pipe, blocking pool).
     let id = f.open_shell().await;
     f.service.close(&f.owner, id).await.unwrap();
-    let baseline = settles_back_to(&census()).await;
-    assert_eq!(baseline.children, Vec::<i32>::new());
+    test_support::wait_until_async(
+        "the warm-up shell is gone, reaped and its pty closed",
+        || {
+            let now = census();
+            now.children.is_empty() && now.zombies.is_empty() && open_ptys() == 0
+        },
+    )
+    .await;
+    let baseline = census();
 
     let mut sids = Vec::new();
     for i in 0..500 {

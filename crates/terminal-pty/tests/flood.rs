@@ -37,8 +37,9 @@ async fn a_hundred_megabyte_flood_is_bounded_exact_and_responsive() {
         .unwrap();
     let job = tokio::spawn(started.settled);
 
-    // Responsive meanwhile: another terminal answers, reads return.
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // Responsive meanwhile: once the flood runs, another terminal
+    // answers and reads return.
+    f.wait_foreground(flood, "yes").await;
     let answer = f.send(other, "echo alive").await;
     assert_eq!(answer.output, "alive\n");
     let read = f

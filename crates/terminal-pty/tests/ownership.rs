@@ -88,7 +88,7 @@ async fn close_settles_an_active_send_with_exit_and_later_calls_say_closing() {
         .start_send(&f.owner, id, SendRequest::line("sleep 1000"))
         .unwrap();
     let pending = tokio::spawn(started.settled);
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    f.wait_foreground(id, "sleep").await;
     let closed = f.service.close(&f.owner, id).await.unwrap();
     assert_eq!(closed.outcome, CloseKind::Closed);
     let settled = pending.await.unwrap().unwrap();
@@ -118,11 +118,10 @@ async fn concurrent_closes_one_closes_the_other_is_already_closing() {
 async fn an_exited_session_refuses_sends_and_signals_but_still_reads() {
     let f = Fixture::new();
     let id = f.open_command(&["sh", "-c", "echo bye; exit 4"]).await;
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while f.service.list(&f.owner).await[0].status == TerminalStatus::Running {
-        assert!(std::time::Instant::now() < deadline);
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    test_support::wait_for_async("the program exits", || async {
+        (f.service.list(&f.owner).await[0].status != TerminalStatus::Running).then_some(())
+    })
+    .await;
     let err = f
         .service
         .send(&f.owner, id, SendRequest::line("x"))

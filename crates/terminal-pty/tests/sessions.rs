@@ -159,9 +159,9 @@ async fn until_settles_early_on_the_new_output_not_on_the_echo() {
         ("READY-NOW\n", SettleReason::Pattern)
     );
     // `sleep 30` still runs: interrupt it and the shell answers again.
-    // (Give bash a moment to start it: a SIGINT to bash itself while it
-    // is starting a job is a different story.)
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // (Once it runs: a SIGINT to bash itself while it is starting a job is
+    // a different story.)
+    f.wait_foreground(id, "sleep").await;
     f.service
         .signal(&f.owner, id, TerminalSignal::Int)
         .await
@@ -174,30 +174,43 @@ async fn until_settles_early_on_the_new_output_not_on_the_echo() {
 async fn timeout_returns_while_the_command_runs_and_read_shows_the_rest() {
     let f = Fixture::new();
     let id = f.open_shell().await;
+    // The command waits on a FIFO until the test releases it, so it is
+    // still running whenever the deadline comes; the deadline only has to
+    // be long enough for `echo start` on a loaded machine.
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("release");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
     let out = f
         .send_req(
             id,
-            SendRequest::line("echo start; sleep 0.5; echo finished-late")
-                .with_timeout(Duration::from_millis(100)),
+            SendRequest::line(format!(
+                "echo start; read -r _ < {}; echo finished-late",
+                fifo.display()
+            ))
+            .with_timeout(Duration::from_secs(2)),
         )
         .await;
     assert_eq!(
         (out.output.as_str(), out.reason, out.exit_code),
         ("start\n", SettleReason::Timeout, None)
     );
-    // The send slot is free again even though the command still runs.
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    loop {
-        let chunk = f.stream(id, None).await;
-        if chunk.output.contains("finished-late") {
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "never saw the late output"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
+    let after_timeout = f.stream(id, None).await.next;
+    std::fs::write(&fifo, "go\n").unwrap();
+    // The send slot is free again even though the command still ran, and
+    // a stream read shows what it printed after the send returned.
+    let mut followed = String::new();
+    let mut since = after_timeout;
+    while !followed.contains("finished-late\n") {
+        let chunk = f
+            .service
+            .read_wait(&f.owner, id, since, None, test_support::HANG)
+            .await
+            .unwrap();
+        assert!(!chunk.output.is_empty(), "never saw the late output");
+        followed.push_str(&chunk.output);
+        since = chunk.next;
     }
+    assert!(followed.starts_with("finished-late\n"), "{followed:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -218,6 +231,21 @@ async fn sigint_interrupts_a_busy_python_loop_and_the_repl_answers_again() {
         .unwrap();
     let list = f.service.list(&f.owner).await;
     assert_eq!(sent.delivered_to_pgid, list[0].pid as i32);
+    // Python handles the interrupt (traceback, fresh prompt) after the
+    // signal returns; a line typed while it does so can be discarded with
+    // the interrupted input. Wait for the prompt, as an agent reading the
+    // stream would.
+    let mut seen = String::new();
+    let mut since = 0;
+    while !(seen.contains("KeyboardInterrupt") && seen.ends_with(">>> ")) {
+        let chunk = f
+            .service
+            .read_wait(&f.owner, id, since, None, test_support::HANG)
+            .await
+            .unwrap();
+        seen.push_str(&chunk.output);
+        since = chunk.next;
+    }
     let after = f.send(id, "6 * 7").await;
     assert!(after.output.ends_with("42\n>>> "), "{after:?}");
     // The KeyboardInterrupt traceback came before; the stream has it.

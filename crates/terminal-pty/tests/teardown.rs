@@ -7,7 +7,7 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::Fixture;
 use pretty_assertions::assert_eq;
@@ -16,12 +16,8 @@ use terminal_seam::{CloseKind, InputCut, OpenRequest, SendRequest, SettleReason,
 
 const HANG: Duration = Duration::from_secs(30);
 
-async fn until(what: &str, mut check: impl FnMut() -> bool) {
-    let deadline = Instant::now() + HANG;
-    while !check() {
-        assert!(Instant::now() < deadline, "timed out waiting until {what}");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+async fn until(what: &str, check: impl FnMut() -> bool) {
+    test_support::wait_until_async(what, check).await;
 }
 
 fn alive(pid: i32) -> bool {
@@ -133,15 +129,11 @@ async fn close_hangs_up_the_terminal_when_an_escaped_process_holds_it() {
     }
     // The escaped processes are not the terminals' any more; they live on
     // (not ours to end), but the terminals' descriptors are all gone.
-    let deadline = Instant::now() + HANG;
-    while open_fds() > before {
-        assert!(
-            Instant::now() < deadline,
-            "{} descriptors still open after 20 closes (pty masters kept open by escaped processes)",
-            open_fds() - before
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    until(
+        "no descriptor is left open after 20 closes (pty masters kept open by escaped processes)",
+        || open_fds() <= before,
+    )
+    .await;
     for pid in &escaped.0 {
         assert!(alive(*pid), "pid {pid} was not the terminal's to end");
     }
@@ -249,18 +241,16 @@ async fn text_the_program_did_not_read_is_reported_and_never_runs_glued_to_the_n
     f.send_req(opened.id, SendRequest::line("END").with_timeout(HANG))
         .await;
     // However the send settled, the program's report follows in the stream.
-    let deadline = Instant::now() + HANG;
-    let report = loop {
-        let text = f.stream(opened.id, Some(cursor)).await.output;
-        if let Some(line) = text
-            .lines()
-            .find(|l| l.starts_with("len=") && l.contains("tail="))
-        {
-            break line.to_owned();
+    let report = test_support::wait_for_async("the program's report in the stream", || {
+        let f = &f;
+        async move {
+            let text = f.stream(opened.id, Some(cursor)).await.output;
+            text.lines()
+                .find(|l| l.starts_with("len=") && l.contains("tail="))
+                .map(str::to_owned)
         }
-        assert!(Instant::now() < deadline, "no report in {text:?}");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    };
+    })
+    .await;
     assert_eq!(report, "len=3 tail=END");
     f.service.close(&f.owner, opened.id).await.unwrap();
 }

@@ -1,7 +1,9 @@
 //! Latency of the sled-backed workspace registry, side by side with raw sled
-//! on the same disk. Run with
-//! `cargo run --release -p workspace-sled --example bench_workspace [DIR]` (DIR: where
-//! to put the stores; default: the system temp dir).
+//! on the same disk. Run with `cargo xtask bench workspace [--quick]` or
+//! `cargo run --release -p workspace-sled --example bench_workspace [--quick] [DIR]`
+//! (DIR: where to put the stores; default: the system temp dir; `--quick`:
+//! a tenth of the operations, a smoke run whose figures are not to be
+//! quoted).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::{Path, PathBuf};
@@ -60,12 +62,19 @@ fn header(n: u128, cwd: &Path, secs: i64) -> SessionHeader {
 }
 
 fn main() {
-    let base = std::env::args()
-        .nth(1)
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let quick = args.iter().any(|a| a == "--quick");
+    // Operations per row: the full run, or a tenth of it.
+    let scale = |full: usize| if quick { (full / 10).max(3) } else { full };
+    let base = args
+        .iter()
+        .find(|a| !a.starts_with("--"))
         .map(PathBuf::from)
         .unwrap_or_else(std::env::temp_dir);
     let base = base.join(format!("dsh-workspace-bench-{}", std::process::id()));
-    let n = 300;
+    let n = scale(300);
+    let headers_n = scale(10_000) as u128;
+    let dir_n = scale(100);
     let targets = dirs(&base, n);
     let wait = Duration::from_secs(10);
     let mut rows: Vec<Stats> = Vec::new();
@@ -125,13 +134,13 @@ fn main() {
         samples,
     });
     let mut samples = Vec::new();
-    for _ in 0..2000 {
+    for _ in 0..scale(2000) {
         let (d, v) = time(|| registry.list());
         assert_eq!(v.len(), n);
         samples.push(d);
     }
     rows.push(Stats {
-        name: "list() of 300 workspaces (memory)",
+        name: "list() of all workspaces (memory)",
         samples,
     });
     drop(registry);
@@ -141,7 +150,7 @@ fn main() {
     let store = Store::new(fresh(&base, "shared"));
     store.list_workspaces().unwrap();
     let mut samples = Vec::new();
-    for t in targets.iter().take(100) {
+    for t in targets.iter().take(scale(100)) {
         let (d, _) = time(|| store.create_workspace(t, None).unwrap());
         samples.push(d);
     }
@@ -150,7 +159,7 @@ fn main() {
         samples,
     });
     let mut samples = Vec::new();
-    for i in 0..100u128 {
+    for i in 0..scale(100) as u128 {
         let (d, _) = time(|| {
             store
                 .begin_session(&header(10_000 + i, &targets[0], i as i64))
@@ -164,7 +173,7 @@ fn main() {
     });
     let entry = LogEntry::new(chrono::Utc::now(), "bash", "ls -la", "OK", 3);
     let mut samples = Vec::new();
-    for _ in 0..100 {
+    for _ in 0..scale(100) {
         let (d, _) = time(|| {
             store
                 .append_log(SessionId(uuid::Uuid::from_u128(10_000)), &entry)
@@ -177,7 +186,7 @@ fn main() {
         samples,
     });
     let mut samples = Vec::new();
-    for _ in 0..100 {
+    for _ in 0..scale(100) {
         let (d, _) = time(|| store.list_workspaces().unwrap());
         samples.push(d);
     }
@@ -186,7 +195,7 @@ fn main() {
         samples,
     });
     let mut samples = Vec::new();
-    for _ in 0..100 {
+    for _ in 0..scale(100) {
         let (d, _) = time(|| drop(store.open().unwrap()));
         samples.push(d);
     }
@@ -196,12 +205,12 @@ fn main() {
     });
 
     // Start-up with 10,000 session headers over 100 directories.
-    let headers: Vec<SessionHeader> = (0..10_000u128)
-        .map(|i| header(i, &targets[(i % 100) as usize], (i / 3) as i64))
+    let headers: Vec<SessionHeader> = (0..headers_n)
+        .map(|i| header(i, &targets[(i % dir_n as u128) as usize], (i / 3) as i64))
         .collect();
     let mut boot = Vec::new();
     let mut reopen = Vec::new();
-    for round in 0..3 {
+    for round in 0..if quick { 1 } else { 3 } {
         let dir = fresh(&base, &format!("boot{round}"));
         {
             let open = OpenStore::open(&dir, wait).unwrap();
@@ -215,7 +224,7 @@ fn main() {
             let r = open.registry().unwrap();
             r.list().len()
         });
-        assert_eq!(r, 100);
+        assert_eq!(r, dir_n);
         boot.push(d);
         for _ in 0..5 {
             let (d, r) = time(|| {
@@ -223,20 +232,28 @@ fn main() {
                 let r = open.registry().unwrap();
                 r.list().iter().map(|w| w.session_ids.len()).sum::<usize>()
             });
-            assert_eq!(r, 10_000);
+            assert_eq!(r, headers_n as usize);
             reopen.push(d);
         }
     }
     rows.push(Stats {
-        name: "start-up, 10k headers: bootstrap",
+        name: "start-up with the headers: bootstrap",
         samples: boot,
     });
     rows.push(Stats {
-        name: "start-up, 10k headers: plain reopen",
+        name: "start-up with the headers: plain reopen",
         samples: reopen,
     });
 
     let raw = rows[0].median();
+    println!(
+        "{n} workspaces; {headers_n} session headers over {dir_n} directories for start-up{}\n",
+        if quick {
+            "; --quick: a smoke run, not figures to quote"
+        } else {
+            ""
+        }
+    );
     println!(
         "{:<52} {:>5} {:>12} {:>12} {:>10}",
         "operation", "n", "median", "p99", "vs raw"

@@ -100,6 +100,33 @@ fn make_private(dir: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Removes the snapshot files a writer killed mid-write left behind. sled
+/// (0.34) writes a new snapshot as `snap.N.generating` and renames it to
+/// `snap.N` once complete, but on open it reads the newest `snap.*` file,
+/// `.generating` ones included: one left half-written by a kill makes the
+/// store fail to open with "Read corrupted data". sled writes snapshots
+/// only while it opens, and this runs with the store's lock held before
+/// sled opens, so no such file is being written now; the complete
+/// snapshot before it, and the log, still hold everything acknowledged.
+fn remove_torn_snapshots(db_path: &Path) -> std::io::Result<()> {
+    let entries = match std::fs::read_dir(db_path) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    for entry in entries {
+        let path = entry?.path();
+        let torn = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.starts_with("snap.") && n.ends_with(".generating"));
+        if torn {
+            std::fs::remove_file(&path)?;
+        }
+    }
+    Ok(())
+}
+
 /// The store, open and locked for the span of one operation. Cheap to clone;
 /// the lock is released when the last clone (and every seam handle) is dropped.
 #[derive(Clone)]
@@ -147,9 +174,15 @@ impl OpenStore {
                 Err((_, e)) => return Err(io(format!("cannot lock {}: {e}", lock_path.display()))),
             }
         };
+        let db_path = dir.join("db");
+        remove_torn_snapshots(&db_path).map_err(|e| {
+            io(format!(
+                "cannot clear a half-written snapshot in {}: {e}",
+                db_path.display()
+            ))
+        })?;
         // sled takes a lock of its own; in this process a just-closed database
         // may hold it for a moment longer, so that one is retried too.
-        let db_path = dir.join("db");
         let db = loop {
             match sled::Config::new()
                 .path(&db_path)
@@ -373,6 +406,19 @@ impl SessionPersistence for SledSessions {
         raw.iter()
             .map(|v| decode(v, &format!("a log entry of session {id}")))
             .collect()
+    }
+
+    fn last_log_entry(&mut self, id: SessionId) -> Result<Option<LogEntry>, StorageError> {
+        let raw = self.store.run(|db| {
+            db.open_tree(LOG_TREE)?
+                .scan_prefix(id.0.as_bytes())
+                .values()
+                .next_back()
+                .transpose()
+                .map(|v| v.map(|v| v.to_vec()))
+        })?;
+        raw.map(|v| decode(&v, &format!("a log entry of session {id}")))
+            .transpose()
     }
 }
 

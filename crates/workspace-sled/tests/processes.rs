@@ -11,7 +11,7 @@ use std::io::Write;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use nix::sys::signal::Signal;
 use pretty_assertions::assert_eq;
@@ -55,28 +55,34 @@ fn spawn_child(spec: &str) -> Child {
 
 fn kill_and_reap(mut child: Child) {
     let pid = i32::try_from(child.id()).unwrap();
-    let steps = [process_tree::Step {
-        signal: Signal::SIGKILL,
-        grace: Duration::from_secs(5),
-    }];
-    process_tree::end_session(pid, &steps).expect("the child's session did not end");
+    // `signal_session`, not `end_session`: the latter also reaps every
+    // unheld zombie child of this process, the other tests' children
+    // included (their own waits would then fail with ECHILD). The child is
+    // unreaped until `wait` below, so its session id is still its own.
+    process_tree::signal_session(pid, Signal::SIGKILL);
     child.wait().unwrap();
 }
 
-fn wait_with_timeout(mut child: Child, limit: Duration) -> (bool, String) {
-    let start = Instant::now();
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            let mut err = String::new();
-            std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
-            return (status.success(), err);
-        }
-        if start.elapsed() > limit {
-            kill_and_reap(child);
-            panic!("a child hung");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
+/// Waits for `child` to exit (a hang fails the test); returns whether it
+/// succeeded and its stderr.
+fn wait_for_exit(mut child: Child) -> (bool, String) {
+    let mut status = None;
+    // Writers share the store one operation at a time: give them longer.
+    test_support::wait_until_within(Duration::from_secs(120), "a child exits", || {
+        status = child.try_wait().unwrap();
+        status.is_some()
+    });
+    let status = status.unwrap();
+    let mut err = String::new();
+    std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
+    (status.success(), err)
+}
+
+/// Lines in a child's journal so far.
+fn journal_lines(journal: &Path) -> usize {
+    std::fs::read_to_string(journal)
+        .map(|text| text.lines().count())
+        .unwrap_or(0)
 }
 
 // ---- the operations and their model -------------------------------------------
@@ -370,9 +376,25 @@ fn sigkilled_writers_lose_nothing_acknowledged_and_invent_nothing() {
             journal.display(),
             rng.next()
         );
-        let child = spawn_child(&spec);
-        // The child needs ~100-150 ms (debug build) before its first operation.
-        std::thread::sleep(Duration::from_millis(100 + rng.below(300) as u64));
+        let mut child = spawn_child(&spec);
+        // Kill after a random number of journal lines: each operation
+        // writes `I` before it starts and `A` once acknowledged, so an odd
+        // count lands the kill inside an operation, an even one between
+        // two. Waiting for lines, not for time, makes every run reach its
+        // operations however slowly the child starts.
+        let lines = 1 + rng.below(12);
+        test_support::wait_until(
+            &format!("run {run}: the child journals {lines} lines"),
+            || {
+                if let Some(status) = child.try_wait().unwrap() {
+                    let mut err = String::new();
+                    std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err)
+                        .unwrap();
+                    panic!("run {run}: the child exited by itself: {status}\n{err}");
+                }
+                journal_lines(&journal) >= lines
+            },
+        );
         kill_and_reap(child);
         let text = std::fs::read_to_string(&journal).unwrap_or_default();
         let mut in_flight: Option<Op> = None;
@@ -437,7 +459,7 @@ fn two_processes_and_a_reader_share_one_store() {
         store.list_sessions(None).unwrap();
     }
     for child in children {
-        let (ok, stderr) = wait_with_timeout(child, Duration::from_secs(120));
+        let (ok, stderr) = wait_for_exit(child);
         assert!(ok, "a writer failed: {stderr}");
     }
     let listed = store.list_workspaces().unwrap();

@@ -75,6 +75,16 @@ pub struct LogEntry {
     pub outcome: String,
     /// How long the call took, in milliseconds.
     pub duration_ms: u64,
+    /// How a successful call settled, when its tool says: a terminal
+    /// send's settle reason (`prompt`, `input_wait`, `pattern`, `exit`,
+    /// `idle`, `timeout`), `timeout` for a command that timed out, a job's
+    /// status. Absent in entries written before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The exit code a successful call reported (a command, a terminal
+    /// send that ended at the prompt), when it reported one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i64>,
 }
 
 impl LogEntry {
@@ -92,7 +102,17 @@ impl LogEntry {
             argument_summary: cut(argument_summary, MAX_SUMMARY_BYTES),
             outcome: cut(outcome, 64),
             duration_ms,
+            reason: None,
+            exit_code: None,
         }
+    }
+
+    /// The entry with how the call settled (see [`LogEntry::reason`] and
+    /// [`LogEntry::exit_code`]).
+    pub fn with_result(mut self, reason: Option<&str>, exit_code: Option<i64>) -> Self {
+        self.reason = reason.map(|r| cut(r, 64));
+        self.exit_code = exit_code;
+        self
     }
 }
 
@@ -212,6 +232,11 @@ pub trait SessionPersistence {
     fn append_log(&mut self, id: SessionId, entry: &LogEntry) -> Result<(), StorageError>;
     /// The session's log, oldest first (at most [`LOG_CAPACITY`] entries).
     fn read_log(&mut self, id: SessionId) -> Result<Vec<LogEntry>, StorageError>;
+    /// The session's newest log entry, if any (a provider that can should
+    /// read only that one).
+    fn last_log_entry(&mut self, id: SessionId) -> Result<Option<LogEntry>, StorageError> {
+        Ok(self.read_log(id)?.pop())
+    }
 }
 
 impl<T: StorageDomain + ?Sized> StorageDomain for &mut T {
@@ -238,5 +263,8 @@ impl<T: SessionPersistence + ?Sized> SessionPersistence for &mut T {
     }
     fn read_log(&mut self, id: SessionId) -> Result<Vec<LogEntry>, StorageError> {
         (**self).read_log(id)
+    }
+    fn last_log_entry(&mut self, id: SessionId) -> Result<Option<LogEntry>, StorageError> {
+        (**self).last_log_entry(id)
     }
 }

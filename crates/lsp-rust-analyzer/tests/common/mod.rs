@@ -2,7 +2,7 @@
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::{Path, PathBuf};
-use std::sync::LazyLock;
+use std::sync::{LazyLock, Mutex, Once, PoisonError};
 use std::time::{Duration, Instant};
 
 use lsp_rust_analyzer::{ClientOptions, ServerConfig};
@@ -105,6 +105,7 @@ where
         match f().await {
             Err(e @ LspError::NotReady { .. }) if start.elapsed() < limit => {
                 not_ready.push(e);
+                // sleep-ok: paces the retries of a not-ready answer
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
             other => return (not_ready, other),
@@ -115,4 +116,33 @@ where
 /// Whether any process of session `sid` is still alive.
 pub fn session_alive(sid: i32) -> bool {
     !process_tree::live_session_members(sid).is_empty()
+}
+
+type Cleanup = Box<dyn FnOnce() + Send>;
+
+static AT_EXIT: Mutex<Vec<Cleanup>> = Mutex::new(Vec::new());
+
+/// Runs `cleanup` when the test process exits. For a fixture held in a
+/// `static`, which is never dropped: its servers and temp dir would
+/// otherwise outlive the run.
+pub fn at_exit(cleanup: impl FnOnce() + Send + 'static) {
+    static REGISTER: Once = Once::new();
+    REGISTER.call_once(|| {
+        // SAFETY: registers a plain function of no arguments; the C
+        // library calls it once, from `exit`.
+        let registered = unsafe { libc::atexit(run_at_exit) };
+        assert_eq!(registered, 0, "atexit failed");
+    });
+    AT_EXIT
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .push(Box::new(cleanup));
+}
+
+extern "C" fn run_at_exit() {
+    let cleanups = std::mem::take(&mut *AT_EXIT.lock().unwrap_or_else(PoisonError::into_inner));
+    for cleanup in cleanups {
+        // A panic must not unwind into the C library.
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(cleanup));
+    }
 }

@@ -52,6 +52,29 @@ impl Fixture {
         opened.id
     }
 
+    /// The pid of the terminal's first process (its session leader, so
+    /// also its session id).
+    pub async fn pid(&self, id: TerminalId) -> i32 {
+        let listed = self.service.list(&self.owner).await;
+        let entry = listed
+            .iter()
+            .find(|t| t.id == id)
+            .expect("the terminal is listed");
+        entry.pid as i32
+    }
+
+    /// Waits until a process named `name` runs in the foreground process
+    /// group of terminal `id`: the command a send started is running, not
+    /// still being started by the shell.
+    pub async fn wait_foreground(&self, id: TerminalId, name: &str) {
+        let sid = self.pid(id).await;
+        test_support::wait_until_async(
+            &format!("`{name}` runs in the foreground of session {sid}"),
+            || in_foreground(sid, name),
+        )
+        .await;
+    }
+
     pub async fn send(&self, id: TerminalId, text: &str) -> SendOutcome {
         self.service
             .send(
@@ -88,4 +111,14 @@ impl Fixture {
             ReadOutcome::Screen(_) => panic!("asked for a stream"),
         }
     }
+}
+
+/// Whether a process whose command name is `name` is in the terminal's
+/// foreground process group of session `sid`.
+pub fn in_foreground(sid: i32, name: &str) -> bool {
+    process_tree::live_session_members(sid).iter().any(|p| {
+        p.pgid == p.tpgid
+            && std::fs::read_to_string(format!("/proc/{}/comm", p.pid))
+                .is_ok_and(|comm| comm.trim_end() == name)
+    })
 }

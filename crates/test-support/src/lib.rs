@@ -1,0 +1,172 @@
+//! Waiting helpers for the tests of the other crates.
+//!
+//! A test synchronises on an event: output it saw, a notification, a
+//! process appearing or disappearing in `/proc`. When the event has no
+//! notification of its own (a process leaving `/proc`, a file growing, a
+//! status changing), the test polls for it with [`wait_until`] or
+//! [`wait_until_async`] instead of sleeping for a guessed while: the wait
+//! ends as soon as the condition holds, and only a hang — nothing for
+//! [`HANG`] — fails the test, so it passes on a loaded machine too.
+//!
+//! This crate is the one place test code may sleep; a tidy check in
+//! `xtask` fails when a test file calls a sleep for synchronisation.
+//! It is not part of the product: only dev-dependencies name it.
+
+use std::time::{Duration, Instant};
+
+/// The bound every wait here uses: long enough that only a hang reaches it.
+pub const HANG: Duration = Duration::from_secs(30);
+
+/// Pauses between polls: short at first (most events come quickly), then
+/// backing off so a long wait costs no CPU.
+fn pauses() -> impl Iterator<Item = Duration> {
+    [1, 2, 5, 10, 20]
+        .into_iter()
+        .chain(std::iter::repeat(50))
+        .map(Duration::from_millis)
+}
+
+/// Polls `condition` until it holds; panics naming `what` after [`HANG`].
+#[track_caller]
+pub fn wait_until(what: &str, condition: impl FnMut() -> bool) {
+    wait_until_within(HANG, what, condition);
+}
+
+/// [`wait_until`] with a bound of its own, for the few waits that may
+/// legitimately take longer than [`HANG`] on a loaded machine.
+#[track_caller]
+pub fn wait_until_within(limit: Duration, what: &str, mut condition: impl FnMut() -> bool) {
+    let deadline = Instant::now() + limit;
+    for pause in pauses() {
+        if condition() {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "waited {limit:?} and still not: {what}"
+        );
+        std::thread::sleep(pause);
+    }
+}
+
+/// Polls `probe` until it returns `Some`, and returns that value; panics
+/// naming `what` after [`HANG`].
+#[track_caller]
+pub fn wait_for<T>(what: &str, mut probe: impl FnMut() -> Option<T>) -> T {
+    let mut found = None;
+    wait_until(what, || {
+        found = probe();
+        found.is_some()
+    });
+    match found {
+        Some(value) => value,
+        None => unreachable!("wait_until returns only once the probe answered"),
+    }
+}
+
+/// The async form of [`wait_until`] for tests on a tokio runtime: the
+/// pauses yield to the runtime instead of blocking a worker.
+pub async fn wait_until_async(what: &str, mut condition: impl FnMut() -> bool) {
+    let deadline = Instant::now() + HANG;
+    for pause in pauses() {
+        if condition() {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "waited {HANG:?} and still not: {what}"
+        );
+        tokio::time::sleep(pause).await;
+    }
+}
+
+/// Polls an async `probe` until it returns `Some`, and returns that
+/// value; panics naming `what` after [`HANG`].
+pub async fn wait_for_async<T, F, Fut>(what: &str, mut probe: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + HANG;
+    for pause in pauses() {
+        if let Some(value) = probe().await {
+            return value;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "waited {HANG:?} and still not: {what}"
+        );
+        tokio::time::sleep(pause).await;
+    }
+    unreachable!("the pauses never end")
+}
+
+/// Polls `probe` until it returns `want`, and returns what it saw last:
+/// `want`, or after [`HANG`] the value that differs, for an `assert_eq!`
+/// that shows the difference.
+pub async fn wait_for_equal_async<T: PartialEq>(want: &T, mut probe: impl FnMut() -> T) -> T {
+    let deadline = Instant::now() + HANG;
+    for pause in pauses() {
+        let seen = probe();
+        if seen == *want || Instant::now() >= deadline {
+            return seen;
+        }
+        tokio::time::sleep(pause).await;
+    }
+    unreachable!("the pauses never end")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_condition_that_comes_true_ends_the_wait() {
+        let mut calls = 0;
+        wait_until("the third call", || {
+            calls += 1;
+            calls == 3
+        });
+        assert_eq!(calls, 3);
+        let mut n = 0;
+        assert_eq!(
+            wait_for("a value", || {
+                n += 1;
+                (n == 2).then_some("found")
+            }),
+            "found"
+        );
+    }
+
+    #[test]
+    #[should_panic(expected = "and still not: never")]
+    fn a_condition_that_never_holds_fails_at_the_deadline() {
+        wait_until_within(Duration::from_millis(20), "never", || false);
+    }
+
+    #[tokio::test]
+    async fn the_async_forms_end_on_the_condition_too() {
+        let mut calls = 0;
+        wait_until_async("the second call", || {
+            calls += 1;
+            calls == 2
+        })
+        .await;
+        assert_eq!(calls, 2);
+        let mut n = 0;
+        let got = wait_for_async("a value", || {
+            n += 1;
+            let ready = n == 3;
+            async move { ready.then_some(n) }
+        })
+        .await;
+        assert_eq!(got, 3);
+        let mut n = 0;
+        let last = wait_for_equal_async(&4, || {
+            n += 1;
+            n
+        })
+        .await;
+        assert_eq!(last, 4);
+    }
+}

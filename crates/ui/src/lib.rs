@@ -1,0 +1,36 @@
+//! The local web page of `dsh ui`: where a person watches every agent at
+//! once — the workspaces and their sessions, each session's timeline of
+//! tool calls with its pictures, the connected agents with their
+//! terminals (live screens, and the keyboard on request) and their jobs
+//! (status and output, live).
+//!
+//! * [`server`] — [`start`] binds 127.0.0.1 (a free port unless
+//!   [`UiSettings::port`] fixes one; another address only when
+//!   [`UiSettings::listen`] asks, logged loudly) and serves the routes.
+//! * [`guard`] — the token, `Host` and `Origin` checks every request
+//!   passes first.
+//! * [`source`] — [`UiSource`], what the page reads; the daemon
+//!   implements it over its held store and its live state.
+//! * [`pages`], [`chart`], [`html`] — the HTML and SVG, rendered on the
+//!   server.
+//! * [`screen`] — terminal screens rendered from the emulator dsh keeps,
+//!   one shared, rate-limited feed per watched terminal.
+//!
+//! This crate opens no store and starts no program: it reads through its
+//! source, and a person's keys go through the terminal's one send slot
+//! (`PersonTyping`), under the same rule as `dsh attach --write`.
+
+mod assets;
+pub mod chart;
+pub mod guard;
+pub mod html;
+pub mod pages;
+pub mod screen;
+pub mod server;
+pub mod source;
+
+pub use server::{UiError, UiServer, UiSettings, start};
+pub use source::{
+    CallFeed, JobTail, LiveCall, LiveConnection, LiveJob, LiveTerminal, LiveView, Overview,
+    SessionSummary, SessionView, SourceError, UiSource, WatchingGuard, WorkspaceSummary,
+};

@@ -1,0 +1,668 @@
+//! The pages, rendered on the server: workspaces, one workspace, a
+//! session, live agents, a terminal, a job, and errors.
+//!
+//! Each function is pure: data in, HTML out. The live parts (a session's
+//! new calls, the live list, a terminal's screen, a job's output) are
+//! fragments of the same functions, pushed by the streams in
+//! [`crate::server`] and swapped in by the page's small script.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use chrono::{DateTime, Utc};
+use workspace::LogEntry;
+
+use crate::chart;
+use crate::html::{Nav, ago, esc, layout, short_id, span, time};
+use crate::source::{
+    JobTail, LiveConnection, LiveJob, LiveTerminal, LiveView, Overview, SessionSummary,
+    SessionView, WorkspaceSummary,
+};
+
+/// Sessions listed per workspace on the workspaces page (the rest are on
+/// the workspace's own page).
+pub const SESSIONS_PER_WORKSPACE: usize = 50;
+/// Sessions per page of one workspace.
+pub const SESSIONS_PER_PAGE: usize = 500;
+
+fn status_badge(s: &SessionSummary) -> String {
+    let mut out = if s.live {
+        "<span class=\"badge live\" title=\"its agent is connected now\">live</span>".to_owned()
+    } else {
+        "<span class=\"badge ended\">ended</span>".to_owned()
+    };
+    if s.archived {
+        out.push_str(" <span class=\"badge archived\">archived</span>");
+    }
+    out
+}
+
+fn session_rows(sessions: &[SessionSummary], now: DateTime<Utc>) -> String {
+    let mut out = String::new();
+    for s in sessions {
+        let id = s.id.to_string();
+        let _ = write!(
+            out,
+            "<tr class=\"session{}\" data-session=\"{}\"><td><a href=\"/sessions/{}\" title=\"{}\">{}</a></td><td>{}</td><td>{} <span class=\"dim\">{}</span></td><td>{}</td><td>{}</td></tr>",
+            if s.live { " is-live" } else { "" },
+            esc(&id),
+            esc(&id),
+            esc(&id),
+            esc(short_id(&id)),
+            s.client
+                .as_deref()
+                .map_or_else(|| "<span class=\"dim\">unnamed</span>".to_owned(), esc),
+            time(s.started),
+            esc(&ago(now, s.started)),
+            s.last_activity.map_or_else(
+                || "<span class=\"dim\">no calls</span>".to_owned(),
+                |at| format!(
+                    "{} <span class=\"dim\">{}</span>",
+                    time(at),
+                    esc(&ago(now, at))
+                )
+            ),
+            status_badge(s),
+        );
+    }
+    out
+}
+
+fn sessions_table(sessions: &[SessionSummary], now: DateTime<Utc>) -> String {
+    if sessions.is_empty() {
+        return "<p class=\"empty\">No sessions yet.</p>".to_owned();
+    }
+    format!(
+        "<table class=\"sessions\"><thead><tr><th>Session</th><th>Client</th><th>Started</th><th>Last activity</th><th>Status</th></tr></thead><tbody>{}</tbody></table>",
+        session_rows(sessions, now)
+    )
+}
+
+fn workspace_heading(ws: &WorkspaceSummary, link: bool) -> String {
+    let title = if link {
+        format!(
+            "<a href=\"/workspaces/{}\">{}</a>",
+            esc(&ws.id),
+            esc(&ws.title)
+        )
+    } else {
+        esc(&ws.title)
+    };
+    let live = ws.sessions.iter().filter(|s| s.live).count();
+    format!(
+        "<h2>{title} <span class=\"path\">{}</span>{}{}</h2>",
+        esc(&ws.path.display().to_string()),
+        if ws.missing_dir {
+            " <span class=\"badge missing\" title=\"the directory is not there now\">missing directory</span>"
+        } else {
+            ""
+        },
+        if live > 0 {
+            format!(" <span class=\"badge live\">{live} live</span>")
+        } else {
+            String::new()
+        }
+    )
+}
+
+/// The workspaces page: every workspace in the registry's order with its
+/// newest sessions, then the sessions of no workspace.
+pub fn workspaces(overview: &Overview, now: DateTime<Utc>) -> String {
+    let total: usize = overview
+        .workspaces
+        .iter()
+        .map(|w| w.sessions.len())
+        .sum::<usize>()
+        + overview.ungrouped.len();
+    let live = overview
+        .workspaces
+        .iter()
+        .flat_map(|w| &w.sessions)
+        .chain(&overview.ungrouped)
+        .filter(|s| s.live)
+        .count();
+    let mut body = format!(
+        "<h1>Workspaces</h1><p class=\"summary\">{} workspace{} · {total} session{} · <span id=\"live-count\">{live}</span> live now</p>",
+        overview.workspaces.len(),
+        if overview.workspaces.len() == 1 {
+            ""
+        } else {
+            "s"
+        },
+        if total == 1 { "" } else { "s" },
+    );
+    if overview.workspaces.is_empty() && overview.ungrouped.is_empty() {
+        body.push_str(
+            "<p class=\"empty\">No workspaces yet. One appears when an agent connects through <code>dsh mcp</code> in a directory, or with <code>dsh workspace create PATH</code>.</p>",
+        );
+    }
+    for ws in &overview.workspaces {
+        let _ = write!(
+            body,
+            "<section class=\"workspace\" id=\"ws-{}\">{}",
+            esc(&ws.id),
+            workspace_heading(ws, true)
+        );
+        let shown = ws.sessions.len().min(SESSIONS_PER_WORKSPACE);
+        body.push_str(&sessions_table(&ws.sessions[..shown], now));
+        if ws.sessions.len() > shown {
+            let _ = write!(
+                body,
+                "<p class=\"more\"><a href=\"/workspaces/{}\">all {} sessions →</a></p>",
+                esc(&ws.id),
+                ws.sessions.len()
+            );
+        }
+        body.push_str("</section>");
+    }
+    if !overview.ungrouped.is_empty() {
+        let shown = overview.ungrouped.len().min(SESSIONS_PER_WORKSPACE);
+        let _ = write!(
+            body,
+            "<section class=\"workspace ungrouped\"><h2>Sessions in no workspace <span class=\"dim\">{}</span></h2>{}</section>",
+            overview.ungrouped.len(),
+            sessions_table(&overview.ungrouped[..shown], now)
+        );
+    }
+    layout("Workspaces", "workspaces", Nav::Workspaces, &[], &body)
+}
+
+/// One workspace with all its sessions, `page` (0-based) of
+/// [`SESSIONS_PER_PAGE`].
+pub fn workspace(ws: &WorkspaceSummary, page: usize, now: DateTime<Utc>) -> String {
+    let pages = ws.sessions.len().div_ceil(SESSIONS_PER_PAGE).max(1);
+    let page = page.min(pages - 1);
+    let start = page * SESSIONS_PER_PAGE;
+    let end = (start + SESSIONS_PER_PAGE).min(ws.sessions.len());
+    let mut body = format!(
+        "<p class=\"crumbs\"><a href=\"/\">Workspaces</a></p><h1>{}</h1>{}<p class=\"summary\">{} sessions</p>",
+        esc(&ws.title),
+        workspace_heading(ws, false),
+        ws.sessions.len()
+    );
+    body.push_str(&sessions_table(&ws.sessions[start..end], now));
+    if pages > 1 {
+        body.push_str("<p class=\"pages\">");
+        for p in 0..pages {
+            if p == page {
+                let _ = write!(body, "<strong>{}</strong> ", p + 1);
+            } else {
+                let _ = write!(
+                    body,
+                    "<a href=\"/workspaces/{}?page={p}\">{}</a> ",
+                    esc(&ws.id),
+                    p + 1
+                );
+            }
+        }
+        body.push_str("</p>");
+    }
+    layout(&ws.title, "workspace", Nav::Workspaces, &[], &body)
+}
+
+/// A string field of a JSON object.
+fn field<'a>(v: &'a serde_json::Value, key: &str) -> Option<&'a str> {
+    v.get(key).and_then(serde_json::Value::as_str)
+}
+
+/// The argument of a call that matters to a person: the command, the
+/// terminal, the job, the lsp op with its symbol. The summary is the
+/// session log's JSON of the arguments (cut when long).
+pub fn argument(tool: &str, summary: &str) -> String {
+    let Ok(v) = serde_json::from_str::<serde_json::Value>(summary) else {
+        return summary.to_owned();
+    };
+    let joined = |key: &str| {
+        v.get(key).and_then(|a| a.as_array()).map(|argv| {
+            argv.iter()
+                .map(|s| s.as_str().unwrap_or("?"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+    };
+    let text = match tool {
+        "bash" => field(&v, "command").map(str::to_owned),
+        "subagent" => field(&v, "prompt").map(str::to_owned),
+        "terminal_open" => {
+            let command = joined("command").unwrap_or_else(|| "bash".to_owned());
+            Some(match field(&v, "name") {
+                Some(name) => format!("{command} [{name}]"),
+                None => command,
+            })
+        }
+        "terminal_send" => field(&v, "id").map(|id| match field(&v, "text") {
+            Some(size) => format!("{id} · {size}"),
+            None => id.to_owned(),
+        }),
+        "terminal_read" => field(&v, "id").map(|id| match field(&v, "mode") {
+            Some(mode) => format!("{id} · {mode}"),
+            None => id.to_owned(),
+        }),
+        "terminal_signal" => field(&v, "id").map(|id| match field(&v, "signal") {
+            Some(sig) => format!("{id} · {sig}"),
+            None => id.to_owned(),
+        }),
+        "terminal_close" => field(&v, "id").map(str::to_owned),
+        "job_output" | "job_kill" => field(&v, "job_id").map(str::to_owned),
+        "job_list" => Some(field(&v, "status").unwrap_or("all").to_owned()),
+        "lsp" => field(&v, "op").map(|op| {
+            let mut s = op.to_owned();
+            if let Some(path) = field(&v, "path") {
+                let _ = write!(s, " {path}");
+                if let Some(line) = v.get("line").and_then(serde_json::Value::as_u64) {
+                    let _ = write!(s, ":{line}");
+                }
+            }
+            if let Some(symbol) = field(&v, "symbol").or_else(|| field(&v, "query")) {
+                let _ = write!(s, " {symbol}");
+            }
+            s
+        }),
+        _ => None,
+    };
+    text.unwrap_or_else(|| summary.to_owned())
+}
+
+/// How a call ended, in words: `OK`, `OK · input_wait`, `OK · exit 1`,
+/// or the error code.
+pub fn outcome(entry: &LogEntry) -> String {
+    let mut out = entry.outcome.clone();
+    if let Some(reason) = &entry.reason {
+        let _ = write!(out, " · {reason}");
+    }
+    if let Some(code) = entry.exit_code {
+        let _ = write!(out, " · exit {code}");
+    }
+    out
+}
+
+/// What tells one logged call from another on a page (its start to the
+/// microsecond, its tool, duration and outcome), so a call that arrives
+/// both from the store and live is shown once.
+pub fn call_key(entry: &LogEntry) -> String {
+    format!(
+        "{}|{}|{}|{}",
+        entry.at.timestamp_micros(),
+        entry.tool,
+        entry.duration_ms,
+        entry.outcome
+    )
+}
+
+/// One row of a session's timeline.
+pub fn call_row(entry: &LogEntry) -> String {
+    let failed = entry.outcome != "OK";
+    let argument = argument(&entry.tool, &entry.argument_summary);
+    format!(
+        "<tr class=\"call{}\" data-key=\"{}\" data-tool=\"{}\"><td>{}</td><td class=\"tool\">{}</td><td class=\"arg\" title=\"{}\">{}</td><td class=\"num\">{}</td><td class=\"outcome\"><span class=\"swatch\" data-color=\"{}\"></span>{}</td></tr>",
+        if failed { " failed" } else { "" },
+        esc(&call_key(entry)),
+        esc(&entry.tool),
+        time(entry.at),
+        esc(&entry.tool),
+        esc(&entry.argument_summary),
+        esc(&argument),
+        esc(&chart::duration_text(entry.duration_ms)),
+        chart::call_color(entry),
+        esc(&outcome(entry)),
+    )
+}
+
+/// The pictures of a session (the timeline strip, the terminal sends).
+pub fn session_charts(log: &[LogEntry]) -> String {
+    if log.is_empty() {
+        return "<p class=\"empty\">No tool calls yet.</p>".to_owned();
+    }
+    let mut out = String::from("<h2>When calls happened and how long they took</h2>");
+    out.push_str(&chart::timeline(log));
+    let sends = chart::terminal_sends(log);
+    if !sends.is_empty() {
+        out.push_str("<h2>Terminal sends: latency and settle reason</h2>");
+        out.push_str(&sends);
+    }
+    out
+}
+
+/// A session's page: facts, pictures, and its calls newest first
+/// (only those of `tool` when given).
+pub fn session(view: &SessionView, tool: Option<&str>, now: DateTime<Utc>) -> String {
+    let s = &view.summary;
+    let id = s.id.to_string();
+    let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+    for e in &view.log {
+        *counts.entry(e.tool.as_str()).or_default() += 1;
+    }
+    let mut body = format!(
+        "<p class=\"crumbs\"><a href=\"/\">Workspaces</a>{}</p><h1>Session <span class=\"mono\">{}</span> {}</h1>",
+        view.workspace
+            .as_ref()
+            .map_or_else(String::new, |(wid, title)| format!(
+                " › <a href=\"/workspaces/{}\">{}</a>",
+                esc(wid),
+                esc(title)
+            )),
+        esc(short_id(&id)),
+        status_badge(s)
+    );
+    let _ = write!(
+        body,
+        "<dl class=\"facts\"><dt>Id</dt><dd class=\"mono\">{}</dd><dt>Client</dt><dd>{}</dd><dt>Directory</dt><dd class=\"mono\">{}</dd><dt>Started</dt><dd>{} <span class=\"dim\">{}</span></dd><dt>Last activity</dt><dd>{}</dd><dt>Calls</dt><dd>{}</dd></dl>",
+        esc(&id),
+        s.client
+            .as_deref()
+            .map_or_else(|| "unnamed".to_owned(), esc),
+        s.cwd
+            .as_ref()
+            .map_or_else(|| "—".to_owned(), |c| esc(&c.display().to_string())),
+        time(s.started),
+        esc(&ago(now, s.started)),
+        s.last_activity.map_or_else(
+            || "no calls".to_owned(),
+            |at| format!(
+                "{} <span class=\"dim\">{}</span>",
+                time(at),
+                esc(&ago(now, at))
+            )
+        ),
+        view.log.len(),
+    );
+    let _ = write!(
+        body,
+        "<section id=\"charts\" class=\"charts\">{}</section>",
+        session_charts(&view.log)
+    );
+    body.push_str("<nav class=\"filter\">Tool: ");
+    let _ = write!(
+        body,
+        "<a href=\"/sessions/{}\"{}>all <span class=\"dim\">{}</span></a>",
+        esc(&id),
+        if tool.is_none() {
+            " class=\"active\""
+        } else {
+            ""
+        },
+        view.log.len()
+    );
+    for (name, n) in &counts {
+        let _ = write!(
+            body,
+            " <a href=\"/sessions/{}?tool={}\"{}>{} <span class=\"dim\">{n}</span></a>",
+            esc(&id),
+            esc(name),
+            if tool == Some(*name) {
+                " class=\"active\""
+            } else {
+                ""
+            },
+            esc(name)
+        );
+    }
+    body.push_str("</nav>");
+    let rows: String = view
+        .log
+        .iter()
+        .rev()
+        .filter(|e| tool.is_none_or(|t| e.tool == t))
+        .map(call_row)
+        .collect();
+    let _ = write!(
+        body,
+        "<table class=\"timeline\"><thead><tr><th>Time</th><th>Tool</th><th>Argument</th><th>Duration</th><th>Outcome</th></tr></thead><tbody id=\"calls\">{rows}</tbody></table>{}",
+        if view.log.is_empty() {
+            ""
+        } else {
+            "<p class=\"dim\">The session log keeps the newest 1,000 calls of a session.</p>"
+        }
+    );
+    let mut data = vec![("session", id.as_str())];
+    if s.live {
+        data.push(("live", "true"));
+    }
+    if let Some(t) = tool {
+        data.push(("tool", t));
+    }
+    layout(
+        &format!("Session {}", short_id(&id)),
+        "session",
+        Nav::Workspaces,
+        &data,
+        &body,
+    )
+}
+
+fn terminal_row(t: &LiveTerminal) -> String {
+    format!(
+        "<tr data-terminal=\"{}\"><td><a href=\"/terminals/{}\">{}</a></td><td>{}</td><td class=\"mono\">{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+        esc(&t.id),
+        esc(&t.id),
+        esc(&t.id),
+        t.name.as_deref().map_or_else(String::new, esc),
+        esc(&t.command),
+        esc(&t.status),
+        if t.active_send {
+            "<span class=\"badge sending\" title=\"an agent's send is waiting to settle\">sending</span>"
+        } else {
+            ""
+        },
+        esc(&span(t.idle)),
+    )
+}
+
+fn job_row(j: &LiveJob) -> String {
+    format!(
+        "<tr data-job=\"{}\"><td><a href=\"/jobs/{}\">{}</a></td><td>{}</td><td><span class=\"badge job-{}\">{}</span></td><td class=\"mono\">{}</td><td>{}</td></tr>",
+        esc(&j.id),
+        esc(&j.id),
+        esc(&j.id),
+        esc(&j.kind),
+        esc(&j.status),
+        esc(&j.status),
+        esc(&j.label),
+        j.exit_code
+            .map_or_else(String::new, |c| format!("exit {c}")),
+    )
+}
+
+fn connection_section(c: &LiveConnection) -> String {
+    let mut out = format!(
+        "<section class=\"agent\" data-connection=\"{}\"><h2>{} <span class=\"dim\">connection {} · pid {} · connected {}</span></h2>",
+        c.id,
+        c.client
+            .as_deref()
+            .map_or_else(|| "unnamed client".to_owned(), esc),
+        c.id,
+        c.pid.map_or_else(|| "?".to_owned(), |p| p.to_string()),
+        esc(&span(c.age)),
+    );
+    let _ = write!(
+        out,
+        "<p>{}{}{}</p>",
+        c.workspace.as_deref().map_or_else(String::new, |w| format!(
+            "workspace <strong>{}</strong> · ",
+            esc(w)
+        )),
+        c.cwd.as_ref().map_or_else(
+            || "<span class=\"dim\">no directory yet</span>".to_owned(),
+            |d| format!(
+                "<span class=\"mono\">{}</span>",
+                esc(&d.display().to_string())
+            )
+        ),
+        c.session.map_or_else(String::new, |s| {
+            let s = s.to_string();
+            format!(
+                " · <a href=\"/sessions/{}\">session {}</a>",
+                esc(&s),
+                esc(short_id(&s))
+            )
+        }),
+    );
+    if c.terminals.is_empty() {
+        out.push_str("<p class=\"empty\">No terminals.</p>");
+    } else {
+        let _ = write!(
+            out,
+            "<table class=\"terminals\"><thead><tr><th>Terminal</th><th>Name</th><th>Command</th><th>Status</th><th></th><th>Idle</th></tr></thead><tbody>{}</tbody></table>",
+            c.terminals.iter().map(terminal_row).collect::<String>()
+        );
+    }
+    if c.jobs.is_empty() {
+        out.push_str("<p class=\"empty\">No jobs.</p>");
+    } else {
+        let _ = write!(
+            out,
+            "<table class=\"jobs\"><thead><tr><th>Job</th><th>Kind</th><th>Status</th><th>Runs</th><th>Exit</th></tr></thead><tbody>{}</tbody></table>",
+            c.jobs.iter().map(job_row).collect::<String>()
+        );
+    }
+    out.push_str("</section>");
+    out
+}
+
+/// The live list: every connected agent with its terminals and jobs.
+pub fn live_fragment(view: &LiveView) -> String {
+    if view.connections.is_empty() {
+        return "<p class=\"empty\">No agent is connected to this dsh daemon now.</p>".to_owned();
+    }
+    view.connections.iter().map(connection_section).collect()
+}
+
+/// The live page.
+pub fn live(view: &LiveView) -> String {
+    let body = format!(
+        "<h1>Live</h1><p class=\"summary\">Every agent connected to this dsh daemon, its terminals and its jobs. Updates by itself.</p><div id=\"live\">{}</div>",
+        live_fragment(view)
+    );
+    layout("Live", "live", Nav::Live, &[], &body)
+}
+
+/// A terminal's page: the live screen, read-only until the person takes
+/// the keyboard.
+pub fn terminal(connection: &LiveConnection, t: &LiveTerminal) -> String {
+    let body = format!(
+        "<p class=\"crumbs\"><a href=\"/live\">Live</a> › {}</p><h1>Terminal {}{}</h1>\
+<p class=\"mono\">{}</p>\
+<div class=\"toolbar\"><button id=\"take\" type=\"button\">Take the keyboard</button>\
+<button id=\"release\" type=\"button\" hidden>Give the keyboard back</button>\
+<span id=\"kbd-state\" class=\"kbd-state\">Read-only: you are watching.</span></div>\
+<p class=\"hint\">Taking the keyboard lets your keys reach the program. Keys are refused while an agent's send is active; while you type (until you pause for a second and the program waits for input again) the agent's sends get <code>SEND_ACTIVE</code>.</p>\
+<div id=\"notice\" class=\"notice\" role=\"status\" aria-live=\"polite\"></div>\
+<div id=\"screen\" class=\"screen\" tabindex=\"0\" aria-label=\"terminal screen\"></div>\
+<p id=\"term-end\" class=\"ended\" hidden></p>",
+        esc(&c_label(connection)),
+        esc(&t.id),
+        t.name.as_deref().map_or_else(String::new, |n| format!(
+            " <span class=\"dim\">[{}]</span>",
+            esc(n)
+        )),
+        esc(&t.command),
+    );
+    layout(
+        &format!("Terminal {}", t.id),
+        "terminal",
+        Nav::Live,
+        &[("terminal", &t.id)],
+        &body,
+    )
+}
+
+fn c_label(c: &LiveConnection) -> String {
+    format!(
+        "{} (connection {})",
+        c.client.as_deref().unwrap_or("unnamed client"),
+        c.id
+    )
+}
+
+/// The facts of a job (status, exit code, detail) as a fragment.
+pub fn job_facts(job: &LiveJob) -> String {
+    format!(
+        "<dl class=\"facts\"><dt>Kind</dt><dd>{}</dd><dt>Status</dt><dd><span class=\"badge job-{}\">{}</span></dd><dt>Runs</dt><dd class=\"mono\">{}</dd><dt>Exit code</dt><dd>{}</dd><dt>Detail</dt><dd>{}</dd></dl>",
+        esc(&job.kind),
+        esc(&job.status),
+        esc(&job.status),
+        esc(&job.label),
+        job.exit_code
+            .map_or_else(|| "—".to_owned(), |c| c.to_string()),
+        job.detail.as_deref().map_or_else(|| "—".to_owned(), esc),
+    )
+}
+
+/// A job's page: its status and the tail of its output, live.
+pub fn job(connection: Option<&LiveConnection>, tail: &JobTail) -> String {
+    let body = format!(
+        "<p class=\"crumbs\"><a href=\"/live\">Live</a>{}</p><h1>Job {}</h1><div id=\"job-facts\">{}</div>\
+<h2>Output <span class=\"dim\" id=\"job-bytes\">{} bytes</span></h2><pre id=\"job-output\" class=\"output\">{}</pre>",
+        connection.map_or_else(String::new, |c| format!(" › {}", esc(&c_label(c)))),
+        esc(&tail.job.id),
+        job_facts(&tail.job),
+        tail.end,
+        esc(&tail.output),
+    );
+    let next = tail.next.to_string();
+    layout(
+        &format!("Job {}", tail.job.id),
+        "job",
+        Nav::Live,
+        &[("job", &tail.job.id), ("next", &next)],
+        &body,
+    )
+}
+
+/// An error page: what went wrong and what to do.
+pub fn error(code: &str, message: &str) -> String {
+    let body = format!(
+        "<h1>{}</h1><p>{}</p><p><a href=\"/\">Workspaces</a> · <a href=\"/live\">Live</a></p>",
+        esc(code),
+        esc(message)
+    );
+    layout(code, "error", Nav::Workspaces, &[], &body)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    #[test]
+    fn the_argument_that_matters_is_picked() {
+        assert_eq!(
+            argument("bash", r#"{"command":"cargo test"}"#),
+            "cargo test"
+        );
+        assert_eq!(
+            argument("terminal_send", r#"{"id":"pty-2","text":"<3 bytes>"}"#),
+            "pty-2 · <3 bytes>"
+        );
+        assert_eq!(
+            argument(
+                "terminal_open",
+                r#"{"command":["python3","-q"],"name":"repl"}"#
+            ),
+            "python3 -q [repl]"
+        );
+        assert_eq!(
+            argument(
+                "lsp",
+                r#"{"op":"definition","path":"src/lib.rs","line":12,"symbol":"Foo"}"#
+            ),
+            "definition src/lib.rs:12 Foo"
+        );
+        assert_eq!(argument("job_output", r#"{"job_id":"bash-3"}"#), "bash-3");
+        // Cut summaries are shown as they are.
+        assert_eq!(argument("bash", r#"{"command":"ec…"#), r#"{"command":"ec…"#);
+    }
+
+    #[test]
+    fn outcomes_say_how_a_call_settled() {
+        let at = DateTime::<Utc>::from_timestamp(0, 0).unwrap_or_default();
+        let e = LogEntry::new(at, "terminal_send", "{}", "OK", 3);
+        assert_eq!(outcome(&e), "OK");
+        assert_eq!(
+            outcome(&e.clone().with_result(Some("prompt"), Some(2))),
+            "OK · prompt · exit 2"
+        );
+        let e = LogEntry::new(at, "terminal_send", "{}", "SEND_ACTIVE", 0);
+        assert_eq!(outcome(&e), "SEND_ACTIVE");
+    }
+}

@@ -1,0 +1,326 @@
+//! Live terminal screens, rendered on the server from the emulator dsh
+//! already keeps for every terminal.
+//!
+//! Why not stream the raw output to a terminal widget in the browser:
+//! the page shows exactly the screen the agent's `terminal_read` sees,
+//! with no second emulator to disagree with it, and the cost of a viewer
+//! does not grow with what the program prints. One [`ScreenFeed`] per
+//! watched terminal (shared by all its viewers) wakes on the terminal's
+//! output, and at most every [`FRAME_INTERVAL`] copies the screen (the
+//! session's lock is held only for the copy), renders it once, and
+//! publishes it in a `watch` channel. A viewer sends the newest frame
+//! when it can: one that falls behind skips straight to the current
+//! screen, and nothing is ever queued per viewer. A 100 MB flood costs
+//! the viewers a few frames a second, not 100 MB each. The feed ends with
+//! its last viewer.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use terminal_pty::PtyTerminals;
+use terminal_seam::{TerminalError, TerminalId};
+use tokio::sync::broadcast::error::RecvError;
+use tokio::sync::watch;
+
+/// The shortest time between two frames of one terminal.
+pub const FRAME_INTERVAL: Duration = Duration::from_millis(50);
+
+/// How often a feed checks whether its terminal is over.
+const OVER_CHECK: Duration = Duration::from_millis(250);
+
+/// One rendered screen: a JSON text message for the page.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Frame {
+    /// `{"t":"screen",…}`.
+    pub json: String,
+    /// Set when the terminal is over: why.
+    pub ended: Option<String>,
+}
+
+/// A color as the page reads it: `""` (the default), `"iN"` (palette
+/// index) or `"#rrggbb"`.
+fn color(c: vt100::Color, out: &mut String) {
+    match c {
+        vt100::Color::Default => {}
+        vt100::Color::Idx(i) => {
+            let _ = write!(out, "i{i}");
+        }
+        vt100::Color::Rgb(r, g, b) => {
+            let _ = write!(out, "#{r:02x}{g:02x}{b:02x}");
+        }
+    }
+}
+
+/// Style bits of a run.
+fn flags(cell: &vt100::Cell) -> u8 {
+    u8::from(cell.bold())
+        | (u8::from(cell.italic()) << 1)
+        | (u8::from(cell.underline()) << 2)
+        | (u8::from(cell.inverse()) << 3)
+        | (u8::from(cell.dim()) << 4)
+}
+
+/// Appends `s` as a JSON string.
+fn json_str(s: &str, out: &mut String) {
+    out.push_str(&serde_json::Value::String(s.to_owned()).to_string());
+}
+
+/// Renders a screen as the page's frame: its size, cursor, modes, and per
+/// row a list of runs `[text, fg, bg, flags]` (flags: 1 bold, 2 italic,
+/// 4 underline, 8 inverse, 16 dim); trailing blank cells are left out.
+pub fn render(screen: &vt100::Screen) -> String {
+    let (rows, cols) = screen.size();
+    let (rows, cols) = (rows.get(), cols.get());
+    let (cursor_row, cursor_col) = screen.cursor_position();
+    let mut out = String::with_capacity(usize::from(rows) * usize::from(cols) + 256);
+    let _ = write!(
+        out,
+        "{{\"t\":\"screen\",\"rows\":{rows},\"cols\":{cols},\"cursor\":[{cursor_row},{cursor_col}],\"cursor_hidden\":{},\"app_cursor\":{},\"alt\":{},\"lines\":[",
+        screen.hide_cursor(),
+        screen.application_cursor(),
+        screen.alternate_screen(),
+    );
+    let mut text = String::new();
+    let mut fg = String::new();
+    let mut bg = String::new();
+    for row in 0..rows {
+        if row > 0 {
+            out.push(',');
+        }
+        out.push('[');
+        // The last column with something visible.
+        let last = (0..cols).rev().find(|&col| {
+            screen.cell(row, col).is_some_and(|c| {
+                (c.has_contents() && c.contents() != " ")
+                    || c.bgcolor() != vt100::Color::Default
+                    || c.inverse()
+            })
+        });
+        let mut first_run = true;
+        let mut current: Option<(vt100::Color, vt100::Color, u8)> = None;
+        let flush = |text: &mut String,
+                     current: &Option<(vt100::Color, vt100::Color, u8)>,
+                     first_run: &mut bool,
+                     out: &mut String,
+                     fg: &mut String,
+                     bg: &mut String| {
+            let Some((f, b, bits)) = current else { return };
+            if text.is_empty() {
+                return;
+            }
+            if !*first_run {
+                out.push(',');
+            }
+            *first_run = false;
+            fg.clear();
+            bg.clear();
+            color(*f, fg);
+            color(*b, bg);
+            out.push('[');
+            json_str(text, out);
+            let _ = write!(out, ",\"{fg}\",\"{bg}\",{bits}]");
+            text.clear();
+        };
+        if let Some(last) = last {
+            for col in 0..=last {
+                let Some(cell) = screen.cell(row, col) else {
+                    continue;
+                };
+                if cell.is_wide_continuation() {
+                    continue;
+                }
+                let style = (cell.fgcolor(), cell.bgcolor(), flags(cell));
+                if current != Some(style) {
+                    flush(
+                        &mut text,
+                        &current,
+                        &mut first_run,
+                        &mut out,
+                        &mut fg,
+                        &mut bg,
+                    );
+                    current = Some(style);
+                }
+                if cell.has_contents() {
+                    text.push_str(cell.contents());
+                } else {
+                    text.push(' ');
+                }
+            }
+            flush(
+                &mut text,
+                &current,
+                &mut first_run,
+                &mut out,
+                &mut fg,
+                &mut bg,
+            );
+        }
+        out.push(']');
+    }
+    out.push_str("]}");
+    out
+}
+
+/// A frame for the terminal's screen now.
+fn frame_now(terminals: &PtyTerminals, id: TerminalId) -> Result<Frame, TerminalError> {
+    let screen = terminals.screen_copy(id)?;
+    Ok(Frame {
+        json: render(&screen),
+        ended: None,
+    })
+}
+
+/// The frames of one watched terminal, shared by its viewers; its task
+/// ends when the last viewer drops it.
+pub struct ScreenFeed {
+    frames: watch::Receiver<Arc<Frame>>,
+    task: tokio::task::AbortHandle,
+}
+
+impl Drop for ScreenFeed {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl ScreenFeed {
+    /// A receiver of the newest frame.
+    pub fn frames(&self) -> watch::Receiver<Arc<Frame>> {
+        self.frames.clone()
+    }
+}
+
+/// The feeds of every watched terminal.
+#[derive(Default)]
+pub struct ScreenFeeds {
+    feeds: Mutex<HashMap<TerminalId, Weak<ScreenFeed>>>,
+}
+
+impl ScreenFeeds {
+    /// The feed of terminal `id`, started for its first viewer.
+    pub fn subscribe(
+        &self,
+        terminals: &PtyTerminals,
+        id: TerminalId,
+    ) -> Result<Arc<ScreenFeed>, TerminalError> {
+        let mut feeds = self.feeds.lock().unwrap_or_else(|e| e.into_inner());
+        feeds.retain(|_, f| f.strong_count() > 0);
+        if let Some(feed) = feeds.get(&id).and_then(Weak::upgrade) {
+            return Ok(feed);
+        }
+        let watch = terminals.watch(id)?;
+        let first = frame_now(terminals, id)?;
+        let (tx, rx) = watch::channel(Arc::new(first));
+        let task = tokio::spawn(run_feed(terminals.clone(), id, watch.output, tx));
+        let feed = Arc::new(ScreenFeed {
+            frames: rx,
+            task: task.abort_handle(),
+        });
+        feeds.insert(id, Arc::downgrade(&feed));
+        Ok(feed)
+    }
+
+    /// How many terminals have a feed running.
+    pub fn running(&self) -> usize {
+        let feeds = self.feeds.lock().unwrap_or_else(|e| e.into_inner());
+        feeds.values().filter(|f| f.strong_count() > 0).count()
+    }
+}
+
+/// Publishes a frame when it differs from the last one.
+fn publish(tx: &watch::Sender<Arc<Frame>>, frame: Frame) {
+    tx.send_if_modified(|current| {
+        if **current == frame {
+            false
+        } else {
+            *current = Arc::new(frame);
+            true
+        }
+    });
+}
+
+async fn run_feed(
+    terminals: PtyTerminals,
+    id: TerminalId,
+    mut output: tokio::sync::broadcast::Receiver<Arc<[u8]>>,
+    tx: watch::Sender<Arc<Frame>>,
+) {
+    let mut dirty = false;
+    let mut next_frame = tokio::time::Instant::now();
+    let mut over_check = tokio::time::interval(OVER_CHECK);
+    over_check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let ended = loop {
+        tokio::select! {
+            chunk = output.recv() => match chunk {
+                // Only that something changed matters: the frame is the
+                // screen, whatever the chunks were.
+                Ok(_) | Err(RecvError::Lagged(_)) => dirty = true,
+                Err(RecvError::Closed) => break format!("{id} ended"),
+            },
+            () = tokio::time::sleep_until(next_frame), if dirty => {
+                dirty = false;
+                next_frame = tokio::time::Instant::now() + FRAME_INTERVAL;
+                match frame_now(&terminals, id) {
+                    Ok(frame) => publish(&tx, frame),
+                    Err(e) => break e.to_string(),
+                }
+            }
+            _ = over_check.tick() => {
+                if terminals.is_over(id) {
+                    break format!("{id} ended");
+                }
+            }
+        }
+    };
+    let mut last = match frame_now(&terminals, id) {
+        Ok(frame) => frame,
+        Err(_) => (**tx.borrow()).clone(),
+    };
+    last.ended = Some(ended);
+    publish(&tx, last);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    fn screen_of(bytes: &[u8], rows: u16, cols: u16) -> vt100::Screen {
+        let size = |n: u16| std::num::NonZeroU16::new(n).unwrap_or(std::num::NonZeroU16::MIN);
+        let mut parser = vt100::Parser::new(size(rows), size(cols), 0);
+        parser.process(bytes);
+        parser.screen().clone()
+    }
+
+    #[test]
+    fn a_frame_has_runs_of_one_style_and_no_trailing_blanks() {
+        let screen = screen_of(b">>> 1+1\r\n\x1b[1;31m2\x1b[0m ok\r\n>>> ", 4, 20);
+        let frame: serde_json::Value = serde_json::from_str(&render(&screen)).unwrap_or_default();
+        assert_eq!(
+            frame,
+            serde_json::json!({
+                "t": "screen", "rows": 4, "cols": 20, "cursor": [2, 4],
+                "cursor_hidden": false, "app_cursor": false, "alt": false,
+                "lines": [
+                    [[">>> 1+1", "", "", 0]],
+                    [["2", "i1", "", 1], [" ok", "", "", 0]],
+                    [[">>>", "", "", 0]],
+                    [],
+                ],
+            })
+        );
+    }
+
+    #[test]
+    fn colors_and_text_are_escaped_as_json() {
+        let screen = screen_of(b"\x1b[38;2;1;2;3m\"<b>\\\x1b[0m", 1, 10);
+        let frame: serde_json::Value = serde_json::from_str(&render(&screen)).unwrap_or_default();
+        assert_eq!(
+            frame["lines"],
+            serde_json::json!([[["\"<b>\\", "#010203", "", 0]]])
+        );
+    }
+}

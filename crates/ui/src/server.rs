@@ -1,0 +1,823 @@
+//! The HTTP server: its address, its routes, and the live streams.
+//!
+//! Routes (every one behind [`crate::guard::check`]):
+//!
+//! | route | what |
+//! |---|---|
+//! | `GET /` | workspaces, in the registry's order, with their sessions |
+//! | `GET /workspaces/{id}` | one workspace's sessions (`?page=N`) |
+//! | `GET /sessions/{id}` | a session's pictures and calls (`?tool=NAME`) |
+//! | `GET /sessions/{id}/charts` | the pictures alone (refreshed by the page) |
+//! | `GET /live` | every connected agent, its terminals and jobs |
+//! | `GET /terminals/{id}` | a terminal's live screen |
+//! | `GET /jobs/{id}` | a job's status and output |
+//! | `GET /api/live` | the live list as JSON |
+//! | `GET /api/live/events` | server-sent events: the live list when it changes |
+//! | `GET /api/sessions/{id}/events` | server-sent events: a session's calls as they happen |
+//! | `GET /api/jobs/{id}/events` | server-sent events: a job's status and output |
+//! | `GET /ws/terminals/{id}` | WebSocket: a terminal's screens; the person's keys |
+//!
+//! Streams are bounded: at most [`MAX_STREAMS`] at once (then 503
+//! `UI_BUSY`); each holds one frame or one chunk at a time and ends when
+//! its viewer goes or the daemon stops.
+
+use std::convert::Infallible;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
+use axum::extract::{Path, Query, State};
+use axum::http::{StatusCode, header};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{Html, IntoResponse, Response};
+use axum::routing::get;
+use futures::{SinkExt as _, Stream, StreamExt as _};
+use serde::Deserialize;
+use terminal_seam::{TerminalError, TerminalId};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio_util::sync::CancellationToken;
+use workspace::SessionId;
+
+use crate::guard::{self, Access};
+use crate::pages;
+use crate::screen::ScreenFeeds;
+use crate::source::{CallFeed, JobTail, LiveView, SourceError, UiSource};
+
+/// The most live streams (event streams and terminal views) open at once.
+pub const MAX_STREAMS: usize = 64;
+/// The most a terminal view's key message may carry, in bytes.
+pub const MAX_KEYS: usize = 4096;
+/// A job's output sent per event, at most.
+const JOB_CHUNK: usize = 64 * 1024;
+/// How far behind a job view may fall before it skips to the tail.
+const JOB_SKIP: u64 = 256 * 1024;
+/// The tail a job page starts with, and skips to.
+const JOB_TAIL: usize = 16 * 1024;
+
+/// Where the page listens (`[ui]`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct UiSettings {
+    /// The port; 0 picks a free one.
+    pub port: u16,
+    /// The address; `None` is 127.0.0.1. Anything but loopback exposes
+    /// the page to the network (still behind the token) and is logged
+    /// loudly.
+    pub listen: Option<IpAddr>,
+}
+
+/// Why the page could not be served.
+#[derive(Debug, thiserror::Error)]
+pub enum UiError {
+    /// The fixed port is taken.
+    #[error(
+        "cannot serve the page on {addr}: the port is in use; free it, or set another `[ui] port` (0 picks a free one)"
+    )]
+    PortInUse {
+        /// The address asked for.
+        addr: SocketAddr,
+    },
+    /// Binding failed otherwise.
+    #[error("cannot serve the page on {addr}: {reason}")]
+    Bind {
+        /// The address asked for.
+        addr: SocketAddr,
+        /// Why.
+        reason: String,
+    },
+    /// No randomness for the token.
+    #[error("cannot make the page's token: {0}")]
+    Token(String),
+}
+
+impl UiError {
+    /// The stable code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            UiError::PortInUse { .. } => "UI_PORT_IN_USE",
+            UiError::Bind { .. } => "UI_BIND_FAILED",
+            UiError::Token(_) => "UI_TOKEN_FAILED",
+        }
+    }
+}
+
+/// A running page.
+pub struct UiServer {
+    url: String,
+    addr: SocketAddr,
+    exposed: bool,
+    stop: CancellationToken,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl std::fmt::Debug for UiServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UiServer")
+            .field("addr", &self.addr)
+            .field("exposed", &self.exposed)
+            .finish_non_exhaustive()
+    }
+}
+
+impl UiServer {
+    /// The URL to open, token included.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The address it listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Whether it listens beyond loopback.
+    pub fn exposed(&self) -> bool {
+        self.exposed
+    }
+
+    /// Stops serving: every stream ends, the listener closes.
+    pub async fn stop(self) {
+        self.stop.cancel();
+        let _ = tokio::time::timeout(Duration::from_secs(2), self.task).await;
+    }
+}
+
+struct App {
+    source: Arc<dyn UiSource>,
+    feeds: ScreenFeeds,
+    streams: Arc<Semaphore>,
+    stop: CancellationToken,
+}
+
+type Shared = Arc<App>;
+
+/// Starts serving the page for `source` on the address `settings` name;
+/// it stops when `stop` is cancelled (or [`UiServer::stop`]).
+pub async fn start(
+    source: Arc<dyn UiSource>,
+    settings: &UiSettings,
+    stop: CancellationToken,
+) -> Result<UiServer, UiError> {
+    let ip = settings.listen.unwrap_or(IpAddr::V4(Ipv4Addr::LOCALHOST));
+    let wanted = SocketAddr::new(ip, settings.port);
+    let listener = tokio::net::TcpListener::bind(wanted).await.map_err(|e| {
+        if e.kind() == std::io::ErrorKind::AddrInUse {
+            UiError::PortInUse { addr: wanted }
+        } else {
+            UiError::Bind {
+                addr: wanted,
+                reason: e.to_string(),
+            }
+        }
+    })?;
+    let addr = listener.local_addr().map_err(|e| UiError::Bind {
+        addr: wanted,
+        reason: e.to_string(),
+    })?;
+    let exposed = !ip.is_loopback();
+    let token = guard::new_token().map_err(|e| UiError::Token(e.to_string()))?;
+    let url_host = match ip {
+        IpAddr::V4(v4) if v4.is_unspecified() => "127.0.0.1".to_owned(),
+        IpAddr::V6(v6) if v6.is_unspecified() => "[::1]".to_owned(),
+        IpAddr::V4(v4) => v4.to_string(),
+        IpAddr::V6(v6) => format!("[{v6}]"),
+    };
+    let url = format!("http://{url_host}:{}/?token={token}", addr.port());
+    let access = Arc::new(Access::new(token, addr, exposed));
+    let app = Arc::new(App {
+        source,
+        feeds: ScreenFeeds::default(),
+        streams: Arc::new(Semaphore::new(MAX_STREAMS)),
+        stop: stop.clone(),
+    });
+    let router = router(app, access);
+    let serving_stop = stop.clone();
+    let task = tokio::spawn(async move {
+        let served = axum::serve(listener, router)
+            .with_graceful_shutdown(serving_stop.cancelled_owned())
+            .await;
+        if let Err(e) = served {
+            tracing::warn!("the ui server stopped: {e}");
+        }
+    });
+    if exposed {
+        tracing::warn!(
+            address = %addr,
+            "THE dsh ui PAGE LISTENS BEYOND LOOPBACK ([ui] listen): anyone who can reach {addr} and has the token can watch every agent and type into their terminals"
+        );
+    } else {
+        tracing::info!(address = %addr, "the dsh ui page is served");
+    }
+    Ok(UiServer {
+        url,
+        addr,
+        exposed,
+        stop,
+        task,
+    })
+}
+
+fn router(app: Shared, access: Arc<Access>) -> Router {
+    Router::new()
+        .route("/", get(workspaces_page))
+        .route("/workspaces/{id}", get(workspace_page))
+        .route("/sessions/{id}", get(session_page))
+        .route("/sessions/{id}/charts", get(session_charts))
+        .route("/live", get(live_page))
+        .route("/terminals/{id}", get(terminal_page))
+        .route("/jobs/{id}", get(job_page))
+        .route("/assets/{name}", get(asset))
+        .route("/api/live", get(live_json))
+        .route("/api/live/events", get(live_events))
+        .route("/api/sessions/{id}/events", get(session_events))
+        .route("/api/jobs/{id}/events", get(job_events))
+        .route("/ws/terminals/{id}", get(terminal_ws))
+        .fallback(not_found)
+        .with_state(app)
+        .layer(axum::middleware::from_fn_with_state(access, guard::check))
+}
+
+/// A failure as a page (or JSON under `/api/`).
+struct Failure {
+    status: StatusCode,
+    code: String,
+    message: String,
+    json: bool,
+}
+
+impl Failure {
+    fn new(status: StatusCode, code: &str, message: impl Into<String>) -> Self {
+        Self {
+            status,
+            code: code.to_owned(),
+            message: message.into(),
+            json: false,
+        }
+    }
+
+    fn json(mut self) -> Self {
+        self.json = true;
+        self
+    }
+}
+
+impl From<SourceError> for Failure {
+    fn from(e: SourceError) -> Self {
+        let status = if e.is_not_found() {
+            StatusCode::NOT_FOUND
+        } else if e.code == "STORE_BUSY" {
+            StatusCode::SERVICE_UNAVAILABLE
+        } else {
+            StatusCode::INTERNAL_SERVER_ERROR
+        };
+        Self::new(status, &e.code, e.message)
+    }
+}
+
+impl From<TerminalError> for Failure {
+    fn from(e: TerminalError) -> Self {
+        let status = match e.code() {
+            "INVALID_ARGUMENT" => StatusCode::BAD_REQUEST,
+            "NO_SESSION" => StatusCode::NOT_FOUND,
+            "SESSION_CLOSING" | "SESSION_EXITED" => StatusCode::GONE,
+            _ => StatusCode::INTERNAL_SERVER_ERROR,
+        };
+        Self::new(status, e.code(), e.to_string())
+    }
+}
+
+impl IntoResponse for Failure {
+    fn into_response(self) -> Response {
+        if self.json {
+            let body = serde_json::json!({"error": {"code": self.code, "message": self.message}});
+            (
+                self.status,
+                [(header::CONTENT_TYPE, "application/json")],
+                body.to_string(),
+            )
+                .into_response()
+        } else {
+            (self.status, Html(pages::error(&self.code, &self.message))).into_response()
+        }
+    }
+}
+
+fn parse_session(id: &str) -> Result<SessionId, Failure> {
+    id.parse().map_err(|_| {
+        Failure::new(
+            StatusCode::BAD_REQUEST,
+            "INVALID_ARGUMENT",
+            format!(
+                "`{}` is not a session id (a UUID, as on the workspaces page)",
+                id.escape_debug()
+            ),
+        )
+    })
+}
+
+fn parse_terminal(id: &str) -> Result<TerminalId, Failure> {
+    id.parse().map_err(Failure::from)
+}
+
+fn busy() -> Failure {
+    Failure::new(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "UI_BUSY",
+        format!("{MAX_STREAMS} live views are open already; close some tabs and reload"),
+    )
+}
+
+async fn not_found() -> Failure {
+    Failure::new(
+        StatusCode::NOT_FOUND,
+        "NOT_FOUND",
+        "no such page; start from the workspaces or the live page",
+    )
+}
+
+async fn workspaces_page(State(app): State<Shared>) -> Result<Html<String>, Failure> {
+    let overview = app.source.overview().await?;
+    Ok(Html(pages::workspaces(&overview, chrono::Utc::now())))
+}
+
+#[derive(Debug, Deserialize)]
+struct PageQuery {
+    page: Option<usize>,
+}
+
+async fn workspace_page(
+    State(app): State<Shared>,
+    Path(id): Path<String>,
+    Query(q): Query<PageQuery>,
+) -> Result<Html<String>, Failure> {
+    let overview = app.source.overview().await?;
+    let ws = overview
+        .workspaces
+        .iter()
+        .find(|w| w.id == id)
+        .ok_or_else(|| {
+            Failure::new(
+                StatusCode::NOT_FOUND,
+                "NO_WORKSPACE",
+                format!(
+                    "no workspace `{}`; the workspaces page lists them",
+                    id.escape_debug()
+                ),
+            )
+        })?;
+    Ok(Html(pages::workspace(
+        ws,
+        q.page.unwrap_or(0),
+        chrono::Utc::now(),
+    )))
+}
+
+#[derive(Debug, Deserialize)]
+struct ToolQuery {
+    tool: Option<String>,
+}
+
+async fn session_page(
+    State(app): State<Shared>,
+    Path(id): Path<String>,
+    Query(q): Query<ToolQuery>,
+) -> Result<Html<String>, Failure> {
+    let id = parse_session(&id)?;
+    let view = app.source.session(id).await?;
+    let tool = q.tool.as_deref().filter(|t| !t.is_empty());
+    Ok(Html(pages::session(&view, tool, chrono::Utc::now())))
+}
+
+async fn session_charts(
+    State(app): State<Shared>,
+    Path(id): Path<String>,
+) -> Result<Html<String>, Failure> {
+    let id = parse_session(&id)?;
+    let view = app.source.session(id).await?;
+    Ok(Html(pages::session_charts(&view.log)))
+}
+
+async fn live_page(State(app): State<Shared>) -> Html<String> {
+    Html(pages::live(&app.source.live().await))
+}
+
+async fn terminal_page(
+    State(app): State<Shared>,
+    Path(id): Path<String>,
+) -> Result<Html<String>, Failure> {
+    let tid = parse_terminal(&id)?;
+    let view = app.source.live().await;
+    let (connection, terminal) = view.terminal(&tid.to_string()).ok_or_else(|| {
+        Failure::new(
+            StatusCode::NOT_FOUND,
+            "NO_SESSION",
+            format!("no terminal {tid} is open now; the live page lists the open ones"),
+        )
+    })?;
+    Ok(Html(pages::terminal(connection, terminal)))
+}
+
+async fn job_page(
+    State(app): State<Shared>,
+    Path(id): Path<String>,
+) -> Result<Html<String>, Failure> {
+    let tail = app.source.job(&id, None, JOB_TAIL, Duration::ZERO).await?;
+    let view = app.source.live().await;
+    let connection = view.job(&id).map(|(c, _)| c);
+    Ok(Html(pages::job(connection, &tail)))
+}
+
+async fn asset(Path(name): Path<String>) -> Response {
+    let (body, kind) = match name.as_str() {
+        "ui.css" => (crate::assets::CSS, "text/css; charset=utf-8"),
+        "ui.js" => (crate::assets::JS, "text/javascript; charset=utf-8"),
+        "icon.svg" => (crate::assets::ICON, "image/svg+xml"),
+        _ => return not_found().await.into_response(),
+    };
+    ([(header::CONTENT_TYPE, kind)], body).into_response()
+}
+
+fn live_json_value(view: &LiveView) -> serde_json::Value {
+    serde_json::json!({
+        "connections": view.connections.iter().map(|c| serde_json::json!({
+            "id": c.id,
+            "client": c.client,
+            "pid": c.pid,
+            "cwd": c.cwd,
+            "session_id": c.session.map(|s| s.to_string()),
+            "workspace": c.workspace,
+            "age_s": c.age.as_secs(),
+            "terminals": c.terminals.iter().map(|t| serde_json::json!({
+                "id": t.id, "name": t.name, "command": t.command, "status": t.status,
+                "active_send": t.active_send, "idle_s": t.idle.as_secs(),
+            })).collect::<Vec<_>>(),
+            "jobs": c.jobs.iter().map(|j| serde_json::json!({
+                "id": j.id, "kind": j.kind, "status": j.status, "label": j.label,
+                "exit_code": j.exit_code, "detail": j.detail,
+            })).collect::<Vec<_>>(),
+        })).collect::<Vec<_>>(),
+    })
+}
+
+async fn live_json(State(app): State<Shared>) -> Response {
+    let view = app.source.live().await;
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        live_json_value(&view).to_string(),
+    )
+        .into_response()
+}
+
+/// An event whose data is JSON (which never carries a raw newline or
+/// carriage return, as SSE requires).
+fn event(name: &'static str, data: &serde_json::Value) -> Event {
+    Event::default().event(name).data(data.to_string())
+}
+
+type EventStream = futures::stream::BoxStream<'static, Result<Event, Infallible>>;
+
+/// An event stream that holds a stream permit and a watching guard for
+/// its life.
+fn sse(stream: impl Stream<Item = Event> + Send + 'static) -> Response {
+    let boxed: EventStream = stream.map(Ok).boxed();
+    Sse::new(boxed)
+        .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
+        .into_response()
+}
+
+fn permit(app: &App, json: bool) -> Result<OwnedSemaphorePermit, Failure> {
+    app.streams.clone().try_acquire_owned().map_err(|_| {
+        let f = busy();
+        if json { f.json() } else { f }
+    })
+}
+
+async fn live_events(State(app): State<Shared>) -> Result<Response, Failure> {
+    let permit = permit(&app, true)?;
+    let guard = app.source.watching();
+    struct LiveState {
+        app: Shared,
+        last: String,
+        first: bool,
+        calls: tokio::sync::broadcast::Receiver<crate::source::LiveCall>,
+        _held: (OwnedSemaphorePermit, crate::source::WatchingGuard),
+    }
+    let calls = app.source.calls().live;
+    let state = LiveState {
+        app,
+        last: String::new(),
+        first: true,
+        calls,
+        _held: (permit, guard),
+    };
+    let stream = futures::stream::unfold(state, |mut st| async move {
+        loop {
+            if !st.first {
+                let stop = st.app.stop.clone();
+                tokio::select! {
+                    () = tokio::time::sleep(Duration::from_secs(1)) => {}
+                    () = st.app.source.connections_changed() => {}
+                    _ = st.calls.recv() => {}
+                    () = stop.cancelled() => return None,
+                }
+            }
+            st.first = false;
+            let fragment = pages::live_fragment(&st.app.source.live().await);
+            if fragment != st.last {
+                st.last.clone_from(&fragment);
+                let e = event("live", &serde_json::json!({ "html": fragment }));
+                return Some((e, st));
+            }
+        }
+    });
+    Ok(sse(stream))
+}
+
+async fn session_events(
+    State(app): State<Shared>,
+    Path(id): Path<String>,
+    Query(q): Query<ToolQuery>,
+) -> Result<Response, Failure> {
+    let id = parse_session(&id).map_err(Failure::json)?;
+    let permit = permit(&app, true)?;
+    let guard = app.source.watching();
+    let CallFeed { recent, live } = app.source.calls();
+    let tool = q.tool.filter(|t| !t.is_empty());
+    let keep = move |c: &crate::source::LiveCall| {
+        c.session == id && tool.as_deref().is_none_or(|t| c.entry.tool == t)
+    };
+    // The calls of the last moments first (the page dedups what it has),
+    // then each call as it happens.
+    let replay: Vec<Event> = recent
+        .iter()
+        .filter(|c| keep(c))
+        .map(|c| call_event(&c.entry))
+        .collect();
+    let stop = app.stop.clone();
+    let held = (permit, guard);
+    let live = futures::stream::unfold(
+        (live, stop, held, keep),
+        |(mut rx, stop, held, keep)| async move {
+            loop {
+                tokio::select! {
+                    call = rx.recv() => match call {
+                        Ok(c) if keep(&c) => {
+                            let e = call_event(&c.entry);
+                            return Some((e, (rx, stop, held, keep)));
+                        }
+                        Ok(_) => {}
+                        Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
+                            let e = event("lagged", &serde_json::json!({ "missed": n }));
+                            return Some((e, (rx, stop, held, keep)));
+                        }
+                        Err(tokio::sync::broadcast::error::RecvError::Closed) => return None,
+                    },
+                    () = stop.cancelled() => return None,
+                }
+            }
+        },
+    );
+    Ok(sse(futures::stream::iter(replay).chain(live)))
+}
+
+fn call_event(entry: &workspace::LogEntry) -> Event {
+    event(
+        "call",
+        &serde_json::json!({ "key": pages::call_key(entry), "html": pages::call_row(entry) }),
+    )
+}
+
+#[derive(Debug, Deserialize)]
+struct SinceQuery {
+    since: Option<u64>,
+}
+
+fn job_event(tail: &JobTail, skipped: u64) -> Event {
+    event(
+        "job",
+        &serde_json::json!({
+            "facts": pages::job_facts(&tail.job),
+            "status": tail.job.status,
+            "output": tail.output,
+            "from": tail.from,
+            "next": tail.next,
+            "end": tail.end,
+            "dropped": tail.dropped + skipped,
+        }),
+    )
+}
+
+async fn job_events(
+    State(app): State<Shared>,
+    Path(id): Path<String>,
+    Query(q): Query<SinceQuery>,
+) -> Result<Response, Failure> {
+    // Unknown jobs fail here, before the stream starts.
+    let first = app
+        .source
+        .job(&id, q.since, JOB_CHUNK, Duration::ZERO)
+        .await
+        .map_err(|e| Failure::from(e).json())?;
+    let permit = permit(&app, true)?;
+    let guard = app.source.watching();
+    struct JobState {
+        app: Shared,
+        id: String,
+        cursor: u64,
+        first: Option<JobTail>,
+        done: bool,
+        status: String,
+        _held: (OwnedSemaphorePermit, crate::source::WatchingGuard),
+    }
+    let state = JobState {
+        app,
+        id,
+        cursor: first.next,
+        status: String::new(),
+        first: Some(first),
+        done: false,
+        _held: (permit, guard),
+    };
+    let stream = futures::stream::unfold(state, |mut st| async move {
+        if let Some(first) = st.first.take() {
+            st.status.clone_from(&first.job.status);
+            return Some((job_event(&first, 0), st));
+        }
+        loop {
+            if st.done {
+                return None;
+            }
+            let read = {
+                let stop = st.app.stop.clone();
+                let job =
+                    st.app
+                        .source
+                        .job(&st.id, Some(st.cursor), JOB_CHUNK, Duration::from_secs(15));
+                tokio::select! {
+                    r = job => r,
+                    () = stop.cancelled() => return None,
+                }
+            };
+            let Ok(mut tail) = read else { return None };
+            let mut skipped = 0;
+            // Far behind: skip to the tail rather than stream it all.
+            if tail.end.saturating_sub(tail.next) > JOB_SKIP {
+                let Ok(t) = st
+                    .app
+                    .source
+                    .job(&st.id, None, JOB_TAIL, Duration::ZERO)
+                    .await
+                else {
+                    return None;
+                };
+                skipped = t.from.saturating_sub(st.cursor);
+                tail = t;
+            }
+            let settled = !matches!(tail.job.status.as_str(), "running" | "stopping");
+            let changed = tail.next != st.cursor || tail.job.status != st.status || skipped > 0;
+            st.cursor = tail.next;
+            st.status.clone_from(&tail.job.status);
+            if settled && tail.next >= tail.end {
+                st.done = true;
+            }
+            if changed {
+                return Some((job_event(&tail, skipped), st));
+            }
+        }
+    });
+    Ok(sse(stream))
+}
+
+async fn terminal_ws(
+    State(app): State<Shared>,
+    Path(id): Path<String>,
+    ws: WebSocketUpgrade,
+) -> Result<Response, Failure> {
+    let id = parse_terminal(&id).map_err(Failure::json)?;
+    let permit = permit(&app, true)?;
+    let feed = app
+        .feeds
+        .subscribe(app.source.terminals(), id)
+        .map_err(|e| Failure::from(e).json())?;
+    let guard = app.source.watching();
+    Ok(ws
+        .max_message_size(64 * 1024)
+        .max_frame_size(64 * 1024)
+        .on_upgrade(move |socket| async move {
+            serve_terminal(app, id, feed, socket).await;
+            drop((permit, guard));
+        }))
+}
+
+/// What the page sends on a terminal view.
+#[derive(Debug, Deserialize)]
+#[serde(tag = "t", rename_all = "snake_case")]
+enum ViewerMessage {
+    /// Let my keys reach the program.
+    Take,
+    /// Back to read-only.
+    Release,
+    /// Keys, as the bytes a terminal would send.
+    Keys { data: String },
+}
+
+fn json_text(value: &serde_json::Value) -> Message {
+    Message::Text(value.to_string().into())
+}
+
+fn notice(code: &str, text: &str) -> Message {
+    json_text(&serde_json::json!({"t": "notice", "code": code, "text": text}))
+}
+
+async fn serve_terminal(
+    app: Shared,
+    id: TerminalId,
+    feed: Arc<crate::screen::ScreenFeed>,
+    socket: WebSocket,
+) {
+    let (mut sink, mut incoming) = socket.split();
+    let stop = app.stop.clone();
+    // A send that does not finish (a viewer that stopped reading) ends
+    // with the daemon, never holds it up.
+    macro_rules! send {
+        ($msg:expr) => {
+            tokio::select! {
+                sent = sink.send($msg) => if sent.is_err() { return },
+                () = stop.cancelled() => return,
+            }
+        };
+    }
+    let terminals = app.source.terminals();
+    let mut frames = feed.frames();
+    let size = terminals
+        .screen_copy(id)
+        .map(|s| (s.size().0.get(), s.size().1.get()))
+        .unwrap_or((0, 0));
+    send!(json_text(&serde_json::json!({
+        "t": "hello", "id": id.to_string(), "rows": size.0, "cols": size.1, "keyboard": false,
+    })));
+    let mut typing: Option<terminal_pty::PersonTyping> = None;
+    // The current frame first, then every newer one the viewer can take.
+    frames.mark_changed();
+    loop {
+        tokio::select! {
+            changed = frames.changed() => {
+                if changed.is_err() {
+                    break;
+                }
+                let frame = frames.borrow_and_update().clone();
+                send!(Message::Text(frame.json.clone().into()));
+                if let Some(why) = &frame.ended {
+                    send!(json_text(&serde_json::json!({"t": "end", "text": why})));
+                    break;
+                }
+            }
+            message = incoming.next() => {
+                let text = match message {
+                    Some(Ok(Message::Text(text))) => text,
+                    Some(Ok(Message::Close(_))) | None | Some(Err(_)) => break,
+                    Some(Ok(_)) => continue,
+                };
+                let reply = match serde_json::from_str::<ViewerMessage>(text.as_str()) {
+                    Err(e) => Some(notice("INVALID_ARGUMENT", &format!("a message the page did not understand: {e}"))),
+                    Ok(ViewerMessage::Take) => match terminals.person_typing(id) {
+                        Ok(t) => {
+                            typing = Some(t);
+                            tracing::info!(terminal = %id, "a person took the keyboard in the web page");
+                            Some(json_text(&serde_json::json!({"t": "keyboard", "held": true})))
+                        }
+                        Err(e) => Some(notice(e.code(), &e.to_string())),
+                    },
+                    Ok(ViewerMessage::Release) => {
+                        typing = None;
+                        Some(json_text(&serde_json::json!({"t": "keyboard", "held": false})))
+                    }
+                    Ok(ViewerMessage::Keys { data }) => match &typing {
+                        None => Some(notice("READ_ONLY", "this view is read-only: take the keyboard to type")),
+                        Some(_) if data.len() > MAX_KEYS => Some(notice(
+                            "INVALID_ARGUMENT",
+                            &format!("{} bytes of keys at once is over the {MAX_KEYS}-byte limit; paste less at a time", data.len()),
+                        )),
+                        Some(t) => match t.write(data.as_bytes()).await {
+                            Ok(()) => None,
+                            Err(TerminalError::SendActive { .. }) => Some(notice(
+                                "SEND_ACTIVE",
+                                &format!("an agent's send is active on {id}; your keys were not sent — try again when it settles"),
+                            )),
+                            Err(e) => Some(notice(e.code(), &e.to_string())),
+                        },
+                    },
+                };
+                if let Some(reply) = reply {
+                    send!(reply);
+                }
+            }
+            () = stop.cancelled() => {
+                let _ = sink.send(json_text(&serde_json::json!({"t": "end", "text": "the dsh daemon is stopping"}))).await;
+                break;
+            }
+        }
+    }
+    let _ = sink.close().await;
+}

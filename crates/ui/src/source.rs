@@ -1,0 +1,256 @@
+//! What the page reads: the [`UiSource`] trait the daemon implements, and
+//! the plain data it returns.
+//!
+//! The page never touches the store, the connections or the job registry
+//! itself: it asks its source, which answers from the daemon's held store
+//! and live state. Terminals are the exception — their screens and the
+//! person's keyboard go through the terminal provider's person views
+//! (`TerminalWatch`, `PersonTyping`), exactly as `dsh attach` does.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use futures::future::BoxFuture;
+use workspace::{LogEntry, SessionId};
+
+/// A failure of the source, with a stable code and a message that says
+/// what to do.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct SourceError {
+    /// SCREAMING_SNAKE code (`NO_SESSION`, `NO_JOB`, `STORE_BUSY`, …).
+    pub code: String,
+    /// One line for a person.
+    pub message: String,
+}
+
+impl SourceError {
+    /// An error with `code` and `message`.
+    pub fn new(code: &str, message: impl Into<String>) -> Self {
+        Self {
+            code: code.to_owned(),
+            message: message.into(),
+        }
+    }
+
+    /// Whether the thing asked for does not exist (an HTTP 404).
+    pub fn is_not_found(&self) -> bool {
+        self.code.starts_with("NO_") || self.code.starts_with("UNKNOWN_")
+    }
+}
+
+/// One session as the workspaces page lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionSummary {
+    /// Its id.
+    pub id: SessionId,
+    /// The MCP client's name, when it said it.
+    pub client: Option<String>,
+    /// Its working directory.
+    pub cwd: Option<PathBuf>,
+    /// When it started.
+    pub started: DateTime<Utc>,
+    /// When its last logged tool call ended, if it made one.
+    pub last_activity: Option<DateTime<Utc>>,
+    /// Whether its MCP connection is open now.
+    pub live: bool,
+    /// Whether it is archived.
+    pub archived: bool,
+}
+
+/// One workspace with its sessions, in the registry's order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkspaceSummary {
+    /// Its id.
+    pub id: String,
+    /// Its title.
+    pub title: String,
+    /// Its directory.
+    pub path: PathBuf,
+    /// Whether the directory is missing now.
+    pub missing_dir: bool,
+    /// Its sessions, in the workspace's order.
+    pub sessions: Vec<SessionSummary>,
+}
+
+/// Everything the workspaces page shows.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Overview {
+    /// The workspaces, in the registry's order.
+    pub workspaces: Vec<WorkspaceSummary>,
+    /// Sessions that belong to no workspace, newest first.
+    pub ungrouped: Vec<SessionSummary>,
+}
+
+/// One session with its log, for its page.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionView {
+    /// The session.
+    pub summary: SessionSummary,
+    /// Its workspace (id, title), if it joined one.
+    pub workspace: Option<(String, String)>,
+    /// Its logged tool calls, oldest first.
+    pub log: Vec<LogEntry>,
+}
+
+/// A terminal of a connected agent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LiveTerminal {
+    /// `pty-N`.
+    pub id: String,
+    /// Its name, if the agent gave one.
+    pub name: Option<String>,
+    /// Its argv, joined.
+    pub command: String,
+    /// `running`, `exited`, …
+    pub status: String,
+    /// Whether an agent's send is waiting to settle.
+    pub active_send: bool,
+    /// Time since it last printed (or opened).
+    pub idle: Duration,
+}
+
+/// A job of a connected agent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LiveJob {
+    /// `kind-N`.
+    pub id: String,
+    /// Its kind (`bash`, `pty-send`, `subagent`).
+    pub kind: String,
+    /// Its status (`running`, `completed`, …).
+    pub status: String,
+    /// What it runs.
+    pub label: String,
+    /// Its exit code, once it has one.
+    pub exit_code: Option<i32>,
+    /// What happened, for jobs that failed, were killed or timed out.
+    pub detail: Option<String>,
+}
+
+/// One connected agent with its terminals and jobs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LiveConnection {
+    /// Its number in the daemon.
+    pub id: u64,
+    /// The MCP client's name, once it said it.
+    pub client: Option<String>,
+    /// The bridge's pid, when known.
+    pub pid: Option<i32>,
+    /// The session's directory.
+    pub cwd: Option<PathBuf>,
+    /// Its recorded session.
+    pub session: Option<SessionId>,
+    /// Its workspace's title.
+    pub workspace: Option<String>,
+    /// How long it has been connected.
+    pub age: Duration,
+    /// Its terminals.
+    pub terminals: Vec<LiveTerminal>,
+    /// Its jobs.
+    pub jobs: Vec<LiveJob>,
+}
+
+/// Every connected agent, oldest first.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LiveView {
+    /// The connections.
+    pub connections: Vec<LiveConnection>,
+}
+
+impl LiveView {
+    /// The terminal `id` and the connection that owns it.
+    pub fn terminal(&self, id: &str) -> Option<(&LiveConnection, &LiveTerminal)> {
+        self.connections
+            .iter()
+            .find_map(|c| c.terminals.iter().find(|t| t.id == id).map(|t| (c, t)))
+    }
+
+    /// The job `id` and the connection that owns it.
+    pub fn job(&self, id: &str) -> Option<(&LiveConnection, &LiveJob)> {
+        self.connections
+            .iter()
+            .find_map(|c| c.jobs.iter().find(|j| j.id == id).map(|j| (c, j)))
+    }
+}
+
+/// A job's state and a stretch of its output, read without moving its
+/// owner's cursor.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobTail {
+    /// The job.
+    pub job: LiveJob,
+    /// Its sanitized output from `from` to `next`.
+    pub output: String,
+    /// Where `output` starts (a byte cursor).
+    pub from: u64,
+    /// Where it ends; pass it back to continue.
+    pub next: u64,
+    /// Bytes before `from` that were already evicted.
+    pub dropped: u64,
+    /// The end of its output so far.
+    pub end: u64,
+}
+
+/// A tool call as it happens, for sessions whose page is open.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LiveCall {
+    /// The session that made it.
+    pub session: SessionId,
+    /// The call, as the session log keeps it.
+    pub entry: LogEntry,
+}
+
+/// Tool calls as they happen: the newest few already made (which the
+/// store may not have yet: the session log writes in batches), then a
+/// receiver of every later one (lossy for a slow reader: `Lagged`). Taken
+/// together, so no call falls between the two.
+#[derive(Debug)]
+pub struct CallFeed {
+    /// The newest calls already made, oldest first.
+    pub recent: Vec<LiveCall>,
+    /// Every call from now on.
+    pub live: tokio::sync::broadcast::Receiver<LiveCall>,
+}
+
+/// Something held while a person watches a live stream (the daemon counts
+/// it as activity, so it does not exit under a watching person).
+pub type WatchingGuard = Box<dyn Send + Sync>;
+
+/// What the page reads, implemented by the daemon.
+pub trait UiSource: Send + Sync + 'static {
+    /// The workspaces in the registry's order, with their sessions, and
+    /// the sessions of no workspace.
+    fn overview(&self) -> BoxFuture<'_, Result<Overview, SourceError>>;
+
+    /// One session with its log (`NO_SESSION` when unknown).
+    fn session(&self, id: SessionId) -> BoxFuture<'_, Result<SessionView, SourceError>>;
+
+    /// Every connected agent with its terminals and jobs.
+    fn live(&self) -> BoxFuture<'_, LiveView>;
+
+    /// The terminal provider, for screens and the person's keyboard.
+    fn terminals(&self) -> &terminal_pty::PtyTerminals;
+
+    /// Job `id` and its output from `since` (default: the last
+    /// `max_bytes`), read without moving its owner's cursor; with a
+    /// non-zero `wait`, first waits for output after `since` or for the
+    /// job to settle (`NO_JOB` when unknown).
+    fn job(
+        &self,
+        id: &str,
+        since: Option<u64>,
+        max_bytes: usize,
+        wait: Duration,
+    ) -> BoxFuture<'_, Result<JobTail, SourceError>>;
+
+    /// The calls of the last moments and every call from now on, as it
+    /// happens.
+    fn calls(&self) -> CallFeed;
+
+    /// Resolves when an agent connects or disconnects.
+    fn connections_changed(&self) -> BoxFuture<'_, ()>;
+
+    /// Marks a person as watching until the guard is dropped.
+    fn watching(&self) -> WatchingGuard;
+}
