@@ -34,10 +34,14 @@ def anyio_backend():
 def make_env(tmp_path):
     """An environment whose XDG dirs and daemon runtime dir are the test's
     own, so no user config, store or daemon is read, written or reached.
+    The XDG dirs sit next to tmp_path, not in it: tests use tmp_path as
+    the session's workspace, and dsh's own directories inside a workspace
+    would be carved out of its sandbox (no new file at its top level).
     The runtime dir is short: a socket path must fit in 108 bytes."""
     env = dict(os.environ)
-    env["XDG_CONFIG_HOME"] = str(tmp_path / "config")
-    env["XDG_DATA_HOME"] = str(tmp_path / "data")
+    xdg = tmp_path.parent / f"{tmp_path.name}-xdg"
+    env["XDG_CONFIG_HOME"] = str(xdg / "config")
+    env["XDG_DATA_HOME"] = str(xdg / "data")
     env["DSH_RUNTIME_DIR"] = tempfile.mkdtemp(prefix="dsh-run-")
     env.pop("XDG_RUNTIME_DIR", None)
     env.setdefault("DSH_LOG", "warn")

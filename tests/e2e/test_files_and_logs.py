@@ -6,6 +6,7 @@ and the CLI never prints a raw control character."""
 import contextlib
 import json
 import os
+import pathlib
 import stat
 import subprocess
 
@@ -85,7 +86,7 @@ async def use_every_secret_bearing_tool(s, tmp_path):
 
 @pytest.mark.anyio
 async def test_the_store_and_the_log_file_are_private(isolated_env, tmp_path):
-    data = tmp_path / "data" / "dsh"
+    data = pathlib.Path(isolated_env["XDG_DATA_HOME"]) / "dsh"
     logs = tmp_path / "logs"
     logs.mkdir()
     new_log = logs / "new.log"

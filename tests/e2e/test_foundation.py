@@ -3,6 +3,7 @@ official MCP Python SDK client."""
 
 import json
 import os
+import pathlib
 import re
 import subprocess
 import time
@@ -223,8 +224,9 @@ def test_config_errors_are_one_line_with_exit_2(isolated_env, tmp_path, config, 
         env = dict(isolated_env)
         if args == ["mcp"]:
             # the same file at the default location is read too
-            (tmp_path / "config" / "dsh").mkdir(parents=True, exist_ok=True)
-            (tmp_path / "config" / "dsh" / "config.toml").write_text(config)
+            default = pathlib.Path(env["XDG_CONFIG_HOME"]) / "dsh"
+            default.mkdir(parents=True, exist_ok=True)
+            (default / "config.toml").write_text(config)
         p = subprocess.run([dsh_bin(), *args], input="", capture_output=True, text=True, env=env, timeout=30)
         assert p.returncode == 2, p.stderr
         assert p.stdout == ""

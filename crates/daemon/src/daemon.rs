@@ -293,6 +293,11 @@ async fn serve(
         options.config,
         options.loader,
         StoreAccess::Held(held.clone()),
+        vec![
+            paths.data_dir.clone(),
+            paths.runtime_dir.clone(),
+            paths.log.clone(),
+        ],
     ));
     let (listener, identity) = bind(&paths)?;
     let (control_tx, mut control_rx) = mpsc::channel(8);
@@ -491,6 +496,26 @@ impl tokio::io::AsyncWrite for KeepOpen {
     }
 }
 
+/// Whether `pid` descends from this process: something the daemon started
+/// (an orphan of it is reparented to the daemon, its subreaper, so it
+/// stays a descendant).
+fn started_by_us(pid: i32) -> bool {
+    let me = std::process::id() as i32;
+    let mut current = pid;
+    // A chain of parents is finite; the bound only guards a /proc that
+    // changes under the walk.
+    for _ in 0..4096 {
+        if current == me {
+            return pid != me;
+        }
+        match process_tree::process_info(current) {
+            Some(info) if info.ppid > 0 && info.ppid != current => current = info.ppid,
+            _ => return false,
+        }
+    }
+    false
+}
+
 async fn handle(shared: Arc<Shared>, stream: UnixStream) {
     let peer_pid = stream.peer_cred().ok().and_then(|c| c.pid());
     // A second descriptor of the socket keeps it open after the MCP
@@ -518,6 +543,27 @@ async fn handle(shared: Arc<Shared>, stream: UnixStream) {
         }
     };
     let request = hello.request;
+    if let Some(pid) = peer_pid
+        && started_by_us(pid)
+    {
+        // A process this daemon started for a model (or one of its
+        // descendants, which orphans stay as the daemon is their
+        // subreaper) is confined; talking to the daemon would let it start
+        // unconfined processes through a connection of its own.
+        tracing::warn!(
+            peer = pid,
+            kind = request.kind(),
+            "refused a client started by this daemon"
+        );
+        let reply = Reply::failed(
+            "SANDBOXED_CLIENT",
+            "this process was started by the dsh daemon it is calling (a command, terminal, \
+             subagent or language server of a session), and such processes may not use the \
+             daemon: ask the person to run this dsh command outside dsh",
+        );
+        let _ = write_line(&mut write, &reply).await;
+        return;
+    }
     if hello.protocol != PROTOCOL || (request.needs_same_version() && hello.version != version()) {
         tracing::info!(
             client = %hello.version,

@@ -26,7 +26,8 @@ use serde_json::Value;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tools_catalog::{
-    CallContext, Catalog, JobsConfig, Owner, Preset, Runtime, Settings, ToolError,
+    Answer, Asker, CallContext, Catalog, Confinement, JobsConfig, Owner, Preset, Runtime, Settings,
+    ToolError,
 };
 use workspace::{ClientInfo, SessionHeader, SessionId};
 
@@ -59,6 +60,16 @@ pub struct HostConfig {
     /// How long a daemon with no connection, terminal or job waits before
     /// it exits.
     pub idle_exit: Duration,
+    /// The sandbox of every process started for a model (`[sandbox]`;
+    /// per connection, hot-reloadable; language servers keep theirs until
+    /// the host restarts).
+    pub sandbox: tools_catalog::sandbox::SandboxPolicy,
+    /// The environment policy of those processes (`[env]`; as `sandbox`).
+    pub env: tools_catalog::sandbox::EnvPolicy,
+    /// Directories of the host that no sandboxed process may read or
+    /// write (its config directory); the host adds its data and runtime
+    /// directories.
+    pub private_dirs: Vec<PathBuf>,
     /// Where the `dsh ui` page listens (fixed for the host's life).
     pub ui: UiSettings,
 }
@@ -78,6 +89,10 @@ impl HostConfig {
                 self.jobs != other.jobs || self.terminals != other.terminals,
             ),
             ("daemon", self.idle_exit != other.idle_exit),
+            (
+                "sandbox and env of running language servers",
+                self.sandbox != other.sandbox || self.env != other.env,
+            ),
             ("ui", self.ui != other.ui),
         ];
         fixed.iter().filter(|(_, c)| *c).map(|(k, _)| *k).collect()
@@ -93,14 +108,45 @@ pub struct ToolLayer {
     pub config: HostConfig,
     /// The tools served.
     pub catalog: Catalog,
+    /// The sandbox and environment policy of the processes they start.
+    pub confinement: Arc<Confinement>,
+}
+
+/// What the kernel offers for sandboxing, probed once per process (an
+/// invalid `DSH_SANDBOX_TEST_PRETEND` is kept as the error).
+fn availability() -> Result<tools_catalog::sandbox::Availability, String> {
+    static PROBED: OnceLock<Result<tools_catalog::sandbox::Availability, String>> = OnceLock::new();
+    PROBED
+        .get_or_init(|| tools_catalog::sandbox::Availability::probe().map_err(|e| e.to_string()))
+        .clone()
+}
+
+/// The confinement of `config`, closing `private` (the host's own
+/// directories) too.
+fn confinement(config: &HostConfig, private: &[PathBuf]) -> Confinement {
+    let mut dirs = config.private_dirs.clone();
+    dirs.extend(private.iter().cloned());
+    dirs.extend(config.log.0.iter().cloned());
+    Confinement::new(
+        config.sandbox.clone(),
+        config.env.clone(),
+        availability(),
+        dirs,
+    )
 }
 
 impl ToolLayer {
-    /// The layer of `config`; `preset` wins over the config's.
-    pub fn build(config: HostConfig, preset: Option<Preset>) -> Self {
+    /// The layer of `config`; `preset` wins over the config's. `private`
+    /// names the host's directories no sandboxed process may touch.
+    pub fn build(config: HostConfig, preset: Option<Preset>, private: &[PathBuf]) -> Self {
         let preset = preset.or(config.preset).unwrap_or(Preset::Full);
         let catalog = Catalog::new(preset, &config.settings);
-        Self { config, catalog }
+        let confinement = Arc::new(confinement(&config, private));
+        Self {
+            config,
+            catalog,
+            confinement,
+        }
     }
 
     /// What `tools/list` returns.
@@ -173,6 +219,9 @@ pub struct Host {
     next_connection: std::sync::atomic::AtomicU64,
     /// Pinged whenever a connection comes or goes.
     changed: tokio::sync::Notify,
+    /// The host's own directories (data, runtime), closed to sandboxed
+    /// processes.
+    private: Vec<PathBuf>,
     /// Every connection's tool calls as they happen (for `dsh ui`).
     calls: Arc<crate::ui_source::CallHub>,
 }
@@ -180,14 +229,39 @@ pub struct Host {
 impl Host {
     /// A host whose runtime is built from `config`. Call it inside a tokio
     /// runtime.
-    pub fn new(config: HostConfig, loader: ConfigLoader, store: StoreAccess) -> Self {
+    /// `private` names the host's own directories (its data and runtime
+    /// directories), which no sandboxed process may read or write.
+    pub fn new(
+        config: HostConfig,
+        loader: ConfigLoader,
+        store: StoreAccess,
+        private: Vec<PathBuf>,
+    ) -> Self {
+        let servers = Arc::new(confinement(&config, &private));
+        let confine: lsp_rust_analyzer::Confine = Arc::new(move |root: &Path| {
+            let spawn = servers
+                .prepare_blocking(root, None, false, true)
+                .map_err(|e| format!("{}: {}", e.code, e.message))?;
+            Ok(lsp_rust_analyzer::Confined {
+                pre_exec: spawn.step(),
+                env: Some(
+                    spawn
+                        .env
+                        .into_iter()
+                        .map(|(k, v)| (k.into(), v.into()))
+                        .collect(),
+                ),
+            })
+        });
         // The config was validated when it was read, so this only fails on
         // a config built in code; then no language server is routed.
         let (router, lsp_providers) =
-            lsp_rust_analyzer::build_router(&config.lsp).unwrap_or_else(|e| {
-                tracing::error!("language servers disabled: {e}");
-                (lsp_seam::Router::new(), Vec::new())
-            });
+            lsp_rust_analyzer::build_router_confined(&config.lsp, Some(confine)).unwrap_or_else(
+                |e| {
+                    tracing::error!("language servers disabled: {e}");
+                    (lsp_seam::Router::new(), Vec::new())
+                },
+            );
         let terminals = terminal_pty::PtyTerminals::new(config.terminals.clone());
         Self {
             warmups: Mutex::new(Vec::new()),
@@ -204,6 +278,7 @@ impl Host {
             connections: Mutex::new(BTreeMap::new()),
             next_connection: std::sync::atomic::AtomicU64::new(1),
             changed: tokio::sync::Notify::new(),
+            private,
             calls: Arc::new(crate::ui_source::CallHub::default()),
         }
     }
@@ -319,6 +394,14 @@ impl Host {
             .collect()
     }
 
+    /// The directories closed to a connection's sandboxed processes: the
+    /// host's, and the connection's config file.
+    fn connection_private(&self, config_path: Option<&Path>) -> Vec<PathBuf> {
+        let mut private = self.private.clone();
+        private.extend(config_path.map(Path::to_path_buf));
+        private
+    }
+
     /// Re-reads every connection's config and rebuilds its tool layer;
     /// live terminals and jobs are untouched. Connections whose tool list
     /// changed are told so. Returns how many connections were reloaded.
@@ -351,7 +434,7 @@ impl Host {
                     needs_restart.join(", ")
                 );
             }
-            let new = ToolLayer::build(config, preset);
+            let new = ToolLayer::build(config, preset, &self.connection_private(path.as_deref()));
             let changed = layer.load().mcp_tools() != new.mcp_tools();
             layer.store(Arc::new(new));
             reloaded += 1;
@@ -480,6 +563,8 @@ impl ServerHandler for Connection {
             runtime: self.host.runtime.clone(),
             env: self.env.clone(),
             progress,
+            confinement: layer.confinement.clone(),
+            ask: asker(&context.peer),
         };
         let args = request.arguments.map(Value::Object).unwrap_or(Value::Null);
         let logged_args = args.clone();
@@ -559,6 +644,49 @@ impl ServerHandler for Connection {
             begin(cwd.unwrap_or(fallback));
         });
     }
+}
+
+/// How long a person has to answer a question put through the client.
+const ASK_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// An asker that puts questions to the person through MCP elicitation (a
+/// form with no fields: accept is yes), when the client supports it.
+fn asker(peer: &Peer<RoleServer>) -> Option<Asker> {
+    if !peer
+        .supported_elicitation_modes()
+        .contains(&rmcp::service::ElicitationMode::Form)
+    {
+        return None;
+    }
+    let peer = peer.clone();
+    Some(Asker::new(move |question: String| {
+        let peer = peer.clone();
+        Box::pin(async move {
+            let params = rmcp::model::ElicitRequestParams::FormElicitationParams {
+                meta: None,
+                message: question,
+                requested_schema: rmcp::model::ElicitationSchema::new(BTreeMap::new()),
+            };
+            match peer
+                .create_elicitation_with_timeout(params, Some(ASK_TIMEOUT))
+                .await
+            {
+                Ok(result) => match result.action {
+                    rmcp::model::ElicitationAction::Accept => Answer::Yes,
+                    // Decline, cancel, and any answer a later protocol
+                    // adds: only an explicit accept is a yes.
+                    rmcp::model::ElicitationAction::Decline
+                    | rmcp::model::ElicitationAction::Cancel
+                    | _ => Answer::No,
+                },
+                Err(rmcp::service::ServiceError::Timeout { .. }) => Answer::Unavailable(format!(
+                    "the person did not answer within {} s",
+                    ASK_TIMEOUT.as_secs()
+                )),
+                Err(e) => Answer::Unavailable(e.to_string()),
+            }
+        }) as futures::future::BoxFuture<'static, Answer>
+    }))
 }
 
 /// When a tool call carries a `progressToken`: a sink whose reports become
@@ -709,6 +837,7 @@ where
     let layer = Arc::new(ArcSwap::from_pointee(ToolLayer::build(
         config,
         setup.preset,
+        &host.connection_private(setup.config_path.as_deref()),
     )));
     let (cwd_tx, cwd) = watch::channel(None);
     let connection = Connection {

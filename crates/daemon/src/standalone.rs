@@ -32,6 +32,7 @@ pub async fn serve_stdio(config: HostConfig, options: StandaloneOptions) -> anyh
         config.clone(),
         options.loader,
         StoreAccess::per_operation(&options.data_dir),
+        vec![options.data_dir.clone(), crate::paths::runtime_dir()],
     ));
     let stop = CancellationToken::new();
     let reload_host = host.clone();

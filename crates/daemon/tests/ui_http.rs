@@ -30,6 +30,9 @@ fn host_config() -> HostConfig {
         lsp_eager: false,
         idle_exit: Duration::from_secs(600),
         ui: UiSettings::default(),
+        sandbox: tools_catalog::sandbox::SandboxPolicy::default(),
+        env: tools_catalog::sandbox::EnvPolicy::default(),
+        private_dirs: Vec::new(),
     }
 }
 
@@ -78,6 +81,7 @@ async fn page_with(fill: impl FnOnce(&HeldStore, &Path) + Send + 'static) -> Pag
         host_config(),
         loader,
         StoreAccess::Held(held.clone()),
+        Vec::new(),
     ));
     let source = DaemonUiSource::new(host, held, Arc::new(AtomicUsize::new(0)));
     let server = ui::start(
@@ -612,6 +616,7 @@ async fn a_fixed_port_in_use_is_refused_with_its_code() {
         host_config(),
         loader,
         StoreAccess::Held(held.clone()),
+        Vec::new(),
     ));
     let source = DaemonUiSource::new(host, held, Arc::new(AtomicUsize::new(0)));
     let err = ui::start(

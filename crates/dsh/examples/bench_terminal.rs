@@ -225,6 +225,8 @@ async fn tool_layer_python_settle(rounds: usize) -> Result<Vec<Duration>, BoxErr
         runtime: runtime.clone(),
         env: None,
         progress: None,
+        confinement: Arc::new(tools_catalog::Confinement::none()),
+        ask: None,
     };
     let call = |name: &'static str, args: Value| {
         let tool = catalog.get(name).cloned();

@@ -407,6 +407,12 @@ impl Config {
             log_commands: self.log.commands,
             lsp_eager: self.lsp.eager,
             idle_exit: self.daemon.idle_exit,
+            sandbox: self.sandbox_policy(),
+            env: self.env_policy(),
+            private_dirs: default_path()
+                .and_then(|p| p.parent().map(std::path::Path::to_path_buf))
+                .into_iter()
+                .collect(),
             ui: daemon::host::UiSettings {
                 port: self.ui.port,
                 listen: self.ui.listen,

@@ -148,6 +148,8 @@ impl ScriptedClient {
                 runtime,
                 env: None,
                 progress: None,
+                confinement: Arc::new(tools_catalog::Confinement::none()),
+                ask: None,
             },
             counts: Counts::default(),
         }

@@ -77,7 +77,29 @@ pub struct CommandSpec {
     /// How processes the command leaves running when it exits are ended
     /// (default [`process_tree::TERM_THEN_KILL`]).
     pub leftover_steps: &'static [Step],
+    /// A step the child runs last before `exec` (a sandbox's); `None`:
+    /// none.
+    pub pre_exec: Option<ChildStep>,
 }
+
+/// A step run in a command's child last before `exec`, such as entering a
+/// sandbox; compared by identity.
+#[derive(Clone)]
+pub struct ChildStep(pub process_tree::PreExecStep);
+
+impl std::fmt::Debug for ChildStep {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ChildStep")
+    }
+}
+
+impl PartialEq for ChildStep {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for ChildStep {}
 
 impl CommandSpec {
     /// `argv` run as a job of `kind`, with [`QUIET_ENV`]. An empty argv or
@@ -101,6 +123,7 @@ impl CommandSpec {
             base_env: None,
             stdin: None,
             leftover_steps: process_tree::TERM_THEN_KILL,
+            pre_exec: None,
         })
     }
 
@@ -119,6 +142,7 @@ impl CommandSpec {
             stdin: None,
             label: command.to_owned(),
             leftover_steps: process_tree::TERM_THEN_KILL,
+            pre_exec: None,
         }
     }
 
@@ -157,6 +181,18 @@ impl CommandSpec {
     /// Feeds `text` on stdin, then closes it.
     pub fn with_stdin(mut self, text: impl Into<String>) -> Self {
         self.stdin = Some(text.into());
+        self
+    }
+
+    /// Runs `step` in the child last before `exec` (after `setsid` and the
+    /// parent-death signal).
+    ///
+    /// # Safety
+    ///
+    /// `step` must be async-signal-safe, as
+    /// [`process_tree::SessionCommand::pre_exec`] requires.
+    pub unsafe fn with_pre_exec(mut self, step: process_tree::PreExecStep) -> Self {
+        self.pre_exec = Some(ChildStep(step));
         self
     }
 
@@ -368,7 +404,12 @@ fn spawn_command(
     // The spawn path drops the command, and with it our copies of the
     // pipe's write end, so the output reaches end-of-file when the
     // command's processes close theirs.
-    let spawned = process_tree::spawn_session(command).map_err(fail)?;
+    let mut session = process_tree::SessionCommand::new(command);
+    if let Some(step) = &spec.pre_exec {
+        // SAFETY: `with_pre_exec`'s caller promised an async-signal-safe step.
+        session = unsafe { session.pre_exec(step.0.clone()) };
+    }
+    let spawned = session.spawn().map_err(fail)?;
     let leader = Arc::new(spawned.leader);
     let sid = leader.pid();
     let guard = Arc::new(SessionGuard {

@@ -33,7 +33,7 @@ mod registry;
 mod ring;
 
 pub use command::{
-    CommandProducer, CommandRun, CommandSpec, KILL_STEPS, PROMPT_PLACEHOLDER, QUIET_ENV,
+    ChildStep, CommandProducer, CommandRun, CommandSpec, KILL_STEPS, PROMPT_PLACEHOLDER, QUIET_ENV,
     run_command, run_command_observed,
 };
 pub use error::{JobError, StartError};

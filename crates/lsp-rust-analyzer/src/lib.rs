@@ -20,6 +20,7 @@
 //! read configuration files (the host builds [`LspConfig`]).
 
 mod config;
+mod confine;
 mod pool;
 mod provider;
 mod server;
@@ -29,6 +30,7 @@ pub use config::{
     ClientOptions, LanguagePreset, LspConfig, ReadinessSignal, RootStrategy, ServerConfig,
     language_presets,
 };
+pub use confine::{Confine, Confined};
 pub use pool::ServerPool;
 pub use provider::{RawServer, StdioLspProvider};
 pub use server::ServerProcess;
@@ -49,6 +51,15 @@ use lsp_seam::{LspProvider, RegisterError, Router};
 pub fn build_router(
     config: &LspConfig,
 ) -> Result<(Router, Vec<Arc<StdioLspProvider>>), RegisterError> {
+    build_router_confined(config, None)
+}
+
+/// [`build_router`], every server confined by `confine` (a sandbox and an
+/// environment policy, see [`Confine`]).
+pub fn build_router_confined(
+    config: &LspConfig,
+    confine: Option<Confine>,
+) -> Result<(Router, Vec<Arc<StdioLspProvider>>), RegisterError> {
     let pool = ServerPool::new(config.options.max_servers, config.options.idle_stop);
     let mut router = Router::new();
     let mut providers = Vec::new();
@@ -57,11 +68,10 @@ pub fn build_router(
         if server.name.is_empty() {
             server.name.clone_from(name);
         }
-        let provider = Arc::new(StdioLspProvider::with_pool(
-            server,
-            config.options.clone(),
-            pool.clone(),
-        ));
+        let provider = Arc::new(
+            StdioLspProvider::with_pool(server, config.options.clone(), pool.clone())
+                .with_confine(confine.clone()),
+        );
         router.register(provider.clone() as Arc<dyn LspProvider>)?;
         providers.push(provider);
     }
@@ -78,11 +88,10 @@ pub fn build_router(
         if server.extensions.is_empty() {
             continue;
         }
-        let provider = Arc::new(StdioLspProvider::with_pool(
-            server,
-            config.options.clone(),
-            pool.clone(),
-        ));
+        let provider = Arc::new(
+            StdioLspProvider::with_pool(server, config.options.clone(), pool.clone())
+                .with_confine(confine.clone()),
+        );
         router.register(provider.clone() as Arc<dyn LspProvider>)?;
         providers.push(provider);
     }

@@ -47,6 +47,7 @@ pub struct StdioLspProvider {
     options: ClientOptions,
     slots: Mutex<HashMap<PathBuf, Arc<Slot>>>,
     pool: Arc<ServerPool>,
+    confine: Option<crate::Confine>,
 }
 
 impl std::fmt::Debug for StdioLspProvider {
@@ -184,7 +185,15 @@ impl StdioLspProvider {
             options,
             slots: Mutex::new(HashMap::new()),
             pool,
+            confine: None,
         }
+    }
+
+    /// Confines every server this provider starts with `confine` (see
+    /// [`crate::Confine`]).
+    pub fn with_confine(mut self, confine: Option<crate::Confine>) -> StdioLspProvider {
+        self.confine = confine;
+        self
     }
 
     /// The rust-analyzer preset, or `None` when no `rust-analyzer` binary
@@ -393,9 +402,14 @@ impl StdioLspProvider {
         }
         self.pool.ensure_reaper();
         self.pool.make_room(&slot);
-        let server = Server::start(self.config.clone(), root.to_owned(), self.options.clone())
-            .await
-            .map_err(|e| self.with_hint(e))?;
+        let server = Server::start(
+            self.config.clone(),
+            root.to_owned(),
+            self.options.clone(),
+            self.confine.clone(),
+        )
+        .await
+        .map_err(|e| self.with_hint(e))?;
         *guard = Some(server.clone());
         Ok(server)
     }

@@ -384,9 +384,31 @@ impl Server {
         config: Arc<ServerConfig>,
         root: PathBuf,
         options: ClientOptions,
+        confine: Option<crate::Confine>,
     ) -> Result<Arc<Server>, LspError> {
         let program = config.resolve_command()?;
+        let confined = match confine {
+            Some(confine) => {
+                let at = root.clone();
+                tokio::task::spawn_blocking(move || confine(&at))
+                    .await
+                    .map_err(|e| e.to_string())
+                    .and_then(|r| r)
+                    .map_err(|message| LspError::Unavailable {
+                        reason: UnavailableReason::SpawnFailed,
+                        message: format!(
+                            "{}: not started for {}: {message}",
+                            config.name,
+                            root.display()
+                        ),
+                    })?
+            }
+            None => crate::Confined::default(),
+        };
         let mut cmd = std::process::Command::new(&program);
+        if let Some(env) = &confined.env {
+            cmd.env_clear().envs(env.iter().map(|(k, v)| (k, v)));
+        }
         cmd.args(&config.args)
             .envs(&config.env)
             .current_dir(&root)
@@ -403,7 +425,12 @@ impl Server {
         };
         // The one spawn path: a session of its own, killed if the host dies
         // (and its whole session ended by the host's guardian).
-        let spawned = process_tree::spawn_session(cmd).map_err(spawn_failed)?;
+        let mut session = process_tree::SessionCommand::new(cmd);
+        if let Some(step) = confined.pre_exec {
+            // SAFETY: a `Confine` hook returns async-signal-safe steps only.
+            session = unsafe { session.pre_exec(step) };
+        }
+        let spawned = session.spawn().map_err(spawn_failed)?;
         let leader = Arc::new(spawned.leader);
         let pid = leader.pid();
         let (Some(stdin), Some(stdout), Some(stderr)) =

@@ -150,8 +150,16 @@ impl Namespaces {
         for (dst, src) in lo.ifr_name.iter_mut().zip(b"lo\0") {
             *dst = *src as libc::c_char;
         }
+        // One helper at a time: a helper forked while another runs would
+        // inherit that one's pipes (a fork without exec keeps every
+        // descriptor), and each would wait for the other to close them.
+        static HELPER: std::sync::Mutex<()> = std::sync::Mutex::new(());
+        let _one_at_a_time = HELPER
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let (report_r, report_w) = pipe()?;
         let (hold_r, hold_w) = pipe()?;
+        let parent = std::process::id() as libc::pid_t;
         // SAFETY: the child below only makes async-signal-safe system calls
         // on memory prepared before the fork, then `_exit`s.
         let pid = unsafe { libc::fork() };
@@ -164,6 +172,21 @@ impl Namespaces {
                 close(report_r.as_raw_fd());
                 close(hold_w.as_raw_fd());
                 let out = report_w.as_raw_fd();
+                // Keep nothing of the host's but our two pipe ends: not the
+                // pipes of its commands, nor another helper's.
+                close_all_but(out, hold_r.as_raw_fd());
+                // Never outlive the host, which would leave us waiting.
+                if libc::prctl(
+                    libc::PR_SET_PDEATHSIG,
+                    libc::SIGKILL as libc::c_ulong,
+                    0,
+                    0,
+                    0,
+                ) != 0
+                    || libc::getppid() != parent
+                {
+                    libc::_exit(1);
+                }
                 // A session leader of its own, so the host's reaper of
                 // adopted orphans leaves its exit status to us.
                 libc::setsid();
@@ -328,6 +351,51 @@ impl Namespaces {
 /// Two stamps name the same file (a directory's contents may change).
 fn same_file(a: Stamp, b: Stamp) -> bool {
     a.identity() == b.identity()
+}
+
+/// Closes every descriptor from 3 up but `a` and `b`. Async-signal-safe.
+///
+/// # Safety
+///
+/// Only in a freshly forked child: descriptors owned elsewhere in the
+/// process are closed under their owners.
+unsafe fn close_all_but(a: RawFd, b: RawFd) {
+    let (low, high) = if a < b { (a, b) } else { (b, a) };
+    let ranges = [
+        (3, low - 1),
+        (low + 1, high - 1),
+        (high + 1, libc::c_int::MAX),
+    ];
+    for (first, last) in ranges {
+        if first > last {
+            continue;
+        }
+        // SAFETY: a plain system call on descriptor numbers.
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_close_range,
+                first as libc::c_uint,
+                last as libc::c_uint,
+                0,
+            )
+        };
+        if rc != 0 {
+            // Kernels before 5.9: close one by one, up to the limit.
+            // SAFETY: sysconf has no memory arguments.
+            let max = unsafe { libc::sysconf(libc::_SC_OPEN_MAX) };
+            let max = if max > 0 {
+                max.min(1 << 20) as libc::c_int
+            } else {
+                1024
+            };
+            let mut fd = first;
+            while fd <= last && fd < max {
+                // SAFETY: closing a descriptor number; EBADF is harmless.
+                unsafe { libc::close(fd) };
+                fd += 1;
+            }
+        }
+    }
 }
 
 fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {

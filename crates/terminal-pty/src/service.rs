@@ -434,11 +434,15 @@ impl PtyTerminals {
             .stdout(pair.slave.try_clone().map_err(spawn_failed)?)
             .stderr(pair.slave);
         // SAFETY: the step is a raw ioctl, async-signal-safe.
-        let spawned = unsafe {
+        let mut session = unsafe {
             process_tree::SessionCommand::new(command).pre_exec(take_controlling_terminal())
+        };
+        if let Some(step) = &request.pre_exec {
+            // SAFETY: the request's step is async-signal-safe (its contract);
+            // it runs after TIOCSCTTY, which a sandbox may forbid.
+            session = unsafe { session.pre_exec(step.0.clone()) };
         }
-        .spawn()
-        .map_err(spawn_failed)?;
+        let spawned = session.spawn().map_err(spawn_failed)?;
         let pid = spawned.leader.pid() as u32;
         let id = {
             let mut registry = inner.lock();

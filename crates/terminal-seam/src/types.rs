@@ -77,7 +77,30 @@ pub struct OpenRequest {
     /// daemon passes the one its connection's client gave); `None`: the
     /// host's.
     pub base_env: Option<Vec<(String, String)>>,
+    /// A step the terminal's first process runs last before `exec` (a
+    /// sandbox's), inherited by everything started in the terminal;
+    /// `None`: none.
+    pub pre_exec: Option<ChildStep>,
 }
+
+/// A step run in a child between `fork` and `exec`; it must be
+/// async-signal-safe (no allocation, no locks). Compared by identity.
+#[derive(Clone)]
+pub struct ChildStep(pub std::sync::Arc<dyn Fn() -> std::io::Result<()> + Send + Sync>);
+
+impl std::fmt::Debug for ChildStep {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ChildStep")
+    }
+}
+
+impl PartialEq for ChildStep {
+    fn eq(&self, other: &Self) -> bool {
+        std::sync::Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for ChildStep {}
 
 impl Default for OpenRequest {
     fn default() -> Self {
@@ -89,6 +112,7 @@ impl Default for OpenRequest {
             rows: DEFAULT_ROWS,
             cols: DEFAULT_COLS,
             base_env: None,
+            pre_exec: None,
         }
     }
 }

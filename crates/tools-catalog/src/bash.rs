@@ -10,8 +10,8 @@ use serde_json::Value;
 
 use crate::job_tools::{CommandCall, run_command, started_reply};
 use crate::{
-    CallContext, Clamped, Preset, Settings, Tool, ToolError, ToolFuture, ToolReply, ToolSpec,
-    clamp_ms, parse_args,
+    Answer, CallContext, Clamped, Preset, RefusalsJson, SANDBOX_UNAVAILABLE, SandboxJson, Settings,
+    Tool, ToolError, ToolFuture, ToolReply, ToolSpec, clamp_ms, parse_args,
 };
 
 const DESCRIPTION: &str = "Run a command with `bash -c` and return its combined stdout and stderr once it exits. \
@@ -20,7 +20,9 @@ Stdin is closed, so a command that asks for input fails instead of hanging. \
 At `timeout_ms` the command and every process it started are killed and `timed_out` is true; \
 processes it leaves running in the background are ended when it exits. \
 With `run_in_background` it returns a job id at once: read the output with `job_output` (use `wait_ms` instead of polling), stop it with `job_kill`. \
-Long output keeps its head and tail, with a marker saying how many bytes were omitted.";
+Long output keeps its head and tail, with a marker saying how many bytes were omitted. \
+The command runs in the sandbox the result reports (`[sandbox: …]`): by default it may write only inside the session's workspace, the temp dir and package caches, cannot read credential stores such as ~/.ssh, and `.git` is read-only; a write it refused is named in `refusals`. \
+If a command truly needs to run outside it, pass `sandbox: \"off\"`: the person is asked to approve that one command, and it does not run unless they do.";
 
 /// Arguments of `bash`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -34,6 +36,16 @@ pub struct BashArgs {
     pub timeout_ms: Option<u64>,
     /// Return `{job_id}` at once and keep the command running as a job. Default false.
     pub run_in_background: Option<bool>,
+    /// `"off"` asks the person to let this one command run outside the sandbox; it runs only if they approve.
+    pub sandbox: Option<SandboxArg>,
+}
+
+/// The `sandbox` argument of `bash`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum SandboxArg {
+    /// Run this command unconfined, once the person approved it.
+    Off,
 }
 
 /// The structured result of a foreground `bash` call.
@@ -51,6 +63,9 @@ struct BashResult {
     detail: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     clamped: Option<Clamped>,
+    sandbox: SandboxJson,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    refusals: Option<RefusalsJson>,
 }
 
 /// The longest single argument the kernel passes to a program
@@ -73,7 +88,14 @@ impl BashTool {
                 "bash",
                 DESCRIPTION,
                 &[Preset::Minimal, Preset::Full],
-                &["INVALID_ARGUMENT", "SPAWN_FAILED", "JOB_LIMIT"],
+                &[
+                    "INVALID_ARGUMENT",
+                    "SPAWN_FAILED",
+                    "JOB_LIMIT",
+                    SANDBOX_UNAVAILABLE,
+                    SANDBOX_ESCALATION_UNAVAILABLE,
+                    SANDBOX_ESCALATION_DECLINED,
+                ],
             ),
             max_result_bytes: settings.max_result_bytes,
         }
@@ -104,20 +126,34 @@ impl Tool for BashTool {
             let (timeout_ms, clamped) =
                 clamp_ms("timeout_ms", args.timeout_ms, 120_000, 1, 600_000);
             let cwd = resolve_cwd(&cx.cwd, args.cwd.as_deref())?;
-            let spec = CommandSpec::shell(&args.command).with_cwd(cwd);
+            let unconfined = match args.sandbox {
+                Some(SandboxArg::Off) => escalate(cx, &args.command, &cwd).await?,
+                None => false,
+            };
+            let confined = cx
+                .confinement
+                .prepare(&cx.cwd, cx.env.clone(), unconfined)
+                .await?;
+            let spec = CommandSpec::shell(&args.command).with_cwd(&cwd);
             let timeout = Duration::from_millis(timeout_ms);
+            let mut sandbox = confined.status();
+            if unconfined {
+                sandbox.reason = Some("the person approved running this command unconfined".into());
+            }
             let run = match run_command(
                 cx,
                 spec,
+                &confined,
                 timeout,
                 args.run_in_background.unwrap_or(false),
                 self.max_result_bytes,
             )
             .await?
             {
-                CommandCall::Started(id) => return Ok(started_reply(&id, clamped)),
+                CommandCall::Started(id) => return Ok(started_reply(&id, clamped, Some(&sandbox))),
                 CommandCall::Finished(run) => run,
             };
+            let refusals = RefusalsJson::find(&confined.prepared, &run.output.text, &cwd);
             let signal = run.signal.map(process_tree::signal_name);
             let result = BashResult {
                 exit_code: run.exit_code,
@@ -129,6 +165,8 @@ impl Tool for BashTool {
                 timed_out: run.timed_out,
                 detail: run.detail,
                 clamped,
+                sandbox,
+                refusals,
             };
             Ok(ToolReply::new(render(&result, timeout_ms), &result))
         })
@@ -163,7 +201,57 @@ fn render(result: &BashResult, timeout_ms: u64) -> String {
             c.field, c.from, c.to
         ));
     }
+    text.push('\n');
+    text.push_str(&result.sandbox.line);
+    if let Some(refusals) = &result.refusals {
+        text.push(' ');
+        text.push_str(&refusals.line);
+    }
     text
+}
+
+/// The code of a `sandbox: "off"` request the client cannot put to a
+/// person.
+pub(crate) const SANDBOX_ESCALATION_UNAVAILABLE: &str = "SANDBOX_ESCALATION_UNAVAILABLE";
+/// The code of a `sandbox: "off"` request the person declined.
+pub(crate) const SANDBOX_ESCALATION_DECLINED: &str = "SANDBOX_ESCALATION_DECLINED";
+
+/// Asks the person whether `command` may run outside the sandbox; true
+/// when it may (or the sandbox is off anyway). Only an explicit yes lets
+/// it run.
+async fn escalate(cx: &CallContext, command: &str, cwd: &Path) -> Result<bool, ToolError> {
+    if cx.confinement.mode() == sandbox::Mode::Off {
+        return Ok(false);
+    }
+    let unavailable = |why: &str| {
+        ToolError::new(
+            SANDBOX_ESCALATION_UNAVAILABLE,
+            format!(
+                "the command was not run: `sandbox: \"off\"` needs a person's approval, and {why}. \
+                 Run it in the sandbox (without `sandbox`), or ask the person to run it themselves"
+            ),
+        )
+    };
+    let Some(ask) = &cx.ask else {
+        return Err(unavailable(
+            "this client cannot ask one (it does not support MCP elicitation)",
+        ));
+    };
+    let question = format!(
+        "An agent asks to run this command OUTSIDE the sandbox, with all of your rights \
+         (any file, the network, your credentials):\n\n{command}\n\nin {}\n\nAccept to run it \
+         unconfined once; decline to refuse.",
+        cwd.display()
+    );
+    match ask.ask(question).await {
+        Answer::Yes => Ok(true),
+        Answer::No => Err(ToolError::new(
+            SANDBOX_ESCALATION_DECLINED,
+            "the person declined to run this command outside the sandbox; it was not run. \
+             Run it in the sandbox, or change the approach",
+        )),
+        Answer::Unavailable(why) => Err(unavailable(&format!("asking failed: {why}"))),
+    }
 }
 
 /// Resolves a `cwd` argument against the session's directory and checks

@@ -199,6 +199,16 @@ pub fn catalog_markdown_for(preset: Preset) -> String {
     render_markdown(Some(preset))
 }
 
+/// What every process a tool starts sees, for the rendered catalog.
+const CHILD_ENVIRONMENT: &str = "
+Every process a tool starts (a `bash` command, a terminal and what is typed into it, a \
+subagent, a language server) runs in the sandbox of `[sandbox]` (default: writes only in the \
+session's workspace, with `.git` read-only, the temp dir and package caches; credential stores \
+such as `~/.ssh` unreadable) and starts from the environment the MCP client gave `dsh mcp`, \
+filtered by `[env]` (default: every variable but those whose names contain `KEY`, `SECRET`, \
+`TOKEN` or `PASSWORD`), then the tool's own variables on top.
+";
+
 fn render_markdown(only: Option<Preset>) -> String {
     let shown = Catalog::new(only.unwrap_or(Preset::Full), &Settings::default());
     let mut out = String::new();
@@ -237,6 +247,7 @@ fn render_markdown(only: Option<Preset>) -> String {
             bytes
         );
     }
+    out.push_str(CHILD_ENVIRONMENT);
     for tool in shown.tools() {
         let s = tool.spec();
         let schema = serde_json::to_string_pretty(&s.input_schema).unwrap_or_default();

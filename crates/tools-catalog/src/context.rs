@@ -6,6 +6,7 @@ use std::sync::Arc;
 use jobs::{JobRegistry, JobsConfig};
 
 use crate::Owner;
+use crate::confine::Confinement;
 use crate::job_tools::SubagentSettings;
 
 /// Limits and switches the tools read; rebuilt on a config reload.
@@ -124,6 +125,49 @@ pub struct CallContext {
     /// Where a long call reports progress; `None` when the caller asked
     /// for none.
     pub progress: Option<ProgressSink>,
+    /// The sandbox and environment policy of every process the call
+    /// starts. Its writable root is [`CallContext::cwd`], the session's
+    /// directory, never a `cwd` argument.
+    pub confinement: Arc<Confinement>,
+    /// Asks the person at the client (MCP elicitation); `None` when the
+    /// client cannot ask.
+    pub ask: Option<Asker>,
+}
+
+/// What the person answered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Answer {
+    /// An explicit yes.
+    Yes,
+    /// No, or the question was dismissed.
+    No,
+    /// The question could not be asked or answered (why).
+    Unavailable(String),
+}
+
+/// Asks the person at the client a yes-or-no question and waits for the
+/// answer.
+#[derive(Clone)]
+pub struct Asker(Arc<dyn Fn(String) -> futures::future::BoxFuture<'static, Answer> + Send + Sync>);
+
+impl Asker {
+    /// An asker that puts each question to `ask`.
+    pub fn new(
+        ask: impl Fn(String) -> futures::future::BoxFuture<'static, Answer> + Send + Sync + 'static,
+    ) -> Self {
+        Self(Arc::new(ask))
+    }
+
+    /// Asks `question`.
+    pub async fn ask(&self, question: String) -> Answer {
+        (self.0)(question).await
+    }
+}
+
+impl std::fmt::Debug for Asker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Asker")
+    }
 }
 
 /// Reports `elapsed` and `last_line` every second to `sink` while `work`

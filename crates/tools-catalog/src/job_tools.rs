@@ -11,8 +11,8 @@ use serde_json::{Value, json};
 
 use crate::bash::{MAX_ARG_BYTES, resolve_cwd};
 use crate::{
-    CallContext, Clamped, Preset, Settings, Tool, ToolError, ToolFuture, ToolReply, ToolSpec,
-    clamp_ms, parse_args,
+    CallContext, Clamped, ConfinedSpawn, Preset, RefusalsJson, SANDBOX_UNAVAILABLE, SandboxJson,
+    Settings, Tool, ToolError, ToolFuture, ToolReply, ToolSpec, clamp_ms, parse_args,
 };
 
 /// Converts a registry error to the contract's envelope.
@@ -38,13 +38,16 @@ pub(crate) enum CommandCall {
 pub(crate) async fn run_command(
     cx: &CallContext,
     spec: CommandSpec,
+    confined: &ConfinedSpawn,
     timeout: Duration,
     background: bool,
     max_result_bytes: usize,
 ) -> Result<CommandCall, ToolError> {
     let mut spec = spec;
-    if let Some(env) = &cx.env {
-        spec.base_env = Some(env.as_ref().clone());
+    spec.base_env = Some(confined.env.clone());
+    if let Some(step) = confined.step() {
+        // SAFETY: a prepared sandbox's step only makes system calls.
+        spec = unsafe { spec.with_pre_exec(step) };
     }
     if background {
         let started = cx
@@ -132,17 +135,24 @@ pub fn settled_job_message(job: &JobInfo) -> String {
 }
 
 /// The reply of a call that started a background job.
-pub(crate) fn started_reply(id: &str, clamped: Option<Clamped>) -> ToolReply {
+pub(crate) fn started_reply(
+    id: &str,
+    clamped: Option<Clamped>,
+    sandbox: Option<&SandboxJson>,
+) -> ToolReply {
     let mut structured = json!({ "job_id": id });
+    let mut text = format!(
+        "started {id} in the background: read its output with job_output {{\"job_id\": \"{id}\", \"wait_ms\": 30000}} (it returns as soon as there is output), stop it with job_kill"
+    );
+    if let Some(sandbox) = sandbox {
+        structured["sandbox"] = json!(sandbox);
+        text.push('\n');
+        text.push_str(&sandbox.line);
+    }
     if let Some(c) = clamped {
         structured["clamped"] = json!(c);
     }
-    ToolReply {
-        text: format!(
-            "started {id} in the background: read its output with job_output {{\"job_id\": \"{id}\", \"wait_ms\": 30000}} (it returns as soon as there is output), stop it with job_kill"
-        ),
-        structured,
-    }
+    ToolReply { text, structured }
 }
 
 fn job_json(job: &JobInfo) -> Value {
@@ -450,6 +460,9 @@ struct SubagentResult {
     detail: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     clamped: Option<Clamped>,
+    sandbox: SandboxJson,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    refusals: Option<RefusalsJson>,
 }
 
 /// The longest prompt fed to a subagent on stdin, in bytes.
@@ -502,13 +515,15 @@ impl SubagentTool {
             spec: ToolSpec::new::<SubagentArgs>(
                 "subagent",
                 "Hand a self-contained task to another coding agent and return its final output. \
-Use `run_in_background` to keep working meanwhile: it returns a job id for `job_output` / `job_kill`.",
+Use `run_in_background` to keep working meanwhile: it returns a job id for `job_output` / `job_kill`. \
+The agent runs in the same sandbox as `bash` (the result reports it), so it too can write only inside the workspace, the temp dir and package caches.",
                 &[Preset::Full],
                 &[
                     "SUBAGENT_UNAVAILABLE",
                     "INVALID_ARGUMENT",
                     "SPAWN_FAILED",
                     "JOB_LIMIT",
+                    SANDBOX_UNAVAILABLE,
                 ],
             ),
             settings: settings.subagent.clone(),
@@ -540,21 +555,30 @@ impl Tool for SubagentTool {
             let cwd = resolve_cwd(&cx.cwd, args.cwd.as_deref())?;
             let spec = CommandSpec::subagent(&settings.command, &args.prompt)
                 .map_err(job_error)?
-                .with_cwd(cwd);
+                .with_cwd(&cwd);
             check_prompt_size(&spec, args.prompt.len())?;
+            let confined = cx
+                .confinement
+                .prepare(&cx.cwd, cx.env.clone(), false)
+                .await?;
+            let sandbox = confined.status();
             let timeout = Duration::from_millis(timeout_ms);
             let run = match run_command(
                 cx,
                 spec,
+                &confined,
                 timeout,
                 args.run_in_background.unwrap_or(false),
                 self.max_result_bytes,
             )
             .await?
             {
-                CommandCall::Started(id) => return Ok(started_reply(&id, clamped)),
+                CommandCall::Started(id) => {
+                    return Ok(started_reply(&id, clamped, Some(&sandbox)));
+                }
                 CommandCall::Finished(run) => run,
             };
+            let refusals = RefusalsJson::find(&confined.prepared, &run.output.text, &cwd);
             let result = SubagentResult {
                 output: run.output.text,
                 exit_code: run.exit_code,
@@ -564,6 +588,8 @@ impl Tool for SubagentTool {
                 timed_out: run.timed_out,
                 detail: run.detail,
                 clamped,
+                sandbox,
+                refusals,
             };
             let mut text = result.output.clone();
             if !text.is_empty() && !text.ends_with('\n') {
@@ -578,6 +604,12 @@ impl Tool for SubagentTool {
                     result.duration_ms
                 )
             });
+            text.push('\n');
+            text.push_str(&result.sandbox.line);
+            if let Some(refusals) = &result.refusals {
+                text.push(' ');
+                text.push_str(&refusals.line);
+            }
             Ok(ToolReply::new(text, &result))
         })
     }

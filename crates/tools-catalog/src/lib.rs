@@ -18,6 +18,7 @@
 mod args;
 mod bash;
 mod catalog;
+mod confine;
 mod context;
 mod error;
 mod job_tools;
@@ -30,11 +31,15 @@ pub use catalog::{
     Catalog, Preset, Tool, ToolFuture, ToolSpec, catalog_json, catalog_markdown,
     catalog_markdown_for, input_schema,
 };
-pub use context::{CallContext, ProgressReport, ProgressSink, Runtime, Settings};
+pub use confine::{
+    ConfinedSpawn, Confinement, RefusalsJson, RefusedPathJson, SANDBOX_UNAVAILABLE, SandboxJson,
+};
+pub use context::{Answer, Asker, CallContext, ProgressReport, ProgressSink, Runtime, Settings};
 pub use error::{ErrorCode, MAX_ERROR_MESSAGE_BYTES, ToolError};
 pub use job_tools::{SubagentSettings, settled_job_message};
 pub use jobs::JobsConfig;
 pub use reply::ToolReply;
+pub use sandbox;
 pub use terminal_seam::Owner;
 
 /// The process-output renderer every tool uses: escape stripping, line

@@ -12,7 +12,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use terminal_seam::{
-    CloseKind, ExitStatus, OpenRequest, Owner, ReadOutcome, ReadRequest, SendInterrupt,
+    ChildStep, CloseKind, ExitStatus, OpenRequest, Owner, ReadOutcome, ReadRequest, SendInterrupt,
     SendOutcome, SendRequest, TerminalError, TerminalId, TerminalService, TerminalSignal,
     TerminalStatus,
 };
@@ -20,8 +20,8 @@ use terminal_seam::{
 use crate::bash::resolve_cwd;
 use crate::job_tools::{job_error, started_reply};
 use crate::{
-    CallContext, Preset, Settings, Tool, ToolError, ToolFuture, ToolReply, ToolSpec, clamp_ms,
-    parse_args,
+    CallContext, Preset, SANDBOX_UNAVAILABLE, Settings, Tool, ToolError, ToolFuture, ToolReply,
+    ToolSpec, clamp_ms, parse_args,
 };
 
 fn terminal_error(e: TerminalError) -> ToolError {
@@ -94,13 +94,15 @@ impl TerminalOpenTool {
             "terminal_open",
             "Start a persistent terminal (a real PTY) and return its id once the program is ready for input. \
 Use it for REPLs, debuggers and anything interactive or multi-step: state (variables, `cd`, a running program) survives between `terminal_send` calls. \
-Close it with `terminal_close` when done.",
+Close it with `terminal_close` when done. \
+The terminal's program and everything typed into it run in the sandbox the result reports (`[sandbox: …]`), the same as `bash`'s; `env` is applied after the environment policy.",
             &[Preset::Full],
             &[
                 "SPAWN_FAILED",
                 "DUPLICATE_NAME",
                 "TERMINAL_LIMIT",
                 "INVALID_ARGUMENT",
+                SANDBOX_UNAVAILABLE,
             ],
         ))
     }
@@ -115,6 +117,11 @@ impl Tool for TerminalOpenTool {
         Box::pin(async move {
             let args: OpenArgs = parse_args(args)?;
             let cwd = resolve_cwd(&cx.cwd, args.cwd.as_deref())?;
+            let confined = cx
+                .confinement
+                .prepare(&cx.cwd, cx.env.clone(), false)
+                .await?;
+            let sandbox = confined.status();
             let defaults = OpenRequest::default();
             let request = OpenRequest {
                 command: args.command,
@@ -123,7 +130,8 @@ impl Tool for TerminalOpenTool {
                 name: args.name,
                 rows: args.rows.unwrap_or(defaults.rows),
                 cols: args.cols.unwrap_or(defaults.cols),
-                base_env: cx.env.as_ref().map(|e| e.as_ref().clone()),
+                base_env: Some(confined.env.clone()),
+                pre_exec: confined.step().map(ChildStep),
             };
             let opened = cx
                 .runtime
@@ -146,12 +154,15 @@ impl Tool for TerminalOpenTool {
                 opened.pid,
                 opened.reason.as_str()
             ));
+            text.push('\n');
+            text.push_str(&sandbox.line);
             let mut structured = json!({
                 "id": opened.id.to_string(),
                 "pid": opened.pid,
                 "status": status_json(opened.status),
                 "output": opened.output,
                 "reason": opened.reason.as_str(),
+                "sandbox": sandbox,
             });
             if let Some(name) = opened.name {
                 structured["name"] = json!(name);
@@ -290,7 +301,7 @@ impl Tool for TerminalSendTool {
                     )
                     .await
                     .map_err(job_error)?;
-                return Ok(started_reply(&started.id, clamped));
+                return Ok(started_reply(&started.id, clamped, None));
             }
             let terminals = cx.runtime.terminals.clone();
             let owner = cx.owner.clone();

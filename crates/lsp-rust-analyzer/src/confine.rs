@@ -1,0 +1,35 @@
+//! How the host confines the language servers it starts: a hook asked,
+//! before each spawn, for the step the server runs before `exec` (a
+//! sandbox's) and the environment it starts with.
+
+use std::ffi::OsString;
+use std::path::Path;
+use std::sync::Arc;
+
+/// What a server process is started with, besides its own configuration.
+#[derive(Clone, Default)]
+pub struct Confined {
+    /// A step the server runs last before `exec`; `None`: none.
+    pub pre_exec: Option<process_tree::PreExecStep>,
+    /// The whole environment the server starts from in place of the
+    /// host's (the server's configured `env` is added on top); `None`:
+    /// the host's.
+    pub env: Option<Vec<(OsString, OsString)>>,
+}
+
+impl std::fmt::Debug for Confined {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Confined")
+            .field("pre_exec", &self.pre_exec.is_some())
+            .field("env", &self.env.as_ref().map(Vec::len))
+            .finish()
+    }
+}
+
+/// Called with a server's project root before it is spawned; blocking
+/// (it may list directories). An error refuses the spawn with that
+/// message (the sandbox is required and cannot be enforced).
+///
+/// The step it returns must be async-signal-safe (no allocation, no
+/// locks), as [`process_tree::SessionCommand::pre_exec`] requires.
+pub type Confine = Arc<dyn Fn(&Path) -> Result<Confined, String> + Send + Sync>;

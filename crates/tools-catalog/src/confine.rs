@@ -1,0 +1,299 @@
+//! The sandbox and the environment every process a tool starts runs with:
+//! a [`Confinement`] (built by the host from `[sandbox]` and `[env]`,
+//! rebuilt on a config reload) resolves a session's workspace root into a
+//! prepared sandbox and the child's environment; results report the
+//! sandbox's status and what it refused.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use sandbox::{
+    Availability, EnvPolicy, Mode, Prepared, Refusals, RefusedAccess, Sandbox, SandboxPolicy,
+    SandboxStatus, SpawnContext,
+};
+use serde::Serialize;
+
+use crate::ToolError;
+
+/// The code of a spawn refused because the required sandbox cannot be
+/// enforced.
+pub const SANDBOX_UNAVAILABLE: &str = "SANDBOX_UNAVAILABLE";
+
+/// How every process a tool starts is confined.
+#[derive(Debug)]
+pub struct Confinement {
+    /// The configured sandbox; `Err` when it could not be set up at all
+    /// (then every spawn is refused with the reason).
+    sandbox: Result<Sandbox, String>,
+    /// The sandbox of a command a person allowed to run unconfined.
+    unconfined: Result<Sandbox, String>,
+    env: EnvPolicy,
+    /// The host's own directories, closed to every sandboxed process.
+    private: Vec<PathBuf>,
+}
+
+/// What one spawn gets: the prepared sandbox and the whole environment
+/// its process starts from (the site adds its own variables on top).
+#[derive(Debug, Clone)]
+pub struct ConfinedSpawn {
+    /// The sandbox, for its `pre_exec` step, status and refusals.
+    pub prepared: Prepared,
+    /// The environment after the `[env]` policy.
+    pub env: Vec<(String, String)>,
+}
+
+impl ConfinedSpawn {
+    /// The step to run in the child last before `exec`, when the sandbox
+    /// confines anything.
+    pub fn step(&self) -> Option<process_tree::PreExecStep> {
+        self.prepared
+            .confines()
+            .then(|| Arc::new(self.prepared.pre_exec_step()) as process_tree::PreExecStep)
+    }
+
+    /// The status results report.
+    pub fn status(&self) -> SandboxJson {
+        SandboxJson::from(self.prepared.status())
+    }
+}
+
+impl Confinement {
+    /// The confinement of `policy` and `env` on a kernel offering
+    /// `availability` (`Err`: why the kernel could not be probed; every
+    /// spawn is then refused unless `mode = "off"`). `private` names the
+    /// host's own directories.
+    pub fn new(
+        policy: SandboxPolicy,
+        env: EnvPolicy,
+        availability: Result<Availability, String>,
+        private: Vec<PathBuf>,
+    ) -> Self {
+        let kernel = availability
+            .clone()
+            .unwrap_or_else(|_| Availability::probe_kernel());
+        let sandbox = if policy.mode == Mode::Off {
+            Sandbox::new(policy, kernel.clone()).map_err(|e| e.to_string())
+        } else {
+            availability.and_then(|a| Sandbox::new(policy, a).map_err(|e| e.to_string()))
+        };
+        Self {
+            sandbox,
+            unconfined: Self::off_sandbox(kernel),
+            env,
+            private,
+        }
+    }
+
+    /// No sandbox, and the whole environment passed on: for embedders and
+    /// benchmarks that confine nothing.
+    pub fn none() -> Self {
+        let kernel = Availability::probe_kernel();
+        let env = EnvPolicy {
+            ignore_default_excludes: true,
+            ..EnvPolicy::default()
+        };
+        Self {
+            sandbox: Self::off_sandbox(kernel.clone()),
+            unconfined: Self::off_sandbox(kernel),
+            env,
+            private: Vec::new(),
+        }
+    }
+
+    /// The sandbox of mode `off` (its lists are empty: nothing to check).
+    fn off_sandbox(availability: Availability) -> Result<Sandbox, String> {
+        let policy = SandboxPolicy {
+            mode: Mode::Off,
+            writable: Vec::new(),
+            deny_read: Vec::new(),
+            ..SandboxPolicy::default()
+        };
+        Sandbox::new(policy, availability).map_err(|e| e.to_string())
+    }
+
+    /// The configured mode (`off` when the sandbox could not be set up
+    /// and the policy says off).
+    pub fn mode(&self) -> Mode {
+        match &self.sandbox {
+            Ok(sandbox) => sandbox.policy().mode,
+            Err(_) => Mode::WorkspaceWrite,
+        }
+    }
+
+    /// The sandbox and environment of one spawn whose writable root is
+    /// `root` (the session's workspace root; a language server's project
+    /// root when `language_server`), starting from `base` (the
+    /// connection's environment; `None`: the host's). `unconfined` is for
+    /// a command a person allowed to run outside the sandbox. Blocking
+    /// (the first preparation of a root lists directories).
+    pub fn prepare_blocking(
+        &self,
+        root: &Path,
+        base: Option<&[(String, String)]>,
+        unconfined: bool,
+        language_server: bool,
+    ) -> Result<ConfinedSpawn, ToolError> {
+        let env = self.environment(base);
+        let lookup = |name: &str| {
+            env.iter()
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| PathBuf::from(v))
+                .filter(|p| p.is_absolute())
+        };
+        let home = lookup("HOME")
+            .or_else(|| std::env::var_os("HOME").map(PathBuf::from))
+            .unwrap_or_else(|| PathBuf::from("/"));
+        let temp_dir = lookup("TMPDIR").unwrap_or_else(|| PathBuf::from("/tmp"));
+        // A private directory inside the temp dir (the runtime directory
+        // falls back to /tmp/dsh-UID) is left out: Landlock would have to
+        // grant the temp dir's entries one by one around it, and then no
+        // new file could be created at the top of the temp dir, which
+        // every compiler and `mktemp` needs. What it holds is guarded
+        // otherwise (the daemon refuses clients it started).
+        let real_temp = temp_dir.canonicalize().unwrap_or_else(|_| temp_dir.clone());
+        let private = self.private.iter().filter(|p| {
+            let real = p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
+            !real.starts_with(&real_temp)
+        });
+        let context = if language_server {
+            SpawnContext::language_server(root, home)
+        } else {
+            SpawnContext::command(root, home)
+        }
+        .with_temp_dir(temp_dir)
+        .with_private(private);
+        let sandbox = if unconfined {
+            &self.unconfined
+        } else {
+            &self.sandbox
+        };
+        let sandbox = sandbox.as_ref().map_err(|reason| {
+            ToolError::new(
+                SANDBOX_UNAVAILABLE,
+                format!(
+                    "the sandbox cannot be set up: {reason}. Nothing was run; fix the \
+                         problem or set [sandbox] mode = \"off\""
+                ),
+            )
+        })?;
+        let prepared = sandbox
+            .prepare(&context)
+            .map_err(|e| ToolError::new(e.code(), e.to_string()))?;
+        Ok(ConfinedSpawn { prepared, env })
+    }
+
+    /// [`Confinement::prepare_blocking`] off the async workers.
+    pub async fn prepare(
+        self: &Arc<Self>,
+        root: &Path,
+        base: Option<Arc<Vec<(String, String)>>>,
+        unconfined: bool,
+    ) -> Result<ConfinedSpawn, ToolError> {
+        let this = self.clone();
+        let root = root.to_path_buf();
+        tokio::task::spawn_blocking(move || {
+            this.prepare_blocking(&root, base.as_deref().map(Vec::as_slice), unconfined, false)
+        })
+        .await
+        .map_err(|e| {
+            ToolError::new(
+                "INTERNAL",
+                format!("preparing the sandbox failed unexpectedly: {e}; try again"),
+            )
+        })?
+    }
+
+    /// The environment a child starts from: the `[env]` policy applied to
+    /// `base` (`None`: the host's environment). Variables whose name or
+    /// value is not UTF-8 are left out.
+    pub fn environment(&self, base: Option<&[(String, String)]>) -> Vec<(String, String)> {
+        let applied = match base {
+            Some(base) => self.env.apply(base.iter().map(|(k, v)| (k, v))),
+            None => self.env.apply(std::env::vars_os()),
+        };
+        applied
+            .into_iter()
+            .filter_map(|(k, v): (OsString, OsString)| {
+                Some((k.into_string().ok()?, v.into_string().ok()?))
+            })
+            .collect()
+    }
+}
+
+/// `sandbox: {mode, enforced, network, reason?}` in structured results.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct SandboxJson {
+    /// `workspace-write`, `read-only` or `off`.
+    pub mode: String,
+    /// Whether the kernel enforces the mode's file rules.
+    pub enforced: bool,
+    /// Whether connections can leave (`false` only when blocked).
+    pub network: bool,
+    /// Why enforcement is missing or weaker than the policy.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The one-line text form, `[sandbox: …]`.
+    #[serde(skip)]
+    pub line: String,
+}
+
+impl From<&SandboxStatus> for SandboxJson {
+    fn from(status: &SandboxStatus) -> Self {
+        Self {
+            mode: status.mode.as_str().to_owned(),
+            enforced: status.enforced,
+            network: status.network,
+            reason: status.reason.clone(),
+            line: status.to_string(),
+        }
+    }
+}
+
+/// What the sandbox refused, as results carry it.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct RefusalsJson {
+    /// Paths refused, in order of appearance.
+    pub paths: Vec<RefusedPathJson>,
+    /// Whether a network operation was refused (the network is off).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub network: bool,
+    /// `the sandbox refused: writing /h/x, …`.
+    #[serde(skip)]
+    pub line: String,
+}
+
+/// One refused path.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct RefusedPathJson {
+    /// The path, absolute.
+    pub path: String,
+    /// `read` or `write`.
+    pub access: &'static str,
+}
+
+impl RefusalsJson {
+    /// What `prepared` refused according to `output` (relative paths
+    /// against `cwd`); `None` when nothing.
+    pub fn find(prepared: &Prepared, output: &str, cwd: &Path) -> Option<Self> {
+        let refusals: Refusals = prepared.refusals(output, cwd);
+        if refusals.is_empty() {
+            return None;
+        }
+        Some(Self {
+            paths: refusals
+                .paths
+                .iter()
+                .map(|p| RefusedPathJson {
+                    path: p.path.display().to_string(),
+                    access: match p.access {
+                        RefusedAccess::Read => "read",
+                        RefusedAccess::Write => "write",
+                    },
+                })
+                .collect(),
+            network: refusals.network,
+            line: format!("[{refusals}]"),
+        })
+    }
+}

@@ -1,0 +1,400 @@
+"""The sandbox and the environment policy through the real binary: every
+process dsh starts for a model (bash in the foreground and background, a
+terminal and what is typed into it, a subagent) is confined by the kernel,
+results report the sandbox, and only a person can lift it for one command.
+
+Each test gives dsh its own TMPDIR and HOME, with the workspace and HOME
+outside the temp dir, so "writable" means exactly the workspace and the
+temp dir."""
+
+import os
+import pathlib
+import shutil
+import socket
+import time
+
+import anyio
+
+import mcp.types as types
+import pytest
+
+from conftest import connect, err, ok, text_of, wait_settled, write_config
+
+pytestmark = pytest.mark.anyio
+
+TOKEN = "s3cr3t-value-of-the-token"
+
+
+@pytest.fixture
+def box(isolated_env, tmp_path):
+    """An environment with its own HOME, TMPDIR and workspace, a fake ssh
+    key in HOME, and a git repository as the workspace."""
+    home = tmp_path / "home"
+    tmp = tmp_path / "tmp"
+    ws = tmp_path / "ws"
+    for d in (home, tmp, ws):
+        d.mkdir()
+    (home / ".ssh").mkdir(mode=0o700)
+    (home / ".ssh" / "id_rsa").write_text("PRIVATE KEY\n")
+    os.makedirs(ws / ".git")
+    (ws / ".git" / "config").write_text("[core]\n")
+    env = dict(isolated_env)
+    env.update(HOME=str(home), TMPDIR=str(tmp), SOME_API_TOKEN=TOKEN, HARMLESS="harmless-value")
+    return {"env": env, "home": home, "tmp": tmp, "ws": ws, "dir": tmp_path}
+
+
+def config(box, text):
+    """A config file outside the workspace, the HOME and the temp dir."""
+    return write_config(box["dir"], text)
+
+
+async def bash(s, command, **kw):
+    return await s.call_tool("bash", {"command": command, **kw})
+
+
+async def test_workspace_write_confines_bash_and_names_what_it_refused(box):
+    home, ws, tmp = box["home"], box["ws"], box["tmp"]
+    async with connect(box["env"], cwd=ws) as s:
+        r = await bash(s, 'echo in-ws > inside && echo in-tmp > "$TMPDIR/t" && cat inside "$TMPDIR/t"')
+        res = ok(r)
+        assert res["exit_code"] == 0 and res["output"] == "in-ws\nin-tmp\n"
+        assert res["sandbox"] == {"mode": "workspace-write", "enforced": True, "network": True}
+        assert text_of(r).endswith("\n[sandbox: workspace-write · network on]")
+        assert "refusals" not in res
+        assert (tmp / "t").read_text() == "in-tmp\n"
+
+        r = await bash(s, 'touch "$HOME/x"')
+        res = ok(r)
+        assert res["exit_code"] != 0
+        assert res["refusals"]["paths"] == [{"path": str(home / "x"), "access": "write"}]
+        assert f"[the sandbox refused: writing {home / 'x'}]" in text_of(r)
+        assert not (home / "x").exists()
+
+        res = ok(await bash(s, "echo '[user]' >> .git/config"))
+        assert res["exit_code"] != 0, res
+        assert res["refusals"]["paths"] == [{"path": str(ws / ".git" / "config"), "access": "write"}]
+        assert (ws / ".git" / "config").read_text() == "[core]\n"
+        # reading the repository works
+        assert ok(await bash(s, "cat .git/config"))["output"] == "[core]\n"
+        # a cwd argument outside the workspace does not make it writable
+        res = ok(await bash(s, "touch here", cwd=str(home)))
+        assert res["exit_code"] != 0 and not (home / "here").exists()
+
+
+async def test_a_background_job_and_its_setsid_and_nohup_grandchildren_are_confined(box):
+    home, ws = box["home"], box["ws"]
+    script = (
+        'setsid -w sh -c \'touch "$HOME/by-setsid"; echo setsid=$?; touch by-setsid; echo setsid-ws=$?\'; '
+        'nohup sh -c \'touch "$HOME/by-nohup"; echo nohup=$?\' 2>&1; '
+        "sh -c 'touch \"$HOME/by-bg\"; echo bg=$?' & wait"
+    )
+    async with connect(box["env"], cwd=ws) as s:
+        started = ok(await bash(s, script, run_in_background=True))
+        assert started["sandbox"]["mode"] == "workspace-write" and started["sandbox"]["enforced"]
+        done = await wait_settled(s, started["job_id"])
+        out = ok(await s.call_tool("job_output", {"job_id": started["job_id"], "since": 0}))["output"]
+    assert done["status"] == "completed", done
+    assert "setsid=1" in out and "setsid-ws=0" in out and "nohup=1" in out and "bg=1" in out, out
+    assert (ws / "by-setsid").exists()
+    assert not any((home / n).exists() for n in ("by-setsid", "by-nohup", "by-bg"))
+
+
+async def test_a_terminal_and_everything_typed_into_it_are_confined(box):
+    home, ws = box["home"], box["ws"]
+    async with connect(box["env"], cwd=ws) as s:
+        r = await s.call_tool("terminal_open", {})
+        opened = ok(r)
+        assert opened["sandbox"] == {"mode": "workspace-write", "enforced": True, "network": True}
+        assert text_of(r).endswith("\n[sandbox: workspace-write · network on]")
+        tid = opened["id"]
+
+        async def run(line):
+            return ok(await s.call_tool("terminal_send", {"id": tid, "text": line}))["output"]
+
+        assert "rc=1" in await run('touch "$HOME/t1" 2>/dev/null; echo rc=$?')
+        assert "rc=1" in await run('setsid -w sh -c \'touch "$HOME/t2"\' 2>/dev/null; echo rc=$?')
+        assert "rc=1" in await run('(nohup touch "$HOME/t3" >/dev/null 2>&1); echo rc=$?')
+        assert "rc=1" in await run("cat ~/.ssh/id_rsa >/dev/null 2>&1; echo rc=$?")
+        assert "rc=0" in await run("touch in-terminal; echo rc=$?")
+    assert (ws / "in-terminal").exists()
+    assert not any((home / n).exists() for n in ("t1", "t2", "t3"))
+
+
+@pytest.mark.parametrize("mode", ["workspace-write", "read-only", "off"])
+async def test_deny_read_holds_in_every_mode_but_off(box, mode):
+    cfg = config(box, f'[sandbox]\nmode = "{mode}"\n')
+    async with connect(box["env"], "--config", cfg, cwd=box["ws"]) as s:
+        r = ok(await bash(s, "cat ~/.ssh/id_rsa"))
+        assert r["sandbox"]["mode"] == mode
+        if mode == "off":
+            assert r["exit_code"] == 0 and r["output"] == "PRIVATE KEY\n"
+            assert r["sandbox"] == {"mode": "off", "enforced": False, "network": True}
+        else:
+            assert r["exit_code"] != 0 and "PRIVATE KEY" not in r["output"]
+            assert r["refusals"]["paths"] == [
+                {"path": str(box["home"] / ".ssh" / "id_rsa"), "access": "read"}
+            ]
+
+
+async def test_read_only_allows_writing_only_the_temp_dir(box):
+    ws, tmp, home = box["ws"], box["tmp"], box["home"]
+    cfg = config(box, '[sandbox]\nmode = "read-only"\n')
+    async with connect(box["env"], "--config", cfg, cwd=ws) as s:
+        r = await bash(s, 'touch "$TMPDIR/ok" /dev/shm/dsh-e2e-$$ && rm /dev/shm/dsh-e2e-$$ && echo tmp-ok; '
+                       'touch in-ws; echo ws=$?; touch "$HOME/h"; echo home=$?')
+        res = ok(r)
+        assert res["sandbox"] == {"mode": "read-only", "enforced": True, "network": True}
+        assert "[sandbox: read-only · network on]" in text_of(r)
+        assert "tmp-ok" in res["output"] and "ws=1" in res["output"] and "home=1" in res["output"]
+    assert (tmp / "ok").exists() and not (ws / "in-ws").exists() and not (home / "h").exists()
+
+
+@pytest.mark.parametrize("network", [True, False])
+async def test_network_off_refuses_a_connection_to_the_hosts_loopback(box, network):
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    port = listener.getsockname()[1]
+    try:
+        cfg = config(box, f"[sandbox]\nnetwork = {'true' if network else 'false'}\n")
+        async with connect(box["env"], "--config", cfg, cwd=box["ws"]) as s:
+            r = await bash(s, f"exec 3<>/dev/tcp/127.0.0.1/{port} && echo connected")
+            res = ok(r)
+            assert res["sandbox"]["network"] is network
+            if network:
+                assert res["exit_code"] == 0 and res["output"] == "connected\n"
+                assert "· network on]" in text_of(r)
+            else:
+                assert res["exit_code"] != 0 and "connected" not in res["output"]
+                assert "· network off]" in text_of(r)
+                udp = ok(await bash(s, f"echo x > /dev/udp/1.1.1.1/53 && echo sent"))
+                assert "sent" not in udp["output"]
+    finally:
+        listener.close()
+
+
+async def test_the_environment_policy_applies_to_bash_terminals_and_subagents(box):
+    cfg = config(box, '[subagent]\ncommand = ["bash", "-c", "{prompt}"]\n')
+    async with connect(box["env"], "--config", cfg, cwd=box["ws"]) as s:
+        seen = {
+            "bash": ok(await bash(s, "env"))["output"],
+            "background": None,
+            "subagent": ok(await s.call_tool("subagent", {"prompt": "env"}))["output"],
+        }
+        job = ok(await bash(s, "env", run_in_background=True))["job_id"]
+        await wait_settled(s, job)
+        seen["background"] = ok(await s.call_tool("job_output", {"job_id": job, "since": 0}))["output"]
+        tid = ok(await s.call_tool("terminal_open", {"env": {"FROM_ARG_TOKEN": "kept"}}))["id"]
+        seen["terminal"] = ok(await s.call_tool("terminal_send", {"id": tid, "text": "env"}))["output"]
+    for where, out in seen.items():
+        assert "HARMLESS=harmless-value" in out, (where, out)
+        assert "SOME_API_TOKEN" not in out and TOKEN not in out, (where, out)
+    # terminal_open's own env comes after the policy
+    assert "FROM_ARG_TOKEN=kept" in seen["terminal"]
+
+
+async def test_include_only_and_set(box):
+    cfg = config(box, '[env]\ninclude_only = ["PATH", "HARM*"]\nset = { ADDED = "yes" }\n')
+    async with connect(box["env"], "--config", cfg, cwd=box["ws"]) as s:
+        out = ok(await bash(s, "env"))["output"]
+    names = {line.split("=", 1)[0] for line in out.splitlines() if "=" in line}
+    assert {"PATH", "HARMLESS", "ADDED"} <= names
+    assert "ADDED=yes" in out
+    assert not {"HOME", "SOME_API_TOKEN", "XDG_CONFIG_HOME"} & names, names
+
+
+async def test_unavailable_is_reported_and_required_refuses(box):
+    env = dict(box["env"], DSH_SANDBOX_TEST_PRETEND="landlock-abi=0")
+    home = box["home"]
+    async with connect(env, cwd=box["ws"]) as s:
+        r = await bash(s, 'touch "$HOME/unconfined" && echo ran')
+        res = ok(r)
+        assert res["output"] == "ran\n"
+        sb = res["sandbox"]
+        assert (sb["mode"], sb["enforced"]) == ("workspace-write", False)
+        assert "Landlock" in sb["reason"] and "DSH_SANDBOX_TEST_PRETEND" in sb["reason"]
+        assert text_of(r).endswith("; running unconfined]")
+        assert "\n[sandbox: unavailable — the kernel has no Landlock" in text_of(r)
+        opened = ok(await s.call_tool("terminal_open", {}))
+        assert opened["sandbox"]["enforced"] is False
+    assert (home / "unconfined").exists()
+
+    cfg = config(box, "[sandbox]\nrequired = true\n")
+    async with connect(env, "--config", cfg, cwd=box["ws"]) as s:
+        e = err(await bash(s, 'touch "$HOME/never" && echo ran'))
+        assert e["code"] == "SANDBOX_UNAVAILABLE"
+        assert "required = true" in e["message"] and "Nothing was run" in e["message"]
+        e = err(await bash(s, 'touch "$HOME/never"', run_in_background=True))
+        assert e["code"] == "SANDBOX_UNAVAILABLE"
+        assert err(await s.call_tool("terminal_open", {}))["code"] == "SANDBOX_UNAVAILABLE"
+        # everything else keeps working
+        assert ok(await s.call_tool("job_list", {}))["jobs"] == []
+    assert not (home / "never").exists()
+
+
+def elicitation(answer, asked):
+    async def callback(context, params):
+        asked.append(params.message)
+        return types.ElicitResult(action=answer, content={} if answer == "accept" else None)
+
+    return callback
+
+
+async def test_sandbox_off_runs_unconfined_only_after_the_person_approves(box):
+    home = box["home"]
+    asked = []
+    command = 'touch "$HOME/approved" && echo ran'
+    async with connect(box["env"], cwd=box["ws"], elicitation_callback=elicitation("accept", asked)) as s:
+        r = await bash(s, command, sandbox="off")
+        res = ok(r)
+        assert res["output"] == "ran\n" and res["exit_code"] == 0
+        assert res["sandbox"]["mode"] == "off" and res["sandbox"]["enforced"] is False
+        assert "approved" in res["sandbox"]["reason"]
+        assert text_of(r).endswith("\n[sandbox: off]")
+        # the next command is confined again
+        again = ok(await bash(s, 'touch "$HOME/later"'))
+        assert again["exit_code"] != 0 and again["sandbox"]["mode"] == "workspace-write"
+    assert len(asked) == 1 and command in asked[0] and "OUTSIDE the sandbox" in asked[0]
+    assert (home / "approved").exists() and not (home / "later").exists()
+
+
+@pytest.mark.parametrize("answer", ["decline", "cancel"])
+async def test_a_declined_escalation_does_not_run(box, answer):
+    asked = []
+    async with connect(box["env"], cwd=box["ws"], elicitation_callback=elicitation(answer, asked)) as s:
+        e = err(await bash(s, 'touch "$HOME/declined"', sandbox="off"))
+        assert e["code"] == "SANDBOX_ESCALATION_DECLINED" and "was not run" in e["message"]
+        e = err(await bash(s, 'touch "$HOME/declined"', sandbox="off", run_in_background=True))
+        assert e["code"] == "SANDBOX_ESCALATION_DECLINED"
+        assert ok(await s.call_tool("job_list", {}))["jobs"] == []
+    assert len(asked) == 2
+    assert not (box["home"] / "declined").exists()
+
+
+async def test_a_client_without_elicitation_cannot_lift_the_sandbox(box):
+    async with connect(box["env"], cwd=box["ws"]) as s:
+        e = err(await bash(s, 'touch "$HOME/escaped"', sandbox="off"))
+        assert e["code"] == "SANDBOX_ESCALATION_UNAVAILABLE"
+        assert "elicitation" in e["message"] and "not run" in e["message"]
+        # a value other than "off" is not accepted
+        assert err(await bash(s, "true", sandbox="danger-full-access"))["code"] == "INVALID_ARGUMENT"
+    assert not (box["home"] / "escaped").exists()
+
+
+async def test_with_the_sandbox_off_no_one_is_asked(box):
+    asked = []
+    cfg = config(box, '[sandbox]\nmode = "off"\n')
+    async with connect(box["env"], "--config", cfg, cwd=box["ws"],
+                       elicitation_callback=elicitation("decline", asked)) as s:
+        r = await bash(s, 'touch "$HOME/free" && echo ran', sandbox="off")
+        assert ok(r)["output"] == "ran\n"
+        assert text_of(r).endswith("\n[sandbox: off]")
+    assert asked == []
+
+
+def test_catalog_mentions_the_sandbox():
+    from conftest import catalog
+
+    tools = {t["name"]: t for t in catalog("full")["tools"]}
+    for name in ("bash", "terminal_open", "subagent"):
+        assert "sandbox" in tools[name]["description"], name
+    schema = tools["bash"]["input_schema"]
+    assert [v["const"] for v in schema["$defs"]["SandboxArg"]["oneOf"]] == ["off"]
+
+
+BUILD_RS = r'''
+use std::io::Write;
+use std::path::Path;
+fn main() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let tag = dir.parent().and_then(|p| p.file_name()).and_then(|n| n.to_str()).unwrap_or("x");
+    let target = Path::new(&std::env::var("HOME").unwrap()).join(format!(".dsh-e2e-buildrs-{tag}"));
+    let result = match std::fs::File::create(&target) {
+        Ok(mut f) => { let _ = f.write_all(b"escaped"); "created".to_owned() }
+        Err(e) => format!("refused: {e}"),
+    };
+    std::fs::write(dir.join("home-write-result.txt"), result).unwrap();
+    println!("cargo:rerun-if-changed=build.rs");
+}
+'''
+
+
+async def test_rust_analyzer_runs_confined_and_a_build_script_cannot_write_home(isolated_env, tmp_path):
+    if shutil.which("rust-analyzer", path=isolated_env.get("PATH")) is None:
+        pytest.fail("rust-analyzer is not installed: run `rustup component add rust-analyzer`")
+    project = tmp_path / "proj"
+    (project / "src").mkdir(parents=True)
+    (project / "Cargo.toml").write_text(
+        '[package]\nname = "buildrs_probe"\nversion = "0.1.0"\nedition = "2021"\n\n[workspace]\n')
+    (project / "build.rs").write_text(BUILD_RS)
+    (project / "src" / "lib.rs").write_text("pub struct Probe;\n\npub fn probe() -> Probe {\n    Probe\n}\n")
+    escaped = pathlib.Path(os.path.expanduser("~")) / f".dsh-e2e-buildrs-{tmp_path.name}"
+    result = project / "home-write-result.txt"
+    try:
+        async with connect(isolated_env, cwd=str(project)) as s:
+            deadline = time.monotonic() + 180
+            while True:
+                r = await s.call_tool("lsp", {"op": "symbols", "path": "src/lib.rs"})
+                if not r.isError:
+                    names = {x["name"] for x in r.structuredContent["symbols"]}
+                    assert {"Probe", "probe"} <= names
+                    break
+                assert err(r)["code"] == "LSP_NOT_READY"
+                assert time.monotonic() < deadline, "rust-analyzer never became ready"
+                await anyio.sleep(0.2)
+            # rust-analyzer runs the build script while it loads the project
+            while not result.exists():
+                assert time.monotonic() < deadline, "the build script never ran"
+                await anyio.sleep(0.2)
+        text = result.read_text()
+        assert text.startswith("refused: "), text
+        assert not escaped.exists()
+    finally:
+        if escaped.exists():
+            escaped.unlink()
+
+
+async def test_the_temp_dir_stays_creatable_with_the_runtime_dir_inside_it(isolated_env, tmp_path):
+    # isolated_env's runtime dir is in /tmp and no TMPDIR is set: /tmp is
+    # the commands' temp dir and holds a directory of the host.
+    assert isolated_env["DSH_RUNTIME_DIR"].startswith("/tmp/") and "TMPDIR" not in isolated_env
+    async with connect(isolated_env, cwd=tmp_path) as s:
+        r = ok(await bash(s, 'f=$(mktemp) && echo made && rm "$f"'))
+        assert r["output"] == "made\n" and r["sandbox"]["enforced"], r
+
+
+@pytest.mark.skipif("--standalone" in os.environ.get("DSH_E2E_MCP_ARGS", ""),
+                    reason="a standalone server has no daemon to call")
+async def test_a_confined_command_cannot_use_the_daemon_that_started_it(box):
+    from conftest import dsh_bin
+
+    evil = box["ws"] / "evil.toml"
+    evil.write_text('[sandbox]\nmode = "off"\n')
+    async with connect(box["env"], cwd=box["ws"]) as s:
+        r = ok(await bash(s, f"{dsh_bin()} daemon status; echo rc=$?; "
+                             f"{dsh_bin()} mcp --config {evil} </dev/null; echo mcp=$?"))
+    assert "rc=1" in r["output"] and "mcp=1" in r["output"], r["output"]
+    assert "started by the dsh daemon it is calling" in r["output"], r["output"]
+
+
+async def test_a_reload_applies_a_new_sandbox_to_the_next_command(box):
+    import signal
+
+    from conftest import dsh_children
+
+    cfg = pathlib.Path(config(box, '[sandbox]\nmode = "off"\n'))
+    async with connect(box["env"], "--config", str(cfg), cwd=box["ws"]) as s:
+        assert ok(await bash(s, "true"))["sandbox"]["mode"] == "off"
+        tid = ok(await s.call_tool("terminal_open", {}))["id"]
+        cfg.write_text('[sandbox]\nmode = "read-only"\n[env]\nexclude = ["HARMLESS"]\n')
+        [server] = dsh_children()
+        os.kill(server, signal.SIGHUP)
+        deadline = time.monotonic() + 20
+        while (r := ok(await bash(s, "env")))["sandbox"]["mode"] != "read-only":
+            assert time.monotonic() < deadline, "the reload never applied"
+            await anyio.sleep(0.05)
+        assert "HARMLESS" not in r["output"]
+        # the terminal opened before keeps the sandbox it started in
+        out = ok(await s.call_tool("terminal_send", {"id": tid, "text": "touch kept-off; echo rc=$?"}))["output"]
+        assert "rc=0" in out
+    assert (box["ws"] / "kept-off").exists()
