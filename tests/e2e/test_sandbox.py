@@ -99,6 +99,23 @@ async def test_a_background_job_and_its_setsid_and_nohup_grandchildren_are_confi
     assert not any((home / n).exists() for n in ("by-setsid", "by-nohup", "by-bg"))
 
 
+async def test_job_output_names_what_a_background_commands_sandbox_refused(box):
+    home, ws = box["home"], box["ws"]
+    async with connect(box["env"], cwd=ws) as s:
+        started = ok(await bash(s, 'touch "$HOME/from-bg"', run_in_background=True))
+        await wait_settled(s, started["job_id"])
+        r = await s.call_tool("job_output", {"job_id": started["job_id"], "since": 0})
+        res = ok(r)
+        assert res["status"] == "completed" and res["exit_code"] != 0, res
+        assert res["refusals"]["paths"] == [{"path": str(home / "from-bg"), "access": "write"}], res
+        assert f"[the sandbox refused: writing {home / 'from-bg'}]" in text_of(r)
+        # output that shows no refusal carries none
+        clean = ok(await bash(s, "echo fine", run_in_background=True))
+        await wait_settled(s, clean["job_id"])
+        assert "refusals" not in ok(await s.call_tool("job_output", {"job_id": clean["job_id"], "since": 0}))
+    assert not (home / "from-bg").exists()
+
+
 async def test_a_terminal_and_everything_typed_into_it_are_confined(box):
     home, ws = box["home"], box["ws"]
     async with connect(box["env"], cwd=ws) as s:
