@@ -11,14 +11,12 @@ import os
 import pathlib
 import shutil
 import socket
-import time
-
-import anyio
 
 import mcp.types as types
 import pytest
 
 from conftest import connect, err, ok, text_of, wait_settled, write_config
+from waiting import eventually
 
 pytestmark = pytest.mark.anyio
 
@@ -349,20 +347,21 @@ async def test_rust_analyzer_runs_confined_and_a_build_script_cannot_write_home(
     result = project / "home-write-result.txt"
     try:
         async with connect(isolated_env, cwd=str(project)) as s:
-            deadline = time.monotonic() + 180
-            while True:
+            async def symbols():
                 r = await s.call_tool("lsp", {"op": "symbols", "path": "src/lib.rs"})
-                if not r.isError:
-                    names = {x["name"] for x in r.structuredContent["symbols"]}
-                    assert {"Probe", "probe"} <= names
-                    break
-                assert err(r)["code"] == "LSP_NOT_READY"
-                assert time.monotonic() < deadline, "rust-analyzer never became ready"
-                await anyio.sleep(0.2)
+                if r.isError:
+                    assert err(r)["code"] == "LSP_NOT_READY"
+                    return None
+                return {x["name"] for x in r.structuredContent["symbols"]}
+
+            names = await eventually(symbols, "rust-analyzer answers symbols", timeout_s=180)
+            assert {"Probe", "probe"} <= names
+
+            async def build_script_ran():
+                return result.exists()
+
             # rust-analyzer runs the build script while it loads the project
-            while not result.exists():
-                assert time.monotonic() < deadline, "the build script never ran"
-                await anyio.sleep(0.2)
+            await eventually(build_script_ran, "the build script ran", timeout_s=180)
         text = result.read_text()
         assert text.startswith("refused: "), text
         assert not escaped.exists()
@@ -406,10 +405,11 @@ async def test_a_reload_applies_a_new_sandbox_to_the_next_command(box):
         cfg.write_text('[sandbox]\nmode = "read-only"\n[env]\nexclude = ["HARMLESS"]\n')
         [server] = dsh_children()
         os.kill(server, signal.SIGHUP)
-        deadline = time.monotonic() + 20
-        while (r := ok(await bash(s, "env")))["sandbox"]["mode"] != "read-only":
-            assert time.monotonic() < deadline, "the reload never applied"
-            await anyio.sleep(0.05)
+        async def reloaded():
+            r = ok(await bash(s, "env"))
+            return r if r["sandbox"]["mode"] == "read-only" else None
+
+        r = await eventually(reloaded, "the reload applied")
         assert "HARMLESS" not in r["output"]
         # the terminal opened before keeps the sandbox it started in
         out = ok(await s.call_tool("terminal_send", {"id": tid, "text": "touch kept-off; echo rc=$?"}))["output"]
