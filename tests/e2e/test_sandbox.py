@@ -393,6 +393,33 @@ async def test_a_confined_command_cannot_use_the_daemon_that_started_it(box):
     assert "started by the dsh daemon it is calling" in r["output"], r["output"]
 
 
+FORK_AND_LEAVE = """
+import glob, json, os, socket, sys, time
+[path] = glob.glob(os.path.join(os.environ["DSH_RUNTIME_DIR"], "dsh-*.sock"))
+s = socket.socket(socket.AF_UNIX)
+s.connect(path)
+parent = os.getpid()
+if os.fork() > 0:
+    os._exit(0)  # the peer the kernel names for the connection is gone
+deadline = time.monotonic() + 20
+while os.path.exists(f"/proc/{parent}") and time.monotonic() < deadline:
+    pass
+hello = {"protocol": 1, "version": "0", "kind": "status"}
+s.sendall(json.dumps(hello).encode() + b"\\n")
+print("reply:", s.makefile().readline().strip(), flush=True)
+"""
+
+
+async def test_a_confined_client_whose_connecting_process_left_is_refused(box):
+    (box["ws"] / "leave.py").write_text(FORK_AND_LEAVE)
+    async with connect(box["env"], cwd=box["ws"]) as s:
+        # The command waits for the reply of the child the script left.
+        r = ok(await bash(s, "python3 leave.py > reply.txt; "
+                             "until grep -q reply: reply.txt; do :; done; cat reply.txt",
+                          timeout_ms=60000))
+    assert "SANDBOXED_CLIENT" in r["output"], r
+
+
 async def test_a_reload_applies_a_new_sandbox_to_the_next_command(box):
     import signal
 
