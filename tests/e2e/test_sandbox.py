@@ -12,6 +12,8 @@ import pathlib
 import shutil
 import socket
 
+import anyio
+
 import mcp.types as types
 import pytest
 
@@ -442,3 +444,28 @@ async def test_a_reload_applies_a_new_sandbox_to_the_next_command(box):
         out = ok(await s.call_tool("terminal_send", {"id": tid, "text": "touch kept-off; echo rc=$?"}))["output"]
         assert "rc=0" in out
     assert (box["ws"] / "kept-off").exists()
+
+
+async def test_a_confined_pyright_outlives_its_check_of_the_client(isolated_env, tmp_path):
+    """pyright checks every few seconds that its client (the `processId`
+    of `initialize`) lives, with `kill(pid, 0)`, which the sandbox refuses;
+    a confined server is given no pid, and keeps answering. (Seen with a
+    standalone server, where it exited within seconds.)"""
+    project = tmp_path / "proj"
+    project.mkdir()
+    (project / "pyproject.toml").write_text("")
+    (project / "main.py").write_text('def greet(name: str) -> str:\n    return "hi " + name\n')
+
+    async with connect(isolated_env, "--standalone", cwd=str(project)) as s:
+        async def symbols():
+            r = await s.call_tool("lsp", {"op": "symbols", "path": "main.py"})
+            if r.isError:
+                assert err(r)["code"] == "LSP_NOT_READY", r.content[0].text
+                return None
+            return {x["name"] for x in r.structuredContent["symbols"]}
+
+        assert "greet" in await eventually(symbols, "pyright answers", timeout_s=120)
+        # sleep-ok: pyright's check of its client runs on its own clock (every few seconds); the test must outlast it
+        await anyio.sleep(8)
+        r = await s.call_tool("lsp", {"op": "symbols", "path": "main.py"})
+        assert not r.isError, r.content[0].text

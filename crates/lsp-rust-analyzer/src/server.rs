@@ -470,6 +470,12 @@ impl Server {
         // The one spawn path: a session of its own, killed if the host dies
         // (and its whole session ended by the host's guardian).
         let mut session = process_tree::SessionCommand::new(cmd);
+        // A confined server may not signal the host (the sandbox scopes
+        // signals), so it cannot probe the host's pid with `kill(pid, 0)`:
+        // pyright took the EPERM for a dead client and exited. It is told
+        // no pid then; the parent-death signal and the guardian end it if
+        // the host dies.
+        let client_pid = confined.pre_exec.is_none().then(std::process::id);
         if let Some(step) = confined.pre_exec {
             // SAFETY: a `Confine` hook returns async-signal-safe steps only.
             session = unsafe { session.pre_exec(step) };
@@ -623,7 +629,7 @@ impl Server {
         let root_url = path_url(&root)?;
         #[allow(deprecated)]
         let params = InitializeParams {
-            process_id: Some(std::process::id()),
+            process_id: client_pid,
             root_uri: Some(root_url.clone()),
             initialization_options: config.initialization_options.clone(),
             capabilities: client_capabilities(),
