@@ -137,6 +137,16 @@ async def test_a_terminal_and_everything_typed_into_it_are_confined(box):
     assert not any((home / n).exists() for n in ("t1", "t2", "t3"))
 
 
+async def test_deny_read_follows_the_real_home_when_env_sets_another(box):
+    elsewhere = box["ws"] / "elsewhere"
+    elsewhere.mkdir()
+    cfg = config(box, f'[env]\nset = {{ HOME = "{elsewhere}" }}\n')
+    async with connect(box["env"], "--config", cfg, cwd=box["ws"]) as s:
+        res = ok(await bash(s, f'echo "$HOME"; cat {box["home"]}/.ssh/id_rsa'))
+    assert res["output"].startswith(f"{elsewhere}\n"), res
+    assert res["exit_code"] != 0 and "PRIVATE KEY" not in res["output"], res
+
+
 @pytest.mark.parametrize("mode", ["workspace-write", "read-only", "off"])
 async def test_deny_read_holds_in_every_mode_but_off(box, mode):
     cfg = config(box, f'[sandbox]\nmode = "{mode}"\n')
