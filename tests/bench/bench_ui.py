@@ -24,7 +24,15 @@ from mcp.client.stdio import stdio_client
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "e2e"))
-from ui_load import RssPeak, fd_count, open_viewers, page_of, timed_flood  # noqa: E402
+from ui_load import (  # noqa: E402
+    RssPeak,
+    cpu_s,
+    fd_count,
+    open_viewers,
+    own_cpu_s,
+    page_of,
+    timed_flood,
+)
 
 QUICK = "--quick" in sys.argv[1:]
 FLOOD = int(os.environ.get("BENCH_UI_FLOOD", str(20_000_000 if QUICK else 100_000_000)))
@@ -67,15 +75,26 @@ async def main():
                 await timed_flood(agent, "pty-1", FLOOD // 4)  # warm-up
                 fds = fd_count(pid)
                 alone, watched, frames, got = [], [], [], []
+                # CPU seconds per flood: the daemon's, and this process's
+                # (the agent's client, plus the viewers while they watch)
+                cpu = {"alone": ([], []), "watched": ([], [])}
+
+                async def flood(state):
+                    daemon0, own0 = cpu_s(pid), own_cpu_s()
+                    took = await timed_flood(agent, "pty-1", FLOOD)
+                    cpu[state][0].append(cpu_s(pid) - daemon0)
+                    cpu[state][1].append(own_cpu_s() - own0)
+                    return took
+
                 alone_peak = watched_peak = 0
                 for _ in range(ROUNDS):
                     with RssPeak(pid) as mem:
-                        alone.append(await timed_flood(agent, "pty-1", FLOOD))
+                        alone.append(await flood("alone"))
                     alone_peak = max(alone_peak, mem.peak)
                     viewers = await open_viewers(port, token, "pty-1", VIEWERS, STALLED)
                     try:
                         with RssPeak(pid) as mem:
-                            watched.append(await timed_flood(agent, "pty-1", FLOOD))
+                            watched.append(await flood("watched"))
                         watched_peak = max(watched_peak, mem.peak)
                         await anyio.sleep(0.2)
                         frames += [v.frames for v in viewers if v.reads]
@@ -105,6 +124,10 @@ async def main():
     print(f"\neach reading viewer: {statistics.median(frames):.0f} screens (median; "
           f"{min(frames)}..{max(frames)}), {statistics.median(got) / 1e6:.2f} MB received "
           f"(at most {max(got) / 1e6:.2f} MB) of a {FLOOD / 1e6:.0f} MB flood")
+    print("CPU seconds per flood (median): "
+          + "; ".join(f"{state}: daemon {statistics.median(d):.2f}, agent client"
+                      f"{' + viewers' if state == 'watched' else ''} {statistics.median(o):.2f}"
+                      for state, (d, o) in cpu.items()))
     print(f"daemon descriptors: {fds} before the viewers, {fds_after} after they left")
 
 

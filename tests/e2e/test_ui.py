@@ -284,9 +284,13 @@ async def test_twenty_viewers_on_a_flooding_terminal(isolated_env, tmp_path):
     agent's send settles (the time against none is printed), the daemon's memory
     stays bounded, every viewer gets screens rather than the flood, and
     once they leave nothing of theirs is left."""
-    from ui_load import RssPeak, fd_count, median, open_viewers, page_of, timed_flood
+    from ui_load import (RssPeak, fd_count, median, open_viewers, page_connections, page_of,
+                         timed_flood)
 
-    async with connect(isolated_env) as agent:
+    # The agent works in an empty directory: in the repository, the daemon
+    # would start a language server for it, whose start-up opens and closes
+    # descriptors on its own schedule (and takes CPU from the floods).
+    async with connect(isolated_env, cwd=tmp_path) as agent:
         ok(await agent.call_tool("terminal_open", {}))
         url = ui_url(isolated_env)
         port, token = page_of(url)
@@ -330,15 +334,95 @@ async def test_twenty_viewers_on_a_flooding_terminal(isolated_env, tmp_path):
         # the watched floods, which the test's deadline catches.
         assert grown < 64, f"the daemon grew {grown:.0f} MiB with 20 viewers"
         assert got < FLOOD / 4, f"a viewer got {got} bytes of a {FLOOD}-byte flood"
-        # Gone viewers cost nothing: no count, no socket left.
+        # Gone viewers cost nothing: no count, no socket left. The
+        # descriptors are counted before `dsh daemon status` asks: the
+        # daemon's side of that very connection may still be open for a
+        # moment after the command exits.
         def viewers_gone():
-            return daemon_status(isolated_env)["page"]["viewers"] == 0 and fd_count(pid) <= fds_before
+            return (page_connections(pid, port) == 0 and fd_count(pid) <= fds_before
+                    and daemon_status(isolated_env)["page"]["viewers"] == 0)
 
         await waiting.eventually(lambda: anyio.to_thread.run_sync(viewers_gone),
                                  "the viewers' count and sockets to go back to where they were")
         # The terminal is as it was for the agent.
         r = ok(await agent.call_tool("terminal_send", {"id": "pty-1", "text": "echo still-here"}))
         assert "still-here" in r["output"], r
+
+
+async def test_a_viewer_that_stopped_reading_and_left_costs_nothing(isolated_env, tmp_path):
+    """A viewer that stopped reading while the terminal keeps printing (the
+    daemon's send to it waits on a full connection) and then closes its
+    side — a close frame, then the end of its stream, still reading
+    nothing — is gone at once, as is one that just closes its socket: the
+    daemon's viewer count, its connections and its descriptors go back to
+    where they were, while another viewer watches on."""
+    from ui_load import (StalledViewer, Viewer, fd_count, page_connections, page_of,
+                         send_queue)
+
+    stop = tmp_path / "stop-printing"
+    # An empty directory: no language server opening descriptors meanwhile.
+    async with connect(isolated_env, cwd=tmp_path) as agent:
+        ok(await agent.call_tool("terminal_open", {}))
+        # Lines of one-cell runs of alternating colors make big screens,
+        # so a viewer that does not read fills its connection quickly.
+        job = ok(await agent.call_tool("terminal_send", {
+            "id": "pty-1", "run_in_background": True,
+            "text": "l=$(for c in $(seq 150); do printf '\\033[3%dmx' $((c % 2 + 1)); done); "
+                    f"i=0; while [ ! -e {stop} ]; do i=$((i+1)); printf '%s\\033[0m %d\\n' \"$l\" $i; "
+                    "sleep 0.01; done"}))
+        port, token = page_of(ui_url(isolated_env))
+        (pid,) = daemons_of(isolated_env)
+        fds_before = fd_count(pid)
+        assert daemon_status(isolated_env)["page"]["viewers"] == 0
+        witness = Viewer(port, token, "pty-1", reads=True)
+        await witness.open()
+        try:
+            for leaving in ("close frame, then end of stream", "socket closed"):
+                stalled = StalledViewer(port, token, "pty-1")
+                try:
+                    assert daemon_status(isolated_env)["page"]["viewers"] == 2
+                    # The daemon's send to it waits: the witness gets new
+                    # screens while this connection takes no more bytes.
+                    seen = {"queued": None, "frames": 0}
+
+                    async def send_waits():
+                        queued = send_queue(port, stalled.port)
+                        if queued != seen["queued"]:
+                            seen.update(queued=queued, frames=witness.frames)
+                            return False
+                        return bool(queued) and witness.frames - seen["frames"] >= 3
+
+                    await waiting.eventually(send_waits, "the daemon's send to a stalled viewer to wait")
+                    if leaving == "socket closed":
+                        stalled.close()
+                    else:
+                        stalled.leave()
+                    frames = witness.frames
+
+                    def stalled_gone():
+                        return (page_connections(pid, port, stalled.port) == 0
+                                and daemon_status(isolated_env)["page"]["viewers"] == 1)
+
+                    await waiting.eventually(lambda: anyio.to_thread.run_sync(stalled_gone),
+                                             f"a stalled viewer that left ({leaving}) to be gone")
+
+                    async def witness_watches():
+                        return witness.frames > frames
+
+                    await waiting.eventually(witness_watches, "the other viewer to get screens still")
+                finally:
+                    stalled.close()
+        finally:
+            await witness.close()
+
+        def nothing_left():
+            return (page_connections(pid, port) == 0 and fd_count(pid) <= fds_before
+                    and daemon_status(isolated_env)["page"]["viewers"] == 0)
+
+        await waiting.eventually(lambda: anyio.to_thread.run_sync(nothing_left),
+                                 "the viewers' count and sockets to go back to where they were")
+        await anyio.to_thread.run_sync(stop.touch)
+        await wait_settled(agent, job["job_id"])
 
 
 def test_ui_help_open_and_status(isolated_env, tmp_path):

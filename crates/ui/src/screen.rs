@@ -6,35 +6,47 @@
 //! with no second emulator to disagree with it, and the cost of a viewer
 //! does not grow with what the program prints. One [`ScreenFeed`] per
 //! watched terminal (shared by all its viewers) wakes on the terminal's
-//! output, and at most every [`FRAME_INTERVAL`] copies the screen (the
-//! session's lock is held only for the copy), renders it once, and
-//! publishes it in a `watch` channel. A viewer sends the newest frame
-//! when it can: one that falls behind skips straight to the current
-//! screen, and nothing is ever queued per viewer. A 100 MB flood costs
-//! the viewers a few frames a second, not 100 MB each. The feed ends with
-//! its last viewer.
+//! output, copies the screen (the session's lock is held only for the
+//! copy), renders it once into one shared, already serialized frame, and
+//! publishes it in a `watch` channel: at most every [`FRAME_INTERVAL`],
+//! and every [`FLOOD_INTERVAL`] once the terminal has printed without a
+//! pause for [`FLOOD_AFTER`] (nobody reads 20 screens a second of a
+//! flood; the first screen after a pause goes out at once). A viewer
+//! sends the newest frame when it can: one that falls behind skips
+//! straight to the current screen, and nothing is ever queued per viewer.
+//! A 100 MB flood costs the viewers a few frames a second, not 100 MB
+//! each. The feed ends with its last viewer.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
+use axum::extract::ws::Utf8Bytes;
 use terminal_pty::PtyTerminals;
 use terminal_seam::{TerminalError, TerminalId};
-use tokio::sync::broadcast::error::RecvError;
+use tokio::sync::broadcast::error::{RecvError, TryRecvError};
 use tokio::sync::watch;
+use tokio::time::Instant;
 
 /// The shortest time between two frames of one terminal.
 pub const FRAME_INTERVAL: Duration = Duration::from_millis(50);
 
+/// The time between two frames of a terminal that is flooding.
+pub const FLOOD_INTERVAL: Duration = Duration::from_millis(200);
+
+/// How long a terminal prints without a pause before it counts as flooding.
+pub const FLOOD_AFTER: Duration = Duration::from_secs(1);
+
 /// How often a feed checks whether its terminal is over.
 const OVER_CHECK: Duration = Duration::from_millis(250);
 
-/// One rendered screen: a JSON text message for the page.
+/// One rendered screen: a JSON text message for the page, serialized
+/// once and shared by every viewer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Frame {
     /// `{"t":"screen",…}`.
-    pub json: String,
+    pub json: Utf8Bytes,
     /// Set when the terminal is over: why.
     pub ended: Option<String>,
 }
@@ -168,7 +180,7 @@ pub fn render(screen: &vt100::Screen) -> String {
 fn frame_now(terminals: &PtyTerminals, id: TerminalId) -> Result<Frame, TerminalError> {
     let screen = terminals.screen_copy(id)?;
     Ok(Frame {
-        json: render(&screen),
+        json: render(&screen).into(),
         ended: None,
     })
 }
@@ -242,36 +254,97 @@ fn publish(tx: &watch::Sender<Arc<Frame>>, frame: Frame) {
     });
 }
 
+/// What the terminal's output says since the feed last looked.
+enum Output {
+    /// Nothing new.
+    Quiet,
+    /// It printed.
+    Printed,
+    /// Its output ended.
+    Ended,
+}
+
+/// Takes every chunk already waiting: only that something changed
+/// matters, the frame is the screen, whatever the chunks were.
+fn drain(output: &mut tokio::sync::broadcast::Receiver<Arc<[u8]>>) -> Output {
+    let mut seen = Output::Quiet;
+    loop {
+        match output.try_recv() {
+            Ok(_) | Err(TryRecvError::Lagged(_)) => seen = Output::Printed,
+            Err(TryRecvError::Empty) => return seen,
+            Err(TryRecvError::Closed) => return Output::Ended,
+        }
+    }
+}
+
+/// The time between frames: [`FLOOD_INTERVAL`] once the terminal has
+/// printed in every frame since `busy_since` for [`FLOOD_AFTER`].
+fn interval(busy_since: Option<Instant>, now: Instant) -> Duration {
+    match busy_since {
+        Some(since) if now.duration_since(since) >= FLOOD_AFTER => FLOOD_INTERVAL,
+        _ => FRAME_INTERVAL,
+    }
+}
+
 async fn run_feed(
     terminals: PtyTerminals,
     id: TerminalId,
     mut output: tokio::sync::broadcast::Receiver<Arc<[u8]>>,
     tx: watch::Sender<Arc<Frame>>,
 ) {
-    let mut dirty = false;
-    let mut next_frame = tokio::time::Instant::now();
     let mut over_check = tokio::time::interval(OVER_CHECK);
     over_check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let ended = loop {
+    // When the last frame was made, and since when the terminal printed
+    // for every frame without a pause.
+    let mut last_frame: Option<Instant> = None;
+    let mut busy_since: Option<Instant> = None;
+    let ended = 'feed: loop {
+        // Quiet: wait for output (the first chunk wakes the feed; the
+        // rest wait in the channel until the frame is made, so a flood
+        // does not wake it once per chunk).
         tokio::select! {
             chunk = output.recv() => match chunk {
-                // Only that something changed matters: the frame is the
-                // screen, whatever the chunks were.
-                Ok(_) | Err(RecvError::Lagged(_)) => dirty = true,
+                Ok(_) | Err(RecvError::Lagged(_)) => {}
                 Err(RecvError::Closed) => break format!("{id} ended"),
             },
-            () = tokio::time::sleep_until(next_frame), if dirty => {
-                dirty = false;
-                next_frame = tokio::time::Instant::now() + FRAME_INTERVAL;
-                match frame_now(&terminals, id) {
-                    Ok(frame) => publish(&tx, frame),
-                    Err(e) => break e.to_string(),
-                }
-            }
             _ = over_check.tick() => {
                 if terminals.is_over(id) {
                     break format!("{id} ended");
                 }
+                continue;
+            }
+        }
+        let now = Instant::now();
+        let due = match last_frame {
+            Some(last) => last + interval(busy_since, now),
+            None => now,
+        };
+        if due > now {
+            tokio::time::sleep_until(due).await;
+        } else {
+            // A pause longer than a frame: this is a fresh start.
+            busy_since = None;
+        }
+        loop {
+            // Everything printed so far is in the screen the copy takes.
+            let ended = matches!(drain(&mut output), Output::Ended);
+            let now = Instant::now();
+            busy_since.get_or_insert(now);
+            last_frame = Some(now);
+            match frame_now(&terminals, id) {
+                Ok(frame) => publish(&tx, frame),
+                Err(e) => break 'feed e.to_string(),
+            }
+            if ended {
+                break 'feed format!("{id} ended");
+            }
+            // Still printing: the next frame when it is due; else back
+            // to waiting.
+            tokio::time::sleep_until(now + interval(busy_since, now)).await;
+            match drain(&mut output) {
+                Output::Printed => {}
+                Output::Quiet => break,
+                Output::Ended => break 'feed format!("{id} ended"),
             }
         }
     };

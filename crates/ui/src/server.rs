@@ -730,94 +730,159 @@ fn notice(code: &str, text: &str) -> Message {
     json_text(&serde_json::json!({"t": "notice", "code": code, "text": text}))
 }
 
+/// How long the last words to a viewer (the daemon stopping, the reply
+/// to its close) may wait on a viewer that does not read.
+const LAST_WORDS: Duration = Duration::from_secs(1);
+
+/// Replies to a viewer's messages waiting to be sent; more are dropped (a
+/// viewer that sends faster than it reads gets no more notices).
+const REPLIES: usize = 16;
+
+type Sink = futures::stream::SplitSink<WebSocket, Message>;
+type Incoming = futures::stream::SplitStream<WebSocket>;
+
+/// Serves one viewer of a terminal: its screens out, its keys in. Reading
+/// and writing run side by side, so a viewer that leaves (closes, or its
+/// connection ends) ends it at once, even while a frame waits on a
+/// connection the viewer stopped reading.
 async fn serve_terminal(
     app: Shared,
     id: TerminalId,
     feed: Arc<crate::screen::ScreenFeed>,
     socket: WebSocket,
 ) {
-    let (mut sink, mut incoming) = socket.split();
+    let (mut sink, incoming) = socket.split();
     let stop = app.stop.clone();
-    // A send that does not finish (a viewer that stopped reading) ends
-    // with the daemon, never holds it up.
-    macro_rules! send {
-        ($msg:expr) => {
-            tokio::select! {
-                sent = sink.send($msg) => if sent.is_err() { return },
-                () = stop.cancelled() => return,
-            }
-        };
-    }
     let terminals = app.source.terminals();
+    let (replies_tx, replies) = tokio::sync::mpsc::channel(REPLIES);
+    let mut last_words = None;
+    tokio::select! {
+        () = read_viewer(terminals, id, incoming, replies_tx) => {}
+        () = write_viewer(&mut sink, terminals, id, &feed, replies) => {}
+        () = stop.cancelled() => {
+            last_words = Some(json_text(&serde_json::json!({"t": "end", "text": "the dsh daemon is stopping"})));
+        }
+    }
+    // The viewer may have stopped reading: its last words are bounded.
+    let _ = tokio::time::timeout(LAST_WORDS, async {
+        if let Some(words) = last_words {
+            sink.send(words).await?;
+        }
+        sink.close().await
+    })
+    .await;
+}
+
+/// Sends the hello, the current screen, then every newer one the viewer
+/// can take, and the replies to its messages; returns when the terminal
+/// ended or the connection failed.
+async fn write_viewer(
+    sink: &mut Sink,
+    terminals: &terminal_pty::PtyTerminals,
+    id: TerminalId,
+    feed: &crate::screen::ScreenFeed,
+    mut replies: tokio::sync::mpsc::Receiver<Message>,
+) {
     let mut frames = feed.frames();
     let size = terminals
         .screen_copy(id)
         .map(|s| (s.size().0.get(), s.size().1.get()))
         .unwrap_or((0, 0));
-    send!(json_text(&serde_json::json!({
+    let hello = json_text(&serde_json::json!({
         "t": "hello", "id": id.to_string(), "rows": size.0, "cols": size.1, "keyboard": false,
-    })));
-    let mut typing: Option<terminal_pty::PersonTyping> = None;
-    // The current frame first, then every newer one the viewer can take.
+    }));
+    if sink.send(hello).await.is_err() {
+        return;
+    }
     frames.mark_changed();
     loop {
         tokio::select! {
             changed = frames.changed() => {
                 if changed.is_err() {
-                    break;
+                    return;
                 }
                 let frame = frames.borrow_and_update().clone();
-                send!(Message::Text(frame.json.clone().into()));
+                // The one serialized frame, shared: no copy per viewer.
+                if sink.send(Message::Text(frame.json.clone())).await.is_err() {
+                    return;
+                }
                 if let Some(why) = &frame.ended {
-                    send!(json_text(&serde_json::json!({"t": "end", "text": why})));
-                    break;
+                    let _ = sink.send(json_text(&serde_json::json!({"t": "end", "text": why}))).await;
+                    return;
                 }
             }
-            message = incoming.next() => {
-                let text = match message {
-                    Some(Ok(Message::Text(text))) => text,
-                    Some(Ok(Message::Close(_))) | None | Some(Err(_)) => break,
-                    Some(Ok(_)) => continue,
-                };
-                let reply = match serde_json::from_str::<ViewerMessage>(text.as_str()) {
-                    Err(e) => Some(notice("INVALID_ARGUMENT", &format!("a message the page did not understand: {e}"))),
-                    Ok(ViewerMessage::Take) => match terminals.person_typing(id) {
-                        Ok(t) => {
-                            typing = Some(t);
-                            tracing::info!(terminal = %id, "a person took the keyboard in the web page");
-                            Some(json_text(&serde_json::json!({"t": "keyboard", "held": true})))
-                        }
-                        Err(e) => Some(notice(e.code(), &e.to_string())),
-                    },
-                    Ok(ViewerMessage::Release) => {
-                        typing = None;
-                        Some(json_text(&serde_json::json!({"t": "keyboard", "held": false})))
-                    }
-                    Ok(ViewerMessage::Keys { data }) => match &typing {
-                        None => Some(notice("READ_ONLY", "this view is read-only: take the keyboard to type")),
-                        Some(_) if data.len() > MAX_KEYS => Some(notice(
-                            "INVALID_ARGUMENT",
-                            &format!("{} bytes of keys at once is over the {MAX_KEYS}-byte limit; paste less at a time", data.len()),
-                        )),
-                        Some(t) => match t.write(data.as_bytes()).await {
-                            Ok(()) => None,
-                            Err(TerminalError::SendActive { .. }) => Some(notice(
-                                "SEND_ACTIVE",
-                                &format!("an agent's send is active on {id}; your keys were not sent — try again when it settles"),
-                            )),
-                            Err(e) => Some(notice(e.code(), &e.to_string())),
-                        },
-                    },
-                };
-                if let Some(reply) = reply {
-                    send!(reply);
+            Some(reply) = replies.recv() => {
+                if sink.send(reply).await.is_err() {
+                    return;
                 }
-            }
-            () = stop.cancelled() => {
-                let _ = sink.send(json_text(&serde_json::json!({"t": "end", "text": "the dsh daemon is stopping"}))).await;
-                break;
             }
         }
     }
-    let _ = sink.close().await;
+}
+
+/// Reads the viewer's messages (taking and giving back the keyboard, its
+/// keys) until it closes or its connection ends.
+async fn read_viewer(
+    terminals: &terminal_pty::PtyTerminals,
+    id: TerminalId,
+    mut incoming: Incoming,
+    replies: tokio::sync::mpsc::Sender<Message>,
+) {
+    let mut typing: Option<terminal_pty::PersonTyping> = None;
+    loop {
+        let text = match incoming.next().await {
+            Some(Ok(Message::Text(text))) => text,
+            Some(Ok(Message::Close(_)) | Err(_)) | None => return,
+            Some(Ok(_)) => continue,
+        };
+        let reply = match serde_json::from_str::<ViewerMessage>(text.as_str()) {
+            Err(e) => Some(notice(
+                "INVALID_ARGUMENT",
+                &format!("a message the page did not understand: {e}"),
+            )),
+            Ok(ViewerMessage::Take) => match terminals.person_typing(id) {
+                Ok(t) => {
+                    typing = Some(t);
+                    tracing::info!(terminal = %id, "a person took the keyboard in the web page");
+                    Some(json_text(
+                        &serde_json::json!({"t": "keyboard", "held": true}),
+                    ))
+                }
+                Err(e) => Some(notice(e.code(), &e.to_string())),
+            },
+            Ok(ViewerMessage::Release) => {
+                typing = None;
+                Some(json_text(
+                    &serde_json::json!({"t": "keyboard", "held": false}),
+                ))
+            }
+            Ok(ViewerMessage::Keys { data }) => match &typing {
+                None => Some(notice(
+                    "READ_ONLY",
+                    "this view is read-only: take the keyboard to type",
+                )),
+                Some(_) if data.len() > MAX_KEYS => Some(notice(
+                    "INVALID_ARGUMENT",
+                    &format!(
+                        "{} bytes of keys at once is over the {MAX_KEYS}-byte limit; paste less at a time",
+                        data.len()
+                    ),
+                )),
+                Some(t) => match t.write(data.as_bytes()).await {
+                    Ok(()) => None,
+                    Err(TerminalError::SendActive { .. }) => Some(notice(
+                        "SEND_ACTIVE",
+                        &format!(
+                            "an agent's send is active on {id}; your keys were not sent — try again when it settles"
+                        ),
+                    )),
+                    Err(e) => Some(notice(e.code(), &e.to_string())),
+                },
+            },
+        };
+        if let Some(reply) = reply {
+            // A viewer that does not read its replies gets no more.
+            let _ = replies.try_send(reply);
+        }
+    }
 }
