@@ -240,17 +240,8 @@ async fn an_interrupt_reaches_a_program_that_took_the_foreground_after_it() {
     let interrupt = started.interrupt.clone();
     let cursor = started.start_cursor;
     let job = tokio::spawn(started.settled);
-    let mut since = cursor;
-    let mut followed = String::new();
-    while !followed.contains("begin\n") {
-        let chunk = f
-            .service
-            .read_wait(&f.owner, id, since, None, Duration::from_secs(10))
-            .await
-            .unwrap();
-        followed.push_str(&chunk.output);
-        since = chunk.next;
-    }
+    f.follow_until(id, cursor, |seen| seen.contains("begin\n"))
+        .await;
     interrupt.interrupt();
     let outcome = job.await.unwrap().unwrap();
     assert_eq!(

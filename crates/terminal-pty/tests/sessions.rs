@@ -170,18 +170,8 @@ async fn until_settles_early_on_the_new_output_not_on_the_echo() {
     // The shell reports the interrupted job and prints its prompt after
     // the signal returns: wait for the prompt, as an agent reading the
     // stream would, so that it is not taken for the next send's.
-    let mut seen = String::new();
-    let mut since = before;
-    while !seen.ends_with("$ ") {
-        let chunk = f
-            .service
-            .read_wait(&f.owner, id, since, None, test_support::HANG)
-            .await
-            .unwrap();
-        assert!(!chunk.output.is_empty(), "no prompt after SIGINT: {seen:?}");
-        seen.push_str(&chunk.output);
-        since = chunk.next;
-    }
+    f.follow_until(id, before, |seen| seen.ends_with("$ "))
+        .await;
     let after = f.send(id, "echo back").await;
     assert_eq!(after.output, "back\n", "{after:?}");
 }
@@ -257,18 +247,10 @@ async fn sigint_interrupts_a_busy_python_loop_and_the_repl_answers_again() {
     // signal returns; a line typed while it does so can be discarded with
     // the interrupted input. Wait for the prompt, as an agent reading the
     // stream would.
-    let mut seen = String::new();
-    let mut since = 0;
-    while !(seen.contains("KeyboardInterrupt") && seen.ends_with(">>> ")) {
-        let chunk = f
-            .service
-            .read_wait(&f.owner, id, since, None, test_support::HANG)
-            .await
-            .unwrap();
-        assert!(!chunk.output.is_empty(), "no prompt after SIGINT: {seen:?}");
-        seen.push_str(&chunk.output);
-        since = chunk.next;
-    }
+    f.follow_until(id, 0, |seen| {
+        seen.contains("KeyboardInterrupt") && seen.ends_with(">>> ")
+    })
+    .await;
     let after = f.send(id, "6 * 7").await;
     assert!(after.output.ends_with("42\n>>> "), "{after:?}");
     // The KeyboardInterrupt traceback came before; the stream has it.
