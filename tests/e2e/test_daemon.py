@@ -248,6 +248,51 @@ def test_a_stale_socket_is_replaced(isolated_env):
     assert info(isolated_env)["socket"] == sock
 
 
+def test_a_bridge_sends_nothing_to_a_process_that_took_the_daemons_socket(isolated_env):
+    """A process that replaced the daemon's socket with a listener of its
+    own (a confined command can, when the runtime dir falls back into the
+    temp dir) gets no hello from a bridge: the hello carries the session's
+    environment."""
+    dsh(isolated_env, "workspace", "list")
+    sock = info(isolated_env)["socket"]
+    os.unlink(sock)
+    impostor = socket.socket(socket.AF_UNIX)
+    impostor.bind(sock)
+    impostor.listen(8)
+    received = []
+    done = threading.Event()
+
+    def listen():
+        impostor.settimeout(0.2)
+        while not done.is_set():
+            try:
+                conn, _ = impostor.accept()
+            except socket.timeout:
+                continue
+            except OSError:
+                return
+            conn.settimeout(5)
+            try:
+                received.append(conn.recv(65536))
+            except OSError:
+                received.append(b"")
+            conn.close()
+
+    thread = threading.Thread(target=listen, daemon=True)
+    thread.start()
+    env = dict(isolated_env, SOME_API_TOKEN="must-not-leak")
+    try:
+        p = subprocess.run([dsh_bin(), "mcp"], env=env, input="", capture_output=True, text=True, timeout=60)
+    finally:
+        done.set()
+        thread.join(timeout=30)
+        impostor.close()
+    assert p.returncode == 1, p
+    assert f"the socket {sock} is held by pid {os.getpid()}" in p.stderr, p.stderr
+    assert f"the daemon recorded in" in p.stderr and "nothing was sent to it" in p.stderr, p.stderr
+    assert received and all(r == b"" for r in received), received
+
+
 def test_a_runtime_dir_open_to_others_is_refused(isolated_env):
     run = isolated_env["DSH_RUNTIME_DIR"]
     os.chmod(run, 0o755)

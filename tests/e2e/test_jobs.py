@@ -225,8 +225,11 @@ async def test_a_background_send_whose_program_ignores_sigint_is_still_stopped(i
     async with connect(isolated_env) as s:
         ok(await s.call_tool("terminal_open", {}))
         job = ok(await s.call_tool("terminal_send", {
-            "id": "pty-1", "text": "trap '' INT; echo trapped; sleep 300", "run_in_background": True}))["job_id"]
-        # once SIGINT is ignored, only the kill's escalation can stop the sleep
+            "id": "pty-1", "text": "bash -c \"trap '' INT; echo trapped; exec sleep 300\"",
+            "run_in_background": True}))["job_id"]
+        # The program itself prints once it ignores SIGINT (so it already is
+        # the terminal's foreground job, which the shell's own builtins
+        # never are); only the kill's escalation can stop it.
         await output_contains(s, job, "trapped\n")
         killed = ok(await s.call_tool("job_kill", {"job_id": job}))
         assert killed["status"] == "killed", killed

@@ -354,25 +354,30 @@ fn bench(name: &str, speed: Speed) -> anyhow::Result<()> {
                 .args(["-p", "dsh"]),
         )
     };
-    match name {
-        "mcp" => {
-            if !venv_bin().join("python").exists() {
-                install_prerequisites()?;
-            }
-            build_dsh()?;
-            let mut command = Command::new(venv_bin().join("python"));
-            command.arg("tests/bench/bench_mcp.py");
-            if quick {
-                command.arg("--quick");
-            }
-            step(
-                "benchmark: a bash call through MCP vs a direct spawn",
-                command.env(
-                    "DSH_BIN",
-                    root().join("target").join(profile_dir).join("dsh"),
-                ),
-            )
+    let dsh_bin = root().join("target").join(profile_dir).join("dsh");
+    // A benchmark written in Python (tests/bench) against the dsh binary.
+    let python = |script: &str, what: &str, extra: &[(&str, &str)]| -> anyhow::Result<()> {
+        if !venv_bin().join("python").exists() {
+            install_prerequisites()?;
         }
+        build_dsh()?;
+        let mut command = Command::new(venv_bin().join("python"));
+        command
+            .arg(Path::new("tests/bench").join(script))
+            .env("PATH", &path)
+            .env("DSH_BIN", &dsh_bin)
+            .envs(extra.iter().copied());
+        if quick {
+            command.arg("--quick");
+        }
+        step(&format!("benchmark: {what}"), &mut command)
+    };
+    match name {
+        "mcp" => python(
+            "bench_mcp.py",
+            "a bash call through MCP vs a direct spawn",
+            &[],
+        ),
         "terminal" => {
             build_dsh()?;
             example("dsh", "bench_terminal")
@@ -392,54 +397,36 @@ fn bench(name: &str, speed: Speed) -> anyhow::Result<()> {
             }
             step(
                 "benchmark: what a long-running dsh server keeps after terminals close",
-                command.env("PATH", &path).env(
-                    "DSH_BIN",
-                    root().join("target").join(profile_dir).join("dsh"),
-                ),
+                command.env("PATH", &path).env("DSH_BIN", &dsh_bin),
             )
         }
-        "daemon" => {
-            if !venv_bin().join("python").exists() {
-                install_prerequisites()?;
-            }
-            build_dsh()?;
-            let mut command = Command::new(venv_bin().join("python"));
-            command.arg("tests/bench/bench_daemon.py");
+        "daemon" => python(
+            "bench_daemon.py",
+            "the daemon vs standalone servers (MCP call, registry, shared rust-analyzer, memory)",
+            &[],
+        ),
+        // the debug build's emulator is slow: a smaller flood keeps the
+        // smoke run short
+        "ui" => python(
+            "bench_ui.py",
+            "an agent's settle latency with 20 viewers of its flooding terminal vs none",
             if quick {
-                command.arg("--quick");
-            }
-            step(
-                "benchmark: the daemon vs standalone servers (MCP call, registry, shared rust-analyzer, memory)",
-                command.env("PATH", &path).env(
-                    "DSH_BIN",
-                    root().join("target").join(profile_dir).join("dsh"),
-                ),
-            )
-        }
-        "ui" => {
-            if !venv_bin().join("python").exists() {
-                install_prerequisites()?;
-            }
-            build_dsh()?;
-            let mut run = Command::new(venv_bin().join("python"));
-            run.arg("tests/bench/bench_ui.py").env("PATH", &path).env(
-                "DSH_BIN",
-                root().join("target").join(profile_dir).join("dsh"),
-            );
-            if quick {
-                // the debug build's emulator is slow: a smaller flood keeps
-                // the smoke run short
-                run.arg("--quick").env("BENCH_UI_FLOOD", "2000000");
-            }
-            step(
-                "benchmark: an agent's settle latency with 20 viewers of its flooding terminal vs none",
-                &mut run,
-            )
-        }
+                &[("BENCH_UI_FLOOD", "2000000")]
+            } else {
+                &[]
+            },
+        ),
         "jobs" => example("jobs", "bench_jobs"),
         "lsp" => example("lsp-rust-analyzer", "bench_lsp"),
         "workspace" => example("workspace-sled", "bench_workspace"),
-        "sandbox" => example("sandbox", "bench_sandbox"),
+        "sandbox" => {
+            example("sandbox", "bench_sandbox")?;
+            python(
+                "bench_sandbox_mcp.py",
+                "a bash call through MCP in each sandbox setting vs unconfined",
+                &[],
+            )
+        }
         "all" => {
             for n in [
                 "mcp",

@@ -210,6 +210,45 @@ enum NoAnswer {
     Failed(ClientError),
 }
 
+/// Checks, before anything is sent (a hello carries the session's
+/// environment), that the process listening on the socket is the daemon
+/// that holds the lock of the data directory, as its `daemon.json` says.
+/// The runtime directory may be writable by commands the daemon confines
+/// (when it falls back into the temp dir); the data directory never is.
+/// A mismatch is answered like a daemon that went away (the client tries
+/// again: a daemon taking over writes its file before it binds the
+/// socket), and named if it lasts.
+fn check_peer(paths: &DaemonPaths, stream: &UnixStream) -> Result<(), NoAnswer> {
+    use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
+    if let Err(e) = std::fs::File::open(&paths.info)
+        && e.kind() == std::io::ErrorKind::PermissionDenied
+    {
+        // The data directory is closed to what the daemon confines.
+        return Err(NoAnswer::Failed(ClientError::Unreachable(format!(
+            "this process may not read {} ({e}): it was started by the dsh daemon it is \
+             calling (a command, terminal, subagent or language server of a session), and \
+             such processes may not use the daemon: ask the person to run this dsh command \
+             outside dsh",
+            paths.info.display()
+        ))));
+    }
+    let peer = getsockopt(stream, PeerCredentials).ok().map(|c| c.pid());
+    let recorded = crate::daemon::read_info(&paths.info).map(|i| i.pid as i32);
+    if peer.is_some() && peer == recorded {
+        return Ok(());
+    }
+    let who = peer.map_or_else(|| "an unknown process".to_owned(), |p| format!("pid {p}"));
+    let expected = recorded.map_or_else(
+        || format!("no daemon is recorded in {}", paths.info.display()),
+        |p| format!("the daemon recorded in {} is pid {p}", paths.info.display()),
+    );
+    Err(NoAnswer::Gone(ClientError::Unreachable(format!(
+        "the socket {} is held by {who}, but {expected}: nothing was sent to it. \
+         Stop the process that holds it (or remove the socket) and try again",
+        paths.socket.display()
+    ))))
+}
+
 /// Whether `pid` runs: it exists and is neither stopped, traced, a zombie
 /// nor dead (from `/proc`).
 fn runs(pid: u32) -> bool {
@@ -251,6 +290,7 @@ fn say_hello(
         .set_read_timeout(Some(HELLO_TIMEOUT))
         .and_then(|()| stream.set_write_timeout(Some(HELLO_TIMEOUT)))
         .map_err(|e| NoAnswer::Failed(unreachable(format!("cannot be used: {e}"))))?;
+    check_peer(paths, &stream)?;
     let mut writer = &stream;
     write_line_blocking(&mut writer, hello).map_err(|e| {
         let error = unreachable(format!("did not take the request: {e}"));

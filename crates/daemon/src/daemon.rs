@@ -496,28 +496,45 @@ impl tokio::io::AsyncWrite for KeepOpen {
     }
 }
 
-/// Whether `pid` descends from this process: something the daemon started
-/// (an orphan of it is reparented to the daemon, its subreaper, so it
-/// stays a descendant).
+/// Whether the client `pid` may have been started by this daemon: it
+/// descends from this process (an orphan of it is reparented to the
+/// daemon, its subreaper, so it stays a descendant), or its line of
+/// parents cannot be followed to init — the client already exited (a
+/// confined process can connect, fork and exit, leaving the connection to
+/// its child, which is then no longer the peer the kernel names) or a
+/// parent exited during the walk. Such a client is refused: only a chain
+/// that reaches init without passing this daemon is let in.
 fn started_by_us(pid: i32) -> bool {
     let me = std::process::id() as i32;
+    if pid == me {
+        return false;
+    }
     let mut current = pid;
     // A chain of parents is finite; the bound only guards a /proc that
     // changes under the walk.
     for _ in 0..4096 {
         if current == me {
-            return pid != me;
+            return true;
+        }
+        if current == 1 {
+            return false;
         }
         match process_tree::process_info(current) {
             Some(info) if info.ppid > 0 && info.ppid != current => current = info.ppid,
-            _ => return false,
+            // The parent of a process in another pid namespace reads 0:
+            // the walk reached the top of the namespace this daemon sees.
+            Some(info) if info.ppid == 0 => return false,
+            _ => return true,
         }
     }
-    false
+    true
 }
 
 async fn handle(shared: Arc<Shared>, stream: UnixStream) {
     let peer_pid = stream.peer_cred().ok().and_then(|c| c.pid());
+    // Checked at once, before the hello: the sooner the peer is looked
+    // up, the less time a client that exits has to let its pid be reused.
+    let sandboxed = peer_pid.is_none_or(started_by_us);
     // A second descriptor of the socket keeps it open after the MCP
     // transport dropped its halves, until everything the connection
     // started has ended: a bridge exits only then, as a standalone server
@@ -543,9 +560,8 @@ async fn handle(shared: Arc<Shared>, stream: UnixStream) {
         }
     };
     let request = hello.request;
-    if let Some(pid) = peer_pid
-        && started_by_us(pid)
-    {
+    if sandboxed {
+        let pid = peer_pid.unwrap_or(0);
         // A process this daemon started for a model (or one of its
         // descendants, which orphans stay as the daemon is their
         // subreaper) is confined; talking to the daemon would let it start

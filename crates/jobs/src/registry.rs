@@ -289,6 +289,28 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Job {
+    /// Waits up to `wait` for output past `from` or for the job to settle,
+    /// whichever comes first; `changes` was subscribed before `from` was
+    /// read, so nothing written in between is missed.
+    async fn wait_for_output(&self, from: u64, changes: &mut watch::Receiver<u64>, wait: Duration) {
+        if wait.is_zero() {
+            return;
+        }
+        let deadline = Instant::now() + wait;
+        loop {
+            {
+                let state = lock(&self.state);
+                if state.ring.end() > from || matches!(state.phase, Phase::Settled { .. }) {
+                    return;
+                }
+            }
+            match tokio::time::timeout_at(deadline, changes.changed()).await {
+                Ok(Ok(())) => {}
+                Ok(Err(_)) | Err(_) => return,
+            }
+        }
+    }
+
     fn info(&self) -> JobInfo {
         let state = lock(&self.state);
         let (status, exit_code, detail) = match &state.phase {
@@ -735,21 +757,7 @@ impl JobRegistry {
             }
             from
         };
-        if !wait.is_zero() {
-            let deadline = Instant::now() + wait;
-            loop {
-                {
-                    let state = lock(&job.state);
-                    if state.ring.end() > from || matches!(state.phase, Phase::Settled { .. }) {
-                        break;
-                    }
-                }
-                match tokio::time::timeout_at(deadline, changes.changed()).await {
-                    Ok(Ok(())) => {}
-                    Ok(Err(_)) | Err(_) => break,
-                }
-            }
-        }
+        job.wait_for_output(from, &mut changes, wait).await;
         let read = {
             let mut state = lock(&job.state);
             let read = state.ring.read(from, max_bytes);
@@ -798,21 +806,7 @@ impl JobRegistry {
             let end = state.ring.end();
             since.map_or_else(|| end.saturating_sub(max_bytes as u64), |s| s.min(end))
         };
-        if !wait.is_zero() {
-            let deadline = Instant::now() + wait;
-            loop {
-                {
-                    let state = lock(&job.state);
-                    if state.ring.end() > from || matches!(state.phase, Phase::Settled { .. }) {
-                        break;
-                    }
-                }
-                match tokio::time::timeout_at(deadline, changes.changed()).await {
-                    Ok(Ok(())) => {}
-                    Ok(Err(_)) | Err(_) => break,
-                }
-            }
-        }
+        job.wait_for_output(from, &mut changes, wait).await;
         let read = lock(&job.state).ring.read(from, max_bytes);
         let info = job.info();
         Ok((

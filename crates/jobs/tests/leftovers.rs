@@ -5,37 +5,18 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use futures::future::BoxFuture;
 use futures::{FutureExt, StreamExt};
 use jobs::{
-    Cancel, CommandProducer, CommandSpec, JobInfo, JobKind, JobRegistry, JobStatus, JobsConfig,
-    OutputChunk, Owner, Producer, Settlement, StartError, StartOptions, Started,
+    Cancel, CommandProducer, CommandSpec, JobInfo, JobKind, JobStatus, OutputChunk, Owner,
+    Producer, Settlement, StartError, StartOptions, Started,
 };
 use pretty_assertions::assert_eq;
 
-const HANG: Duration = Duration::from_secs(30);
-
-fn registry() -> JobRegistry {
-    let _ = process_tree::become_subreaper();
-    JobRegistry::new(JobsConfig::default())
-}
-
-/// Waits (bounded) until the job settles; returns its info as of then.
-async fn settled(registry: &JobRegistry, owner: &Owner, id: &str) -> JobInfo {
-    let begun = Instant::now();
-    loop {
-        let read = registry
-            .output(owner, id, None, None, Duration::from_secs(5))
-            .await
-            .unwrap();
-        if read.status.is_settled() {
-            return registry.info(owner, id).unwrap();
-        }
-        assert!(begun.elapsed() < HANG, "job {id} never settled");
-    }
-}
+mod common;
+use common::{registry, settled, start_spec};
 
 fn live_pids(sid: i32) -> Vec<(i32, String)> {
     process_tree::live_session_members(sid)
@@ -47,14 +28,7 @@ fn live_pids(sid: i32) -> Vec<(i32, String)> {
 async fn run_to_settlement(command: &str) -> (JobInfo, Vec<(i32, String)>) {
     let registry = registry();
     let owner = Owner::new("t");
-    let started = registry
-        .start(
-            &owner,
-            CommandProducer::boxed(CommandSpec::shell(command)),
-            StartOptions::default(),
-        )
-        .await
-        .unwrap();
+    let started = start_spec(&registry, &owner, CommandSpec::shell(command)).await;
     let info = settled(&registry, &owner, &started.id).await;
     // Checked the moment the job reads settled: nothing of it may be left.
     let left = live_pids(started.session_id.unwrap());
@@ -126,14 +100,7 @@ async fn leftovers_that_cannot_be_ended_make_the_job_failed_and_are_named() {
         "(trap '' TERM; exec sleep 305) & until grep -q 305 /proc/$!/cmdline; do :; done",
     )
     .with_leftover_steps(steps);
-    let started = registry
-        .start(
-            &owner,
-            CommandProducer::boxed(spec),
-            StartOptions::default(),
-        )
-        .await
-        .unwrap();
+    let started = start_spec(&registry, &owner, spec).await;
     let info = settled(&registry, &owner, &started.id).await;
     let sid = started.session_id.unwrap();
     let detail = info.detail.clone().unwrap_or_default();

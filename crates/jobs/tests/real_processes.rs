@@ -16,41 +16,9 @@ use jobs::{
 };
 use pretty_assertions::assert_eq;
 
-/// Generous bound that only catches hangs.
-const HANG: Duration = Duration::from_secs(30);
+mod common;
+use common::{HANG, registry, settled, start_shell};
 
-fn registry() -> JobRegistry {
-    let _ = process_tree::become_subreaper();
-    JobRegistry::new(JobsConfig::default())
-}
-
-async fn start_shell(registry: &JobRegistry, owner: &Owner, command: &str) -> jobs::JobStarted {
-    registry
-        .start(
-            owner,
-            CommandProducer::boxed(CommandSpec::shell(command)),
-            StartOptions::default(),
-        )
-        .await
-        .unwrap()
-}
-
-/// Waits (bounded) until the job settles; returns its info.
-async fn settled(registry: &JobRegistry, owner: &Owner, id: &str) -> JobInfo {
-    let begun = Instant::now();
-    loop {
-        let read = registry
-            .output(owner, id, None, None, Duration::from_secs(5))
-            .await
-            .unwrap();
-        if read.status.is_settled() {
-            return registry.info(owner, id).unwrap();
-        }
-        assert!(begun.elapsed() < HANG, "job {id} never settled");
-    }
-}
-
-/// Reads everything from cursor 0 (waiting until settled).
 async fn all_output(registry: &JobRegistry, owner: &Owner, id: &str) -> String {
     settled(registry, owner, id).await;
     registry

@@ -341,7 +341,47 @@ pub(crate) struct Server {
     dirty: Arc<Mutex<Vec<PathBuf>>>,
     options: ClientOptions,
     watcher: Option<Watch>,
+    /// The server's own temp dir (its `TMPDIR`), removed after it ended:
+    /// servers leave files there (rust-analyzer a copy of `Cargo.lock` per
+    /// load, pyright its caches) that would otherwise pile up.
+    _temp: PrivateTemp,
 }
+
+/// A directory made for one server, removed when dropped.
+struct PrivateTemp(Option<PathBuf>);
+
+impl PrivateTemp {
+    /// Makes `dsh-lsp-tmp-<host pid>-<n>` (0700) in the temp dir; `None`
+    /// inside when it cannot be made (the server then gets the shared one).
+    fn new() -> Self {
+        use std::os::unix::fs::DirBuilderExt;
+        static DIRS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        remove_stale(PRIVATE_TEMP_PREFIX);
+        let dir = std::env::temp_dir().join(format!(
+            "{PRIVATE_TEMP_PREFIX}{}-{}",
+            std::process::id(),
+            DIRS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        ));
+        match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
+            Ok(()) => Self(Some(dir)),
+            Err(e) => {
+                tracing::warn!("cannot create {}: {e}", dir.display());
+                Self(None)
+            }
+        }
+    }
+}
+
+impl Drop for PrivateTemp {
+    fn drop(&mut self) {
+        if let Some(dir) = &self.0 {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+}
+
+const PRIVATE_TEMP_PREFIX: &str = "dsh-lsp-tmp-";
+const FENCE_PREFIX: &str = "dsh-lsp-fence-";
 
 /// The file watcher of one server, with a private fence directory: a file
 /// created there is seen by the same inotify queue after every earlier
@@ -409,6 +449,10 @@ impl Server {
         if let Some(env) = &confined.env {
             cmd.env_clear().envs(env.iter().map(|(k, v)| (k, v)));
         }
+        let temp = PrivateTemp::new();
+        if let Some(dir) = &temp.0 {
+            cmd.env("TMPDIR", dir);
+        }
         cmd.args(&config.args)
             .envs(&config.env)
             .current_dir(&root)
@@ -426,6 +470,12 @@ impl Server {
         // The one spawn path: a session of its own, killed if the host dies
         // (and its whole session ended by the host's guardian).
         let mut session = process_tree::SessionCommand::new(cmd);
+        // A confined server may not signal the host (the sandbox scopes
+        // signals), so it cannot probe the host's pid with `kill(pid, 0)`:
+        // pyright took the EPERM for a dead client and exited. It is told
+        // no pid then; the parent-death signal and the guardian end it if
+        // the host dies.
+        let client_pid = confined.pre_exec.is_none().then(std::process::id);
         if let Some(step) = confined.pre_exec {
             // SAFETY: a `Confine` hook returns async-signal-safe steps only.
             session = unsafe { session.pre_exec(step) };
@@ -573,12 +623,13 @@ impl Server {
             dirty: Arc::new(Mutex::new(Vec::new())),
             options: options.clone(),
             watcher: None,
+            _temp: temp,
         };
 
         let root_url = path_url(&root)?;
         #[allow(deprecated)]
         let params = InitializeParams {
-            process_id: Some(std::process::id()),
+            process_id: client_pid,
             root_uri: Some(root_url.clone()),
             initialization_options: config.initialization_options.clone(),
             capabilities: client_capabilities(),
@@ -635,11 +686,11 @@ impl Server {
         use notify::{EventKind, RecursiveMode, Watcher, event::ModifyKind};
         static FENCES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let fence_dir = std::env::temp_dir().join(format!(
-            "dsh-lsp-fence-{}-{}",
+            "{FENCE_PREFIX}{}-{}",
             std::process::id(),
             FENCES.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
         ));
-        remove_stale_fences();
+        remove_stale(FENCE_PREFIX);
         if let Err(e) = std::fs::create_dir_all(&fence_dir) {
             tracing::warn!("cannot create {}: {e}", fence_dir.display());
             return None;
@@ -1065,15 +1116,16 @@ impl Drop for Server {
     }
 }
 
-/// Removes fence directories left by processes that no longer exist (a
-/// host killed before its cleanup ran).
-fn remove_stale_fences() {
+/// Removes the directories named `<prefix><pid>-<n>` (fences, servers'
+/// temp dirs) left by hosts that no longer exist (killed before their
+/// cleanup ran).
+fn remove_stale(prefix: &str) {
     let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
         return;
     };
     for entry in entries.flatten() {
         let name = entry.file_name();
-        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix("dsh-lsp-fence-")) else {
+        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(prefix)) else {
             continue;
         };
         let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<i32>().ok()) else {

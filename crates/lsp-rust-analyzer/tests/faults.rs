@@ -88,3 +88,31 @@ fn a_server_that_keeps_crashing_is_crashed_with_its_stderr() {
     assert_eq!(again.reason(), Some(UnavailableReason::Crashed));
     assert_eq!(p.servers(), vec![]);
 }
+
+#[test]
+fn a_server_gets_a_private_temp_dir_that_is_removed_when_it_stops() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("log");
+    let file = dir.path().join("a.stub");
+    std::fs::write(&file, "hello world\n").unwrap();
+    let p = stub(&log, options());
+    // Any answer or error will do: it proves the server started.
+    let _ = RT.block_on(p.hover(&at(&file, 1, "world")));
+    let pid = p.servers()[0].pid;
+    let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap();
+    let temp = environ
+        .split(|b| *b == 0)
+        .find_map(|v| v.strip_prefix(b"TMPDIR="))
+        .map(|v| std::path::PathBuf::from(String::from_utf8_lossy(v).into_owned()))
+        .expect("the server has a TMPDIR");
+    assert_ne!(temp, std::env::temp_dir());
+    assert!(temp.starts_with(std::env::temp_dir()), "{temp:?}");
+    use std::os::unix::fs::PermissionsExt;
+    let meta = std::fs::metadata(&temp).unwrap();
+    assert_eq!(meta.permissions().mode() & 0o777, 0o700);
+    // What the server leaves there goes with it.
+    std::fs::write(temp.join("left-by-the-server"), "x").unwrap();
+    drop(p);
+    assert!(!session_alive(pid));
+    assert!(!temp.exists(), "{temp:?} is left");
+}

@@ -1,30 +1,17 @@
 //! Ending a session: every member, escalating, verified, reported exactly.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use nix::sys::signal::Signal;
 use pretty_assertions::assert_eq;
 use process_tree::{Member, Step, Survivors};
 
+mod common;
+use common::session;
+
 fn until(what: &str, check: impl FnMut() -> bool) {
     test_support::wait_until(what, check);
-}
-
-/// Spawns `script` under bash as a held session leader and reads one line
-/// of its stdout (its readiness).
-fn session(script: &str) -> (process_tree::Leader, String) {
-    process_tree::become_subreaper().unwrap();
-    let mut command = Command::new("bash");
-    command.args(["-c", script]).stdout(Stdio::piped());
-    let spawned = process_tree::spawn_session(command).unwrap();
-    let mut line = String::new();
-    BufReader::new(spawned.stdout.unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    (spawned.leader, line.trim().to_owned())
 }
 
 #[test]

@@ -12,6 +12,9 @@ use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+mod common;
+use common::session;
+
 const ROLE: &str = "PROCESS_TREE_GUARDIAN_TEST_ROLE";
 const TEST: &str = "a_sigkilled_host_leaves_nothing_of_its_sessions";
 
@@ -120,18 +123,8 @@ fn a_sigkilled_host_leaves_nothing_of_its_sessions() {
 
 #[test]
 fn after_the_host_died_a_younger_process_in_a_reused_session_is_spared() {
-    process_tree::become_subreaper().unwrap();
-    let mut command = Command::new("bash");
-    command
-        .args(["-c", "sleep 1003 & echo $!"])
-        .stdout(Stdio::piped());
-    let spawned = process_tree::spawn_session(command).unwrap();
-    let mut line = String::new();
-    BufReader::new(spawned.stdout.unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let sleeper: i32 = line.trim().parse().unwrap();
-    let leader = spawned.leader;
+    let (leader, line) = session("sleep 1003 & echo $!");
+    let sleeper: i32 = line.parse().unwrap();
     let sid = leader.pid();
     leader.wait_exit().unwrap();
     // The leader is gone (reaped, as init does after the host died); its
@@ -152,18 +145,8 @@ fn after_the_host_died_a_younger_process_in_a_reused_session_is_spared() {
 
 #[test]
 fn a_new_session_led_by_a_reused_pid_is_spared_even_when_it_started_before_eof() {
-    process_tree::become_subreaper().unwrap();
-    let mut command = Command::new("bash");
-    command
-        .args(["-c", "sleep 1004 & echo $!; exec sleep 1005"])
-        .stdout(Stdio::piped());
-    let spawned = process_tree::spawn_session(command).unwrap();
-    let mut line = String::new();
-    BufReader::new(spawned.stdout.unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let sleeper: i32 = line.trim().parse().unwrap();
-    let leader = spawned.leader;
+    let (leader, line) = session("sleep 1004 & echo $!; exec sleep 1005");
+    let sleeper: i32 = line.parse().unwrap();
     let sid = leader.pid();
     until("the leader runs sleep", || {
         process_tree::command_line(sid) == "sleep 1005"

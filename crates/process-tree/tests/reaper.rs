@@ -6,6 +6,9 @@ use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
 use std::sync::{Mutex, MutexGuard};
 
+mod common;
+use common::session;
+
 /// The reaper reaps every unheld zombie child of this process, so tests
 /// that run it take turns: one test's `reap_adopted` would otherwise reap
 /// another's plain `std` child or count its orphan.
@@ -100,18 +103,8 @@ fn a_held_leader_keeps_its_exit_status_until_it_is_reaped() {
 #[test]
 fn a_dropped_leader_ends_its_session_and_is_reaped() {
     let _turn = one_at_a_time();
-    process_tree::become_subreaper().unwrap();
-    let mut command = Command::new("bash");
-    command
-        .args(["-c", "sleep 300 & echo $!; exec sleep 301"])
-        .stdout(Stdio::piped());
-    let spawned = process_tree::spawn_session(command).unwrap();
-    let mut line = String::new();
-    BufReader::new(spawned.stdout.unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let background: i32 = line.trim().parse().unwrap();
-    let leader = spawned.leader;
+    let (leader, line) = session("sleep 300 & echo $!; exec sleep 301");
+    let background: i32 = line.parse().unwrap();
     let sid = leader.pid();
     until("the session forms", || {
         process_tree::live_session_members(sid).len() == 2

@@ -36,7 +36,13 @@ fn namespace_helpers_started_at_once_do_not_wait_for_each_other() {
                 };
                 let sandbox = Sandbox::new(policy, Availability::probe_kernel()).unwrap();
                 let prepared = sandbox.prepare(&SpawnContext::command(&ws, &home)).unwrap();
-                assert!(prepared.status().enforced, "{:?}", prepared.status());
+                // Every layer held: a failed helper would leave `.git`
+                // writable or the network on, and say so in `reason`.
+                let status = prepared.status();
+                assert!(
+                    status.enforced && !status.network && status.reason.is_none(),
+                    "{status:?}"
+                );
             }
             done.send(t).unwrap();
         });

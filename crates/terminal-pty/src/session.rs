@@ -675,7 +675,11 @@ async fn wait_loop(session: Arc<Session>) {
 /// Interrupts a running send.
 pub(crate) struct Interrupt {
     session: Weak<Session>,
+    /// When the interrupt was asked for, or last followed to a new
+    /// foreground group.
     at: Mutex<Option<Instant>>,
+    /// The foreground group SIGINT last went to.
+    signalled: Mutex<Option<i32>>,
     settled: AtomicBool,
 }
 
@@ -694,12 +698,41 @@ impl Interrupt {
         Self {
             session: Arc::downgrade(session),
             at: Mutex::new(None),
+            signalled: Mutex::new(None),
             settled: AtomicBool::new(false),
         }
     }
 
     fn since(&self) -> Option<Instant> {
         *self.at.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Sends SIGINT to `pgid` and remembers it.
+    fn signal(&self, pgid: i32) {
+        *self.signalled.lock().unwrap_or_else(|e| e.into_inner()) = Some(pgid);
+        // SAFETY: plain syscall.
+        unsafe { libc::killpg(pgid, libc::SIGINT) };
+    }
+
+    /// Once interrupted and until settled, a program that took the
+    /// foreground after the SIGINT went out gets it too: a SIGINT that
+    /// reached the shell while it was starting the program (between its
+    /// fork and the program taking the terminal) is otherwise lost, and
+    /// the program runs on. The shell's own group is never signalled
+    /// here: it is at its prompt again, or about to be.
+    fn follow(&self, session: &Session) {
+        if self.since().is_none() || self.settled.load(Ordering::Acquire) {
+            return;
+        }
+        let Some(fg) = session.foreground_pgid() else {
+            return;
+        };
+        let last = *self.signalled.lock().unwrap_or_else(|e| e.into_inner());
+        if fg == session.spec.pid || last == Some(fg) {
+            return;
+        }
+        self.signal(fg);
+        *self.at.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
     }
 }
 
@@ -717,8 +750,7 @@ impl SendInterrupt for Interrupt {
         }
         if let Some(session) = self.session.upgrade() {
             if let Some(pgid) = session.foreground_pgid() {
-                // SAFETY: plain syscall.
-                unsafe { libc::killpg(pgid, libc::SIGINT) };
+                self.signal(pgid);
             }
             session.changed.notify_waiters();
         }
@@ -949,6 +981,7 @@ pub(crate) async fn run_send(
             break (SettleReason::Idle, None);
         }
         // 6. interrupted and nothing answered; 7. timeout.
+        interrupt.follow(&session);
         if interrupt
             .since()
             .is_some_and(|t| now - t >= INTERRUPT_GRACE)

@@ -222,6 +222,37 @@ async fn a_dropped_send_future_frees_the_slot() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interrupt_reaches_a_program_that_took_the_foreground_after_it() {
+    let f = Fixture::new();
+    let id = f.open_shell().await;
+    // The SIGINT finds only processes that ignore it (the shell between
+    // two commands, `sleep 0.5`), as when it lands while the shell starts
+    // a program; the program started after it must get it too.
+    let started = f
+        .service
+        .start_send(
+            &f.owner,
+            id,
+            SendRequest::line("trap '' INT; echo begin; sleep 0.5; trap - INT; sleep 1000")
+                .with_timeout(Duration::from_secs(60)),
+        )
+        .unwrap();
+    let interrupt = started.interrupt.clone();
+    let cursor = started.start_cursor;
+    let job = tokio::spawn(started.settled);
+    f.follow_until(id, cursor, |seen| seen.contains("begin\n"))
+        .await;
+    interrupt.interrupt();
+    let outcome = job.await.unwrap().unwrap();
+    assert_eq!(
+        (outcome.reason, outcome.exit_code),
+        (SettleReason::Prompt, Some(130)),
+        "{outcome:?}"
+    );
+    assert_eq!(f.send(id, "echo after").await.output, "after\n");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_background_send_can_be_interrupted() {
     let f = Fixture::new();
     let id = f.open_shell().await;

@@ -162,10 +162,16 @@ async fn until_settles_early_on_the_new_output_not_on_the_echo() {
     // (Once it runs: a SIGINT to bash itself while it is starting a job is
     // a different story.)
     f.wait_foreground(id, "sleep").await;
+    let before = f.stream(id, None).await.next;
     f.service
         .signal(&f.owner, id, TerminalSignal::Int)
         .await
         .unwrap();
+    // The shell reports the interrupted job and prints its prompt after
+    // the signal returns: wait for the prompt, as an agent reading the
+    // stream would, so that it is not taken for the next send's.
+    f.follow_until(id, before, |seen| seen.ends_with("$ "))
+        .await;
     let after = f.send(id, "echo back").await;
     assert_eq!(after.output, "back\n", "{after:?}");
 }
@@ -217,13 +223,19 @@ async fn timeout_returns_while_the_command_runs_and_read_shows_the_rest() {
 async fn sigint_interrupts_a_busy_python_loop_and_the_repl_answers_again() {
     let f = Fixture::new();
     let id = f.open_command(&["python3", "-q", "-i"]).await;
+    // The loop says when it spins (`sp` + `in`: the echo of the typed line
+    // does not match), so the SIGINT cannot come while Python is still at
+    // its prompt with the line unread (it would print KeyboardInterrupt,
+    // then read the line and spin on).
     let busy = f
         .send_req(
             id,
-            SendRequest::line("while True: pass\n").with_timeout(Duration::from_millis(300)),
+            SendRequest::line("exec(\"print('sp' + 'in', flush=True)\\nwhile True: pass\")")
+                .with_until("spin")
+                .with_timeout(Duration::from_secs(20)),
         )
         .await;
-    assert_eq!(busy.reason, SettleReason::Timeout);
+    assert_eq!(busy.reason, SettleReason::Pattern, "{busy:?}");
     let sent = f
         .service
         .signal(&f.owner, id, TerminalSignal::Int)
@@ -235,17 +247,10 @@ async fn sigint_interrupts_a_busy_python_loop_and_the_repl_answers_again() {
     // signal returns; a line typed while it does so can be discarded with
     // the interrupted input. Wait for the prompt, as an agent reading the
     // stream would.
-    let mut seen = String::new();
-    let mut since = 0;
-    while !(seen.contains("KeyboardInterrupt") && seen.ends_with(">>> ")) {
-        let chunk = f
-            .service
-            .read_wait(&f.owner, id, since, None, test_support::HANG)
-            .await
-            .unwrap();
-        seen.push_str(&chunk.output);
-        since = chunk.next;
-    }
+    f.follow_until(id, 0, |seen| {
+        seen.contains("KeyboardInterrupt") && seen.ends_with(">>> ")
+    })
+    .await;
     let after = f.send(id, "6 * 7").await;
     assert!(after.output.ends_with("42\n>>> "), "{after:?}");
     // The KeyboardInterrupt traceback came before; the stream has it.

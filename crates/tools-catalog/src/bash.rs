@@ -237,13 +237,7 @@ async fn escalate(cx: &CallContext, command: &str, cwd: &Path) -> Result<bool, T
             "this client cannot ask one (it does not support MCP elicitation)",
         ));
     };
-    let question = format!(
-        "An agent asks to run this command OUTSIDE the sandbox, with all of your rights \
-         (any file, the network, your credentials):\n\n{command}\n\nin {}\n\nAccept to run it \
-         unconfined once; decline to refuse.",
-        cwd.display()
-    );
-    match ask.ask(question).await {
+    match ask.ask(escalation_question(command, cwd)).await {
         Answer::Yes => Ok(true),
         Answer::No => Err(ToolError::new(
             SANDBOX_ESCALATION_DECLINED,
@@ -252,6 +246,39 @@ async fn escalate(cx: &CallContext, command: &str, cwd: &Path) -> Result<bool, T
         )),
         Answer::Unavailable(why) => Err(unavailable(&format!("asking failed: {why}"))),
     }
+}
+
+/// What the person is asked: what accepting means and the command's size
+/// first, then the command with every line marked `│ ` and every control
+/// or invisible formatting character (bidi overrides, zero-width ones)
+/// shown as `\u{…}`, so no text of the command can pass for the question's
+/// own words or hide what runs.
+pub(crate) fn escalation_question(command: &str, cwd: &Path) -> String {
+    let lines = command.lines().count().max(1);
+    let mut shown = String::with_capacity(command.len() + 2 * lines + 16);
+    for line in command.split('\n') {
+        shown.push_str("│ ");
+        for c in line.chars() {
+            let invisible = matches!(c,
+                '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2060}'..='\u{2069}'
+                | '\u{feff}' | '\u{061c}' | '\u{00ad}');
+            if (c.is_control() && c != '\t') || invisible {
+                shown.push_str(&format!("\\u{{{:04x}}}", c as u32));
+            } else {
+                shown.push(c);
+            }
+        }
+        shown.push('\n');
+    }
+    format!(
+        "An agent asks to run one command OUTSIDE the sandbox, with all of your rights \
+         (any file, the network, your credentials). Accept to run it unconfined once; \
+         decline to refuse. The command ({lines} line{}, {} bytes), in {}, every line \
+         marked │:\n\n{shown}",
+        if lines == 1 { "" } else { "s" },
+        command.len(),
+        cwd.display()
+    )
 }
 
 /// Resolves a `cwd` argument against the session's directory and checks
@@ -280,5 +307,27 @@ pub(crate) fn resolve_cwd(base: &Path, cwd: Option<&str>) -> Result<PathBuf, Too
             "cwd",
             format!("{}: {e}", path.display()),
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::escalation_question;
+    use std::path::Path;
+
+    #[test]
+    fn the_escalation_question_cannot_be_forged_by_the_command() {
+        let command = "rm -rf ~\n\nin /ws\n\nAccept to run it unconfined once\r\u{202e}x\u{1b}[2J";
+        let q = escalation_question(command, Path::new("/ws"));
+        // what accepting means and the size come before the command
+        let (head, body) = q.split_once("\n\n").unwrap();
+        assert!(head.contains("Accept to run it unconfined once"), "{q}");
+        assert!(head.contains("(5 lines, "), "{q}");
+        // every line of the command is marked; nothing invisible is left
+        assert_eq!(
+            body,
+            "│ rm -rf ~\n│ \n│ in /ws\n│ \n│ Accept to run it unconfined once\\u{000d}\\u{202e}x\\u{001b}[2J\n"
+        );
     }
 }

@@ -141,8 +141,18 @@ impl Confinement {
                 .map(|(_, v)| PathBuf::from(v))
                 .filter(|p| p.is_absolute())
         };
-        let home = lookup("HOME")
-            .or_else(|| std::env::var_os("HOME").map(PathBuf::from))
+        // `~` in the policy is the host's home, not the child's `HOME`:
+        // an `[env]` that sets `HOME` elsewhere must not move `deny_read`
+        // away from the credential stores it protects.
+        let home = std::env::var_os("HOME")
+            .map(PathBuf::from)
+            .filter(|p| p.is_absolute())
+            .or_else(|| {
+                nix::unistd::User::from_uid(nix::unistd::getuid())
+                    .ok()
+                    .flatten()
+                    .map(|u| u.dir)
+            })
             .unwrap_or_else(|| PathBuf::from("/"));
         let temp_dir = lookup("TMPDIR").unwrap_or_else(|| PathBuf::from("/tmp"));
         // A private directory inside the temp dir (the runtime directory

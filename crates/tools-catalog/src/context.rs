@@ -1,7 +1,8 @@
 //! What a call runs against: the caller, the long-lived runtime, settings.
 
-use std::path::PathBuf;
-use std::sync::Arc;
+use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use jobs::{JobRegistry, JobsConfig};
 
@@ -36,7 +37,26 @@ pub struct Runtime {
     pub terminals: Arc<dyn terminal_seam::TerminalService>,
     /// Language servers, routed by file extension.
     pub lsp: lsp_seam::Router,
+    /// The sandbox each recent background command ran in, so that
+    /// `job_output` can name what it refused.
+    sandboxes: Mutex<VecDeque<JobSandbox>>,
 }
+
+/// The sandbox a background command ran in and its directory.
+#[derive(Debug, Clone)]
+pub(crate) struct JobSandbox {
+    /// The job's id.
+    pub id: String,
+    /// Its sandbox.
+    pub prepared: sandbox::Prepared,
+    /// Its working directory, for relative paths in its output.
+    pub cwd: PathBuf,
+}
+
+/// How many background commands' sandboxes are remembered: more than the
+/// jobs the registry keeps for any one agent; older ones are forgotten
+/// (their output is then not searched for refusals).
+const SANDBOXES_KEPT: usize = 1024;
 
 impl std::fmt::Debug for Runtime {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -56,7 +76,28 @@ impl Runtime {
             jobs: JobRegistry::new(jobs),
             terminals,
             lsp,
+            sandboxes: Mutex::new(VecDeque::new()),
         }
+    }
+
+    /// Remembers the sandbox background job `id` runs in.
+    pub(crate) fn remember_sandbox(&self, id: &str, prepared: sandbox::Prepared, cwd: &Path) {
+        if let Ok(mut kept) = self.sandboxes.lock() {
+            if kept.len() >= SANDBOXES_KEPT {
+                kept.pop_front();
+            }
+            kept.push_back(JobSandbox {
+                id: id.to_owned(),
+                prepared,
+                cwd: cwd.to_owned(),
+            });
+        }
+    }
+
+    /// The sandbox background job `id` ran in, while remembered.
+    pub(crate) fn sandbox_of(&self, id: &str) -> Option<JobSandbox> {
+        let kept = self.sandboxes.lock().ok()?;
+        kept.iter().rev().find(|s| s.id == id).cloned()
     }
 
     /// Ends everything `owner` started (running jobs, terminals) and

@@ -44,6 +44,7 @@ pub(crate) async fn run_command(
     max_result_bytes: usize,
 ) -> Result<CommandCall, ToolError> {
     let mut spec = spec;
+    let spec_cwd = spec.cwd.clone();
     spec.base_env = Some(confined.env.clone());
     if let Some(step) = confined.step() {
         // SAFETY: a prepared sandbox's step only makes system calls.
@@ -62,6 +63,9 @@ pub(crate) async fn run_command(
             )
             .await
             .map_err(job_error)?;
+        let cwd = spec_cwd.unwrap_or_else(|| cx.cwd.clone());
+        cx.runtime
+            .remember_sandbox(&started.id, confined.prepared.clone(), &cwd);
         return Ok(CommandCall::Started(started.id));
     }
     // Counted against the caller's foreground limit while it runs.
@@ -301,6 +305,9 @@ struct JobOutputResult {
     detail: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     clamped: Option<Clamped>,
+    /// What the job's sandbox refused, as this output shows it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    refusals: Option<RefusalsJson>,
 }
 
 pub(crate) struct JobOutputTool(ToolSpec, usize);
@@ -311,7 +318,8 @@ impl JobOutputTool {
             ToolSpec::new::<JobOutputArgs>(
                 "job_output",
                 "Read a background job's output from a byte cursor, without consuming it (the same `since` returns the same text). \
-With `wait_ms` the call waits on the server until new output arrives or the job ends, so never poll in a loop: pass the last `next` as `since` and a generous `wait_ms`.",
+With `wait_ms` the call waits on the server until new output arrives or the job ends, so never poll in a loop: pass the last `next` as `since` and a generous `wait_ms`. \
+A path or connection the command's sandbox refused, as the output shows it, is named in `refusals`.",
                 &[Preset::Full],
                 &["NO_JOB", "FOREIGN_JOB", "INVALID_ARGUMENT"],
             ),
@@ -363,6 +371,14 @@ impl Tool for JobOutputTool {
                 status_words(read.status, read.exit_code, read.detail.as_deref()),
                 read.next
             ));
+            let refusals = cx
+                .runtime
+                .sandbox_of(&args.job_id)
+                .and_then(|s| RefusalsJson::find(&s.prepared, &read.output, &s.cwd));
+            if let Some(refusals) = &refusals {
+                text.push('\n');
+                text.push_str(&refusals.line);
+            }
             let result = JobOutputResult {
                 output: read.output,
                 from: read.from,
@@ -372,6 +388,7 @@ impl Tool for JobOutputTool {
                 exit_code: read.exit_code,
                 detail: read.detail,
                 clamped,
+                refusals,
             };
             Ok(ToolReply::new(text, &result))
         })

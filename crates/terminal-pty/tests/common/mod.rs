@@ -93,6 +93,33 @@ impl Fixture {
             .expect("send")
     }
 
+    /// Follows the terminal's output from `since` (waiting on the server,
+    /// never polling) until what was read satisfies `done`; returns it and
+    /// the cursor after it. Fails if nothing comes for `HANG`.
+    pub async fn follow_until(
+        &self,
+        id: TerminalId,
+        since: u64,
+        done: impl Fn(&str) -> bool,
+    ) -> (String, u64) {
+        let mut seen = String::new();
+        let mut since = since;
+        while !done(&seen) {
+            let chunk = self
+                .service
+                .read_wait(&self.owner, id, since, None, test_support::HANG)
+                .await
+                .expect("read_wait");
+            assert!(
+                !chunk.output.is_empty(),
+                "nothing more came; read so far: {seen:?}"
+            );
+            seen.push_str(&chunk.output);
+            since = chunk.next;
+        }
+        (seen, since)
+    }
+
     pub async fn stream(&self, id: TerminalId, since: Option<u64>) -> StreamChunk {
         match self
             .service
