@@ -323,11 +323,12 @@ pub fn interval_poll_python_settle(
 /// configuration (`-f /dev/null`) and gets the same warm-up rounds as the
 /// other rows.
 pub fn tmux_python_settle(rounds: usize) -> std::io::Result<Vec<Duration>> {
-    let socket = format!("dsh-bench-{}", std::process::id());
+    // A socket of its own, removed afterwards (tmux leaves it behind).
+    let socket = std::env::temp_dir().join(format!("dsh-bench-tmux-{}.sock", std::process::id()));
     // `-f /dev/null`: no user configuration (hooks, status line, plugins).
     let tmux = |args: &[&str]| -> std::io::Result<std::process::Output> {
         Command::new("tmux")
-            .args(["-f", "/dev/null", "-L"])
+            .args(["-f", "/dev/null", "-S"])
             .arg(&socket)
             .args(args)
             .stdin(Stdio::null())
@@ -382,6 +383,7 @@ pub fn tmux_python_settle(rounds: usize) -> std::io::Result<Vec<Duration>> {
         Ok(samples)
     })();
     let _ = tmux(&["kill-server"]);
+    let _ = std::fs::remove_file(&socket);
     result
 }
 
