@@ -220,20 +220,18 @@ enum NoAnswer {
 /// socket), and named if it lasts.
 fn check_peer(paths: &DaemonPaths, stream: &UnixStream) -> Result<(), NoAnswer> {
     use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
-    if let Err(e) = std::fs::File::open(&paths.info)
-        && e.kind() == std::io::ErrorKind::PermissionDenied
-    {
+    let recorded = match crate::daemon::try_read_info(&paths.info) {
         // The data directory is closed to what the daemon confines.
-        return Err(NoAnswer::Failed(ClientError::Unreachable(format!(
-            "this process may not read {} ({e}): it was started by the dsh daemon it is \
-             calling (a command, terminal, subagent or language server of a session), and \
-             such processes may not use the daemon: ask the person to run this dsh command \
-             outside dsh",
-            paths.info.display()
-        ))));
-    }
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+            return Err(NoAnswer::Failed(ClientError::Unreachable(format!(
+                "this process may not read {} ({e}): {}",
+                paths.info.display(),
+                crate::protocol::SANDBOXED_CLIENT_WHY
+            ))));
+        }
+        read => read.ok().flatten().map(|i| i.pid as i32),
+    };
     let peer = getsockopt(stream, PeerCredentials).ok().map(|c| c.pid());
-    let recorded = crate::daemon::read_info(&paths.info).map(|i| i.pid as i32);
     if peer.is_some() && peer == recorded {
         return Ok(());
     }

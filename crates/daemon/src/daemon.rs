@@ -56,8 +56,17 @@ pub struct DaemonInfo {
 
 /// Reads a daemon info file.
 pub fn read_info(path: &Path) -> Option<DaemonInfo> {
-    let text = std::fs::read_to_string(path).ok()?;
-    serde_json::from_str(&text).ok()
+    try_read_info(path).ok().flatten()
+}
+
+/// Reads a daemon info file: `Ok(None)` when it is missing or not one,
+/// the error when it cannot be read.
+pub fn try_read_info(path: &Path) -> std::io::Result<Option<DaemonInfo>> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => Ok(serde_json::from_str(&text).ok()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
 }
 
 /// Whether `pid` runs (exists and is not a zombie), read from `/proc`.
@@ -573,9 +582,10 @@ async fn handle(shared: Arc<Shared>, stream: UnixStream) {
         );
         let reply = Reply::failed(
             "SANDBOXED_CLIENT",
-            "this process was started by the dsh daemon it is calling (a command, terminal, \
-             subagent or language server of a session), and such processes may not use the \
-             daemon: ask the person to run this dsh command outside dsh",
+            format!(
+                "this client is refused: {}",
+                crate::protocol::SANDBOXED_CLIENT_WHY
+            ),
         );
         let _ = write_line(&mut write, &reply).await;
         return;

@@ -22,6 +22,13 @@ use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _};
 /// The shape of the hello, the reply and the cross-version kinds.
 pub const PROTOCOL: u32 = 1;
 
+/// Why a process the daemon started may not use it (`SANDBOXED_CLIENT`):
+/// said by the daemon, and by a client that finds the daemon's files
+/// closed to it.
+pub const SANDBOXED_CLIENT_WHY: &str = "it was started by the dsh daemon it is calling (a \
+     command, terminal, subagent or language server of a session), and such processes may not \
+     use the daemon: ask the person to run this dsh command outside dsh";
+
 /// The environment variable that makes this process report another dsh
 /// version. Only the tests of upgrades set it.
 pub const VERSION_OVERRIDE_ENV: &str = "DSH_TEST_VERSION";

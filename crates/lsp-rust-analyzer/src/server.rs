@@ -356,7 +356,7 @@ impl PrivateTemp {
     fn new() -> Self {
         use std::os::unix::fs::DirBuilderExt;
         static DIRS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-        remove_stale(PRIVATE_TEMP_PREFIX);
+        remove_stale(&[PRIVATE_TEMP_PREFIX, FENCE_PREFIX]);
         let dir = std::env::temp_dir().join(format!(
             "{PRIVATE_TEMP_PREFIX}{}-{}",
             std::process::id(),
@@ -690,7 +690,6 @@ impl Server {
             std::process::id(),
             FENCES.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
         ));
-        remove_stale(FENCE_PREFIX);
         if let Err(e) = std::fs::create_dir_all(&fence_dir) {
             tracing::warn!("cannot create {}: {e}", fence_dir.display());
             return None;
@@ -1116,16 +1115,19 @@ impl Drop for Server {
     }
 }
 
-/// Removes the directories named `<prefix><pid>-<n>` (fences, servers'
-/// temp dirs) left by hosts that no longer exist (killed before their
-/// cleanup ran).
-fn remove_stale(prefix: &str) {
+/// Removes the directories named `<prefix><pid>-<n>` for any of
+/// `prefixes` (servers' temp dirs, fences) left by hosts that no longer
+/// exist (killed before their cleanup ran), in one pass over the temp dir.
+fn remove_stale(prefixes: &[&str]) {
     let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
         return;
     };
     for entry in entries.flatten() {
         let name = entry.file_name();
-        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(prefix)) else {
+        let Some(rest) = name
+            .to_str()
+            .and_then(|n| prefixes.iter().find_map(|p| n.strip_prefix(p)))
+        else {
             continue;
         };
         let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<i32>().ok()) else {
