@@ -220,6 +220,7 @@ fn spawn_here(
             if libc::setsid() < 0 {
                 return Err(io::Error::last_os_error());
             }
+            reset_dispositions();
             if let Some(signal) = parent_death {
                 if libc::prctl(libc::PR_SET_PDEATHSIG, signal as libc::c_ulong, 0, 0, 0) < 0 {
                     return Err(io::Error::last_os_error());
@@ -258,6 +259,23 @@ fn spawn_here(
         stdout: child.stdout.take(),
         stderr: child.stderr.take(),
     })
+}
+
+/// Gives every signal its default action in the child. `exec` resets
+/// caught signals but keeps ignored ones: a host started with SIGINT or
+/// SIGQUIT ignored (by `nohup`, or as a background job of a shell without
+/// job control) would otherwise pass that on, and an interrupt would
+/// never reach what it runs. The signal mask is already cleared by
+/// [`Command`]. Only `sigaction`-style calls: async-signal-safe.
+fn reset_dispositions() {
+    for signal in 1..=libc::SIGRTMAX() {
+        if signal == libc::SIGKILL || signal == libc::SIGSTOP {
+            continue;
+        }
+        // SAFETY: plain syscall; signals the C library keeps for itself
+        // refuse with EINVAL, which leaves them as they are.
+        unsafe { libc::signal(signal, libc::SIG_DFL) };
+    }
 }
 
 #[derive(Debug, Default)]

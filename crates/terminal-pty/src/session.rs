@@ -679,8 +679,41 @@ pub(crate) struct Interrupt {
     /// foreground group.
     at: Mutex<Option<Instant>>,
     /// The foreground group SIGINT last went to.
-    signalled: Mutex<Option<i32>>,
+    signalled: Mutex<Option<Signalled>>,
     settled: AtomicBool,
+}
+
+/// A group SIGINT went to, and what its leader was running then.
+#[derive(Clone, Copy)]
+struct Signalled {
+    pgid: i32,
+    /// The leader's image when the signal went out; `None` once the
+    /// signal was repeated or the image could not be read.
+    image: Option<Image>,
+}
+
+/// What a process is running, as far as an `exec` changes it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Image {
+    /// The executable's device and inode.
+    exe: (u64, u64),
+    /// The first bytes of `comm`, which `exec` resets to the new name.
+    comm: [u8; 16],
+}
+
+impl Image {
+    fn of(pid: i32) -> Option<Self> {
+        use std::os::unix::fs::MetadataExt;
+        let exe = std::fs::metadata(format!("/proc/{pid}/exe")).ok()?;
+        let name = std::fs::read(format!("/proc/{pid}/comm")).ok()?;
+        let mut comm = [0; 16];
+        let n = name.len().min(comm.len());
+        comm[..n].copy_from_slice(&name[..n]);
+        Some(Self {
+            exe: (exe.dev(), exe.ino()),
+            comm,
+        })
+    }
 }
 
 /// Marks the send settled (interrupts become no-ops) when the send's
@@ -707,11 +740,15 @@ impl Interrupt {
         *self.at.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Sends SIGINT to `pgid` and remembers it.
+    /// Sends SIGINT to `pgid` and remembers it, with its leader's image
+    /// when that image was the same just before and just after the send.
     fn signal(&self, pgid: i32) {
-        *self.signalled.lock().unwrap_or_else(|e| e.into_inner()) = Some(pgid);
+        let before = Image::of(pgid);
         // SAFETY: plain syscall.
         unsafe { libc::killpg(pgid, libc::SIGINT) };
+        let after = Image::of(pgid);
+        let image = before.filter(|_| before == after);
+        *self.signalled.lock().unwrap_or_else(|e| e.into_inner()) = Some(Signalled { pgid, image });
     }
 
     /// Once interrupted and until settled, a program that took the
@@ -720,6 +757,12 @@ impl Interrupt {
     /// fork and the program taking the terminal) is otherwise lost, and
     /// the program runs on. The shell's own group is never signalled
     /// here: it is at its prompt again, or about to be.
+    ///
+    /// The group signalled last gets SIGINT once more when its leader
+    /// has `exec`ed since: the signal reached the shell's forked child
+    /// before it became the program (the child still runs the shell's
+    /// handler, and `exec` forgets what it caught), or a program that
+    /// answered SIGINT by becoming another one.
     fn follow(&self, session: &Session) {
         if self.since().is_none() || self.settled.load(Ordering::Acquire) {
             return;
@@ -727,11 +770,25 @@ impl Interrupt {
         let Some(fg) = session.foreground_pgid() else {
             return;
         };
-        let last = *self.signalled.lock().unwrap_or_else(|e| e.into_inner());
-        if fg == session.spec.pid || last == Some(fg) {
+        if fg == session.spec.pid {
             return;
         }
-        self.signal(fg);
+        let last = *self.signalled.lock().unwrap_or_else(|e| e.into_inner());
+        match last {
+            Some(Signalled { pgid, image }) if pgid == fg => {
+                let Some(image) = image else {
+                    return;
+                };
+                if Image::of(fg).is_none_or(|now| now == image) {
+                    return;
+                }
+                // SAFETY: plain syscall.
+                unsafe { libc::killpg(fg, libc::SIGINT) };
+                *self.signalled.lock().unwrap_or_else(|e| e.into_inner()) =
+                    Some(Signalled { pgid, image: None });
+            }
+            _ => self.signal(fg),
+        }
         *self.at.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
     }
 }

@@ -253,6 +253,40 @@ async fn an_interrupt_reaches_a_program_that_took_the_foreground_after_it() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interrupt_reaches_a_program_its_target_became_after_it() {
+    let f = Fixture::new();
+    let id = f.open_shell().await;
+    // The foreground program catches the SIGINT and becomes `sleep`, as
+    // the shell's forked child does when the SIGINT lands before it
+    // execs the program: `exec` forgets the signal, so the program the
+    // group now runs must get it again.
+    let line = "python3 -c \"import os, signal, time; \
+                signal.signal(signal.SIGINT, lambda *_: os.execvp('sleep', ['sleep', '1000'])); \
+                print('armed', flush=True); time.sleep(1000)\"";
+    let started = f
+        .service
+        .start_send(
+            &f.owner,
+            id,
+            SendRequest::line(line).with_timeout(Duration::from_secs(60)),
+        )
+        .unwrap();
+    let interrupt = started.interrupt.clone();
+    let cursor = started.start_cursor;
+    let job = tokio::spawn(started.settled);
+    f.follow_until(id, cursor, |seen| seen.contains("armed\n"))
+        .await;
+    interrupt.interrupt();
+    let outcome = job.await.unwrap().unwrap();
+    assert_eq!(
+        (outcome.reason, outcome.exit_code),
+        (SettleReason::Prompt, Some(130)),
+        "{outcome:?}"
+    );
+    assert_eq!(f.send(id, "echo after").await.output, "after\n");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_background_send_can_be_interrupted() {
     let f = Fixture::new();
     let id = f.open_shell().await;
