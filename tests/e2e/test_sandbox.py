@@ -137,6 +137,30 @@ async def test_a_terminal_and_everything_typed_into_it_are_confined(box):
     assert not any((home / n).exists() for n in ("t1", "t2", "t3"))
 
 
+async def test_terminal_send_names_what_the_terminals_sandbox_refused(box):
+    home, ws = box["home"], box["ws"]
+    async with connect(box["env"], cwd=ws) as s:
+        tid = ok(await s.call_tool("terminal_open", {}))["id"]
+        r = await s.call_tool("terminal_send", {"id": tid, "text": 'touch "$HOME/t4"'})
+        res = ok(r)
+        assert res["refusals"]["paths"] == [{"path": str(home / "t4"), "access": "write"}], res
+        assert text_of(r).endswith(f"\n[the sandbox refused: writing {home / 't4'}]")
+        # a relative path is resolved where the shell is now
+        res = ok(await s.call_tool("terminal_send", {"id": tid, "text": "cd .git && touch rel"}))
+        assert res["refusals"]["paths"] == [{"path": str(ws / ".git" / "rel"), "access": "write"}], res
+        ok(await s.call_tool("terminal_send", {"id": tid, "text": "cd .."}))
+        # output that shows no refusal carries none
+        assert "refusals" not in ok(await s.call_tool("terminal_send", {"id": tid, "text": "echo fine"}))
+        # a background send: job_output names it
+        started = ok(
+            await s.call_tool("terminal_send", {"id": tid, "text": 'touch "$HOME/t5"', "run_in_background": True})
+        )
+        await wait_settled(s, started["job_id"])
+        res = ok(await s.call_tool("job_output", {"job_id": started["job_id"], "since": 0}))
+        assert res["refusals"]["paths"] == [{"path": str(home / "t5"), "access": "write"}], res
+    assert not any((home / n).exists() for n in ("t4", "t5")) and not (ws / ".git" / "rel").exists()
+
+
 async def test_deny_read_follows_the_real_home_when_env_sets_another(box):
     elsewhere = box["ws"] / "elsewhere"
     elsewhere.mkdir()

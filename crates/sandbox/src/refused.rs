@@ -119,6 +119,79 @@ fn is_denial(lower: &str) -> bool {
     DENIAL_MARKERS.iter().any(|m| lower.contains(m))
 }
 
+/// Programs that only read the files they name.
+const READERS: &[&str] = &[
+    "cat",
+    "head",
+    "tail",
+    "less",
+    "more",
+    "grep",
+    "egrep",
+    "fgrep",
+    "rg",
+    "wc",
+    "od",
+    "xxd",
+    "hexdump",
+    "strings",
+    "md5sum",
+    "sha1sum",
+    "sha256sum",
+    "sha512sum",
+    "cmp",
+    "diff",
+    "source",
+];
+
+/// Words that say a line is about reading.
+const READ_WORDS: &[&str] = &[
+    "for reading",
+    "cannot open directory",
+    "cannot access",
+    "cannot read",
+    "could not read",
+    "failed to read",
+    "unable to read",
+    "error reading",
+    "cannot stat",
+];
+
+/// Words that say a line is about writing (they win over the above).
+const WRITE_WORDS: &[&str] = &[
+    "read-only file system",
+    "erofs",
+    "errno 30",
+    "for writing",
+    "write",
+    "cannot touch",
+    "cannot create",
+    "cannot remove",
+    "cannot move",
+    "cannot overwrite",
+    "cannot make",
+    "cannot lock",
+    "could not lock",
+    "unable to create",
+    "cannot set",
+    "mkdir",
+];
+
+/// Whether a (lowercased) line says the denied operation was a read: a
+/// path the sandbox lets be read was then refused by something else (its
+/// owner's permissions), not by the sandbox.
+fn is_read(lower: &str) -> bool {
+    if WRITE_WORDS.iter().any(|w| lower.contains(w)) {
+        return false;
+    }
+    let program = lower
+        .split(':')
+        .next()
+        .and_then(|p| p.split_whitespace().next())
+        .map(|p| p.rsplit('/').next().unwrap_or(p));
+    program.is_some_and(|p| READERS.contains(&p)) || READ_WORDS.iter().any(|w| lower.contains(w))
+}
+
 /// Searches `output` for refusals by `access`.
 pub(crate) fn find(
     output: &str,
@@ -153,23 +226,24 @@ pub(crate) fn find(
         // The paths on the line itself; if it names none (cargo's
         // "Caused by: Permission denied"), those of the nearest line before
         // it that names some, across blank and "Caused by:" lines.
-        let words = std::iter::once(*line)
+        let (source, words) = std::iter::once(*line)
             .chain(
                 lines[i.saturating_sub(LOOKBACK_LINES)..i]
                     .iter()
                     .rev()
                     .copied(),
             )
-            .map(path_words)
-            .find(|words| !words.is_empty())
+            .map(|l| (l, path_words(l)))
+            .find(|(_, words)| !words.is_empty())
             .unwrap_or_default();
+        let read = is_read(&lower) || is_read(&source.to_lowercase());
         for word in words {
             let Some(path) = resolve(&word, cwd, home) else {
                 continue;
             };
             let refused = if !access.can_read(&path) {
                 RefusedAccess::Read
-            } else if !access.can_write(&path) {
+            } else if !read && !access.can_write(&path) {
                 RefusedAccess::Write
             } else {
                 continue;
@@ -360,6 +434,32 @@ warning: 'some words': Operation not permitted
 the build succeeded
 ";
         assert_eq!(refused(out, false), Refusals::default());
+    }
+
+    #[test]
+    fn a_refused_read_of_a_readable_path_is_not_the_sandboxs() {
+        // The sandbox lets /etc and /h be read: these were refused by the
+        // files' owners, and nothing was written.
+        let out = "\
+cat: /etc/shadow: Permission denied
+head: cannot open '/h/private' for reading: Permission denied
+ls: cannot open directory '/h/locked': Permission denied
+/usr/bin/grep: /h/g: Permission denied
+";
+        assert_eq!(refused(out, false), Refusals::default());
+        // A reader that writes, and a write named by its error: still named.
+        let out = "\
+sort: cannot create temporary file in '/h/t': Permission denied
+cat: write error: Permission denied
+tee: /h/out: Permission denied
+";
+        assert_eq!(
+            paths(&refused(out, false)),
+            [
+                ("/h/t".to_owned(), RefusedAccess::Write),
+                ("/h/out".to_owned(), RefusedAccess::Write),
+            ]
+        );
     }
 
     #[test]

@@ -37,8 +37,8 @@ pub struct Runtime {
     pub terminals: Arc<dyn terminal_seam::TerminalService>,
     /// Language servers, routed by file extension.
     pub lsp: lsp_seam::Router,
-    /// The sandbox each recent background command ran in, so that
-    /// `job_output` can name what it refused.
+    /// The sandbox each recent background command and terminal ran in,
+    /// so that `job_output` and `terminal_send` can name what it refused.
     sandboxes: Mutex<VecDeque<JobSandbox>>,
 }
 
@@ -51,11 +51,24 @@ pub(crate) struct JobSandbox {
     pub prepared: sandbox::Prepared,
     /// Its working directory, for relative paths in its output.
     pub cwd: PathBuf,
+    /// A terminal's first process, held by its terminal while it is open:
+    /// its current directory, once it has moved, replaces `cwd`.
+    pub leader: Option<u32>,
 }
 
-/// How many background commands' sandboxes are remembered: more than the
-/// jobs the registry keeps for any one agent; older ones are forgotten
-/// (their output is then not searched for refusals).
+impl JobSandbox {
+    /// The directory relative paths in new output are resolved against.
+    pub(crate) fn current_dir(&self) -> PathBuf {
+        self.leader
+            .and_then(|pid| std::fs::read_link(format!("/proc/{pid}/cwd")).ok())
+            .unwrap_or_else(|| self.cwd.clone())
+    }
+}
+
+/// How many sandboxes of background commands and terminals are
+/// remembered: more than the jobs the registry keeps for any one agent;
+/// older ones are forgotten (their output is then not searched for
+/// refusals).
 const SANDBOXES_KEPT: usize = 1024;
 
 impl std::fmt::Debug for Runtime {
@@ -82,19 +95,26 @@ impl Runtime {
 
     /// Remembers the sandbox background job `id` runs in.
     pub(crate) fn remember_sandbox(&self, id: &str, prepared: sandbox::Prepared, cwd: &Path) {
+        self.remember(JobSandbox {
+            id: id.to_owned(),
+            prepared,
+            cwd: cwd.to_owned(),
+            leader: None,
+        });
+    }
+
+    /// Remembers a sandbox under its id (a job's, or a terminal's).
+    pub(crate) fn remember(&self, sandbox: JobSandbox) {
         if let Ok(mut kept) = self.sandboxes.lock() {
             if kept.len() >= SANDBOXES_KEPT {
                 kept.pop_front();
             }
-            kept.push_back(JobSandbox {
-                id: id.to_owned(),
-                prepared,
-                cwd: cwd.to_owned(),
-            });
+            kept.push_back(sandbox);
         }
     }
 
-    /// The sandbox background job `id` ran in, while remembered.
+    /// The sandbox background job (or terminal) `id` ran in, while
+    /// remembered.
     pub(crate) fn sandbox_of(&self, id: &str) -> Option<JobSandbox> {
         let kept = self.sandboxes.lock().ok()?;
         kept.iter().rev().find(|s| s.id == id).cloned()

@@ -374,7 +374,7 @@ impl Tool for JobOutputTool {
             let refusals = cx
                 .runtime
                 .sandbox_of(&args.job_id)
-                .and_then(|s| RefusalsJson::find(&s.prepared, &read.output, &s.cwd));
+                .and_then(|s| RefusalsJson::find(&s.prepared, &read.output, &s.current_dir()));
             if let Some(refusals) = &refusals {
                 text.push('\n');
                 text.push_str(&refusals.line);

@@ -18,10 +18,11 @@ use terminal_seam::{
 };
 
 use crate::bash::resolve_cwd;
+use crate::context::JobSandbox;
 use crate::job_tools::{job_error, started_reply};
 use crate::{
-    CallContext, Preset, SANDBOX_UNAVAILABLE, Settings, Tool, ToolError, ToolFuture, ToolReply,
-    ToolSpec, clamp_ms, parse_args,
+    CallContext, Preset, RefusalsJson, SANDBOX_UNAVAILABLE, Settings, Tool, ToolError, ToolFuture,
+    ToolReply, ToolSpec, clamp_ms, parse_args,
 };
 
 fn terminal_error(e: TerminalError) -> ToolError {
@@ -125,7 +126,7 @@ impl Tool for TerminalOpenTool {
             let defaults = OpenRequest::default();
             let request = OpenRequest {
                 command: args.command,
-                cwd: Some(cwd),
+                cwd: Some(cwd.clone()),
                 env: args.env.unwrap_or_default().into_iter().collect(),
                 name: args.name,
                 rows: args.rows.unwrap_or(defaults.rows),
@@ -139,6 +140,12 @@ impl Tool for TerminalOpenTool {
                 .open(&cx.owner, request)
                 .await
                 .map_err(terminal_error)?;
+            cx.runtime.remember(JobSandbox {
+                id: opened.id.to_string(),
+                prepared: confined.prepared.clone(),
+                cwd,
+                leader: Some(opened.pid),
+            });
             let mut text = opened.output.clone();
             if !text.is_empty() && !text.ends_with('\n') {
                 text.push('\n');
@@ -196,6 +203,7 @@ impl TerminalSendTool {
             "terminal_send",
             "Type text into a terminal and wait until it is ready for more input, the `until` pattern appears in the new output, the program exits, or `timeout_ms` passes — whichever comes first — then return everything it printed since (without the echo of your text). \
 `reason` says which: `prompt` (the shell is back; `exit_code` is the command's status), `input_wait` (the program is waiting to read, e.g. a REPL prompt or a password question), `pattern`, `exit`, `idle`, or `timeout` — a `timeout` does not mean the command stopped: it is still running, so read on with `terminal_read` or stop it with `terminal_signal`. \
+A path or connection the terminal's sandbox refused, as the output shows it, is named in `refusals`. \
 One send at a time per terminal.",
             &[Preset::Full],
             &[
@@ -211,7 +219,12 @@ One send at a time per terminal.",
     }
 }
 
-fn send_reply(id: TerminalId, outcome: &SendOutcome, clamped: Option<crate::Clamped>) -> ToolReply {
+fn send_reply(
+    id: TerminalId,
+    outcome: &SendOutcome,
+    clamped: Option<crate::Clamped>,
+    refusals: Option<RefusalsJson>,
+) -> ToolReply {
     let mut text = outcome.output.clone();
     if !text.is_empty() && !text.ends_with('\n') {
         text.push('\n');
@@ -228,6 +241,10 @@ fn send_reply(id: TerminalId, outcome: &SendOutcome, clamped: Option<crate::Clam
     if let Some(cut) = &outcome.input_cut {
         text.push_str(&format!("\n[input: {}]", input_cut_note(cut)));
     }
+    if let Some(refusals) = &refusals {
+        text.push('\n');
+        text.push_str(&refusals.line);
+    }
     let mut structured = json!({
         "output": outcome.output,
         "reason": outcome.reason.as_str(),
@@ -239,6 +256,9 @@ fn send_reply(id: TerminalId, outcome: &SendOutcome, clamped: Option<crate::Clam
     });
     if let Some(c) = clamped {
         structured["clamped"] = json!(c);
+    }
+    if let Some(refusals) = refusals {
+        structured["refusals"] = json!(refusals);
     }
     if let Some(cut) = &outcome.input_cut {
         structured["input_cut"] = json!({
@@ -301,6 +321,16 @@ impl Tool for TerminalSendTool {
                     )
                     .await
                     .map_err(job_error)?;
+                // The job may outlive the terminal, and its leader's pid
+                // with it: the job keeps the directory of now.
+                if let Some(sandbox) = cx.runtime.sandbox_of(&id.to_string()) {
+                    cx.runtime.remember(JobSandbox {
+                        id: started.id.clone(),
+                        cwd: sandbox.current_dir(),
+                        leader: None,
+                        prepared: sandbox.prepared,
+                    });
+                }
                 return Ok(started_reply(&started.id, clamped, None));
             }
             let terminals = cx.runtime.terminals.clone();
@@ -324,7 +354,11 @@ impl Tool for TerminalSendTool {
             )
             .await
             .map_err(terminal_error)?;
-            Ok(send_reply(id, &outcome, clamped))
+            let refusals = cx
+                .runtime
+                .sandbox_of(&id.to_string())
+                .and_then(|s| RefusalsJson::find(&s.prepared, &outcome.output, &s.current_dir()));
+            Ok(send_reply(id, &outcome, clamped, refusals))
         })
     }
 }
@@ -1198,7 +1232,7 @@ mod tests {
                 unread_discarded: true,
             }),
         };
-        let reply = send_reply(TerminalId(1), &outcome, None);
+        let reply = send_reply(TerminalId(1), &outcome, None, None);
         assert_eq!(
             reply.text,
             "[pty-1 · timeout · 1500 ms] the command is still running\n[input: only 14000 of 1048577 bytes were written: the program was not reading its input, so the input it had not read was discarded and nothing of this send will run; send it again once it reads]"
