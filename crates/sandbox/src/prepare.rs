@@ -607,6 +607,26 @@ fn build(
             }
         }
     }
+    if availability.landlock_abi < 6 {
+        gaps.push(Gap {
+            what: format!(
+                "processes outside the sandbox can be signalled (Landlock ABI {} < 6 has no \
+                 signal scoping){simulated}",
+                availability.landlock_abi
+            ),
+            refuses_required: false,
+        });
+        if fallback {
+            gaps.push(Gap {
+                what: format!(
+                    "abstract Unix sockets outside the sandbox stay reachable (Landlock ABI {} \
+                     < 6){simulated}",
+                    availability.landlock_abi
+                ),
+                refuses_required: false,
+            });
+        }
+    }
     if availability.landlock_abi < 3 {
         gaps.push(Gap {
             what: format!(

@@ -646,6 +646,82 @@ fn a_confined_process_can_neither_read_the_hosts_environment_nor_signal_its_proc
 }
 
 #[test]
+fn below_landlock_abi_6_the_status_says_what_is_not_scoped_and_it_is_not() {
+    let f = Fixture::new();
+    let abi5 = Availability::probe_kernel()
+        .pretend("landlock-abi=5,no-userns")
+        .unwrap();
+    let signals = "processes outside the sandbox can be signalled (Landlock ABI 5 < 6 has no \
+                   signal scoping) (simulated by DSH_SANDBOX_TEST_PRETEND)";
+    let p = prepare_with(
+        SandboxPolicy {
+            git_writable: true,
+            ..SandboxPolicy::default()
+        },
+        abi5.clone(),
+        &f.context(),
+    );
+    assert_eq!(p.status().reason.as_deref(), Some(signals));
+    // What the status says holds: a process outside is reachable.
+    let mut outside = Command::new("sleep").arg("60").spawn().unwrap();
+    assert_ok(&run(
+        &p,
+        &f.home,
+        &f.ws,
+        &format!("kill -0 {}", outside.id()),
+    ));
+    outside.kill().unwrap();
+    outside.wait().unwrap();
+    // With the network off and no namespace, abstract sockets too.
+    let name = format!("dsh-sandbox-test-abi5-{}", std::process::id());
+    let listener = std::os::unix::net::UnixListener::bind_addr(
+        &<std::os::unix::net::SocketAddr as std::os::linux::net::SocketAddrExt>::from_abstract_name(
+            name.as_bytes(),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let connect =
+        format!("python3 -c \"import socket; socket.socket(socket.AF_UNIX).connect('\\0{name}')\"");
+    let off = prepare_with(
+        SandboxPolicy {
+            git_writable: true,
+            network: false,
+            ..SandboxPolicy::default()
+        },
+        abi5,
+        &f.context(),
+    );
+    assert_eq!(
+        off.status().reason.as_deref(),
+        Some(
+            format!(
+                "{signals}; abstract Unix sockets outside the sandbox stay reachable (Landlock \
+                 ABI 5 < 6) (simulated by DSH_SANDBOX_TEST_PRETEND)"
+            )
+            .as_str()
+        )
+    );
+    assert_ok(&run(&off, &f.home, &f.ws, &connect));
+    drop(listener);
+    // A required sandbox still runs: files and the network are enforced.
+    let required = Sandbox::new(
+        SandboxPolicy {
+            required: true,
+            git_writable: true,
+            ..SandboxPolicy::default()
+        },
+        Availability::probe_kernel()
+            .pretend("landlock-abi=5,no-userns")
+            .unwrap(),
+    )
+    .unwrap()
+    .prepare(&f.context())
+    .unwrap();
+    assert!(required.status().enforced);
+}
+
+#[test]
 fn without_landlock_it_runs_unconfined_and_says_so_or_refuses_when_required() {
     let f = Fixture::new();
     let old = Availability::probe_kernel()
@@ -693,7 +769,10 @@ fn an_old_kernel_without_tcp_rules_blocks_the_network_by_seccomp_alone() {
     );
     assert_eq!(
         p.status().to_string(),
-        "[sandbox: workspace-write · network off]"
+        "[sandbox: workspace-write · network off — processes outside the sandbox can be \
+         signalled (Landlock ABI 3 < 6 has no signal scoping) (simulated by \
+         DSH_SANDBOX_TEST_PRETEND); abstract Unix sockets outside the sandbox stay reachable \
+         (Landlock ABI 3 < 6) (simulated by DSH_SANDBOX_TEST_PRETEND)]"
     );
     // Refused at socket() by seccomp (EPERM), not at connect() by Landlock.
     assert_refused(
