@@ -19,6 +19,7 @@
 //! forwarded to the new daemon) and exits when the last one ends.
 
 use std::fs::File;
+use std::os::fd::{AsRawFd as _, FromRawFd as _, OwnedFd};
 use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _, PermissionsExt as _};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -513,37 +514,125 @@ impl tokio::io::AsyncWrite for KeepOpen {
 /// its child, which is then no longer the peer the kernel names) or a
 /// parent exited during the walk. Such a client is refused: only a chain
 /// that reaches init without passing this daemon is let in.
-fn started_by_us(pid: i32) -> bool {
-    let me = std::process::id() as i32;
-    if pid == me {
-        return false;
+///
+/// `peer` pins the client (`SO_PEERPIDFD`): a chain that reached init is
+/// trusted only if the client is still alive afterwards, so `pid` named
+/// it throughout and not a process that reused its pid. Every process of
+/// the chain is read again after the walk; one that changed (it exited,
+/// or was reparented because its parent did) means the walk may have
+/// followed a reused pid, and the walk is retried. Without a pidfd (a
+/// kernel before 6.5) the peer's own pid cannot be pinned.
+fn started_by_us(pid: i32, peer: Option<&OwnedFd>) -> bool {
+    for _ in 0..3 {
+        match walk_to_init(pid) {
+            Walk::Ours => return true,
+            Walk::Init(chain) => {
+                if peer.is_some_and(|fd| !alive(fd)) {
+                    return true;
+                }
+                let unchanged = chain.iter().all(|(p, seen)| {
+                    process_tree::process_info(*p)
+                        .is_some_and(|now| (now.ppid, now.start_time) == *seen)
+                });
+                if unchanged {
+                    return false;
+                }
+            }
+        }
     }
+    true
+}
+
+/// Where a walk up the parents of a process ended.
+enum Walk {
+    /// At this daemon, or nowhere (a process of the chain was gone).
+    Ours,
+    /// At init (or the top of the pid namespace), through these processes
+    /// and what was read of each (parent, start time).
+    Init(Vec<(i32, (i32, u64))>),
+}
+
+fn walk_to_init(pid: i32) -> Walk {
+    let me = std::process::id() as i32;
+    let mut chain = Vec::new();
     let mut current = pid;
     // A chain of parents is finite; the bound only guards a /proc that
     // changes under the walk.
     for _ in 0..4096 {
         if current == me {
-            return true;
+            return Walk::Ours;
         }
         if current == 1 {
-            return false;
+            return Walk::Init(chain);
         }
         match process_tree::process_info(current) {
-            Some(info) if info.ppid > 0 && info.ppid != current => current = info.ppid,
+            Some(info) if info.ppid > 0 && info.ppid != current => {
+                chain.push((current, (info.ppid, info.start_time)));
+                current = info.ppid;
+            }
             // The parent of a process in another pid namespace reads 0:
             // the walk reached the top of the namespace this daemon sees.
-            Some(info) if info.ppid == 0 => return false,
-            _ => return true,
+            Some(info) if info.ppid == 0 => {
+                chain.push((current, (info.ppid, info.start_time)));
+                return Walk::Init(chain);
+            }
+            _ => return Walk::Ours,
         }
     }
-    true
+    Walk::Ours
+}
+
+/// Whether the process behind `pidfd` has not exited (a zombie has, but
+/// keeps its pid: it counts as alive here, as its pid cannot be reused).
+fn alive(pidfd: &OwnedFd) -> bool {
+    // SAFETY: signal 0 only checks; the descriptor is a valid pidfd.
+    let sent = unsafe {
+        libc::syscall(
+            libc::SYS_pidfd_send_signal,
+            pidfd.as_raw_fd(),
+            0,
+            std::ptr::null::<libc::siginfo_t>(),
+            0,
+        )
+    };
+    // EPERM: it exists, but is not ours to signal.
+    sent == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}
+
+/// A pidfd of the process that connected `stream`, where the kernel gives
+/// one (`SO_PEERPIDFD`, Linux 6.5): `Ok(None)` where it cannot,
+/// `Err(())` when the peer is already gone.
+fn peer_pidfd(stream: &UnixStream) -> Result<Option<OwnedFd>, ()> {
+    let mut fd: libc::c_int = -1;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: a getsockopt into an int of the size given.
+    let done = unsafe {
+        libc::getsockopt(
+            stream.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERPIDFD,
+            (&raw mut fd).cast(),
+            &raw mut len,
+        )
+    };
+    if done == 0 && fd >= 0 {
+        // SAFETY: the kernel handed us this new descriptor.
+        return Ok(Some(unsafe { OwnedFd::from_raw_fd(fd) }));
+    }
+    match std::io::Error::last_os_error().raw_os_error() {
+        Some(libc::ESRCH) => Err(()),
+        _ => Ok(None),
+    }
 }
 
 async fn handle(shared: Arc<Shared>, stream: UnixStream) {
     let peer_pid = stream.peer_cred().ok().and_then(|c| c.pid());
     // Checked at once, before the hello: the sooner the peer is looked
     // up, the less time a client that exits has to let its pid be reused.
-    let sandboxed = peer_pid.is_none_or(started_by_us);
+    let sandboxed = match (peer_pid, peer_pidfd(&stream)) {
+        (Some(pid), Ok(peer)) => started_by_us(pid, peer.as_ref()),
+        (None, _) | (_, Err(())) => true,
+    };
     // A second descriptor of the socket keeps it open after the MCP
     // transport dropped its halves, until everything the connection
     // started has ended: a bridge exits only then, as a standalone server
@@ -823,4 +912,68 @@ async fn status(shared: &Shared) -> serde_json::Value {
             "pid": s.pid, "server": s.name, "root": s.root,
         })).collect::<Vec<_>>(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+    use std::io::{BufRead as _, BufReader};
+    use std::process::{Command, Stdio};
+
+    fn pidfd_open(pid: i32) -> OwnedFd {
+        // SAFETY: plain syscall; the descriptor returned is new.
+        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+        assert!(fd >= 0, "pidfd_open: {}", std::io::Error::last_os_error());
+        // SAFETY: as above.
+        unsafe { OwnedFd::from_raw_fd(fd as i32) }
+    }
+
+    /// A `sleep` whose parent exited: not a descendant of this process
+    /// (which is no subreaper here).
+    fn orphan() -> i32 {
+        let mut sh = Command::new("sh")
+            .args(["-c", "sleep 30 >/dev/null 2>&1 & echo $!"])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(sh.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        sh.wait().unwrap();
+        line.trim().parse().unwrap()
+    }
+
+    fn end(pid: i32) {
+        // SAFETY: plain syscall, to a process this test started.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+    }
+
+    #[test]
+    fn a_child_of_this_process_is_ours_and_an_orphan_elsewhere_is_not() {
+        let mut child = Command::new("sleep").arg("30").spawn().unwrap();
+        let pid = child.id() as i32;
+        assert!(started_by_us(pid, Some(&pidfd_open(pid))));
+        child.kill().unwrap();
+        child.wait().unwrap();
+
+        let stranger = orphan();
+        assert!(!started_by_us(stranger, Some(&pidfd_open(stranger))));
+        assert!(!started_by_us(stranger, None));
+        end(stranger);
+    }
+
+    #[test]
+    fn a_peer_that_exited_is_refused_though_its_pid_now_names_a_stranger() {
+        // The peer connected and exited; its pid now names a process
+        // whose parents reach init. The walk alone would let it in.
+        let mut peer = Command::new("true").spawn().unwrap();
+        let pinned = pidfd_open(peer.id() as i32);
+        peer.wait().unwrap();
+        let stranger = orphan();
+        assert!(!started_by_us(stranger, None));
+        assert!(started_by_us(stranger, Some(&pinned)));
+        end(stranger);
+    }
 }
