@@ -688,7 +688,7 @@ pub(crate) struct Interrupt {
 struct Signalled {
     pgid: i32,
     /// The leader's image when the signal went out; `None` once the
-    /// signal was repeated or the image could not be read.
+    /// signal was repeated, or when the image could not be read.
     image: Option<Image>,
 }
 
@@ -741,13 +741,12 @@ impl Interrupt {
     }
 
     /// Sends SIGINT to `pgid` and remembers it, with its leader's image
-    /// when that image was the same just before and just after the send.
+    /// just before: a leader that runs another image later `exec`ed after
+    /// the signal was sent.
     fn signal(&self, pgid: i32) {
-        let before = Image::of(pgid);
+        let image = Image::of(pgid);
         // SAFETY: plain syscall.
         unsafe { libc::killpg(pgid, libc::SIGINT) };
-        let after = Image::of(pgid);
-        let image = before.filter(|_| before == after);
         *self.signalled.lock().unwrap_or_else(|e| e.into_inner()) = Some(Signalled { pgid, image });
     }
 
