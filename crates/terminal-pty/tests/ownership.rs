@@ -262,7 +262,8 @@ async fn an_interrupt_reaches_a_program_its_target_became_after_it() {
     // group now runs must get it again.
     let line = "python3 -c \"import os, signal, time; \
                 signal.signal(signal.SIGINT, lambda *_: os.execvp('sleep', ['sleep', '1000'])); \
-                print('armed', flush=True); time.sleep(1000)\"";
+                print('armed', flush=True); \
+                time.sleep(1000)\""; // sleep-ok: the program's own work, until interrupted
     let started = f
         .service
         .start_send(
