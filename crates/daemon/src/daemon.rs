@@ -19,7 +19,7 @@
 //! forwarded to the new daemon) and exits when the last one ends.
 
 use std::fs::File;
-use std::os::fd::{AsRawFd as _, FromRawFd as _, OwnedFd};
+use std::os::fd::{AsRawFd, FromRawFd as _, OwnedFd};
 use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _, PermissionsExt as _};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -599,16 +599,27 @@ fn alive(pidfd: &OwnedFd) -> bool {
     sent == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
 }
 
-/// A pidfd of the process that connected `stream`, where the kernel gives
-/// one (`SO_PEERPIDFD`, Linux 6.5): `Ok(None)` where it cannot,
-/// `Err(())` when the peer is already gone.
-fn peer_pidfd(stream: &UnixStream) -> Result<Option<OwnedFd>, ()> {
+/// Whether the process that connected `socket`, whose pid the kernel
+/// gave as `pid`, is refused as one this daemon may have started.
+fn refused_peer(pid: Option<i32>, socket: &impl AsRawFd) -> bool {
+    match (pid, peer_pidfd(socket)) {
+        (Some(pid), Ok(peer)) => started_by_us(pid, peer.as_ref()),
+        (None, _) | (_, Err(())) => true,
+    }
+}
+
+/// A pidfd of the process that connected `socket`, where the kernel gives
+/// one (`SO_PEERPIDFD`, Linux 6.5): `Ok(None)` on a kernel without it,
+/// `Err(())` on any other failure — the peer is gone (reaped peers fail
+/// with `ESRCH` or, before Linux 6.16, `EINVAL`), which must not drop the
+/// check to the unpinned walk.
+fn peer_pidfd(socket: &impl AsRawFd) -> Result<Option<OwnedFd>, ()> {
     let mut fd: libc::c_int = -1;
     let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
     // SAFETY: a getsockopt into an int of the size given.
     let done = unsafe {
         libc::getsockopt(
-            stream.as_raw_fd(),
+            socket.as_raw_fd(),
             libc::SOL_SOCKET,
             libc::SO_PEERPIDFD,
             (&raw mut fd).cast(),
@@ -620,8 +631,8 @@ fn peer_pidfd(stream: &UnixStream) -> Result<Option<OwnedFd>, ()> {
         return Ok(Some(unsafe { OwnedFd::from_raw_fd(fd) }));
     }
     match std::io::Error::last_os_error().raw_os_error() {
-        Some(libc::ESRCH) => Err(()),
-        _ => Ok(None),
+        Some(libc::ENOPROTOOPT) => Ok(None),
+        _ => Err(()),
     }
 }
 
@@ -629,10 +640,7 @@ async fn handle(shared: Arc<Shared>, stream: UnixStream) {
     let peer_pid = stream.peer_cred().ok().and_then(|c| c.pid());
     // Checked at once, before the hello: the sooner the peer is looked
     // up, the less time a client that exits has to let its pid be reused.
-    let sandboxed = match (peer_pid, peer_pidfd(&stream)) {
-        (Some(pid), Ok(peer)) => started_by_us(pid, peer.as_ref()),
-        (None, _) | (_, Err(())) => true,
-    };
+    let sandboxed = refused_peer(peer_pid, &stream);
     // A second descriptor of the socket keeps it open after the MCP
     // transport dropped its halves, until everything the connection
     // started has ended: a bridge exits only then, as a standalone server
@@ -961,6 +969,40 @@ mod tests {
         let stranger = orphan();
         assert!(!started_by_us(stranger, Some(&pidfd_open(stranger))));
         assert!(!started_by_us(stranger, None));
+        end(stranger);
+    }
+
+    #[test]
+    fn a_peer_reaped_before_the_check_is_refused_though_its_pid_names_a_stranger() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s");
+        let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+        let stranger = orphan();
+        // This process, alive, is its own.
+        let peer = std::os::unix::net::UnixStream::connect(&path).unwrap();
+        let (accepted, _) = listener.accept().unwrap();
+        let me = std::process::id() as i32;
+        assert!(refused_peer(Some(me), &accepted));
+        drop(peer);
+        // A peer that connected, exited and was reaped: whatever its pid
+        // names now, it is refused (no pidfd, or the pidfd of a dead
+        // process, depending on the kernel).
+        let mut client = Command::new("python3")
+            .args([
+                "-c",
+                "import socket, sys; socket.socket(socket.AF_UNIX).connect(sys.argv[1])",
+            ])
+            .arg(&path)
+            .spawn()
+            .unwrap();
+        assert!(client.wait().unwrap().success());
+        let (accepted, _) = listener.accept().unwrap();
+        let pinned = matches!(peer_pidfd(&accepted), Ok(Some(_)) | Err(()));
+        if pinned {
+            assert!(refused_peer(Some(stranger), &accepted));
+        } else {
+            eprintln!("this kernel has no SO_PEERPIDFD: the peer cannot be pinned");
+        }
         end(stranger);
     }
 

@@ -610,8 +610,7 @@ fn build(
     if availability.landlock_abi < 6 {
         gaps.push(Gap {
             what: format!(
-                "processes outside the sandbox can be signalled (Landlock ABI {} < 6 has no \
-                 signal scoping){simulated}",
+                "signals reach processes outside (Landlock ABI {} < 6){simulated}",
                 availability.landlock_abi
             ),
             refuses_required: false,
@@ -619,8 +618,7 @@ fn build(
         if fallback {
             gaps.push(Gap {
                 what: format!(
-                    "abstract Unix sockets outside the sandbox stay reachable (Landlock ABI {} \
-                     < 6){simulated}",
+                    "abstract sockets outside stay reachable (Landlock ABI {} < 6){simulated}",
                     availability.landlock_abi
                 ),
                 refuses_required: false,

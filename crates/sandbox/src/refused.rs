@@ -132,7 +132,6 @@ const READERS: &[&str] = &[
     "rg",
     "wc",
     "od",
-    "xxd",
     "hexdump",
     "strings",
     "md5sum",
@@ -162,7 +161,7 @@ const WRITE_WORDS: &[&str] = &[
     "read-only file system",
     "erofs",
     "errno 30",
-    "for writing",
+    "writing",
     "write",
     "cannot touch",
     "cannot create",
@@ -177,11 +176,29 @@ const WRITE_WORDS: &[&str] = &[
     "mkdir",
 ];
 
-/// Whether a (lowercased) line says the denied operation was a read: a
-/// path the sandbox lets be read was then refused by something else (its
-/// owner's permissions), not by the sandbox.
-fn is_read(lower: &str) -> bool {
-    if WRITE_WORDS.iter().any(|w| lower.contains(w)) {
+/// The words of a (lowercased) line that describe what failed: the line
+/// without the paths it names, so that `/h/rewrite.md` says nothing of
+/// writing.
+fn prose(lower: &str) -> String {
+    let mut rest = lower.to_owned();
+    for path in path_words(lower) {
+        rest = rest.replace(&path, " ");
+    }
+    rest
+}
+
+/// Whether a (lowercased) line says the denied operation was a write.
+fn says_write(lower: &str) -> bool {
+    let prose = prose(lower);
+    WRITE_WORDS.iter().any(|w| prose.contains(w))
+}
+
+/// Whether a (lowercased) line says the denied operation was a read (and
+/// not a write): a path the sandbox lets be read was then refused by
+/// something else (its owner's permissions), not by the sandbox.
+fn says_read(lower: &str) -> bool {
+    let prose = prose(lower);
+    if WRITE_WORDS.iter().any(|w| prose.contains(w)) {
         return false;
     }
     let program = lower
@@ -189,7 +206,7 @@ fn is_read(lower: &str) -> bool {
         .next()
         .and_then(|p| p.split_whitespace().next())
         .map(|p| p.rsplit('/').next().unwrap_or(p));
-    program.is_some_and(|p| READERS.contains(&p)) || READ_WORDS.iter().any(|w| lower.contains(w))
+    program.is_some_and(|p| READERS.contains(&p)) || READ_WORDS.iter().any(|w| prose.contains(w))
 }
 
 /// Searches `output` for refusals by `access`.
@@ -236,7 +253,9 @@ pub(crate) fn find(
             .map(|l| (l, path_words(l)))
             .find(|(_, words)| !words.is_empty())
             .unwrap_or_default();
-        let read = is_read(&lower) || is_read(&source.to_lowercase());
+        // The error line decides; the line it took its path from speaks
+        // only when the error line says neither.
+        let read = !says_write(&lower) && (says_read(&lower) || says_read(&source.to_lowercase()));
         for word in words {
             let Some(path) = resolve(&word, cwd, home) else {
                 continue;
@@ -452,13 +471,20 @@ ls: cannot open directory '/h/locked': Permission denied
 sort: cannot create temporary file in '/h/t': Permission denied
 cat: write error: Permission denied
 tee: /h/out: Permission denied
+bash: /h/both: cannot open for reading and writing: Permission denied
 ";
         assert_eq!(
             paths(&refused(out, false)),
             [
                 ("/h/t".to_owned(), RefusedAccess::Write),
                 ("/h/out".to_owned(), RefusedAccess::Write),
+                ("/h/both".to_owned(), RefusedAccess::Write),
             ]
+        );
+        // What a path is called says nothing of the operation.
+        assert_eq!(
+            refused("cat: /h/rewrite.md: Permission denied", false),
+            Refusals::default()
         );
     }
 

@@ -63,8 +63,12 @@ fn the_child_step_allocates_nothing() {
     // Every mechanism is in play: the namespaces (for .git), Landlock and
     // seccomp (for the network).
     assert_eq!(
-        prepared.status().to_string(),
-        "[sandbox: workspace-write · network off]"
+        (
+            prepared.status().mode,
+            prepared.status().enforced,
+            prepared.status().network
+        ),
+        (sandbox::Mode::WorkspaceWrite, true, false)
     );
     let step = prepared.pre_exec_step();
     let mut command = Command::new("true");

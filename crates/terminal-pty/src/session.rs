@@ -675,43 +675,57 @@ async fn wait_loop(session: Arc<Session>) {
 /// Interrupts a running send.
 pub(crate) struct Interrupt {
     session: Weak<Session>,
+    /// One lock for the whole decision to signal, so that `interrupt` and
+    /// the send's `follow` never both signal the same group.
+    state: Mutex<InterruptState>,
+    settled: AtomicBool,
+}
+
+#[derive(Default)]
+struct InterruptState {
     /// When the interrupt was asked for, or last followed to a new
     /// foreground group.
-    at: Mutex<Option<Instant>>,
+    at: Option<Instant>,
     /// The foreground group SIGINT last went to.
-    signalled: Mutex<Option<Signalled>>,
-    settled: AtomicBool,
+    signalled: Option<Signalled>,
 }
 
 /// A group SIGINT went to, and what its leader was running then.
 #[derive(Clone, Copy)]
 struct Signalled {
     pgid: i32,
-    /// The leader's image when the signal went out; `None` once the
-    /// signal was repeated, or when the image could not be read.
+    /// The leader's image just before the signal went out; `None` once
+    /// the signal was repeated, or when the image could not be read.
     image: Option<Image>,
 }
 
-/// What a process is running, as far as an `exec` changes it.
+/// What a process is running, as far as only an `exec` changes it: the
+/// executable, and where its stack started (an `exec` builds a new
+/// address space, placed anew; renaming the process changes neither).
 #[derive(Clone, Copy, PartialEq, Eq)]
 struct Image {
     /// The executable's device and inode.
     exe: (u64, u64),
-    /// The first bytes of `comm`, which `exec` resets to the new name.
-    comm: [u8; 16],
+    /// `startstack` of `/proc/<pid>/stat`.
+    stack: u64,
 }
 
 impl Image {
     fn of(pid: i32) -> Option<Self> {
         use std::os::unix::fs::MetadataExt;
         let exe = std::fs::metadata(format!("/proc/{pid}/exe")).ok()?;
-        let name = std::fs::read(format!("/proc/{pid}/comm")).ok()?;
-        let mut comm = [0; 16];
-        let n = name.len().min(comm.len());
-        comm[..n].copy_from_slice(&name[..n]);
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        // Fields after the command name, which may hold spaces: `state`
+        // is field 3, `startstack` field 28.
+        let stack = stat
+            .get(stat.rfind(')')? + 1..)?
+            .split_whitespace()
+            .nth(25)?
+            .parse()
+            .ok()?;
         Some(Self {
             exe: (exe.dev(), exe.ino()),
-            comm,
+            stack,
         })
     }
 }
@@ -730,24 +744,17 @@ impl Interrupt {
     fn new(session: &Arc<Session>) -> Self {
         Self {
             session: Arc::downgrade(session),
-            at: Mutex::new(None),
-            signalled: Mutex::new(None),
+            state: Mutex::new(InterruptState::default()),
             settled: AtomicBool::new(false),
         }
     }
 
-    fn since(&self) -> Option<Instant> {
-        *self.at.lock().unwrap_or_else(|e| e.into_inner())
+    fn state(&self) -> std::sync::MutexGuard<'_, InterruptState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Sends SIGINT to `pgid` and remembers it, with its leader's image
-    /// just before: a leader that runs another image later `exec`ed after
-    /// the signal was sent.
-    fn signal(&self, pgid: i32) {
-        let image = Image::of(pgid);
-        // SAFETY: plain syscall.
-        unsafe { libc::killpg(pgid, libc::SIGINT) };
-        *self.signalled.lock().unwrap_or_else(|e| e.into_inner()) = Some(Signalled { pgid, image });
+    fn since(&self) -> Option<Instant> {
+        self.state().at
     }
 
     /// Once interrupted and until settled, a program that took the
@@ -763,17 +770,19 @@ impl Interrupt {
     /// handler, and `exec` forgets what it caught), or a program that
     /// answered SIGINT by becoming another one.
     fn follow(&self, session: &Session) {
-        if self.since().is_none() || self.settled.load(Ordering::Acquire) {
+        if self.settled.load(Ordering::Acquire) {
             return;
         }
+        // Read before the state is locked: `interrupt` takes the
+        // session's lock while it holds the state's.
         let Some(fg) = session.foreground_pgid() else {
             return;
         };
-        if fg == session.spec.pid {
+        let mut state = self.state();
+        if state.at.is_none() || fg == session.spec.pid {
             return;
         }
-        let last = *self.signalled.lock().unwrap_or_else(|e| e.into_inner());
-        match last {
+        match state.signalled {
             Some(Signalled { pgid, image }) if pgid == fg => {
                 let Some(image) = image else {
                     return;
@@ -783,13 +792,22 @@ impl Interrupt {
                 }
                 // SAFETY: plain syscall.
                 unsafe { libc::killpg(fg, libc::SIGINT) };
-                *self.signalled.lock().unwrap_or_else(|e| e.into_inner()) =
-                    Some(Signalled { pgid, image: None });
+                state.signalled = Some(Signalled { pgid, image: None });
             }
-            _ => self.signal(fg),
+            _ => signal(&mut state, fg),
         }
-        *self.at.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
+        state.at = Some(Instant::now());
     }
+}
+
+/// Sends SIGINT to `pgid` and records it in `state`, with its leader's
+/// image just before: a leader that runs another image later `exec`ed
+/// after the signal was sent.
+fn signal(state: &mut InterruptState, pgid: i32) {
+    let image = Image::of(pgid);
+    // SAFETY: plain syscall.
+    unsafe { libc::killpg(pgid, libc::SIGINT) };
+    state.signalled = Some(Signalled { pgid, image });
 }
 
 impl SendInterrupt for Interrupt {
@@ -797,17 +815,18 @@ impl SendInterrupt for Interrupt {
         if self.settled.load(Ordering::Acquire) {
             return;
         }
+        let session = self.session.upgrade();
         {
-            let mut at = self.at.lock().unwrap_or_else(|e| e.into_inner());
-            if at.is_some() {
+            let mut state = self.state();
+            if state.at.is_some() {
                 return;
             }
-            *at = Some(Instant::now());
-        }
-        if let Some(session) = self.session.upgrade() {
-            if let Some(pgid) = session.foreground_pgid() {
-                self.signal(pgid);
+            state.at = Some(Instant::now());
+            if let Some(pgid) = session.as_ref().and_then(|s| s.foreground_pgid()) {
+                signal(&mut state, pgid);
             }
+        }
+        if let Some(session) = session {
             session.changed.notify_waiters();
         }
     }

@@ -51,16 +51,26 @@ pub(crate) struct JobSandbox {
     pub prepared: sandbox::Prepared,
     /// Its working directory, for relative paths in its output.
     pub cwd: PathBuf,
-    /// A terminal's first process, held by its terminal while it is open:
-    /// its current directory, once it has moved, replaces `cwd`.
-    pub leader: Option<u32>,
+    /// A terminal's first process (pid, start time): its current
+    /// directory, once it has moved, replaces `cwd`.
+    pub leader: Option<(u32, u64)>,
 }
 
 impl JobSandbox {
-    /// The directory relative paths in new output are resolved against.
+    /// The directory relative paths in new output are resolved against:
+    /// the leader's current one while the leader is still the process
+    /// that started (its start time is checked around the read, so a
+    /// closed terminal's reused pid is never read), else `cwd`.
     pub(crate) fn current_dir(&self) -> PathBuf {
+        let same = |pid: u32, started: u64| {
+            process_tree::process_info(pid as i32).is_some_and(|p| p.start_time == started)
+        };
         self.leader
-            .and_then(|pid| std::fs::read_link(format!("/proc/{pid}/cwd")).ok())
+            .filter(|&(pid, started)| same(pid, started))
+            .and_then(|(pid, started)| {
+                let dir = std::fs::read_link(format!("/proc/{pid}/cwd")).ok()?;
+                same(pid, started).then_some(dir)
+            })
             .unwrap_or_else(|| self.cwd.clone())
     }
 }
@@ -114,10 +124,13 @@ impl Runtime {
     }
 
     /// The sandbox background job (or terminal) `id` ran in, while
-    /// remembered.
+    /// remembered. A lookup keeps it: what is in use is never the oldest.
     pub(crate) fn sandbox_of(&self, id: &str) -> Option<JobSandbox> {
-        let kept = self.sandboxes.lock().ok()?;
-        kept.iter().rev().find(|s| s.id == id).cloned()
+        let mut kept = self.sandboxes.lock().ok()?;
+        let at = kept.iter().rposition(|s| s.id == id)?;
+        let found = kept.remove(at)?;
+        kept.push_back(found.clone());
+        Some(found)
     }
 
     /// Ends everything `owner` started (running jobs, terminals) and
