@@ -29,19 +29,25 @@ pub fn become_subreaper() -> Result<(), Errno> {
 }
 
 /// Reaps every zombie child of this process that no [`crate::Leader`]
-/// holds: adopted orphans (whether or not they called `setsid`), and
-/// children whose leader was dropped. A child a leader holds keeps its
-/// exit status for its owner. Returns how many were reaped.
+/// holds and that is not in this process's own session: adopted orphans
+/// (whether or not they called `setsid`), and children whose leader was
+/// dropped. Every child [`crate::spawn_session`] starts leads a session
+/// of its own, and what its session leaves behind keeps that session (or
+/// one it made), so none of them is in ours. A child a leader holds keeps
+/// its exit status for its owner. Returns how many were reaped.
 ///
-/// A child spawned some other way than [`crate::spawn_session`] and
-/// waited for by its spawner (a `std` or `tokio` child) may be reaped
-/// here first; its own wait then fails with `ECHILD`. The host therefore
-/// spawns every child it waits for through [`crate::spawn_session`].
+/// A plain child (`std` or `tokio`, started in this process's session)
+/// is left to the code that waits for it. One that made a session of its
+/// own (`setsid`) looks like an orphan here and may be reaped first; its
+/// own wait then fails with `ECHILD`. The host therefore spawns every
+/// child it waits for through [`crate::spawn_session`].
 pub fn reap_adopted() -> usize {
     let me = std::process::id() as i32;
+    // SAFETY: plain syscall.
+    let our_session = unsafe { libc::getsid(0) };
     let zombies: Vec<i32> = all_processes()
         .into_iter()
-        .filter(|p| p.ppid == me && p.is_zombie())
+        .filter(|p| p.ppid == me && p.is_zombie() && p.sid != our_session)
         .map(|p| p.pid)
         .collect();
     if zombies.is_empty() {

@@ -76,9 +76,13 @@ fn a_sigkilled_host_leaves_nothing_of_its_sessions() {
         _ => {}
     }
     process_tree::become_subreaper().unwrap();
-    let mut host = this_test("host").stdout(Stdio::piped()).spawn().unwrap();
+    // Held by a leader: the other tests of this binary reap every zombie
+    // child no leader holds, and the host's exit status is this test's.
+    let mut command = this_test("host");
+    command.stdout(Stdio::piped());
+    let host = process_tree::spawn_session(command).unwrap();
     let mut line = String::new();
-    let mut reader = BufReader::new(host.stdout.take().unwrap());
+    let mut reader = BufReader::new(host.stdout.unwrap());
     loop {
         line.clear();
         assert_ne!(
@@ -107,11 +111,12 @@ fn a_sigkilled_host_leaves_nothing_of_its_sessions() {
     assert!(alive(&pids[3]));
 
     nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(host.id() as i32),
+        nix::unistd::Pid::from_raw(host.leader.pid()),
         nix::sys::signal::Signal::SIGKILL,
     )
     .unwrap();
-    host.wait().unwrap();
+    host.leader.wait_exit().unwrap();
+    assert!(host.leader.reap().is_some());
     let same_process_alive = |(pid, start): (&i32, &u64)| {
         process_tree::process_info(*pid).is_some_and(|p| !p.is_zombie() && p.start_time == *start)
     };

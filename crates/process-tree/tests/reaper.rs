@@ -74,6 +74,18 @@ fn an_orphan_that_called_setsid_is_reaped() {
 }
 
 #[test]
+fn a_plain_child_in_our_own_session_is_left_to_its_waiter() {
+    let _turn = one_at_a_time();
+    process_tree::become_subreaper().unwrap();
+    let mut child = Command::new("sh").args(["-c", "exit 3"]).spawn().unwrap();
+    let pid = child.id() as i32;
+    until("the child exits", || is_our_zombie(pid));
+    process_tree::reap_adopted();
+    assert!(is_our_zombie(pid), "the orphan reaper took a plain child");
+    assert_eq!(child.wait().unwrap().code(), Some(3));
+}
+
+#[test]
 fn a_held_leader_keeps_its_exit_status_until_it_is_reaped() {
     let _turn = one_at_a_time();
     process_tree::become_subreaper().unwrap();
