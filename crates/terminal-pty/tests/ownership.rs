@@ -228,28 +228,13 @@ async fn an_interrupt_reaches_a_program_that_took_the_foreground_after_it() {
     // The SIGINT finds only processes that ignore it (the shell between
     // two commands, `sleep 0.5`), as when it lands while the shell starts
     // a program; the program started after it must get it too.
-    let started = f
-        .service
-        .start_send(
-            &f.owner,
-            id,
-            SendRequest::line("trap '' INT; echo begin; sleep 0.5; trap - INT; sleep 1000")
-                .with_timeout(Duration::from_secs(60)),
-        )
-        .unwrap();
-    let interrupt = started.interrupt.clone();
-    let cursor = started.start_cursor;
-    let job = tokio::spawn(started.settled);
-    f.follow_until(id, cursor, |seen| seen.contains("begin\n"))
-        .await;
-    interrupt.interrupt();
-    let outcome = job.await.unwrap().unwrap();
-    assert_eq!(
-        (outcome.reason, outcome.exit_code),
-        (SettleReason::Prompt, Some(130)),
-        "{outcome:?}"
-    );
-    assert_eq!(f.send(id, "echo after").await.output, "after\n");
+    interrupted_back_to_the_prompt(
+        &f,
+        id,
+        "trap '' INT; echo begin; sleep 0.5; trap - INT; sleep 1000",
+        "begin\n",
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -264,6 +249,13 @@ async fn an_interrupt_reaches_a_program_its_target_became_after_it() {
                 signal.signal(signal.SIGINT, lambda *_: os.execvp('sleep', ['sleep', '1000'])); \
                 print('armed', flush=True); \
                 time.sleep(1000)\""; // sleep-ok: the program's own work, until interrupted
+    interrupted_back_to_the_prompt(&f, id, line, "armed\n").await;
+}
+
+/// Sends `line`, interrupts it once its output shows `ready`, and checks
+/// that the send settles at the prompt with status 130 and the terminal
+/// takes the next send.
+async fn interrupted_back_to_the_prompt(f: &Fixture, id: TerminalId, line: &str, ready: &str) {
     let started = f
         .service
         .start_send(
@@ -275,7 +267,7 @@ async fn an_interrupt_reaches_a_program_its_target_became_after_it() {
     let interrupt = started.interrupt.clone();
     let cursor = started.start_cursor;
     let job = tokio::spawn(started.settled);
-    f.follow_until(id, cursor, |seen| seen.contains("armed\n"))
+    f.follow_until(id, cursor, |seen| seen.contains(ready))
         .await;
     interrupt.interrupt();
     let outcome = job.await.unwrap().unwrap();
