@@ -17,6 +17,7 @@
 
 pub mod bench;
 mod echo;
+mod emulator;
 mod memory;
 mod output;
 mod probe;

@@ -5,6 +5,8 @@ use std::collections::VecDeque;
 
 use output_text::Sanitizer;
 
+use crate::emulator::Emulator;
+
 /// Prefix of the private prompt marker: `ESC ] 6973 ; <nonce> ; <seq> ; <status> BEL`.
 const MARKER_OSC: &[u8] = b"\x1b]6973;";
 /// Longest tail after the prefix we accept (`<seq>;<status>` + BEL).
@@ -28,7 +30,8 @@ pub(crate) struct MarkerScanner {
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Piece<'a> {
     Bytes(&'a [u8]),
-    Marker(Marker),
+    /// A marker and its bytes.
+    Marker(Marker, &'a [u8]),
 }
 
 impl MarkerScanner {
@@ -79,8 +82,9 @@ impl MarkerScanner {
                         if emitted < at {
                             each(Piece::Bytes(&data[emitted..at]));
                         }
-                        each(Piece::Marker(marker));
-                        emitted = at + self.prefix.len() + end + 1;
+                        let after = at + self.prefix.len() + end + 1;
+                        each(Piece::Marker(marker, &data[at..after]));
+                        emitted = after;
                         search = emitted;
                     } else {
                         search = at + 1;
@@ -323,7 +327,7 @@ pub(crate) struct Output {
     sanitizer: Sanitizer,
     scanner: MarkerScanner,
     ring: Ring,
-    screen: vt100::Parser,
+    screen: Emulator,
     capture: Option<Capture>,
     scratch: String,
     /// Raw bytes read from the pty.
@@ -356,7 +360,7 @@ impl Output {
             sanitizer: Sanitizer::new(),
             scanner: MarkerScanner::new(nonce),
             ring: Ring::new(scrollback),
-            screen: vt100::Parser::new(rows, cols, 0),
+            screen: Emulator::new(rows, cols),
             capture: None,
             scratch: String::new(),
             raw_total: 0,
@@ -388,7 +392,7 @@ impl Output {
     }
 
     /// The screen as escape sequences that clear a terminal and redraw it.
-    pub fn screen_formatted(&self) -> Vec<u8> {
+    pub fn screen_formatted(&mut self) -> Vec<u8> {
         let mut bytes = b"\x1b[H\x1b[2J".to_vec();
         bytes.extend(self.screen.screen().state_formatted().into_bytes());
         bytes
@@ -399,7 +403,6 @@ impl Output {
         self.last_output = std::time::SystemTime::now();
         self.raw_total += raw.len() as u64;
         self.generation += 1;
-        self.screen.process(raw);
         let mut scanner = std::mem::replace(&mut self.scanner, MarkerScanner::new(""));
         scanner.scan(raw, |piece| self.piece(piece));
         self.scanner = scanner;
@@ -425,6 +428,7 @@ impl Output {
     fn piece(&mut self, piece: Piece<'_>) {
         match piece {
             Piece::Bytes(bytes) => {
+                self.screen.feed(bytes);
                 if let Some(tap) = &self.tap
                     && tap.receiver_count() > 0
                 {
@@ -436,7 +440,8 @@ impl Output {
                 self.append(&text);
                 self.scratch = text;
             }
-            Piece::Marker(marker) => {
+            Piece::Marker(marker, raw) => {
+                self.screen.feed(raw);
                 let newer = self.last_marker.is_none_or(|last| marker.seq > last.seq);
                 if newer {
                     self.last_marker = Some(marker);
@@ -481,7 +486,7 @@ impl Output {
     }
 
     /// The emulated screen.
-    pub fn screen(&self) -> &vt100::Screen {
+    pub fn screen(&mut self) -> &vt100::Screen {
         self.screen.screen()
     }
 }
@@ -505,7 +510,7 @@ mod tests {
         for chunk in chunks {
             scanner.scan(chunk, |piece| match piece {
                 Piece::Bytes(b) => bytes.extend_from_slice(b),
-                Piece::Marker(m) => {
+                Piece::Marker(m, _) => {
                     flush(&mut bytes, &mut out);
                     out.push(format!("<{} {}>", m.seq, m.status));
                 }

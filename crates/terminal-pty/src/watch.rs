@@ -72,7 +72,7 @@ impl PtyTerminals {
     /// The screen of terminal `id` now, as escape sequences that redraw it.
     pub fn screen_now(&self, id: TerminalId) -> Result<Vec<u8>, TerminalError> {
         let session = self.any_session(id)?;
-        let st = session.lock();
+        let mut st = session.lock();
         Ok(st.out.screen_formatted())
     }
 
@@ -81,7 +81,7 @@ impl PtyTerminals {
     /// is held only for the copy.
     pub fn screen_copy(&self, id: TerminalId) -> Result<vt100::Screen, TerminalError> {
         let session = self.any_session(id)?;
-        let st = session.lock();
+        let mut st = session.lock();
         Ok(st.out.screen().clone())
     }
 

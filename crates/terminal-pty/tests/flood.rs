@@ -90,3 +90,66 @@ async fn a_hundred_megabyte_flood_is_bounded_exact_and_responsive() {
     let peak = peak_rss_kib();
     assert!(peak < 150 * 1024, "peak RSS {peak} KiB");
 }
+
+/// The referee of the emulator's shortcuts: the screen after a flood
+/// (plain text, colours, tabs, wide characters, a scroll region set and
+/// reset, lines that wrap) is, cell for cell, the one a plain `vt100`
+/// gives for the same bytes, taken from the terminal's own output tap.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_screen_after_a_flood_is_the_one_a_reference_emulator_gives() {
+    let f = Fixture::new();
+    let id = f.open_shell().await;
+    let watch = f.service.watch(id).unwrap();
+    let (rows, cols) = watch.size;
+    let initial = watch.screen;
+    let mut output = watch.output;
+    let (stop, mut stopped) = tokio::sync::oneshot::channel::<()>();
+    // Every chunk, in order, while the flood runs; the rest once the send
+    // settled (all of it was sent before the settle).
+    let collector = tokio::spawn(async move {
+        let mut bytes = Vec::new();
+        loop {
+            tokio::select! {
+                chunk = output.recv() => bytes.extend_from_slice(&chunk.expect("no chunk missed")),
+                _ = &mut stopped => break,
+            }
+        }
+        loop {
+            match output.try_recv() {
+                Ok(chunk) => bytes.extend_from_slice(&chunk),
+                Err(tokio::sync::broadcast::error::TryRecvError::Empty) => break,
+                Err(e) => panic!("{e}"),
+            }
+        }
+        bytes
+    });
+    // Last, floods that start with the cursor at the top of a full
+    // screen, and below a scroll region (where lines overwrite the bottom
+    // row instead of scrolling): what they leave differs from a plain
+    // scroll, and the screen must show exactly that.
+    let command = "yes 'a plain line of text, the kind a build prints' | head -c 3000000; \
+         printf '\\033[2;10r'; seq 1 300; printf '\\033[r\\033[31mred\\033[0m\\n'; \
+         for i in $(seq 1 400); do printf 'tab\\there %d \\033[1mbold\\033[0m é中文\\n' $i; done; \
+         yes \"$(printf '%0250d' 7)\" | head -c 500000; printf '\\033[H'; seq 1 50000; \
+         printf '\\033[2;10r\\033[20;1H'; seq 30000 -1 1; printf '\\033[r'";
+    let outcome = f
+        .send_req(
+            id,
+            SendRequest::line(command).with_timeout(Duration::from_secs(300)),
+        )
+        .await;
+    assert_eq!(outcome.reason, SettleReason::Prompt);
+    let screen = f.service.screen_copy(id).unwrap();
+    stop.send(()).unwrap();
+    let bytes = collector.await.unwrap();
+    assert!(bytes.len() > 3_500_000, "{} bytes tapped", bytes.len());
+
+    let size = |n| std::num::NonZeroU16::new(n).unwrap();
+    let mut reference = vt100::Parser::new(size(rows), size(cols), 0);
+    reference.process(&initial);
+    reference.process(&bytes);
+    let reference = reference.screen();
+    assert_eq!(screen.contents(), reference.contents());
+    assert_eq!(screen.contents_formatted(), reference.contents_formatted());
+    assert_eq!(screen.cursor_position(), reference.cursor_position());
+}
