@@ -17,9 +17,13 @@
 
 use std::collections::VecDeque;
 
+mod ground;
+
+pub use ground::{GroundParser, PlainPerform, is_plain};
+
 /// A streaming sanitizer: feed it raw bytes chunk by chunk.
 pub struct Sanitizer {
-    parser: vte::Parser,
+    parser: GroundParser,
     sink: Sink,
 }
 
@@ -63,6 +67,28 @@ impl vte::Perform for Sink {
     }
 }
 
+impl PlainPerform for Sink {
+    fn plain(&mut self, run: &[u8]) {
+        let mut rest = run;
+        while !rest.is_empty() {
+            let text = rest
+                .iter()
+                .position(|b| matches!(b, b'\r' | b'\n'))
+                .unwrap_or(rest.len());
+            if text > 0 {
+                self.flush_cr();
+                // Printable ASCII and tabs: text as it is.
+                self.out
+                    .push_str(std::str::from_utf8(&rest[..text]).unwrap_or_default());
+                rest = &rest[text..];
+                continue;
+            }
+            vte::Perform::execute(self, rest[0]);
+            rest = &rest[1..];
+        }
+    }
+}
+
 impl Default for Sanitizer {
     fn default() -> Self {
         Self::new()
@@ -73,7 +99,7 @@ impl Sanitizer {
     /// A sanitizer at the start of a stream.
     pub fn new() -> Self {
         Self {
-            parser: vte::Parser::new(),
+            parser: GroundParser::new(),
             sink: Sink::default(),
         }
     }
@@ -83,9 +109,11 @@ impl Sanitizer {
     /// A trailing `\r` is held back until the next chunk shows whether a
     /// `\n` follows; call [`Sanitizer::finish`] at the end of the stream.
     pub fn push(&mut self, bytes: &[u8], out: &mut String) {
+        // The text goes straight onto `out`: the sink's own (empty) buffer
+        // is swapped in for `out` while the bytes are parsed.
+        std::mem::swap(&mut self.sink.out, out);
         self.parser.advance(&mut self.sink, bytes);
-        out.push_str(&self.sink.out);
-        self.sink.out.clear();
+        std::mem::swap(&mut self.sink.out, out);
     }
 
     /// Like [`Sanitizer::push`], returning the text.
@@ -248,6 +276,53 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
     use pretty_assertions::assert_eq;
+
+    #[test]
+    fn plain_runs_sanitize_exactly_as_one_character_at_a_time() {
+        let pieces: [&[u8]; 12] = [
+            b"line one\r\n",
+            b"two\n",
+            b"\r",
+            b"\r\r\n",
+            b"progress 50%\rprogress 100%",
+            b"\ttab",
+            b"\x1b[1m",
+            b"\x1b]0;t\x07",
+            "é".as_bytes(),
+            b"\xe2\x82",
+            b"\x1b[",
+            b"\x07\x08",
+        ];
+        let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut below = |n: usize| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed % n as u64) as usize
+        };
+        for _ in 0..500 {
+            let mut stream = Vec::new();
+            for _ in 0..40 {
+                stream.extend_from_slice(pieces[below(pieces.len())]);
+            }
+            // One character at a time: vte and the sink, as before runs,
+            // on the same chunks.
+            let mut sink = Sink::default();
+            let mut vte = vte::Parser::new();
+            let mut sanitizer = Sanitizer::new();
+            let mut out = String::from("kept: ");
+            let mut at = 0;
+            while at < stream.len() {
+                let end = (at + 1 + below(30)).min(stream.len());
+                vte.advance(&mut sink, &stream[at..end]);
+                sanitizer.push(&stream[at..end], &mut out);
+                at = end;
+            }
+            sink.flush_cr();
+            sanitizer.finish(&mut out);
+            assert_eq!(out, format!("kept: {}", sink.out));
+        }
+    }
 
     #[test]
     fn strips_csi_and_osc_and_folds_line_endings() {

@@ -15,11 +15,10 @@
 //! Why dropping is exact. A run is held only while
 //!
 //! * `vt100`'s parser is in its ground state with no character half read
-//!   (proved, not assumed: a shadow `vte` parser, the same state machine
-//!   `vt100` runs on, gets the same bytes, and the state is taken as
-//!   ground only when that parser has just printed an ASCII character it
-//!   was given alone), so the run's bytes are text, not the inside of an
-//!   escape sequence; and
+//!   (proved, not assumed: a shadow [`GroundParser`] on the same `vte`
+//!   state machine gets the same bytes, and hands over the plain runs it
+//!   reads in ground; see its docs), so the run's bytes are text, not the
+//!   inside of an escape sequence; and
 //! * the active screen's scroll region is the whole screen (the shadow
 //!   follows every sequence that changes it: `DECSTBM`, the alternate
 //!   screen switches `?47` and `?1049`, and a reset `ESC c`).
@@ -37,30 +36,31 @@
 //! differs is `vt100`'s count of lines ever scrolled off the main
 //! screen, which only a resize reads; this emulator is never resized.
 
+use output_text::{GroundParser, PlainPerform};
+
 /// A run of held text is compacted once it reaches this size.
 const COMPACT_AT: usize = 64 * 1024;
 /// Held text that could not be compacted (very long lines, or a screen
 /// taller than the text held) is emulated once it reaches this size, so
 /// what a terminal holds stays bounded.
 const FLUSH_AT: usize = 256 * 1024;
-/// Bytes fed one at a time to find the parser's ground state after an
-/// escape sequence before giving up for the rest of a chunk.
-const PROBE_LIMIT: usize = 64;
 /// Newlines written at a time to bring the cursor to the bottom row.
 const NEWLINES: [u8; 256] = [b'\n'; 256];
 
-/// True for the bytes a held run may contain.
-fn is_plain(byte: u8) -> bool {
-    matches!(byte, 0x20..=0x7e | b'\r' | b'\n' | b'\t')
-}
-
 /// A terminal screen fed raw output; see the module docs.
 pub(crate) struct Emulator {
+    /// The shadow: finds the plain runs and follows the scroll regions.
+    shadow: GroundParser,
+    screen: Screen,
+}
+
+/// `vt100` and what the shadow parser learnt.
+struct Screen {
     parser: vt100::Parser,
-    shadow: vte::Parser,
-    seen: Seen,
-    /// `vt100`'s parser is in ground with no character half read.
-    ground: bool,
+    alternate: bool,
+    /// A scroll region smaller than the screen may be set, on the main
+    /// screen and on the alternate one.
+    partial_region: [bool; 2],
     /// Plain text not yet given to `vt100`.
     held: Vec<u8>,
     /// Before `held`, the cursor goes to column 0 of the bottom row.
@@ -73,59 +73,55 @@ pub(crate) struct Emulator {
     compactions: usize,
 }
 
-/// What the shadow parser saw: the last thing it did, and what the
-/// scroll regions are.
-#[derive(Default)]
-struct Seen {
-    last: Last,
-    alternate: bool,
-    /// A scroll region smaller than the screen may be set, on the main
-    /// screen and on the alternate one.
-    partial_region: [bool; 2],
-    rows: u16,
-}
+impl Emulator {
+    /// A blank screen of `rows` × `cols`.
+    pub fn new(rows: std::num::NonZeroU16, cols: std::num::NonZeroU16) -> Self {
+        Self {
+            shadow: GroundParser::new(),
+            screen: Screen {
+                parser: vt100::Parser::new(rows, cols, 0),
+                alternate: false,
+                partial_region: [false; 2],
+                held: Vec::new(),
+                to_bottom_first: false,
+                rows: rows.get(),
+                compact_at: COMPACT_AT,
+                #[cfg(test)]
+                compactions: 0,
+            },
+        }
+    }
 
-#[derive(Default, Clone, Copy, PartialEq, Eq)]
-enum Last {
-    #[default]
-    Nothing,
-    Print(char),
-    Other,
-}
+    /// The screen after everything fed so far.
+    pub fn screen(&mut self) -> &vt100::Screen {
+        self.screen.flush();
+        self.screen.parser.screen()
+    }
 
-impl Seen {
-    fn region_is_full(&self) -> bool {
-        !self.partial_region[usize::from(self.alternate)]
+    /// Feeds raw output, in order.
+    pub fn feed(&mut self, bytes: &[u8]) {
+        self.shadow.advance(&mut self.screen, bytes);
     }
 }
 
-impl vte::Perform for Seen {
-    fn print(&mut self, c: char) {
-        self.last = Last::Print(c);
+impl PlainPerform for Screen {
+    fn plain(&mut self, run: &[u8]) {
+        if self.partial_region[usize::from(self.alternate)] {
+            self.parsed(run);
+        } else {
+            self.hold(run);
+        }
     }
 
-    fn execute(&mut self, _byte: u8) {
-        self.last = Last::Other;
+    fn parsed(&mut self, bytes: &[u8]) {
+        self.flush();
+        self.parser.process(bytes);
     }
+}
 
-    fn hook(&mut self, _params: &vte::Params, _intermediates: &[u8], _ignore: bool, _action: char) {
-        self.last = Last::Other;
-    }
-
-    fn put(&mut self, _byte: u8) {
-        self.last = Last::Other;
-    }
-
-    fn unhook(&mut self) {
-        self.last = Last::Other;
-    }
-
-    fn osc_dispatch(&mut self, _params: &[&[u8]], _bell_terminated: bool) {
-        self.last = Last::Other;
-    }
-
-    // What vt100 0.18 does with the same sequences, as far as the scroll
-    // regions and the active screen go.
+// What vt100 0.18 does with the same sequences, as far as the scroll
+// regions and the active screen go.
+impl vte::Perform for Screen {
     fn csi_dispatch(
         &mut self,
         params: &vte::Params,
@@ -133,7 +129,6 @@ impl vte::Perform for Seen {
         _ignore: bool,
         action: char,
     ) {
-        self.last = Last::Other;
         match (intermediates.first(), action) {
             (None, 'r') => {
                 // DECSTBM: 1-based top and bottom, 0 or missing for the
@@ -146,8 +141,9 @@ impl vte::Perform for Seen {
                     0 => self.rows,
                     n => n,
                 } - 1;
-                let bottom = bottom.min(self.rows.saturating_sub(1));
-                let whole = top >= bottom || (top == 0 && bottom == self.rows.saturating_sub(1));
+                let last = self.rows.saturating_sub(1);
+                let bottom = bottom.min(last);
+                let whole = top >= bottom || (top == 0 && bottom == last);
                 self.partial_region[usize::from(self.alternate)] = !whole;
             }
             (Some(b'?'), 'h') => {
@@ -175,7 +171,6 @@ impl vte::Perform for Seen {
     }
 
     fn esc_dispatch(&mut self, intermediates: &[u8], _ignore: bool, byte: u8) {
-        self.last = Last::Other;
         if intermediates.is_empty() && byte == b'c' {
             // RIS: a new screen.
             self.partial_region = [false; 2];
@@ -184,115 +179,7 @@ impl vte::Perform for Seen {
     }
 }
 
-impl Emulator {
-    /// A blank screen of `rows` × `cols`.
-    pub fn new(rows: std::num::NonZeroU16, cols: std::num::NonZeroU16) -> Self {
-        Self {
-            parser: vt100::Parser::new(rows, cols, 0),
-            shadow: vte::Parser::new(),
-            seen: Seen {
-                rows: rows.get(),
-                ..Seen::default()
-            },
-            ground: true,
-            held: Vec::new(),
-            to_bottom_first: false,
-            rows: rows.get(),
-            compact_at: COMPACT_AT,
-            #[cfg(test)]
-            compactions: 0,
-        }
-    }
-
-    /// The screen after everything fed so far.
-    pub fn screen(&mut self) -> &vt100::Screen {
-        self.flush();
-        self.parser.screen()
-    }
-
-    /// Feeds raw output, in order.
-    pub fn feed(&mut self, bytes: &[u8]) {
-        let mut i = 0;
-        while i < bytes.len() {
-            let rest = &bytes[i..];
-            if !self.seen.region_is_full() {
-                self.direct(rest);
-                self.ground = false;
-                return;
-            }
-            if self.ground {
-                let plain = rest
-                    .iter()
-                    .position(|b| !is_plain(*b))
-                    .unwrap_or(rest.len());
-                if plain > 0 {
-                    self.hold(&rest[..plain]);
-                    i += plain;
-                    continue;
-                }
-                // Not plain: the held text goes first.
-                self.flush();
-                match rest[0] {
-                    0x1b => self.ground = false,
-                    // Another control: executed in ground, which it stays in.
-                    byte if byte < 0x80 => {
-                        self.direct(&rest[..1]);
-                        i += 1;
-                    }
-                    // UTF-8, up to the next ASCII byte, which completes a
-                    // character cut short (or ends the chunk half way).
-                    _ => {
-                        let end = rest.iter().position(|b| *b < 0x80).unwrap_or(rest.len());
-                        let through = if end < rest.len() && rest[end] != 0x1b {
-                            end + 1
-                        } else {
-                            end
-                        };
-                        self.direct(&rest[..through]);
-                        i += through;
-                        if through == rest.len() && rest[rest.len() - 1] >= 0x80 {
-                            self.ground = false;
-                        }
-                    }
-                }
-                continue;
-            }
-            // Not known to be in ground: everything to the last escape
-            // goes straight through, then bytes one at a time until the
-            // parser prints an ASCII character.
-            if let Some(esc) = rest.iter().rposition(|b| *b == 0x1b) {
-                self.direct(&rest[..=esc]);
-                i += esc + 1;
-                // The region may have changed: start over on what is left.
-                continue;
-            }
-            let rest = &bytes[i..];
-            let mut probed = 0;
-            for &byte in rest.iter().take(PROBE_LIMIT) {
-                self.seen.last = Last::Nothing;
-                self.direct(&[byte]);
-                probed += 1;
-                if is_plain(byte) && byte >= 0x20 && self.seen.last == Last::Print(char::from(byte))
-                {
-                    self.ground = true;
-                    break;
-                }
-            }
-            i += probed;
-            if !self.ground {
-                self.direct(&bytes[i..]);
-                return;
-            }
-        }
-    }
-
-    /// Gives bytes to `vt100` and the shadow parser alike.
-    fn direct(&mut self, bytes: &[u8]) {
-        self.flush();
-        self.parser.process(bytes);
-        self.shadow.advance(&mut self.seen, bytes);
-    }
-
+impl Screen {
     fn hold(&mut self, plain: &[u8]) {
         self.held.extend_from_slice(plain);
         if self.held.len() >= self.compact_at {
@@ -483,7 +370,7 @@ mod tests {
             );
             let mut ours = Emulator::new(size.0, size.1);
             // Small sizes compact at nearly every chance.
-            ours.compact_at = 1 + rng.below(300);
+            ours.screen.compact_at = 1 + rng.below(300);
             let mut reference = vt100::Parser::new(size.0, size.1, 0);
             let mut stream = Vec::new();
             for _ in 0..40 {
@@ -506,7 +393,7 @@ mod tests {
             ours.feed(tail);
             reference.process(tail);
             assert_same(&mut ours, &reference, &format!("case {case}, end"));
-            compactions += ours.compactions;
+            compactions += ours.screen.compactions;
         }
         // The generator really floods: text was dropped, many times.
         assert!(compactions > 200, "only {compactions} compactions");
@@ -520,14 +407,14 @@ mod tests {
             NonZeroU16::new(cols).unwrap(),
         );
         let mut ours = Emulator::new(size.0, size.1);
-        ours.compact_at = 1;
+        ours.screen.compact_at = 1;
         let mut reference = vt100::Parser::new(size.0, size.1, 0);
         for byte in stream {
             ours.feed(std::slice::from_ref(byte));
         }
         reference.process(stream);
         assert_same(&mut ours, &reference, "stream");
-        ours.compactions
+        ours.screen.compactions
     }
 
     #[test]
@@ -588,10 +475,10 @@ mod tests {
         for chunk in line.chunks(4095) {
             ours.feed(chunk);
             reference.process(chunk);
-            most = most.max(ours.held.len());
+            most = most.max(ours.screen.held.len());
         }
         assert!(most <= COMPACT_AT + 4095, "held {most} bytes");
-        assert!(ours.compactions > 0);
+        assert!(ours.screen.compactions > 0);
         assert_eq!(ours.screen().contents(), reference.screen().contents());
         assert_eq!(
             ours.screen().cursor_position(),
@@ -609,7 +496,7 @@ mod tests {
             let chunk = [b'z'; 4096];
             ours.feed(&chunk);
             reference.process(&chunk);
-            assert!(ours.held.len() < FLUSH_AT + 4096);
+            assert!(ours.screen.held.len() < FLUSH_AT + 4096);
         }
         assert_eq!(ours.screen().contents(), reference.screen().contents());
     }
