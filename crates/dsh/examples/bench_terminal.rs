@@ -13,7 +13,7 @@
 //!   timed from the command line to the prompt, every byte checked.
 //!
 //! `cargo xtask bench terminal [--quick]`, or `cargo run --release -p dsh
-//! --example bench_terminal [rounds | --quick]` (default 300 rounds;
+//! --example bench_terminal [rounds | --quick]` (default 1000 rounds;
 //! `--quick`: a short smoke run whose figures are not to be quoted). It
 //! runs the `dsh` binary found next to this example's directory
 //! (`target/release/dsh`: build it first with `cargo build --release -p

@@ -38,7 +38,7 @@ pub struct Plan {
 
 impl Plan {
     /// The sizes from the command line: `--quick` for a smoke run, else an
-    /// optional number of rounds (default 300).
+    /// optional number of rounds (default 1000).
     pub fn from_args() -> Self {
         let args: Vec<String> = std::env::args().skip(1).collect();
         if args.iter().any(|a| a == "--quick") {
@@ -50,7 +50,10 @@ impl Plan {
                 quick: true,
             };
         }
-        let rounds = args.iter().find_map(|a| a.parse().ok()).unwrap_or(300usize);
+        let rounds = args
+            .iter()
+            .find_map(|a| a.parse().ok())
+            .unwrap_or(1000usize);
         Self {
             rounds,
             tmux_rounds: rounds.min(200),
@@ -72,6 +75,8 @@ pub struct Stats {
     pub median: Duration,
     /// The 99th percentile (nearest rank).
     pub p99: Duration,
+    /// The 99.9th percentile (nearest rank: the largest sample below 1000).
+    pub p999: Duration,
     /// How many samples.
     pub samples: usize,
 }
@@ -88,6 +93,7 @@ impl Stats {
         Some(Self {
             median: samples[rank(0.5)],
             p99: samples[rank(0.99)],
+            p999: samples[rank(0.999)],
             samples: n,
         })
     }
@@ -107,13 +113,15 @@ pub struct Row {
 pub fn render_table(rows: &[Row], baseline: &str) -> String {
     let base = rows.iter().find(|r| r.label == baseline).map(|r| r.stats);
     let mut out = format!(
-        "| {:<50} | {:>6} | {:>11} | {:>11} | {:>10} | {:>10} |\n|{:-<52}|{:->8}|{:->13}|{:->13}|{:->12}|{:->12}|\n",
+        "| {:<50} | {:>6} | {:>11} | {:>11} | {:>11} | {:>10} | {:>10} |\n|{:-<52}|{:->8}|{:->13}|{:->13}|{:->13}|{:->12}|{:->12}|\n",
         "settle `1+1` in python3 -q -i",
         "n",
         "median",
         "p99",
+        "p99.9",
         "median ×",
         "p99 ×",
+        "",
         "",
         "",
         "",
@@ -127,11 +135,12 @@ pub fn render_table(rows: &[Row], baseline: &str) -> String {
             Some(_) | None => "-".to_owned(),
         };
         out.push_str(&format!(
-            "| {:<50} | {:>6} | {:>8.3} ms | {:>8.3} ms | {:>10} | {:>10} |\n",
+            "| {:<50} | {:>6} | {:>8.3} ms | {:>8.3} ms | {:>8.3} ms | {:>10} | {:>10} |\n",
             row.label,
             row.stats.samples,
             row.stats.median.as_secs_f64() * 1e3,
             row.stats.p99.as_secs_f64() * 1e3,
+            row.stats.p999.as_secs_f64() * 1e3,
             ratio(row.stats.median, base.map(|b| b.median)),
             ratio(row.stats.p99, base.map(|b| b.p99)),
         ));

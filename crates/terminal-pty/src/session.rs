@@ -926,22 +926,113 @@ pub(crate) async fn run_send(
         input_cut = write.finish();
     }
 
-    let write_done = Instant::now();
-    let mut last_generation = u64::MAX;
-    let mut pattern_generation = u64::MAX;
-    let mut activity = Instant::now();
-    let mut unobservable = false;
-    let mut wait_seen: Option<WaitSeen> = None;
-    let mut last_probe: Option<Instant> = None;
-    let mut last_group_scan: Option<Instant> = None;
-    let mut group: Vec<i32> = Vec::new();
+    let mut watch = Watch {
+        session: &session,
+        plan: &plan,
+        interrupt: &interrupt,
+        tty: &tty,
+        deadline,
+        fresh_required,
+        fg_at_write,
+        baseline,
+        write_done: Instant::now(),
+        last_generation: u64::MAX,
+        pattern_generation: u64::MAX,
+        activity: Instant::now(),
+        unobservable: false,
+        wait_seen: None,
+        last_probe: None,
+        last_group_scan: None,
+        group: Vec::new(),
+    };
+    // Spinning (probing without a pause) blocks the thread: on a
+    // multi-thread runtime it is done in `block_in_place`, so the worker's
+    // other tasks move to another thread meanwhile.
+    let can_block = tokio::runtime::Handle::try_current()
+        .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
 
     let (reason, exit_code) = loop {
         let notified = session.changed.notified();
         tokio::pin!(notified);
         notified.as_mut().enable();
-        let now = Instant::now();
+        let pause = match watch.step(Instant::now()) {
+            Step::Settled(reason, code) => break (reason, code),
+            Step::Spin if can_block => match tokio::task::block_in_place(|| watch.spin()) {
+                Some((reason, code)) => break (reason, code),
+                None => continue,
+            },
+            Step::Spin => {
+                std::thread::yield_now();
+                tokio::task::yield_now().await;
+                continue;
+            }
+            Step::Pause(pause) => pause,
+        };
+        let _ = tokio::time::timeout(pause, notified).await;
+    };
 
+    let mut outcome = render(&session, &plan, reason, exit_code, started);
+    outcome.input_cut = input_cut;
+    drop(slot);
+    Ok(outcome)
+}
+
+/// What the watch does next.
+enum Step {
+    Settled(SettleReason, Option<i32>),
+    /// Probe again at once (the tight phase, or a wait being confirmed).
+    Spin,
+    /// Wait this long for output before the next probe.
+    Pause(Duration),
+}
+
+/// A send's watch over its program, one step at a time (the settle
+/// ladder, in order).
+struct Watch<'a> {
+    session: &'a Session,
+    plan: &'a SendPlan,
+    interrupt: &'a Interrupt,
+    tty: &'a std::path::Path,
+    deadline: Instant,
+    fresh_required: bool,
+    fg_at_write: Option<i32>,
+    baseline: HashMap<i32, Option<u64>>,
+    write_done: Instant,
+    last_generation: u64,
+    pattern_generation: u64,
+    activity: Instant,
+    unobservable: bool,
+    wait_seen: Option<WaitSeen>,
+    last_probe: Option<Instant>,
+    last_group_scan: Option<Instant>,
+    group: Vec<i32>,
+}
+
+impl Watch<'_> {
+    /// Steps with no pause until the watch settles or wants one.
+    ///
+    /// The thread gives its core away between the steps (`sched_yield`),
+    /// not only its time: the program just woken by the write is often
+    /// queued on this very core (the scheduler puts a wakee near its
+    /// waker), and a program that waited there for the tight phase to end
+    /// was the whole settle tail. Spinning as a task that yields to the
+    /// runtime did the same harm another way: each return woke an idle
+    /// worker to steal the task, and workers taking turns on the core kept
+    /// the program from it.
+    fn spin(&mut self) -> Option<(SettleReason, Option<i32>)> {
+        loop {
+            std::thread::yield_now();
+            match self.step(Instant::now()) {
+                Step::Settled(reason, code) => return Some((reason, code)),
+                Step::Spin => {}
+                Step::Pause(_) => return None,
+            }
+        }
+    }
+
+    fn step(&mut self, now: Instant) -> Step {
+        let session = self.session;
+        let plan = self.plan;
         let (generation, marker, exit, pattern_hit) = {
             let mut st = session.lock();
             session.drain(&mut st);
@@ -950,9 +1041,9 @@ pub(crate) async fn run_send(
                 st.out.capture().and_then(|c| c.last_marker).map(|(_, m)| m);
             let mut hit = false;
             if let (Some(re), Some(capture)) = (&plan.until, st.out.capture())
-                && generation != pattern_generation
+                && generation != self.pattern_generation
             {
-                pattern_generation = generation;
+                self.pattern_generation = generation;
                 hit = if capture.is_whole() {
                     re.is_match(&strip_echo(&capture.head, &plan.lines).0)
                 } else {
@@ -961,62 +1052,64 @@ pub(crate) async fn run_send(
             }
             (generation, marker, st.exit, hit)
         };
-        if generation != last_generation {
-            last_generation = generation;
-            activity = now;
+        if generation != self.last_generation {
+            self.last_generation = generation;
+            self.activity = now;
         }
 
         // 1. prompt: our marker came back and the shell is reading again.
         if let Some(marker) = marker
             && session.spec.our_shell
         {
-            match wait_state(session.spec.pid, &tty) {
+            match wait_state(session.spec.pid, self.tty) {
                 WaitState::OnTerminal | WaitState::Unobservable | WaitState::Gone => {
-                    break (SettleReason::Prompt, Some(marker.status));
+                    return Step::Settled(SettleReason::Prompt, Some(marker.status));
                 }
                 WaitState::Other => {}
             }
         }
         // 2. the `until` pattern.
         if pattern_hit {
-            break (SettleReason::Pattern, None);
+            return Step::Settled(SettleReason::Pattern, None);
         }
         // 3. exit.
         if let Some(exit) = exit {
-            break (SettleReason::Exit, exit.code);
+            return Step::Settled(SettleReason::Exit, exit.code);
         }
         // 4. input wait, fresh since the write. The leader of the
         // foreground group is probed on every step; the whole group is
         // scanned from /proc only after the tight phase, now and then.
-        let since_write = now - write_done;
+        let since_write = now - self.write_done;
         let tight = since_write < TIGHT_PHASE
-            || (since_write < TIGHT_AFTER_OUTPUT_UNTIL && now - activity < TIGHT_PHASE);
-        let probe_due = wait_seen.is_some()
+            || (since_write < TIGHT_AFTER_OUTPUT_UNTIL && now - self.activity < TIGHT_PHASE);
+        let probe_due = self.wait_seen.is_some()
             || tight
-            || last_probe.is_none_or(|t| now - t >= probe_pause(now - activity));
+            || self
+                .last_probe
+                .is_none_or(|t| now - t >= probe_pause(now - self.activity));
         if probe_due {
-            last_probe = Some(now);
+            self.last_probe = Some(now);
             let mut found = None;
             if let Some(fg) = session.foreground_pgid() {
                 if since_write >= TIGHT_PHASE
-                    && last_group_scan.is_none_or(|t| {
+                    && self.last_group_scan.is_none_or(|t| {
                         now - t >= (since_write / 4).clamp(GROUP_SCAN_EVERY, MAX_GROUP_SCAN_PAUSE)
                     })
                 {
-                    group = group_members(session.spec.pid, fg);
-                    last_group_scan = Some(now);
+                    self.group = group_members(session.spec.pid, fg);
+                    self.last_group_scan = Some(now);
                 }
-                let others = group.iter().copied().filter(|p| *p != fg);
+                let others = self.group.iter().copied().filter(|p| *p != fg);
                 for pid in std::iter::once(fg).chain(others) {
-                    match wait_state(pid, &tty) {
+                    match wait_state(pid, self.tty) {
                         WaitState::OnTerminal => {
                             let switches = voluntary_switches(pid);
-                            let fresh = !fresh_required
-                                || Some(fg) != fg_at_write
-                                || match baseline.get(&pid) {
+                            let fresh = !self.fresh_required
+                                || Some(fg) != self.fg_at_write
+                                || match self.baseline.get(&pid) {
                                     Some(before) => *before != switches,
                                     None => {
-                                        baseline.insert(pid, switches);
+                                        self.baseline.insert(pid, switches);
                                         false
                                     }
                                 };
@@ -1025,58 +1118,56 @@ pub(crate) async fn run_send(
                                 break;
                             }
                         }
-                        WaitState::Unobservable => unobservable = true,
+                        WaitState::Unobservable => self.unobservable = true,
                         WaitState::Other | WaitState::Gone => {}
                     }
                 }
             }
-            match (found, wait_seen) {
+            match (found, self.wait_seen) {
                 (Some((pid, switches)), Some(seen))
                     if seen.pid == pid
                         && seen.switches == switches
                         && seen.generation == generation =>
                 {
                     if now - seen.since >= INPUT_WAIT_CONFIRM {
-                        break (SettleReason::InputWait, None);
+                        return Step::Settled(SettleReason::InputWait, None);
                     }
                 }
                 (Some((pid, switches)), _) => {
-                    wait_seen = Some(WaitSeen {
+                    self.wait_seen = Some(WaitSeen {
                         pid,
                         switches,
                         since: now,
                         generation,
                     });
                 }
-                (None, _) => wait_seen = None,
+                (None, _) => self.wait_seen = None,
             }
         }
         // 5. idle, only where waits cannot be observed.
-        if unobservable && wait_seen.is_none() && now - activity >= session.spec.idle_fallback {
-            break (SettleReason::Idle, None);
+        if self.unobservable
+            && self.wait_seen.is_none()
+            && now - self.activity >= session.spec.idle_fallback
+        {
+            return Step::Settled(SettleReason::Idle, None);
         }
         // 6. interrupted and nothing answered; 7. timeout.
-        interrupt.follow(&session);
-        if interrupt
+        self.interrupt.follow(session);
+        if self
+            .interrupt
             .since()
             .is_some_and(|t| now - t >= INTERRUPT_GRACE)
-            || now >= deadline
+            || now >= self.deadline
         {
-            break (SettleReason::Timeout, None);
+            return Step::Settled(SettleReason::Timeout, None);
         }
-
-        if wait_seen.is_some() || tight {
-            tokio::task::yield_now().await;
-            continue;
+        if self.wait_seen.is_some() || tight {
+            return Step::Spin;
         }
-        let pause = probe_pause(now - activity).min(deadline.saturating_duration_since(now));
-        let _ = tokio::time::timeout(pause, notified).await;
-    };
-
-    let mut outcome = render(&session, &plan, reason, exit_code, started);
-    outcome.input_cut = input_cut;
-    drop(slot);
-    Ok(outcome)
+        Step::Pause(
+            probe_pause(now - self.activity).min(self.deadline.saturating_duration_since(now)),
+        )
+    }
 }
 
 /// A send's write in progress. Text the program did not take in time is
