@@ -22,6 +22,9 @@ const QUEUE: usize = 1024;
 /// How long the writer gathers records before it opens the store.
 const BATCH_DELAY: Duration = Duration::from_millis(500);
 
+/// How often the writer empties the queue while it gathers a batch.
+const DRAIN_EVERY: Duration = Duration::from_millis(20);
+
 enum Record {
     Begin(SessionHeader),
     Call(LogEntry),
@@ -246,11 +249,24 @@ async fn write_records(
     while let Some(first) = rx.recv().await {
         // Opening the store costs milliseconds of CPU: gather what arrives
         // in the next moment and write it in one opening, so a busy agent's
-        // log never competes with its tool calls.
-        tokio::time::sleep(BATCH_DELAY).await;
+        // log never competes with its tool calls. The queue is emptied
+        // every few milliseconds meanwhile (not on every record, which
+        // would wake this task on every call), so a fast client never
+        // fills it; a full batch is written at once.
         let mut batch = vec![first];
-        while let Ok(more) = rx.try_recv() {
-            batch.push(more);
+        let deadline = tokio::time::Instant::now() + BATCH_DELAY;
+        while batch.len() < QUEUE {
+            let now = tokio::time::Instant::now();
+            if now >= deadline {
+                break;
+            }
+            tokio::time::sleep(DRAIN_EVERY.min(deadline - now)).await;
+            while batch.len() < QUEUE {
+                match rx.try_recv() {
+                    Ok(more) => batch.push(more),
+                    Err(_) => break,
+                }
+            }
         }
         for record in batch {
             match record {
@@ -312,12 +328,52 @@ async fn write_records(
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
     use super::*;
     use pretty_assertions::assert_eq;
     use serde_json::json;
 
     const KEEP: LogPolicy = LogPolicy { commands: true };
     const HIDE: LogPolicy = LogPolicy { commands: false };
+
+    /// A client faster than any over MCP (a call every 200 µs:
+    /// thousands in a few batch delays) loses no record: the log holds the
+    /// newest entries, every one, in order.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_fast_client_loses_no_record() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = StoreAccess::per_operation(dir.path());
+        let recorder = SessionRecorder::start(store.clone(), KEEP);
+        let id = SessionId::new_random();
+        recorder.begin(SessionHeader {
+            id,
+            cwd: None,
+            created_at: Utc::now(),
+            client: None,
+        });
+        let calls = 3 * QUEUE;
+        for n in 0..calls {
+            std::thread::sleep(Duration::from_micros(200)); // sleep-ok: paces the calls like a very fast client
+            recorder.call(
+                Utc::now(),
+                "bash",
+                &json!({ "command": "true" }),
+                "OK",
+                Duration::from_millis(n as u64),
+                None,
+            );
+        }
+        recorder.finish(Duration::from_secs(60)).await;
+        let StoreAccess::PerOperation(store) = store else {
+            unreachable!("a per-operation store")
+        };
+        let log =
+            workspace::SessionPersistence::read_log(&mut store.open().unwrap().sessions(), id)
+                .unwrap();
+        let kept = workspace::LOG_CAPACITY.min(calls);
+        let want: Vec<u64> = ((calls - kept)..calls).map(|n| n as u64).collect();
+        assert_eq!(log.iter().map(|e| e.duration_ms).collect::<Vec<_>>(), want);
+    }
 
     #[test]
     fn environment_values_and_typed_text_are_never_kept() {

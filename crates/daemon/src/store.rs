@@ -165,10 +165,7 @@ impl HeldStore {
         self.with_registry(|registry| match op {
             SessionRecordOp::Begin { header } => registry.begin_session(&header).map(Some),
             SessionRecordOp::Log { session, entries } => {
-                let sessions = registry.session_store();
-                for entry in &entries {
-                    sessions.append_log(session, entry)?;
-                }
+                registry.session_store().append_logs(session, &entries)?;
                 Ok(None)
             }
         })
@@ -213,10 +210,7 @@ impl StoreAccess {
                 SessionRecordOp::Begin { header } => store.begin_session(&header).map(Some),
                 SessionRecordOp::Log { session, entries } => {
                     let open = store.open()?;
-                    let mut sessions = open.sessions();
-                    for entry in &entries {
-                        sessions.append_log(session, entry)?;
-                    }
+                    open.sessions().append_logs(session, &entries)?;
                     Ok(None)
                 }
             },

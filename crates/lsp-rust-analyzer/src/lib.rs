@@ -33,7 +33,7 @@ pub use config::{
 pub use confine::{Confine, Confined};
 pub use pool::ServerPool;
 pub use provider::{RawServer, StdioLspProvider};
-pub use server::ServerProcess;
+pub use server::{SERVER_NICE, ServerProcess};
 pub use text::Encoding;
 
 use std::sync::Arc;

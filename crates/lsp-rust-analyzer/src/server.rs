@@ -476,6 +476,8 @@ impl Server {
         // no pid then; the parent-death signal and the guardian end it if
         // the host dies.
         let client_pid = confined.pre_exec.is_none().then(std::process::id);
+        // SAFETY: `setpriority` is a plain system call, async-signal-safe.
+        session = unsafe { session.pre_exec(Arc::new(background_priority)) };
         if let Some(step) = confined.pre_exec {
             // SAFETY: a `Confine` hook returns async-signal-safe steps only.
             session = unsafe { session.pre_exec(step) };
@@ -1199,4 +1201,23 @@ fn client_capabilities() -> ClientCapabilities {
         }),
         experimental: Some(serde_json::json!({ "serverStatusNotification": true })),
     }
+}
+
+/// The nice value language servers run at.
+pub const SERVER_NICE: i32 = 10;
+
+/// Lowers the calling process's priority to [`SERVER_NICE`] (its threads
+/// inherit it). A language server indexes in the background, for seconds
+/// on a large project; at the same priority it took the core from the
+/// program a terminal was waiting on, and on a two-core machine that was
+/// most of the settle tail. Interactive work wins the core now; the server
+/// still gets every idle cycle. Best effort: a server that cannot be
+/// lowered runs as it is.
+fn background_priority() -> std::io::Result<()> {
+    // SAFETY: changes only this (forked, not yet exec'd) process's nice
+    // value; `PRIO_PROCESS` with 0 names the caller.
+    unsafe {
+        libc::setpriority(libc::PRIO_PROCESS, 0, SERVER_NICE);
+    }
+    Ok(())
 }

@@ -373,7 +373,14 @@ impl SessionPersistence for SledSessions {
     }
 
     fn append_log(&mut self, id: SessionId, entry: &LogEntry) -> Result<(), StorageError> {
-        let value = encode(entry)?;
+        self.append_logs(id, std::slice::from_ref(entry))
+    }
+
+    fn append_logs(&mut self, id: SessionId, entries: &[LogEntry]) -> Result<(), StorageError> {
+        if entries.is_empty() {
+            return Ok(());
+        }
+        let values = entries.iter().map(encode).collect::<Result<Vec<_>, _>>()?;
         self.store.durable(|db| {
             let tree = db.open_tree(LOG_TREE)?;
             let prefix = id.0.as_bytes();
@@ -381,15 +388,20 @@ impl SessionPersistence for SledSessions {
                 Some(key) => seq_of(&key?).saturating_add(1),
                 None => 0,
             };
+            // One batch, one flush: the new entries, and the removal of
+            // the oldest beyond the capacity (new ones included, when a
+            // batch alone is longer than the log may be).
             let mut batch = sled::Batch::default();
-            batch.insert(log_key(id, next), value);
-            let count = tree.scan_prefix(prefix).keys().count() + 1;
-            for key in tree
-                .scan_prefix(prefix)
-                .keys()
-                .take(count.saturating_sub(LOG_CAPACITY))
-            {
+            let count = tree.scan_prefix(prefix).keys().count() + values.len();
+            let excess = count.saturating_sub(LOG_CAPACITY);
+            let stored = tree.scan_prefix(prefix).keys().take(excess);
+            let mut removed = 0;
+            for key in stored {
                 batch.remove(key?);
+                removed += 1;
+            }
+            for (offset, value) in values.into_iter().enumerate().skip(excess - removed) {
+                batch.insert(log_key(id, next.saturating_add(offset as u64)), value);
             }
             tree.apply_batch(batch)
         })

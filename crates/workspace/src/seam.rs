@@ -230,6 +230,14 @@ pub trait SessionPersistence {
     fn put_header(&mut self, header: &SessionHeader) -> Result<(), StorageError>;
     /// Appends a log entry durably, dropping the oldest beyond [`LOG_CAPACITY`].
     fn append_log(&mut self, id: SessionId, entry: &LogEntry) -> Result<(), StorageError>;
+    /// Appends entries durably, in order, dropping the oldest beyond
+    /// [`LOG_CAPACITY`]: the same as appending them one by one, in one
+    /// durable write where the provider can.
+    fn append_logs(&mut self, id: SessionId, entries: &[LogEntry]) -> Result<(), StorageError> {
+        entries
+            .iter()
+            .try_for_each(|entry| self.append_log(id, entry))
+    }
     /// The session's log, oldest first (at most [`LOG_CAPACITY`] entries).
     fn read_log(&mut self, id: SessionId) -> Result<Vec<LogEntry>, StorageError>;
     /// The session's newest log entry, if any (a provider that can should
@@ -260,6 +268,9 @@ impl<T: SessionPersistence + ?Sized> SessionPersistence for &mut T {
     }
     fn append_log(&mut self, id: SessionId, entry: &LogEntry) -> Result<(), StorageError> {
         (**self).append_log(id, entry)
+    }
+    fn append_logs(&mut self, id: SessionId, entries: &[LogEntry]) -> Result<(), StorageError> {
+        (**self).append_logs(id, entries)
     }
     fn read_log(&mut self, id: SessionId) -> Result<Vec<LogEntry>, StorageError> {
         (**self).read_log(id)

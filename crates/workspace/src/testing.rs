@@ -421,6 +421,10 @@ pub fn cases<H: Harness>() -> Vec<(&'static str, fn(&mut H))> {
         ),
         ("log_is_bounded_and_ordered", log_bounded::<H>),
         (
+            "log_batches_are_bounded_and_ordered",
+            log_bounded_in_batches::<H>,
+        ),
+        (
             "a_newer_store_version_is_refused",
             newer_version_refused::<H>,
         ),
@@ -925,6 +929,36 @@ fn log_bounded<H: Harness>(h: &mut H) {
     assert_eq!(log.last().map(|e| e.duration_ms), Some(total as u64 - 1));
     assert_eq!(log[0].argument_summary.len(), crate::MAX_SUMMARY_BYTES);
     assert_eq!(s.read_log(sid(2)).unwrap(), Vec::new());
+}
+
+fn log_bounded_in_batches<H: Harness>(h: &mut H) {
+    let entry = |i: usize| LogEntry::new(at(i as i64), "bash", "ls", "OK", i as u64);
+    let (_d, mut s) = h.open();
+    s.put_header(&header(1, None, 0)).unwrap();
+    // Singles, a batch that overflows the log, an empty batch, a batch
+    // longer than the whole log: the log is the last entries, in order.
+    let mut next = 0;
+    for size in [3, 600, 0, 402, LOG_CAPACITY + 7, 5] {
+        let batch: Vec<LogEntry> = (next..next + size).map(entry).collect();
+        s.append_logs(sid(1), &batch).unwrap();
+        next += size;
+        let log = s.read_log(sid(1)).unwrap();
+        let want: Vec<u64> = (next.saturating_sub(LOG_CAPACITY)..next)
+            .map(|i| i as u64)
+            .collect();
+        assert_eq!(
+            log.iter().map(|e| e.duration_ms).collect::<Vec<_>>(),
+            want,
+            "after a batch of {size}"
+        );
+    }
+    s.append_log(sid(1), &entry(next)).unwrap();
+    drop(s);
+    drop(_d);
+    let (_d, mut s) = h.open();
+    let log = s.read_log(sid(1)).unwrap();
+    assert_eq!(log.len(), LOG_CAPACITY);
+    assert_eq!(log.last().map(|e| e.duration_ms), Some(next as u64));
 }
 
 fn begin_session_flow<H: Harness>(h: &mut H) {
