@@ -22,6 +22,35 @@ pub fn is_plain(byte: u8) -> bool {
     matches!(byte, 0x20..=0x7e | b'\r' | b'\n' | b'\t')
 }
 
+/// How many bytes at the start of `bytes` are plain ([`is_plain`]).
+///
+/// Eight bytes at a time where they are all printable (the bulk of any
+/// text), one at a time around controls.
+pub fn plain_prefix(bytes: &[u8]) -> usize {
+    const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
+    const HIGHS: u64 = u64::from_ne_bytes([0x80; 8]);
+    let mut at = 0;
+    loop {
+        while let Some(word) = bytes.get(at..at + 8) {
+            let mut eight = [0u8; 8];
+            eight.copy_from_slice(word);
+            let x = u64::from_ne_bytes(eight);
+            // A byte below 0x20, or above 0x7e (0x7f..=0xff), sets its
+            // high bit in one of the two terms.
+            let below = x.wrapping_sub(ONES * 0x20) & !x;
+            let above = x.wrapping_add(ONES) | x;
+            if (below | above) & HIGHS != 0 {
+                break;
+            }
+            at += 8;
+        }
+        match bytes.get(at) {
+            Some(byte) if is_plain(*byte) => at += 1,
+            _ => return at,
+        }
+    }
+}
+
 /// What a [`GroundParser`] drives.
 pub trait PlainPerform: vte::Perform {
     /// A run of plain bytes read in the ground state: the same as `print`
@@ -311,6 +340,33 @@ mod tests {
             self.0 ^= self.0 << 25;
             self.0 ^= self.0 >> 27;
             (self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) % n as u64) as usize
+        }
+    }
+
+    #[test]
+    fn plain_prefixes_are_exact_at_every_length_and_offset() {
+        let mut text: Vec<u8> = b"plain text, tabs\t and lines\r\n".repeat(3);
+        text.extend_from_slice(b"~ \x7f\x1b\x00\x1f\x80\xff end");
+        for start in 0..text.len() {
+            for end in start..=text.len() {
+                let bytes = &text[start..end];
+                let want = bytes
+                    .iter()
+                    .position(|b| !is_plain(*b))
+                    .unwrap_or(bytes.len());
+                assert_eq!(
+                    plain_prefix(bytes),
+                    want,
+                    "{:?}",
+                    String::from_utf8_lossy(bytes)
+                );
+            }
+        }
+        for byte in 0..=255u8 {
+            let mut bytes = [b'a'; 19];
+            bytes[11] = byte;
+            let want = if is_plain(byte) { 19 } else { 11 };
+            assert_eq!(plain_prefix(&bytes), want, "byte {byte:#x}");
         }
     }
 

@@ -19,7 +19,7 @@ use std::collections::VecDeque;
 
 mod ground;
 
-pub use ground::{GroundParser, PlainPerform, is_plain};
+pub use ground::{GroundParser, PlainPerform, is_plain, plain_prefix};
 
 /// A streaming sanitizer: feed it raw bytes chunk by chunk.
 pub struct Sanitizer {
@@ -69,21 +69,20 @@ impl vte::Perform for Sink {
 
 impl PlainPerform for Sink {
     fn plain(&mut self, run: &[u8]) {
-        let mut rest = run;
+        // A plain run is ASCII: valid text, cut anywhere.
+        let Ok(mut rest) = std::str::from_utf8(run) else {
+            return;
+        };
         while !rest.is_empty() {
-            let text = rest
-                .iter()
-                .position(|b| matches!(b, b'\r' | b'\n'))
-                .unwrap_or(rest.len());
+            let text = memchr::memchr2(b'\r', b'\n', rest.as_bytes()).unwrap_or(rest.len());
             if text > 0 {
                 self.flush_cr();
                 // Printable ASCII and tabs: text as it is.
-                self.out
-                    .push_str(std::str::from_utf8(&rest[..text]).unwrap_or_default());
+                self.out.push_str(&rest[..text]);
                 rest = &rest[text..];
                 continue;
             }
-            vte::Perform::execute(self, rest[0]);
+            vte::Perform::execute(self, rest.as_bytes()[0]);
             rest = &rest[1..];
         }
     }

@@ -195,12 +195,7 @@ impl Screen {
     fn compact(&mut self) {
         let rows = usize::from(self.rows);
         let held = &self.held;
-        let mut newlines = held
-            .iter()
-            .enumerate()
-            .rev()
-            .filter(|(_, b)| **b == b'\n')
-            .map(|(at, _)| at);
+        let mut newlines = memchr::memrchr_iter(b'\n', held);
         // `rows` newlines stay after the cut.
         if newlines.by_ref().nth(rows.saturating_sub(1)).is_none() {
             return;
@@ -215,12 +210,7 @@ impl Screen {
             return;
         }
         if !self.to_bottom_first
-            && held[..cut]
-                .iter()
-                .filter(|b| **b == b'\n')
-                .take(rows)
-                .count()
-                < rows
+            && memchr::memchr_iter(b'\n', &held[..cut]).take(rows).count() < rows
         {
             return;
         }

@@ -60,7 +60,7 @@ impl MarkerScanner {
         let mut emitted = 0;
         let mut search = 0;
         let mut carry_from = None;
-        while let Some(offset) = data[search..].iter().position(|b| *b == 0x1b) {
+        while let Some(offset) = memchr::memchr(0x1b, &data[search..]) {
             let at = search + offset;
             let rest = &data[at..];
             if rest.len() < self.prefix.len() {

@@ -615,13 +615,17 @@ impl Session {
         let Some(master) = master.as_ref() else {
             return Poll::Ready(true);
         };
-        loop {
+        // Several reads per wake while output keeps coming (a pty hands
+        // out at most 4 KiB a read): one notification for all of them.
+        let mut got = false;
+        for _ in 0..DRAIN_READS {
             let mut ready = match master.poll_read_ready(cx) {
                 Poll::Ready(Ok(ready)) => ready,
                 Poll::Ready(Err(_)) => {
                     out.finish();
                     return Poll::Ready(true);
                 }
+                Poll::Pending if got => return Poll::Ready(false),
                 Poll::Pending => return Poll::Pending,
             };
             let read = ready.try_io(|fd| {
@@ -640,7 +644,7 @@ impl Session {
                 }
                 Ok(Ok(n)) => {
                     out.ingest(&buf[..n]);
-                    return Poll::Ready(false);
+                    got = true;
                 }
                 Ok(Err(e)) if e.kind() == io::ErrorKind::Interrupted => {}
                 // EIO once the child side is closed: the end of the output.
@@ -652,6 +656,7 @@ impl Session {
                 Err(_would_block) => {}
             }
         }
+        Poll::Ready(false)
     }
 }
 
@@ -1033,9 +1038,18 @@ impl Watch<'_> {
     fn step(&mut self, now: Instant) -> Step {
         let session = self.session;
         let plan = self.plan;
+        // Right after the write, or while a wait is being confirmed, the
+        // watch reads the terminal itself rather than wait for the reader
+        // task to be scheduled; later the reader's notifications suffice.
+        let since_write = now - self.write_done;
+        let eager = self.wait_seen.is_some()
+            || since_write < TIGHT_PHASE
+            || (since_write < TIGHT_AFTER_OUTPUT_UNTIL && now - self.activity < TIGHT_PHASE);
         let (generation, marker, exit, pattern_hit) = {
             let mut st = session.lock();
-            session.drain(&mut st);
+            if eager {
+                session.drain(&mut st);
+            }
             let generation = st.out.generation;
             let marker: Option<Marker> =
                 st.out.capture().and_then(|c| c.last_marker).map(|(_, m)| m);
@@ -1079,7 +1093,6 @@ impl Watch<'_> {
         // 4. input wait, fresh since the write. The leader of the
         // foreground group is probed on every step; the whole group is
         // scanned from /proc only after the tight phase, now and then.
-        let since_write = now - self.write_done;
         let tight = since_write < TIGHT_PHASE
             || (since_write < TIGHT_AFTER_OUTPUT_UNTIL && now - self.activity < TIGHT_PHASE);
         let probe_due = self.wait_seen.is_some()
