@@ -38,6 +38,7 @@ use tools_catalog::{CallContext, Catalog, JobsConfig, Preset, Runtime, Settings}
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 const RAW: &str = "raw pty-process floor (write, read to prompt)";
+const MCP: &str = "dsh over MCP (dsh mcp, JSON-RPC on stdio)";
 
 fn row(label: &str, mut samples: Vec<Duration>) -> Option<Row> {
     Stats::of(&mut samples).map(|stats| Row {
@@ -380,7 +381,7 @@ async fn main() -> Result<(), BoxError> {
     let (mcp_bin, mcp_dir) = (bin.clone(), scratch.0.clone());
     let mcp = tokio::task::spawn_blocking(move || mcp_python_settle(&mcp_bin, &mcp_dir, rounds))
         .await??;
-    rows.extend(row("dsh over MCP (dsh mcp, JSON-RPC on stdio)", mcp.settle));
+    rows.extend(row(MCP, mcp.settle));
     rows.extend(row(
         RAW,
         tokio::task::spawn_blocking(move || raw_pty_python_settle(rounds)).await??,
@@ -400,7 +401,24 @@ async fn main() -> Result<(), BoxError> {
     if plan.quick {
         println!("--quick: a smoke run, not figures to quote\n");
     }
+    println!(
+        "`cargo xtask bench terminal` (crates/dsh/examples/bench_terminal.rs): settle latency, \
+         {rounds} timed sends per row after 5 warm-up sends\n"
+    );
     println!("{}", render_table(&rows, RAW));
+    let p99 = |label: &str| {
+        rows.iter()
+            .find(|r| r.label == label)
+            .map(|r| r.stats.p99.as_secs_f64())
+    };
+    if let (Some(mcp), Some(raw)) = (p99(MCP), p99(RAW))
+        && raw > 0.0
+    {
+        println!(
+            "settle p99 over MCP / raw p99: {:.1} (goal: at most 5)\n",
+            mcp / raw
+        );
+    }
 
     let demo_bin = bin.clone();
     println!(
@@ -411,6 +429,10 @@ async fn main() -> Result<(), BoxError> {
     let bytes = plan.flood_bytes;
     let dsh = service_flood(&service, &owner, bytes).await?;
     let raw = tokio::task::spawn_blocking(move || raw_flood(bytes)).await??;
+    println!(
+        "`cargo xtask bench terminal`: a flood through one terminal, dsh and the raw floor \
+         measured one after the other (goal: dsh at least 0.8 of raw)\n"
+    );
     println!("{}", render_flood(&dsh, &raw));
     Ok(())
 }

@@ -53,11 +53,16 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     if plan.quick {
         println!("--quick: a smoke run, not figures to quote\n");
     }
+    println!(
+        "`cargo run --release -p terminal-pty --example bench_pty`: settle latency, {} timed sends per row\n",
+        plan.rounds
+    );
     println!("{}", render_table(&rows, RAW));
 
     let dsh = service_flood(&service, &owner, plan.flood_bytes).await?;
     let bytes = plan.flood_bytes;
     let raw = tokio::task::spawn_blocking(move || raw_flood(bytes)).await??;
+    println!("`cargo run --release -p terminal-pty --example bench_pty`: a flood, dsh then raw\n");
     println!("{}", render_flood(&dsh, &raw));
     Ok(())
 }
