@@ -3,7 +3,7 @@ official MCP Python client over stdio) next to spawning `bash -c true`
 directly from the same Python process, and what the call is made of.
 Prints medians, p99 and ratios.
 
-Everything is measured in one run:
+Everything is measured in one run, call by call in turn:
 
 * the spawn floor: `bash -c true` spawned from Python and waited for;
 * the protocol floor: an MCP `ping` (client, stdio transport, server loop);
@@ -24,6 +24,7 @@ the repository, `[lsp] eager` would index the workspace during the run).
 Run with `cargo xtask bench mcp [--quick]` (`--quick`: 20 calls each, a
 smoke run whose figures are not to be quoted; BENCH_N sets the count)."""
 
+import contextlib
 import os
 import statistics
 import subprocess
@@ -58,55 +59,61 @@ async def timed(out, key, call):
     return res
 
 
-async def mcp_samples(config=None, floors=True):
-    """Samples of one server: `bash true`, and with `floors` a ping and a
-    `job_list` after each call. `config`: the text of its config file."""
+@contextlib.asynccontextmanager
+async def server(tmp, name, config=None):
+    """A `dsh mcp --standalone` session in its own directory under `tmp`;
+    `config`: the text of its config file."""
     env = dict(os.environ, DSH_LOG="warn")
-    out = {"bash": [], "ping": [], "job_list": []}
-    with tempfile.TemporaryDirectory() as tmp, open(os.devnull, "w") as errlog:
-        env["XDG_CONFIG_HOME"] = env["XDG_DATA_HOME"] = os.path.join(tmp, "xdg")
-        os.makedirs(os.path.join(tmp, "xdg", "dsh"))
-        if config is not None:
-            with open(os.path.join(tmp, "xdg", "dsh", "config.toml"), "w") as f:
-                f.write(config)
-        ws = os.path.join(tmp, "ws")
-        os.makedirs(os.path.join(ws, ".git"))
-        params = StdioServerParameters(
-            command=DSH, args=["mcp", "--standalone"], env=env, cwd=ws
-        )
-        bash = {"command": "true"}
+    env["XDG_CONFIG_HOME"] = env["XDG_DATA_HOME"] = os.path.join(tmp, name, "xdg")
+    os.makedirs(os.path.join(tmp, name, "xdg", "dsh"))
+    if config is not None:
+        with open(os.path.join(tmp, name, "xdg", "dsh", "config.toml"), "w") as f:
+            f.write(config)
+    ws = os.path.join(tmp, name, "ws")
+    os.makedirs(os.path.join(ws, ".git"))
+    params = StdioServerParameters(command=DSH, args=["mcp", "--standalone"], env=env, cwd=ws)
+    with open(os.devnull, "w") as errlog:
         async with stdio_client(params, errlog=errlog) as (r, w):
             async with ClientSession(r, w) as s:
                 await s.initialize()
-                for _ in range(WARM_UP):
-                    await s.call_tool("bash", bash)
-                    if floors:
-                        await s.call_tool("job_list", {})
-                for _ in range(N):
-                    res = await timed(out, "bash", lambda: s.call_tool("bash", bash))
-                    assert not res.isError, res
-                    if floors:
-                        await timed(out, "ping", s.send_ping)
-                        res = await timed(out, "job_list", lambda: s.call_tool("job_list", {}))
-                        assert not res.isError, res
-    return out
+                yield s
 
 
-def spawn_samples():
-    for _ in range(WARM_UP):
-        subprocess.run(["bash", "-c", "true"], check=True)
-    out = []
-    for _ in range(N):
-        t = time.perf_counter()
-        subprocess.run(["bash", "-c", "true"], check=True)
-        out.append((time.perf_counter() - t) * 1000)
+def spawn():
+    subprocess.run(["bash", "-c", "true"], check=True)
+
+
+async def samples():
+    """Every measurement, interleaved call by call, so that a change in
+    the machine's load reaches all of them alike."""
+    out = {k: [] for k in ("spawn", "bash", "ping", "job_list", "off")}
+    bash = {"command": "true"}
+    with tempfile.TemporaryDirectory() as tmp:
+        async with server(tmp, "default") as s, server(
+            tmp, "off", '[sandbox]\nmode = "off"\n'
+        ) as off:
+            for _ in range(WARM_UP):
+                spawn()
+                await s.call_tool("bash", bash)
+                await s.call_tool("job_list", {})
+                await off.call_tool("bash", bash)
+            for _ in range(N):
+                t = time.perf_counter()
+                spawn()
+                out["spawn"].append((time.perf_counter() - t) * 1000)
+                res = await timed(out, "bash", lambda: s.call_tool("bash", bash))
+                assert not res.isError, res
+                await timed(out, "ping", s.send_ping)
+                res = await timed(out, "job_list", lambda: s.call_tool("job_list", {}))
+                assert not res.isError, res
+                res = await timed(out, "off", lambda: off.call_tool("bash", bash))
+                assert not res.isError, res
     return out
 
 
 def main():
-    spawn = spawn_samples()
-    mcp = anyio.run(mcp_samples)
-    off = anyio.run(lambda: mcp_samples('[sandbox]\nmode = "off"\n', floors=False))
+    mcp = anyio.run(samples)
+    spawn = mcp["spawn"]
     floor = statistics.median(spawn)
     note = "; --quick: a smoke run, not figures to quote" if QUICK else ""
     print(f"\nbash {{command: \"true\"}}: {N} calls each, milliseconds{note}\n")
@@ -116,9 +123,8 @@ def main():
     print(row("dsh mcp: tools/call bash (Python MCP client)", mcp["bash"], floor))
     print(row("dsh mcp: ping (client + transport only)", mcp["ping"], floor))
     print(row("dsh mcp: tools/call job_list (no process)", mcp["job_list"], floor))
-    print(row("dsh mcp, sandbox off: tools/call bash", off["bash"], floor))
+    print(row("dsh mcp, sandbox off: tools/call bash", mcp["off"], floor))
     m = {k: statistics.median(v) for k, v in mcp.items()}
-    m["off"] = statistics.median(off["bash"])
     overhead = m["bash"] - floor
     print(f"\nadded by MCP + dsh over a bare spawn: {overhead:.3f} ms median "
           f"({overhead / floor * 100:.0f}% of one spawn)")
