@@ -52,3 +52,32 @@ fn the_session_scan_finds_what_reading_every_stat_finds() {
     process_tree::signal_process(&outside, nix::sys::signal::Signal::SIGKILL);
     assert!(leader.reap().is_some());
 }
+
+#[test]
+fn a_session_is_over_once_its_leader_exited_and_no_member_lives() {
+    // The leader prints its background child's pid and exits; the child
+    // keeps the session alive until it is ended.
+    let (leader, line) = session("sleep 320 & echo $!");
+    let sid = leader.pid();
+    let left: i32 = line.parse().unwrap();
+    leader.wait_exit().unwrap();
+    test_support::wait_until("the leader is a zombie", || {
+        process_tree::process_info(sid).is_some_and(|p| p.is_zombie())
+    });
+    assert!(process_tree::process_info(left).is_some_and(|p| p.sid == sid));
+    assert!(!leader.session_is_over());
+    let report = leader.end_session(process_tree::TERM_THEN_KILL).unwrap();
+    assert_eq!(report.ended.len(), 1, "{report:?}");
+    assert!(leader.session_is_over());
+    assert!(leader.reap().is_some());
+    assert!(leader.session_is_over());
+}
+
+#[test]
+fn a_running_leader_is_not_over() {
+    let (leader, _) = session("echo ready; exec sleep 321");
+    assert!(!leader.session_is_over());
+    leader.end_session(process_tree::TERM_THEN_KILL).unwrap();
+    assert!(leader.session_is_over());
+    assert!(leader.reap().is_some());
+}
