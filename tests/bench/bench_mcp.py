@@ -3,7 +3,7 @@ official MCP Python client over stdio) next to spawning `bash -c true`
 directly from the same Python process, and what the call is made of.
 Prints medians, p99 and ratios.
 
-Everything is measured in one run, call by call in turn:
+Everything is measured in one run, in two rounds of these series:
 
 * the spawn floor: `bash -c true` spawned from Python and waited for;
 * the protocol floor: an MCP `ping` (client, stdio transport, server loop);
@@ -39,6 +39,8 @@ from mcp.client.stdio import stdio_client
 QUICK = "--quick" in sys.argv[1:]
 N = int(os.environ.get("BENCH_N", "20" if QUICK else "300"))
 WARM_UP = 5 if QUICK else 20
+# How many times the series take turns.
+ROUNDS = 2
 DSH = os.path.abspath(os.environ.get("DSH_BIN", "target/release/dsh"))
 
 
@@ -83,36 +85,51 @@ def spawn():
     subprocess.run(["bash", "-c", "true"], check=True)
 
 
-async def samples():
-    """Every measurement, interleaved call by call, so that a change in
-    the machine's load reaches all of them alike."""
-    out = {k: [] for k in ("spawn", "bash", "ping", "job_list", "off")}
+async def server_samples(out, name, config=None):
+    """One server's series: `bash true` back to back with a ping after
+    each, then `job_list` back to back, when `name` is "default"; a series
+    of `bash true` into `out["off"]` otherwise."""
     bash = {"command": "true"}
     with tempfile.TemporaryDirectory() as tmp:
-        async with server(tmp, "default") as s, server(
-            tmp, "off", '[sandbox]\nmode = "off"\n'
-        ) as off:
+        async with server(tmp, name, config) as s:
             for _ in range(WARM_UP):
-                spawn()
                 await s.call_tool("bash", bash)
                 await s.call_tool("job_list", {})
-                await off.call_tool("bash", bash)
-            for _ in range(N):
-                t = time.perf_counter()
-                spawn()
-                out["spawn"].append((time.perf_counter() - t) * 1000)
+            for _ in range(N // ROUNDS):
+                if name != "default":
+                    res = await timed(out, "off", lambda: s.call_tool("bash", bash))
+                    assert not res.isError, res
+                    continue
                 res = await timed(out, "bash", lambda: s.call_tool("bash", bash))
                 assert not res.isError, res
                 await timed(out, "ping", s.send_ping)
+            # Its own series: between bash calls it would change what they
+            # measure.
+            for _ in range(N // ROUNDS if name == "default" else 0):
                 res = await timed(out, "job_list", lambda: s.call_tool("job_list", {}))
                 assert not res.isError, res
-                res = await timed(out, "off", lambda: off.call_tool("bash", bash))
-                assert not res.isError, res
+
+
+def samples():
+    """Every series, in ROUNDS rounds of the spawn floor, the default
+    server and the sandbox-off server (each server started afresh and
+    warmed up), so that a change in the machine's load between series
+    reaches each of them."""
+    out = {k: [] for k in ("spawn", "bash", "ping", "job_list", "off")}
+    for _ in range(ROUNDS):
+        for _ in range(WARM_UP):
+            spawn()
+        for _ in range(N // ROUNDS):
+            t = time.perf_counter()
+            spawn()
+            out["spawn"].append((time.perf_counter() - t) * 1000)
+        anyio.run(server_samples, out, "default")
+        anyio.run(server_samples, out, "off", '[sandbox]\nmode = "off"\n')
     return out
 
 
 def main():
-    mcp = anyio.run(samples)
+    mcp = samples()
     spawn = mcp["spawn"]
     floor = statistics.median(spawn)
     note = "; --quick: a smoke run, not figures to quote" if QUICK else ""
