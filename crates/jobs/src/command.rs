@@ -253,6 +253,14 @@ impl SessionGuard {
     }
 
     async fn end_async(self: Arc<Self>, steps: &'static [Step]) -> Result<EndReport, String> {
+        // The common case after a command exits: nothing of it is left.
+        // One pass over /proc proves it right here; only a session with
+        // something to end goes to the blocking pool, whose escalation
+        // waits.
+        if self.leader.session_is_over() {
+            self.ended.store(true, Ordering::SeqCst);
+            return Ok(EndReport::default());
+        }
         let sid = self.leader.pid();
         match tokio::task::spawn_blocking(move || self.end(steps)).await {
             Ok(report) => report.map_err(|s| s.to_string()),

@@ -1,6 +1,7 @@
 //! Reading processes from `/proc`.
 
 use std::fs;
+use std::sync::OnceLock;
 
 /// One process as read from `/proc/<pid>/stat`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,23 +64,63 @@ pub fn parse_stat(text: &str) -> Option<ProcessInfo> {
     })
 }
 
-/// Every process currently visible in `/proc`.
-pub fn all_processes() -> Vec<ProcessInfo> {
+/// The pids listed in `/proc` now.
+fn listed_pids() -> Vec<i32> {
     let Ok(dir) = fs::read_dir("/proc") else {
         return Vec::new();
     };
-    dir.filter_map(|entry| {
-        let name = entry.ok()?.file_name();
-        let pid: i32 = name.to_str()?.parse().ok()?;
-        process_info(pid)
+    dir.filter_map(|entry| entry.ok()?.file_name().to_str()?.parse().ok())
+        .collect()
+}
+
+/// Every process currently visible in `/proc`.
+pub fn all_processes() -> Vec<ProcessInfo> {
+    listed_pids().into_iter().filter_map(process_info).collect()
+}
+
+/// Whether `/proc` shows this process's own pid namespace, so a pid it
+/// lists is the pid `getsid` takes (checked once).
+fn proc_is_ours() -> bool {
+    static OURS: OnceLock<bool> = OnceLock::new();
+    *OURS.get_or_init(|| {
+        fs::read_link("/proc/self")
+            .ok()
+            .and_then(|target| target.to_str()?.parse::<u32>().ok())
+            == Some(std::process::id())
     })
-    .collect()
+}
+
+/// Whether `pid` may be in session `sid`, asked with one `getsid` instead
+/// of reading its `stat`: false only when the kernel says it is in another
+/// session or gone. A process can join a session only by being forked
+/// by a member, so one that is in another session now is not a member.
+fn may_be_in_session(pid: i32, sid: i32) -> bool {
+    // SAFETY: plain syscall.
+    let found = unsafe { libc::getsid(pid) };
+    if found >= 0 {
+        return found == sid;
+    }
+    // Gone; any other refusal (a security module's) leaves it to `stat`.
+    std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
 }
 
 /// The processes of session `sid` (zombies included).
+///
+/// One pass over `/proc`: each listed pid is asked for its session with
+/// `getsid` (one system call, no file opened), and only the members'
+/// `stat` is read, which stays the authority on what is found. Where
+/// `/proc` shows another pid namespace, every `stat` is read.
 pub fn session_members(sid: i32) -> Vec<ProcessInfo> {
-    all_processes()
+    if !proc_is_ours() {
+        return all_processes()
+            .into_iter()
+            .filter(|p| p.sid == sid)
+            .collect();
+    }
+    listed_pids()
         .into_iter()
+        .filter(|&pid| may_be_in_session(pid, sid))
+        .filter_map(process_info)
         .filter(|p| p.sid == sid)
         .collect()
 }

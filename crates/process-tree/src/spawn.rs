@@ -385,6 +385,26 @@ impl Leader {
         live_session_members(self.pid)
     }
 
+    /// Whether the leader has exited and no process of its session is
+    /// left alive: one pass over `/proc` (see [`crate::session_members`]).
+    /// Then no process can join the session again (only a member's fork
+    /// could), and it is never signalled by this value again, as after
+    /// [`Leader::end_session`]. False while the leader runs or a member
+    /// lives.
+    pub fn session_is_over(&self) -> bool {
+        {
+            let state = self.state();
+            if state.reaped || state.session_over {
+                return true;
+            }
+        }
+        if self.try_exit().is_none() || !live_session_members(self.pid).is_empty() {
+            return false;
+        }
+        self.state().session_over = true;
+        true
+    }
+
     /// Ends every process of the session, verified (see
     /// [`crate::end_session`]). Safe against pid reuse: the leader is held.
     /// After [`Leader::reap`] it signals nothing and reports nothing.

@@ -724,6 +724,17 @@ fn build(
         network,
         reason,
     };
+    // Checked before every spawn that reuses this preparation: each
+    // (path, stamp, watch) once. Many missing credential stores share the
+    // nearest existing ancestor (home); a path stamped twice with different
+    // values changed during the build and keeps both, so it reads stale.
+    let mut unique: Vec<(PathBuf, Stamp, Watch)> = Vec::with_capacity(stamps.len());
+    for stamp in stamps {
+        if !unique.contains(&stamp) {
+            unique.push(stamp);
+        }
+    }
+    let stamps = unique;
     let read_only = namespaces
         .as_ref()
         .map(|ns: &Arc<Namespaces>| ns.read_only.iter().map(|(p, _)| p.clone()).collect())

@@ -66,9 +66,20 @@ fn a_cached_preparation_is_reused_until_a_directory_it_listed_changes() {
     let fresh = sandbox.prepare(&ctx).unwrap();
     assert!(!fresh.is_same(&first));
     assert!(cat(&fresh, &home.join("late")));
+    // A credential store that appears after the preparation (one of many
+    // missing ones watched through home) is closed by the next one.
+    set_mtime(&home, 1_000_000_000);
+    let settled = sandbox.prepare(&ctx).unwrap();
+    assert!(settled.is_same(&sandbox.prepare(&ctx).unwrap()));
+    std::fs::create_dir_all(home.join(".aws")).unwrap();
+    std::fs::write(home.join(".aws/credentials"), "secret\n").unwrap();
+    let closed = sandbox.prepare(&ctx).unwrap();
+    assert!(!closed.is_same(&settled));
+    assert!(!cat(&closed, &home.join(".aws/credentials")));
+    assert!(cat(&closed, &home.join("late")));
     // A different context is a different preparation.
     let other = sandbox
         .prepare(&SpawnContext::language_server(&ws, &home))
         .unwrap();
-    assert!(!other.is_same(&fresh));
+    assert!(!other.is_same(&closed));
 }
