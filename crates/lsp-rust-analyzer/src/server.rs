@@ -387,7 +387,9 @@ const FENCE_PREFIX: &str = "dsh-lsp-fence-";
 /// created there is seen by the same inotify queue after every earlier
 /// event, so waiting for it flushes the changes made before a query.
 struct Watch {
-    _watcher: notify::RecommendedWatcher,
+    /// The watcher (its handler holds it weakly, to watch new top-level
+    /// directories).
+    _watcher: Arc<Mutex<Option<notify::RecommendedWatcher>>>,
     fence_dir: PathBuf,
     fence_next: Mutex<u64>,
     fence_seen: watch::Sender<u64>,
@@ -410,12 +412,16 @@ impl std::fmt::Debug for Server {
 }
 
 fn skip_watched(path: &Path) -> bool {
-    path.components().any(|c| {
-        matches!(
-            c.as_os_str().to_str(),
-            Some("target" | ".git" | "node_modules" | "__pycache__" | ".venv")
-        )
-    })
+    path.components().any(|c| skip_name(c.as_os_str()))
+}
+
+/// Directories whose changes a language server does not need: build
+/// output, version control, dependencies and caches.
+fn skip_name(name: &std::ffi::OsStr) -> bool {
+    matches!(
+        name.to_str(),
+        Some("target" | ".git" | "node_modules" | "__pycache__" | ".venv")
+    )
 }
 
 impl Server {
@@ -702,8 +708,29 @@ impl Server {
         let dirty = self.dirty.clone();
         let config = self.config.clone();
         let fences = fence_dir.clone();
+        let slot: Arc<Mutex<Option<notify::RecommendedWatcher>>> = Arc::new(Mutex::new(None));
+        let weak_slot = Arc::downgrade(&slot);
+        let root = self.root.clone();
         let handler = move |res: notify::Result<notify::Event>| {
             let Ok(event) = res else { return };
+            if matches!(event.kind, EventKind::Create(_)) {
+                // A new top-level directory is watched like the others, from
+                // another thread (the watcher's own runs this handler).
+                for dir in event.paths.iter().filter(|p| {
+                    p.parent() == Some(root.as_path())
+                        && p.file_name().is_some_and(|n| !skip_name(n))
+                        && p.is_dir()
+                }) {
+                    let (dir, slot) = (dir.clone(), weak_slot.clone());
+                    std::thread::spawn(move || {
+                        if let Some(slot) = slot.upgrade()
+                            && let Some(watcher) = lock(&slot).as_mut()
+                        {
+                            let _ = watcher.watch(&dir, RecursiveMode::Recursive);
+                        }
+                    });
+                }
+            }
             if let Some(n) = event
                 .paths
                 .iter()
@@ -749,15 +776,30 @@ impl Server {
                 return None;
             }
         };
+        // The root and its top-level directories, but not build output,
+        // version control or dependencies: a Rust project's `target/` alone
+        // can be tens of thousands of directories, each a watch to add and
+        // a stream of events during every build.
         let watched = watcher
             .watch(&fence_dir, RecursiveMode::NonRecursive)
-            .and_then(|()| watcher.watch(&self.root, RecursiveMode::Recursive));
+            .and_then(|()| watcher.watch(&self.root, RecursiveMode::NonRecursive));
         if let Err(e) = watched {
             fail(e);
             return None;
         }
+        if let Ok(entries) = std::fs::read_dir(&self.root) {
+            for entry in entries.flatten() {
+                let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
+                if is_dir && !skip_name(&entry.file_name()) {
+                    if let Err(e) = watcher.watch(&entry.path(), RecursiveMode::Recursive) {
+                        tracing::warn!("cannot watch {}: {e}", entry.path().display());
+                    }
+                }
+            }
+        }
+        *lock(&slot) = Some(watcher);
         Some(Watch {
-            _watcher: watcher,
+            _watcher: slot,
             fence_dir,
             fence_next: Mutex::new(0),
             fence_seen,
