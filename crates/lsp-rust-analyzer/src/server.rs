@@ -790,10 +790,11 @@ impl Server {
         if let Ok(entries) = std::fs::read_dir(&self.root) {
             for entry in entries.flatten() {
                 let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
-                if is_dir && !skip_name(&entry.file_name()) {
-                    if let Err(e) = watcher.watch(&entry.path(), RecursiveMode::Recursive) {
-                        tracing::warn!("cannot watch {}: {e}", entry.path().display());
-                    }
+                if is_dir
+                    && !skip_name(&entry.file_name())
+                    && let Err(e) = watcher.watch(&entry.path(), RecursiveMode::Recursive)
+                {
+                    tracing::warn!("cannot watch {}: {e}", entry.path().display());
                 }
             }
         }
