@@ -107,6 +107,12 @@ impl McpClient {
     fn start(bin: &Path, scratch: &Path) -> Result<Self, BoxError> {
         let config = scratch.join("config.toml");
         std::fs::write(&config, "")?;
+        // A project directory of its own, with no language server to warm:
+        // run from a Rust project (this repository), dsh starts
+        // rust-analyzer, and its indexing is measured too (see
+        // docs/subsystems/terminal.md, Throughput).
+        let work = scratch.join("work");
+        std::fs::create_dir_all(work.join(".git"))?;
         let mut child = in_new_session(bin)
             .arg("mcp")
             .arg("--standalone")
@@ -114,6 +120,7 @@ impl McpClient {
             .arg(&config)
             .arg("--data-dir")
             .arg(scratch.join("data"))
+            .current_dir(&work)
             .env("DSH_LOG", "warn")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
