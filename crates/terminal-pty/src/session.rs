@@ -32,6 +32,8 @@ const TIGHT_PHASE: Duration = Duration::from_millis(2);
 /// `2` then `>>> `) is caught at once even when it was scheduled late,
 /// while a command that prints for longer is watched by backed-off probes.
 const TIGHT_AFTER_OUTPUT_UNTIL: Duration = Duration::from_millis(50);
+/// The longest a watch spins before its task goes back to the runtime.
+const SPIN_SLICE: Duration = Duration::from_millis(2);
 /// The longest pause between two input-wait probes.
 const MAX_PAUSE: Duration = Duration::from_millis(50);
 /// A fresh input wait must hold this long, with no new output, to count:
@@ -964,7 +966,12 @@ pub(crate) async fn run_send(
             Step::Settled(reason, code) => break (reason, code),
             Step::Spin if can_block => match tokio::task::block_in_place(|| watch.spin()) {
                 Some((reason, code)) => break (reason, code),
-                None => continue,
+                // Back to the runtime between two slices, so a caller that
+                // gave up on the send (or a cancellation) is seen.
+                None => {
+                    tokio::task::yield_now().await;
+                    continue;
+                }
             },
             Step::Spin => {
                 std::thread::yield_now();
@@ -1024,13 +1031,18 @@ impl Watch<'_> {
     /// runtime did the same harm another way: each return woke an idle
     /// worker to steal the task, and workers taking turns on the core kept
     /// the program from it.
+    ///
+    /// Returns after at most [`SPIN_SLICE`] all the same (`None`, as when
+    /// a pause is due), so the task is polled by its runtime now and then.
     fn spin(&mut self) -> Option<(SettleReason, Option<i32>)> {
+        let began = Instant::now();
         loop {
             std::thread::yield_now();
-            match self.step(Instant::now()) {
+            let now = Instant::now();
+            match self.step(now) {
                 Step::Settled(reason, code) => return Some((reason, code)),
-                Step::Spin => {}
-                Step::Pause(_) => return None,
+                Step::Spin if now - began < SPIN_SLICE => {}
+                Step::Spin | Step::Pause(_) => return None,
             }
         }
     }
