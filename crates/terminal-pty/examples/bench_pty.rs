@@ -59,10 +59,17 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     println!("{}", render_table(&rows, RAW));
 
-    let dsh = service_flood(&service, &owner, plan.flood_bytes).await?;
     let bytes = plan.flood_bytes;
-    let raw = tokio::task::spawn_blocking(move || raw_flood(bytes)).await??;
-    println!("`cargo run --release -p terminal-pty --example bench_pty`: a flood, dsh then raw\n");
-    println!("{}", render_flood(&dsh, &raw));
+    let mut floods = Vec::new();
+    for _ in 0..plan.flood_rounds {
+        let dsh = service_flood(&service, &owner, bytes).await?;
+        let raw = tokio::task::spawn_blocking(move || raw_flood(bytes)).await??;
+        floods.push((dsh, raw));
+    }
+    println!(
+        "`cargo run --release -p terminal-pty --example bench_pty`: a flood, dsh and raw in turn, {} rounds\n",
+        plan.flood_rounds
+    );
+    println!("{}", render_flood(&floods));
     Ok(())
 }

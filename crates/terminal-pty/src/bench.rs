@@ -32,6 +32,8 @@ pub struct Plan {
     pub poll_rounds: usize,
     /// Bytes the flood prints.
     pub flood_bytes: u64,
+    /// Rounds of the flood (dsh, then raw, in turn).
+    pub flood_rounds: usize,
     /// A short smoke run whose figures are not to be quoted.
     pub quick: bool,
 }
@@ -47,6 +49,7 @@ impl Plan {
                 tmux_rounds: 20,
                 poll_rounds: 10,
                 flood_bytes: 2_000_000,
+                flood_rounds: 1,
                 quick: true,
             };
         }
@@ -59,6 +62,7 @@ impl Plan {
             tmux_rounds: rounds.min(200),
             poll_rounds: (rounds / 5).clamp(10, 60),
             flood_bytes: 100_000_000,
+            flood_rounds: 3,
             quick: false,
         }
     }
@@ -461,28 +465,48 @@ impl RssWatch {
     }
 }
 
-/// The flood table: dsh's flood next to the raw read, and their ratio.
-pub fn render_flood(dsh: &Flood, raw: &Flood) -> String {
+/// The flood table: each round's dsh flood next to the raw read that
+/// followed it, each round's ratio, and the median of the ratios (the raw
+/// read alone varies from run to run: rounds taken in turn keep the ratio
+/// steady).
+pub fn render_flood(rounds: &[(Flood, Flood)]) -> String {
+    let bytes = rounds.first().map_or(0, |(dsh, _)| dsh.bytes);
     let mut out = format!(
-        "| flood: `yes | head -c {}`, one command line, until the prompt is back | bytes (all checked) | seconds | MB/s | peak RSS growth |\n|---|---:|---:|---:|---:|\n",
-        dsh.bytes
+        "| flood: `yes | head -c {bytes}`, one command line, until the prompt is back | round | bytes (all checked) | seconds | MB/s | peak RSS growth | dsh / raw |\n|---|---:|---:|---:|---:|---:|---:|\n"
     );
-    for (label, flood) in [
-        ("dsh send (sanitize + ring + screen + capture)", dsh),
-        ("raw pty-process read of the same shell, discarded", raw),
-    ] {
+    let mut ratios = Vec::new();
+    for (round, (dsh, raw)) in rounds.iter().enumerate() {
+        let ratio = dsh.mb_per_s() / raw.mb_per_s();
+        ratios.push(ratio);
+        for (label, flood, ratio) in [
+            (
+                "dsh send (sanitize + ring + screen + capture)",
+                dsh,
+                format!("{ratio:.2}"),
+            ),
+            (
+                "raw pty-process read of the same shell, discarded",
+                raw,
+                String::new(),
+            ),
+        ] {
+            out.push_str(&format!(
+                "| {label} | {} | {} | {:.2} | {:.1} | {:.1} MiB | {ratio} |\n",
+                round + 1,
+                flood.bytes,
+                flood.elapsed.as_secs_f64(),
+                flood.mb_per_s(),
+                flood.peak_rss_growth_kib as f64 / 1024.0
+            ));
+        }
+    }
+    ratios.sort_by(f64::total_cmp);
+    if let Some(median) = ratios.get(ratios.len() / 2) {
         out.push_str(&format!(
-            "| {label} | {} | {:.2} | {:.1} | {:.1} MiB |\n",
-            flood.bytes,
-            flood.elapsed.as_secs_f64(),
-            flood.mb_per_s(),
-            flood.peak_rss_growth_kib as f64 / 1024.0
+            "dsh / raw throughput, median of {} rounds: {median:.2}",
+            ratios.len()
         ));
     }
-    out.push_str(&format!(
-        "dsh / raw throughput: {:.2}",
-        dsh.mb_per_s() / raw.mb_per_s()
-    ));
     out
 }
 
