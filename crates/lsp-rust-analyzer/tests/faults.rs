@@ -8,21 +8,12 @@ mod common;
 use std::time::Duration;
 
 use common::*;
-use lsp_rust_analyzer::{ClientOptions, ServerConfig, StdioLspProvider};
+use lsp_rust_analyzer::{ClientOptions, StdioLspProvider};
 use lsp_seam::*;
 use pretty_assertions::assert_eq;
 
 fn stub(log: &std::path::Path, options: ClientOptions) -> StdioLspProvider {
-    let config = ServerConfig {
-        name: "stub".into(),
-        command: "python3".into(),
-        args: vec![fixture("stub_server.py").display().to_string()],
-        env: [("STUB_LOG".to_owned(), log.display().to_string())].into(),
-        extensions: [(".stub".to_owned(), "stub".to_owned())].into(),
-        ..ServerConfig::default()
-    };
-    require_binary(&config, "install python3");
-    StdioLspProvider::new(config, options)
+    StdioLspProvider::new(stub_config(Some(log)), options)
 }
 
 #[test]

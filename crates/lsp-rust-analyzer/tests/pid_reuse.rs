@@ -19,17 +19,11 @@ fn dropping_a_dead_server_spares_a_process_that_took_its_pid() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("log");
     let config = ServerConfig {
-        name: "stub".into(),
-        command: "python3".into(),
-        args: vec![fixture("stub_server.py").display().to_string()],
-        env: [("STUB_LOG".to_owned(), log.display().to_string())].into(),
-        extensions: [(".stub".to_owned(), "stub".to_owned())].into(),
         root_markers: vec!["stub.toml".into()],
-        ..ServerConfig::default()
+        ..stub_config(Some(&log))
     };
     // A project the server is started for eagerly.
     std::fs::write(dir.path().join("stub.toml"), "").unwrap();
-    require_binary(&config, "install python3");
     let provider = StdioLspProvider::new(config, options());
     RT.block_on(provider.start(dir.path())).unwrap();
     let pid = provider.servers()[0].pid;

@@ -19,15 +19,10 @@ fn nice_of(pid: i32) -> i32 {
 fn a_language_server_runs_below_the_host_s_priority() {
     let dir = tempfile::tempdir().unwrap();
     let config = ServerConfig {
-        name: "stub".into(),
-        command: "python3".into(),
-        args: vec![fixture("stub_server.py").display().to_string()],
-        extensions: [(".stub".to_owned(), "stub".to_owned())].into(),
         root_markers: vec!["stub.toml".into()],
-        ..ServerConfig::default()
+        ..stub_config(None)
     };
     std::fs::write(dir.path().join("stub.toml"), "").unwrap();
-    require_binary(&config, "install python3");
     let provider = StdioLspProvider::new(config, options());
     RT.block_on(provider.start(dir.path())).unwrap();
     let pid = provider.servers()[0].pid;

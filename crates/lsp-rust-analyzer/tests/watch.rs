@@ -34,14 +34,9 @@ fn build_output_is_not_watched_and_new_top_level_directories_are() {
     }
     std::fs::create_dir_all(root.join("node_modules/pkg/lib")).unwrap();
     let config = ServerConfig {
-        name: "stub".into(),
-        command: "python3".into(),
-        args: vec![fixture("stub_server.py").display().to_string()],
-        extensions: [(".stub".to_owned(), "stub".to_owned())].into(),
         root_markers: vec!["stub.toml".into()],
-        ..ServerConfig::default()
+        ..stub_config(None)
     };
-    require_binary(&config, "install python3");
     let before = inotify_watches();
     let provider = StdioLspProvider::new(config, options());
     RT.block_on(provider.start(root)).unwrap();

@@ -60,6 +60,25 @@ pub fn require_binary(config: &ServerConfig, install: &str) {
     }
 }
 
+/// The stub language server (`tests/fixtures/lsp/stub_server.py`) for
+/// `.stub` files, logging what it is told to `log` when given; fails unless
+/// python3 is installed.
+pub fn stub_config(log: Option<&Path>) -> ServerConfig {
+    let config = ServerConfig {
+        name: "stub".into(),
+        command: "python3".into(),
+        args: vec![fixture("stub_server.py").display().to_string()],
+        env: log
+            .map(|log| ("STUB_LOG".to_owned(), log.display().to_string()))
+            .into_iter()
+            .collect(),
+        extensions: [(".stub".to_owned(), "stub".to_owned())].into(),
+        ..ServerConfig::default()
+    };
+    require_binary(&config, "install python3");
+    config
+}
+
 /// Fails unless rust-analyzer is installed.
 pub fn require_rust_analyzer() {
     require_binary(
