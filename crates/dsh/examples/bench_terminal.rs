@@ -29,8 +29,8 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use terminal_pty::PtyTerminals;
 use terminal_pty::bench::{
-    POLL_MODEL, Plan, Row, Stats, interval_poll_python_settle, raw_flood, raw_pty_python_settle,
-    render_flood, render_table, service_flood, service_python_settle, tmux_python_settle,
+    POLL_MODEL, Plan, Row, Stats, flood_rounds, interval_poll_python_settle, raw_pty_python_settle,
+    render_flood, render_table, service_python_settle, tmux_python_settle,
 };
 use terminal_seam::Owner;
 use tools_catalog::{CallContext, Catalog, JobsConfig, Preset, Runtime, Settings};
@@ -433,13 +433,7 @@ async fn main() -> Result<(), BoxError> {
         tokio::task::spawn_blocking(move || scenario_a_counts(&demo_bin)).await??
     );
 
-    let bytes = plan.flood_bytes;
-    let mut floods = Vec::new();
-    for _ in 0..plan.flood_rounds {
-        let dsh = service_flood(&service, &owner, bytes).await?;
-        let raw = tokio::task::spawn_blocking(move || raw_flood(bytes)).await??;
-        floods.push((dsh, raw));
-    }
+    let floods = flood_rounds(&service, &owner, &plan).await?;
     println!(
         "`cargo xtask bench terminal`: a flood through one terminal, dsh and the raw floor \
          in turn, {} rounds (goal: dsh at least 0.8 of raw)\n",

@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use terminal_pty::PtyTerminals;
 use terminal_pty::bench::{
-    POLL_MODEL, Plan, Row, Stats, interval_poll_python_settle, raw_flood, raw_pty_python_settle,
-    render_flood, render_table, service_flood, service_python_settle, tmux_python_settle,
+    POLL_MODEL, Plan, Row, Stats, flood_rounds, interval_poll_python_settle, raw_pty_python_settle,
+    render_flood, render_table, service_python_settle, tmux_python_settle,
 };
 use terminal_seam::Owner;
 
@@ -24,7 +24,7 @@ fn row(label: &str, mut samples: Vec<Duration>) -> Option<Row> {
 }
 
 #[tokio::main]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
+async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let plan = Plan::from_args();
     let _ = process_tree::become_subreaper();
     let service = PtyTerminals::default();
@@ -59,13 +59,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     println!("{}", render_table(&rows, RAW));
 
-    let bytes = plan.flood_bytes;
-    let mut floods = Vec::new();
-    for _ in 0..plan.flood_rounds {
-        let dsh = service_flood(&service, &owner, bytes).await?;
-        let raw = tokio::task::spawn_blocking(move || raw_flood(bytes)).await??;
-        floods.push((dsh, raw));
-    }
+    let floods = flood_rounds(&service, &owner, &plan).await?;
     println!(
         "`cargo run --release -p terminal-pty --example bench_pty`: a flood, dsh and raw in turn, {} rounds\n",
         plan.flood_rounds

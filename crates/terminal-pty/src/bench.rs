@@ -557,6 +557,23 @@ pub async fn service_flood(
     })
 }
 
+/// The plan's flood rounds: in each, a flood through `service`
+/// ([`service_flood`]), then the raw read ([`raw_flood`]).
+pub async fn flood_rounds(
+    service: &dyn TerminalService,
+    owner: &Owner,
+    plan: &Plan,
+) -> Result<Vec<(Flood, Flood)>, Box<dyn std::error::Error + Send + Sync>> {
+    let bytes = plan.flood_bytes;
+    let mut rounds = Vec::with_capacity(plan.flood_rounds);
+    for _ in 0..plan.flood_rounds {
+        let dsh = service_flood(service, owner, bytes).await?;
+        let raw = tokio::task::spawn_blocking(move || raw_flood(bytes)).await??;
+        rounds.push((dsh, raw));
+    }
+    Ok(rounds)
+}
+
 /// The floor: an interactive bash on a raw `pty-process` pty, the same
 /// command line written to it at its prompt, the output read and
 /// discarded (but counted) until the prompt is back. Fails unless every
