@@ -354,14 +354,9 @@ mod tests {
         for case in 0..400 {
             let rows = 1 + rng.below(8) as u16;
             let cols = 1 + rng.below(40) as u16;
-            let size = (
-                NonZeroU16::new(rows).unwrap(),
-                NonZeroU16::new(cols).unwrap(),
-            );
-            let mut ours = Emulator::new(size.0, size.1);
+            let (mut ours, mut reference) = pair(rows, cols);
             // Small sizes compact at nearly every chance.
             ours.screen.compact_at = 1 + rng.below(300);
-            let mut reference = vt100::Parser::new(size.0, size.1, 0);
             let mut stream = Vec::new();
             for _ in 0..40 {
                 piece(&mut rng, &mut stream);
@@ -389,16 +384,18 @@ mod tests {
         assert!(compactions > 200, "only {compactions} compactions");
     }
 
+    /// A blank emulator and a blank `vt100` of the same size.
+    fn pair(rows: u16, cols: u16) -> (Emulator, vt100::Parser) {
+        let rows = NonZeroU16::new(rows).unwrap();
+        let cols = NonZeroU16::new(cols).unwrap();
+        (Emulator::new(rows, cols), vt100::Parser::new(rows, cols, 0))
+    }
+
     /// Feeds `stream` to a fresh emulator that compacts at every chance
     /// and to `vt100`, and compares the screens.
     fn same_as_reference(rows: u16, cols: u16, stream: &[u8]) -> usize {
-        let size = (
-            NonZeroU16::new(rows).unwrap(),
-            NonZeroU16::new(cols).unwrap(),
-        );
-        let mut ours = Emulator::new(size.0, size.1);
+        let (mut ours, mut reference) = pair(rows, cols);
         ours.screen.compact_at = 1;
-        let mut reference = vt100::Parser::new(size.0, size.1, 0);
         for byte in stream {
             ours.feed(std::slice::from_ref(byte));
         }
@@ -454,10 +451,7 @@ mod tests {
 
     #[test]
     fn a_flood_keeps_held_text_bounded_and_ends_on_the_right_screen() {
-        let rows = NonZeroU16::new(24).unwrap();
-        let cols = NonZeroU16::new(80).unwrap();
-        let mut ours = Emulator::new(rows, cols);
-        let mut reference = vt100::Parser::new(rows, cols, 0);
+        let (mut ours, mut reference) = pair(24, 80);
         let line: Vec<u8> = (0..10_000u32)
             .flat_map(|i| format!("line {i} {}\r\n", "x".repeat((i % 97) as usize)).into_bytes())
             .collect();
@@ -478,10 +472,7 @@ mod tests {
 
     #[test]
     fn one_endless_line_is_emulated_once_the_held_text_is_large() {
-        let rows = NonZeroU16::new(4).unwrap();
-        let cols = NonZeroU16::new(10).unwrap();
-        let mut ours = Emulator::new(rows, cols);
-        let mut reference = vt100::Parser::new(rows, cols, 0);
+        let (mut ours, mut reference) = pair(4, 10);
         for _ in 0..200 {
             let chunk = [b'z'; 4096];
             ours.feed(&chunk);
