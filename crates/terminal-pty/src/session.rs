@@ -1047,16 +1047,21 @@ impl Watch<'_> {
         }
     }
 
+    /// The tight phase: the first moments after the write, renewed by
+    /// output for a while.
+    fn tight(&self, now: Instant) -> bool {
+        let since_write = now - self.write_done;
+        since_write < TIGHT_PHASE
+            || (since_write < TIGHT_AFTER_OUTPUT_UNTIL && now - self.activity < TIGHT_PHASE)
+    }
+
     fn step(&mut self, now: Instant) -> Step {
         let session = self.session;
         let plan = self.plan;
         // Right after the write, or while a wait is being confirmed, the
         // watch reads the terminal itself rather than wait for the reader
         // task to be scheduled; later the reader's notifications suffice.
-        let since_write = now - self.write_done;
-        let eager = self.wait_seen.is_some()
-            || since_write < TIGHT_PHASE
-            || (since_write < TIGHT_AFTER_OUTPUT_UNTIL && now - self.activity < TIGHT_PHASE);
+        let eager = self.wait_seen.is_some() || self.tight(now);
         let (generation, marker, exit, pattern_hit) = {
             let mut st = session.lock();
             if eager {
@@ -1105,8 +1110,9 @@ impl Watch<'_> {
         // 4. input wait, fresh since the write. The leader of the
         // foreground group is probed on every step; the whole group is
         // scanned from /proc only after the tight phase, now and then.
-        let tight = since_write < TIGHT_PHASE
-            || (since_write < TIGHT_AFTER_OUTPUT_UNTIL && now - self.activity < TIGHT_PHASE);
+        // (Tight again: output this step may have renewed it.)
+        let since_write = now - self.write_done;
+        let tight = self.tight(now);
         let probe_due = self.wait_seen.is_some()
             || tight
             || self
