@@ -384,23 +384,22 @@ impl SessionPersistence for SledSessions {
         self.store.durable(|db| {
             let tree = db.open_tree(LOG_TREE)?;
             let prefix = id.0.as_bytes();
-            let next = match tree.scan_prefix(prefix).keys().next_back() {
-                Some(key) => seq_of(&key?).saturating_add(1),
-                None => 0,
-            };
-            // One batch, one flush: the new entries, and the removal of
-            // the oldest beyond the capacity (new ones included, when a
-            // batch alone is longer than the log may be).
+            // One scan of the stored keys, one batch, one flush: the new
+            // entries, and the removal of the oldest beyond the capacity
+            // (new ones included, when a batch alone is longer than the log
+            // may be).
+            let stored = tree
+                .scan_prefix(prefix)
+                .keys()
+                .collect::<Result<Vec<_>, _>>()?;
+            let next = stored.last().map_or(0, |key| seq_of(key).saturating_add(1));
+            let excess = (stored.len() + values.len()).saturating_sub(LOG_CAPACITY);
             let mut batch = sled::Batch::default();
-            let count = tree.scan_prefix(prefix).keys().count() + values.len();
-            let excess = count.saturating_sub(LOG_CAPACITY);
-            let stored = tree.scan_prefix(prefix).keys().take(excess);
-            let mut removed = 0;
-            for key in stored {
-                batch.remove(key?);
-                removed += 1;
+            for key in stored.iter().take(excess) {
+                batch.remove(key.clone());
             }
-            for (offset, value) in values.into_iter().enumerate().skip(excess - removed) {
+            let new_dropped = excess.saturating_sub(stored.len());
+            for (offset, value) in values.into_iter().enumerate().skip(new_dropped) {
                 batch.insert(log_key(id, next.saturating_add(offset as u64)), value);
             }
             tree.apply_batch(batch)
