@@ -385,6 +385,13 @@ impl Leader {
         live_session_members(self.pid)
     }
 
+    /// Reaped, or its session known to be over: nothing of it is ever
+    /// signalled again.
+    fn done_with_session(&self) -> bool {
+        let state = self.state();
+        state.reaped || state.session_over
+    }
+
     /// Whether the leader has exited and no process of its session is
     /// left alive: one pass over `/proc` (see [`crate::session_members`]).
     /// Then no process can join the session again (only a member's fork
@@ -392,11 +399,8 @@ impl Leader {
     /// [`Leader::end_session`]. False while the leader runs or a member
     /// lives.
     pub fn session_is_over(&self) -> bool {
-        {
-            let state = self.state();
-            if state.reaped || state.session_over {
-                return true;
-            }
+        if self.done_with_session() {
+            return true;
         }
         if self.try_exit().is_none() || !live_session_members(self.pid).is_empty() {
             return false;
@@ -409,11 +413,8 @@ impl Leader {
     /// [`crate::end_session`]). Safe against pid reuse: the leader is held.
     /// After [`Leader::reap`] it signals nothing and reports nothing.
     pub fn end_session(&self, steps: &[Step]) -> Result<EndReport, Survivors> {
-        {
-            let state = self.state();
-            if state.reaped || state.session_over {
-                return Ok(EndReport::default());
-            }
+        if self.done_with_session() {
+            return Ok(EndReport::default());
         }
         let report = crate::end::end_session(self.pid, steps)?;
         if self.try_exit().is_some() {
