@@ -415,6 +415,13 @@ fn skip_watched(path: &Path) -> bool {
     path.components().any(|c| skip_name(c.as_os_str()))
 }
 
+/// Whether a top-level entry of a server's root is watched with all it
+/// holds: a directory (not a link to one) that is not skipped.
+fn watched_whole(path: &Path) -> bool {
+    path.file_name().is_some_and(|name| !skip_name(name))
+        && path.symlink_metadata().is_ok_and(|m| m.is_dir())
+}
+
 /// Directories whose changes a language server does not need: build
 /// output, version control, dependencies and caches.
 fn skip_name(name: &std::ffi::OsStr) -> bool {
@@ -716,11 +723,11 @@ impl Server {
             if matches!(event.kind, EventKind::Create(_)) {
                 // A new top-level directory is watched like the others, from
                 // another thread (the watcher's own runs this handler).
-                for dir in event.paths.iter().filter(|p| {
-                    p.parent() == Some(root.as_path())
-                        && p.file_name().is_some_and(|n| !skip_name(n))
-                        && p.is_dir()
-                }) {
+                for dir in event
+                    .paths
+                    .iter()
+                    .filter(|p| p.parent() == Some(root.as_path()) && watched_whole(p))
+                {
                     let (dir, slot) = (dir.clone(), weak_slot.clone());
                     std::thread::spawn(move || {
                         if let Some(slot) = slot.upgrade()
@@ -789,9 +796,7 @@ impl Server {
         }
         if let Ok(entries) = std::fs::read_dir(&self.root) {
             for entry in entries.flatten() {
-                let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
-                if is_dir
-                    && !skip_name(&entry.file_name())
+                if watched_whole(&entry.path())
                     && let Err(e) = watcher.watch(&entry.path(), RecursiveMode::Recursive)
                 {
                     tracing::warn!("cannot watch {}: {e}", entry.path().display());
