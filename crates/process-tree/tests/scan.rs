@@ -32,12 +32,23 @@ fn the_session_scan_finds_what_reading_every_stat_finds() {
             .map(|p| (p.pid, if p.is_zombie() { 'Z' } else { 'L' }))
             .collect()
     };
-    test_support::wait_until("the session forms, with its zombie", || {
-        let members = by_stat();
-        members.iter().filter(|(_, s)| *s == 'Z').count() == 1
-            && members.iter().filter(|(_, s)| *s == 'L').count() == 3
-            && process_tree::process_info(left).is_some_and(|p| p.sid == left)
+    // What was last seen, for the failure message.
+    let seen = std::sync::Mutex::new(String::new());
+    let formed = std::panic::catch_unwind(|| {
+        test_support::wait_until("the session forms, with its zombie", || {
+            let members = by_stat();
+            let outside = process_tree::process_info(left);
+            *seen.lock().unwrap() = format!("members {members:?}, the one that left: {outside:?}");
+            members.iter().filter(|(_, s)| *s == 'Z').count() == 1
+                && members.iter().filter(|(_, s)| *s == 'L').count() == 3
+                && outside.is_some_and(|p| p.sid == left)
+        });
     });
+    assert!(
+        formed.is_ok(),
+        "the session never formed as expected; last seen: {}",
+        seen.lock().unwrap()
+    );
     let members = by_scan();
     assert_eq!(members, by_stat());
     assert!(!members.iter().any(|(pid, _)| *pid == left), "{members:?}");
