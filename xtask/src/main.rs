@@ -34,7 +34,7 @@ tasks:
   test                check fmt and clippy, install what the tests need, run every test,
                       then `bench all --quick`
   bench <name> [--quick]
-                      run a benchmark: mcp, terminal, memory, jobs, lsp, workspace, sandbox,
+                      run a benchmark: mcp, spawn, terminal, memory, jobs, lsp, workspace, sandbox,
                       daemon, ui, all (--quick: a short smoke run on the debug build)";
 
 fn main() -> ExitCode {
@@ -417,6 +417,7 @@ fn bench(name: &str, speed: Speed) -> anyhow::Result<()> {
             },
         ),
         "jobs" => example("jobs", "bench_jobs"),
+        "spawn" => example("process-tree", "bench_spawn"),
         "lsp" => example("lsp-rust-analyzer", "bench_lsp"),
         "workspace" => example("workspace-sled", "bench_workspace"),
         "sandbox" => {
@@ -430,6 +431,7 @@ fn bench(name: &str, speed: Speed) -> anyhow::Result<()> {
         "all" => {
             for n in [
                 "mcp",
+                "spawn",
                 "terminal",
                 "memory",
                 "jobs",

@@ -1,10 +1,10 @@
 //! The command producer: an argv in a session of its own, output merged
 //! into one pipe, ended by session id.
 
+use process_tree::ChildIo;
 use std::os::fd::OwnedFd;
 use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
-use std::process::Stdio;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -392,27 +392,26 @@ fn spawn_command(
     let program = spec.argv.first().map_or("", String::as_str);
     let fail = |e: std::io::Error| StartError::spawn_failed(program, &e);
     let (reader, writer) = std::io::pipe().map_err(fail)?;
-    let mut command = std::process::Command::new(program);
+    let mut session = process_tree::SessionCommand::new(program);
     if let Some(base) = &spec.base_env {
-        command.env_clear().envs(base.iter().map(|(k, v)| (k, v)));
+        session = session.env_clear().envs(base.iter().map(|(k, v)| (k, v)));
     }
-    command
+    session = session
         .args(spec.argv.iter().skip(1))
         .envs(spec.env.iter().map(|(k, v)| (k, v)))
-        .stdout(Stdio::from(writer.try_clone().map_err(fail)?))
-        .stderr(Stdio::from(writer))
+        .stdout(writer.try_clone().map_err(fail)?)
+        .stderr(writer)
         .stdin(if spec.stdin.is_some() {
-            Stdio::piped()
+            ChildIo::Piped
         } else {
-            Stdio::null()
+            ChildIo::Null
         });
     if let Some(cwd) = &spec.cwd {
-        command.current_dir(cwd);
+        session = session.current_dir(cwd);
     }
     // The spawn path drops the command, and with it our copies of the
     // pipe's write end, so the output reaches end-of-file when the
     // command's processes close theirs.
-    let mut session = process_tree::SessionCommand::new(command);
     if let Some(step) = &spec.pre_exec {
         // SAFETY: `with_pre_exec`'s caller promised an async-signal-safe step.
         session = unsafe { session.pre_exec(step.0.clone()) };

@@ -458,20 +458,21 @@ impl Server {
             }
             None => crate::Confined::default(),
         };
-        let mut cmd = std::process::Command::new(&program);
+        let mut session = process_tree::SessionCommand::new(&program);
         if let Some(env) = &confined.env {
-            cmd.env_clear().envs(env.iter().map(|(k, v)| (k, v)));
+            session = session.env_clear().envs(env.iter().map(|(k, v)| (k, v)));
         }
         let temp = PrivateTemp::new();
         if let Some(dir) = &temp.0 {
-            cmd.env("TMPDIR", dir);
+            session = session.env("TMPDIR", dir);
         }
-        cmd.args(&config.args)
+        session = session
+            .args(&config.args)
             .envs(&config.env)
             .current_dir(&root)
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped());
+            .stdin(process_tree::ChildIo::Piped)
+            .stdout(process_tree::ChildIo::Piped)
+            .stderr(process_tree::ChildIo::Piped);
         let spawn_failed = |e: std::io::Error| LspError::Unavailable {
             reason: UnavailableReason::SpawnFailed,
             message: format!(
@@ -482,7 +483,6 @@ impl Server {
         };
         // The one spawn path: a session of its own, killed if the host dies
         // (and its whole session ended by the host's guardian).
-        let mut session = process_tree::SessionCommand::new(cmd);
         // A confined server may not signal the host (the sandbox scopes
         // signals), so it cannot probe the host's pid with `kill(pid, 0)`:
         // pyright took the EPERM for a dead client and exited. It is told
@@ -1262,7 +1262,7 @@ pub const SERVER_NICE: i32 = 10;
 /// still gets every idle cycle. Best effort: a server that cannot be
 /// lowered runs as it is.
 fn background_priority() -> std::io::Result<()> {
-    // SAFETY: changes only this (forked, not yet exec'd) process's nice
+    // SAFETY: changes only this (new, not yet exec'd) process's nice
     // value; `PRIO_PROCESS` with 0 names the caller.
     unsafe {
         libc::setpriority(libc::PRIO_PROCESS, 0, SERVER_NICE);

@@ -10,9 +10,11 @@
 //! Four guarantees rest on it, and each has its module:
 //!
 //! * **One spawn path** ([`spawn_session`], [`SessionCommand`]): every child
-//!   is a session leader, forked on one long-lived thread so its
+//!   is a session leader, started on one long-lived thread so its
 //!   parent-death signal means "the host died", with room for the host's
-//!   own `pre_exec` steps ([`add_pre_exec_step`]).
+//!   own `pre_exec` steps ([`add_pre_exec_step`]). It is started as
+//!   `posix_spawn` starts one, with `clone(CLONE_VM | CLONE_VFORK)`: a
+//!   `fork` would copy the host's page tables only to drop them at `exec`.
 //! * **Never a reused pid**: a [`Leader`] keeps its child unreaped (it
 //!   watches the exit with `waitid(WNOWAIT)` on a pidfd) until its owner is
 //!   done, so the session id cannot name anyone else meanwhile; each process
@@ -28,6 +30,7 @@
 //! so async callers run [`end_session`] on a blocking thread. The `tokio`
 //! feature adds [`Leader::exited`]. It knows nothing of terminals or jobs.
 
+mod child;
 mod end;
 pub mod guardian;
 mod reap;
@@ -37,6 +40,7 @@ pub mod testing;
 #[cfg(feature = "tokio")]
 mod wait;
 
+pub use child::ChildIo;
 pub use end::{
     EndReport, Member, Step, Survivors, TERM_THEN_KILL, end_session, signal_process,
     signal_session, wait_until_empty,

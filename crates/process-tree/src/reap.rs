@@ -11,7 +11,7 @@ use crate::scan::all_processes;
 
 /// The pids (and start times) of children that a [`crate::Leader`] still holds: their exit
 /// status belongs to it, so the orphan reaper leaves them alone. The lock
-/// is also held from fork to registration (see [`crate::spawn`]), so a
+/// is also held from the child's start to its registration (see [`crate::spawn`]), so a
 /// child that exits at once is never taken for an orphan.
 static HELD: Mutex<BTreeMap<i32, u64>> = Mutex::new(BTreeMap::new());
 
@@ -54,7 +54,7 @@ pub fn reap_adopted() -> usize {
         return 0;
     }
     // Under the lock: a pid seen as a zombie child existed before the lock
-    // was taken, so its spawn (which holds the lock from fork to
+    // was taken, so its spawn (which holds the lock from start to
     // registration) has registered it by now if it is held.
     let held = held();
     zombies

@@ -1,10 +1,12 @@
 //! The one spawn path: every child a session leader, armed to die with the
 //! host, held unreaped by a [`Leader`] until its owner is done with it.
 //!
-//! **Where children are forked.** `PR_SET_PDEATHSIG` fires when the
-//! *thread* that forked the child exits, not the process. Children are
-//! therefore forked on one spawner thread that lives as long as the
+//! **Where children are started.** `PR_SET_PDEATHSIG` fires when the
+//! *thread* that created the child exits, not the process. Children are
+//! therefore started on one spawner thread that lives as long as the
 //! process (it never returns), so the death signal means "the host died".
+//! How a child is started (`clone(CLONE_VM | CLONE_VFORK)`, not `fork`) is
+//! the `child` module's.
 //!
 //! **Why the leader is held.** A session id is its leader's pid. While the
 //! leader is unreaped (running, or a zombie), the kernel cannot give that
@@ -14,15 +16,20 @@
 //! [`Leader::reap`] or on drop, after which it never signals again.
 
 use std::collections::BTreeMap;
+use std::ffi::{OsStr, OsString};
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
-use std::os::unix::process::{CommandExt, ExitStatusExt};
-use std::process::{ChildStderr, ChildStdin, ChildStdout, Command, ExitStatus};
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+#[cfg(doc)]
+use std::process::Command;
+use std::process::{ChildStderr, ChildStdin, ChildStdout, ExitStatus};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
 use nix::sys::signal::Signal;
 
+use crate::child::{ChildIo, Plan, Request};
 use crate::end::{EndReport, Step, Survivors, pidfd_open};
 use crate::scan::{ProcessInfo, live_session_members, process_info};
 
@@ -45,7 +52,7 @@ static HOST_STEPS: RwLock<Vec<PreExecStep>> = RwLock::new(Vec::new());
 ///
 /// `step` runs between `fork` and `exec` in a copy of a multi-threaded
 /// process: it must be async-signal-safe (no allocation, no locks, no
-/// panics), as [`CommandExt::pre_exec`] requires.
+/// panics), as [`std::os::unix::process::CommandExt::pre_exec`] requires.
 pub unsafe fn add_pre_exec_step(step: PreExecStep) {
     HOST_STEPS
         .write()
@@ -87,14 +94,24 @@ fn on_spawner<T: Send + 'static>(job: impl FnOnce() -> T + Send + 'static) -> Op
     done_rx.recv().ok()
 }
 
-/// A command to start as the leader of a new session.
+/// A command to start as the leader of a new session: program, arguments,
+/// environment, directory and standard streams, as for
+/// [`std::process::Command`], plus the steps to run in the child before
+/// `exec` (see [`SessionCommand::pre_exec`]).
 ///
-/// Built from a [`std::process::Command`] carrying the program, arguments,
-/// environment, directory and stdio. Do not give that command a `pre_exec`
-/// of its own: it would run before `setsid`. Add steps with
-/// [`SessionCommand::pre_exec`] instead.
+/// The child is started with `clone(CLONE_VM | CLONE_VFORK)`, as
+/// `posix_spawn` starts one, not forked: no copy of the host's page tables
+/// (see the `child` module). In the child, in this order: the standard
+/// streams, the working directory, `setsid`, every signal's default
+/// action, the parent-death signal, the site's steps, the host's steps,
+/// an empty signal mask, `exec`.
 pub struct SessionCommand {
-    command: Command,
+    program: OsString,
+    args: Vec<OsString>,
+    clear_env: bool,
+    env: Vec<(OsString, Option<OsString>)>,
+    cwd: Option<PathBuf>,
+    stdio: [ChildIo; 3],
     steps: Vec<PreExecStep>,
     parent_death: Option<Signal>,
 }
@@ -102,15 +119,17 @@ pub struct SessionCommand {
 impl std::fmt::Debug for SessionCommand {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SessionCommand")
-            .field("command", &self.command)
+            .field("program", &self.program)
+            .field("args", &self.args)
+            .field("cwd", &self.cwd)
             .field("steps", &self.steps.len())
             .field("parent_death", &self.parent_death)
-            .finish()
+            .finish_non_exhaustive()
     }
 }
 
 /// A child started by [`SessionCommand::spawn`]: its leader and the pipes
-/// its [`Command`] asked for.
+/// it asked for.
 #[derive(Debug)]
 pub struct Spawned {
     /// The session's leader, held unreaped.
@@ -125,18 +144,100 @@ pub struct Spawned {
 
 /// Starts `command` as the leader of a new session, killed by SIGKILL if
 /// the host dies (see [`SessionCommand`]).
-pub fn spawn_session(command: Command) -> io::Result<Spawned> {
-    SessionCommand::new(command).spawn()
+pub fn spawn_session(command: SessionCommand) -> io::Result<Spawned> {
+    command.spawn()
 }
 
 impl SessionCommand {
-    /// `command` as a new session, with SIGKILL as its parent-death signal.
-    pub fn new(command: Command) -> Self {
+    /// Runs `program` (a path, or a name looked up in the child's `PATH`)
+    /// as a new session, with the host's environment, directory and
+    /// streams, and SIGKILL as its parent-death signal.
+    pub fn new(program: impl AsRef<OsStr>) -> Self {
         Self {
-            command,
+            program: program.as_ref().to_owned(),
+            args: Vec::new(),
+            clear_env: false,
+            env: Vec::new(),
+            cwd: None,
+            stdio: Default::default(),
             steps: Vec::new(),
             parent_death: Some(Signal::SIGKILL),
         }
+    }
+
+    /// Adds an argument.
+    pub fn arg(mut self, arg: impl AsRef<OsStr>) -> Self {
+        self.args.push(arg.as_ref().to_owned());
+        self
+    }
+
+    /// Adds arguments.
+    pub fn args<I, S>(mut self, args: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        self.args
+            .extend(args.into_iter().map(|a| a.as_ref().to_owned()));
+        self
+    }
+
+    /// Sets an environment variable (later settings win).
+    pub fn env(mut self, key: impl AsRef<OsStr>, value: impl AsRef<OsStr>) -> Self {
+        self.env
+            .push((key.as_ref().to_owned(), Some(value.as_ref().to_owned())));
+        self
+    }
+
+    /// Sets environment variables.
+    pub fn envs<I, K, V>(mut self, vars: I) -> Self
+    where
+        I: IntoIterator<Item = (K, V)>,
+        K: AsRef<OsStr>,
+        V: AsRef<OsStr>,
+    {
+        for (k, v) in vars {
+            self = self.env(k, v);
+        }
+        self
+    }
+
+    /// Removes an environment variable.
+    pub fn env_remove(mut self, key: impl AsRef<OsStr>) -> Self {
+        self.env.push((key.as_ref().to_owned(), None));
+        self
+    }
+
+    /// Starts from an empty environment instead of the host's (settings
+    /// made before are dropped, as with [`Command::env_clear`]).
+    pub fn env_clear(mut self) -> Self {
+        self.clear_env = true;
+        self.env.clear();
+        self
+    }
+
+    /// The child's working directory.
+    pub fn current_dir(mut self, dir: impl AsRef<Path>) -> Self {
+        self.cwd = Some(dir.as_ref().to_owned());
+        self
+    }
+
+    /// Where the child's stdin comes from.
+    pub fn stdin(mut self, io: impl Into<ChildIo>) -> Self {
+        self.stdio[0] = io.into();
+        self
+    }
+
+    /// Where the child's stdout goes.
+    pub fn stdout(mut self, io: impl Into<ChildIo>) -> Self {
+        self.stdio[1] = io.into();
+        self
+    }
+
+    /// Where the child's stderr goes.
+    pub fn stderr(mut self, io: impl Into<ChildIo>) -> Self {
+        self.stdio[2] = io.into();
+        self
     }
 
     /// Adds a step run in the child after `setsid` and the parent-death
@@ -145,7 +246,9 @@ impl SessionCommand {
     ///
     /// # Safety
     ///
-    /// As [`add_pre_exec_step`]: `step` must be async-signal-safe.
+    /// As [`add_pre_exec_step`]: `step` must be async-signal-safe. It runs
+    /// in the host's memory (see [`SessionCommand`]): it may read what it
+    /// captured but must write nothing outside its own stack.
     pub unsafe fn pre_exec(mut self, step: PreExecStep) -> Self {
         self.steps.push(step);
         self
@@ -157,23 +260,18 @@ impl SessionCommand {
         self
     }
 
-    /// Forks and execs on the spawner thread and returns the held leader.
+    /// Starts the child on the spawner thread and returns the held leader.
     pub fn spawn(self) -> io::Result<Spawned> {
-        let Self {
-            command,
-            steps,
-            parent_death,
-        } = self;
-        let mut all_steps = steps;
-        all_steps.extend(
+        let mut command = self;
+        command.steps.extend(
             HOST_STEPS
                 .read()
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
                 .iter()
                 .cloned(),
         );
-        let on_thread =
-            move |parent_death: Option<Signal>| spawn_here(command, all_steps, parent_death);
+        let parent_death = command.parent_death;
+        let on_thread = move |parent_death: Option<Signal>| spawn_here(command, parent_death);
         // The job is handed back if the spawner thread is missing, so the
         // spawn then runs here, without a death signal: a death signal
         // armed on an arbitrary thread would fire when that thread exits.
@@ -203,49 +301,39 @@ impl SessionCommand {
     }
 }
 
-/// Forks and execs `command` on this thread; the child runs `setsid`, the
-/// death signal (with a check that the parent has not died already), then
-/// `steps` (the site's, then the host's).
-fn spawn_here(
-    mut command: Command,
-    steps: Vec<PreExecStep>,
-    parent_death: Option<Signal>,
-) -> io::Result<Spawned> {
-    let parent = std::process::id() as libc::pid_t;
-    // SAFETY: between fork and exec the closure only makes raw syscalls
-    // (setsid, prctl, getppid) and runs steps whose callers promised the
-    // same; it allocates nothing.
-    unsafe {
-        command.pre_exec(move || {
-            if libc::setsid() < 0 {
-                return Err(io::Error::last_os_error());
-            }
-            reset_dispositions();
-            if let Some(signal) = parent_death {
-                if libc::prctl(libc::PR_SET_PDEATHSIG, signal as libc::c_ulong, 0, 0, 0) < 0 {
-                    return Err(io::Error::last_os_error());
-                }
-                // The parent may have died before the signal was armed.
-                if libc::getppid() != parent {
-                    return Err(io::Error::from_raw_os_error(libc::ESRCH));
-                }
-            }
-            for step in &steps {
-                step()?;
-            }
-            Ok(())
-        });
-    }
-    // Held from fork to registration: the orphan reaper never mistakes a
+/// Starts `command` from this thread (see [`SessionCommand`]).
+fn spawn_here(command: SessionCommand, parent_death: Option<Signal>) -> io::Result<Spawned> {
+    let SessionCommand {
+        program,
+        args,
+        clear_env,
+        env,
+        cwd,
+        stdio,
+        steps,
+        parent_death: _,
+    } = command;
+    let plan = Plan::new(
+        Request {
+            program: &program,
+            args: &args,
+            clear_env,
+            env: &env,
+            cwd: cwd.as_deref(),
+            stdio,
+            steps,
+        },
+        parent_death.map(|s| s as libc::c_int),
+    )?;
+    // Held from clone to registration: the orphan reaper never mistakes a
     // child that exits at once for an orphan.
     let mut held = crate::reap::held();
-    let mut child = command.spawn()?;
-    let pid = child.id() as i32;
+    let pid = plan.start()?;
     // The child is ours and unreaped: its pid, stat and pidfd are its own.
     let start_time = process_info(pid).map_or(0, |p| p.start_time);
     held.insert(pid, start_time);
     drop(held);
-    drop(command);
+    let [stdin, stdout, stderr] = plan.into_parent_ends();
     let pidfd = pidfd_open(pid).ok();
     crate::guardian::session_started(pid, start_time);
     Ok(Spawned {
@@ -255,27 +343,10 @@ fn spawn_here(
             pidfd,
             state: Mutex::new(LeaderState::default()),
         },
-        stdin: child.stdin.take(),
-        stdout: child.stdout.take(),
-        stderr: child.stderr.take(),
+        stdin: stdin.map(ChildStdin::from),
+        stdout: stdout.map(ChildStdout::from),
+        stderr: stderr.map(ChildStderr::from),
     })
-}
-
-/// Gives every signal its default action in the child. `exec` resets
-/// caught signals but keeps ignored ones: a host started with SIGINT or
-/// SIGQUIT ignored (by `nohup`, or as a background job of a shell without
-/// job control) would otherwise pass that on, and an interrupt would
-/// never reach what it runs. The signal mask is already cleared by
-/// [`Command`]. Only `sigaction`-style calls: async-signal-safe.
-fn reset_dispositions() {
-    for signal in 1..=libc::SIGRTMAX() {
-        if signal == libc::SIGKILL || signal == libc::SIGSTOP {
-            continue;
-        }
-        // SAFETY: plain syscall; signals the C library keeps for itself
-        // refuse with EINVAL, which leaves them as they are.
-        unsafe { libc::signal(signal, libc::SIG_DFL) };
-    }
 }
 
 #[derive(Debug, Default)]

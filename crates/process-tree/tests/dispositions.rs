@@ -48,8 +48,9 @@ fn a_child_does_not_inherit_signals_the_host_ignores() {
         );
     }
 
-    let mut command = Command::new("cat");
-    command.arg("/proc/self/status").stdout(Stdio::piped());
+    let command = process_tree::SessionCommand::new("cat")
+        .arg("/proc/self/status")
+        .stdout(process_tree::ChildIo::Piped);
     let spawned = process_tree::spawn_session(command).unwrap();
     let mut status = String::new();
     spawned.stdout.unwrap().read_to_string(&mut status).unwrap();

@@ -9,7 +9,7 @@
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 mod common;
@@ -36,8 +36,9 @@ fn host() -> ! {
     process_tree::start_guardian(this_test("guardian")).unwrap();
     let script = "sleep 1000 & echo $!; set -m; sleep 1001 & echo $!; exec sleep 1002";
     let spawn = move || {
-        let mut command = Command::new("bash");
-        command.args(["-c", script]).stdout(Stdio::piped());
+        let command = process_tree::SessionCommand::new("bash")
+            .args(["-c", script])
+            .stdout(process_tree::ChildIo::Piped);
         let spawned = process_tree::spawn_session(command).unwrap();
         let mut lines = BufReader::new(spawned.stdout.unwrap()).lines();
         let a = lines.next().unwrap().unwrap();
@@ -78,8 +79,10 @@ fn a_sigkilled_host_leaves_nothing_of_its_sessions() {
     process_tree::become_subreaper().unwrap();
     // Held by a leader: the other tests of this binary reap every zombie
     // child no leader holds, and the host's exit status is this test's.
-    let mut command = this_test("host");
-    command.stdout(Stdio::piped());
+    let command = process_tree::SessionCommand::new(std::env::current_exe().unwrap())
+        .args(["--exact", TEST, "--nocapture", "--test-threads=1"])
+        .env(ROLE, "host")
+        .stdout(process_tree::ChildIo::Piped);
     let host = process_tree::spawn_session(command).unwrap();
     let mut line = String::new();
     let mut reader = BufReader::new(host.stdout.unwrap());

@@ -89,8 +89,7 @@ fn a_plain_child_in_our_own_session_is_left_to_its_waiter() {
 fn a_held_leader_keeps_its_exit_status_until_it_is_reaped() {
     let _turn = one_at_a_time();
     process_tree::become_subreaper().unwrap();
-    let mut command = Command::new("bash");
-    command.args(["-c", "exit 7"]);
+    let command = process_tree::SessionCommand::new("bash").args(["-c", "exit 7"]);
     let spawned = process_tree::spawn_session(command).unwrap();
     let leader = spawned.leader;
     let status = leader.wait_exit().unwrap();

@@ -422,11 +422,11 @@ impl PtyTerminals {
             env.extend(shell_env(&nonce));
         }
         env.extend(request.env.iter().cloned());
-        let mut command = std::process::Command::new(&argv[0]);
+        let mut command = process_tree::SessionCommand::new(&argv[0]);
         if let Some(base) = &request.base_env {
-            command.env_clear().envs(base.iter().cloned());
+            command = command.env_clear().envs(base.iter().cloned());
         }
-        command
+        let command = command
             .args(&argv[1..])
             .envs(env)
             .current_dir(&cwd)
@@ -434,9 +434,7 @@ impl PtyTerminals {
             .stdout(pair.slave.try_clone().map_err(spawn_failed)?)
             .stderr(pair.slave);
         // SAFETY: the step is a raw ioctl, async-signal-safe.
-        let mut session = unsafe {
-            process_tree::SessionCommand::new(command).pre_exec(take_controlling_terminal())
-        };
+        let mut session = unsafe { command.pre_exec(take_controlling_terminal()) };
         if let Some(step) = &request.pre_exec {
             // SAFETY: the request's step is async-signal-safe (its contract);
             // it runs after TIOCSCTTY, which a sandbox may forbid.
