@@ -189,8 +189,8 @@ impl CommandSpec {
     ///
     /// # Safety
     ///
-    /// `step` must be async-signal-safe, as
-    /// [`process_tree::SessionCommand::pre_exec`] requires.
+    /// `step` must keep the rules of [`process_tree::PreExecStep`]
+    /// (async-signal-safe; it runs in the host's memory).
     pub unsafe fn with_pre_exec(mut self, step: process_tree::PreExecStep) -> Self {
         self.pre_exec = Some(ChildStep(step));
         self

@@ -15,12 +15,19 @@
 //!
 //! * only reads what the parent prepared (argument and environment
 //!   vectors, candidate paths, descriptors) and writes only its own stack
-//!   and the one [`Failure`] slot the parent reads after `clone` returns;
-//! * allocates nothing and takes no lock (like any `pre_exec` step: the
-//!   steps' own contract);
+//!   and the one failure slot the parent reads after `clone` returns;
+//! * allocates nothing, takes no lock and never panics (the steps' own
+//!   contract: a panic would run the host's panic hook on the host's
+//!   memory); a child that dies before `exec` all the same fails the
+//!   spawn, as the slot says so until the `exec`;
+//! * changes no user or group id: the kernel would mark the *host's*
+//!   memory undumpable, and the C library's `set*id` wrappers act on every
+//!   thread of the host (entering a user namespace of the host's own user,
+//!   as the sandbox does, changes neither);
 //! * runs with every signal blocked (the parent blocks them around
-//!   `clone`) until it has given every signal its default action, so no
-//!   handler of the host ever runs on the child's side.
+//!   `clone`, the C library's own two included) until it has given every
+//!   signal its default action, so no handler of the host ever runs on the
+//!   child's side.
 //!
 //! It has copies, not shares, of the descriptor table, the working
 //! directory and the signal actions (no `CLONE_FILES`, `CLONE_FS` or
@@ -28,7 +35,7 @@
 //! not being a thread of the host, it may `setns` into a user namespace,
 //! which a thread may not.
 
-use std::ffi::{CString, OsStr, OsString};
+use std::ffi::{CStr, CString, OsStr, OsString};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
@@ -44,6 +51,13 @@ const STACK_BYTES: usize = 256 * 1024;
 
 /// The search path `execvp` uses when the environment has none.
 const DEFAULT_PATH: &[u8] = b"/bin:/usr/bin";
+
+/// The shell `execvp` runs an executable without a `#!` line with.
+const SHELL: &CStr = c"/bin/sh";
+
+/// What the child reports until it is about to `exec`: a child that dies
+/// before (killed, or aborted by a step that panicked) fails the spawn.
+const DIED_BEFORE_EXEC: i32 = -1;
 
 /// Where a child's standard stream comes from.
 #[derive(Debug, Default)]
@@ -76,6 +90,10 @@ pub(crate) struct Plan {
     /// The paths `exec` tries in turn (one, when the program names a
     /// path; else one per `PATH` entry).
     candidates: Vec<CString>,
+    /// Per candidate, the argument vector that runs it as a script of
+    /// `/bin/sh` when it is an executable without a `#!` line (`ENOEXEC`),
+    /// as `execvp` does.
+    shell_argv_ptrs: Vec<Vec<*const libc::c_char>>,
     cwd: Option<CString>,
     /// The descriptor each of stdin, stdout and stderr gets (`None`:
     /// inherited); each is 3 or above, so no `dup2` overwrites another's
@@ -174,6 +192,16 @@ impl Plan {
                 })
                 .collect::<io::Result<_>>()?
         };
+        let shell_argv_ptrs = candidates
+            .iter()
+            .map(|path| {
+                std::iter::once(SHELL.as_ptr())
+                    .chain(std::iter::once(path.as_ptr()))
+                    .chain(argv.iter().skip(1).map(|a| a.as_ptr()))
+                    .chain(std::iter::once(std::ptr::null()))
+                    .collect()
+            })
+            .collect();
         let cwd = request
             .cwd
             .map(|d| c_string(d.as_os_str().as_bytes()))
@@ -210,6 +238,7 @@ impl Plan {
             envp_ptrs: pointers(&envp),
             _envp: envp,
             candidates,
+            shell_argv_ptrs,
             cwd,
             stdio,
             parent_ends,
@@ -227,7 +256,7 @@ impl Plan {
     /// child's `errno` when a step or the `exec` failed (the child is
     /// reaped then).
     pub(crate) fn start(&self) -> io::Result<libc::pid_t> {
-        let failure = AtomicI32::new(0);
+        let failure = AtomicI32::new(DIED_BEFORE_EXEC);
         let mut stack = Stack::new(STACK_BYTES)?;
         let blocked = BlockedSignals::all()?;
         // SAFETY: the child runs `child_main` on its own stack and only
@@ -254,7 +283,11 @@ impl Plan {
                     break;
                 }
             }
-            return Err(io::Error::from_raw_os_error(errno));
+            return Err(if errno == DIED_BEFORE_EXEC {
+                io::Error::other("the new process died before it could run the program")
+            } else {
+                io::Error::from_raw_os_error(errno)
+            });
         }
         Ok(pid)
     }
@@ -265,7 +298,7 @@ impl Plan {
 /// same). Returns (and the child exits with) 127 only on failure, with
 /// the errno stored in `failure`.
 fn child_main(plan: &Plan, failure: &AtomicI32) -> isize {
-    let errno = match prepare_and_exec(plan) {
+    let errno = match prepare_and_exec(plan, failure) {
         Ok(never) => match never {},
         Err(errno) => errno,
     };
@@ -286,7 +319,7 @@ fn check(rc: libc::c_int) -> Result<(), i32> {
     if rc < 0 { Err(last_errno()) } else { Ok(()) }
 }
 
-fn prepare_and_exec(plan: &Plan) -> Result<std::convert::Infallible, i32> {
+fn prepare_and_exec(plan: &Plan, failure: &AtomicI32) -> Result<std::convert::Infallible, i32> {
     for (target, source) in plan.stdio.iter().enumerate() {
         if let Some(fd) = source {
             // Every source is 3 or above: no dup2 clobbers another's source.
@@ -313,22 +346,18 @@ fn prepare_and_exec(plan: &Plan) -> Result<std::convert::Infallible, i32> {
     for step in &plan.steps {
         step().map_err(|e| e.raw_os_error().unwrap_or(libc::EINVAL))?;
     }
-    // Every action is the default now: unblocking runs no handler.
-    // SAFETY: an empty set, then sigprocmask on this task.
-    unsafe {
-        let mut empty: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut empty);
-        check(libc::sigprocmask(
-            libc::SIG_SETMASK,
-            &empty,
-            std::ptr::null_mut(),
-        ))?;
-    }
-    // As execvp without its /bin/sh fallback (as posix_spawnp): try each
-    // candidate, go on past a missing one, report EACCES if any was seen.
+    // Every action is the default now (but the C library's own two,
+    // whose handlers ignore what they did not send): unblocking runs no
+    // handler of the host.
+    set_mask(&0, None).map_err(|e| e.raw_os_error().unwrap_or(libc::EINVAL))?;
+    // Nothing left that could die halfway: an `exec` that works reports
+    // success by leaving this 0; one that fails overwrites it.
+    failure.store(0, Ordering::Release);
+    // As execvp: try each candidate, go on past a missing one, run one
+    // without a `#!` line with /bin/sh, report EACCES if any was seen.
     let mut seen_eacces = false;
     let mut last = libc::ENOENT;
-    for path in &plan.candidates {
+    for (path, shell_argv) in plan.candidates.iter().zip(&plan.shell_argv_ptrs) {
         // SAFETY: NUL-terminated vectors of C strings the plan keeps alive.
         unsafe {
             libc::execve(
@@ -338,6 +367,11 @@ fn prepare_and_exec(plan: &Plan) -> Result<std::convert::Infallible, i32> {
             )
         };
         last = last_errno();
+        if last == libc::ENOEXEC {
+            // SAFETY: as above.
+            unsafe { libc::execve(SHELL.as_ptr(), shell_argv.as_ptr(), plan.envp_ptrs.as_ptr()) };
+            return Err(last_errno());
+        }
         match last {
             libc::EACCES => seen_eacces = true,
             libc::ENOENT | libc::ENOTDIR | libc::ESTALE | libc::ENODEV | libc::ETIMEDOUT => {}
@@ -366,28 +400,46 @@ fn reset_dispositions() {
 }
 
 /// Every signal blocked on this thread until dropped (then the old mask).
-struct BlockedSignals(libc::sigset_t);
+///
+/// The raw system call, as `posix_spawn` does it: the C library's
+/// `pthread_sigmask` leaves its own two signals (32 and 33) unblocked, and
+/// their handlers must not run on the child's side either.
+struct BlockedSignals(u64);
+
+/// The kernel's signal set: one bit per signal, 64 signals.
+const KERNEL_SIGSET_BYTES: usize = std::mem::size_of::<u64>();
+
+/// Sets this thread's signal mask (kernel-sized sets); the old one into
+/// `old`. Async-signal-safe.
+fn set_mask(new: &u64, old: Option<&mut u64>) -> io::Result<()> {
+    let old = old.map_or(std::ptr::null_mut(), |o| o as *mut u64);
+    // SAFETY: rt_sigprocmask on this thread with kernel-sized sets we own.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_rt_sigprocmask,
+            libc::SIG_SETMASK,
+            new as *const u64,
+            old,
+            KERNEL_SIGSET_BYTES,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
 
 impl BlockedSignals {
     fn all() -> io::Result<Self> {
-        // SAFETY: sets we own; pthread_sigmask on this thread.
-        unsafe {
-            let mut all: libc::sigset_t = std::mem::zeroed();
-            let mut old: libc::sigset_t = std::mem::zeroed();
-            libc::sigfillset(&mut all);
-            let rc = libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
-            if rc != 0 {
-                return Err(io::Error::from_raw_os_error(rc));
-            }
-            Ok(Self(old))
-        }
+        let mut old = 0;
+        set_mask(&u64::MAX, Some(&mut old))?;
+        Ok(Self(old))
     }
 }
 
 impl Drop for BlockedSignals {
     fn drop(&mut self) {
-        // SAFETY: restores the mask saved by `all`.
-        unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &self.0, std::ptr::null_mut()) };
+        let _ = set_mask(&self.0, None);
     }
 }
 

@@ -33,11 +33,17 @@ use crate::child::{ChildIo, Plan, Request};
 use crate::end::{EndReport, Step, Survivors, pidfd_open};
 use crate::scan::{ProcessInfo, live_session_members, process_info};
 
-/// A step run in the child between `fork` and `exec`.
+/// A step run in the child between its start and `exec`.
 ///
-/// It runs in a copy of a multi-threaded process: it must only make
-/// async-signal-safe calls (no allocation, no locks), like the closure of
-/// [`std::os::unix::process::CommandExt::pre_exec`].
+/// The child shares the host's memory until `exec` (see
+/// [`SessionCommand`]), while the host's other threads run on. A step
+/// must therefore make only async-signal-safe calls (no allocation, no
+/// locks), as the closure of
+/// [`std::os::unix::process::CommandExt::pre_exec`] must, and also: write
+/// nothing but its own stack (no statics, nothing it captured), never
+/// panic (no indexing, `unwrap` or overflow that could), and change no
+/// user or group id (`set*id`): raw system calls that read what the step
+/// captured.
 pub type PreExecStep = Arc<dyn Fn() -> io::Result<()> + Send + Sync>;
 
 /// Steps the host runs in every child, after the spawn path's own.
@@ -50,9 +56,8 @@ static HOST_STEPS: RwLock<Vec<PreExecStep>> = RwLock::new(Vec::new());
 ///
 /// # Safety
 ///
-/// `step` runs between `fork` and `exec` in a copy of a multi-threaded
-/// process: it must be async-signal-safe (no allocation, no locks, no
-/// panics), as [`std::os::unix::process::CommandExt::pre_exec`] requires.
+/// `step` runs between the child's start and `exec`, in the host's
+/// memory: it must keep every rule of [`PreExecStep`].
 pub unsafe fn add_pre_exec_step(step: PreExecStep) {
     HOST_STEPS
         .write()
@@ -246,9 +251,8 @@ impl SessionCommand {
     ///
     /// # Safety
     ///
-    /// As [`add_pre_exec_step`]: `step` must be async-signal-safe. It runs
-    /// in the host's memory (see [`SessionCommand`]): it may read what it
-    /// captured but must write nothing outside its own stack.
+    /// As [`add_pre_exec_step`]: `step` must keep every rule of
+    /// [`PreExecStep`] (it runs in the host's memory).
     pub unsafe fn pre_exec(mut self, step: PreExecStep) -> Self {
         self.steps.push(step);
         self

@@ -11,12 +11,15 @@ use common::session;
 
 #[test]
 fn the_session_scan_finds_what_reading_every_stat_finds() {
-    // A member in a process group of its own, a zombie member (`true`,
-    // never waited for by the `sleep` its subshell became), and a process
-    // that left for a session of its own.
-    let (leader, line) = session(
-        "set -m; sleep 310 & (true & exec sleep 311) & set +m; setsid sleep 312 & echo $!; wait",
-    );
+    // A member in a process group of its own, a zombie member, and a
+    // process that left for a session of its own. The zombie is a child
+    // that exits only once its parent has become `sleep`, which never
+    // waits: had it exited first, its parent (still bash) could have
+    // reaped it.
+    let zombie = r#"bash -c 'until read -r c < /proc/$PPID/comm && [ "$c" = sleep ]; do :; done'"#;
+    let (leader, line) = session(&format!(
+        "set -m; sleep 310 & ({zombie} & exec sleep 311) & set +m; setsid sleep 312 & echo $!; wait"
+    ));
     let sid = leader.pid();
     let left: i32 = line.parse().unwrap();
     let by_stat = || -> BTreeSet<(i32, char)> {

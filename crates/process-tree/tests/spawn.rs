@@ -65,7 +65,7 @@ fn the_environment_is_the_hosts_with_changes_or_only_what_was_set() {
     let script =
         "printf '%s|%s|%s' \"${DSH_SPAWN_TEST_INHERITED-unset}\" \"${A-unset}\" \"${B-unset}\"";
     let (out, _) = output(
-        SessionCommand::new("/bin/bash")
+        SessionCommand::new("bash")
             .args(["-c", script])
             .env("A", "1")
             .env("B", "2")
@@ -73,13 +73,15 @@ fn the_environment_is_the_hosts_with_changes_or_only_what_was_set() {
     );
     assert_eq!(out, "from the host|1|unset");
     let (out, _) = output(
-        SessionCommand::new("/bin/bash")
+        SessionCommand::new("bash")
             .args(["-c", script])
             .env("A", "dropped by env_clear")
             .env_clear()
             .env("B", "3"),
     );
     assert_eq!(out, "unset|unset|3");
+    // SAFETY: as above.
+    unsafe { std::env::remove_var("DSH_SPAWN_TEST_INHERITED") };
 }
 
 #[test]
@@ -90,8 +92,19 @@ fn a_bare_name_is_looked_up_in_the_childs_path() {
     std::fs::write(&tool, "#!/bin/sh\necho found\n").unwrap();
     set_mode(&tool, 0o755);
     let path = format!("/nonexistent-dir:{}:/usr/bin:/bin", dir.display());
-    let (out, code) = output(SessionCommand::new("dsh-spawn-test-tool").env("PATH", path));
+    let (out, code) = output(SessionCommand::new("dsh-spawn-test-tool").env("PATH", &path));
     assert_eq!((out.as_str(), code), ("found\n", Some(0)));
+    // An executable without a `#!` line runs as a script of /bin/sh, as
+    // with execvp, with its arguments.
+    let script = dir.join("dsh-spawn-test-script");
+    std::fs::write(&script, "echo \"script $1\"\n").unwrap();
+    set_mode(&script, 0o755);
+    let (out, code) = output(
+        SessionCommand::new("dsh-spawn-test-script")
+            .arg("ran")
+            .env("PATH", &path),
+    );
+    assert_eq!((out.as_str(), code), ("script ran\n", Some(0)));
     // Not in the host's PATH: only the child's was searched.
     let error = SessionCommand::new("dsh-spawn-test-tool")
         .spawn()
@@ -149,6 +162,23 @@ fn a_spawn_that_cannot_start_says_why_and_leaves_no_child() {
     assert_eq!(refused.raw_os_error(), Some(libc::EPERM), "{refused}");
     assert!(!marker.exists(), "the program ran after its step failed");
 
+    // A child that dies before it runs the program fails the spawn (the
+    // step exits: a step that panicked would die the same way).
+    let exits: process_tree::PreExecStep = Arc::new(|| {
+        // SAFETY: ends the child at once, async-signal-safe.
+        unsafe { libc::_exit(0) }
+    });
+    // SAFETY: the step makes one async-signal-safe call.
+    let died = unsafe {
+        SessionCommand::new("touch")
+            .arg(&marker)
+            .pre_exec(exits)
+            .spawn()
+            .expect_err("a child that died before exec")
+    };
+    assert!(died.to_string().contains("died before"), "{died}");
+    assert!(!marker.exists(), "the program ran after its child died");
+
     // Every child those spawns started was reaped by the spawn.
     assert_eq!(zombie_children(), before);
     std::fs::remove_dir_all(dir).unwrap();
@@ -202,9 +232,11 @@ fn streams_are_null_piped_or_a_given_descriptor() {
 #[test]
 fn the_child_is_a_session_leader_with_default_signal_actions_and_an_empty_mask() {
     let _turn = one_at_a_time();
-    // The host blocks and ignores a signal; the child must not inherit either.
+    // The host ignores a signal (a disposition is the whole process's):
+    // the child must not inherit that. Its mask must be empty, though the
+    // spawn blocks every signal around the child's start.
     let spawned = {
-        let _blocked = BlockedUsr1::new();
+        let _ignored = IgnoredUsr1::new();
         SessionCommand::new("cat")
             .args(["/proc/self/stat", "/proc/self/status"])
             .stdout(ChildIo::Piped)
@@ -228,32 +260,20 @@ fn the_child_is_a_session_leader_with_default_signal_actions_and_an_empty_mask()
     }
 }
 
-/// SIGUSR1 blocked on this thread and ignored by the process, until dropped.
-struct BlockedUsr1(libc::sighandler_t);
+/// SIGUSR1 ignored by this process until dropped.
+struct IgnoredUsr1(libc::sighandler_t);
 
-impl BlockedUsr1 {
+impl IgnoredUsr1 {
     fn new() -> Self {
-        // SAFETY: plain signal-mask and action calls in a test.
-        unsafe {
-            let mut set: libc::sigset_t = std::mem::zeroed();
-            libc::sigemptyset(&mut set);
-            libc::sigaddset(&mut set, libc::SIGUSR1);
-            libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
-            Self(libc::signal(libc::SIGUSR1, libc::SIG_IGN))
-        }
+        // SAFETY: a plain disposition change in a test.
+        Self(unsafe { libc::signal(libc::SIGUSR1, libc::SIG_IGN) })
     }
 }
 
-impl Drop for BlockedUsr1 {
+impl Drop for IgnoredUsr1 {
     fn drop(&mut self) {
         // SAFETY: as in `new`.
-        unsafe {
-            let mut set: libc::sigset_t = std::mem::zeroed();
-            libc::sigemptyset(&mut set);
-            libc::sigaddset(&mut set, libc::SIGUSR1);
-            libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
-            libc::signal(libc::SIGUSR1, self.0);
-        }
+        unsafe { libc::signal(libc::SIGUSR1, self.0) };
     }
 }
 

@@ -249,7 +249,9 @@ impl Prepared {
     }
 
     /// Runs the same step as [`Prepared::pre_exec_step`] in the calling
-    /// process. Only for a freshly forked child that is about to `exec`.
+    /// process. Only for a new child that is about to `exec` (forked, or
+    /// started sharing its parent's memory: the step writes nothing but
+    /// its stack and changes no user or group id).
     pub fn apply_in_child(&self) -> io::Result<()> {
         apply(&self.0)
     }
