@@ -19,8 +19,11 @@ use crate::store::{SessionRecordOp, StoreAccess};
 /// How many records may wait for the writer before new ones are dropped.
 const QUEUE: usize = 1024;
 
-/// How long the writer gathers records before it opens the store.
-const BATCH_DELAY: Duration = Duration::from_millis(500);
+/// How long no call must have come before the writer opens the store.
+const QUIET: Duration = Duration::from_millis(100);
+
+/// The longest a record waits for such a quiet moment.
+const MAX_DELAY: Duration = Duration::from_secs(2);
 
 /// How often the writer empties the queue while it gathers a batch.
 const DRAIN_EVERY: Duration = Duration::from_millis(20);
@@ -231,10 +234,67 @@ async fn persist(
     op: SessionRecordOp,
 ) -> Result<Option<workspace::SessionStart>, String> {
     let store = store.clone();
-    match tokio::task::spawn_blocking(move || store.record(op)).await {
+    match on_log_thread(move || store.record(op)).await {
         Ok(result) => result.map_err(|e| e.to_string()),
-        Err(e) => Err(format!("the store task failed: {e}")),
+        Err(e) => Err(e),
     }
+}
+
+/// The niceness of the thread that writes session logs: the lowest.
+pub const LOG_THREAD_NICE: i32 = 19;
+
+type LogJob = Box<dyn FnOnce() + Send>;
+
+/// Runs `job` on the one thread that writes every session's log, which
+/// runs at the lowest priority (nice [`LOG_THREAD_NICE`]); on the blocking
+/// pool when that thread could not start.
+///
+/// A standalone server opens the store for each batch, milliseconds of
+/// CPU (and the store's own threads, which inherit the priority of the
+/// thread that opened it). At the priority of the tool calls, that burst
+/// took a core from the program a terminal send was waiting on, every
+/// half second: it was most of the settle tail over MCP on two cores. The
+/// log is not urgent; the calls are.
+async fn on_log_thread<T: Send + 'static>(
+    job: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, String> {
+    static THREAD: std::sync::OnceLock<Option<std::sync::mpsc::Sender<LogJob>>> =
+        std::sync::OnceLock::new();
+    let queue = THREAD.get_or_init(|| {
+        let (tx, rx) = std::sync::mpsc::channel::<LogJob>();
+        std::thread::Builder::new()
+            .name("session-log".to_owned())
+            .spawn(move || {
+                // SAFETY: plain syscalls; on Linux PRIO_PROCESS with a
+                // thread id names that thread alone.
+                unsafe {
+                    let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
+                    libc::setpriority(libc::PRIO_PROCESS, tid, LOG_THREAD_NICE);
+                }
+                while let Ok(job) = rx.recv() {
+                    job();
+                }
+            })
+            .ok()
+            .map(|_| tx)
+    });
+    let (done_tx, done_rx) = tokio::sync::oneshot::channel();
+    let job: LogJob = Box::new(move || {
+        let _ = done_tx.send(job());
+    });
+    let unsent = match queue {
+        Some(queue) => queue.send(job).err().map(|e| e.0),
+        None => Some(job),
+    };
+    if let Some(job) = unsent {
+        // No log thread: the blocking pool, at the usual priority.
+        tokio::task::spawn_blocking(job)
+            .await
+            .map_err(|e| format!("the store task failed: {e}"))?;
+    }
+    done_rx
+        .await
+        .map_err(|_| "the session log's thread stopped".to_owned())
 }
 
 async fn write_records(
@@ -247,25 +307,34 @@ async fn write_records(
     let mut waiting: Vec<LogEntry> = Vec::new();
     let mut dropped = 0usize;
     while let Some(first) = rx.recv().await {
-        // Opening the store costs milliseconds of CPU: gather what arrives
-        // in the next moment and write it in one opening, so a busy agent's
-        // log never competes with its tool calls. The queue is emptied
+        // Writing costs milliseconds of CPU (a standalone server opens the
+        // store for each batch): gather records until the calls pause
+        // (QUIET) and write them in one go then, so the write falls
+        // between an agent's bursts of calls, not in the middle of one
+        // (mid-burst, it was most of the tail of a terminal send's
+        // latency). A record waits at most MAX_DELAY. The queue is emptied
         // every few milliseconds meanwhile (not on every record, which
         // would wake this task on every call), so a fast client never
         // fills it; a full batch is written at once.
         let mut batch = vec![first];
-        let deadline = tokio::time::Instant::now() + BATCH_DELAY;
+        let started = tokio::time::Instant::now();
+        let mut last_call = started;
         while batch.len() < QUEUE {
             let now = tokio::time::Instant::now();
-            if now >= deadline {
+            let due = (last_call + QUIET).min(started + MAX_DELAY);
+            if now >= due {
                 break;
             }
-            tokio::time::sleep(DRAIN_EVERY.min(deadline - now)).await;
+            tokio::time::sleep(DRAIN_EVERY.min(due - now)).await;
+            let before = batch.len();
             while batch.len() < QUEUE {
                 match rx.try_recv() {
                     Ok(more) => batch.push(more),
                     Err(_) => break,
                 }
+            }
+            if batch.len() > before {
+                last_call = tokio::time::Instant::now();
             }
         }
         for record in batch {
@@ -373,6 +442,54 @@ mod tests {
         let kept = workspace::LOG_CAPACITY.min(calls);
         let want: Vec<u64> = ((calls - kept)..calls).map(|n| n as u64).collect();
         assert_eq!(log.iter().map(|e| e.duration_ms).collect::<Vec<_>>(), want);
+    }
+
+    /// The store is written from a thread at the lowest priority, so a
+    /// write never takes a core from a tool call.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_log_is_written_at_the_lowest_priority() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = StoreAccess::per_operation(dir.path());
+        let recorder = SessionRecorder::start(store.clone(), KEEP);
+        let id = SessionId::new_random();
+        recorder.begin(SessionHeader {
+            id,
+            cwd: None,
+            created_at: Utc::now(),
+            client: None,
+        });
+        recorder.call(
+            Utc::now(),
+            "bash",
+            &json!({ "command": "true" }),
+            "OK",
+            Duration::from_millis(1),
+            None,
+        );
+        recorder.finish(Duration::from_secs(60)).await;
+        let StoreAccess::PerOperation(store) = store else {
+            unreachable!("a per-operation store")
+        };
+        let log =
+            workspace::SessionPersistence::read_log(&mut store.open().unwrap().sessions(), id)
+                .unwrap();
+        assert_eq!(log.len(), 1, "the call was written");
+        let writers: Vec<i64> = std::fs::read_dir("/proc/self/task")
+            .unwrap()
+            .filter_map(|task| {
+                let task = task.ok()?.path();
+                let comm = std::fs::read_to_string(task.join("comm")).ok()?;
+                (comm.trim() == "session-log").then_some(())?;
+                let stat = std::fs::read_to_string(task.join("stat")).ok()?;
+                // Field 19 (nice), counted from the state, field 3.
+                stat[stat.rfind(')')? + 1..]
+                    .split_whitespace()
+                    .nth(16)?
+                    .parse()
+                    .ok()
+            })
+            .collect();
+        assert_eq!(writers, vec![i64::from(LOG_THREAD_NICE)]);
     }
 
     #[test]
