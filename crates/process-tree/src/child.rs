@@ -6,8 +6,9 @@
 //! **Why not `fork`.** `std::process::Command` forks as soon as it has a
 //! `pre_exec` step, and a fork copies the page tables of the whole host
 //! (tens of megabytes, a dozen threads) only for the child to throw them
-//! away at `exec`: on the 2-core benchmark machine that was 0.8 ms of a
-//! 2 ms `bash -c true`. Sharing the memory costs nothing to set up.
+//! away at `exec`: in a process of dsh's size on the 2-core benchmark
+//! machine, about 0.9 ms of a 2.3 ms `bash -c true` (`cargo xtask bench
+//! spawn`). Sharing the memory costs nothing to set up.
 //!
 //! **What sharing demands.** Until `exec`, the child runs in the host's
 //! address space while the host's other threads keep running, and the
