@@ -87,7 +87,8 @@ fn the_environment_is_the_hosts_with_changes_or_only_what_was_set() {
 #[test]
 fn a_bare_name_is_looked_up_in_the_childs_path() {
     let _turn = one_at_a_time();
-    let dir = tempdir();
+    let temp = tempdir();
+    let dir = temp.path();
     let tool = dir.join("dsh-spawn-test-tool");
     std::fs::write(&tool, "#!/bin/sh\necho found\n").unwrap();
     set_mode(&tool, 0o755);
@@ -110,7 +111,6 @@ fn a_bare_name_is_looked_up_in_the_childs_path() {
         .spawn()
         .expect_err("not on the host's PATH");
     assert_eq!(error.kind(), std::io::ErrorKind::NotFound);
-    std::fs::remove_dir_all(dir).unwrap();
 }
 
 #[test]
@@ -122,7 +122,8 @@ fn a_spawn_that_cannot_start_says_why_and_leaves_no_child() {
         .expect_err("a missing program");
     assert_eq!(missing.kind(), std::io::ErrorKind::NotFound, "{missing}");
 
-    let dir = tempdir();
+    let temp = tempdir();
+    let dir = temp.path();
     let plain = dir.join("not-executable");
     std::fs::write(&plain, "#!/bin/sh\n").unwrap();
     set_mode(&plain, 0o644);
@@ -181,7 +182,6 @@ fn a_spawn_that_cannot_start_says_why_and_leaves_no_child() {
 
     // Every child those spawns started was reaped by the spawn.
     assert_eq!(zombie_children(), before);
-    std::fs::remove_dir_all(dir).unwrap();
 }
 
 #[test]
@@ -285,17 +285,11 @@ fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-fn tempdir() -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!(
-        "dsh-spawn-test-{}-{}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos()
-    ));
-    std::fs::create_dir(&dir).unwrap();
-    dir
+fn tempdir() -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix("dsh-spawn-test-")
+        .tempdir()
+        .unwrap()
 }
 
 fn set_mode(path: &std::path::Path, mode: u32) {
