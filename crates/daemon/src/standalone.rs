@@ -86,18 +86,20 @@ type Writer = Box<dyn tokio::io::AsyncWrite + Send + Unpin>;
 /// pipe or socket set non-blocking is read and written by the task
 /// itself, woken by `epoll`.
 fn stdio() -> (Reader, Writer) {
-    let read = match readiness_stream(libc::STDIN_FILENO, Direction::Read) {
-        Some(Stream::Pipe(fd)) => tokio::net::unix::pipe::Receiver::from_owned_fd(fd)
+    // A pipe goes through tokio's own check: a pipe, open for the
+    // direction asked; anything else is served the blocking way.
+    let read = match duplicate(libc::STDIN_FILENO) {
+        Some(Stdio::Socket(socket)) => Some(Box::new(socket) as Reader),
+        Some(Stdio::Other(fd)) => tokio::net::unix::pipe::Receiver::from_owned_fd(fd)
             .ok()
             .map(|r| Box::new(r) as Reader),
-        Some(Stream::Socket(socket)) => Some(Box::new(socket) as Reader),
         None => None,
     };
-    let write = match readiness_stream(libc::STDOUT_FILENO, Direction::Write) {
-        Some(Stream::Pipe(fd)) => tokio::net::unix::pipe::Sender::from_owned_fd(fd)
+    let write = match duplicate(libc::STDOUT_FILENO) {
+        Some(Stdio::Socket(socket)) => Some(Box::new(socket) as Writer),
+        Some(Stdio::Other(fd)) => tokio::net::unix::pipe::Sender::from_owned_fd(fd)
             .ok()
             .map(|w| Box::new(w) as Writer),
-        Some(Stream::Socket(socket)) => Some(Box::new(socket) as Writer),
         None => None,
     };
     (
@@ -106,42 +108,26 @@ fn stdio() -> (Reader, Writer) {
     )
 }
 
-#[derive(Clone, Copy, PartialEq)]
-enum Direction {
-    Read,
-    Write,
-}
-
-enum Stream {
-    Pipe(std::os::fd::OwnedFd),
+/// A duplicate of stdin or stdout.
+enum Stdio {
+    /// A Unix socket, non-blocking, registered with the runtime.
     Socket(tokio::net::UnixStream),
+    /// Anything else (a pipe, a terminal, a file).
+    Other(std::os::fd::OwnedFd),
 }
 
-/// A duplicate of `fd` ready for the runtime, when it is a pipe open in
-/// `direction` or a Unix socket; `None` for anything else (a terminal, a
-/// file), which the caller serves the blocking way.
-fn readiness_stream(fd: std::os::fd::RawFd, direction: Direction) -> Option<Stream> {
-    use std::os::fd::{AsFd, BorrowedFd};
+/// A duplicate of `fd`, made ready for the runtime when it is a socket.
+fn duplicate(fd: std::os::fd::RawFd) -> Option<Stdio> {
     // SAFETY: stdin and stdout stay open for the life of the process.
-    let borrowed = unsafe { BorrowedFd::borrow_raw(fd) };
+    let borrowed = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
     let stat = nix::sys::stat::fstat(borrowed).ok()?;
-    let kind = stat.st_mode & libc::S_IFMT;
-    let own = borrowed.as_fd().try_clone_to_owned().ok()?;
-    if kind == libc::S_IFIFO {
-        let flags = nix::fcntl::fcntl(own.as_fd(), nix::fcntl::FcntlArg::F_GETFL).ok()?;
-        let mode = flags & libc::O_ACCMODE;
-        let fits = match direction {
-            Direction::Read => mode == libc::O_RDONLY || mode == libc::O_RDWR,
-            Direction::Write => mode == libc::O_WRONLY || mode == libc::O_RDWR,
-        };
-        return fits.then_some(Stream::Pipe(own));
+    let own = borrowed.try_clone_to_owned().ok()?;
+    if stat.st_mode & libc::S_IFMT != libc::S_IFSOCK {
+        return Some(Stdio::Other(own));
     }
-    if kind == libc::S_IFSOCK {
-        let socket = std::os::unix::net::UnixStream::from(own);
-        socket.set_nonblocking(true).ok()?;
-        return tokio::net::UnixStream::from_std(socket)
-            .ok()
-            .map(Stream::Socket);
-    }
-    None
+    let socket = std::os::unix::net::UnixStream::from(own);
+    socket.set_nonblocking(true).ok()?;
+    tokio::net::UnixStream::from_std(socket)
+        .ok()
+        .map(Stdio::Socket)
 }
