@@ -405,13 +405,8 @@ mod tests {
     const KEEP: LogPolicy = LogPolicy { commands: true };
     const HIDE: LogPolicy = LogPolicy { commands: false };
 
-    /// A client faster than any over MCP (a call every 200 µs:
-    /// thousands in a few batch delays) loses no record: the log holds the
-    /// newest entries, every one, in order.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_fast_client_loses_no_record() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = StoreAccess::per_operation(dir.path());
+    /// A recorder on `store` with a session begun.
+    fn begun(store: &StoreAccess) -> (SessionRecorder, SessionId) {
         let recorder = SessionRecorder::start(store.clone(), KEEP);
         let id = SessionId::new_random();
         recorder.begin(SessionHeader {
@@ -420,25 +415,44 @@ mod tests {
             created_at: Utc::now(),
             client: None,
         });
-        let calls = 3 * QUEUE;
-        for n in 0..calls {
-            std::thread::sleep(Duration::from_micros(200)); // sleep-ok: paces the calls like a very fast client
-            recorder.call(
-                Utc::now(),
-                "bash",
-                &json!({ "command": "true" }),
-                "OK",
-                Duration::from_millis(n as u64),
-                None,
-            );
-        }
-        recorder.finish(Duration::from_secs(60)).await;
+        (recorder, id)
+    }
+
+    /// Records one `bash` call that took `took`.
+    fn call(recorder: &SessionRecorder, took: Duration) {
+        recorder.call(
+            Utc::now(),
+            "bash",
+            &json!({ "command": "true" }),
+            "OK",
+            took,
+            None,
+        );
+    }
+
+    /// The session's log as the store holds it.
+    fn read_log(store: &StoreAccess, id: SessionId) -> Vec<LogEntry> {
         let StoreAccess::PerOperation(store) = store else {
             unreachable!("a per-operation store")
         };
-        let log =
-            workspace::SessionPersistence::read_log(&mut store.open().unwrap().sessions(), id)
-                .unwrap();
+        workspace::SessionPersistence::read_log(&mut store.open().unwrap().sessions(), id).unwrap()
+    }
+
+    /// A client faster than any over MCP (a call every 200 µs:
+    /// thousands in a few batch delays) loses no record: the log holds the
+    /// newest entries, every one, in order.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_fast_client_loses_no_record() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = StoreAccess::per_operation(dir.path());
+        let (recorder, id) = begun(&store);
+        let calls = 3 * QUEUE;
+        for n in 0..calls {
+            std::thread::sleep(Duration::from_micros(200)); // sleep-ok: paces the calls like a very fast client
+            call(&recorder, Duration::from_millis(n as u64));
+        }
+        recorder.finish(Duration::from_secs(60)).await;
+        let log = read_log(&store, id);
         let kept = workspace::LOG_CAPACITY.min(calls);
         let want: Vec<u64> = ((calls - kept)..calls).map(|n| n as u64).collect();
         assert_eq!(log.iter().map(|e| e.duration_ms).collect::<Vec<_>>(), want);
@@ -450,29 +464,10 @@ mod tests {
     async fn the_log_is_written_at_the_lowest_priority() {
         let dir = tempfile::tempdir().unwrap();
         let store = StoreAccess::per_operation(dir.path());
-        let recorder = SessionRecorder::start(store.clone(), KEEP);
-        let id = SessionId::new_random();
-        recorder.begin(SessionHeader {
-            id,
-            cwd: None,
-            created_at: Utc::now(),
-            client: None,
-        });
-        recorder.call(
-            Utc::now(),
-            "bash",
-            &json!({ "command": "true" }),
-            "OK",
-            Duration::from_millis(1),
-            None,
-        );
+        let (recorder, id) = begun(&store);
+        call(&recorder, Duration::from_millis(1));
         recorder.finish(Duration::from_secs(60)).await;
-        let StoreAccess::PerOperation(store) = store else {
-            unreachable!("a per-operation store")
-        };
-        let log =
-            workspace::SessionPersistence::read_log(&mut store.open().unwrap().sessions(), id)
-                .unwrap();
+        let log = read_log(&store, id);
         assert_eq!(log.len(), 1, "the call was written");
         let writers: Vec<i64> = std::fs::read_dir("/proc/self/task")
             .unwrap()
