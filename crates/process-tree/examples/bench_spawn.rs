@@ -111,8 +111,8 @@ fn main() {
     let (n, rounds) = if quick { (30, 3) } else { (300, 3) };
     println!("`bash -c true`, spawned, waited for and reaped: {n} each, in {rounds} rounds\n");
     println!(
-        "this process as it starts ({} KB resident):\n",
-        resident_kb()
+        "this process as it starts ({} KiB resident):\n",
+        process_tree::resident_kib()
     );
     measure(n, rounds);
     let mut ballast = vec![0u8; HOST_BYTES];
@@ -127,20 +127,9 @@ fn main() {
         });
     }
     println!(
-        "\ngrown to a running dsh's size ({} KB resident, {HOST_THREADS} threads):\n",
-        resident_kb()
+        "\ngrown to a running dsh's size ({} KiB resident, {HOST_THREADS} threads):\n",
+        process_tree::resident_kib()
     );
     measure(n, rounds);
     std::hint::black_box(&ballast);
-}
-
-fn resident_kb() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("VmRSS:"))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        })
-        .unwrap_or(0)
 }

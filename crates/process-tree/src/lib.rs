@@ -49,7 +49,7 @@ pub use guardian::{serve_guardian, start_guardian};
 pub use reap::{become_subreaper, reap_adopted};
 pub use scan::{
     ProcessInfo, all_processes, command_line, live_session_members, parse_stat, process_info,
-    session_members, ticks_since_boot,
+    resident_kib, session_members, ticks_since_boot,
 };
 pub use spawn::{Leader, PreExecStep, SessionCommand, Spawned, add_pre_exec_step, spawn_session};
 

@@ -173,6 +173,19 @@ pub fn ticks_since_boot() -> Option<u64> {
     (per_second > 0).then(|| (centiseconds * per_second).div_ceil(100) + 1)
 }
 
+/// This process's resident memory in KiB (`VmRSS` in `/proc/self/status`);
+/// 0 when it cannot be read.
+pub fn resident_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        })
+        .unwrap_or(0)
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]

@@ -420,17 +420,6 @@ impl Flood {
     }
 }
 
-fn rss_kib() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("VmRSS:"))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        })
-        .unwrap_or(0)
-}
-
 /// Samples resident memory until dropped; reports the peak growth.
 struct RssWatch {
     stop: Arc<AtomicBool>,
@@ -440,16 +429,16 @@ struct RssWatch {
 
 impl RssWatch {
     fn start() -> Self {
-        let base = rss_kib();
+        let base = process_tree::resident_kib();
         let stop = Arc::new(AtomicBool::new(false));
         let flag = Arc::clone(&stop);
         let thread = std::thread::spawn(move || {
             let mut peak = 0;
             while !flag.load(Ordering::Relaxed) {
-                peak = peak.max(rss_kib());
+                peak = peak.max(process_tree::resident_kib());
                 std::thread::sleep(Duration::from_millis(2));
             }
-            peak.max(rss_kib())
+            peak.max(process_tree::resident_kib())
         });
         Self {
             stop,
