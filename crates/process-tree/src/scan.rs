@@ -176,7 +176,7 @@ pub fn ticks_since_boot() -> Option<u64> {
 /// This process's resident memory in KiB (`VmRSS` in `/proc/self/status`);
 /// 0 when it cannot be read.
 pub fn resident_kib() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
+    fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| {
             s.lines()

@@ -1030,7 +1030,10 @@ impl Watch<'_> {
     /// was the whole settle tail. Spinning as a task that yields to the
     /// runtime did the same harm another way: each return woke an idle
     /// worker to steal the task, and workers taking turns on the core kept
-    /// the program from it.
+    /// the program from it. Not enough when every CPU is busy: there a
+    /// trace showed the program queued a whole slice behind the spin, its
+    /// `sched_yield`s notwithstanding (docs/subsystems/terminal.md,
+    /// Throughput).
     ///
     /// Returns after at most [`SPIN_SLICE`] all the same (`None`, as when
     /// a pause is due), so the task is polled by its runtime now and then.
