@@ -417,7 +417,10 @@ fn bench(name: &str, speed: Speed) -> anyhow::Result<()> {
             },
         ),
         "jobs" => example("jobs", "bench_jobs"),
-        "spawn" => example("process-tree", "bench_spawn"),
+        "spawn" => {
+            example("process-tree", "bench_spawn")?;
+            example("dsh", "bench_bash_layers")
+        }
         "lsp" => example("lsp-rust-analyzer", "bench_lsp"),
         "workspace" => example("workspace-sled", "bench_workspace"),
         "sandbox" => {
