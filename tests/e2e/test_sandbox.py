@@ -417,16 +417,26 @@ async def test_the_temp_dir_stays_creatable_with_the_runtime_dir_inside_it(isola
 
 @pytest.mark.skipif("--standalone" in os.environ.get("DSH_E2E_MCP_ARGS", ""),
                     reason="a standalone server has no daemon to call")
-async def test_a_confined_command_cannot_use_the_daemon_that_started_it(box):
+# With a mount namespace (user namespaces on) the daemon's runtime dir is an
+# empty directory inside the sandbox: its socket is not there to connect
+# to. Without one the socket is reachable, and the daemon refuses the
+# client itself.
+@pytest.mark.parametrize("pretend", ["", "no-userns"])
+async def test_a_confined_command_cannot_use_the_daemon_that_started_it(box, pretend):
     from conftest import dsh_bin
 
+    env = dict(box["env"], DSH_SANDBOX_TEST_PRETEND=pretend)
     evil = box["ws"] / "evil.toml"
     evil.write_text('[sandbox]\nmode = "off"\n')
-    async with connect(box["env"], cwd=box["ws"]) as s:
-        r = ok(await bash(s, f"{dsh_bin()} daemon status; echo rc=$?; "
-                             f"{dsh_bin()} mcp --config {evil} </dev/null; echo mcp=$?"))
-    assert "rc=1" in r["output"] and "mcp=1" in r["output"], r["output"]
-    assert "started by the dsh daemon it is calling" in r["output"], r["output"]
+    async with connect(env, cwd=box["ws"]) as s:
+        r = ok(await bash(s, f"ls -A $DSH_RUNTIME_DIR; echo listed; {dsh_bin()} daemon status; "
+                             f"echo rc=$?; {dsh_bin()} mcp --config {evil} </dev/null; echo mcp=$?"))
+    out = r["output"]
+    assert "rc=1" in out and "mcp=1" in out, out
+    if pretend:
+        assert "started by the dsh daemon it is calling" in out, out
+    else:
+        assert out.startswith("listed\n") and "no dsh daemon is running" in out, out
 
 
 FORK_AND_LEAVE = """
@@ -448,10 +458,13 @@ print("reply:", s.makefile().readline().strip(), flush=True)
 
 async def test_a_confined_client_whose_connecting_process_left_is_refused(box):
     (box["ws"] / "leave.py").write_text(FORK_AND_LEAVE)
-    async with connect(box["env"], cwd=box["ws"]) as s:
+    # Without a mount namespace, where the daemon's socket is reachable.
+    env = dict(box["env"], DSH_SANDBOX_TEST_PRETEND="no-userns")
+    async with connect(env, cwd=box["ws"]) as s:
         # The command waits for the reply of the child the script left.
-        r = ok(await bash(s, "python3 leave.py > reply.txt; "
-                             "until grep -q reply: reply.txt; do :; done; cat reply.txt",
+        r = ok(await bash(s, "python3 leave.py > $TMPDIR/reply.txt; "
+                             "until grep -q reply: $TMPDIR/reply.txt; do :; done; "
+                             "cat $TMPDIR/reply.txt",
                           timeout_ms=60000))
     assert "SANDBOXED_CLIENT" in r["output"], r
 

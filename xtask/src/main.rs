@@ -212,6 +212,16 @@ fn install_language_servers() -> anyhow::Result<Option<String>> {
         apt_update()?;
         apt_install(&["clangd"])?;
     }
+    // Programs that make ptys, for the sandbox's terminal tests.
+    let missing: Vec<&str> = ["tmux", "expect", "script"]
+        .into_iter()
+        .filter(|p| !on_path(p))
+        .map(|p| if p == "script" { "bsdutils" } else { p })
+        .collect();
+    if !missing.is_empty() {
+        apt_update()?;
+        apt_install(&missing)?;
+    }
     // The `dsh ui` browser test drives Debian's Chromium, never one a
     // tool downloads.
     if !Path::new(CHROMIUM).is_file() {

@@ -241,6 +241,11 @@ pub struct SandboxConfig {
     pub deny_read: Vec<String>,
     /// Let TCP/UDP connections leave the sandbox.
     pub network: bool,
+    /// Unix sockets (or directories of them) of the host's programs that
+    /// stay reachable; absolute or `~/…`. By default the known ones are
+    /// hidden (the session bus, tmux, screen, X, Docker, the system bus,
+    /// the ssh agent).
+    pub unix_sockets: Vec<String>,
     /// Refuse to run anything (`SANDBOX_UNAVAILABLE`) when the kernel
     /// cannot enforce the above.
     pub required: bool,
@@ -255,6 +260,7 @@ impl Default for SandboxConfig {
             git_writable: p.git_writable,
             deny_read: p.deny_read,
             network: p.network,
+            unix_sockets: p.unix_sockets,
             required: p.required,
         }
     }
@@ -315,6 +321,7 @@ impl Config {
             git_writable: s.git_writable,
             deny_read: s.deny_read.clone(),
             network: s.network,
+            unix_sockets: s.unix_sockets.clone(),
             required: s.required,
         }
     }
@@ -770,6 +777,7 @@ writable = ["~/.cache", "/opt/cache"]
 git_writable = true
 deny_read = ["~/.ssh"]
 network = false
+unix_sockets = ["/run/docker.sock"]
 required = true
 [env]
 inherit = "core"
@@ -788,6 +796,7 @@ set = { NO_COLOR = "1" }
                 git_writable: true,
                 deny_read: vec!["~/.ssh".into()],
                 network: false,
+                unix_sockets: vec!["/run/docker.sock".into()],
                 required: true,
             }
         );

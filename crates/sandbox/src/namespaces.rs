@@ -15,6 +15,14 @@
 //! each other over `127.0.0.1`. Abstract Unix sockets belong to a network
 //! namespace too, so those of the host are out of reach.
 //!
+//! The mount namespace also has a `/dev/pts` of its own: a new `devpts`
+//! instance, so the pseudo-terminals of the host (the person's other
+//! terminals, another agent's) are not there to be opened, while programs
+//! that make terminals (`script`, `tmux`, `expect`) make them in the
+//! sandbox's instance (`/dev/ptmx` allocates from the `pts` beside it).
+//! The host allocates a confined terminal's own pty there too, through
+//! [`Namespaces::pts`], so its name resolves inside (`tty` works).
+//!
 //! Creating (and later tearing down) these namespaces per spawn costs
 //! milliseconds, so they are made once: a short-lived helper process
 //! creates them, maps its own uid and gid to themselves, makes the mounts,
@@ -26,19 +34,54 @@
 use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
 
 use crate::walk::Stamp;
 
-/// Descriptors of a user namespace, and of a mount namespace in which some
-/// paths are read-only and/or a network namespace of its own.
+/// Descriptors of a user namespace, of a mount namespace with a private
+/// `/dev/pts` in which some paths are read-only, and of a network
+/// namespace of its own if the network is off.
 #[derive(Debug)]
 pub(crate) struct Namespaces {
     user: OwnedFd,
-    mount: Option<OwnedFd>,
+    mount: OwnedFd,
     net: Option<OwnedFd>,
+    /// The root of the private `devpts` instance (`O_PATH`).
+    pts: std::sync::Arc<OwnedFd>,
     /// The read-only paths and their stamps when the namespace was made.
     pub(crate) read_only: Vec<(PathBuf, Stamp)>,
+    /// The hidden places and their stamps when the namespace was made.
+    masks: Vec<(Mask, Stamp)>,
+}
+
+/// A place where programs outside keep their Unix sockets, hidden in the
+/// mount namespace by a mount over it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Mask {
+    /// Canonical, existing.
+    pub(crate) path: PathBuf,
+    /// What is mounted over it.
+    pub(crate) kind: MaskKind,
+}
+
+/// What hides a [`Mask`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum MaskKind {
+    /// An empty read-only directory (dsh's own directories).
+    Sealed,
+    /// An empty directory of the sandbox's own, with this mode (a tmux or
+    /// an X server started inside keeps its socket there).
+    Private(u32),
+    /// `/dev/null` over a socket.
+    File,
+}
+
+/// One mask to mount, prepared before `fork`.
+struct MaskTarget {
+    path: CString,
+    /// `tmpfs` options, or `None` for a bind of `/dev/null`.
+    tmpfs: Option<(CString, libc::c_ulong)>,
 }
 
 /// One read-only bind mount to make, prepared before `fork`.
@@ -99,7 +142,7 @@ fn errno() -> i32 {
 }
 
 /// What each failure step of the helper was doing.
-const STEPS: [&str; 7] = [
+const STEPS: [&str; 9] = [
     "",
     "unshare(CLONE_NEWUSER)",
     "writing the uid/gid map",
@@ -107,18 +150,49 @@ const STEPS: [&str; 7] = [
     "bind-mounting",
     "remounting read-only",
     "bringing up the loopback",
+    "mounting a private /dev/pts",
+    "hiding a socket directory",
 ];
 
 impl Namespaces {
     /// Creates the namespaces: a mount namespace with `paths` (canonical,
     /// existing) read-only if there are any, a network namespace if
     /// `isolate_network`.
-    pub(crate) fn create(paths: &[PathBuf], isolate_network: bool) -> Result<Self, String> {
-        Self::try_create(paths, isolate_network)
+    pub(crate) fn create(
+        paths: &[PathBuf],
+        masks: &[Mask],
+        isolate_network: bool,
+    ) -> Result<Self, String> {
+        Self::try_create(paths, masks, isolate_network)
             .map_err(|e| format!("user namespaces unavailable: {e}"))
     }
 
-    fn try_create(paths: &[PathBuf], isolate_network: bool) -> io::Result<Self> {
+    fn try_create(paths: &[PathBuf], masks: &[Mask], isolate_network: bool) -> io::Result<Self> {
+        let mask_stamps: Vec<(Mask, Stamp)> = masks
+            .iter()
+            .map(|m| (m.clone(), Stamp::of(&m.path)))
+            .collect();
+        let mask_targets = masks
+            .iter()
+            .map(|m| {
+                let tmpfs = match m.kind {
+                    MaskKind::Sealed => Some((
+                        CString::new("mode=0500,size=4k").map_err(io::Error::other)?,
+                        libc::MS_RDONLY,
+                    )),
+                    MaskKind::Private(mode) => Some((
+                        CString::new(format!("mode={mode:o},size=64m"))
+                            .map_err(io::Error::other)?,
+                        0,
+                    )),
+                    MaskKind::File => None,
+                };
+                Ok(MaskTarget {
+                    path: cstring(&m.path)?,
+                    tmpfs,
+                })
+            })
+            .collect::<io::Result<Vec<_>>>()?;
         let stamps: Vec<(PathBuf, Stamp)> =
             paths.iter().map(|p| (p.clone(), Stamp::of(p))).collect();
         let targets = paths
@@ -138,10 +212,7 @@ impl Namespaces {
             (c"/proc/self/uid_map", uid_map.as_c_str()),
             (c"/proc/self/gid_map", gid_map.as_c_str()),
         ];
-        let mut flags = libc::CLONE_NEWUSER;
-        if !targets.is_empty() {
-            flags |= libc::CLONE_NEWNS;
-        }
+        let mut flags = libc::CLONE_NEWUSER | libc::CLONE_NEWNS;
         if isolate_network {
             flags |= libc::CLONE_NEWNET;
         }
@@ -205,14 +276,13 @@ impl Namespaces {
                 }
                 // Mounts the host makes later still propagate in; none of
                 // ours propagate out.
-                if !targets.is_empty()
-                    && libc::mount(
-                        std::ptr::null(),
-                        c"/".as_ptr(),
-                        std::ptr::null(),
-                        libc::MS_REC | libc::MS_SLAVE,
-                        std::ptr::null(),
-                    ) != 0
+                if libc::mount(
+                    std::ptr::null(),
+                    c"/".as_ptr(),
+                    std::ptr::null(),
+                    libc::MS_REC | libc::MS_SLAVE,
+                    std::ptr::null(),
+                ) != 0
                 {
                     report(out, 3, errno());
                     libc::_exit(1);
@@ -238,6 +308,43 @@ impl Namespaces {
                     ) != 0
                     {
                         report(out, 5, errno());
+                        libc::_exit(1);
+                    }
+                }
+                // A devpts of our own over the host's: `newinstance` (the
+                // default since Linux 4.7, said for older ones), a ptmx
+                // anyone in the namespace may open, terminals only for
+                // their owner and group.
+                if libc::mount(
+                    c"devpts".as_ptr(),
+                    c"/dev/pts".as_ptr(),
+                    c"devpts".as_ptr(),
+                    libc::MS_NOSUID | libc::MS_NOEXEC,
+                    c"newinstance,ptmxmode=0666,mode=0620".as_ptr().cast(),
+                ) != 0
+                {
+                    report(out, 7, errno());
+                    libc::_exit(1);
+                }
+                for m in &mask_targets {
+                    let rc = match &m.tmpfs {
+                        Some((data, flags)) => libc::mount(
+                            c"tmpfs".as_ptr(),
+                            m.path.as_ptr(),
+                            c"tmpfs".as_ptr(),
+                            libc::MS_NOSUID | libc::MS_NODEV | flags,
+                            data.as_ptr().cast(),
+                        ),
+                        None => libc::mount(
+                            c"/dev/null".as_ptr(),
+                            m.path.as_ptr(),
+                            std::ptr::null(),
+                            libc::MS_BIND,
+                            std::ptr::null(),
+                        ),
+                    };
+                    if rc != 0 {
+                        report(out, 8, errno());
                         libc::_exit(1);
                     }
                 }
@@ -267,17 +374,19 @@ impl Namespaces {
                 let open = |kind: &str| {
                     std::fs::File::open(format!("/proc/{pid}/ns/{kind}")).map(OwnedFd::from)
                 };
-                let mount = if targets.is_empty() {
-                    None
-                } else {
-                    Some(open("mnt")?)
-                };
                 let net = if isolate_network {
                     Some(open("net")?)
                 } else {
                     None
                 };
-                Ok((open("user")?, mount, net))
+                // The private devpts, reached through the helper's root
+                // (which resolves in its mount namespace).
+                let pts = std::fs::OpenOptions::new()
+                    .read(true)
+                    .custom_flags(libc::O_PATH | libc::O_DIRECTORY)
+                    .open(format!("/proc/{pid}/root/dev/pts"))
+                    .map(OwnedFd::from)?;
+                Ok((open("user")?, open("mnt")?, net, pts))
             } else {
                 let what = STEPS.get(usize::from(step)).copied().unwrap_or("setup");
                 let e = io::Error::from_raw_os_error(err);
@@ -288,13 +397,26 @@ impl Namespaces {
         let mut status = 0;
         // SAFETY: reaping the helper we forked.
         while unsafe { libc::waitpid(pid, &mut status, 0) } < 0 && errno() == libc::EINTR {}
-        let (user, mount, net) = outcome?;
+        let (user, mount, net, pts) = outcome?;
         Ok(Self {
             user,
             mount,
             net,
+            pts: std::sync::Arc::new(pts),
             read_only: stamps,
+            masks: mask_stamps,
         })
+    }
+
+    /// The root of the namespace's own `devpts` instance (`O_PATH`): a
+    /// terminal confined in these namespaces gets its pty from its `ptmx`.
+    pub(crate) fn pts(&self) -> &std::sync::Arc<OwnedFd> {
+        &self.pts
+    }
+
+    /// The hidden places.
+    pub(crate) fn masks(&self) -> impl Iterator<Item = &Mask> {
+        self.masks.iter().map(|(m, _)| m)
     }
 
     /// Whether the network is isolated.
@@ -304,8 +426,19 @@ impl Namespaces {
 
     /// Whether these namespaces are what `paths` and `isolate_network` ask
     /// for, with the read-only paths still the same files.
-    pub(crate) fn is_current(&self, paths: &[PathBuf], isolate_network: bool) -> bool {
+    pub(crate) fn is_current(
+        &self,
+        paths: &[PathBuf],
+        masks: &[Mask],
+        isolate_network: bool,
+    ) -> bool {
         self.isolates_network() == isolate_network
+            && self.masks.len() == masks.len()
+            && self
+                .masks
+                .iter()
+                .zip(masks)
+                .all(|((m, stamp), n)| m == n && same_file(*stamp, Stamp::of(&n.path)))
             && self.read_only.len() == paths.len()
             && self
                 .read_only
@@ -328,7 +461,8 @@ impl Namespaces {
         {
             return fail();
         }
-        if let Some(mount) = &self.mount {
+        {
+            let mount = &self.mount;
             let mut cwd = [0u8; libc::PATH_MAX as usize];
             // SAFETY: a stack buffer of the given size; a descriptor we own;
             // then the C string getcwd wrote.

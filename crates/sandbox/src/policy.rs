@@ -113,6 +113,11 @@ pub struct SandboxPolicy {
     pub deny_read: Vec<String>,
     /// Whether TCP/UDP connections may leave the sandbox.
     pub network: bool,
+    /// Unix sockets of the host's programs, or directories of them, that
+    /// stay reachable although dsh hides them by default (absolute or
+    /// `~/…`): the session bus, tmux and screen servers, the X display,
+    /// the Docker and system D-Bus sockets, the ssh agent.
+    pub unix_sockets: Vec<String>,
     /// Refuse to spawn (`SANDBOX_UNAVAILABLE`) when the kernel cannot
     /// enforce all of the above, instead of running with less.
     pub required: bool,
@@ -126,6 +131,7 @@ impl Default for SandboxPolicy {
             git_writable: false,
             deny_read: DEFAULT_DENY_READ.iter().map(|s| (*s).to_owned()).collect(),
             network: true,
+            unix_sockets: Vec::new(),
             required: false,
         }
     }
@@ -144,7 +150,11 @@ pub struct PolicyError {
 impl SandboxPolicy {
     /// Checks every path entry: absolute, or `~` / `~/…`; no NUL byte.
     pub fn validate(&self) -> Result<(), PolicyError> {
-        for (field, list) in [("writable", &self.writable), ("deny_read", &self.deny_read)] {
+        for (field, list) in [
+            ("writable", &self.writable),
+            ("deny_read", &self.deny_read),
+            ("unix_sockets", &self.unix_sockets),
+        ] {
             for entry in list {
                 check_path_entry(entry).map_err(|message| PolicyError { field, message })?;
             }

@@ -14,7 +14,7 @@ use landlock::{
 use seccompiler::BpfProgram;
 
 use crate::context::SpawnContext;
-use crate::namespaces::Namespaces;
+use crate::namespaces::{Mask, MaskKind, Namespaces};
 use crate::policy::{Mode, PolicyError, SandboxPolicy, expand_entry};
 use crate::probe::Availability;
 use crate::refused::{self, Refusals};
@@ -29,8 +29,12 @@ const DEVICES: &[&str] = &[
     "/dev/full",
     "/dev/tty",
     "/dev/ptmx",
-    "/dev/pts",
+    PTS,
 ];
+
+/// Where pseudo-terminals live; a private instance in the sandbox's mount
+/// namespace.
+const PTS: &str = "/dev/pts";
 
 /// Shared memory, writable like the temp dir (POSIX semaphores and shared
 /// memory live there).
@@ -218,6 +222,14 @@ impl Prepared {
         &self.0.status
     }
 
+    /// The root (`O_PATH`) of the sandbox's own `devpts` instance, when it
+    /// has one: a terminal confined by this sandbox must get its pty from
+    /// the `ptmx` there (`openat(dir, "ptmx")`), so that its name resolves
+    /// inside the sandbox, where the host's ptys are not visible.
+    pub fn pty_dir(&self) -> Option<Arc<OwnedFd>> {
+        self.0.namespaces.as_ref().map(|ns| Arc::clone(ns.pts()))
+    }
+
     /// Whether the child step confines anything (false when unconfined).
     pub fn confines(&self) -> bool {
         self.0.landlock.is_some() || self.0.seccomp.is_some() || self.0.namespaces.is_some()
@@ -306,7 +318,8 @@ impl Prepared {
         });
         let namespaces_hold = inner.namespaces.as_ref().is_none_or(|ns| {
             let paths: Vec<PathBuf> = ns.read_only.iter().map(|(p, _)| p.clone()).collect();
-            ns.is_current(&paths, ns.isolates_network())
+            let masks: Vec<Mask> = ns.masks().cloned().collect();
+            ns.is_current(&paths, &masks, ns.isolates_network())
         });
         stamps_hold && namespaces_hold
     }
@@ -485,28 +498,36 @@ fn build(
             .filter(|p| !read_holes.iter().any(|h| is_within(p, h)))
             .collect();
     }
-    // The namespaces: a mount namespace for a read-only `.git`, a network
-    // namespace for the network off.
+    // The namespaces: a mount namespace with a private `/dev/pts` (and a
+    // read-only `.git`), a network namespace for the network off.
     let block_network = !policy.network;
     let mut gaps: Vec<Gap> = Vec::new();
     let mut namespaces: Option<Arc<Namespaces>> = None;
-    if !git.is_empty() || block_network {
-        let reused = previous
-            .and_then(|p| p.0.namespaces.clone())
-            .filter(|ns| ns.is_current(&git, block_network));
-        let made = match (reused, userns_failure.as_ref()) {
-            (Some(ns), _) => Ok(ns),
-            (None, Some(failure)) => Err(failure.clone()),
-            (None, None) if !availability.user_namespaces => {
-                Err(format!("user namespaces unavailable{simulated}"))
-            }
-            (None, None) => Namespaces::create(&git, block_network)
-                .map(Arc::new)
-                .inspect_err(|e| *userns_failure = Some(e.clone())),
-        };
-        match made {
-            Ok(ns) => namespaces = Some(ns),
-            Err(why) if !git.is_empty() => {
+    let masks = socket_masks(policy, context, &home, &mut stamps);
+    let reused = previous
+        .and_then(|p| p.0.namespaces.clone())
+        .filter(|ns| ns.is_current(&git, &masks, block_network));
+    let made = match (reused, userns_failure.as_ref()) {
+        (Some(ns), _) => Ok(ns),
+        (None, Some(failure)) => Err(failure.clone()),
+        (None, None) if !availability.user_namespaces => {
+            Err(format!("user namespaces unavailable{simulated}"))
+        }
+        (None, None) => Namespaces::create(&git, &masks, block_network)
+            .map(Arc::new)
+            .inspect_err(|e| *userns_failure = Some(e.clone())),
+    };
+    match made {
+        Ok(ns) => namespaces = Some(ns),
+        Err(why) => {
+            gaps.push(Gap {
+                what: format!(
+                    "the user's other terminals and the sockets of tmux, X, Docker and the \
+                     session bus stay reachable ({why})"
+                ),
+                refuses_required: false,
+            });
+            if !git.is_empty() {
                 // Fall back to leaving `.git` out of the grant: still
                 // read-only, but the root's own entries are granted one by
                 // one, so nothing new can be created at its top.
@@ -519,7 +540,6 @@ fn build(
                     refuses_required: false,
                 });
             }
-            Err(_) => {}
         }
     }
     let mut write_holes = read_holes.clone();
@@ -540,6 +560,17 @@ fn build(
     for root in &write_roots {
         write_walk.grant_except(root, &write_holes);
     }
+    // A hidden socket directory is the sandbox's own (a tmpfs): writable,
+    // so a tmux or screen started inside can keep its socket there.
+    if let Some(ns) = &namespaces {
+        for mask in ns.masks() {
+            if matches!(mask.kind, MaskKind::Private(_))
+                && !write_roots.iter().any(|r| is_within(&mask.path, r))
+            {
+                write_walk.grant_except(&mask.path, &[]);
+            }
+        }
+    }
     for walk in [&read_walk, &write_walk] {
         stamps.extend(
             walk.partial
@@ -555,9 +586,27 @@ fn build(
     let device_grants: Vec<Grant> = {
         let mut walk = Walk::default();
         for d in &devices {
-            walk.grant_except(d, &[]);
+            // With a mount namespace, `/dev/pts` inside is the private
+            // instance (granted below); the host's is not granted.
+            if namespaces.is_none() || d != Path::new(PTS) {
+                walk.grant_except(d, &[]);
+            }
         }
-        walk.grants
+        let mut grants = walk.grants;
+        if let Some(ns) = &namespaces {
+            match ns.pts().try_clone() {
+                Ok(fd) => grants.push(Grant {
+                    path: PathBuf::from(PTS),
+                    fd,
+                    is_dir: true,
+                }),
+                Err(e) => gaps.push(Gap {
+                    what: format!("the private /dev/pts could not be granted: {e}"),
+                    refuses_required: false,
+                }),
+            }
+        }
+        grants
     };
     let root_dir = {
         let mut walk = Walk::default();
@@ -566,11 +615,17 @@ fn build(
     };
 
     // The network, without a namespace of its own: Landlock for TCP,
-    // seccomp for the rest.
+    // seccomp for the rest. The seccomp filter also refuses the
+    // terminal-injection ioctls, in every confined mode.
     let fallback = block_network && !net_isolated;
     let tcp_by_landlock = fallback && availability.landlock_abi >= 4;
-    let seccomp = if fallback && availability.seccomp {
-        match crate::seccomp::network_filter(tcp_by_landlock) {
+    let seccomp = if availability.seccomp {
+        let network = if fallback {
+            crate::seccomp::Network::Block { tcp_by_landlock }
+        } else {
+            crate::seccomp::Network::Untouched
+        };
+        match crate::seccomp::filter(network) {
             Ok(f) => Some(f),
             Err(e) => {
                 gaps.push(Gap {
@@ -581,6 +636,12 @@ fn build(
             }
         }
     } else {
+        gaps.push(Gap {
+            what: format!(
+                "TIOCSTI (typing into a terminal) is not refused: the kernel has no seccomp{simulated}"
+            ),
+            refuses_required: false,
+        });
         None
     };
     let mut network = !block_network;
@@ -645,13 +706,11 @@ fn build(
             ruleset = ruleset.handle_access(AccessNet::BindTcp | AccessNet::ConnectTcp)?;
         }
         if availability.landlock_abi >= 6 {
-            let mut scopes: BitFlags<Scope> = Scope::Signal.into();
-            if fallback {
-                // In a network namespace of its own, the host's abstract
-                // sockets are out of reach already.
-                scopes |= Scope::AbstractUnixSocket;
-            }
-            ruleset = ruleset.scope(scopes)?;
+            // Abstract Unix sockets of processes outside (an X display's,
+            // a session bus's) are out of reach whatever the network
+            // setting: they are the same doors as the socket files the
+            // mount namespace hides.
+            ruleset = ruleset.scope(Scope::Signal | Scope::AbstractUnixSocket)?;
         }
         let mut created = ruleset.create()?;
         let rights = |grant: &Grant, rights: BitFlags<AccessFs>| {
@@ -757,6 +816,100 @@ fn build(
         stamps,
         taken_at,
     })))
+}
+
+/// The places where programs outside the sandbox keep Unix sockets that
+/// would let a confined process act outside it — type into the person's
+/// tmux or screen (`send-keys`), drive their X display, start a container
+/// through Docker, sign with their ssh agent, talk to the session or
+/// system bus, reach a dsh daemon — each hidden in the mount namespace
+/// unless `unix_sockets` lists it (or something inside it). Only existing
+/// places are hidden; each candidate is stamped so that one created later
+/// rebuilds the preparation. A place that holds the workspace, the temp
+/// dir or the home directory is never hidden.
+fn socket_masks(
+    policy: &SandboxPolicy,
+    context: &SpawnContext,
+    home: &Path,
+    stamps: &mut Vec<(PathBuf, Stamp, Watch)>,
+) -> Vec<Mask> {
+    // SAFETY: getuid cannot fail.
+    let uid = unsafe { libc::getuid() };
+    let env_path = |name: &str| {
+        std::env::var_os(name)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+            .filter(|p| p.is_absolute())
+    };
+    let tmux_dir = env_path("TMUX_TMPDIR")
+        .unwrap_or_else(|| PathBuf::from("/tmp"))
+        .join(format!("tmux-{uid}"));
+    let mut candidates: Vec<(PathBuf, MaskKind)> = context
+        .private
+        .iter()
+        .filter(|p| p.is_dir())
+        .map(|p| (p.clone(), MaskKind::Sealed))
+        .collect();
+    candidates.extend(env_path("XDG_RUNTIME_DIR").map(|p| (p, MaskKind::Private(0o700))));
+    candidates.push((
+        PathBuf::from(format!("/run/user/{uid}")),
+        MaskKind::Private(0o700),
+    ));
+    candidates.push((tmux_dir, MaskKind::Private(0o700)));
+    for dir in [
+        "/run/screen",
+        "/var/run/screen",
+        "/tmp/screens",
+        "/tmp/.X11-unix",
+    ] {
+        candidates.push((PathBuf::from(dir), MaskKind::Private(0o1777)));
+    }
+    for file in [
+        "/run/docker.sock",
+        "/var/run/docker.sock",
+        "/run/containerd/containerd.sock",
+        "/run/podman/podman.sock",
+        "/run/dbus/system_bus_socket",
+        "/var/run/dbus/system_bus_socket",
+    ] {
+        candidates.push((PathBuf::from(file), MaskKind::File));
+    }
+    candidates.extend(env_path("SSH_AUTH_SOCK").map(|p| (p, MaskKind::File)));
+    let allowed: Vec<PathBuf> = policy
+        .unix_sockets
+        .iter()
+        .filter_map(|e| expand_entry(e, &context.home))
+        .map(|p| existing(&p).unwrap_or(p))
+        .collect();
+    let keep: Vec<&Path> = context
+        .root
+        .iter()
+        .map(PathBuf::as_path)
+        .chain([context.temp_dir.as_path(), home])
+        .collect();
+    let mut masks: Vec<Mask> = Vec::new();
+    for (candidate, kind) in candidates {
+        stamps.push((candidate.clone(), Stamp::of(&candidate), Watch::Identity));
+        let Some(path) = existing(&candidate) else {
+            continue;
+        };
+        let is_dir = path.is_dir();
+        let fits = match kind {
+            MaskKind::File => !is_dir,
+            MaskKind::Sealed | MaskKind::Private(_) => is_dir,
+        };
+        if !fits
+            || allowed.iter().any(|a| is_within(a, &path))
+            || keep.iter().any(|k| is_within(k, &path))
+            || masks.iter().any(|m| is_within(&path, &m.path))
+        {
+            continue;
+        }
+        masks.retain(|m| !is_within(&m.path, &path));
+        masks.push(Mask { path, kind });
+    }
+    masks.sort_by(|a, b| a.path.cmp(&b.path));
+    masks
 }
 
 /// The paths that make up the git repository at `dotgit`: the directory

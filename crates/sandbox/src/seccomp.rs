@@ -1,5 +1,12 @@
-//! The seccomp filter of `network = false`: everything Landlock's TCP rules
-//! do not cover.
+//! The seccomp filter of every confined process: the terminal-injection
+//! `ioctl`s always, and with `network = false` everything Landlock's TCP
+//! rules do not cover.
+//!
+//! In every confined mode it refuses, with `EPERM`, `ioctl(TIOCSTI)` (push
+//! bytes into a terminal's input queue, as if typed) and `ioctl(TIOCLINUX)`
+//! (whose subcommands paste a virtual console's selection): with a
+//! terminal descriptor from outside the sandbox either would run commands
+//! outside it. No program needs them to work.
 //!
 //! Landlock (ABI 4+) refuses every TCP `bind` and `connect`. This filter
 //! refuses, with `EPERM`, what would get around that:
@@ -25,12 +32,31 @@ use std::collections::BTreeMap;
 
 const MSG_FASTOPEN: u64 = 0x2000_0000;
 
-/// Compiles the network filter; `tcp_by_landlock` says whether Landlock
-/// already refuses TCP bind/connect (then plain TCP sockets may be created).
-pub(crate) fn network_filter(tcp_by_landlock: bool) -> Result<BpfProgram, String> {
+/// What the filter refuses besides the terminal-injection `ioctl`s.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Network {
+    /// Nothing more: the network is on, or a namespace of its own blocks it.
+    Untouched,
+    /// The network without a namespace; the flag says whether Landlock
+    /// already refuses TCP bind/connect (then plain TCP sockets may be
+    /// created).
+    Block { tcp_by_landlock: bool },
+}
+
+/// Compiles the filter.
+pub(crate) fn filter(network: Network) -> Result<BpfProgram, String> {
     let arch = TargetArch::try_from(std::env::consts::ARCH)
         .map_err(|_| format!("no seccomp filter for {}", std::env::consts::ARCH))?;
-    let rules = network_rules(tcp_by_landlock).map_err(|e| e.to_string())?;
+    let mut rules = match network {
+        Network::Untouched => BTreeMap::new(),
+        Network::Block { tcp_by_landlock } => {
+            network_rules(tcp_by_landlock).map_err(|e| e.to_string())?
+        }
+    };
+    rules.insert(
+        libc::SYS_ioctl,
+        terminal_rules().map_err(|e| e.to_string())?,
+    );
     let filter = SeccompFilter::new(
         rules,
         SeccompAction::Allow,
@@ -47,6 +73,20 @@ fn cond(
     value: u64,
 ) -> Result<SeccompCondition, seccompiler::BackendError> {
     SeccompCondition::new(arg, SeccompCmpArgLen::Dword, op, value)
+}
+
+/// `ioctl(fd, TIOCSTI | TIOCLINUX, …)`: the request is an `unsigned int`
+/// to the kernel, so only its low 32 bits are compared.
+fn terminal_rules() -> Result<Vec<SeccompRule>, seccompiler::BackendError> {
+    [libc::TIOCSTI, libc::TIOCLINUX]
+        .into_iter()
+        .map(|request| {
+            // `Ioctl` is `c_ulong` or `c_int` depending on the C library.
+            #[allow(clippy::useless_conversion)]
+            let request = u64::try_from(request).unwrap_or(u64::MAX);
+            SeccompRule::new(vec![cond(1, SeccompCmpOp::Eq, request)?])
+        })
+        .collect()
 }
 
 fn network_rules(
@@ -112,8 +152,17 @@ mod tests {
     use super::*;
 
     #[test]
-    fn both_variants_compile() {
-        assert!(!network_filter(true).unwrap().is_empty());
-        assert!(!network_filter(false).unwrap().is_empty());
+    fn every_variant_compiles() {
+        for network in [
+            Network::Untouched,
+            Network::Block {
+                tcp_by_landlock: true,
+            },
+            Network::Block {
+                tcp_by_landlock: false,
+            },
+        ] {
+            assert!(!filter(network).unwrap().is_empty());
+        }
     }
 }

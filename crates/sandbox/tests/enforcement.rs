@@ -366,9 +366,21 @@ fn the_host_private_dirs_are_neither_readable_nor_writable() {
         Availability::probe_kernel(),
         &ctx,
     );
-    assert_refused(
-        &run(&p, &f.home, &f.ws, "cat ~/.config/dsh/config.toml"),
-        "Permission denied",
+    // Hidden behind an empty read-only directory in the mount namespace,
+    // and refused by Landlock where there is none.
+    let out = run(&p, &f.home, &f.ws, "cat ~/.config/dsh/config.toml");
+    assert!(!out.status.success() && !text(&out).contains("[sandbox]"));
+    assert!(
+        text(&out).contains("No such file or directory")
+            || text(&out).contains("Permission denied"),
+        "{}",
+        text(&out)
+    );
+    let out = run(&p, &f.home, &f.ws, "echo x > ~/.config/dsh/config.toml");
+    assert!(!out.status.success(), "{}", text(&out));
+    assert_eq!(
+        std::fs::read_to_string(private.join("config.toml")).unwrap(),
+        "[sandbox]\n"
     );
 }
 
@@ -537,7 +549,12 @@ fn without_user_namespaces_the_network_off_falls_back_to_landlock_and_seccomp() 
         no_userns,
         &f.context(),
     );
-    assert_eq!(line(&p), "[sandbox: workspace-write · network off]");
+    assert_eq!(
+        line(&p),
+        "[sandbox: workspace-write · network off — the user's other terminals and the sockets of \
+         tmux, X, Docker and the session bus stay reachable (user namespaces unavailable \
+         (simulated by DSH_SANDBOX_TEST_PRETEND))]"
+    );
     // TCP by Landlock, at connect (EACCES); the rest by seccomp (EPERM).
     let out = run(&p, &f.home, &f.ws, &host.tcp_script());
     assert_refused(&out, "Permission denied");
@@ -583,7 +600,7 @@ fn with_the_network_on_everything_reaches_the_host() {
 }
 
 #[test]
-fn abstract_unix_sockets_outside_are_unreachable_with_the_network_off() {
+fn abstract_unix_sockets_outside_are_unreachable() {
     use std::os::linux::net::SocketAddrExt;
     let f = Fixture::new();
     let name = format!("dsh-sandbox-test-{}", std::process::id());
@@ -602,8 +619,12 @@ fn abstract_unix_sockets_outside_are_unreachable_with_the_network_off() {
     let no_userns = Availability::probe_kernel().pretend("no-userns").unwrap();
     let p = prepare_with(off, no_userns, &f.context());
     assert_refused(&run(&p, &f.home, &f.ws, &script), "Operation not permitted");
+    // With the network on too: Landlock scopes them (ABI 6).
     let on = f.prepare(SandboxPolicy::default());
-    assert_ok(&run(&on, &f.home, &f.ws, &script));
+    assert_refused(
+        &run(&on, &f.home, &f.ws, &script),
+        "Operation not permitted",
+    );
 }
 
 #[test]
@@ -665,7 +686,17 @@ fn below_landlock_abi_6_the_status_says_what_is_not_scoped_and_it_is_not() {
         abi5.clone(),
         &f.context(),
     );
-    assert_eq!(p.status().reason.as_deref(), Some(signals));
+    assert_eq!(
+        p.status().reason.as_deref(),
+        Some(
+            format!(
+                "the user's other terminals and the sockets of tmux, X, Docker and the session \
+                 bus stay reachable (user namespaces unavailable (simulated by \
+                 DSH_SANDBOX_TEST_PRETEND)); {signals}"
+            )
+            .as_str()
+        )
+    );
     // What the status says holds: a process outside is reachable.
     let mut outside = Command::new("sleep").arg("60").spawn().unwrap();
     assert_ok(&run(
@@ -700,8 +731,10 @@ fn below_landlock_abi_6_the_status_says_what_is_not_scoped_and_it_is_not() {
         off.status().reason.as_deref(),
         Some(
             format!(
-                "{signals}; abstract sockets outside stay reachable (Landlock ABI 5 < 6) \
-                 (simulated by DSH_SANDBOX_TEST_PRETEND)"
+                "the user's other terminals and the sockets of tmux, X, Docker and the session \
+                 bus stay reachable (user namespaces unavailable (simulated by \
+                 DSH_SANDBOX_TEST_PRETEND)); {signals}; abstract sockets outside stay reachable \
+                 (Landlock ABI 5 < 6) (simulated by DSH_SANDBOX_TEST_PRETEND)"
             )
             .as_str()
         )
@@ -773,8 +806,9 @@ fn an_old_kernel_without_tcp_rules_blocks_the_network_by_seccomp_alone() {
     );
     assert_eq!(
         p.status().to_string(),
-        "[sandbox: workspace-write · network off — signals reach processes outside (Landlock ABI \
-         3 < 6) (simulated by DSH_SANDBOX_TEST_PRETEND); abstract sockets outside stay reachable \
+        "[sandbox: workspace-write · network off — the user's other terminals and the sockets of tmux, X, Docker and the session bus stay \
+         reachable (user namespaces unavailable (simulated by DSH_SANDBOX_TEST_PRETEND)); signals reach processes outside \
+         (Landlock ABI 3 < 6) (simulated by DSH_SANDBOX_TEST_PRETEND); abstract sockets outside stay reachable \
          (Landlock ABI 3 < 6) (simulated by DSH_SANDBOX_TEST_PRETEND)]"
     );
     // Refused at socket() by seccomp (EPERM), not at connect() by Landlock.
@@ -807,8 +841,11 @@ fn without_namespaces_or_seccomp_only_tcp_is_blocked_and_required_refuses() {
     let p = prepare_with(off.clone(), no_seccomp.clone(), &f.context());
     assert_eq!(
         p.status().to_string(),
-        "[sandbox: workspace-write · network on — only TCP is blocked: UDP and raw sockets need \
-         a network namespace or seccomp (simulated by DSH_SANDBOX_TEST_PRETEND)]"
+        "[sandbox: workspace-write · network on — the user's other terminals and the sockets of tmux, X, Docker and the session bus stay \
+         reachable (user namespaces unavailable (simulated by DSH_SANDBOX_TEST_PRETEND)); TIOCSTI (typing into a terminal) is \
+         not refused: the kernel has no seccomp (simulated by DSH_SANDBOX_TEST_PRETEND); only TCP \
+         is blocked: UDP and raw sockets need a network namespace or seccomp (simulated by \
+         DSH_SANDBOX_TEST_PRETEND)]"
     );
     let err = Sandbox::new(
         SandboxPolicy {
@@ -833,7 +870,9 @@ fn without_user_namespaces_git_stays_read_only_at_the_cost_of_new_top_level_file
     assert_eq!(
         p.status().reason.as_deref(),
         Some(
-            "new files cannot be created at the top of the workspace, because .git is kept \
+            "the user's other terminals and the sockets of tmux, X, Docker and the session bus \
+             stay reachable (user namespaces unavailable (simulated by DSH_SANDBOX_TEST_PRETEND)); \
+             new files cannot be created at the top of the workspace, because .git is kept \
              read-only without a mount namespace (user namespaces unavailable (simulated by \
              DSH_SANDBOX_TEST_PRETEND)); set git_writable = true to lift this"
         )

@@ -2,6 +2,7 @@
 //! discipline.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::os::fd::AsFd;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -415,7 +416,12 @@ impl PtyTerminals {
             command: argv[0].clone(),
             reason: e.to_string(),
         };
-        let pair = open_pty(request.rows, request.cols).map_err(spawn_failed)?;
+        let pair = open_pty(
+            request.rows,
+            request.cols,
+            request.pty_dir.as_ref().map(|d| d.0.as_fd()),
+        )
+        .map_err(spawn_failed)?;
         let nonce = nonce();
         let mut env = base_env();
         if our_shell {

@@ -2,8 +2,8 @@
 
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
-use std::os::fd::{AsRawFd, OwnedFd};
-use std::path::{Path, PathBuf};
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd as _, OwnedFd};
+use std::path::PathBuf;
 
 use nix::fcntl::OFlag;
 
@@ -79,18 +79,48 @@ pub(crate) struct PtyPair {
     pub tty: PathBuf,
 }
 
-/// Opens a pty of `rows` x `cols`.
-pub(crate) fn open_pty(rows: u16, cols: u16) -> std::io::Result<PtyPair> {
-    let master = nix::pty::posix_openpt(OFlag::O_RDWR | OFlag::O_NOCTTY | OFlag::O_CLOEXEC)?;
-    nix::pty::grantpt(&master)?;
-    nix::pty::unlockpt(&master)?;
-    let name = nix::pty::ptsname_r(&master)?;
-    let slave = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .custom_flags(libc::O_NOCTTY)
-        .open(Path::new(&name))?;
-    let master: OwnedFd = master.into();
+/// Opens a pty of `rows` x `cols`: in the `devpts` instance `dir` when
+/// given (a sandbox's own), else through the host's `/dev/ptmx`.
+///
+/// The child's end is opened from the master (`TIOCGPTPEER`), never by
+/// name: the name of a pty in another instance does not resolve here, and
+/// opening by name could race with a pty of the same number.
+pub(crate) fn open_pty(
+    rows: u16,
+    cols: u16,
+    dir: Option<BorrowedFd<'_>>,
+) -> std::io::Result<PtyPair> {
+    let flags = libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC;
+    // SAFETY: plain system calls on C strings we own and a descriptor the
+    // caller lends; the result is checked before it is owned.
+    let raw = unsafe {
+        match dir {
+            Some(dir) => libc::openat(dir.as_raw_fd(), c"ptmx".as_ptr(), flags),
+            None => libc::open(c"/dev/ptmx".as_ptr(), flags),
+        }
+    };
+    if raw < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: a new descriptor that nothing else owns.
+    let master = unsafe { OwnedFd::from_raw_fd(raw) };
+    let unlock: libc::c_int = 0;
+    // SAFETY: TIOCSPTLCK reads an int we own; TIOCGPTPEER takes flags and
+    // returns a new descriptor, owned at once.
+    let slave = unsafe {
+        if libc::ioctl(master.as_raw_fd(), libc::TIOCSPTLCK, &unlock) < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        let raw = libc::ioctl(master.as_raw_fd(), libc::TIOCGPTPEER, flags);
+        if raw < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        OwnedFd::from_raw_fd(raw)
+    };
+    // What the kernel names the child's end for this process: what
+    // /proc/PID/fd of the terminal's programs read as, which the settle
+    // probe compares against.
+    let tty = std::fs::read_link(format!("/proc/self/fd/{}", slave.as_raw_fd()))?;
     let flags = nix::fcntl::fcntl(&master, nix::fcntl::FcntlArg::F_GETFL)?;
     nix::fcntl::fcntl(
         &master,
@@ -106,11 +136,7 @@ pub(crate) fn open_pty(rows: u16, cols: u16) -> std::io::Result<PtyPair> {
     if unsafe { libc::ioctl(master.as_raw_fd(), libc::TIOCSWINSZ, &size) } < 0 {
         return Err(std::io::Error::last_os_error());
     }
-    Ok(PtyPair {
-        master,
-        slave: OwnedFd::from(slave),
-        tty: PathBuf::from(name),
-    })
+    Ok(PtyPair { master, slave, tty })
 }
 
 /// The step that makes the pty (the child's stdin) its controlling
@@ -124,5 +150,3 @@ pub(crate) fn take_controlling_terminal() -> process_tree::PreExecStep {
         Ok(())
     })
 }
-
-use std::os::unix::fs::OpenOptionsExt;

@@ -81,7 +81,24 @@ pub struct OpenRequest {
     /// sandbox's), inherited by everything started in the terminal;
     /// `None`: none.
     pub pre_exec: Option<ChildStep>,
+    /// The directory of the `devpts` instance to allocate the terminal's
+    /// pty in (`ptmx` inside it): a sandbox's private one, so that the pty
+    /// is visible by name to the confined processes and the host's are
+    /// not; `None`: the host's `/dev/ptmx`.
+    pub pty_dir: Option<PtyDir>,
 }
+
+/// A `devpts` directory (an `O_PATH` descriptor); compared by identity.
+#[derive(Debug, Clone)]
+pub struct PtyDir(pub std::sync::Arc<std::os::fd::OwnedFd>);
+
+impl PartialEq for PtyDir {
+    fn eq(&self, other: &Self) -> bool {
+        std::sync::Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for PtyDir {}
 
 /// A step run in a child between `fork` and `exec`; it must be
 /// async-signal-safe (no allocation, no locks). Compared by identity.
@@ -113,6 +130,7 @@ impl Default for OpenRequest {
             cols: DEFAULT_COLS,
             base_env: None,
             pre_exec: None,
+            pty_dir: None,
         }
     }
 }

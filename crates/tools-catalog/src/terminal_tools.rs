@@ -12,9 +12,9 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use terminal_seam::{
-    ChildStep, CloseKind, ExitStatus, OpenRequest, Owner, ReadOutcome, ReadRequest, SendInterrupt,
-    SendOutcome, SendRequest, TerminalError, TerminalId, TerminalService, TerminalSignal,
-    TerminalStatus,
+    ChildStep, CloseKind, ExitStatus, OpenRequest, Owner, PtyDir, ReadOutcome, ReadRequest,
+    SendInterrupt, SendOutcome, SendRequest, TerminalError, TerminalId, TerminalService,
+    TerminalSignal, TerminalStatus,
 };
 
 use crate::bash::resolve_cwd;
@@ -133,6 +133,7 @@ impl Tool for TerminalOpenTool {
                 cols: args.cols.unwrap_or(defaults.cols),
                 base_env: Some(confined.env.clone()),
                 pre_exec: confined.step().map(ChildStep),
+                pty_dir: confined.prepared.pty_dir().map(PtyDir),
             };
             let opened = cx
                 .runtime
