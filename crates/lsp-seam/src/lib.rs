@@ -15,12 +15,14 @@
 //! tool layer owns serialization. Positions here are the model's: 1-based
 //! lines and 1-based Unicode-scalar columns, never UTF-16 units or bytes.
 
+mod access;
 mod error;
 mod op;
 mod provider;
 mod router;
 mod types;
 
+pub use access::{ReadAccess, ReadDenied, Withheld};
 pub use error::{LspError, RegisterError, UnavailableReason};
 pub use op::Op;
 pub use provider::{LspFuture, LspProvider, dispatch};
