@@ -5,6 +5,11 @@
 //! [`dispatch`], and the [`Router`] that picks a provider by a path's final
 //! extension.
 //!
+//! Every query carries the caller's [`ReadAccess`]: a provider reads no
+//! file it refuses (the queried file fails with `SANDBOX_READ_DENIED`;
+//! locations in other refused files are left out and counted in the
+//! result's [`Withheld`]).
+//!
 //! The key design choice is the closed union: `Op` has exactly four variants
 //! and is deliberately **not** `#[non_exhaustive]`, so a fifth variant does
 //! not compile until the seam, every provider and the tool layer handle it.
