@@ -68,6 +68,7 @@ fn fixture_copy() -> (tempfile::TempDir, PathBuf) {
 fn at(path: &Path, line: u32, symbol: &str) -> PositionQuery {
     PositionQuery {
         progress: Default::default(),
+        access: Default::default(),
         path: path.to_owned(),
         line,
         address: Address::Symbol {
@@ -136,6 +137,7 @@ async fn warm(root: &Path) {
     let hover_q = at(&main, 7, "Circle");
     let sym_q = SymbolsQuery {
         progress: Default::default(),
+        access: Default::default(),
         path: lib.clone(),
         query: None,
     };
@@ -528,6 +530,7 @@ async fn languages() {
             let _ = p
                 .symbols(&SymbolsQuery {
                     progress: Default::default(),
+                    access: Default::default(),
                     path: file.clone(),
                     query: None,
                 })

@@ -10,9 +10,9 @@ use std::time::Duration;
 
 use lsp_seam::{
     Address, DefinitionItem, DefinitionResult, FileReferences, HoverContent, HoverResult, LspError,
-    LspFuture, LspProvider, NumberedLine, Op, PositionQuery, ProgressSink, Reference,
-    ReferencesDetail, ReferencesResult, Resolved, SymbolItem, SymbolScope, SymbolsQuery,
-    SymbolsResult, UnavailableReason,
+    LspFuture, LspProvider, NumberedLine, Op, PositionQuery, ProgressSink, ReadAccess, ReadDenied,
+    Reference, ReferencesDetail, ReferencesResult, Resolved, SymbolItem, SymbolScope, SymbolsQuery,
+    SymbolsResult, UnavailableReason, Withheld,
 };
 use lsp_types::request::{
     DocumentSymbolRequest, GotoDefinition, HoverRequest, References, WorkspaceSymbolRequest,
@@ -65,28 +65,53 @@ struct FileText {
     text: String,
 }
 
-/// Reads files at most once per query.
-#[derive(Default)]
+/// Reads files at most once per query, and none the query may not read.
 struct Files {
-    cache: HashMap<PathBuf, Option<Arc<String>>>,
+    access: ReadAccess,
+    texts: HashMap<PathBuf, Result<Option<Arc<String>>, ReadDenied>>,
+    checked: HashMap<PathBuf, Result<(), ReadDenied>>,
 }
 
 impl Files {
-    fn get(&mut self, path: &Path) -> Option<Arc<String>> {
-        self.cache
+    fn new(access: &ReadAccess) -> Self {
+        Self {
+            access: access.clone(),
+            texts: HashMap::new(),
+            checked: HashMap::new(),
+        }
+    }
+
+    /// Whether the query may read `path`, without reading it.
+    fn permit(&mut self, path: &Path) -> Result<(), ReadDenied> {
+        if let Some(Err(denied)) = self.texts.get(path) {
+            return Err(denied.clone());
+        }
+        let access = &self.access;
+        self.checked
             .entry(path.to_owned())
-            .or_insert_with(|| {
-                let meta = std::fs::metadata(path).ok()?;
-                if meta.len() > MAX_FILE_BYTES {
-                    return None;
-                }
-                std::fs::read_to_string(path).ok().map(Arc::new)
+            .or_insert_with(|| access.check(path))
+            .clone()
+    }
+
+    /// The text of `path`: `Err` when the query may not read it (nothing
+    /// was read), `None` when it cannot be read as text (missing, too
+    /// big, not UTF-8).
+    fn load(&mut self, path: &Path) -> Result<Option<Arc<String>>, ReadDenied> {
+        let access = &self.access;
+        self.texts
+            .entry(path.to_owned())
+            .or_insert_with(|| match text::read_capped(path, MAX_FILE_BYTES, access) {
+                Ok(text) => Ok(Some(Arc::new(text))),
+                Err(LspError::ReadDenied { path, rule }) => Err(ReadDenied { path, rule }),
+                // Not readable as text: still refused when the policy
+                // refuses the path itself.
+                Err(_) => access.check(path).map(|()| None),
             })
             .clone()
     }
 
     fn line(&mut self, path: &Path, index: u32) -> Option<String> {
-        let text = self.get(path)?;
+        let text = self.load(path).ok()??;
         text::line_at(&text, index as usize).map(str::to_owned)
     }
 
@@ -462,6 +487,7 @@ impl StdioLspProvider {
         op: Op,
         path: &Path,
         progress: &ProgressSink,
+        access: &ReadAccess,
         query: F,
     ) -> Result<T, LspError>
     where
@@ -469,6 +495,9 @@ impl StdioLspProvider {
         Fut: Future<Output = Result<T, Failure>>,
     {
         let path = absolute(path)?;
+        // Before anything is read, started or sent: a file the caller may
+        // not read is not queried at all.
+        access.check(&path)?;
         if !path.is_file() {
             return Err(LspError::FileNotFound { path });
         }
@@ -491,14 +520,14 @@ impl StdioLspProvider {
                 );
             }
             let server = self.server_for(&root).await?;
-            let text = text::read_capped(&path, self.options.max_file_bytes)?;
+            let text = text::read_capped(&path, self.options.max_file_bytes, access)?;
             let file = Arc::new(FileText {
                 path: path.clone(),
                 text,
             });
             let outcome = async {
                 server.flush_watcher().await;
-                let mut changed = server.refresh_documents()?;
+                let mut changed = server.refresh_documents(access)?;
                 changed.retain(|(p, _)| *p != file.path);
                 server.sync_document(&file.path, &file.text, &language_id)?;
                 server
@@ -517,7 +546,7 @@ impl StdioLspProvider {
                         {
                             tokio::time::sleep(Duration::from_millis(50 << retries)).await;
                             retries += 1;
-                            server.refresh_documents()?;
+                            server.refresh_documents(access)?;
                             server
                                 .wait_ready(self.options.ready_timeout, &report)
                                 .await?;
@@ -611,6 +640,7 @@ impl StdioLspProvider {
             Op::Definition,
             &query.path,
             &query.progress,
+            &query.access,
             |server, file| async move {
                 self.unsupported(&server, "definitionProvider", Op::Definition)?;
                 let (uri, pos, resolved) = Self::locate(&server, &file, query)?;
@@ -644,13 +674,31 @@ impl StdioLspProvider {
                         })
                         .collect(),
                 };
-                let mut files = Files::default();
+                let mut files = Files::new(&query.access);
                 let mut items = Vec::new();
+                let mut withheld = Withheld::default();
                 for (uri, name_pos, range) in targets {
                     let path = url_path(&uri);
+                    // A site in a file the caller may not read is left
+                    // out before anything of it is read or sent.
+                    let text = match files.load(&path) {
+                        Ok(text) => text,
+                        Err(denied) => {
+                            withheld.add(&denied);
+                            continue;
+                        }
+                    };
                     let range = match range {
                         Some(r) => Some(r),
-                        None => self.enclosing_symbol_range(&server, &uri, name_pos).await,
+                        None => {
+                            self.enclosing_symbol_range(
+                                &server,
+                                &uri,
+                                text.as_deref().map(String::as_str),
+                                name_pos,
+                            )
+                            .await
+                        }
                     };
                     let (line, column) = files.position(&path, name_pos, server.encoding);
                     let (first, last) = match range {
@@ -662,7 +710,7 @@ impl StdioLspProvider {
                     };
                     let cap = self.options.max_body_lines.max(1);
                     let shown_last = last.min(first.saturating_add(cap - 1));
-                    let body: Vec<NumberedLine> = match files.get(&path) {
+                    let body: Vec<NumberedLine> = match text {
                         Some(text) => text
                             .split('\n')
                             .enumerate()
@@ -684,18 +732,25 @@ impl StdioLspProvider {
                         body,
                     });
                 }
-                Ok(DefinitionResult { resolved, items })
+                Ok(DefinitionResult {
+                    resolved,
+                    items,
+                    withheld,
+                })
             },
         )
         .await
     }
 
     /// The range of the innermost document symbol whose name is at `pos`
-    /// (for servers that answer definitions without a whole range).
+    /// (for servers that answer definitions without a whole range);
+    /// `text` is the file's, read by the caller under the query's read
+    /// policy.
     async fn enclosing_symbol_range(
         &self,
         server: &Server,
         uri: &Url,
+        text: Option<&str>,
         pos: Position,
     ) -> Option<Range> {
         if !server.supports("documentSymbolProvider") {
@@ -704,9 +759,9 @@ impl StdioLspProvider {
         // Some servers (clangd) outline only documents they have open.
         let path = url_path(uri);
         if let Some(language_id) = self.config.language_id(&path)
-            && let Ok(text) = text::read_capped(&path, self.options.max_file_bytes)
+            && let Some(text) = text.filter(|t| t.len() as u64 <= self.options.max_file_bytes)
         {
-            server.sync_document(&path, &text, language_id).ok()?;
+            server.sync_document(&path, text, language_id).ok()?;
         }
         let answer = server
             .request::<DocumentSymbolRequest>(
@@ -746,6 +801,7 @@ impl StdioLspProvider {
             Op::References,
             &query.path,
             &query.progress,
+            &query.access,
             |server, file| async move {
                 self.unsupported(&server, "referencesProvider", Op::References)?;
                 let (uri, pos, resolved) = Self::locate(&server, &file, query)?;
@@ -763,10 +819,15 @@ impl StdioLspProvider {
                     )
                     .await;
                 let locations = self.nothing_here(locations)?.unwrap_or_default();
-                let mut files = Files::default();
+                let mut files = Files::new(&query.access);
                 let mut grouped: BTreeMap<PathBuf, Vec<Reference>> = BTreeMap::new();
+                let mut withheld = Withheld::default();
                 for loc in locations {
                     let path = url_path(&loc.uri);
+                    if let Err(denied) = files.load(&path) {
+                        withheld.add(&denied);
+                        continue;
+                    }
                     let (line, column) = files.position(&path, loc.range.start, server.encoding);
                     let snippet = files
                         .line(&path, loc.range.start.line)
@@ -796,6 +857,7 @@ impl StdioLspProvider {
                     files,
                     total,
                     detail: ReferencesDetail::Full,
+                    withheld,
                 })
             },
         )
@@ -808,6 +870,7 @@ impl StdioLspProvider {
             Op::Hover,
             &query.path,
             &query.progress,
+            &query.access,
             |server, file| async move {
                 self.unsupported(&server, "hoverProvider", Op::Hover)?;
                 let (uri, pos, resolved) = Self::locate(&server, &file, query)?;
@@ -853,8 +916,9 @@ impl StdioLspProvider {
             Op::Symbols,
             &query.path,
             &query.progress,
+            &query.access,
             |server, file| async move {
-                let mut files = Files::default();
+                let mut files = Files::new(&query.access);
                 match &query.query {
                     None => {
                         self.unsupported(&server, "documentSymbolProvider", Op::Symbols)?;
@@ -882,12 +946,14 @@ impl StdioLspProvider {
                                 flatten_symbols(&nested, None, &file.path, &mut symbols);
                             }
                         }
+                        let withheld = permitted(&mut symbols, &mut files);
                         symbols.sort_by_key(|s| (s.line, s.end_line));
                         Ok(SymbolsResult {
                             scope: SymbolScope::Outline {
                                 path: file.path.clone(),
                             },
                             symbols,
+                            withheld,
                         })
                     }
                     Some(q) => {
@@ -902,7 +968,7 @@ impl StdioLspProvider {
                                 self.options.request_timeout,
                             )
                             .await?;
-                        let symbols = match answer {
+                        let mut symbols = match answer {
                             None => vec![],
                             Some(WorkspaceSymbolResponse::Flat(flat)) => flat
                                 .into_iter()
@@ -930,9 +996,11 @@ impl StdioLspProvider {
                                 })
                                 .collect(),
                         };
+                        let withheld = permitted(&mut symbols, &mut files);
                         Ok(SymbolsResult {
                             scope: SymbolScope::Workspace { query: q.clone() },
                             symbols,
+                            withheld,
                         })
                     }
                 }
@@ -1016,6 +1084,19 @@ fn marked(s: MarkedString) -> String {
         MarkedString::String(s) => s,
         MarkedString::LanguageString(l) => format!("```{}\n{}\n```", l.language, l.value),
     }
+}
+
+/// Drops the symbols in files the query may not read; says how many.
+fn permitted(symbols: &mut Vec<SymbolItem>, files: &mut Files) -> Withheld {
+    let mut withheld = Withheld::default();
+    symbols.retain(|s| match files.permit(&s.path) {
+        Ok(()) => true,
+        Err(denied) => {
+            withheld.add(&denied);
+            false
+        }
+    });
+    withheld
 }
 
 #[allow(deprecated)]

@@ -12,7 +12,7 @@ use std::time::{Duration, SystemTime};
 
 use async_lsp::router::Router;
 use async_lsp::{ErrorCode, MainLoop, ServerSocket};
-use lsp_seam::{LspError, UnavailableReason};
+use lsp_seam::{LspError, ReadAccess, UnavailableReason};
 use lsp_types::notification::{
     Cancel, DidChangeTextDocument, DidChangeWatchedFiles, DidCloseTextDocument,
     DidOpenTextDocument, Exit, Initialized, Notification,
@@ -1084,14 +1084,18 @@ impl Server {
     /// Re-syncs open documents whose file changed on disk, and opens files
     /// the watcher saw change, so the next answer reflects the disk.
     /// Returns the documents sent and their versions. Files larger than
-    /// `max_file_bytes` are left out (closed if open).
-    pub fn refresh_documents(&self) -> Result<Vec<(PathBuf, i32)>, Failure> {
+    /// `max_file_bytes`, and files `access` (the query's read policy)
+    /// refuses, are left out (closed if open): the server never holds the
+    /// text of a file the query could not read.
+    pub fn refresh_documents(&self, access: &ReadAccess) -> Result<Vec<(PathBuf, i32)>, Failure> {
         let dirty: Vec<PathBuf> = std::mem::take(&mut *lock(&self.dirty));
         let stale: Vec<(PathBuf, String)> = {
             let docs = lock(&self.docs);
             docs.docs
                 .iter()
-                .filter(|(p, d)| file_stamp(p) != d.stamp || dirty.contains(p))
+                .filter(|(p, d)| {
+                    file_stamp(p) != d.stamp || dirty.contains(p) || access.check(p).is_err()
+                })
                 .map(|(p, d)| (p.clone(), d.language_id.clone()))
                 .collect()
         };
@@ -1105,7 +1109,7 @@ impl Server {
         }
         let mut sent = Vec::new();
         for (path, lang) in todo {
-            match crate::text::read_capped(&path, self.options.max_file_bytes) {
+            match crate::text::read_capped(&path, self.options.max_file_bytes, access) {
                 Ok(text) => {
                     if let Some(version) = self.sync_document(&path, &text, &lang)? {
                         sent.push((path, version));

@@ -1,7 +1,7 @@
 //! Lines, columns and identifiers: conversions between the model's 1-based
 //! Unicode-scalar columns and the server's negotiated encoding.
 
-use lsp_seam::{Address, LspError};
+use lsp_seam::{Address, LspError, ReadAccess};
 
 /// The position encoding agreed with a server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -14,14 +14,41 @@ pub enum Encoding {
 
 /// Reads a UTF-8 file of at most `max_bytes` without reading more than
 /// that: a bigger file is refused (`INVALID_ARGUMENT` naming
-/// `path`), not read whole.
-pub fn read_capped(path: &std::path::Path, max_bytes: u64) -> Result<String, LspError> {
+/// `path`), not read whole. Nothing is read that `access` refuses
+/// (`SANDBOX_READ_DENIED`): it is asked about the file the kernel would
+/// open (symlinks followed) before the file is opened, and about the file
+/// actually opened when that is another one (a symlink swapped in
+/// between).
+pub fn read_capped(
+    path: &std::path::Path,
+    max_bytes: u64,
+    access: &ReadAccess,
+) -> Result<String, LspError> {
     use std::io::Read as _;
+    use std::os::fd::AsRawFd as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
     let not_found = || LspError::FileNotFound {
         path: path.to_owned(),
     };
-    let file = std::fs::File::open(path).map_err(|_| not_found())?;
-    let len = file.metadata().map_err(|_| not_found())?.len();
+    let real = path.canonicalize().map_err(|_| not_found())?;
+    access.check(&real)?;
+    // Non-blocking, so that a FIFO cannot hold the query; it is refused
+    // below as not a regular file.
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(&real)
+        .map_err(|_| not_found())?;
+    if let Ok(opened) = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd()))
+        && opened != real
+    {
+        access.check(&opened)?;
+    }
+    let meta = file.metadata().map_err(|_| not_found())?;
+    if !meta.is_file() {
+        return Err(not_found());
+    }
+    let len = meta.len();
     let too_large = |len: u64| LspError::InvalidArgument {
         field: "path".into(),
         message: format!(

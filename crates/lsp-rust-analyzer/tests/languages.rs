@@ -434,6 +434,7 @@ fn four_queries(lang: &Lang) {
                 path: outline_path.clone(),
                 query: None,
                 progress: ProgressSink::none(),
+                access: Default::default(),
             })
             .await
         })
@@ -458,6 +459,7 @@ fn four_queries(lang: &Lang) {
                 path: main.clone(),
                 query: Some(lang.type_name.into()),
                 progress: ProgressSink::none(),
+                access: Default::default(),
             })
             .await
         })
@@ -489,6 +491,7 @@ fn four_queries(lang: &Lang) {
                 line: 1,
                 address: Address::Column(u32::try_from(lang.comment.len()).unwrap() + 2),
                 progress: ProgressSink::none(),
+                access: Default::default(),
             })
             .await
             .unwrap();
@@ -715,6 +718,7 @@ fn a_missing_server_says_what_to_install_and_which_key_overrides_it() {
                     path: file.clone(),
                     query: None,
                     progress: ProgressSink::none(),
+                    access: Default::default(),
                 }))
                 .unwrap_err();
             let LspError::Unavailable { reason, message } = &err else {

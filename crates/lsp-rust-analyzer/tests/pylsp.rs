@@ -71,12 +71,14 @@ fn pylsp_answers_definition_and_symbols() {
                 ],
                 body_omitted_lines: 0,
             }],
+            withheld: Withheld::default(),
         })
     );
 
     let symbols = RT
         .block_on(router.dispatch(&Request::Symbols(SymbolsQuery {
             progress: Default::default(),
+            access: Default::default(),
             path: geometry.clone(),
             query: None,
         })))

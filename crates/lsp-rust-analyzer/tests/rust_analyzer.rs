@@ -82,6 +82,7 @@ fn definition_across_crates_after_non_ascii_text() {
                 ),
                 body_omitted_lines: 0,
             }],
+            withheld: Default::default(),
         }
     );
 }
@@ -96,6 +97,7 @@ fn definition_by_column_equals_definition_by_symbol() {
     let by_column = RT
         .block_on(p.definition(&PositionQuery {
             progress: Default::default(),
+            access: Default::default(),
             path: main.clone(),
             line: 9,
             address: Address::Column(60),
@@ -178,6 +180,7 @@ fn references_grouped_by_file_with_snippets() {
             ],
             total: 3,
             detail: ReferencesDetail::Full,
+            withheld: Default::default(),
         }
     );
 }
@@ -226,6 +229,7 @@ fn hover_without_content_gives_the_source_line() {
     let got = RT
         .block_on(p.hover(&PositionQuery {
             progress: Default::default(),
+            access: Default::default(),
             path: main,
             line: 5,
             address: Address::Column(12),
@@ -241,6 +245,7 @@ fn symbols_outline_with_kinds_lines_and_containers() {
     let got = RT
         .block_on(p.symbols(&SymbolsQuery {
             progress: Default::default(),
+            access: Default::default(),
             path: lib.clone(),
             query: None,
         }))
@@ -270,6 +275,7 @@ fn symbols_outline_with_kinds_lines_and_containers() {
                 s("impl Shape for Square", "object", 29, 33, None),
                 s("area", "method", 30, 32, Some("impl Shape for Square")),
             ],
+            withheld: Default::default(),
         }
     );
 }
@@ -281,6 +287,7 @@ fn symbols_workspace_search() {
     let got = RT
         .block_on(p.symbols(&SymbolsQuery {
             progress: Default::default(),
+            access: Default::default(),
             path: main,
             query: Some("total_area".into()),
         }))
@@ -300,6 +307,7 @@ fn symbols_workspace_search() {
                 end_line: 17,
                 container: Some("Canvas".into()),
             }],
+            withheld: Default::default(),
         }
     );
 }
@@ -311,6 +319,7 @@ fn invalid_positions_echo_the_line() {
     let out_of_range = RT
         .block_on(p.definition(&PositionQuery {
             progress: Default::default(),
+            access: Default::default(),
             path: main.clone(),
             line: 400,
             address: Address::Column(1),
@@ -337,6 +346,7 @@ fn invalid_positions_echo_the_line() {
     let column = RT
         .block_on(p.hover(&PositionQuery {
             progress: Default::default(),
+            access: Default::default(),
             path: main,
             line: 5,
             address: Address::Column(13),

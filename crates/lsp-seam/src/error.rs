@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use crate::Op;
+use crate::{Op, ReadDenied};
 
 /// Why no language server can answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -96,6 +96,18 @@ pub enum LspError {
         /// The server's name.
         server: String,
     },
+    /// The caller may not read the queried file (its sandbox refuses it);
+    /// nothing of it was read or sent to a server.
+    #[error(
+        "the sandbox does not let this session read {} ({rule}); nothing of it was read or sent to a language server. Query a file the sandbox lets this session read",
+        path.display()
+    )]
+    ReadDenied {
+        /// The file, with symlinks resolved.
+        path: PathBuf,
+        /// The rule that refuses it (e.g. "`deny_read` entry `~/.ssh`").
+        rule: String,
+    },
     /// An argument is malformed; `field` names it.
     #[error("invalid argument `{field}`: {message}")]
     InvalidArgument {
@@ -117,6 +129,7 @@ impl LspError {
             LspError::Timeout { .. } => "LSP_TIMEOUT",
             LspError::ServerError { .. } => "LSP_SERVER_ERROR",
             LspError::UnsupportedOperation { .. } => "LSP_UNSUPPORTED_OPERATION",
+            LspError::ReadDenied { .. } => "SANDBOX_READ_DENIED",
             LspError::InvalidArgument { .. } => "INVALID_ARGUMENT",
         }
     }
@@ -130,6 +143,7 @@ impl LspError {
             | LspError::FileNotFound { .. }
             | LspError::ServerError { .. }
             | LspError::UnsupportedOperation { .. }
+            | LspError::ReadDenied { .. }
             | LspError::InvalidArgument { .. } => false,
         }
     }
@@ -144,7 +158,17 @@ impl LspError {
             | LspError::Timeout { .. }
             | LspError::ServerError { .. }
             | LspError::UnsupportedOperation { .. }
+            | LspError::ReadDenied { .. }
             | LspError::InvalidArgument { .. } => None,
+        }
+    }
+}
+
+impl From<ReadDenied> for LspError {
+    fn from(denied: ReadDenied) -> Self {
+        LspError::ReadDenied {
+            path: denied.path,
+            rule: denied.rule,
         }
     }
 }

@@ -5,6 +5,11 @@
 //! [`dispatch`], and the [`Router`] that picks a provider by a path's final
 //! extension.
 //!
+//! Every query carries the caller's [`ReadAccess`]: a provider reads no
+//! file it refuses (the queried file fails with `SANDBOX_READ_DENIED`;
+//! locations in other refused files are left out and counted in the
+//! result's [`Withheld`]).
+//!
 //! The key design choice is the closed union: `Op` has exactly four variants
 //! and is deliberately **not** `#[non_exhaustive]`, so a fifth variant does
 //! not compile until the seam, every provider and the tool layer handle it.
@@ -15,12 +20,14 @@
 //! tool layer owns serialization. Positions here are the model's: 1-based
 //! lines and 1-based Unicode-scalar columns, never UTF-16 units or bytes.
 
+mod access;
 mod error;
 mod op;
 mod provider;
 mod router;
 mod types;
 
+pub use access::{ReadAccess, ReadDenied, Withheld};
 pub use error::{LspError, RegisterError, UnavailableReason};
 pub use op::Op;
 pub use provider::{LspFuture, LspProvider, dispatch};

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use crate::Op;
+use crate::{Op, ReadAccess, Withheld};
 
 /// Where a provider tells the caller what a query is waiting for (a
 /// server starting, a project being indexed), while it waits. Reports are
@@ -79,6 +79,8 @@ pub struct PositionQuery {
     pub address: Address,
     /// Told what the query waits for while it waits.
     pub progress: ProgressSink,
+    /// Which files the query may read (see [`ReadAccess`]).
+    pub access: ReadAccess,
 }
 
 /// A symbols query: the outline of `path`, or with `query` a search of the
@@ -91,6 +93,8 @@ pub struct SymbolsQuery {
     pub query: Option<String>,
     /// Told what the query waits for while it waits.
     pub progress: ProgressSink,
+    /// Which files the query may read (see [`ReadAccess`]).
+    pub access: ReadAccess,
 }
 
 /// One query, one variant per [`Op`].
@@ -122,6 +126,14 @@ impl Request {
         match self {
             Request::Definition(q) | Request::References(q) | Request::Hover(q) => &q.progress,
             Request::Symbols(q) => &q.progress,
+        }
+    }
+
+    /// The read policy of this request.
+    pub fn access(&self) -> &ReadAccess {
+        match self {
+            Request::Definition(q) | Request::References(q) | Request::Hover(q) => &q.access,
+            Request::Symbols(q) => &q.access,
         }
     }
 
@@ -181,6 +193,8 @@ pub struct DefinitionResult {
     pub resolved: Resolved,
     /// The definition sites (usually one; empty when there is none).
     pub items: Vec<DefinitionItem>,
+    /// Definition sites left out: in files the query may not read.
+    pub withheld: Withheld,
 }
 
 /// One reference.
@@ -229,6 +243,9 @@ pub struct ReferencesResult {
     pub total: usize,
     /// What [`ReferencesResult::shrink_to`] has dropped, if anything.
     pub detail: ReferencesDetail,
+    /// References left out (and not in `total`): in files the query may
+    /// not read.
+    pub withheld: Withheld,
 }
 
 impl ReferencesResult {
@@ -328,6 +345,8 @@ pub struct SymbolsResult {
     pub scope: SymbolScope,
     /// Symbols in source order (outline) or the server's order (search).
     pub symbols: Vec<SymbolItem>,
+    /// Symbols left out: in files the query may not read.
+    pub withheld: Withheld,
 }
 
 /// One answer, one variant per [`Op`].

@@ -36,6 +36,7 @@ impl LspProvider for Echo {
             Ok(DefinitionResult {
                 resolved: resolved(&q.path),
                 items: vec![],
+                withheld: Withheld::default(),
             })
         })
     }
@@ -46,6 +47,7 @@ impl LspProvider for Echo {
                 files: vec![],
                 total: 0,
                 detail: ReferencesDetail::Full,
+                withheld: Withheld::default(),
             })
         })
     }
@@ -77,6 +79,7 @@ fn echo(name: &'static str, extensions: &[&'static str]) -> Arc<dyn LspProvider>
 fn hover(path: &str) -> Request {
     Request::Hover(PositionQuery {
         progress: Default::default(),
+        access: Default::default(),
         path: PathBuf::from(path),
         line: 1,
         address: Address::Column(1),
@@ -179,12 +182,14 @@ fn dispatch_reaches_the_method_of_each_op() {
     let requests = [
         Request::Definition(PositionQuery {
             progress: Default::default(),
+            access: Default::default(),
             path: "a.rs".into(),
             line: 1,
             address: Address::Column(1),
         }),
         Request::References(PositionQuery {
             progress: Default::default(),
+            access: Default::default(),
             path: "a.rs".into(),
             line: 1,
             address: Address::Column(1),
@@ -192,6 +197,7 @@ fn dispatch_reaches_the_method_of_each_op() {
         hover("a.rs"),
         Request::Symbols(SymbolsQuery {
             progress: Default::default(),
+            access: Default::default(),
             path: "a.rs".into(),
             query: None,
         }),
@@ -247,6 +253,10 @@ fn error_codes_and_retryability_are_stable() {
             op: Op::Hover,
             server: String::new(),
         },
+        LspError::ReadDenied {
+            path: "/h/.ssh/x.py".into(),
+            rule: "`deny_read` entry `~/.ssh`".into(),
+        },
         LspError::InvalidArgument {
             field: "line".into(),
             message: String::new(),
@@ -263,6 +273,7 @@ fn error_codes_and_retryability_are_stable() {
             ("LSP_TIMEOUT", true),
             ("LSP_SERVER_ERROR", false),
             ("LSP_UNSUPPORTED_OPERATION", false),
+            ("SANDBOX_READ_DENIED", false),
             ("INVALID_ARGUMENT", false),
         ]
     );
@@ -307,6 +318,7 @@ fn many_references() -> ReferencesResult {
         files,
         total: 12,
         detail: ReferencesDetail::Full,
+        withheld: Withheld::default(),
     }
 }
 
@@ -361,4 +373,45 @@ fn op_names_round_trip() {
         assert_eq!(Op::from_name(op.name()), Some(op));
     }
     assert_eq!(Op::from_name("implementation"), None);
+}
+
+#[test]
+fn read_access_checks_what_it_is_given_and_withheld_counts_rules_once() {
+    let all = ReadAccess::all();
+    assert_eq!(all.check(Path::new("/h/.ssh/id_rsa")), Ok(()));
+    let denying = ReadAccess::new(|path: &Path| {
+        if path.starts_with("/h/.ssh") {
+            Err(ReadDenied {
+                path: path.to_owned(),
+                rule: "`deny_read` entry `~/.ssh`".into(),
+            })
+        } else {
+            Ok(())
+        }
+    });
+    assert_eq!(denying.check(Path::new("/w/main.py")), Ok(()));
+    let denied = denying.check(Path::new("/h/.ssh/id_rsa")).unwrap_err();
+    assert_eq!(
+        denied.to_string(),
+        "/h/.ssh/id_rsa (`deny_read` entry `~/.ssh`)"
+    );
+    let mut withheld = Withheld::default();
+    assert!(withheld.is_empty());
+    withheld.add(&denied);
+    withheld.add(&denied);
+    withheld.add(&ReadDenied {
+        path: "/data/dsh/store".into(),
+        rule: "dsh's private directory".into(),
+    });
+    assert_eq!(withheld.count, 3);
+    assert_eq!(
+        withheld.rules,
+        vec![
+            "`deny_read` entry `~/.ssh`".to_owned(),
+            "dsh's private directory".to_owned()
+        ]
+    );
+    let e = LspError::from(denied);
+    assert_eq!(e.code(), "SANDBOX_READ_DENIED");
+    assert!(e.to_string().contains("/h/.ssh/id_rsa"), "{e}");
 }

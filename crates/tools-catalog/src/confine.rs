@@ -141,19 +141,7 @@ impl Confinement {
                 .map(|(_, v)| PathBuf::from(v))
                 .filter(|p| p.is_absolute())
         };
-        // `~` in the policy is the host's home, not the child's `HOME`:
-        // an `[env]` that sets `HOME` elsewhere must not move `deny_read`
-        // away from the credential stores it protects.
-        let home = std::env::var_os("HOME")
-            .map(PathBuf::from)
-            .filter(|p| p.is_absolute())
-            .or_else(|| {
-                nix::unistd::User::from_uid(nix::unistd::getuid())
-                    .ok()
-                    .flatten()
-                    .map(|u| u.dir)
-            })
-            .unwrap_or_else(|| PathBuf::from("/"));
+        let home = host_home();
         let temp_dir = lookup("TMPDIR").unwrap_or_else(|| PathBuf::from("/tmp"));
         // A private directory inside the temp dir (the runtime directory
         // falls back to /tmp/dsh-UID) is left out: Landlock would have to
@@ -214,6 +202,36 @@ impl Confinement {
         })?
     }
 
+    /// What the sandbox of a command in the session whose workspace root
+    /// is `root` (environment `base`) lets be read: the rules a tool
+    /// follows when it reads files itself on the model's behalf (`lsp`),
+    /// so that it reads nothing a `cat` in that session could not.
+    pub async fn read_rules(
+        self: &Arc<Self>,
+        root: &Path,
+        base: Option<Arc<Vec<(String, String)>>>,
+    ) -> Result<ReadRules, ToolError> {
+        let spawn = self.prepare(root, base, false).await?;
+        let home = host_home();
+        let home = home.canonicalize().unwrap_or(home);
+        let real = |p: PathBuf| p.canonicalize().unwrap_or(p);
+        let mut named: Vec<(PathBuf, String)> = Vec::new();
+        if let Ok(sandbox) = &self.sandbox {
+            for entry in &sandbox.policy().deny_read {
+                if let Some(path) = expand_entry(entry, &home) {
+                    named.push((real(path), format!("`deny_read` entry `{entry}`")));
+                }
+            }
+        }
+        for dir in &self.private {
+            named.push((real(dir.clone()), "dsh's private directory".to_owned()));
+        }
+        Ok(ReadRules {
+            prepared: spawn.prepared,
+            named: Arc::new(named),
+        })
+    }
+
     /// The environment a child starts from: the `[env]` policy applied to
     /// `base` (`None`: the host's environment). Variables whose name or
     /// value is not UTF-8 are left out.
@@ -228,6 +246,78 @@ impl Confinement {
                 Some((k.into_string().ok()?, v.into_string().ok()?))
             })
             .collect()
+    }
+}
+
+/// The host's home, which `~` in the policy means: not the child's
+/// `HOME`, since an `[env]` that sets `HOME` elsewhere must not move
+/// `deny_read` away from the credential stores it protects.
+fn host_home() -> PathBuf {
+    std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .or_else(|| {
+            nix::unistd::User::from_uid(nix::unistd::getuid())
+                .ok()
+                .flatten()
+                .map(|u| u.dir)
+        })
+        .unwrap_or_else(|| PathBuf::from("/"))
+}
+
+/// A `deny_read` entry against `home`: `~` and `~/x` resolved, absolute
+/// paths kept (the policy accepts nothing else).
+fn expand_entry(entry: &str, home: &Path) -> Option<PathBuf> {
+    if entry == "~" {
+        Some(home.to_path_buf())
+    } else if let Some(rest) = entry.strip_prefix("~/") {
+        Some(home.join(rest))
+    } else if entry.starts_with('/') {
+        Some(PathBuf::from(entry))
+    } else {
+        None
+    }
+}
+
+/// What a session's sandbox lets be read (see
+/// [`Confinement::read_rules`]). Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct ReadRules {
+    prepared: Prepared,
+    /// The denied paths (symlinks resolved) and the rule each comes from,
+    /// to name the rule that refused a path.
+    named: Arc<Vec<(PathBuf, String)>>,
+}
+
+/// A path [`ReadRules`] refuse, and the rule that refuses it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadRefusal {
+    /// The path, with symlinks resolved.
+    pub path: PathBuf,
+    /// "`deny_read` entry `~/.ssh`", or "dsh's private directory".
+    pub rule: String,
+}
+
+impl ReadRules {
+    /// Whether a process in the sandbox could read `path` (absolute). The
+    /// path is resolved as the kernel would resolve it — every symlink
+    /// followed — before the rules are applied, so a symlink in the
+    /// workspace to a denied file is refused like the file.
+    pub fn check(&self, path: &Path) -> Result<(), ReadRefusal> {
+        let real = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
+        if self.prepared.can_read(&real) {
+            return Ok(());
+        }
+        let rule = self
+            .named
+            .iter()
+            .filter(|(denied, _)| real.starts_with(denied))
+            .max_by_key(|(denied, _)| denied.components().count())
+            .map_or_else(
+                || "a read rule of the sandbox".to_owned(),
+                |(_, rule)| rule.clone(),
+            );
+        Err(ReadRefusal { path: real, rule })
     }
 }
 
@@ -305,5 +395,130 @@ impl RefusalsJson {
             network: refusals.network,
             line: format!("[{refusals}]"),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    /// A directory of its own under the temp dir, removed on drop.
+    struct Scratch(PathBuf);
+
+    impl Scratch {
+        fn new(name: &str) -> Self {
+            let dir =
+                std::env::temp_dir().join(format!("dsh-read-rules-{name}-{}", std::process::id()));
+            std::fs::create_dir_all(&dir).unwrap();
+            Self(dir.canonicalize().unwrap())
+        }
+    }
+
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    /// `ws/` (the workspace), `secrets/` (denied), `private/` (the host's),
+    /// `tmp/` (the temp dir), and in the workspace a symlink to a secret
+    /// and one to the secrets' directory.
+    fn layout(s: &Scratch) -> (PathBuf, PathBuf, PathBuf) {
+        let (ws, secrets, private) = (s.0.join("ws"), s.0.join("secrets"), s.0.join("private"));
+        for d in [&ws, &secrets, &private, &s.0.join("tmp")] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        std::fs::write(ws.join("main.py"), "x = 1\n").unwrap();
+        std::fs::write(secrets.join("key.py"), "KEY = 'secret'\n").unwrap();
+        std::fs::write(private.join("token.py"), "TOKEN = 'secret'\n").unwrap();
+        std::os::unix::fs::symlink(secrets.join("key.py"), ws.join("key.py")).unwrap();
+        std::os::unix::fs::symlink(&secrets, ws.join("keys")).unwrap();
+        (ws, secrets, private)
+    }
+
+    fn confinement(mode: Mode, secrets: &Path, private: &Path) -> Arc<Confinement> {
+        let policy = SandboxPolicy {
+            mode,
+            deny_read: vec![secrets.display().to_string()],
+            ..SandboxPolicy::default()
+        };
+        Arc::new(Confinement::new(
+            policy,
+            EnvPolicy::default(),
+            Ok(Availability::probe_kernel()),
+            vec![private.to_path_buf()],
+        ))
+    }
+
+    #[tokio::test]
+    async fn read_rules_follow_symlinks_and_name_the_rule() {
+        let s = Scratch::new("rules");
+        let (ws, secrets, private) = layout(&s);
+        let env = Arc::new(vec![(
+            "TMPDIR".to_owned(),
+            s.0.join("tmp").display().to_string(),
+        )]);
+        let rules = confinement(Mode::WorkspaceWrite, &secrets, &private)
+            .read_rules(&ws, Some(env))
+            .await
+            .unwrap();
+        let refused = |path: &Path, rule: &str| {
+            Err(ReadRefusal {
+                path: path.to_path_buf(),
+                rule: rule.to_owned(),
+            })
+        };
+        let deny_entry = format!("`deny_read` entry `{}`", secrets.display());
+        let key = secrets.join("key.py");
+        if Availability::probe_kernel().landlock_abi == 0 {
+            // No Landlock: a command reads everything, and so may the tool.
+            assert_eq!(rules.check(&key), Ok(()));
+            return;
+        }
+        assert_eq!(rules.check(&ws.join("main.py")), Ok(()));
+        assert_eq!(rules.check(&key), refused(&key, &deny_entry));
+        // Through a symlink to the file, a symlinked directory, `..`.
+        assert_eq!(rules.check(&ws.join("key.py")), refused(&key, &deny_entry));
+        assert_eq!(
+            rules.check(&ws.join("keys/key.py")),
+            refused(&key, &deny_entry)
+        );
+        assert_eq!(
+            rules.check(&ws.join("../secrets/key.py")),
+            refused(&key, &deny_entry)
+        );
+        // `..` after a symlink goes up from its target, as in the kernel
+        // (not lexically: that would be `ws/secrets/key.py`).
+        assert_eq!(
+            rules.check(&ws.join("keys/../secrets/key.py")),
+            refused(&key, &deny_entry)
+        );
+        // A file that does not exist yet is judged by where it would be.
+        let missing = secrets.join("missing.py");
+        assert_eq!(rules.check(&missing), refused(&missing, &deny_entry));
+        let token = private.join("token.py");
+        assert_eq!(
+            rules.check(&token),
+            refused(&token, "dsh's private directory")
+        );
+    }
+
+    #[tokio::test]
+    async fn with_the_sandbox_off_nothing_is_refused() {
+        let s = Scratch::new("off");
+        let (ws, secrets, private) = layout(&s);
+        let rules = confinement(Mode::Off, &secrets, &private)
+            .read_rules(&ws, None)
+            .await
+            .unwrap();
+        for path in [
+            secrets.join("key.py"),
+            ws.join("key.py"),
+            private.join("token.py"),
+        ] {
+            assert_eq!(rules.check(&path), Ok(()), "{}", path.display());
+        }
     }
 }

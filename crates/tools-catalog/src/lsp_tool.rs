@@ -5,22 +5,25 @@ use std::path::{Path, PathBuf};
 
 use lsp_seam::{
     Address, Answer, DefinitionResult, HoverContent, HoverResult, LspError, Op, PositionQuery,
-    ReferencesDetail, ReferencesResult, Request, Resolved, SymbolScope, SymbolsQuery,
-    SymbolsResult,
+    ReadAccess, ReadDenied, ReferencesDetail, ReferencesResult, Request, Resolved, SymbolScope,
+    SymbolsQuery, SymbolsResult, Withheld,
 };
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::{
-    CallContext, Preset, Settings, Tool, ToolError, ToolFuture, ToolReply, ToolSpec, parse_args,
+    CallContext, Preset, SANDBOX_UNAVAILABLE, Settings, Tool, ToolError, ToolFuture, ToolReply,
+    ToolSpec, parse_args,
 };
 
 const DESCRIPTION: &str = "Ask the language server that handles `path` (picked by its extension) one semantic question: \
 `definition` (where a symbol is defined, with its numbered source), `references` (every use, grouped by file), \
 `hover` (type and docs), or `symbols` (the outline of `path`, or with `query` a workspace-wide search). \
 Address a symbol by `line` plus `symbol` (the identifier as written on that line) or `column`. \
-A server that is still indexing answers `LSP_NOT_READY` (retry shortly), never an empty result.";
+A server that is still indexing answers `LSP_NOT_READY` (retry shortly), never an empty result. \
+Files the session's sandbox does not let a command read are not read: querying one is `SANDBOX_READ_DENIED`, \
+and answers leave out locations in them (`withheld` says how many).";
 
 /// The query.
 #[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
@@ -89,6 +92,8 @@ impl LspTool {
                     "LSP_TIMEOUT",
                     "LSP_SERVER_ERROR",
                     "LSP_UNSUPPORTED_OPERATION",
+                    "SANDBOX_READ_DENIED",
+                    SANDBOX_UNAVAILABLE,
                     "INVALID_ARGUMENT",
                 ],
             ),
@@ -97,8 +102,10 @@ impl LspTool {
     }
 }
 
-/// Converts a seam error to the envelope, keeping `reason` and `line_text`.
-fn lsp_error(e: LspError) -> ToolError {
+/// Converts a seam error to the envelope, keeping `reason` and
+/// `line_text`; `requested` is the `path` argument, `absolute` the path it
+/// names.
+fn lsp_error(e: LspError, requested: &str, absolute: &Path) -> ToolError {
     let mut err = ToolError {
         code: e.code(),
         message: e.to_string(),
@@ -119,6 +126,19 @@ fn lsp_error(e: LspError) -> ToolError {
         LspError::InvalidArgument { field, message } => {
             err = ToolError::invalid_argument(field, message);
         }
+        LspError::ReadDenied { path, rule } => {
+            let via = if path == absolute {
+                String::new()
+            } else {
+                format!(" (where `{requested}` leads)")
+            };
+            err.message = format!(
+                "the sandbox does not let this session read {}{via} ({rule}); nothing of it was \
+                 read or sent to a language server. Query a file the sandbox lets this session read",
+                path.display()
+            );
+            err = err.with_detail("path", path.display().to_string());
+        }
         LspError::InvalidPosition { .. }
         | LspError::Unavailable { .. }
         | LspError::FileNotFound { .. }
@@ -134,6 +154,7 @@ fn position(
     path: PathBuf,
     op: Op,
     progress: &lsp_seam::ProgressSink,
+    access: &ReadAccess,
 ) -> Result<PositionQuery, ToolError> {
     let line = args
         .line
@@ -171,6 +192,7 @@ fn position(
     };
     Ok(PositionQuery {
         progress: progress.clone(),
+        access: access.clone(),
         path,
         line,
         address,
@@ -207,19 +229,38 @@ impl Tool for LspTool {
                 }
                 None => lsp_seam::ProgressSink::none(),
             };
+            // What a command of this session may read is all the server
+            // is given and all the answer shows.
+            let rules = cx.confinement.read_rules(&cx.cwd, cx.env.clone()).await?;
+            let access = ReadAccess::new(move |path: &Path| {
+                rules.check(path).map_err(|refused| ReadDenied {
+                    path: refused.path,
+                    rule: refused.rule,
+                })
+            });
             let op = Op::from(args.op);
             let request = match op {
-                Op::Definition => Request::Definition(position(&args, path, op, &progress)?),
-                Op::References => Request::References(position(&args, path, op, &progress)?),
-                Op::Hover => Request::Hover(position(&args, path, op, &progress)?),
+                Op::Definition => {
+                    Request::Definition(position(&args, path, op, &progress, &access)?)
+                }
+                Op::References => {
+                    Request::References(position(&args, path, op, &progress, &access)?)
+                }
+                Op::Hover => Request::Hover(position(&args, path, op, &progress, &access)?),
                 Op::Symbols => Request::Symbols(SymbolsQuery {
                     progress: progress.clone(),
+                    access,
                     path,
                     query: args.query.clone(),
                 }),
             };
             let max_results = args.max_results.unwrap_or(200).max(1);
-            let answer = cx.runtime.lsp.dispatch(&request).await.map_err(lsp_error)?;
+            let answer = cx
+                .runtime
+                .lsp
+                .dispatch(&request)
+                .await
+                .map_err(|e| lsp_error(e, &args.path, request.path()))?;
             let base = cx.cwd.as_path();
             Ok(match answer {
                 Answer::Definition(d) => definition_reply(&d, base),
@@ -235,7 +276,7 @@ impl Tool for LspTool {
 
 fn definition_reply(d: &DefinitionResult, base: &Path) -> ToolReply {
     let mut text = String::new();
-    if d.items.is_empty() {
+    if d.items.is_empty() && d.withheld.is_empty() {
         text.push_str("no definition found");
     }
     let items: Vec<Value> = d
@@ -271,9 +312,37 @@ fn definition_reply(d: &DefinitionResult, base: &Path) -> ToolReply {
             })
         })
         .collect();
+    let mut structured = json!({ "resolved": resolved_json(&d.resolved, base), "items": items });
+    add_withheld(
+        &mut text,
+        &mut structured,
+        &d.withheld,
+        "definition site(s)",
+    );
     ToolReply {
         text: text.trim_end().to_owned(),
-        structured: json!({ "resolved": resolved_json(&d.resolved, base), "items": items }),
+        structured,
+    }
+}
+
+/// Says in `text` and `structured` how many locations the answer left out
+/// because the session's sandbox does not let them be read, and by which
+/// rules (nothing when none was).
+fn add_withheld(text: &mut String, structured: &mut Value, withheld: &Withheld, what: &str) {
+    if withheld.is_empty() {
+        return;
+    }
+    let reason = format!(
+        "in files this session's sandbox does not let a command read ({})",
+        withheld.rules.join("; ")
+    );
+    text.truncate(text.trim_end().len());
+    let _ = write!(text, "\n[withheld: {} {what}, {reason}]", withheld.count);
+    if let Value::Object(map) = structured {
+        map.insert(
+            "withheld".to_owned(),
+            json!({ "count": withheld.count, "reason": reason }),
+        );
     }
 }
 
@@ -336,15 +405,17 @@ fn references_reply(
             })
         })
         .collect();
+    let mut structured = json!({
+        "resolved": resolved_json(&r.resolved, base),
+        "total": r.total,
+        "files": files,
+        "detail": detail_word,
+        "truncated": capped || detail != ReferencesDetail::Full,
+    });
+    add_withheld(&mut text, &mut structured, &r.withheld, "reference(s)");
     ToolReply {
         text: text.trim_end().to_owned(),
-        structured: json!({
-            "resolved": resolved_json(&r.resolved, base),
-            "total": r.total,
-            "files": files,
-            "detail": detail_word,
-            "truncated": capped || detail != ReferencesDetail::Full,
-        }),
+        structured,
     }
 }
 
@@ -400,9 +471,7 @@ fn symbols_reply(s: &SymbolsResult, base: &Path, max_results: usize) -> ToolRepl
     if s.symbols.is_empty() {
         text.push_str("no symbols");
     }
-    ToolReply {
-        text: text.trim_end().to_owned(),
-        structured: json!({
+    let mut structured = json!({
             "scope": scope,
             "total": s.symbols.len(),
             "truncated": shown_symbols.len() < s.symbols.len(),
@@ -414,6 +483,10 @@ fn symbols_reply(s: &SymbolsResult, base: &Path, max_results: usize) -> ToolRepl
                 "end_line": x.end_line,
                 "container": x.container,
             })).collect::<Vec<_>>(),
-        }),
+    });
+    add_withheld(&mut text, &mut structured, &s.withheld, "symbol(s)");
+    ToolReply {
+        text: text.trim_end().to_owned(),
+        structured,
     }
 }

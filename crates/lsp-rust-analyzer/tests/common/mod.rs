@@ -99,6 +99,7 @@ pub fn options() -> ClientOptions {
 pub fn at(path: &Path, line: u32, symbol: &str) -> PositionQuery {
     PositionQuery {
         progress: Default::default(),
+        access: Default::default(),
         path: path.to_owned(),
         line,
         address: Address::Symbol {
