@@ -293,8 +293,8 @@ mod tests {
     #[test]
     fn the_fallback_runtime_dir_is_in_the_data_dir_and_the_temp_dir_is_recognised() {
         let data = Path::new("/home/u/.local/share/dsh");
-        // only this test reads these variables' absence through the
-        // function; the variables themselves are not changed
+        // the fallback shows only where neither variable is set (the
+        // test reads them and leaves them as they are)
         if std::env::var_os("DSH_RUNTIME_DIR").is_none()
             && std::env::var_os("XDG_RUNTIME_DIR").is_none()
         {
