@@ -41,6 +41,20 @@ pub enum ClientError {
         /// The socket looked for.
         socket: PathBuf,
     },
+    /// A daemon holds the data directory (found through its lock and
+    /// `daemon.json`) but does not listen where this client looks: its
+    /// socket was removed, or the client's runtime directory is another.
+    #[error("{message}")]
+    SocketLost {
+        /// The daemon's pid.
+        pid: u32,
+        /// What happened and what to do.
+        message: String,
+    },
+    /// The socket is held by a process that is not the daemon
+    /// `daemon.json` names; nothing was sent to it.
+    #[error("{0}")]
+    NotTheDaemon(String),
     /// The daemon refused the request or it failed there.
     #[error("{0}")]
     Refused(Failure),
@@ -143,10 +157,12 @@ pub fn connect(
                 ) =>
             {
                 if start.is_none() {
-                    return Err(ClientError::NotRunning {
-                        data_dir: paths.data_dir.clone(),
-                        socket: paths.socket.clone(),
-                    });
+                    return Err(
+                        lost_socket(paths).unwrap_or_else(|| ClientError::NotRunning {
+                            data_dir: paths.data_dir.clone(),
+                            socket: paths.socket.clone(),
+                        }),
+                    );
                 }
             }
             Err(e) => {
@@ -164,16 +180,27 @@ pub fn connect(
         };
         match &mut started {
             None => started = Some(spawn_daemon(paths, spec)?),
-            Some(child) => {
-                if let Ok(Some(status)) = child.try_wait()
-                    && !status.success()
-                {
+            Some(child) => match child.try_wait() {
+                Ok(Some(status)) if !status.success() => {
                     return Err(ClientError::Unreachable(format!(
                         "the dsh daemon could not start ({status}): {}",
                         log_tail(&paths.log)
                     )));
                 }
-            }
+                // It found a daemon of this version holding the lock and
+                // left it the place. That one answers once it listens,
+                // unless it already listens elsewhere (its socket was
+                // removed); with no holder left, start another.
+                Ok(Some(_)) => {
+                    if let Some(lost) = lost_socket(paths) {
+                        return Err(lost);
+                    }
+                    if crate::daemon::find_holder(paths).is_none() {
+                        started = None;
+                    }
+                }
+                Ok(None) | Err(_) => {}
+            },
         }
         if began.elapsed() > START_TIMEOUT {
             if let Some(child) = started.take() {
@@ -199,6 +226,47 @@ pub fn connect(
         }
         std::thread::sleep(Duration::from_millis(10));
     }
+}
+
+/// The error for a daemon that holds the data directory and has bound a
+/// socket, but not the one this client looks for: its socket was removed
+/// while it ran (or replaced: the client then found no listener), or it
+/// was started with another runtime directory.
+fn lost_socket(paths: &DaemonPaths) -> Option<ClientError> {
+    use std::os::unix::fs::MetadataExt as _;
+    let holder = crate::daemon::find_holder(paths)?;
+    if !holder.info.listening {
+        return None;
+    }
+    let pid = holder.info.pid;
+    let message = if holder.info.socket == paths.socket {
+        // Recorded after the bind: a file with another identity (or none)
+        // is not the daemon's socket, however recently this client looked.
+        let now = std::fs::symlink_metadata(&paths.socket)
+            .ok()
+            .map(|m| (m.dev(), m.ino()));
+        if holder.info.socket_id.is_none() || now == holder.info.socket_id {
+            return None;
+        }
+        format!(
+            "the dsh daemon (pid {pid}) of {} no longer has its socket {} (it was removed or \
+             replaced while the daemon ran), so no client can reach it: run `dsh daemon stop`, \
+             which finds the daemon through its lock, and try again",
+            paths.data_dir.display(),
+            paths.socket.display()
+        )
+    } else {
+        format!(
+            "the dsh daemon (pid {pid}) of {} listens on {}, but this command looks for {}: its \
+             DSH_RUNTIME_DIR or XDG_RUNTIME_DIR differs from this command's. Run the command \
+             with the daemon's, or run `dsh daemon stop`, which finds the daemon through its \
+             lock, and try again",
+            paths.data_dir.display(),
+            holder.info.socket.display(),
+            paths.socket.display()
+        )
+    };
+    Some(ClientError::SocketLost { pid, message })
 }
 
 /// Why a hello got no reply.
@@ -240,7 +308,7 @@ fn check_peer(paths: &DaemonPaths, stream: &UnixStream) -> Result<(), NoAnswer> 
         || format!("no daemon is recorded in {}", paths.info.display()),
         |p| format!("the daemon recorded in {} is pid {p}", paths.info.display()),
     );
-    Err(NoAnswer::Gone(ClientError::Unreachable(format!(
+    Err(NoAnswer::Gone(ClientError::NotTheDaemon(format!(
         "the socket {} is held by {who}, but {expected}: nothing was sent to it. \
          Stop the process that holds it (or remove the socket) and try again",
         paths.socket.display()

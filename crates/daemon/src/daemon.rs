@@ -19,7 +19,6 @@
 //! forwarded to the new daemon) and exits when the last one ends.
 
 use std::fs::File;
-use std::os::fd::{AsRawFd, FromRawFd as _, OwnedFd};
 use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _, PermissionsExt as _};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -53,6 +52,111 @@ pub struct DaemonInfo {
     pub socket: PathBuf,
     /// When it started (RFC 3339).
     pub started_at: String,
+    /// Its start time in clock ticks after boot, as `/proc/PID/stat`
+    /// shows it: with the pid, it names this one process (absent from
+    /// the files of older versions).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_time: Option<u64>,
+    /// Whether it serves on its socket: a daemon that holds the lock but
+    /// does not listen is starting (it may wait for the store) or
+    /// stopping.
+    #[serde(default)]
+    pub listening: bool,
+    /// The socket file it bound (device, inode), while it listens: a
+    /// file at the socket's path that is not this one was put there by
+    /// someone else.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub socket_id: Option<(u64, u64)>,
+}
+
+/// A daemon found through the data directory's lock and `daemon.json`
+/// rather than its socket, and checked to be that daemon: the process
+/// `daemon.json` names runs, has the start time recorded there, runs the
+/// `dsh` program, and holds the lock (`/proc/locks`).
+#[derive(Debug, Clone)]
+pub struct Holder {
+    /// What it recorded.
+    pub info: DaemonInfo,
+    /// The process, as read while checking it.
+    pub process: process_tree::ProcessInfo,
+}
+
+/// The daemon that holds `paths`' lock, when one does and it is the
+/// process `daemon.json` names (see [`Holder`]). Never a stranger: a pid
+/// whose process does not hold the lock is not taken for the daemon.
+pub fn find_holder(paths: &DaemonPaths) -> Option<Holder> {
+    let info = read_info(&paths.info)?;
+    let pid = i32::try_from(info.pid).ok()?;
+    let process = process_tree::process_info(pid).filter(|p| !p.is_zombie())?;
+    if info.start_time.is_some_and(|t| t != process.start_time) {
+        return None;
+    }
+    if !runs_this_program(pid) || !holds_lock(pid, &paths.lock) {
+        return None;
+    }
+    // What was read was of that process, not of one that reused its pid.
+    process_tree::process_info(pid).filter(|p| p.start_time == process.start_time)?;
+    Some(Holder { info, process })
+}
+
+impl Holder {
+    /// Sends SIGTERM (the daemon stops as `dsh daemon stop` asks it to),
+    /// through a pidfd after its start time is checked again. False when
+    /// it was gone.
+    pub fn terminate(&self) -> bool {
+        process_tree::signal_process(&self.process, nix::sys::signal::Signal::SIGTERM)
+    }
+
+    /// Whether the process still runs (a zombie or a reused pid is gone).
+    pub fn runs(&self) -> bool {
+        process_tree::process_info(self.process.pid)
+            .is_some_and(|p| p.start_time == self.process.start_time && !p.is_zombie())
+    }
+}
+
+/// Whether process `pid` runs the same program as this one (the file
+/// name of `/proc/PID/exe`: an upgrade may have replaced the file).
+fn runs_this_program(pid: i32) -> bool {
+    let name = |path: PathBuf| {
+        let text = path.to_string_lossy().into_owned();
+        let text = text.strip_suffix(" (deleted)").unwrap_or(&text).to_owned();
+        Path::new(&text).file_name().map(|n| n.to_os_string())
+    };
+    let theirs = std::fs::read_link(format!("/proc/{pid}/exe"))
+        .ok()
+        .and_then(name);
+    let ours = std::env::current_exe().ok().and_then(name);
+    theirs.is_some() && theirs == ours
+}
+
+/// Whether process `pid` holds the `flock` of `lock`, per `/proc/locks`.
+fn holds_lock(pid: i32, lock: &Path) -> bool {
+    let Ok(meta) = std::fs::metadata(lock) else {
+        return false;
+    };
+    let Ok(locks) = std::fs::read_to_string("/proc/locks") else {
+        return false;
+    };
+    flock_holders(&locks, meta.ino()).contains(&pid)
+}
+
+/// The pids holding a `flock` on inode `ino` in the text of `/proc/locks`
+/// (`1: FLOCK  ADVISORY  WRITE 4242 fd:01:1234 0 EOF`; a waiter's line,
+/// `1: -> FLOCK …`, holds nothing).
+fn flock_holders(locks: &str, ino: u64) -> Vec<i32> {
+    locks
+        .lines()
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            match fields.as_slice() {
+                [_, "FLOCK", _, _, pid, id, ..] => {
+                    let lock_ino: u64 = id.rsplit(':').next()?.parse().ok()?;
+                    (lock_ino == ino).then(|| pid.parse().ok()).flatten()
+                }
+                _ => None,
+            }
+        })
+        .collect()
 }
 
 /// Reads a daemon info file.
@@ -170,6 +274,17 @@ fn take_lock(paths: &DaemonPaths) -> Result<Flock<File>, DaemonError> {
                 let reply = crate::client::request_at(&info.socket, handover);
                 match reply {
                     Ok(reply) if reply.error.is_none() => asked = true,
+                    // It will not change its mind: this daemon runs more
+                    // confined than it (see `crate::peer`).
+                    Ok(Reply {
+                        error: Some(failure),
+                        ..
+                    }) if failure.code == "SANDBOXED_CLIENT" => {
+                        return Err(DaemonError::Failed(format!(
+                            "the running dsh daemon (pid {}, version {}) refused to hand the store over: {}",
+                            info.pid, info.version, failure.message
+                        )));
+                    }
                     Ok(reply) => {
                         tracing::warn!("the old daemon refused to hand over: {:?}", reply.error)
                     }
@@ -182,13 +297,22 @@ fn take_lock(paths: &DaemonPaths) -> Result<Flock<File>, DaemonError> {
     }
 }
 
-/// Writes `DATA/daemon.json` (atomically, 0600).
-fn write_info(paths: &DaemonPaths) -> Result<(), DaemonError> {
+/// Writes `DATA/daemon.json` (atomically, 0600): when the lock is taken,
+/// with the socket's identity once it is bound (`listening`), and without
+/// it again when the daemon stops listening.
+fn write_info(
+    paths: &DaemonPaths,
+    started_at: &str,
+    listening: Option<(u64, u64)>,
+) -> Result<(), DaemonError> {
     let info = DaemonInfo {
         pid: std::process::id(),
         version: version(),
         socket: paths.socket.clone(),
-        started_at: chrono::Utc::now().to_rfc3339(),
+        started_at: started_at.to_owned(),
+        start_time: process_tree::process_info(std::process::id() as i32).map(|p| p.start_time),
+        listening: listening.is_some(),
+        socket_id: listening,
     };
     let tmp = paths
         .info
@@ -273,8 +397,19 @@ pub fn run(options: DaemonOptions) -> Result<(), DaemonError> {
     paths
         .ensure_data_dir()
         .map_err(|e| DaemonError::Failed(e.to_string()))?;
+    if crate::paths::in_shared_temp(&paths.runtime_dir) {
+        tracing::warn!(
+            runtime_dir = %paths.runtime_dir.display(),
+            "the runtime directory is inside the temp directory, which the sandbox leaves \
+             writable: a confined command can remove or replace the daemon's socket there \
+             (clients then refuse to talk to it, and `dsh daemon stop` still stops this \
+             daemon through its lock); set DSH_RUNTIME_DIR or XDG_RUNTIME_DIR to a private \
+             directory outside it, or leave both unset"
+        );
+    }
     let lock = take_lock(&paths)?;
-    write_info(&paths)?;
+    let started_at = chrono::Utc::now().to_rfc3339();
+    write_info(&paths, &started_at, None)?;
     let held = HeldStore::open(&paths.data_dir, Duration::from_secs(10)).map_err(|e| {
         DaemonError::Failed(format!(
             "cannot open the store in {}: {}",
@@ -286,7 +421,7 @@ pub fn run(options: DaemonOptions) -> Result<(), DaemonError> {
         .enable_all()
         .build()
         .map_err(|e| DaemonError::Failed(format!("cannot start the runtime: {e}")))?;
-    let result = runtime.block_on(serve(options, Arc::new(held), lock));
+    let result = runtime.block_on(serve(options, Arc::new(held), lock, started_at));
     runtime.shutdown_timeout(Duration::from_secs(1));
     result
 }
@@ -295,6 +430,7 @@ async fn serve(
     options: DaemonOptions,
     held: Arc<HeldStore>,
     lock: Flock<File>,
+    started_at: String,
 ) -> Result<(), DaemonError> {
     crate::processes::start();
     let paths = options.paths.clone();
@@ -310,6 +446,7 @@ async fn serve(
         ],
     ));
     let (listener, identity) = bind(&paths)?;
+    write_info(&paths, &started_at, Some(identity))?;
     let (control_tx, mut control_rx) = mpsc::channel(8);
     let shared = Arc::new(Shared {
         host: host.clone(),
@@ -340,19 +477,29 @@ async fn serve(
     let mut lock = Some(lock);
     let mut idle_since = Some(Instant::now());
     let tick = (idle_exit / 4).clamp(Duration::from_millis(50), Duration::from_secs(1));
+    let mut backoff = AcceptBackoff::default();
     let reason: &str = loop {
+        let resume = backoff.resume_at();
         tokio::select! {
             accepted = async {
                 match &listener {
-                    Some(l) => l.accept().await,
+                    Some(l) => {
+                        if let Some(at) = resume {
+                            tokio::time::sleep_until(at.into()).await;
+                        }
+                        l.accept().await
+                    }
                     None => futures::future::pending().await,
                 }
             } => match accepted {
                 Ok((stream, _)) => {
+                    backoff.succeeded(Instant::now());
                     let shared = shared.clone();
                     tasks.spawn(handle(shared, stream));
                 }
-                Err(e) => tracing::warn!("accept failed: {e}"),
+                Err(e) => {
+                    backoff.failed(&e, Instant::now());
+                }
             },
             Some(done) = tasks.join_next(), if !tasks.is_empty() => {
                 if let Err(e) = done && e.is_panic() {
@@ -408,6 +555,11 @@ async fn serve(
     drop(listener);
     if lock.is_some() {
         unlink_own_socket(&paths.socket, identity);
+        // A client that comes now waits for the lock, then starts a new
+        // daemon, instead of taking this one for a daemon without socket.
+        if let Err(e) = write_info(&paths, &started_at, None) {
+            tracing::warn!("{e}");
+        }
     }
     shared.stop.cancel();
     if let Some(page) = shared.ui.lock().await.take() {
@@ -431,6 +583,90 @@ async fn serve(
     }
     tracing::info!(reason, "dsh daemon stopped");
     Ok(())
+}
+
+/// The accept loop's answer to failing accepts. Out of descriptors
+/// (`EMFILE`, `ENFILE`) or memory (`ENOBUFS`, `ENOMEM`), `accept` fails at
+/// once for as long as the condition lasts, and the connection stays in
+/// the backlog: retrying at once would spin. After each failure the loop
+/// waits a growing delay (10 ms, doubling, at most 1 s) before it accepts
+/// again; a success resets it. The log gets the first failure at once and
+/// then at most one line per [`AcceptBackoff::LOG_EVERY`], with the number
+/// of failures it did not log.
+#[derive(Debug, Default)]
+struct AcceptBackoff {
+    /// The current delay (zero: accepting normally).
+    delay: Duration,
+    /// When the last failure happened.
+    failed_at: Option<Instant>,
+    /// When a failure was last logged.
+    logged_at: Option<Instant>,
+    /// Failures since then that were not logged.
+    suppressed: u64,
+    /// Failures since the last success.
+    failures: u64,
+}
+
+impl AcceptBackoff {
+    const FIRST: Duration = Duration::from_millis(10);
+    const MAX: Duration = Duration::from_secs(1);
+    const LOG_EVERY: Duration = Duration::from_secs(10);
+
+    /// When accepting may resume, while backing off.
+    fn resume_at(&self) -> Option<Instant> {
+        self.failed_at.map(|at| at + self.delay)
+    }
+
+    fn log_due(&self, now: Instant) -> bool {
+        self.logged_at
+            .is_none_or(|at| now.duration_since(at) >= Self::LOG_EVERY)
+    }
+
+    /// An accept failed at `now`: wait longer, and log if it is time.
+    /// True when it was logged.
+    fn failed(&mut self, error: &std::io::Error, now: Instant) -> bool {
+        self.delay = (self.delay * 2).clamp(Self::FIRST, Self::MAX);
+        self.failed_at = Some(now);
+        self.failures += 1;
+        if !self.log_due(now) {
+            self.suppressed += 1;
+            return false;
+        }
+        let resource = matches!(
+            error.raw_os_error(),
+            Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM)
+        );
+        let hint = if resource {
+            "the daemon is out of file descriptors or memory; new clients wait until some are \
+             free (raise `ulimit -n`, or end what holds them)"
+        } else {
+            "new clients wait"
+        };
+        tracing::warn!(
+            failures_not_logged = self.suppressed,
+            retry_in_ms = self.delay.as_millis() as u64,
+            "accept failed: {error}; {hint}"
+        );
+        self.logged_at = Some(now);
+        self.suppressed = 0;
+        true
+    }
+
+    /// An accept succeeded: back to accepting at once.
+    fn succeeded(&mut self, now: Instant) {
+        if self.failures > 0 && self.log_due(now) {
+            tracing::warn!(
+                failures_not_logged = self.suppressed,
+                "accepting connections again after {} failed accepts",
+                self.failures
+            );
+            self.logged_at = Some(now);
+            self.suppressed = 0;
+        }
+        self.delay = Duration::ZERO;
+        self.failed_at = None;
+        self.failures = 0;
+    }
 }
 
 /// A guard counting a short client as activity.
@@ -506,141 +742,11 @@ impl tokio::io::AsyncWrite for KeepOpen {
     }
 }
 
-/// Whether the client `pid` may have been started by this daemon: it
-/// descends from this process (an orphan of it is reparented to the
-/// daemon, its subreaper, so it stays a descendant), or its line of
-/// parents cannot be followed to init — the client already exited (a
-/// confined process can connect, fork and exit, leaving the connection to
-/// its child, which is then no longer the peer the kernel names) or a
-/// parent exited during the walk. Such a client is refused: only a chain
-/// that reaches init without passing this daemon is let in.
-///
-/// `peer` pins the client (`SO_PEERPIDFD`): a chain that reached init is
-/// trusted only if the client is still alive afterwards, so `pid` named
-/// it throughout and not a process that reused its pid. Every process of
-/// the chain is read again after the walk; one that changed (it exited,
-/// or was reparented because its parent did) means the walk may have
-/// followed a reused pid, and the walk is retried. Without a pidfd (a
-/// kernel before 6.5) the peer's own pid cannot be pinned.
-fn started_by_us(pid: i32, peer: Option<&OwnedFd>) -> bool {
-    for _ in 0..3 {
-        match walk_to_init(pid) {
-            Walk::Ours => return true,
-            Walk::Init(chain) => {
-                if peer.is_some_and(|fd| !alive(fd)) {
-                    return true;
-                }
-                let unchanged = chain.iter().all(|(p, seen)| {
-                    process_tree::process_info(*p)
-                        .is_some_and(|now| (now.ppid, now.start_time) == *seen)
-                });
-                if unchanged {
-                    return false;
-                }
-            }
-        }
-    }
-    true
-}
-
-/// Where a walk up the parents of a process ended.
-enum Walk {
-    /// At this daemon, or nowhere (a process of the chain was gone).
-    Ours,
-    /// At init (or the top of the pid namespace), through these processes
-    /// and what was read of each (parent, start time).
-    Init(Vec<(i32, (i32, u64))>),
-}
-
-fn walk_to_init(pid: i32) -> Walk {
-    let me = std::process::id() as i32;
-    let mut chain = Vec::new();
-    let mut current = pid;
-    // A chain of parents is finite; the bound only guards a /proc that
-    // changes under the walk.
-    for _ in 0..4096 {
-        if current == me {
-            return Walk::Ours;
-        }
-        if current == 1 {
-            return Walk::Init(chain);
-        }
-        match process_tree::process_info(current) {
-            Some(info) if info.ppid > 0 && info.ppid != current => {
-                chain.push((current, (info.ppid, info.start_time)));
-                current = info.ppid;
-            }
-            // The parent of a process in another pid namespace reads 0:
-            // the walk reached the top of the namespace this daemon sees.
-            Some(info) if info.ppid == 0 => {
-                chain.push((current, (info.ppid, info.start_time)));
-                return Walk::Init(chain);
-            }
-            _ => return Walk::Ours,
-        }
-    }
-    Walk::Ours
-}
-
-/// Whether the process behind `pidfd` has not exited (a zombie has, but
-/// keeps its pid: it counts as alive here, as its pid cannot be reused).
-fn alive(pidfd: &OwnedFd) -> bool {
-    // SAFETY: signal 0 only checks; the descriptor is a valid pidfd.
-    let sent = unsafe {
-        libc::syscall(
-            libc::SYS_pidfd_send_signal,
-            pidfd.as_raw_fd(),
-            0,
-            std::ptr::null::<libc::siginfo_t>(),
-            0,
-        )
-    };
-    // EPERM: it exists, but is not ours to signal.
-    sent == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
-}
-
-/// Whether the process that connected `socket`, whose pid the kernel
-/// gave as `pid`, is refused as one this daemon may have started.
-fn refused_peer(pid: Option<i32>, socket: &impl AsRawFd) -> bool {
-    match (pid, peer_pidfd(socket)) {
-        (Some(pid), Ok(peer)) => started_by_us(pid, peer.as_ref()),
-        (None, _) | (_, Err(())) => true,
-    }
-}
-
-/// A pidfd of the process that connected `socket`, where the kernel gives
-/// one (`SO_PEERPIDFD`, Linux 6.5): `Ok(None)` on a kernel without it,
-/// `Err(())` on any other failure — the peer is gone (reaped peers fail
-/// with `ESRCH` or, before Linux 6.16, `EINVAL`), which must not drop the
-/// check to the unpinned walk.
-fn peer_pidfd(socket: &impl AsRawFd) -> Result<Option<OwnedFd>, ()> {
-    let mut fd: libc::c_int = -1;
-    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-    // SAFETY: a getsockopt into an int of the size given.
-    let done = unsafe {
-        libc::getsockopt(
-            socket.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_PEERPIDFD,
-            (&raw mut fd).cast(),
-            &raw mut len,
-        )
-    };
-    if done == 0 && fd >= 0 {
-        // SAFETY: the kernel handed us this new descriptor.
-        return Ok(Some(unsafe { OwnedFd::from_raw_fd(fd) }));
-    }
-    match std::io::Error::last_os_error().raw_os_error() {
-        Some(libc::ENOPROTOOPT) => Ok(None),
-        _ => Err(()),
-    }
-}
-
 async fn handle(shared: Arc<Shared>, stream: UnixStream) {
     let peer_pid = stream.peer_cred().ok().and_then(|c| c.pid());
     // Checked at once, before the hello: the sooner the peer is looked
     // up, the less time a client that exits has to let its pid be reused.
-    let sandboxed = refused_peer(peer_pid, &stream);
+    let refused = crate::peer::check(peer_pid, &stream).err();
     // A second descriptor of the socket keeps it open after the MCP
     // transport dropped its halves, until everything the connection
     // started has ended: a bridge exits only then, as a standalone server
@@ -666,24 +772,17 @@ async fn handle(shared: Arc<Shared>, stream: UnixStream) {
         }
     };
     let request = hello.request;
-    if sandboxed {
-        let pid = peer_pid.unwrap_or(0);
-        // A process this daemon started for a model (or one of its
-        // descendants, which orphans stay as the daemon is their
-        // subreaper) is confined; talking to the daemon would let it start
-        // unconfined processes through a connection of its own.
+    if let Some(refusal) = refused {
+        // A process that a dsh sandbox may confine (one this daemon
+        // started, or any process more confined than the daemon) could
+        // start unconfined processes through a connection of its own.
         tracing::warn!(
-            peer = pid,
+            peer = peer_pid.unwrap_or(0),
             kind = request.kind(),
-            "refused a client started by this daemon"
+            why = refusal.log_reason(),
+            "refused a client that may run in a sandbox"
         );
-        let reply = Reply::failed(
-            "SANDBOXED_CLIENT",
-            format!(
-                "this client is refused: {}",
-                crate::protocol::SANDBOXED_CLIENT_WHY
-            ),
-        );
+        let reply = Reply::failed("SANDBOXED_CLIENT", refusal.message());
         let _ = write_line(&mut write, &reply).await;
         return;
     }
@@ -926,96 +1025,116 @@ async fn status(shared: &Shared) -> serde_json::Value {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
-    use std::io::{BufRead as _, BufReader};
-    use std::process::{Command, Stdio};
 
-    fn pidfd_open(pid: i32) -> OwnedFd {
-        // SAFETY: plain syscall; the descriptor returned is new.
-        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
-        assert!(fd >= 0, "pidfd_open: {}", std::io::Error::last_os_error());
-        // SAFETY: as above.
-        unsafe { OwnedFd::from_raw_fd(fd as i32) }
+    #[test]
+    fn flock_holders_are_read_from_proc_locks_and_waiters_hold_nothing() {
+        let locks = "1: FLOCK  ADVISORY  WRITE 4242 fd:01:1234 0 EOF\n\
+                     1: -> FLOCK  ADVISORY  WRITE 777 fd:01:1234 0 EOF\n\
+                     2: POSIX  ADVISORY  WRITE 555 fd:01:1234 0 EOF\n\
+                     3: FLOCK  ADVISORY  WRITE 99 fd:01:4321 0 EOF\n\
+                     4: OFDLCK ADVISORY  READ  -1 00:05:1234 0 EOF\n";
+        assert_eq!(flock_holders(locks, 1234), vec![4242]);
+        assert_eq!(flock_holders(locks, 4321), vec![99]);
+        assert_eq!(flock_holders(locks, 1), Vec::<i32>::new());
     }
 
-    /// A `sleep` whose parent exited: not a descendant of this process
-    /// (which is no subreaper here).
-    fn orphan() -> i32 {
-        let mut sh = Command::new("sh")
-            .args(["-c", "sleep 30 >/dev/null 2>&1 & echo $!"])
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        BufReader::new(sh.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        sh.wait().unwrap();
-        line.trim().parse().unwrap()
-    }
-
-    fn end(pid: i32) {
-        // SAFETY: plain syscall, to a process this test started.
-        unsafe { libc::kill(pid, libc::SIGKILL) };
+    fn info_of(pid: u32, start_time: Option<u64>, paths: &DaemonPaths) -> DaemonInfo {
+        DaemonInfo {
+            pid,
+            version: version(),
+            socket: paths.socket.clone(),
+            started_at: "2000-01-01T00:00:00Z".into(),
+            start_time,
+            listening: true,
+            socket_id: None,
+        }
     }
 
     #[test]
-    fn a_child_of_this_process_is_ours_and_an_orphan_elsewhere_is_not() {
-        let mut child = Command::new("sleep").arg("30").spawn().unwrap();
-        let pid = child.id() as i32;
-        assert!(started_by_us(pid, Some(&pidfd_open(pid))));
+    fn the_holder_is_found_only_when_the_recorded_process_holds_the_lock() {
+        let dir = tempfile::tempdir().unwrap();
+        let paths = DaemonPaths::with_runtime_dir(&dir.path().join("data"), dir.path());
+        paths.ensure_data_dir().unwrap();
+        let me = std::process::id();
+        let my_start = process_tree::process_info(me as i32).unwrap().start_time;
+        let write = |info: &DaemonInfo| {
+            std::fs::write(&paths.info, serde_json::to_string(info).unwrap()).unwrap();
+        };
+        // this process runs this program; it does not hold the lock yet
+        write(&info_of(me, Some(my_start), &paths));
+        std::fs::write(&paths.lock, "").unwrap();
+        assert!(find_holder(&paths).is_none());
+        let lock = Flock::lock(
+            File::open(&paths.lock).unwrap(),
+            FlockArg::LockExclusiveNonblock,
+        )
+        .map_err(|(_, e)| e)
+        .unwrap();
+        let holder = find_holder(&paths).expect("the holder");
+        assert_eq!(holder.info.pid, me);
+        assert!(holder.runs());
+        // another start time: a process that reused the pid
+        write(&info_of(me, Some(my_start + 1), &paths));
+        assert!(find_holder(&paths).is_none());
+        // a live child of another program, named with its real start time
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let theirs = process_tree::process_info(child.id() as i32).unwrap();
+        write(&info_of(child.id(), Some(theirs.start_time), &paths));
+        assert!(find_holder(&paths).is_none());
         child.kill().unwrap();
         child.wait().unwrap();
-
-        let stranger = orphan();
-        assert!(!started_by_us(stranger, Some(&pidfd_open(stranger))));
-        assert!(!started_by_us(stranger, None));
-        end(stranger);
+        // the lock released: nobody holds it
+        write(&info_of(me, Some(my_start), &paths));
+        drop(lock);
+        assert!(find_holder(&paths).is_none());
     }
 
     #[test]
-    fn a_peer_reaped_before_the_check_is_refused_though_its_pid_names_a_stranger() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("s");
-        let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
-        let stranger = orphan();
-        // This process, alive, is its own.
-        let peer = std::os::unix::net::UnixStream::connect(&path).unwrap();
-        let (accepted, _) = listener.accept().unwrap();
-        let me = std::process::id() as i32;
-        assert!(refused_peer(Some(me), &accepted));
-        drop(peer);
-        // A peer that connected, exited and was reaped: whatever its pid
-        // names now, it is refused (no pidfd, or the pidfd of a dead
-        // process, depending on the kernel).
-        let mut client = Command::new("python3")
-            .args([
-                "-c",
-                "import socket, sys; socket.socket(socket.AF_UNIX).connect(sys.argv[1])",
-            ])
-            .arg(&path)
-            .spawn()
-            .unwrap();
-        assert!(client.wait().unwrap().success());
-        let (accepted, _) = listener.accept().unwrap();
-        let pinned = matches!(peer_pidfd(&accepted), Ok(Some(_)) | Err(()));
-        if pinned {
-            assert!(refused_peer(Some(stranger), &accepted));
-        } else {
-            eprintln!("this kernel has no SO_PEERPIDFD: the peer cannot be pinned");
+    fn failed_accepts_back_off_from_10_ms_to_1_s_and_a_success_resets() {
+        let emfile = std::io::Error::from_raw_os_error(libc::EMFILE);
+        let mut backoff = AcceptBackoff::default();
+        let start = Instant::now();
+        assert_eq!(backoff.resume_at(), None);
+        let mut now = start;
+        let mut delays = Vec::new();
+        for _ in 0..10 {
+            backoff.failed(&emfile, now);
+            let resume = backoff.resume_at().map(|at| at - now);
+            delays.push(resume.map(|d| d.as_millis()));
+            now += Duration::from_millis(1);
         }
-        end(stranger);
+        assert_eq!(
+            delays,
+            [10, 20, 40, 80, 160, 320, 640, 1000, 1000, 1000].map(Some)
+        );
+        backoff.succeeded(now);
+        assert_eq!(backoff.resume_at(), None);
+        backoff.failed(&emfile, now);
+        assert_eq!(
+            backoff.resume_at().map(|at| at - now),
+            Some(Duration::from_millis(10))
+        );
     }
 
     #[test]
-    fn a_peer_that_exited_is_refused_though_its_pid_now_names_a_stranger() {
-        // The peer connected and exited; its pid now names a process
-        // whose parents reach init. The walk alone would let it in.
-        let mut peer = Command::new("true").spawn().unwrap();
-        let pinned = pidfd_open(peer.id() as i32);
-        peer.wait().unwrap();
-        let stranger = orphan();
-        assert!(!started_by_us(stranger, None));
-        assert!(started_by_us(stranger, Some(&pinned)));
-        end(stranger);
+    fn failed_accepts_are_logged_once_per_interval_with_the_count_left_out() {
+        let emfile = std::io::Error::from_raw_os_error(libc::EMFILE);
+        let mut backoff = AcceptBackoff::default();
+        let start = Instant::now();
+        // a failure every 10 ms for a minute: one line every 10 s
+        let logged = (0..6000)
+            .filter(|i| backoff.failed(&emfile, start + Duration::from_millis(10 * i)))
+            .count();
+        assert_eq!(logged, 6);
+        // the next line counts the failures the log left out
+        assert_eq!(backoff.suppressed, 999);
+        // a brief success between failures does not restart the log
+        backoff.succeeded(start + Duration::from_secs(60));
+        assert!(!backoff.failed(&emfile, start + Duration::from_millis(60_010)));
+        assert!(backoff.failed(&emfile, start + Duration::from_secs(71)));
+        assert_eq!(backoff.suppressed, 0);
     }
 }

@@ -11,6 +11,8 @@
 //! * [`bridge`] — `dsh mcp`: connect (starting the daemon if needed), say
 //!   hello, copy bytes.
 //! * [`protocol`] — the hello, the reply, the frames of `attach`.
+//! * [`peer`] — which clients are refused as possibly sandboxed: those a
+//!   daemon started and those more confined than it (`/proc` marks).
 //! * [`client`], [`registry_ops`], [`ps`], [`attach`] — what the CLI's
 //!   registry commands, `dsh daemon status|stop`, `dsh ps` and
 //!   `dsh attach` do over the socket.
@@ -30,6 +32,7 @@ pub mod client;
 pub mod daemon;
 pub mod host;
 pub mod paths;
+pub mod peer;
 pub mod processes;
 pub mod protocol;
 pub mod ps;

@@ -2,9 +2,13 @@
 //! the files it keeps in the data directory (lock, info, log).
 //!
 //! The runtime directory is `$DSH_RUNTIME_DIR` when set, else
-//! `$XDG_RUNTIME_DIR/dsh`, else `dsh-UID` under the temp directory. It is
-//! created `0700` and refused when another user owns it or its mode lets
-//! anyone else in: the socket in it is the boundary between users.
+//! `$XDG_RUNTIME_DIR/dsh`, else `run` in the data directory. It is created
+//! `0700` and refused when another user owns it or its mode lets anyone
+//! else in: the socket in it is the boundary between users. The fallback
+//! is never the temp directory: the sandbox leaves the temp directory
+//! writable to the commands it confines, and a command that can remove or
+//! replace the daemon's socket can cut every client off it. The data
+//! directory is closed to them.
 
 use std::os::unix::fs::{DirBuilderExt as _, MetadataExt as _, PermissionsExt as _};
 use std::path::{Path, PathBuf};
@@ -49,6 +53,18 @@ pub enum PathsError {
         /// The caller.
         me: u32,
     },
+    /// The socket's path does not fit in a Unix socket address.
+    #[error(
+        "the daemon's socket path {socket} is {len} bytes, longer than the {max} a Unix socket address holds: set XDG_RUNTIME_DIR (or DSH_RUNTIME_DIR) to a shorter private directory, or use a shorter --data-dir"
+    )]
+    SocketTooLong {
+        /// The socket.
+        socket: PathBuf,
+        /// Its length in bytes.
+        len: usize,
+        /// The longest path that fits.
+        max: usize,
+    },
     /// Its mode lets other users in.
     #[error(
         "the runtime directory {dir} has mode {mode:04o}; it must be private (0700): run `chmod 700 {dir}`"
@@ -61,22 +77,42 @@ pub enum PathsError {
     },
 }
 
-/// The runtime directory this process would use (not created).
-pub fn runtime_dir() -> PathBuf {
+/// The longest socket path a `sockaddr_un` holds (108 bytes with the
+/// terminating NUL).
+pub const MAX_SOCKET_PATH: usize = 107;
+
+/// The runtime directory this process would use for the daemon of
+/// `data_dir` (not created).
+pub fn runtime_dir(data_dir: &Path) -> PathBuf {
     if let Some(dir) = std::env::var_os("DSH_RUNTIME_DIR").filter(|d| !d.is_empty()) {
         return PathBuf::from(dir);
     }
     if let Some(dir) = std::env::var_os("XDG_RUNTIME_DIR").filter(|d| !d.is_empty()) {
         return PathBuf::from(dir).join("dsh");
     }
-    std::env::temp_dir().join(format!("dsh-{}", nix::unistd::getuid()))
+    absolute(data_dir).join("run")
+}
+
+/// Whether `dir` lies in a directory the sandbox lets confined commands
+/// write in every mode: the temp directory (`$TMPDIR`, `/tmp`) or
+/// `/dev/shm`. A socket there can be removed or replaced by them.
+pub fn in_shared_temp(dir: &Path) -> bool {
+    let real = |p: &Path| p.canonicalize().unwrap_or_else(|_| absolute(p));
+    let dir = real(dir);
+    [
+        std::env::temp_dir(),
+        PathBuf::from("/tmp"),
+        PathBuf::from("/dev/shm"),
+    ]
+    .iter()
+    .any(|temp| dir.starts_with(real(temp)))
 }
 
 impl DaemonPaths {
     /// The paths for `data_dir` under the runtime directory of this
     /// process. Nothing is created.
     pub fn new(data_dir: &Path) -> Self {
-        Self::with_runtime_dir(data_dir, &runtime_dir())
+        Self::with_runtime_dir(data_dir, &runtime_dir(data_dir))
     }
 
     /// The paths for `data_dir` under `runtime_dir`.
@@ -96,8 +132,16 @@ impl DaemonPaths {
     }
 
     /// Creates the runtime directory (0700) if needed and checks that it is
-    /// ours and private.
+    /// ours and private, and that the socket's path fits.
     pub fn ensure_runtime_dir(&self) -> Result<(), PathsError> {
+        let len = self.socket.as_os_str().len();
+        if len > MAX_SOCKET_PATH {
+            return Err(PathsError::SocketTooLong {
+                socket: self.socket.clone(),
+                len,
+                max: MAX_SOCKET_PATH,
+            });
+        }
         ensure_private_dir(&self.runtime_dir)
     }
 
@@ -220,6 +264,46 @@ mod tests {
             matches!(err, PathsError::ForeignOwner { owner: 65534, .. }),
             "{err}"
         );
+    }
+
+    #[test]
+    fn a_socket_path_too_long_for_an_address_is_refused_with_the_fix() {
+        let tmp = tempfile::tempdir().unwrap();
+        let deep = tmp.path().join("d".repeat(120));
+        let paths = DaemonPaths::with_runtime_dir(&tmp.path().join("data"), &deep);
+        let err = paths.ensure_runtime_dir().unwrap_err().to_string();
+        let len = paths.socket.as_os_str().len();
+        assert_eq!(
+            err,
+            format!(
+                "the daemon's socket path {} is {len} bytes, longer than the 107 a Unix socket address holds: set XDG_RUNTIME_DIR (or DSH_RUNTIME_DIR) to a shorter private directory, or use a shorter --data-dir",
+                paths.socket.display()
+            )
+        );
+        assert!(
+            !deep.exists(),
+            "nothing is created for a path that cannot work"
+        );
+        // one that fits binds
+        let fits = DaemonPaths::with_runtime_dir(&tmp.path().join("data"), &tmp.path().join("r"));
+        fits.ensure_runtime_dir().unwrap();
+        std::os::unix::net::UnixListener::bind(&fits.socket).unwrap();
+    }
+
+    #[test]
+    fn the_fallback_runtime_dir_is_in_the_data_dir_and_the_temp_dir_is_recognised() {
+        let data = Path::new("/home/u/.local/share/dsh");
+        // the fallback shows only where neither variable is set (the
+        // test reads them and leaves them as they are)
+        if std::env::var_os("DSH_RUNTIME_DIR").is_none()
+            && std::env::var_os("XDG_RUNTIME_DIR").is_none()
+        {
+            assert_eq!(runtime_dir(data), data.join("run"));
+        }
+        assert!(!in_shared_temp(&data.join("run")));
+        assert!(in_shared_temp(&std::env::temp_dir().join("dsh-run-x")));
+        assert!(in_shared_temp(Path::new("/tmp/dsh-0")));
+        assert!(in_shared_temp(Path::new("/dev/shm/x")));
     }
 
     #[test]

@@ -32,7 +32,10 @@ pub async fn serve_stdio(config: HostConfig, options: StandaloneOptions) -> anyh
         config.clone(),
         options.loader,
         StoreAccess::per_operation(&options.data_dir),
-        vec![options.data_dir.clone(), crate::paths::runtime_dir()],
+        vec![
+            options.data_dir.clone(),
+            crate::paths::runtime_dir(&options.data_dir),
+        ],
     ));
     let stop = CancellationToken::new();
     let reload_host = host.clone();

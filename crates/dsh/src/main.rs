@@ -35,7 +35,7 @@ Files:
   config   $XDG_CONFIG_HOME/dsh/config.toml (or --config FILE); every key optional
   data     $XDG_DATA_HOME/dsh/ (or --data-dir DIR): the workspace and session store,
            and the daemon's log (daemon.log)
-  socket   $XDG_RUNTIME_DIR/dsh/ (else /tmp/dsh-UID/): the daemon's socket
+  socket   $XDG_RUNTIME_DIR/dsh/ (else DATA/run/): the daemon's socket
 
 Exit status: 0 on success, 2 for usage and config errors, 1 for anything else.";
 
@@ -143,7 +143,7 @@ const DAEMON_HELP: &str = "\
 `dsh mcp` starts the daemon when none runs (detached, logging to DATA/daemon.log) and
 it exits after `[daemon] idle_exit` (default 10m) with no connection, terminal or job.
 One daemon serves one data directory; its socket is in $XDG_RUNTIME_DIR/dsh/ (else
-/tmp/dsh-UID/). SIGHUP reloads every connection's config; SIGTERM or `dsh daemon stop`
+DATA/run/). SIGHUP reloads every connection's config; SIGTERM or `dsh daemon stop`
 ends every terminal and job, then exits.";
 
 const ATTACH_HELP: &str = "\
@@ -337,6 +337,81 @@ fn daemon_paths(data_dir: Option<PathBuf>) -> daemon::paths::DaemonPaths {
     daemon::paths::DaemonPaths::new(&self::data_dir(data_dir))
 }
 
+/// `dsh daemon status` for a daemon that holds the data directory but
+/// cannot be reached through the socket (`error`): what it recorded,
+/// and why it is unreachable (exit 1).
+fn unreachable_daemon_status(
+    paths: &daemon::paths::DaemonPaths,
+    json: bool,
+    error: daemon::client::ClientError,
+) -> Failure {
+    let Some(holder) = daemon::daemon::find_holder(paths) else {
+        return error.into();
+    };
+    let info = &holder.info;
+    if json {
+        let data = serde_json::json!({
+            "pid": info.pid,
+            "version": info.version,
+            "socket": info.socket,
+            "data_dir": paths.data_dir,
+            "log": paths.log,
+            "started_at": info.started_at,
+            "reachable": false,
+            "error": error.to_string(),
+        });
+        let text = serde_json::to_string_pretty(&data).unwrap_or_default();
+        if let Err(e) = daemon::client::emit(&format!("{text}\n")) {
+            return Failure::Other(e.into());
+        }
+        return Failure::Exit(1);
+    }
+    Failure::Other(anyhow::anyhow!(
+        "{error} (the daemon: version {}, started {})",
+        info.version,
+        info.started_at,
+    ))
+}
+
+/// `dsh daemon stop` for a daemon the socket does not lead to (`error`
+/// says why): the one that holds the data directory's lock, checked to be
+/// that daemon (see `daemon::daemon::find_holder`), is sent SIGTERM and
+/// waited for. Without one, nothing runs: said, and not an error when
+/// nothing was found at the socket either.
+fn stop_through_the_lock(
+    paths: &daemon::paths::DaemonPaths,
+    error: daemon::client::ClientError,
+) -> Result<(), Failure> {
+    let Some(holder) = daemon::daemon::find_holder(paths) else {
+        if let daemon::client::ClientError::NotRunning { data_dir, .. } = &error {
+            return daemon::client::emit(&format!(
+                "no dsh daemon is running for {}; nothing to stop\n",
+                data_dir.display()
+            ))
+            .map_err(|e| Failure::Other(e.into()));
+        }
+        return Err(error.into());
+    };
+    let pid = holder.info.pid;
+    holder.terminate();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while holder.runs() {
+        if std::time::Instant::now() > deadline {
+            return Err(Failure::Other(anyhow::anyhow!(
+                "the dsh daemon (pid {pid}) did not exit within 60 s of SIGTERM; its log is {}",
+                paths.log.display()
+            )));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    daemon::client::emit(&format!(
+        "stopped the dsh daemon (pid {pid}), found through its lock as its socket {} did not \
+         lead to it; its terminals and jobs were ended\n",
+        holder.info.socket.display()
+    ))
+    .map_err(|e| Failure::Other(e.into()))
+}
+
 fn start_spec(config_arg: Option<&std::path::Path>) -> Result<daemon::client::StartSpec, Failure> {
     Ok(daemon::client::StartSpec::this_program(config_arg.map(
         |p| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf()),
@@ -437,7 +512,15 @@ fn run(cli: Cli) -> Result<(), Failure> {
             ..
         } => {
             let paths = daemon_paths(cli.data_dir.clone());
-            let reply = daemon::client::request(&paths, daemon::protocol::Request::Status, None)?;
+            let reply =
+                match daemon::client::request(&paths, daemon::protocol::Request::Status, None) {
+                    Ok(reply) => reply,
+                    Err(
+                        e @ (daemon::client::ClientError::SocketLost { .. }
+                        | daemon::client::ClientError::NotTheDaemon(_)),
+                    ) => return Err(unreachable_daemon_status(&paths, json, e)),
+                    Err(e) => return Err(e.into()),
+                };
             let text = if json {
                 format!(
                     "{}\n",
@@ -484,13 +567,12 @@ fn run(cli: Cli) -> Result<(), Failure> {
             let reply = match daemon::client::request(&paths, daemon::protocol::Request::Stop, None)
             {
                 Ok(reply) => reply,
-                Err(daemon::client::ClientError::NotRunning { data_dir, .. }) => {
-                    daemon::client::emit(&format!(
-                        "no dsh daemon is running for {}; nothing to stop\n",
-                        data_dir.display()
-                    ))
-                    .map_err(|e| Failure::Other(e.into()))?;
-                    return Ok(());
+                // Not reachable through the socket: found, and checked,
+                // through its lock instead.
+                Err(e @ daemon::client::ClientError::NotRunning { .. })
+                | Err(e @ daemon::client::ClientError::SocketLost { .. })
+                | Err(e @ daemon::client::ClientError::NotTheDaemon(_)) => {
+                    return stop_through_the_lock(&paths, e);
                 }
                 Err(e) => return Err(e.into()),
             };
