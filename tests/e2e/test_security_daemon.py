@@ -221,7 +221,12 @@ async def test_a_confined_command_gets_no_session_from_a_second_daemon(box, tmp_
         shutil.rmtree(env2["DSH_RUNTIME_DIR"], ignore_errors=True)
 
 
-async def test_a_confined_command_gets_no_session_from_the_daemon_that_took_over(box):
+# With a mount namespace the runtime dir inside the sandbox is empty (the
+# socket is not there to reach); without one ("no-userns") the socket is
+# reachable and the daemon itself must refuse the client.
+@pytest.mark.parametrize("pretend", ["", "no-userns"])
+async def test_a_confined_command_gets_no_session_from_the_daemon_that_took_over(box, pretend):
+    box = dict(box, env=dict(box["env"], DSH_SANDBOX_TEST_PRETEND=pretend))
     old_env = dict(box["env"], DSH_TEST_VERSION="0.0.1-old")
     evil = evil_config(box)
     (box["ws"] / "via_socket.py").write_text(VIA_SOCKET)
@@ -240,6 +245,9 @@ async def test_a_confined_command_gets_no_session_from_the_daemon_that_took_over
     assert r["sandbox"]["enforced"], r
     assert not (box["ws"] / ".git" / "hooks" / "x").exists(), out
     assert "PRIVATE KEY" not in out and "served:" not in out, out
+    if not pretend:
+        assert "first reply: " not in out, out
+        return
     # the first hello reached the new daemon, and was refused for what it is
     first = json.loads(out.split("first reply: ", 1)[1].splitlines()[0])
     assert first["pid"] == new_pid, first
@@ -274,8 +282,12 @@ def default_dirs():
         shutil.rmtree(root, ignore_errors=True)
 
 
-async def test_a_confined_command_cannot_remove_or_replace_the_socket_by_default(default_dirs):
+@pytest.mark.parametrize("pretend", ["", "no-userns"])
+async def test_a_confined_command_cannot_remove_or_replace_the_socket_by_default(
+    default_dirs, pretend
+):
     env, root = default_dirs
+    env = dict(env, DSH_SANDBOX_TEST_PRETEND=pretend)
     async with connect(env, cwd=root / "ws") as s:
         sock = info(env)["socket"]
         before = os.stat(sock).st_ino
@@ -287,13 +299,16 @@ async def test_a_confined_command_cannot_remove_or_replace_the_socket_by_default
         print(sock, out)
         assert r["sandbox"]["enforced"], r
         assert os.path.exists(sock) and os.stat(sock).st_ino == before, out
-        assert "rm=1" in out and "bind=1" in out, out
+        # hidden (rm -f of a name that is not there succeeds), or refused
+        assert ("rm=1" in out or not pretend) and "bind=1" in out, out
         # the daemon is still reachable by everyone
         assert ok(await s.call_tool("bash", {"command": "echo still"}))["output"] == "still\n"
         # and a dsh run inside the sandbox says why it may not use it
         r = ok(await s.call_tool("bash", {"command": f"{dsh_bin()} daemon status; echo rc=$?"}))
         assert "rc=1" in r["output"], r["output"]
-        assert "started by the dsh daemon it is calling" in r["output"], r["output"]
+        why = ["started by the dsh daemon it is calling"] if pretend else [
+            "no dsh daemon is running", "cannot use the runtime directory"]
+        assert any(w in r["output"] for w in why), r["output"]
     assert json.loads(dsh(env, "daemon", "status", "--json").stdout)["socket"] == sock
 
 
