@@ -116,7 +116,7 @@ def ui_url(env) -> str:
     )
     assert proc.returncode == 0, proc.stderr
     url = proc.stdout.strip()
-    assert url.startswith("http://127.0.0.1:") and "/?token=" in url, url
+    assert url.startswith("http://127.0.0.1:") and "/?login=" in url, url
     return url
 
 
@@ -136,14 +136,17 @@ async def test_a_person_watches_an_agent_and_takes_the_keyboard(isolated_env, tm
                     lambda: "project" in dsh_out(isolated_env, "session", "list")),
                 "the session to be recorded")
             url = ui_url(isolated_env)
-            base = url.split("/?token=")[0]
-            # The same page on a second ask: one server, one token.
-            assert ui_url(isolated_env) == url
+            base = url.split("/?login=")[0]
+            # A second ask: the same page, a fresh one-time link.
+            again = ui_url(isolated_env)
+            assert again != url and again.split("/?login=")[0] == base, (url, again)
 
-            # Workspaces: the project with its live session.
+            # Workspaces: the project with its live session. The link signs
+            # the browser in and moves on to the page without the code.
             r = await browser.ado("goto", url=url)
-            assert r["status"] == 200 and r["url"] == base + "/", r
+            assert r["status"] == 200, r
             await browser.ado("wait_text", text="project")
+            assert (await browser.ado("url"))["url"] == base + "/"
             await browser.ado("wait_selector", selector="section.workspace .badge.live")
 
             # Live: the agent, then its terminal as soon as it opens one.
@@ -432,7 +435,8 @@ def test_ui_help_open_and_status(isolated_env, tmp_path):
         assert words in help_text, words
     dsh_out(isolated_env, "workspace", "list")  # starts the daemon
     assert "page         not served (`dsh ui` serves it)" in dsh_out(isolated_env, "daemon", "status")
-    # --open hands the URL to $BROWSER.
+    # --open hands $BROWSER a file only this user can read, which moves on
+    # to a one-time link; nothing is printed (a link is for `dsh ui`).
     seen = tmp_path / "browser-got"
     browser = tmp_path / "browser.sh"
     browser.write_text(f'#!/bin/sh\nprintf %s "$1" > {seen}.tmp && mv {seen}.tmp {seen}\n')
@@ -440,18 +444,65 @@ def test_ui_help_open_and_status(isolated_env, tmp_path):
     proc = subprocess.run([dsh_bin(), "ui", "--open"], env=dict(isolated_env, BROWSER=str(browser)),
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
-    url = proc.stdout.strip()
-    assert f"started `{browser}` with the URL" in proc.stderr, proc.stderr
-    waiting.wait_until(seen.exists, "the browser to get the URL")
-    assert seen.read_text() == url
+    assert proc.stdout == "", proc.stdout
+    assert f"opened the page in `{browser}`" in proc.stderr, proc.stderr
+    waiting.wait_until(seen.exists, "the browser to get the file")
+    handed = seen.read_text()
+    assert handed.startswith("file:///") and "login=" not in handed, handed
+    launch = pathlib.Path(handed[len("file://"):])
+    assert launch.stat().st_mode & 0o777 == 0o600 and launch.parent.stat().st_mode & 0o777 == 0o700
     status = daemon_status(isolated_env)["page"]
-    assert url.startswith(f"http://{status['address']}/?token="), (url, status)
+    assert f'url=http://{status["address"]}/?login=' in launch.read_text(), launch.read_text()
     assert status["viewers"] == 0 and status["exposed"] is False
     assert f"page         http://{status['address']} · 0 watching live" in dsh_out(
         isolated_env, "daemon", "status")
-    # A browser that cannot start: the URL is still printed, and why not.
+    # A browser that cannot start: a link is printed instead, and why.
     proc = subprocess.run([dsh_bin(), "ui", "--open"],
                           env=dict(isolated_env, BROWSER=str(tmp_path / "no-such-browser")),
                           capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 0 and proc.stdout.strip() == url, proc
+    assert proc.returncode == 0, proc
+    assert proc.stdout.startswith(f"http://{status['address']}/?login="), proc.stdout
     assert "could not start" in proc.stderr and "open the URL yourself" in proc.stderr, proc.stderr
+
+
+def test_open_signs_a_real_browser_in_through_a_file(isolated_env, tmp_path):
+    """What `dsh ui --open` hands the browser — a file that moves on to a
+    one-time link — signs Chromium in (its strict cookie set and sent,
+    though the navigation started from a file), and lands on the page
+    without the code; the same file again is refused (its code is used),
+    with the way on to the page that is signed in."""
+    seen = tmp_path / "browser-got"
+    script = tmp_path / "browser.sh"
+    script.write_text(f'#!/bin/sh\nprintf %s "$1" > {seen}.tmp && mv {seen}.tmp {seen}\n')
+    script.chmod(0o700)
+    proc = subprocess.run([dsh_bin(), "ui", "--open"], env=dict(isolated_env, BROWSER=str(script)),
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    waiting.wait_until(seen.exists, "the browser to get the file")
+    handed = seen.read_text()
+    base = "http://" + daemon_status(isolated_env)["page"]["address"]
+    browser = Browser(tmp_path)
+    try:
+        browser.do("goto", url=handed)
+        browser.do("wait_selector", selector='body[data-page="workspaces"]')
+        assert browser.do("url")["url"] == base + "/"
+        browser.do("goto", url=base + "/live")
+        browser.do("wait_text", selector="#live", text="No agent is connected")
+        errors = browser.do("url")["console_errors"]
+        assert errors == [], errors
+        # The file again: its code is used. A navigation from a file does
+        # not carry the strict cookie, so the page refuses the code and
+        # offers the way on, which (a link of the page's own) does.
+        browser.do("goto", url=handed)
+        browser.do("wait_selector", selector='body[data-page="error"]')
+        browser.do("wait_text", text="used already")
+        browser.do("click", selector='main a[href="/"]')
+        browser.do("wait_selector", selector='body[data-page="workspaces"]')
+        assert browser.do("url")["url"] == base + "/"
+        errors = browser.do("url")["console_errors"]
+        # The refused link itself, as the response and as the console's
+        # note of it; nothing else.
+        assert errors[0].startswith(f"401 {base}/?login="), errors
+        assert all("401" in e for e in errors[1:]) and len(errors) <= 2, errors
+    finally:
+        browser.close()

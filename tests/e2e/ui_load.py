@@ -14,10 +14,25 @@ import time
 
 
 def page_of(url: str):
-    """(port, token) of a URL printed by `dsh ui`."""
-    rest = url.split("http://127.0.0.1:", 1)[1]
-    port, query = rest.split("/?token=", 1)
-    return int(port), query
+    """(port, secret) of the page a sign-in link printed by `dsh ui`
+    opens: the link is used (it works once) and the secret taken from the
+    cookie it sets, as a browser keeps it."""
+    import http.client
+    import urllib.parse
+
+    parts = urllib.parse.urlsplit(url)
+    assert parts.hostname == "127.0.0.1" and parts.query.startswith("login="), url
+    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=30)
+    try:
+        conn.request("GET", f"{parts.path}?{parts.query}")
+        r = conn.getresponse()
+        r.read()
+        cookie = r.getheader("Set-Cookie") or ""
+    finally:
+        conn.close()
+    name, _, rest = cookie.partition("=")
+    assert r.status == 200 and name == f"dsh_ui_{parts.port}", (r.status, cookie)
+    return parts.port, rest.split(";", 1)[0]
 
 
 class Viewer:

@@ -972,7 +972,10 @@ async fn handle(shared: Arc<Shared>, stream: UnixStream) {
     }
 }
 
-/// The web page's address, started on the first request.
+/// The web page, started on the first request: its address and a fresh
+/// one-time sign-in link (each request mints one). The secret itself
+/// goes to a file only this user can read, beside the socket, for
+/// scripts; it is never in a reply, an argument or the environment.
 async fn serve_page(shared: &Shared) -> Result<serde_json::Value, ui::UiError> {
     let mut page = shared.ui.lock().await;
     if page.is_none() {
@@ -982,16 +985,31 @@ async fn serve_page(shared: &Shared) -> Result<serde_json::Value, ui::UiError> {
             shared.watchers.clone(),
         );
         let settings = shared.host.config().ui.clone();
-        *page = Some(ui::start(Arc::new(source), &settings, shared.stop.child_token()).await?);
+        let mut server = ui::start(Arc::new(source), &settings, shared.stop.child_token()).await?;
+        let token_file = ui_token_file(&shared.paths);
+        if let Err(e) = server.keep_token_at(&token_file) {
+            tracing::warn!(
+                "ui: cannot write the page's token file {}: {e}",
+                token_file.display()
+            );
+        }
+        *page = Some(server);
     }
     let Some(page) = page.as_ref() else {
         return Ok(serde_json::Value::Null);
     };
     Ok(serde_json::json!({
-        "url": page.url(),
+        "url": page.login_url()?,
         "address": page.addr().to_string(),
         "exposed": page.exposed(),
+        "token_file": ui_token_file(&shared.paths),
     }))
+}
+
+/// Where the page's secret is kept for scripts: beside the socket, in the
+/// private runtime directory (`dsh-KEY.ui-token`).
+fn ui_token_file(paths: &DaemonPaths) -> std::path::PathBuf {
+    paths.socket.with_extension("ui-token")
 }
 
 async fn status(shared: &Shared) -> serde_json::Value {

@@ -3,7 +3,8 @@
 //! [`CallHub`] carries every connection's tool calls to it as they happen.
 //!
 //! The page is served by the `ui` crate; the daemon starts it on the first
-//! `dsh ui` request (see [`crate::daemon`]).
+//! `dsh ui` request (see [`crate::daemon`]). [`launch_file`] is how `dsh
+//! ui --open` hands a browser its sign-in link without a command line.
 
 use std::collections::{HashSet, VecDeque};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -355,4 +356,64 @@ impl UiSource for DaemonUiSource {
         self.watchers.fetch_add(1, Ordering::AcqRel);
         Box::new(Watching(self.watchers.clone()))
     }
+}
+
+/// Writes a page that moves on to the sign-in link `url` into a file only
+/// this user can read (0600, in `ui-open/` under `runtime_dir`, made
+/// 0700), for a browser to open: the link never appears on the browser's
+/// command line, which every user of the machine can read (`ps`). Launch
+/// files of earlier runs whose links have expired are removed first.
+/// Returns the file.
+pub fn launch_file(runtime_dir: &std::path::Path, url: &str) -> Result<std::path::PathBuf, String> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let dir = runtime_dir.join("ui-open");
+    crate::paths::ensure_private_dir(&dir).map_err(|e| e.to_string())?;
+    if let Ok(entries) = std::fs::read_dir(&dir) {
+        for entry in entries.flatten() {
+            let expired = entry
+                .metadata()
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| t.elapsed().ok())
+                .is_some_and(|age| age > ui::guard::LOGIN_TTL);
+            if expired {
+                let _ = std::fs::remove_file(entry.path());
+            }
+        }
+    }
+    let stamp = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_nanos();
+    let file = dir.join(format!("page-{}-{stamp}.html", std::process::id()));
+    let to = ui::html::esc(url);
+    let page = format!(
+        "<!doctype html><html><head><meta charset=\"utf-8\">\
+         <meta http-equiv=\"refresh\" content=\"0;url={to}\"><title>dsh ui</title></head>\
+         <body><p><a href=\"{to}\">Open the dsh page</a></p></body></html>\n"
+    );
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&file)
+        .and_then(|mut f| f.write_all(page.as_bytes()))
+        .map_err(|e| format!("cannot write {}: {e}", file.display()))?;
+    Ok(file)
+}
+
+/// `path` (absolute) as a `file://` URL, percent-encoding what a URL's
+/// path cannot hold.
+pub fn file_url(path: &std::path::Path) -> String {
+    use std::os::unix::ffi::OsStrExt as _;
+    let mut url = "file://".to_owned();
+    for &b in path.as_os_str().as_bytes() {
+        if b.is_ascii_alphanumeric() || b"/-._~".contains(&b) {
+            url.push(char::from(b));
+        } else {
+            url.push_str(&format!("%{b:02X}"));
+        }
+    }
+    url
 }

@@ -91,9 +91,9 @@ async fn page_with(fill: impl FnOnce(&HeldStore, &Path) + Send + 'static) -> Pag
     )
     .await
     .unwrap();
-    let url = server.url().to_owned();
+    let url = server.login_url().unwrap();
     assert!(url.starts_with("http://127.0.0.1:"), "{url}");
-    let token = url.split("token=").nth(1).unwrap().to_owned();
+    let token = server.token().to_owned();
     Page {
         _tmp: tmp,
         port: server.addr().port(),
@@ -238,7 +238,7 @@ async fn no_token_no_data_and_the_token_becomes_a_cookie() {
     let page = page_with(one_session).await;
     let port = page.port;
     let session = "/sessions/11111111-2222-3333-4444-555555555555";
-    let refused = "UI_TOKEN_REQUIRED: this page needs its token: open the URL `dsh ui` prints (it carries the token), or run `dsh ui` again\n";
+    let refused = "UI_TOKEN_REQUIRED: this page needs you to sign in: run `dsh ui` and open the link it prints (or `dsh ui --open`)\n";
     let wrong = "0".repeat(64);
     for path in [
         "/",
@@ -278,15 +278,32 @@ async fn no_token_no_data_and_the_token_becomes_a_cookie() {
             assert_eq!(r.header("set-cookie"), None, "{what} {path}");
         }
     }
-    // The printed URL: a page moves to its address without the token and
-    // keeps the token in a strict cookie.
-    let r = request(
-        port,
-        &get_text(port, &format!("/?token={}", page.token), &[]),
-    )
-    .await;
-    assert_eq!(r.status, 303);
-    assert_eq!(r.header("location").as_deref(), Some("/"));
+    // The secret is never taken from a URL.
+    for query in ["token", "login"] {
+        let r = request(
+            port,
+            &get_text(port, &format!("/?{query}={}", page.token), &[]),
+        )
+        .await;
+        assert_eq!(
+            (r.status, r.header("set-cookie")),
+            (401, None),
+            "?{query}=secret"
+        );
+    }
+    // A sign-in link: it sets the strict cookie and moves on to the page's
+    // address without the code, once.
+    let server = page.server.as_ref().unwrap();
+    let code = |url: String| url.split("/?login=").nth(1).unwrap().to_owned();
+    let first = code(server.login_url().unwrap());
+    let r = request(port, &get_text(port, &format!("/?login={first}"), &[])).await;
+    assert_eq!(r.status, 200);
+    assert!(
+        r.body
+            .contains(r#"<meta http-equiv="refresh" content="0;url=/">"#),
+        "{}",
+        r.body
+    );
     assert_eq!(
         r.header("set-cookie"),
         Some(format!(
@@ -294,18 +311,32 @@ async fn no_token_no_data_and_the_token_becomes_a_cookie() {
             page.token
         ))
     );
+    let r = request(port, &get_text(port, &format!("/?login={first}"), &[])).await;
+    assert_eq!((r.status, r.header("set-cookie")), (401, None));
+    assert!(r.body.contains("UI_LOGIN_USED"), "{}", r.body);
+    // Signed in already: a used link is just the page.
+    let (ck, cv) = page.cookie();
     let r = request(
         port,
-        &get_text(
-            port,
-            &format!("{session}?tool=bash&token={}", page.token),
-            &[],
-        ),
+        &get_text(port, &format!("/?login={first}"), &[(&ck, &cv)]),
     )
     .await;
     assert_eq!(
         (r.status, r.header("location").as_deref()),
-        (303, Some(format!("{session}?tool=bash").as_str()))
+        (303, Some("/"))
+    );
+    let second = code(server.login_url().unwrap());
+    let r = request(
+        port,
+        &get_text(port, &format!("{session}?tool=bash&login={second}"), &[]),
+    )
+    .await;
+    assert_eq!(r.status, 200);
+    assert!(
+        r.body
+            .contains(&format!("content=\"0;url={session}?tool=bash\"")),
+        "{}",
+        r.body
     );
     // The cookie, or a bearer header for scripts, opens everything.
     let r = page.get(session).await;

@@ -93,7 +93,7 @@ enum Command {
         #[arg(long)]
         write: bool,
     },
-    /// Print the URL of the local web page where you watch every agent (--open opens it).
+    /// Print a one-time sign-in link to the local web page where you watch every agent (--open opens it).
     #[command(after_help = UI_HELP)]
     Ui {
         /// Open the page in your browser ($BROWSER, else xdg-open).
@@ -159,13 +159,18 @@ terminals (live screens) and jobs (live output).
 
 Where: the daemon (started if none runs) serves it on 127.0.0.1, on a free port unless
 `[ui] port` fixes one; `[ui] listen = \"IP\"` binds another address (a warning: anyone who
-reaches it and has the URL can watch and type). Every `dsh ui` prints the same URL while
-the daemon lives; a new daemon (after `[daemon] idle_exit` with no agent and nobody
-watching live, or `dsh daemon stop`) has a new port and token: run `dsh ui` again.
+reaches it and is signed in can watch and type). The page lives as long as the daemon;
+a new daemon (after `[daemon] idle_exit` with no agent and nobody watching live, or
+`dsh daemon stop`) has a new port and secret: run `dsh ui` again.
 `dsh daemon status` shows the address and how many people watch.
 
-Access: the URL carries a random token; the page keeps it in a cookie and refuses every
-request without it (401), for another host name or from another site (403).
+Access: every `dsh ui` prints a fresh sign-in link that works once (and for 15 minutes);
+opening it sets a cookie that keeps your browser signed in. `--open` hands the browser a
+file only you can read, so the link never appears on a command line (`ps` shows those to
+every user). Scripts send `Authorization: Bearer SECRET`, the secret read from the file
+dsh-*.ui-token beside the daemon's socket (0600). Every request without the cookie or the
+bearer token is refused (401), and so are a used link (401), another host name or
+another site (403).
 
 Typing: terminals are read-only until you press \"Take the keyboard\"; then your keys
 follow the rule of `dsh attach --write`: refused while an agent's send is active, and
@@ -173,23 +178,32 @@ while you type (until you pause and the program waits for input) the agent's sen
 SEND_ACTIVE.
 
 Examples:
-  dsh ui                 print the URL
-  dsh ui --open          and open it ($BROWSER, else xdg-open)";
+  dsh ui                 print a one-time sign-in link
+  dsh ui --open          open the page in your browser ($BROWSER, else xdg-open)";
 
-/// Opens `url` in the person's browser: `$BROWSER`, else `xdg-open`.
-fn open_in_browser(url: &str) -> Result<String, String> {
+/// Opens the sign-in link `url` in the person's browser (`$BROWSER`,
+/// else `xdg-open`) without putting it on the browser's command line,
+/// where every user of the machine could read it (`ps`): the browser gets
+/// a file only this user can read, whose page moves on to the link.
+/// Returns the browser's name.
+fn open_in_browser(runtime_dir: &std::path::Path, url: &str) -> Result<String, String> {
     let browser = std::env::var("BROWSER")
         .ok()
         .filter(|b| !b.trim().is_empty())
         .unwrap_or_else(|| "xdg-open".to_owned());
+    let file = daemon::ui_source::launch_file(runtime_dir, url)
+        .map_err(|e| format!("{e}; open the URL yourself"))?;
     std::process::Command::new(&browser)
-        .arg(url)
+        .arg(daemon::ui_source::file_url(&file))
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()
         .map(|_| browser.clone())
-        .map_err(|e| format!("could not start `{browser}` ({e}); open the URL yourself"))
+        .map_err(|e| {
+            let _ = std::fs::remove_file(&file);
+            format!("could not start `{browser}` ({e}); open the URL yourself")
+        })
 }
 
 /// `dsh daemon` subcommands.
@@ -657,13 +671,18 @@ fn run(cli: Cli) -> Result<(), Failure> {
                         .unwrap_or("?")
                 );
             }
-            daemon::client::emit(&format!("{url}\n")).map_err(|e| Failure::Other(e.into()))?;
             if open {
-                match open_in_browser(url) {
-                    Ok(browser) => eprintln!("dsh: started `{browser}` with the URL"),
+                match open_in_browser(&paths.runtime_dir, url) {
+                    Ok(browser) => {
+                        eprintln!(
+                            "dsh: opened the page in `{browser}` (through a file only you can read); `dsh ui` prints a link for another browser"
+                        );
+                        return Ok(());
+                    }
                     Err(e) => eprintln!("dsh: {e}"),
                 }
             }
+            daemon::client::emit(&format!("{url}\n")).map_err(|e| Failure::Other(e.into()))?;
             Ok(())
         }
         Command::Workspace(command) => {

@@ -1,4 +1,4 @@
-//! Who may talk to the page: the token, the `Host` and the `Origin`.
+//! Who may talk to the page: the sign-in, the `Host` and the `Origin`.
 //!
 //! Every request — page, API, live stream — passes [`check`] first:
 //!
@@ -12,18 +12,30 @@
 //!    browser marks `Sec-Fetch-Site: cross-site`. Browsers always send
 //!    `Origin` on WebSocket handshakes, so no other page can open the
 //!    terminal stream, the only way in that writes.
-//! 3. The token: from the cookie, an `Authorization: Bearer` header, or
-//!    the `token` query parameter of the printed URL (then kept in an
-//!    `HttpOnly; SameSite=Strict; Path=/` cookie, and a page is
-//!    redirected to its address without it). Compared in constant time.
-//!    Missing or wrong: 401 and no data (`UI_TOKEN_REQUIRED`).
+//! 3. Signed in: the server's secret in its cookie (`HttpOnly;
+//!    SameSite=Strict; Path=/`) or in an `Authorization: Bearer` header
+//!    (scripts read it from a file only the user can read). Compared in
+//!    constant time. Missing or wrong: 401 and no data
+//!    (`UI_TOKEN_REQUIRED`).
+//!
+//! The secret never travels in a URL. A person signs in with a one-time
+//! link: `?login=CODE`, a fresh random code for each `dsh ui`, which dies
+//! on first use (or after [`LOGIN_TTL`]) and is exchanged for the cookie.
+//! A used or unknown code is refused (`UI_LOGIN_USED`, 401), unless the
+//! request is signed in already (a reload of the link): then it is just
+//! the page. A link that signs in answers with a page that moves to the
+//! address without the code (a navigation of the page's own, so the
+//! strict cookie goes with it even when the link came from a file or
+//! another site).
 //!
 //! The cookie's name carries the port: cookies are per host, not per
 //! port, and two daemons (two data directories) must not evict each
 //! other's.
 
+use std::collections::VecDeque;
 use std::net::{IpAddr, SocketAddr};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
@@ -31,11 +43,19 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse as _, Response};
 use subtle::ConstantTimeEq as _;
 
+use crate::conns::SlotHandle;
+
 /// The length of a token, in random bytes (hex-encoded: twice as many
 /// characters).
 pub const TOKEN_BYTES: usize = 32;
 
-/// A fresh random token.
+/// How long a sign-in link lives unused.
+pub const LOGIN_TTL: Duration = Duration::from_secs(15 * 60);
+
+/// The most sign-in links alive at once; a newer one retires the oldest.
+pub const MAX_LOGINS: usize = 32;
+
+/// A fresh random token (the secret, or a sign-in code).
 pub fn new_token() -> Result<String, getrandom::Error> {
     let mut bytes = [0u8; TOKEN_BYTES];
     getrandom::fill(&mut bytes)?;
@@ -43,13 +63,16 @@ pub fn new_token() -> Result<String, getrandom::Error> {
 }
 
 /// The access rules of one server.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Access {
+    /// The secret: the cookie's value and the bearer token.
     token: String,
     port: u16,
     /// Any IP literal is an acceptable `Host` (the server listens beyond
     /// loopback on purpose).
     exposed: bool,
+    /// The sign-in codes not used yet, oldest first.
+    logins: Mutex<VecDeque<(String, Instant)>>,
 }
 
 /// Why a request was refused.
@@ -63,6 +86,10 @@ pub enum Refusal {
     Origin,
     /// No token or a wrong one (401).
     Token,
+    /// A sign-in code used already, expired or unknown (401).
+    LoginUsed,
+    /// The signed-in connections are at their cap (503).
+    Busy,
 }
 
 impl Refusal {
@@ -73,6 +100,8 @@ impl Refusal {
             Refusal::Host => "UI_HOST_REFUSED",
             Refusal::Origin => "UI_ORIGIN_REFUSED",
             Refusal::Token => "UI_TOKEN_REQUIRED",
+            Refusal::LoginUsed => "UI_LOGIN_USED",
+            Refusal::Busy => "UI_BUSY",
         }
     }
 
@@ -81,7 +110,8 @@ impl Refusal {
         match self {
             Refusal::MalformedHost => StatusCode::BAD_REQUEST,
             Refusal::Host | Refusal::Origin => StatusCode::FORBIDDEN,
-            Refusal::Token => StatusCode::UNAUTHORIZED,
+            Refusal::Token | Refusal::LoginUsed => StatusCode::UNAUTHORIZED,
+            Refusal::Busy => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
 
@@ -96,7 +126,13 @@ impl Refusal {
                 "requests from other sites are refused; open the URL `dsh ui` prints in its own tab"
             }
             Refusal::Token => {
-                "this page needs its token: open the URL `dsh ui` prints (it carries the token), or run `dsh ui` again"
+                "this page needs you to sign in: run `dsh ui` and open the link it prints (or `dsh ui --open`)"
+            }
+            Refusal::LoginUsed => {
+                "this sign-in link was used already or has expired: each link `dsh ui` prints opens the page once. Signed in in this browser already? Open the workspaces below. If not, run `dsh ui` again for a new link"
+            }
+            Refusal::Busy => {
+                "the page has as many signed-in connections open as it serves; close some tabs and reload"
             }
         }
     }
@@ -149,12 +185,42 @@ impl Access {
             token,
             port: addr.port(),
             exposed,
+            logins: Mutex::new(VecDeque::new()),
         }
     }
 
-    /// The token.
+    /// The secret (the cookie's value, the bearer token).
     pub fn token(&self) -> &str {
         &self.token
+    }
+
+    /// A fresh sign-in code: valid once, for [`LOGIN_TTL`].
+    pub fn mint_login(&self) -> Result<String, getrandom::Error> {
+        let code = new_token()?;
+        let mut logins = self.logins.lock().unwrap_or_else(|p| p.into_inner());
+        logins.retain(|(_, minted)| minted.elapsed() < LOGIN_TTL);
+        while logins.len() >= MAX_LOGINS {
+            logins.pop_front();
+        }
+        logins.push_back((code.clone(), Instant::now()));
+        Ok(code)
+    }
+
+    /// Uses up `code`: whether it was a live sign-in code (each is
+    /// compared in constant time).
+    pub fn redeem(&self, code: &str) -> bool {
+        let mut logins = self.logins.lock().unwrap_or_else(|p| p.into_inner());
+        logins.retain(|(_, minted)| minted.elapsed() < LOGIN_TTL);
+        let found = logins
+            .iter()
+            .position(|(c, _)| bool::from(code.as_bytes().ct_eq(c.as_bytes())));
+        match found {
+            Some(at) => {
+                logins.remove(at);
+                true
+            }
+            None => false,
+        }
     }
 
     /// The cookie that keeps the token.
@@ -214,38 +280,74 @@ impl Access {
     }
 }
 
-/// The query without its `token` parameter, and that token.
-fn strip_token(query: Option<&str>) -> (Option<String>, Option<String>) {
+/// The query without its `login` parameter, and that code.
+fn strip_login(query: Option<&str>) -> (Option<String>, Option<String>) {
     let Some(query) = query else {
         return (None, None);
     };
-    let mut token = None;
+    let mut code = None;
     let rest: Vec<&str> = query
         .split('&')
-        .filter(|pair| match pair.strip_prefix("token=") {
+        .filter(|pair| match pair.strip_prefix("login=") {
             Some(t) => {
-                token = Some(t.to_owned());
+                code = Some(t.to_owned());
                 false
             }
             None => !pair.is_empty(),
         })
         .collect();
     let rest = (!rest.is_empty()).then(|| rest.join("&"));
-    (rest, token)
+    (rest, code)
 }
 
-/// A refusal as a response: a one-line body, no data.
+/// A refusal as a response: a one-line body, no data, and the
+/// connection closed after it (a peer that was refused holds nothing).
 pub fn refused(refusal: Refusal) -> Response {
-    let body = format!("{}: {}\n", refusal.code(), refusal.message());
-    let mut response = (refusal.status(), body).into_response();
-    if refusal == Refusal::Token {
+    let mut response = if refusal == Refusal::LoginUsed {
+        // A person followed a link: a page, with the way on when the
+        // browser is signed in already (a link of the page's own carries
+        // the strict cookie; a navigation from a file or another site
+        // does not).
+        (
+            refusal.status(),
+            [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
+            crate::pages::error(refusal.code(), refusal.message()),
+        )
+            .into_response()
+    } else {
+        let body = format!("{}: {}\n", refusal.code(), refusal.message());
+        (refusal.status(), body).into_response()
+    };
+    if matches!(refusal, Refusal::Token | Refusal::LoginUsed) {
         response.headers_mut().insert(
             header::WWW_AUTHENTICATE,
             HeaderValue::from_static("Bearer realm=\"dsh ui\""),
         );
     }
+    response
+        .headers_mut()
+        .insert(header::CONNECTION, HeaderValue::from_static("close"));
     harden(response.headers_mut());
     response
+}
+
+/// The answer to a sign-in link for a page: the cookie, and a page that
+/// moves on to `location` by itself (a navigation of this origin's own,
+/// which carries the strict cookie wherever the link came from).
+fn signed_in_page(location: &str) -> Response {
+    let to = crate::html::esc(location);
+    let body = format!(
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <meta http-equiv=\"refresh\" content=\"0;url={to}\"><title>dsh</title>\
+         <link rel=\"icon\" href=\"/assets/icon.svg\" type=\"image/svg+xml\"></head>\
+         <body><p>Signed in. <a href=\"{to}\">Open the page</a>.</p></body></html>\n"
+    );
+    (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
+        body,
+    )
+        .into_response()
 }
 
 /// The headers every response carries: a strict content security policy
@@ -305,35 +407,55 @@ pub async fn check(State(access): State<Arc<Access>>, request: Request, next: Ne
     if cross_site && !navigation {
         return refused(Refusal::Origin);
     }
-    let (rest, query_token) = strip_token(request.uri().query());
-    let by_query = query_token.is_some_and(|t| access.token_matches(&t));
-    if !by_query && !access.carried_token(request.headers()) {
-        return refused(Refusal::Token);
+    let (rest, login) = strip_login(request.uri().query());
+    let carried = access.carried_token(request.headers());
+    let by_login = match &login {
+        Some(code) => {
+            let redeemed = access.redeem(code);
+            if !redeemed && !carried {
+                tracing::warn!("ui: refused a sign-in link that was used already or expired");
+                return refused(Refusal::LoginUsed);
+            }
+            redeemed
+        }
+        None if carried => false,
+        None => return refused(Refusal::Token),
+    };
+    // Signed in: the connection leaves the share of connections that
+    // have not shown the secret.
+    if let Some(SlotHandle(slot)) = request.extensions().get::<SlotHandle>()
+        && !slot.sign_in()
+    {
+        return refused(Refusal::Busy);
     }
-    let cookie = by_query.then(|| {
+    let cookie = by_login.then(|| {
         format!(
             "{}={}; HttpOnly; SameSite=Strict; Path=/",
             access.cookie_name(),
             access.token()
         )
     });
-    // A page opened from the printed URL moves to its address without the
-    // token, so the token stays out of the history and the address bar.
+    // A page opened from a sign-in link moves to its address without the
+    // code, so the dead code leaves the address bar.
     let path = request.uri().path();
     let is_page = request.method() == axum::http::Method::GET
         && !path.starts_with("/api/")
         && !path.starts_with("/ws/")
         && !path.starts_with("/assets/");
-    let mut response = if by_query && is_page {
-        let location = match &rest {
-            Some(q) => format!("{path}?{q}"),
-            None => path.to_owned(),
-        };
-        let mut r = StatusCode::SEE_OTHER.into_response();
-        if let Ok(v) = HeaderValue::from_str(&location) {
-            r.headers_mut().insert(header::LOCATION, v);
+    let location = match &rest {
+        Some(q) => format!("{path}?{q}"),
+        None => path.to_owned(),
+    };
+    let mut response = if login.is_some() && is_page {
+        if by_login {
+            signed_in_page(&location)
+        } else {
+            let mut r = StatusCode::SEE_OTHER.into_response();
+            if let Ok(v) = HeaderValue::from_str(&location) {
+                r.headers_mut().insert(header::LOCATION, v);
+            }
+            r
         }
-        r
     } else {
         next.run(request).await
     };
@@ -416,15 +538,39 @@ mod tests {
     }
 
     #[test]
-    fn the_token_leaves_the_query() {
+    fn the_code_leaves_the_query() {
         assert_eq!(
-            strip_token(Some("token=abc&tool=bash")),
+            strip_login(Some("login=abc&tool=bash")),
             (Some("tool=bash".to_owned()), Some("abc".to_owned()))
         );
         assert_eq!(
-            strip_token(Some("token=abc")),
+            strip_login(Some("login=abc")),
             (None, Some("abc".to_owned()))
         );
-        assert_eq!(strip_token(None), (None, None));
+        assert_eq!(strip_login(None), (None, None));
+    }
+
+    #[test]
+    fn a_sign_in_code_works_once() {
+        let a = access(false);
+        let code = a.mint_login().unwrap_or_default();
+        let other = a.mint_login().unwrap_or_default();
+        assert_eq!(code.len(), TOKEN_BYTES * 2);
+        assert_ne!(code, other);
+        assert!(!a.redeem(a.token()), "the secret is not a sign-in code");
+        assert!(a.redeem(&code));
+        assert!(!a.redeem(&code), "a code dies on first use");
+        assert!(a.redeem(&other));
+        assert!(!a.redeem(""));
+    }
+
+    #[test]
+    fn the_newest_codes_live() {
+        let a = access(false);
+        let codes: Vec<String> = (0..MAX_LOGINS + 2)
+            .map(|_| a.mint_login().unwrap_or_default())
+            .collect();
+        assert!(!a.redeem(&codes[0]) && !a.redeem(&codes[1]));
+        assert!(codes[2..].iter().all(|c| a.redeem(c)));
     }
 }

@@ -7,8 +7,10 @@
 //! * [`server`] — [`start`] binds 127.0.0.1 (a free port unless
 //!   [`UiSettings::port`] fixes one; another address only when
 //!   [`UiSettings::listen`] asks, logged loudly) and serves the routes.
-//! * [`guard`] — the token, `Host` and `Origin` checks every request
-//!   passes first.
+//! * [`guard`] — the sign-in (one-time links, the cookie, the bearer
+//!   token), `Host` and `Origin` checks every request passes first.
+//! * [`conns`] — who each connection's peer is, and the caps on
+//!   connections per peer and in all.
 //! * [`source`] — [`UiSource`], what the page reads; the daemon
 //!   implements it over its held store and its live state.
 //! * [`pages`], [`chart`], [`html`] — the HTML and SVG, rendered on the
@@ -22,6 +24,7 @@
 
 mod assets;
 pub mod chart;
+pub mod conns;
 pub mod guard;
 pub mod html;
 pub mod pages;

@@ -20,6 +20,13 @@
 //! Streams are bounded: at most [`MAX_STREAMS`] at once (then 503
 //! `UI_BUSY`); each holds one frame or one chunk at a time and ends when
 //! its viewer goes or the daemon stops.
+//!
+//! Connections are bounded too (see [`crate::conns`]): the server runs
+//! its own accept loop, attributes each connection to the user at its
+//! other end, caps each peer's connections that have not signed in and
+//! all of them, gives a request's head [`HEADER_TIMEOUT`] to arrive (the
+//! same limit ends a keep-alive connection idle that long), and backs off
+//! when accepting fails (out of descriptors).
 
 use std::convert::Infallible;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -40,6 +47,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 use workspace::SessionId;
 
+use crate::conns::{Conns, Limits, PeerFinder, Slot, SlotHandle};
 use crate::guard::{self, Access};
 use crate::pages;
 use crate::screen::ScreenFeeds;
@@ -55,6 +63,12 @@ const JOB_CHUNK: usize = 64 * 1024;
 const JOB_SKIP: u64 = 256 * 1024;
 /// The tail a job page starts with, and skips to.
 const JOB_TAIL: usize = 16 * 1024;
+/// How long a request's head may take to arrive, from the connection's
+/// start or the end of its previous answer (so also how long a
+/// keep-alive connection may sit idle).
+pub const HEADER_TIMEOUT: Duration = Duration::from_secs(5);
+/// The longest pause between tries when accepting fails.
+const ACCEPT_BACKOFF_MAX: Duration = Duration::from_secs(1);
 
 /// Where the page listens (`[ui]`).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -104,9 +118,14 @@ impl UiError {
 
 /// A running page.
 pub struct UiServer {
-    url: String,
+    /// `http://HOST:PORT`, without a path.
+    base: String,
     addr: SocketAddr,
     exposed: bool,
+    access: Arc<Access>,
+    conns: Arc<Conns>,
+    /// The file holding the secret for scripts, once written.
+    token_file: Option<std::path::PathBuf>,
     stop: CancellationToken,
     task: tokio::task::JoinHandle<()>,
 }
@@ -121,9 +140,46 @@ impl std::fmt::Debug for UiServer {
 }
 
 impl UiServer {
-    /// The URL to open, token included.
-    pub fn url(&self) -> &str {
-        &self.url
+    /// A fresh one-time sign-in link: it opens the page once (and sets
+    /// the cookie that keeps the person signed in), within
+    /// [`guard::LOGIN_TTL`].
+    pub fn login_url(&self) -> Result<String, UiError> {
+        let code = self
+            .access
+            .mint_login()
+            .map_err(|e| UiError::Token(e.to_string()))?;
+        Ok(format!("{}/?login={code}", self.base))
+    }
+
+    /// The page's address as a URL, without a sign-in.
+    pub fn base_url(&self) -> &str {
+        &self.base
+    }
+
+    /// The secret a signed-in request carries (its cookie's value, or an
+    /// `Authorization: Bearer` header). Never put it in a URL, an argument
+    /// or an environment variable: other users can read those.
+    pub fn token(&self) -> &str {
+        self.access.token()
+    }
+
+    /// The name of the cookie that carries the secret.
+    pub fn cookie_name(&self) -> String {
+        self.access.cookie_name()
+    }
+
+    /// (not signed in yet, signed in, in all) connections now.
+    pub fn connections(&self) -> (usize, usize, usize) {
+        self.conns.counts()
+    }
+
+    /// Writes the secret to `path` for scripts (`Authorization: Bearer`),
+    /// readable by this user only (0600, replaced atomically); removed
+    /// when the server stops.
+    pub fn keep_token_at(&mut self, path: &std::path::Path) -> std::io::Result<()> {
+        write_private(path, self.access.token())?;
+        self.token_file = Some(path.to_path_buf());
+        Ok(())
     }
 
     /// The address it listens on.
@@ -136,11 +192,41 @@ impl UiServer {
         self.exposed
     }
 
-    /// Stops serving: every stream ends, the listener closes.
+    /// Stops serving: every stream ends, the listener closes, the file
+    /// of the secret goes.
     pub async fn stop(self) {
         self.stop.cancel();
+        if let Some(path) = &self.token_file {
+            let _ = std::fs::remove_file(path);
+        }
         let _ = tokio::time::timeout(Duration::from_secs(2), self.task).await;
     }
+}
+
+/// Writes `text` to `path` as a file only this user can read: created
+/// 0600 beside it, then renamed over it.
+fn write_private(path: &std::path::Path, text: &str) -> std::io::Result<()> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(format!(".{}.tmp", std::process::id()));
+    let tmp = std::path::PathBuf::from(tmp);
+    let _ = std::fs::remove_file(&tmp);
+    let written = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&tmp)
+        .and_then(|mut f| {
+            f.write_all(text.as_bytes())?;
+            f.write_all(b"\n")?;
+            f.sync_all()
+        })
+        .and_then(|()| std::fs::rename(&tmp, path));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written
 }
 
 struct App {
@@ -183,7 +269,7 @@ pub async fn start(
         IpAddr::V4(v4) => v4.to_string(),
         IpAddr::V6(v6) => format!("[{v6}]"),
     };
-    let url = format!("http://{url_host}:{}/?token={token}", addr.port());
+    let base = format!("http://{url_host}:{}", addr.port());
     let access = Arc::new(Access::new(token, addr, exposed));
     let app = Arc::new(App {
         source,
@@ -191,16 +277,9 @@ pub async fn start(
         streams: Arc::new(Semaphore::new(MAX_STREAMS)),
         stop: stop.clone(),
     });
-    let router = router(app, access);
-    let serving_stop = stop.clone();
-    let task = tokio::spawn(async move {
-        let served = axum::serve(listener, router)
-            .with_graceful_shutdown(serving_stop.cancelled_owned())
-            .await;
-        if let Err(e) = served {
-            tracing::warn!("the ui server stopped: {e}");
-        }
-    });
+    let router = router(app, access.clone());
+    let conns = Conns::new(Limits::default(), nix::unistd::getuid().as_raw());
+    let task = tokio::spawn(accept_loop(listener, router, conns.clone(), stop.clone()));
     if exposed {
         tracing::warn!(
             address = %addr,
@@ -210,12 +289,130 @@ pub async fn start(
         tracing::info!(address = %addr, "the dsh ui page is served");
     }
     Ok(UiServer {
-        url,
+        base,
         addr,
         exposed,
+        access,
+        conns,
+        token_file: None,
         stop,
         task,
     })
+}
+
+/// Whether an accept error concerns only the one connection (it went
+/// before it was accepted): then the next accept goes on at once.
+fn connection_error(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::ConnectionAborted
+            | std::io::ErrorKind::ConnectionRefused
+            | std::io::ErrorKind::ConnectionReset
+            | std::io::ErrorKind::Interrupted
+    )
+}
+
+/// Accepts connections until `stop`: each is attributed to its peer,
+/// admitted under the caps of [`Conns`] (or closed at once), and served
+/// on its own task. When accepting fails for want of descriptors or
+/// memory, it waits before the next try, 10 ms doubling up to
+/// [`ACCEPT_BACKOFF_MAX`].
+async fn accept_loop(
+    listener: tokio::net::TcpListener,
+    router: Router,
+    conns: Arc<Conns>,
+    stop: CancellationToken,
+) {
+    let mut finder = PeerFinder::default();
+    let mut backoff = Duration::ZERO;
+    let mut tasks = tokio::task::JoinSet::new();
+    loop {
+        while tasks.try_join_next().is_some() {}
+        let accepted = tokio::select! {
+            a = listener.accept() => a,
+            () = stop.cancelled() => break,
+        };
+        let (stream, peer) = match accepted {
+            Ok(a) => {
+                backoff = Duration::ZERO;
+                a
+            }
+            Err(e) if connection_error(&e) => continue,
+            Err(e) => {
+                backoff = (backoff * 2).clamp(Duration::from_millis(10), ACCEPT_BACKOFF_MAX);
+                tracing::warn!(
+                    "ui: cannot accept a connection ({e}); trying again in {} ms",
+                    backoff.as_millis()
+                );
+                tokio::select! {
+                    () = tokio::time::sleep(backoff) => {}
+                    () = stop.cancelled() => break,
+                }
+                continue;
+            }
+        };
+        let local = stream.local_addr().unwrap_or(peer);
+        let who = finder.find(peer, local);
+        let Some(slot) = conns.admit(who) else {
+            tracing::warn!(
+                peer = %peer,
+                "ui: closed a new connection: the page holds as many connections as it serves"
+            );
+            drop(stream);
+            continue;
+        };
+        tasks.spawn(serve_connection(stream, slot, router.clone(), stop.clone()));
+        // Let the new connection read a request it sent at once before
+        // the next accept can push it out.
+        tokio::task::yield_now().await;
+    }
+    // Stopping: every connection ends on its own (its streams end with
+    // `stop`), within a bound.
+    let _ = tokio::time::timeout(Duration::from_secs(2), async {
+        while tasks.join_next().await.is_some() {}
+    })
+    .await;
+    tasks.abort_all();
+}
+
+/// Serves one connection with HTTP/1.1 (and its WebSocket upgrade) until
+/// it ends, its peer's newer connections push it out, or the server
+/// stops; its slot is counted until then.
+async fn serve_connection(
+    stream: tokio::net::TcpStream,
+    slot: Arc<Slot>,
+    router: Router,
+    stop: CancellationToken,
+) {
+    use tower::ServiceExt as _;
+    let _ = stream.set_nodelay(true);
+    let handle = SlotHandle(slot.clone());
+    let service = hyper::service::service_fn(
+        move |mut request: axum::http::Request<hyper::body::Incoming>| {
+            handle.0.begin_request();
+            request.extensions_mut().insert(handle.clone());
+            router.clone().oneshot(request)
+        },
+    );
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(HEADER_TIMEOUT)
+        .keep_alive(true);
+    let connection = builder
+        .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+        .with_upgrades();
+    tokio::pin!(connection);
+    let evicted = slot.evicted().clone();
+    tokio::select! {
+        _ = connection.as_mut() => {}
+        () = evicted.cancelled() => {}
+        () = stop.cancelled() => {
+            connection.as_mut().graceful_shutdown();
+            let _ = tokio::time::timeout(LAST_WORDS, connection).await;
+        }
+    }
+    drop(slot);
 }
 
 fn router(app: Shared, access: Arc<Access>) -> Router {
