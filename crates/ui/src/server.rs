@@ -196,7 +196,11 @@ impl UiServer {
     /// of the secret goes.
     pub async fn stop(self) {
         self.stop.cancel();
-        if let Some(path) = &self.token_file {
+        // Only while it holds this server's secret: a daemon that took
+        // over may have written its own there since.
+        if let Some(path) = &self.token_file
+            && std::fs::read_to_string(path).is_ok_and(|t| t.trim() == self.access.token())
+        {
             let _ = std::fs::remove_file(path);
         }
         let _ = tokio::time::timeout(Duration::from_secs(2), self.task).await;
