@@ -143,8 +143,8 @@ impl Confinement {
         };
         let home = host_home();
         let temp_dir = lookup("TMPDIR").unwrap_or_else(|| PathBuf::from("/tmp"));
-        // A private directory inside the temp dir (the runtime directory
-        // falls back to /tmp/dsh-UID) is left out: Landlock would have to
+        // A private directory inside the temp dir (an explicit
+        // DSH_RUNTIME_DIR there) is left out: Landlock would have to
         // grant the temp dir's entries one by one around it, and then no
         // new file could be created at the top of the temp dir, which
         // every compiler and `mktemp` needs. What it holds is guarded
