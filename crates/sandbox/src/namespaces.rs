@@ -424,8 +424,9 @@ impl Namespaces {
         self.net.is_some()
     }
 
-    /// Whether these namespaces are what `paths` and `isolate_network` ask
-    /// for, with the read-only paths still the same files.
+    /// Whether these namespaces are what `paths`, `masks` and
+    /// `isolate_network` ask for, with every path they mount over still
+    /// the same file.
     pub(crate) fn is_current(
         &self,
         paths: &[PathBuf],
@@ -433,18 +434,19 @@ impl Namespaces {
         isolate_network: bool,
     ) -> bool {
         self.isolates_network() == isolate_network
-            && self.masks.len() == masks.len()
-            && self
-                .masks
-                .iter()
-                .zip(masks)
-                .all(|((m, stamp), n)| m == n && same_file(*stamp, Stamp::of(&n.path)))
-            && self.read_only.len() == paths.len()
-            && self
-                .read_only
-                .iter()
-                .zip(paths)
-                .all(|((p, stamp), q)| p == q && same_file(*stamp, Stamp::of(q)))
+            && self.masks.iter().map(|(m, _)| m).eq(masks)
+            && self.read_only.iter().map(|(p, _)| p).eq(paths)
+            && self.unchanged()
+    }
+
+    /// Whether every path these namespaces mount over is still the file it
+    /// was when they were made.
+    pub(crate) fn unchanged(&self) -> bool {
+        let masks = self.masks.iter().map(|(m, stamp)| (&m.path, stamp));
+        let read_only = self.read_only.iter().map(|(p, stamp)| (p, stamp));
+        masks
+            .chain(read_only)
+            .all(|(path, stamp)| same_file(*stamp, Stamp::of(path)))
     }
 
     /// Moves the calling process into the namespaces, keeping its working

@@ -316,11 +316,7 @@ impl Prepared {
                 Watch::Contents => now == *stamp && !stamp.is_racy(inner.taken_at),
             }
         });
-        let namespaces_hold = inner.namespaces.as_ref().is_none_or(|ns| {
-            let paths: Vec<PathBuf> = ns.read_only.iter().map(|(p, _)| p.clone()).collect();
-            let masks: Vec<Mask> = ns.masks().cloned().collect();
-            ns.is_current(&paths, &masks, ns.isolates_network())
-        });
+        let namespaces_hold = inner.namespaces.as_ref().is_none_or(|ns| ns.unchanged());
         stamps_hold && namespaces_hold
     }
 }
