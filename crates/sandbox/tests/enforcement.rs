@@ -127,6 +127,12 @@ fn assert_ok(out: &Output) {
     assert!(out.status.success(), "expected success: {}", text(out));
 }
 
+/// What every status says when there is no mount namespace (user
+/// namespaces simulated away).
+const NO_MOUNT_NAMESPACE: &str = "the user's other terminals and the sockets of tmux, X, Docker \
+     and the session bus stay reachable (user namespaces unavailable (simulated by \
+     DSH_SANDBOX_TEST_PRETEND))";
+
 #[track_caller]
 fn assert_refused(out: &Output, message: &str) {
     assert!(!out.status.success(), "expected a refusal: {}", text(out));
@@ -551,9 +557,7 @@ fn without_user_namespaces_the_network_off_falls_back_to_landlock_and_seccomp() 
     );
     assert_eq!(
         line(&p),
-        "[sandbox: workspace-write · network off — the user's other terminals and the sockets of \
-         tmux, X, Docker and the session bus stay reachable (user namespaces unavailable \
-         (simulated by DSH_SANDBOX_TEST_PRETEND))]"
+        format!("[sandbox: workspace-write · network off — {NO_MOUNT_NAMESPACE}]")
     );
     // TCP by Landlock, at connect (EACCES); the rest by seccomp (EPERM).
     let out = run(&p, &f.home, &f.ws, &host.tcp_script());
@@ -688,14 +692,7 @@ fn below_landlock_abi_6_the_status_says_what_is_not_scoped_and_it_is_not() {
     );
     assert_eq!(
         p.status().reason.as_deref(),
-        Some(
-            format!(
-                "the user's other terminals and the sockets of tmux, X, Docker and the session \
-                 bus stay reachable (user namespaces unavailable (simulated by \
-                 DSH_SANDBOX_TEST_PRETEND)); {signals}"
-            )
-            .as_str()
-        )
+        Some(format!("{NO_MOUNT_NAMESPACE}; {signals}").as_str())
     );
     // What the status says holds: a process outside is reachable.
     let mut outside = Command::new("sleep").arg("60").spawn().unwrap();
@@ -731,9 +728,7 @@ fn below_landlock_abi_6_the_status_says_what_is_not_scoped_and_it_is_not() {
         off.status().reason.as_deref(),
         Some(
             format!(
-                "the user's other terminals and the sockets of tmux, X, Docker and the session \
-                 bus stay reachable (user namespaces unavailable (simulated by \
-                 DSH_SANDBOX_TEST_PRETEND)); {signals}; abstract sockets outside stay reachable \
+                "{NO_MOUNT_NAMESPACE}; {signals}; abstract sockets outside stay reachable \
                  (Landlock ABI 5 < 6) (simulated by DSH_SANDBOX_TEST_PRETEND)"
             )
             .as_str()
@@ -806,10 +801,12 @@ fn an_old_kernel_without_tcp_rules_blocks_the_network_by_seccomp_alone() {
     );
     assert_eq!(
         p.status().to_string(),
-        "[sandbox: workspace-write · network off — the user's other terminals and the sockets of tmux, X, Docker and the session bus stay \
-         reachable (user namespaces unavailable (simulated by DSH_SANDBOX_TEST_PRETEND)); signals reach processes outside \
-         (Landlock ABI 3 < 6) (simulated by DSH_SANDBOX_TEST_PRETEND); abstract sockets outside stay reachable \
-         (Landlock ABI 3 < 6) (simulated by DSH_SANDBOX_TEST_PRETEND)]"
+        format!(
+            "[sandbox: workspace-write · network off — {NO_MOUNT_NAMESPACE}; signals reach \
+             processes outside (Landlock ABI 3 < 6) (simulated by DSH_SANDBOX_TEST_PRETEND); \
+             abstract sockets outside stay reachable (Landlock ABI 3 < 6) (simulated by \
+             DSH_SANDBOX_TEST_PRETEND)]"
+        )
     );
     // Refused at socket() by seccomp (EPERM), not at connect() by Landlock.
     assert_refused(
@@ -841,11 +838,12 @@ fn without_namespaces_or_seccomp_only_tcp_is_blocked_and_required_refuses() {
     let p = prepare_with(off.clone(), no_seccomp.clone(), &f.context());
     assert_eq!(
         p.status().to_string(),
-        "[sandbox: workspace-write · network on — the user's other terminals and the sockets of tmux, X, Docker and the session bus stay \
-         reachable (user namespaces unavailable (simulated by DSH_SANDBOX_TEST_PRETEND)); TIOCSTI (typing into a terminal) is \
-         not refused: the kernel has no seccomp (simulated by DSH_SANDBOX_TEST_PRETEND); only TCP \
-         is blocked: UDP and raw sockets need a network namespace or seccomp (simulated by \
-         DSH_SANDBOX_TEST_PRETEND)]"
+        format!(
+            "[sandbox: workspace-write · network on — {NO_MOUNT_NAMESPACE}; TIOCSTI (typing into a \
+             terminal) is not refused: the kernel has no seccomp (simulated by \
+             DSH_SANDBOX_TEST_PRETEND); only TCP is blocked: UDP and raw sockets need a network \
+             namespace or seccomp (simulated by DSH_SANDBOX_TEST_PRETEND)]"
+        )
     );
     let err = Sandbox::new(
         SandboxPolicy {
@@ -870,11 +868,13 @@ fn without_user_namespaces_git_stays_read_only_at_the_cost_of_new_top_level_file
     assert_eq!(
         p.status().reason.as_deref(),
         Some(
-            "the user's other terminals and the sockets of tmux, X, Docker and the session bus \
-             stay reachable (user namespaces unavailable (simulated by DSH_SANDBOX_TEST_PRETEND)); \
-             new files cannot be created at the top of the workspace, because .git is kept \
-             read-only without a mount namespace (user namespaces unavailable (simulated by \
-             DSH_SANDBOX_TEST_PRETEND)); set git_writable = true to lift this"
+            format!(
+                "{NO_MOUNT_NAMESPACE}; new files cannot be created at the top of the workspace, \
+                 because .git is kept read-only without a mount namespace (user namespaces \
+                 unavailable (simulated by DSH_SANDBOX_TEST_PRETEND)); set git_writable = true to \
+                 lift this"
+            )
+            .as_str()
         )
     );
     assert_refused(
