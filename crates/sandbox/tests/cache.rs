@@ -6,8 +6,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use std::os::unix::process::CommandExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::time::{Duration, SystemTime};
 
 use sandbox::{Availability, Prepared, Sandbox, SandboxPolicy, SpawnContext};
 
@@ -45,18 +46,54 @@ fn a_cached_preparation_is_reused_until_a_directory_it_listed_changes() {
         .unwrap();
     let home = base.path().canonicalize().unwrap().join("home");
     let ws = base.path().canonicalize().unwrap().join("ws");
+    // A temp dir of its own: a checkout under the system's temp dir would
+    // otherwise put home inside the temp dir's write grant.
+    let tmp = base.path().canonicalize().unwrap().join("tmp");
     std::fs::create_dir_all(home.join(".ssh")).unwrap();
     std::fs::create_dir_all(&ws).unwrap();
-    // Every listed directory from the target's tmp dir down must have last
-    // changed long enough ago for its time to be trusted.
-    for dir in [&target_tmp, &base.path().to_path_buf(), &home] {
+    std::fs::create_dir_all(&tmp).unwrap();
+    // Every listed directory from the target dir down must have last
+    // changed long enough ago for its time to be trusted (cargo creates
+    // the target's tmp dir just before the tests of a fresh checkout run).
+    let target = target_tmp.parent().unwrap().to_path_buf();
+    for dir in [&target, &target_tmp, &base.path().to_path_buf(), &home] {
         set_mtime(dir, 1_000_000_000);
     }
     let sandbox = Sandbox::new(SandboxPolicy::default(), Availability::probe_kernel()).unwrap();
-    let ctx = SpawnContext::command(&ws, &home);
-    let first = sandbox.prepare(&ctx).unwrap();
-    let again = sandbox.prepare(&ctx).unwrap();
-    assert!(first.is_same(&again), "a second prepare rebuilt it");
+    let ctx = SpawnContext::command(&ws, &home).with_temp_dir(&tmp);
+    // The directories above the target dir (`/`, and the system's temp dir
+    // or the home directory a checkout lives in) are listed too, and other
+    // programs may change them at any moment: a rebuild is a failure only
+    // when none of them changed around the two preparations.
+    let mut ancestors: Vec<PathBuf> = target.ancestors().map(Path::to_path_buf).collect();
+    ancestors.retain(|a| a != &target);
+    let mut tries = 0;
+    let first = loop {
+        tries += 1;
+        let since = SystemTime::now() - Duration::from_millis(100);
+        let first = sandbox.prepare(&ctx).unwrap();
+        let again = sandbox.prepare(&ctx).unwrap();
+        if first.is_same(&again) {
+            break first;
+        }
+        let changed: Vec<&PathBuf> = ancestors
+            .iter()
+            .filter(|a| std::fs::metadata(a).unwrap().modified().unwrap() >= since)
+            .collect();
+        assert!(
+            !changed.is_empty() && tries < 50,
+            "a second prepare rebuilt it (try {tries}; changed meanwhile: {changed:?})"
+        );
+        // Something else wrote in an ancestor: wait for it to be old enough
+        // to be trusted, then try again.
+        test_support::wait_for("the ancestors' changes to age", || {
+            let young = SystemTime::now() - Duration::from_millis(60);
+            changed
+                .iter()
+                .all(|a| std::fs::metadata(a).unwrap().modified().unwrap() < young)
+                .then_some(())
+        });
+    };
 
     // A file created in home after the preparation is not covered by it
     // (home is granted entry by entry around .ssh)...

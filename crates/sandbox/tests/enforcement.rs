@@ -19,12 +19,15 @@ use sandbox::{
     SpawnContext,
 };
 
-/// A home directory and a workspace (a git repository), both outside the
-/// temp dir, so that the temp dir's write grant does not cover them.
+/// A home directory, a workspace (a git repository) and a temp dir of
+/// their own, side by side: the home and the workspace are outside the
+/// temp dir wherever the checkout is (under the system's temp dir too), so
+/// that the temp dir's write grant does not cover them.
 struct Fixture {
     _base: tempfile::TempDir,
     home: PathBuf,
     ws: PathBuf,
+    tmp: PathBuf,
 }
 
 impl Fixture {
@@ -36,6 +39,8 @@ impl Fixture {
         let root = base.path().canonicalize().unwrap();
         let home = root.join("home");
         let ws = root.join("ws");
+        let tmp = root.join("tmp");
+        std::fs::create_dir(&tmp).unwrap();
         for d in [".ssh", ".cache", ".config", "notes"] {
             std::fs::create_dir_all(home.join(d)).unwrap();
         }
@@ -53,11 +58,17 @@ impl Fixture {
             _base: base,
             home,
             ws,
+            tmp,
         }
     }
 
     fn context(&self) -> SpawnContext {
-        SpawnContext::command(&self.ws, &self.home)
+        SpawnContext::command(&self.ws, &self.home).with_temp_dir(&self.tmp)
+    }
+
+    /// A path in the fixture's temp dir.
+    fn in_tmp(&self, name: &str) -> PathBuf {
+        self.tmp.join(name)
     }
 
     fn prepare(&self, policy: SandboxPolicy) -> Prepared {
@@ -152,10 +163,6 @@ fn wait_for_file(path: &Path) -> String {
     })
 }
 
-fn unique_tmp(name: &str) -> PathBuf {
-    std::env::temp_dir().join(format!("dsh-sandbox-{}-{name}", std::process::id()))
-}
-
 #[test]
 fn workspace_write_allows_the_root_the_temp_dir_and_caches_and_refuses_the_rest() {
     let f = Fixture::new();
@@ -164,7 +171,7 @@ fn workspace_write_allows_the_root_the_temp_dir_and_caches_and_refuses_the_rest(
     let ws = &f.ws;
     // Allowed: new and existing files at the top of the root, deeper
     // directories, the temp dir, a writable cache, /dev/null.
-    let tmp = unique_tmp("ww");
+    let tmp = f.in_tmp("ww");
     for script in [
         "echo a > new.txt && cat new.txt".to_owned(),
         "echo b >> existing.txt && rm new.txt && mv existing.txt moved.txt".to_owned(),
@@ -307,7 +314,7 @@ fn read_only_allows_only_the_temp_dir_shared_memory_and_devices() {
     let f = Fixture::new();
     let p = f.prepare(policy(Mode::ReadOnly));
     assert_eq!(line(&p), "[sandbox: read-only · network on]");
-    let tmp = unique_tmp("ro");
+    let tmp = f.in_tmp("ro");
     let shm = PathBuf::from("/dev/shm").join(format!("dsh-sandbox-{}", std::process::id()));
     let out = run(
         &p,
@@ -338,7 +345,7 @@ fn a_language_server_may_write_only_its_project_root_and_caches() {
     let f = Fixture::new();
     let project = f.ws.join("crate-a");
     std::fs::create_dir_all(&project).unwrap();
-    let ctx = SpawnContext::language_server(&project, &f.home);
+    let ctx = SpawnContext::language_server(&project, &f.home).with_temp_dir(&f.tmp);
     let p = prepare_with(
         policy(Mode::WorkspaceWrite),
         Availability::probe_kernel(),
