@@ -131,6 +131,10 @@ async def test_a_tmux_server_outside_cannot_be_driven_through_its_socket(box):
     name = f"outside-{uuid.uuid4().hex[:8]}"
     marker = box["dir"] / "typed-outside"
     env = {k: v for k, v in os.environ.items() if k not in ("TMUX", "TMUX_TMPDIR")}
+    # tmux's default socket dir, as a person's tmux has it; removed after
+    # the test when the test made it
+    socket_dir = pathlib.Path(f"/tmp/tmux-{os.getuid()}")
+    made_socket_dir = not socket_dir.exists()
     subprocess.run(["tmux", "-L", name, "new-session", "-d", "sh"], env=env, check=True)
     try:
         async with connect(box["env"], cwd=box["ws"]) as s:
@@ -149,6 +153,9 @@ async def test_a_tmux_server_outside_cannot_be_driven_through_its_socket(box):
         assert not marker.exists()
     finally:
         subprocess.run(["tmux", "-L", name, "kill-server"], env=env)
+        (socket_dir / name).unlink(missing_ok=True)
+        if made_socket_dir:
+            shutil.rmtree(socket_dir, ignore_errors=True)
 
 
 def listen(path):
