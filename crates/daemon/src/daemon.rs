@@ -131,28 +131,99 @@ fn runs_this_program(pid: i32) -> bool {
 
 /// Whether process `pid` holds the `flock` of `lock`, per `/proc/locks`.
 fn holds_lock(pid: i32, lock: &Path) -> bool {
-    let Ok(meta) = std::fs::metadata(lock) else {
-        return false;
-    };
-    let Ok(locks) = std::fs::read_to_string("/proc/locks") else {
-        return false;
-    };
-    flock_holders(&locks, meta.ino()).contains(&pid)
+    lock_holders(lock).is_some_and(|holders| holders.contains(&pid))
 }
 
-/// The pids holding a `flock` on inode `ino` in the text of `/proc/locks`
-/// (`1: FLOCK  ADVISORY  WRITE 4242 fd:01:1234 0 EOF`; a waiter's line,
+/// The pids holding the `flock` of `lock`, per `/proc/locks`; `None` when
+/// that cannot be read.
+fn lock_holders(lock: &Path) -> Option<Vec<i32>> {
+    let id = locks_id(lock)?;
+    let locks = std::fs::read_to_string("/proc/locks").ok()?;
+    Some(flock_holders(&locks, id))
+}
+
+/// A file as `/proc/locks` names it: its filesystem's device (major,
+/// minor) and its inode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct LocksId {
+    /// The device, as the kernel prints it: the superblock's, which is not
+    /// always the `st_dev` that `stat` gives (btrfs gives every subvolume
+    /// a device of its own), so it is read from the line of the file's
+    /// mount in `/proc/self/mountinfo` when the kernel names that mount
+    /// (`statx`, Linux 5.8); `None` before that, and only the inode is
+    /// compared.
+    dev: Option<(u32, u32)>,
+    /// The inode.
+    ino: u64,
+}
+
+/// How `/proc/locks` names the file at `path`.
+fn locks_id(path: &Path) -> Option<LocksId> {
+    use std::os::unix::ffi::OsStrExt as _;
+    let c_path = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
+    // SAFETY: all-zero bytes are a valid `statx` (integers only).
+    let mut stx: libc::statx = unsafe { std::mem::zeroed() };
+    // SAFETY: a NUL-terminated path and a buffer of the size the call
+    // writes.
+    let done = unsafe {
+        libc::statx(
+            libc::AT_FDCWD,
+            c_path.as_ptr(),
+            0,
+            libc::STATX_INO | libc::STATX_MNT_ID,
+            &raw mut stx,
+        )
+    };
+    if done != 0 || stx.stx_mask & libc::STATX_INO == 0 {
+        return None;
+    }
+    let dev = if stx.stx_mask & libc::STATX_MNT_ID != 0 {
+        let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+        Some(mount_device(&mountinfo, stx.stx_mnt_id)?)
+    } else {
+        None
+    };
+    Some(LocksId {
+        dev,
+        ino: stx.stx_ino,
+    })
+}
+
+/// The device (major, minor) of mount `mnt_id` in the text of
+/// `/proc/PID/mountinfo` (`36 25 0:32 / /home rw … - btrfs …`).
+fn mount_device(mountinfo: &str, mnt_id: u64) -> Option<(u32, u32)> {
+    mountinfo.lines().find_map(|line| {
+        let mut fields = line.split_whitespace();
+        let id: u64 = fields.next()?.parse().ok()?;
+        if id != mnt_id {
+            return None;
+        }
+        let (major, minor) = fields.nth(1)?.split_once(':')?;
+        Some((major.parse().ok()?, minor.parse().ok()?))
+    })
+}
+
+/// The pids holding a `flock` on the file `id` names in the text of
+/// `/proc/locks` (`1: FLOCK  ADVISORY  WRITE 4242 fd:01:1234 0 EOF`: the
+/// device's major and minor in hex, then the inode; a waiter's line,
 /// `1: -> FLOCK …`, holds nothing).
-fn flock_holders(locks: &str, ino: u64) -> Vec<i32> {
+fn flock_holders(locks: &str, id: LocksId) -> Vec<i32> {
+    let names = |field: &str| {
+        let mut parts = field.split(':');
+        let (major, minor, ino) = (parts.next()?, parts.next()?, parts.next()?);
+        let dev = (
+            u32::from_str_radix(major, 16).ok()?,
+            u32::from_str_radix(minor, 16).ok()?,
+        );
+        let ino: u64 = ino.parse().ok()?;
+        Some(ino == id.ino && id.dev.is_none_or(|ours| ours == dev))
+    };
     locks
         .lines()
         .filter_map(|line| {
             let fields: Vec<&str> = line.split_whitespace().collect();
             match fields.as_slice() {
-                [_, "FLOCK", _, _, pid, id, ..] => {
-                    let lock_ino: u64 = id.rsplit(':').next()?.parse().ok()?;
-                    (lock_ino == ino).then(|| pid.parse().ok()).flatten()
-                }
+                [_, "FLOCK", _, _, pid, file, ..] if names(file)? => pid.parse().ok(),
                 _ => None,
             }
         })
@@ -1050,10 +1121,63 @@ mod tests {
                      1: -> FLOCK  ADVISORY  WRITE 777 fd:01:1234 0 EOF\n\
                      2: POSIX  ADVISORY  WRITE 555 fd:01:1234 0 EOF\n\
                      3: FLOCK  ADVISORY  WRITE 99 fd:01:4321 0 EOF\n\
-                     4: OFDLCK ADVISORY  READ  -1 00:05:1234 0 EOF\n";
-        assert_eq!(flock_holders(locks, 1234), vec![4242]);
-        assert_eq!(flock_holders(locks, 4321), vec![99]);
-        assert_eq!(flock_holders(locks, 1), Vec::<i32>::new());
+                     4: OFDLCK ADVISORY  READ  -1 00:05:1234 0 EOF\n\
+                     5: FLOCK  ADVISORY  WRITE 31 00:2a:1234 0 EOF\n\
+                     6: FLOCK  ADVISORY  WRITE 32 103:02:1234 0 EOF\n";
+        let id = |dev, ino| LocksId { dev, ino };
+        assert_eq!(flock_holders(locks, id(Some((0xfd, 1)), 1234)), vec![4242]);
+        assert_eq!(flock_holders(locks, id(Some((0xfd, 1)), 4321)), vec![99]);
+        assert_eq!(
+            flock_holders(locks, id(Some((0xfd, 1)), 1)),
+            Vec::<i32>::new()
+        );
+        // the same inode number on another filesystem is another file
+        assert_eq!(flock_holders(locks, id(Some((0, 42)), 1234)), vec![31]);
+        assert_eq!(flock_holders(locks, id(Some((0x103, 2)), 1234)), vec![32]);
+        assert_eq!(
+            flock_holders(locks, id(Some((8, 1)), 1234)),
+            Vec::<i32>::new()
+        );
+        // a kernel that does not name the mount: the inode alone
+        assert_eq!(flock_holders(locks, id(None, 1234)), vec![4242, 31, 32]);
+    }
+
+    #[test]
+    fn a_mount_is_found_in_mountinfo_by_its_id() {
+        let mountinfo = "22 1 254:0 / / rw,relatime shared:1 - ext4 /dev/vda rw\n\
+                         36 22 0:32 /home /home rw,relatime shared:9 - btrfs /dev/vdb rw\n";
+        assert_eq!(mount_device(mountinfo, 36), Some((0, 32)));
+        assert_eq!(mount_device(mountinfo, 22), Some((254, 0)));
+        assert_eq!(mount_device(mountinfo, 3), None);
+    }
+
+    /// The file's name computed here matches the kernel's line for a lock
+    /// this process takes, device included.
+    #[test]
+    fn a_real_lock_is_found_by_device_and_inode() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("lock");
+        std::fs::write(&path, "").unwrap();
+        let id = locks_id(&path).unwrap();
+        assert_eq!(lock_holders(&path), Some(vec![]));
+        let lock = Flock::lock(File::open(&path).unwrap(), FlockArg::LockExclusiveNonblock)
+            .map_err(|(_, e)| e)
+            .unwrap();
+        assert_eq!(lock_holders(&path), Some(vec![std::process::id() as i32]));
+        // the same inode on a device it is not on holds nothing
+        let locks = std::fs::read_to_string("/proc/locks").unwrap();
+        match id.dev {
+            Some((major, minor)) => {
+                let elsewhere = LocksId {
+                    dev: Some((major + 1, minor)),
+                    ..id
+                };
+                assert_eq!(flock_holders(&locks, elsewhere), Vec::<i32>::new());
+            }
+            None => eprintln!("this kernel does not name a file's mount: the inode alone"),
+        }
+        drop(lock);
+        assert_eq!(lock_holders(&path), Some(vec![]));
     }
 
     fn info_of(pid: u32, start_time: Option<u64>, paths: &DaemonPaths) -> DaemonInfo {
