@@ -134,6 +134,14 @@ fn holds_lock(pid: i32, lock: &Path) -> bool {
     lock_holders(lock).is_some_and(|holders| holders.contains(&pid))
 }
 
+/// Whether anyone holds `paths`' daemon lock, per `/proc/locks`, whoever
+/// `daemon.json` names (false when that cannot be read). A daemon
+/// candidate that found the lock held leaves, whatever it read of the
+/// holder: while this is true, starting another one is pointless.
+pub fn lock_is_held(paths: &DaemonPaths) -> bool {
+    lock_holders(&paths.lock).is_some_and(|holders| !holders.is_empty())
+}
+
 /// The pids holding the `flock` of `lock`, per `/proc/locks`; `None` when
 /// that cannot be read.
 fn lock_holders(lock: &Path) -> Option<Vec<i32>> {
