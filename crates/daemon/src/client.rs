@@ -46,8 +46,9 @@ pub enum ClientError {
     /// socket was removed, or the client's runtime directory is another.
     #[error("{message}")]
     SocketLost {
-        /// The daemon's pid.
-        pid: u32,
+        /// The daemon, as found and checked (see
+        /// [`crate::daemon::find_holder`]).
+        holder: Box<crate::daemon::Holder>,
         /// What happened and what to do.
         message: String,
     },
@@ -197,7 +198,9 @@ pub fn connect(
                 // does not would otherwise have a candidate started every
                 // poll, each leaving at once.
                 Ok(Some(_)) => {
-                    if let Some(lost) = lost_socket(paths) {
+                    if let Some(holder) = crate::daemon::find_holder(paths)
+                        && let Some(lost) = lost_socket_of(paths, holder)
+                    {
                         return Err(lost);
                     }
                     if !crate::daemon::lock_is_held(paths) {
@@ -238,8 +241,12 @@ pub fn connect(
 /// while it ran (or replaced: the client then found no listener), or it
 /// was started with another runtime directory.
 fn lost_socket(paths: &DaemonPaths) -> Option<ClientError> {
+    lost_socket_of(paths, crate::daemon::find_holder(paths)?)
+}
+
+/// [`lost_socket`] for the daemon `holder`, found already.
+fn lost_socket_of(paths: &DaemonPaths, holder: crate::daemon::Holder) -> Option<ClientError> {
     use std::os::unix::fs::MetadataExt as _;
-    let holder = crate::daemon::find_holder(paths)?;
     if !holder.info.listening {
         return None;
     }
@@ -271,7 +278,10 @@ fn lost_socket(paths: &DaemonPaths) -> Option<ClientError> {
             paths.socket.display()
         )
     };
-    Some(ClientError::SocketLost { pid, message })
+    Some(ClientError::SocketLost {
+        holder: Box::new(holder),
+        message,
+    })
 }
 
 /// Why a hello got no reply.

@@ -351,6 +351,19 @@ fn daemon_paths(data_dir: Option<PathBuf>) -> daemon::paths::DaemonPaths {
     daemon::paths::DaemonPaths::new(&self::data_dir(data_dir))
 }
 
+/// The daemon that holds the data directory's lock, after a request
+/// failed with `error`: the one the client found already when its socket
+/// was lost, else looked for (see `daemon::daemon::find_holder`).
+fn holder_of(
+    paths: &daemon::paths::DaemonPaths,
+    error: &daemon::client::ClientError,
+) -> Option<daemon::daemon::Holder> {
+    if let daemon::client::ClientError::SocketLost { holder, .. } = error {
+        return Some(holder.as_ref().clone());
+    }
+    daemon::daemon::find_holder(paths)
+}
+
 /// `dsh daemon status` for a daemon that holds the data directory but
 /// cannot be reached through the socket (`error`): what it recorded,
 /// and why it is unreachable (exit 1).
@@ -359,7 +372,7 @@ fn unreachable_daemon_status(
     json: bool,
     error: daemon::client::ClientError,
 ) -> Failure {
-    let Some(holder) = daemon::daemon::find_holder(paths) else {
+    let Some(holder) = holder_of(paths, &error) else {
         return error.into();
     };
     let info = &holder.info;
@@ -396,7 +409,7 @@ fn stop_through_the_lock(
     paths: &daemon::paths::DaemonPaths,
     error: daemon::client::ClientError,
 ) -> Result<(), Failure> {
-    let Some(holder) = daemon::daemon::find_holder(paths) else {
+    let Some(holder) = holder_of(paths, &error) else {
         if let daemon::client::ClientError::NotRunning { data_dir, .. } = &error {
             return daemon::client::emit(&format!(
                 "no dsh daemon is running for {}; nothing to stop\n",
