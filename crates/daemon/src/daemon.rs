@@ -376,28 +376,42 @@ fn take_lock(paths: &DaemonPaths) -> Result<Flock<File>, DaemonError> {
     }
 }
 
+impl DaemonInfo {
+    /// This process's record as the daemon of `paths`, started now: not
+    /// listening yet. Built once; [`DaemonInfo::listening_on`] gives what
+    /// changes.
+    fn of_this_daemon(paths: &DaemonPaths) -> Self {
+        Self {
+            pid: std::process::id(),
+            version: version(),
+            socket: paths.socket.clone(),
+            started_at: chrono::Utc::now().to_rfc3339(),
+            start_time: process_tree::process_info(std::process::id() as i32).map(|p| p.start_time),
+            listening: false,
+            socket_id: None,
+        }
+    }
+
+    /// The record with the identity of the socket it listens on, or
+    /// without one (`None`: not listening).
+    fn listening_on(&self, socket_id: Option<(u64, u64)>) -> Self {
+        Self {
+            listening: socket_id.is_some(),
+            socket_id,
+            ..self.clone()
+        }
+    }
+}
+
 /// Writes `DATA/daemon.json` (atomically, 0600): when the lock is taken,
 /// with the socket's identity once it is bound (`listening`), and without
 /// it again when the daemon stops listening.
-fn write_info(
-    paths: &DaemonPaths,
-    started_at: &str,
-    listening: Option<(u64, u64)>,
-) -> Result<(), DaemonError> {
-    let info = DaemonInfo {
-        pid: std::process::id(),
-        version: version(),
-        socket: paths.socket.clone(),
-        started_at: started_at.to_owned(),
-        start_time: process_tree::process_info(std::process::id() as i32).map(|p| p.start_time),
-        listening: listening.is_some(),
-        socket_id: listening,
-    };
+fn write_info(paths: &DaemonPaths, info: &DaemonInfo) -> Result<(), DaemonError> {
     let tmp = paths
         .info
         .with_extension(format!("json.{}", std::process::id()));
     let text =
-        serde_json::to_string_pretty(&info).map_err(|e| DaemonError::Failed(e.to_string()))?;
+        serde_json::to_string_pretty(info).map_err(|e| DaemonError::Failed(e.to_string()))?;
     let written = std::fs::OpenOptions::new()
         .create(true)
         .truncate(true)
@@ -487,8 +501,8 @@ pub fn run(options: DaemonOptions) -> Result<(), DaemonError> {
         );
     }
     let lock = take_lock(&paths)?;
-    let started_at = chrono::Utc::now().to_rfc3339();
-    write_info(&paths, &started_at, None)?;
+    let recorded = DaemonInfo::of_this_daemon(&paths);
+    write_info(&paths, &recorded)?;
     let held = HeldStore::open(&paths.data_dir, Duration::from_secs(10)).map_err(|e| {
         DaemonError::Failed(format!(
             "cannot open the store in {}: {}",
@@ -500,7 +514,7 @@ pub fn run(options: DaemonOptions) -> Result<(), DaemonError> {
         .enable_all()
         .build()
         .map_err(|e| DaemonError::Failed(format!("cannot start the runtime: {e}")))?;
-    let result = runtime.block_on(serve(options, Arc::new(held), lock, started_at));
+    let result = runtime.block_on(serve(options, Arc::new(held), lock, recorded));
     runtime.shutdown_timeout(Duration::from_secs(1));
     result
 }
@@ -509,7 +523,7 @@ async fn serve(
     options: DaemonOptions,
     held: Arc<HeldStore>,
     lock: Flock<File>,
-    started_at: String,
+    recorded: DaemonInfo,
 ) -> Result<(), DaemonError> {
     crate::processes::start();
     let paths = options.paths.clone();
@@ -525,7 +539,7 @@ async fn serve(
         ],
     ));
     let (listener, identity) = bind(&paths)?;
-    write_info(&paths, &started_at, Some(identity))?;
+    write_info(&paths, &recorded.listening_on(Some(identity)))?;
     let (control_tx, mut control_rx) = mpsc::channel(8);
     let shared = Arc::new(Shared {
         host: host.clone(),
@@ -636,7 +650,7 @@ async fn serve(
         unlink_own_socket(&paths.socket, identity);
         // A client that comes now waits for the lock, then starts a new
         // daemon, instead of taking this one for a daemon without socket.
-        if let Err(e) = write_info(&paths, &started_at, None) {
+        if let Err(e) = write_info(&paths, &recorded.listening_on(None)) {
             tracing::warn!("{e}");
         }
     }
