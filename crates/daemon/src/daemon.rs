@@ -445,6 +445,20 @@ fn bind(paths: &DaemonPaths) -> Result<(UnixListener, (u64, u64)), DaemonError> 
     Ok((listener, (meta.dev(), meta.ino())))
 }
 
+/// Leaves the socket path, the listener already closed: records in
+/// `daemon.json` that this daemon no longer listens, then removes the
+/// socket it bound. In that order a client that finds no socket finds
+/// `listening` cleared, and waits for the lock (then starts a new daemon)
+/// instead of taking this one, stopping or handing over, for a daemon
+/// that lost its socket. A failed write is logged; the daemon stops or
+/// hands over all the same.
+fn stop_listening(paths: &DaemonPaths, recorded: &DaemonInfo, identity: (u64, u64)) {
+    if let Err(e) = write_info(paths, &recorded.listening_on(None)) {
+        tracing::warn!("{e}");
+    }
+    unlink_own_socket(&paths.socket, identity);
+}
+
 /// Removes the socket if it is still the one this daemon bound.
 fn unlink_own_socket(path: &Path, identity: (u64, u64)) {
     if let Ok(meta) = std::fs::metadata(path)
@@ -611,7 +625,7 @@ async fn serve(
                     // Stop listening, free the socket path, close the store
                     // and release the lock, in that order.
                     listener = None;
-                    unlink_own_socket(&paths.socket, identity);
+                    stop_listening(&paths, &recorded, identity);
                     held.hand_over(&to);
                     lock = None;
                     // The page reads the store: the new daemon serves it.
@@ -647,12 +661,7 @@ async fn serve(
     // No new clients; every connection ends what it started (verified).
     drop(listener);
     if lock.is_some() {
-        unlink_own_socket(&paths.socket, identity);
-        // A client that comes now waits for the lock, then starts a new
-        // daemon, instead of taking this one for a daemon without socket.
-        if let Err(e) = write_info(&paths, &recorded.listening_on(None)) {
-            tracing::warn!("{e}");
-        }
+        stop_listening(&paths, &recorded, identity);
     }
     shared.stop.cancel();
     if let Some(page) = shared.ui.lock().await.take() {
