@@ -553,7 +553,14 @@ async fn serve(
         ],
     ));
     let (listener, identity) = bind(&paths)?;
-    write_info(&paths, &recorded.listening_on(Some(identity)))?;
+    if let Err(e) = write_info(&paths, &recorded.listening_on(Some(identity))) {
+        // Fatal: without the socket's identity recorded, a client could
+        // not tell a replaced socket from this one. The daemon exits, so
+        // it leaves no socket behind, as a stop does.
+        drop(listener);
+        unlink_own_socket(&paths.socket, identity);
+        return Err(e);
+    }
     let (control_tx, mut control_rx) = mpsc::channel(8);
     let shared = Arc::new(Shared {
         host: host.clone(),
