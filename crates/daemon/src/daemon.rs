@@ -540,6 +540,12 @@ async fn serve(
     recorded: DaemonInfo,
 ) -> Result<(), DaemonError> {
     crate::processes::start();
+    // Read once here: every connection is checked against them.
+    if let Err(e) = crate::peer::own_marks() {
+        tracing::warn!(
+            "cannot read this daemon's own confinement ({e}); clients are refused until it can be read"
+        );
+    }
     let paths = options.paths.clone();
     let idle_exit = options.config.idle_exit;
     let host = Arc::new(Host::new(

@@ -187,7 +187,7 @@ pub fn check(pid: Option<i32>, socket: &impl AsRawFd) -> Result<(), Refusal> {
         }
         Err(_) => return Err(Refusal::Gone),
     };
-    let ours = Marks::of("self").map_err(Refusal::Unreadable)?;
+    let ours = own_marks().map_err(Refusal::Unreadable)?;
     let theirs = Marks::of(&pid.to_string());
     // What was read names the peer only if it still runs now.
     if pinned.as_ref().is_some_and(|fd| !alive(fd)) {
@@ -207,6 +207,19 @@ pub fn check(pid: Option<i32>, socket: &impl AsRawFd) -> Result<(), Refusal> {
         return Err(Refusal::StartedByUs);
     }
     Ok(())
+}
+
+/// This process's marks, read once: none of them can be undone, and the
+/// daemon adds none to itself (its sandbox applies to the processes it
+/// starts), so the first successful read holds for its life. A failed
+/// read is not kept: the next call reads again.
+pub fn own_marks() -> Result<Marks, String> {
+    static OURS: std::sync::OnceLock<Marks> = std::sync::OnceLock::new();
+    if let Some(ours) = OURS.get() {
+        return Ok(*ours);
+    }
+    let read = Marks::of("self")?;
+    Ok(*OURS.get_or_init(|| read))
 }
 
 fn is_resource_error(errno: i32) -> bool {
@@ -467,6 +480,9 @@ mod tests {
             assert_eq!(theirs.more_confined_than(&me), Some(Confined::NoNewPrivs));
         }
         assert!(Marks::of("0").is_err());
+        // read once, the same marks
+        assert_eq!(own_marks().unwrap(), me);
+        assert_eq!(own_marks().unwrap(), me);
     }
 
     /// A client under no_new_privs, connected from outside this process's
