@@ -21,8 +21,10 @@ from mcp.client.session import DEFAULT_CLIENT_INFO
 from conftest import (
     connect,
     daemons_of,
+    dsh,
     dsh_bin,
     err,
+    info,
     live_in_session,
     ok,
     processes,
@@ -30,20 +32,6 @@ from conftest import (
 )
 
 pytestmark = pytest.mark.anyio
-
-
-def dsh(env, *args, timeout=60, check=True, cwd=None):
-    proc = subprocess.run(
-        [dsh_bin(), *args], env=env, capture_output=True, text=True, timeout=timeout, cwd=cwd
-    )
-    if check:
-        assert proc.returncode == 0, f"dsh {args}: {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
-    return proc
-
-
-def info(env):
-    path = pathlib.Path(env["XDG_DATA_HOME"]) / "dsh" / "daemon.json"
-    return json.loads(path.read_text())
 
 
 def wait_until(predicate, timeout=30, what="condition"):

@@ -5,7 +5,6 @@ replace the daemon's socket in the default configuration, a daemon whose
 socket was removed is still found and stopped through its lock, and the
 accept loop backs off when it runs out of descriptors."""
 
-import contextlib
 import json
 import os
 import pathlib
@@ -20,7 +19,7 @@ import time
 import pytest
 
 import waiting
-from conftest import connect, daemons_of, dsh_bin, make_env, ok, stop_daemons
+from conftest import alive, connect, daemons_of, dsh, dsh_bin, info, make_env, ok, stop_daemons
 
 pytestmark = [
     pytest.mark.anyio,
@@ -29,79 +28,8 @@ pytestmark = [
 ]
 
 
-def dsh(env, *args, timeout=60, check=True, cwd=None):
-    proc = subprocess.run(
-        [dsh_bin(), *args], env=env, capture_output=True, text=True, timeout=timeout, cwd=cwd
-    )
-    if check:
-        assert proc.returncode == 0, f"dsh {args}: {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
-    return proc
-
-
 def data_dir(env):
     return pathlib.Path(env["XDG_DATA_HOME"]) / "dsh"
-
-
-def info(env):
-    return json.loads((data_dir(env) / "daemon.json").read_text())
-
-
-def alive(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            state = f.read().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state not in ("Z", "X")
-
-
-def dsh_daemons_with(marker: bytes):
-    """Pids of `dsh daemon` processes whose environment holds `marker`."""
-    real = os.path.realpath(dsh_bin())
-    out = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            if os.path.realpath(f"/proc/{entry}/exe") != real:
-                continue
-            with open(f"/proc/{entry}/cmdline", "rb") as f:
-                argv = f.read().split(b"\0")
-            with open(f"/proc/{entry}/environ", "rb") as f:
-                environ = f.read().split(b"\0")
-        except OSError:
-            continue
-        if b"daemon" in argv and marker in environ and alive(int(entry)):
-            out.append(int(entry))
-    return out
-
-
-def end_daemons_with(marker: bytes):
-    """SIGTERM, then SIGKILL, every daemon whose environment holds `marker`
-    (for daemons started without a DSH_RUNTIME_DIR of the test's)."""
-    for pid in dsh_daemons_with(marker):
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGTERM)
-    with contextlib.suppress(AssertionError):
-        waiting.wait_until(lambda: not dsh_daemons_with(marker), "the daemons to stop")
-    for pid in dsh_daemons_with(marker):
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-
-
-@pytest.fixture
-def box(isolated_env, tmp_path):
-    """As test_sandbox.py's: its own HOME (with a fake ssh key), TMPDIR and
-    a git repository as the workspace, none inside another."""
-    home, tmp, ws = tmp_path / "home", tmp_path / "tmp", tmp_path / "ws"
-    for d in (home, tmp, ws):
-        d.mkdir()
-    (home / ".ssh").mkdir(mode=0o700)
-    (home / ".ssh" / "id_rsa").write_text("PRIVATE KEY\n")
-    (ws / ".git").mkdir()
-    (ws / ".git" / "config").write_text("[core]\n")
-    env = dict(isolated_env, HOME=str(home), TMPDIR=str(tmp))
-    return {"env": env, "home": home, "tmp": tmp, "ws": ws, "dir": tmp_path}
 
 
 def evil_config(box):
@@ -278,7 +206,7 @@ def default_dirs():
     try:
         yield env, root
     finally:
-        end_daemons_with(marker)
+        stop_daemons(env, marker=marker)
         shutil.rmtree(root, ignore_errors=True)
 
 
