@@ -497,8 +497,28 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("s");
         let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
-        // The client connects and waits to be told to go (the test's
-        // stdin closing); `setsid -f` leaves it an orphan of init.
+        listener.set_nonblocking(true).unwrap();
+        // A client that never connects fails the test instead of blocking
+        // it.
+        let accept = || {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+            loop {
+                match listener.accept() {
+                    Ok((accepted, _)) => return accepted,
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                        assert!(
+                            std::time::Instant::now() < deadline,
+                            "the client did not connect within 60 s"
+                        );
+                        std::thread::sleep(std::time::Duration::from_millis(10));
+                    }
+                    Err(e) => panic!("accept: {e}"),
+                }
+            }
+        };
+        // The client connects and waits until the test closes the
+        // connection (its `recv` returns); `setsid -f` leaves it an
+        // orphan of init.
         let script = "import socket, sys, ctypes\n\
             if sys.argv[2] == '1':\n    ctypes.CDLL(None).prctl(38, 1, 0, 0, 0)\n\
             s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])\n\
@@ -511,7 +531,7 @@ mod tests {
                 .spawn()
                 .unwrap();
             assert!(launcher.wait().unwrap().success());
-            let (accepted, _) = listener.accept().unwrap();
+            let accepted = accept();
             let pid = nix::sys::socket::getsockopt(&accepted, PeerCredentials)
                 .unwrap()
                 .pid();
