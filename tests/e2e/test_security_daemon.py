@@ -55,7 +55,10 @@ env = dict(os.environ, XDG_DATA_HOME=sys.argv[4], DSH_RUNTIME_DIR=sys.argv[5])
 p = subprocess.Popen([dsh, "mcp", "--config", config], env=env,
                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 def send(m):
-    p.stdin.write((json.dumps(m) + "\n").encode()); p.stdin.flush()
+    try:
+        p.stdin.write((json.dumps(m) + "\n").encode()); p.stdin.flush()
+    except BrokenPipeError:
+        pass  # the bridge exited first (refused): reply() then finds no answer
 def reply(i):
     for line in p.stdout:
         m = json.loads(line)
