@@ -48,10 +48,38 @@ def make_env(tmp_path):
     return env
 
 
-def daemons_of(env):
-    """Pids of the `dsh daemon` processes started with this environment's
-    runtime dir (its value is in their environment), from /proc."""
-    marker = f"DSH_RUNTIME_DIR={env['DSH_RUNTIME_DIR']}".encode()
+def dsh(env, *args, timeout=60, check=True, cwd=None):
+    """Runs `dsh ARGS` with `env`; with `check`, it must exit 0."""
+    proc = subprocess.run(
+        [dsh_bin(), *args], env=env, capture_output=True, text=True, timeout=timeout, cwd=cwd
+    )
+    if check:
+        assert proc.returncode == 0, f"dsh {args}: {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
+    return proc
+
+
+def info(env):
+    """The daemon.json of this environment's data dir."""
+    path = pathlib.Path(env["XDG_DATA_HOME"]) / "dsh" / "daemon.json"
+    return json.loads(path.read_text())
+
+
+def alive(pid):
+    """Whether `pid` runs (exists and is no zombie), from /proc."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            state = f.read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state not in ("Z", "X")
+
+
+def daemons_of(env, marker=None):
+    """Pids of the `dsh daemon` processes whose environment holds
+    `marker` (bytes, `NAME=value`), from /proc; by default this
+    environment's runtime dir."""
+    if marker is None:
+        marker = f"DSH_RUNTIME_DIR={env['DSH_RUNTIME_DIR']}".encode()
     real = os.path.realpath(dsh_bin())
     out = []
     for entry in os.listdir("/proc"):
@@ -73,17 +101,18 @@ def daemons_of(env):
     return out
 
 
-def stop_daemons(env, timeout=30):
-    """Stops every daemon of this environment: SIGTERM (which ends its
-    terminals and jobs), then SIGKILL what is left."""
-    pids = daemons_of(env)
+def stop_daemons(env, timeout=30, marker=None):
+    """Stops every daemon of this environment (or whose environment holds
+    `marker`, as for daemons_of): SIGTERM (which ends its terminals and
+    jobs), then SIGKILL what is left."""
+    pids = daemons_of(env, marker)
     for pid in pids:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout
-    while daemons_of(env) and time.monotonic() < deadline:
+    while daemons_of(env, marker) and time.monotonic() < deadline:
         time.sleep(0.05)  # sleep-ok: polls /proc for the daemons to exit; SIGKILL follows
-    for pid in daemons_of(env):
+    for pid in daemons_of(env, marker):
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
 
@@ -98,6 +127,24 @@ def isolated_env(tmp_path):
     finally:
         stop_daemons(env)
         shutil.rmtree(env["DSH_RUNTIME_DIR"], ignore_errors=True)
+
+
+@pytest.fixture
+def box(isolated_env, tmp_path):
+    """An environment with its own HOME, TMPDIR and workspace, none inside
+    another, a fake ssh key in HOME, and a git repository as the
+    workspace."""
+    home = tmp_path / "home"
+    tmp = tmp_path / "tmp"
+    ws = tmp_path / "ws"
+    for d in (home, tmp, ws):
+        d.mkdir()
+    (home / ".ssh").mkdir(mode=0o700)
+    (home / ".ssh" / "id_rsa").write_text("PRIVATE KEY\n")
+    os.makedirs(ws / ".git")
+    (ws / ".git" / "config").write_text("[core]\n")
+    env = dict(isolated_env, HOME=str(home), TMPDIR=str(tmp))
+    return {"env": env, "home": home, "tmp": tmp, "ws": ws, "dir": tmp_path}
 
 
 @contextlib.asynccontextmanager

@@ -21,8 +21,10 @@ from mcp.client.session import DEFAULT_CLIENT_INFO
 from conftest import (
     connect,
     daemons_of,
+    dsh,
     dsh_bin,
     err,
+    info,
     live_in_session,
     ok,
     processes,
@@ -30,20 +32,6 @@ from conftest import (
 )
 
 pytestmark = pytest.mark.anyio
-
-
-def dsh(env, *args, timeout=60, check=True, cwd=None):
-    proc = subprocess.run(
-        [dsh_bin(), *args], env=env, capture_output=True, text=True, timeout=timeout, cwd=cwd
-    )
-    if check:
-        assert proc.returncode == 0, f"dsh {args}: {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
-    return proc
-
-
-def info(env):
-    path = pathlib.Path(env["XDG_DATA_HOME"]) / "dsh" / "daemon.json"
-    return json.loads(path.read_text())
 
 
 def wait_until(predicate, timeout=30, what="condition"):
@@ -589,6 +577,35 @@ async def test_an_upgrade_hands_the_store_over_and_the_old_daemon_drains(isolate
                        what="the old agent's calls to be logged")
     # the old daemon exits once its last connection ended
     wait_until(lambda: daemons_of(isolated_env) == [new_pid], what="the old daemon to drain")
+
+
+def test_a_daemon_that_hands_over_records_that_it_no_longer_listens(isolated_env, tmp_path):
+    """Between removing its socket and releasing the lock, a daemon that
+    hands over must not look like a daemon that lost its socket (clients
+    would be told to run `dsh daemon stop`, and that would reach it): it
+    clears `listening` in daemon.json first. Asked here by the test
+    itself, with no new daemon to overwrite the file."""
+    dsh(isolated_env, "workspace", "list")
+    before = info(isolated_env)
+    assert before["listening"] is True and before["socket_id"], before
+    with socket.socket(socket.AF_UNIX) as s:
+        s.settimeout(60)
+        s.connect(before["socket"])
+        f = s.makefile("rwb")
+        hello = {"protocol": 1, "version": "0.0.9-newer", "kind": "handover",
+                 "socket": str(tmp_path / "newer.sock")}
+        f.write(json.dumps(hello).encode() + b"\n")
+        f.flush()
+        assert json.loads(f.readline())["data"] == {"accepted": True}
+        done = json.loads(f.readline())
+        assert "error" not in done, done
+    # answered once the socket was removed and the lock released
+    after = info(isolated_env)
+    assert not os.path.exists(before["socket"])
+    assert after["pid"] == before["pid"], after
+    assert after["listening"] is False and "socket_id" not in after, after
+    # with no connection left, it exits
+    wait_until(lambda: daemons_of(isolated_env) == [], what="the old daemon to exit")
 
 
 # ---- people see and join what agents run -------------------------------------

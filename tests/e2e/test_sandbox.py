@@ -26,21 +26,12 @@ TOKEN = "s3cr3t-value-of-the-token"
 
 
 @pytest.fixture
-def box(isolated_env, tmp_path):
-    """An environment with its own HOME, TMPDIR and workspace, a fake ssh
-    key in HOME, and a git repository as the workspace."""
-    home = tmp_path / "home"
-    tmp = tmp_path / "tmp"
-    ws = tmp_path / "ws"
-    for d in (home, tmp, ws):
-        d.mkdir()
-    (home / ".ssh").mkdir(mode=0o700)
-    (home / ".ssh" / "id_rsa").write_text("PRIVATE KEY\n")
-    os.makedirs(ws / ".git")
-    (ws / ".git" / "config").write_text("[core]\n")
-    env = dict(isolated_env)
-    env.update(HOME=str(home), TMPDIR=str(tmp), SOME_API_TOKEN=TOKEN, HARMLESS="harmless-value")
-    return {"env": env, "home": home, "tmp": tmp, "ws": ws, "dir": tmp_path}
+def box(box):
+    """conftest's box (its own HOME with a fake ssh key, TMPDIR and a git
+    repository as the workspace), with a secret and a harmless variable in
+    the environment."""
+    box["env"].update(SOME_API_TOKEN=TOKEN, HARMLESS="harmless-value")
+    return box
 
 
 def config(box, text):

@@ -46,8 +46,9 @@ pub enum ClientError {
     /// socket was removed, or the client's runtime directory is another.
     #[error("{message}")]
     SocketLost {
-        /// The daemon's pid.
-        pid: u32,
+        /// The daemon, as found and checked (see
+        /// [`crate::daemon::find_holder`]).
+        holder: Box<crate::daemon::Holder>,
         /// What happened and what to do.
         message: String,
     },
@@ -187,15 +188,22 @@ pub fn connect(
                         log_tail(&paths.log)
                     )));
                 }
-                // It found a daemon of this version holding the lock and
-                // left it the place. That one answers once it listens,
-                // unless it already listens elsewhere (its socket was
-                // removed); with no holder left, start another.
+                // It found the lock held (by a daemon of this version, as
+                // far as it could tell) and left it the place. That one
+                // answers once it listens, unless it already listens
+                // elsewhere (its socket was removed); once nobody holds
+                // the lock, start another. Whether anybody holds it is
+                // what the candidate tested, not whether the holder
+                // passes as the daemon `daemon.json` names: a holder that
+                // does not would otherwise have a candidate started every
+                // poll, each leaving at once.
                 Ok(Some(_)) => {
-                    if let Some(lost) = lost_socket(paths) {
+                    if let Some(holder) = crate::daemon::find_holder(paths)
+                        && let Some(lost) = lost_socket_of(paths, holder)
+                    {
                         return Err(lost);
                     }
-                    if crate::daemon::find_holder(paths).is_none() {
+                    if !crate::daemon::lock_is_held(paths) {
                         started = None;
                     }
                 }
@@ -233,8 +241,12 @@ pub fn connect(
 /// while it ran (or replaced: the client then found no listener), or it
 /// was started with another runtime directory.
 fn lost_socket(paths: &DaemonPaths) -> Option<ClientError> {
+    lost_socket_of(paths, crate::daemon::find_holder(paths)?)
+}
+
+/// [`lost_socket`] for the daemon `holder`, found already.
+fn lost_socket_of(paths: &DaemonPaths, holder: crate::daemon::Holder) -> Option<ClientError> {
     use std::os::unix::fs::MetadataExt as _;
-    let holder = crate::daemon::find_holder(paths)?;
     if !holder.info.listening {
         return None;
     }
@@ -266,7 +278,10 @@ fn lost_socket(paths: &DaemonPaths) -> Option<ClientError> {
             paths.socket.display()
         )
     };
-    Some(ClientError::SocketLost { pid, message })
+    Some(ClientError::SocketLost {
+        holder: Box::new(holder),
+        message,
+    })
 }
 
 /// Why a hello got no reply.
@@ -638,6 +653,76 @@ mod tests {
         slow.join().unwrap();
         let connected = got.map_err(|e| e.to_string()).unwrap();
         assert_eq!(connected.reply.error, None);
+    }
+
+    /// A candidate that leaves because the lock is held, by a process
+    /// that does not pass for the daemon `daemon.json` names (here none
+    /// is named), is not started again while the lock stays held.
+    #[test]
+    fn no_candidate_is_started_again_while_anyone_holds_the_lock() {
+        use nix::fcntl::{Flock, FlockArg};
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = tempfile::tempdir().unwrap();
+        let paths = paths_in(dir.path());
+        let lock = Flock::lock(
+            std::fs::File::create(&paths.lock).unwrap(),
+            FlockArg::LockExclusiveNonblock,
+        )
+        .map_err(|(_, e)| e)
+        .unwrap();
+        // a candidate that finds the lock held and leaves: it counts its
+        // starts
+        let starts = dir.path().join("starts");
+        let candidate = dir.path().join("candidate");
+        std::fs::write(
+            &candidate,
+            format!("#!/bin/sh\necho started >> {}\n", starts.display()),
+        )
+        .unwrap();
+        std::fs::set_permissions(&candidate, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let spec = StartSpec {
+            program: candidate,
+            config: None,
+        };
+        let client = {
+            let paths = paths.clone();
+            std::thread::spawn(move || connect(&paths, &Hello::new(Request::Status), Some(&spec)))
+        };
+        let count = || {
+            std::fs::read_to_string(&starts)
+                .map(|t| t.lines().count())
+                .unwrap_or(0)
+        };
+        let began = Instant::now();
+        while count() == 0 {
+            assert!(began.elapsed() < START_TIMEOUT, "no candidate was started");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        // sleep-ok: what is checked is that no candidate starts meanwhile
+        // (one would every 10 ms)
+        std::thread::sleep(Duration::from_millis(500));
+        let started = count();
+        // the holder turns out to be a daemon whose socket is gone: the
+        // client says so and returns
+        let me = std::process::id();
+        let info = crate::daemon::DaemonInfo {
+            pid: me,
+            version: version_of_test(),
+            socket: paths.socket.clone(),
+            started_at: "2000-01-01T00:00:00Z".into(),
+            start_time: process_tree::process_info(me as i32).map(|p| p.start_time),
+            listening: true,
+            socket_id: Some((0, 0)),
+        };
+        std::fs::write(&paths.info, serde_json::to_string(&info).unwrap()).unwrap();
+        let got = client.join().unwrap();
+        drop(lock);
+        assert!(
+            matches!(got, Err(ClientError::SocketLost { .. })),
+            "{:?}",
+            got.err()
+        );
+        assert_eq!(started, 1, "candidates started while the lock was held");
     }
 
     fn version_of_test() -> String {

@@ -131,28 +131,107 @@ fn runs_this_program(pid: i32) -> bool {
 
 /// Whether process `pid` holds the `flock` of `lock`, per `/proc/locks`.
 fn holds_lock(pid: i32, lock: &Path) -> bool {
-    let Ok(meta) = std::fs::metadata(lock) else {
-        return false;
-    };
-    let Ok(locks) = std::fs::read_to_string("/proc/locks") else {
-        return false;
-    };
-    flock_holders(&locks, meta.ino()).contains(&pid)
+    lock_holders(lock).is_some_and(|holders| holders.contains(&pid))
 }
 
-/// The pids holding a `flock` on inode `ino` in the text of `/proc/locks`
-/// (`1: FLOCK  ADVISORY  WRITE 4242 fd:01:1234 0 EOF`; a waiter's line,
+/// Whether anyone holds `paths`' daemon lock, per `/proc/locks`, whoever
+/// `daemon.json` names (false when that cannot be read). A daemon
+/// candidate that found the lock held leaves, whatever it read of the
+/// holder: while this is true, starting another one is pointless.
+pub fn lock_is_held(paths: &DaemonPaths) -> bool {
+    lock_holders(&paths.lock).is_some_and(|holders| !holders.is_empty())
+}
+
+/// The pids holding the `flock` of `lock`, per `/proc/locks`; `None` when
+/// that cannot be read.
+fn lock_holders(lock: &Path) -> Option<Vec<i32>> {
+    let id = locks_id(lock)?;
+    let locks = std::fs::read_to_string("/proc/locks").ok()?;
+    Some(flock_holders(&locks, id))
+}
+
+/// A file as `/proc/locks` names it: its filesystem's device (major,
+/// minor) and its inode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct LocksId {
+    /// The device, as the kernel prints it: the superblock's, which is not
+    /// always the `st_dev` that `stat` gives (btrfs gives every subvolume
+    /// a device of its own), so it is read from the line of the file's
+    /// mount in `/proc/self/mountinfo` when the kernel names that mount
+    /// (`statx`, Linux 5.8); `None` before that, and only the inode is
+    /// compared.
+    dev: Option<(u32, u32)>,
+    /// The inode.
+    ino: u64,
+}
+
+/// How `/proc/locks` names the file at `path`.
+fn locks_id(path: &Path) -> Option<LocksId> {
+    use std::os::unix::ffi::OsStrExt as _;
+    let c_path = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
+    // SAFETY: all-zero bytes are a valid `statx` (integers only).
+    let mut stx: libc::statx = unsafe { std::mem::zeroed() };
+    // SAFETY: a NUL-terminated path and a buffer of the size the call
+    // writes.
+    let done = unsafe {
+        libc::statx(
+            libc::AT_FDCWD,
+            c_path.as_ptr(),
+            0,
+            libc::STATX_INO | libc::STATX_MNT_ID,
+            &raw mut stx,
+        )
+    };
+    if done != 0 || stx.stx_mask & libc::STATX_INO == 0 {
+        return None;
+    }
+    let dev = if stx.stx_mask & libc::STATX_MNT_ID != 0 {
+        let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+        Some(mount_device(&mountinfo, stx.stx_mnt_id)?)
+    } else {
+        None
+    };
+    Some(LocksId {
+        dev,
+        ino: stx.stx_ino,
+    })
+}
+
+/// The device (major, minor) of mount `mnt_id` in the text of
+/// `/proc/PID/mountinfo` (`36 25 0:32 / /home rw … - btrfs …`).
+fn mount_device(mountinfo: &str, mnt_id: u64) -> Option<(u32, u32)> {
+    mountinfo.lines().find_map(|line| {
+        let mut fields = line.split_whitespace();
+        let id: u64 = fields.next()?.parse().ok()?;
+        if id != mnt_id {
+            return None;
+        }
+        let (major, minor) = fields.nth(1)?.split_once(':')?;
+        Some((major.parse().ok()?, minor.parse().ok()?))
+    })
+}
+
+/// The pids holding a `flock` on the file `id` names in the text of
+/// `/proc/locks` (`1: FLOCK  ADVISORY  WRITE 4242 fd:01:1234 0 EOF`: the
+/// device's major and minor in hex, then the inode; a waiter's line,
 /// `1: -> FLOCK …`, holds nothing).
-fn flock_holders(locks: &str, ino: u64) -> Vec<i32> {
+fn flock_holders(locks: &str, id: LocksId) -> Vec<i32> {
+    let names = |field: &str| {
+        let mut parts = field.split(':');
+        let (major, minor, ino) = (parts.next()?, parts.next()?, parts.next()?);
+        let dev = (
+            u32::from_str_radix(major, 16).ok()?,
+            u32::from_str_radix(minor, 16).ok()?,
+        );
+        let ino: u64 = ino.parse().ok()?;
+        Some(ino == id.ino && id.dev.is_none_or(|ours| ours == dev))
+    };
     locks
         .lines()
         .filter_map(|line| {
             let fields: Vec<&str> = line.split_whitespace().collect();
             match fields.as_slice() {
-                [_, "FLOCK", _, _, pid, id, ..] => {
-                    let lock_ino: u64 = id.rsplit(':').next()?.parse().ok()?;
-                    (lock_ino == ino).then(|| pid.parse().ok()).flatten()
-                }
+                [_, "FLOCK", _, _, pid, file, ..] if names(file)? => pid.parse().ok(),
                 _ => None,
             }
         })
@@ -297,28 +376,42 @@ fn take_lock(paths: &DaemonPaths) -> Result<Flock<File>, DaemonError> {
     }
 }
 
+impl DaemonInfo {
+    /// This process's record as the daemon of `paths`, started now: not
+    /// listening yet. Built once; [`DaemonInfo::listening_on`] gives what
+    /// changes.
+    fn of_this_daemon(paths: &DaemonPaths) -> Self {
+        Self {
+            pid: std::process::id(),
+            version: version(),
+            socket: paths.socket.clone(),
+            started_at: chrono::Utc::now().to_rfc3339(),
+            start_time: process_tree::process_info(std::process::id() as i32).map(|p| p.start_time),
+            listening: false,
+            socket_id: None,
+        }
+    }
+
+    /// The record with the identity of the socket it listens on, or
+    /// without one (`None`: not listening).
+    fn listening_on(&self, socket_id: Option<(u64, u64)>) -> Self {
+        Self {
+            listening: socket_id.is_some(),
+            socket_id,
+            ..self.clone()
+        }
+    }
+}
+
 /// Writes `DATA/daemon.json` (atomically, 0600): when the lock is taken,
 /// with the socket's identity once it is bound (`listening`), and without
 /// it again when the daemon stops listening.
-fn write_info(
-    paths: &DaemonPaths,
-    started_at: &str,
-    listening: Option<(u64, u64)>,
-) -> Result<(), DaemonError> {
-    let info = DaemonInfo {
-        pid: std::process::id(),
-        version: version(),
-        socket: paths.socket.clone(),
-        started_at: started_at.to_owned(),
-        start_time: process_tree::process_info(std::process::id() as i32).map(|p| p.start_time),
-        listening: listening.is_some(),
-        socket_id: listening,
-    };
+fn write_info(paths: &DaemonPaths, info: &DaemonInfo) -> Result<(), DaemonError> {
     let tmp = paths
         .info
         .with_extension(format!("json.{}", std::process::id()));
     let text =
-        serde_json::to_string_pretty(&info).map_err(|e| DaemonError::Failed(e.to_string()))?;
+        serde_json::to_string_pretty(info).map_err(|e| DaemonError::Failed(e.to_string()))?;
     let written = std::fs::OpenOptions::new()
         .create(true)
         .truncate(true)
@@ -350,6 +443,20 @@ fn bind(paths: &DaemonPaths) -> Result<(UnixListener, (u64, u64)), DaemonError> 
         .map_err(|e| DaemonError::Failed(format!("{}: {e}", paths.socket.display())))?;
     let _ = std::fs::set_permissions(&paths.socket, std::fs::Permissions::from_mode(0o600));
     Ok((listener, (meta.dev(), meta.ino())))
+}
+
+/// Leaves the socket path, the listener already closed: records in
+/// `daemon.json` that this daemon no longer listens, then removes the
+/// socket it bound. In that order a client that finds no socket finds
+/// `listening` cleared, and waits for the lock (then starts a new daemon)
+/// instead of taking this one, stopping or handing over, for a daemon
+/// that lost its socket. A failed write is logged; the daemon stops or
+/// hands over all the same.
+fn stop_listening(paths: &DaemonPaths, recorded: &DaemonInfo, identity: (u64, u64)) {
+    if let Err(e) = write_info(paths, &recorded.listening_on(None)) {
+        tracing::warn!("{e}");
+    }
+    unlink_own_socket(&paths.socket, identity);
 }
 
 /// Removes the socket if it is still the one this daemon bound.
@@ -408,8 +515,8 @@ pub fn run(options: DaemonOptions) -> Result<(), DaemonError> {
         );
     }
     let lock = take_lock(&paths)?;
-    let started_at = chrono::Utc::now().to_rfc3339();
-    write_info(&paths, &started_at, None)?;
+    let recorded = DaemonInfo::of_this_daemon(&paths);
+    write_info(&paths, &recorded)?;
     let held = HeldStore::open(&paths.data_dir, Duration::from_secs(10)).map_err(|e| {
         DaemonError::Failed(format!(
             "cannot open the store in {}: {}",
@@ -421,7 +528,7 @@ pub fn run(options: DaemonOptions) -> Result<(), DaemonError> {
         .enable_all()
         .build()
         .map_err(|e| DaemonError::Failed(format!("cannot start the runtime: {e}")))?;
-    let result = runtime.block_on(serve(options, Arc::new(held), lock, started_at));
+    let result = runtime.block_on(serve(options, Arc::new(held), lock, recorded));
     runtime.shutdown_timeout(Duration::from_secs(1));
     result
 }
@@ -430,9 +537,15 @@ async fn serve(
     options: DaemonOptions,
     held: Arc<HeldStore>,
     lock: Flock<File>,
-    started_at: String,
+    recorded: DaemonInfo,
 ) -> Result<(), DaemonError> {
     crate::processes::start();
+    // Read once here: every connection is checked against them.
+    if let Err(e) = crate::peer::own_marks() {
+        tracing::warn!(
+            "cannot read this daemon's own confinement ({e}); clients are refused until it can be read"
+        );
+    }
     let paths = options.paths.clone();
     let idle_exit = options.config.idle_exit;
     let host = Arc::new(Host::new(
@@ -446,7 +559,14 @@ async fn serve(
         ],
     ));
     let (listener, identity) = bind(&paths)?;
-    write_info(&paths, &started_at, Some(identity))?;
+    if let Err(e) = write_info(&paths, &recorded.listening_on(Some(identity))) {
+        // Fatal: without the socket's identity recorded, a client could
+        // not tell a replaced socket from this one. The daemon exits, so
+        // it leaves no socket behind, as a stop does.
+        drop(listener);
+        unlink_own_socket(&paths.socket, identity);
+        return Err(e);
+    }
     let (control_tx, mut control_rx) = mpsc::channel(8);
     let shared = Arc::new(Shared {
         host: host.clone(),
@@ -518,7 +638,7 @@ async fn serve(
                     // Stop listening, free the socket path, close the store
                     // and release the lock, in that order.
                     listener = None;
-                    unlink_own_socket(&paths.socket, identity);
+                    stop_listening(&paths, &recorded, identity);
                     held.hand_over(&to);
                     lock = None;
                     // The page reads the store: the new daemon serves it.
@@ -554,12 +674,7 @@ async fn serve(
     // No new clients; every connection ends what it started (verified).
     drop(listener);
     if lock.is_some() {
-        unlink_own_socket(&paths.socket, identity);
-        // A client that comes now waits for the lock, then starts a new
-        // daemon, instead of taking this one for a daemon without socket.
-        if let Err(e) = write_info(&paths, &started_at, None) {
-            tracing::warn!("{e}");
-        }
+        stop_listening(&paths, &recorded, identity);
     }
     shared.stop.cancel();
     if let Some(page) = shared.ui.lock().await.take() {
@@ -1050,10 +1165,63 @@ mod tests {
                      1: -> FLOCK  ADVISORY  WRITE 777 fd:01:1234 0 EOF\n\
                      2: POSIX  ADVISORY  WRITE 555 fd:01:1234 0 EOF\n\
                      3: FLOCK  ADVISORY  WRITE 99 fd:01:4321 0 EOF\n\
-                     4: OFDLCK ADVISORY  READ  -1 00:05:1234 0 EOF\n";
-        assert_eq!(flock_holders(locks, 1234), vec![4242]);
-        assert_eq!(flock_holders(locks, 4321), vec![99]);
-        assert_eq!(flock_holders(locks, 1), Vec::<i32>::new());
+                     4: OFDLCK ADVISORY  READ  -1 00:05:1234 0 EOF\n\
+                     5: FLOCK  ADVISORY  WRITE 31 00:2a:1234 0 EOF\n\
+                     6: FLOCK  ADVISORY  WRITE 32 103:02:1234 0 EOF\n";
+        let id = |dev, ino| LocksId { dev, ino };
+        assert_eq!(flock_holders(locks, id(Some((0xfd, 1)), 1234)), vec![4242]);
+        assert_eq!(flock_holders(locks, id(Some((0xfd, 1)), 4321)), vec![99]);
+        assert_eq!(
+            flock_holders(locks, id(Some((0xfd, 1)), 1)),
+            Vec::<i32>::new()
+        );
+        // the same inode number on another filesystem is another file
+        assert_eq!(flock_holders(locks, id(Some((0, 42)), 1234)), vec![31]);
+        assert_eq!(flock_holders(locks, id(Some((0x103, 2)), 1234)), vec![32]);
+        assert_eq!(
+            flock_holders(locks, id(Some((8, 1)), 1234)),
+            Vec::<i32>::new()
+        );
+        // a kernel that does not name the mount: the inode alone
+        assert_eq!(flock_holders(locks, id(None, 1234)), vec![4242, 31, 32]);
+    }
+
+    #[test]
+    fn a_mount_is_found_in_mountinfo_by_its_id() {
+        let mountinfo = "22 1 254:0 / / rw,relatime shared:1 - ext4 /dev/vda rw\n\
+                         36 22 0:32 /home /home rw,relatime shared:9 - btrfs /dev/vdb rw\n";
+        assert_eq!(mount_device(mountinfo, 36), Some((0, 32)));
+        assert_eq!(mount_device(mountinfo, 22), Some((254, 0)));
+        assert_eq!(mount_device(mountinfo, 3), None);
+    }
+
+    /// The file's name computed here matches the kernel's line for a lock
+    /// this process takes, device included.
+    #[test]
+    fn a_real_lock_is_found_by_device_and_inode() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("lock");
+        std::fs::write(&path, "").unwrap();
+        let id = locks_id(&path).unwrap();
+        assert_eq!(lock_holders(&path), Some(vec![]));
+        let lock = Flock::lock(File::open(&path).unwrap(), FlockArg::LockExclusiveNonblock)
+            .map_err(|(_, e)| e)
+            .unwrap();
+        assert_eq!(lock_holders(&path), Some(vec![std::process::id() as i32]));
+        // the same inode on a device it is not on holds nothing
+        let locks = std::fs::read_to_string("/proc/locks").unwrap();
+        match id.dev {
+            Some((major, minor)) => {
+                let elsewhere = LocksId {
+                    dev: Some((major + 1, minor)),
+                    ..id
+                };
+                assert_eq!(flock_holders(&locks, elsewhere), Vec::<i32>::new());
+            }
+            None => eprintln!("this kernel does not name a file's mount: the inode alone"),
+        }
+        drop(lock);
+        assert_eq!(lock_holders(&path), Some(vec![]));
     }
 
     fn info_of(pid: u32, start_time: Option<u64>, paths: &DaemonPaths) -> DaemonInfo {

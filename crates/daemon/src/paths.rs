@@ -94,18 +94,16 @@ pub fn runtime_dir(data_dir: &Path) -> PathBuf {
 }
 
 /// Whether `dir` lies in a directory the sandbox lets confined commands
-/// write in every mode: the temp directory (`$TMPDIR`, `/tmp`) or
-/// `/dev/shm`. A socket there can be removed or replaced by them.
+/// write in every mode ([`sandbox::SpawnContext::always_writable`]), for
+/// the temp directories a command may be given (`$TMPDIR`, `/tmp`). A
+/// socket there can be removed or replaced by them.
 pub fn in_shared_temp(dir: &Path) -> bool {
     let real = |p: &Path| p.canonicalize().unwrap_or_else(|_| absolute(p));
     let dir = real(dir);
-    [
-        std::env::temp_dir(),
-        PathBuf::from("/tmp"),
-        PathBuf::from("/dev/shm"),
-    ]
-    .iter()
-    .any(|temp| dir.starts_with(real(temp)))
+    [std::env::temp_dir(), PathBuf::from("/tmp")]
+        .iter()
+        .flat_map(|temp| sandbox::SpawnContext::always_writable(temp))
+        .any(|shared| dir.starts_with(real(&shared)))
 }
 
 impl DaemonPaths {

@@ -187,7 +187,7 @@ pub fn check(pid: Option<i32>, socket: &impl AsRawFd) -> Result<(), Refusal> {
         }
         Err(_) => return Err(Refusal::Gone),
     };
-    let ours = Marks::of("self").map_err(Refusal::Unreadable)?;
+    let ours = own_marks().map_err(Refusal::Unreadable)?;
     let theirs = Marks::of(&pid.to_string());
     // What was read names the peer only if it still runs now.
     if pinned.as_ref().is_some_and(|fd| !alive(fd)) {
@@ -207,6 +207,19 @@ pub fn check(pid: Option<i32>, socket: &impl AsRawFd) -> Result<(), Refusal> {
         return Err(Refusal::StartedByUs);
     }
     Ok(())
+}
+
+/// This process's marks, read once: none of them can be undone, and the
+/// daemon adds none to itself (its sandbox applies to the processes it
+/// starts), so the first successful read holds for its life. A failed
+/// read is not kept: the next call reads again.
+pub fn own_marks() -> Result<Marks, String> {
+    static OURS: std::sync::OnceLock<Marks> = std::sync::OnceLock::new();
+    if let Some(ours) = OURS.get() {
+        return Ok(*ours);
+    }
+    let read = Marks::of("self")?;
+    Ok(*OURS.get_or_init(|| read))
 }
 
 fn is_resource_error(errno: i32) -> bool {
@@ -467,6 +480,9 @@ mod tests {
             assert_eq!(theirs.more_confined_than(&me), Some(Confined::NoNewPrivs));
         }
         assert!(Marks::of("0").is_err());
+        // read once, the same marks
+        assert_eq!(own_marks().unwrap(), me);
+        assert_eq!(own_marks().unwrap(), me);
     }
 
     /// A client under no_new_privs, connected from outside this process's
@@ -481,8 +497,28 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("s");
         let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
-        // The client connects and waits to be told to go (the test's
-        // stdin closing); `setsid -f` leaves it an orphan of init.
+        listener.set_nonblocking(true).unwrap();
+        // A client that never connects fails the test instead of blocking
+        // it.
+        let accept = || {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+            loop {
+                match listener.accept() {
+                    Ok((accepted, _)) => return accepted,
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                        assert!(
+                            std::time::Instant::now() < deadline,
+                            "the client did not connect within 60 s"
+                        );
+                        std::thread::sleep(std::time::Duration::from_millis(10));
+                    }
+                    Err(e) => panic!("accept: {e}"),
+                }
+            }
+        };
+        // The client connects and waits until the test closes the
+        // connection (its `recv` returns); `setsid -f` leaves it an
+        // orphan of init.
         let script = "import socket, sys, ctypes\n\
             if sys.argv[2] == '1':\n    ctypes.CDLL(None).prctl(38, 1, 0, 0, 0)\n\
             s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])\n\
@@ -495,7 +531,7 @@ mod tests {
                 .spawn()
                 .unwrap();
             assert!(launcher.wait().unwrap().success());
-            let (accepted, _) = listener.accept().unwrap();
+            let accepted = accept();
             let pid = nix::sys::socket::getsockopt(&accepted, PeerCredentials)
                 .unwrap()
                 .pid();

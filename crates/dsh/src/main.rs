@@ -351,6 +351,19 @@ fn daemon_paths(data_dir: Option<PathBuf>) -> daemon::paths::DaemonPaths {
     daemon::paths::DaemonPaths::new(&self::data_dir(data_dir))
 }
 
+/// The daemon that holds the data directory's lock, after a request
+/// failed with `error`: the one the client found already when its socket
+/// was lost, else looked for (see `daemon::daemon::find_holder`).
+fn holder_of(
+    paths: &daemon::paths::DaemonPaths,
+    error: &daemon::client::ClientError,
+) -> Option<daemon::daemon::Holder> {
+    if let daemon::client::ClientError::SocketLost { holder, .. } = error {
+        return Some(holder.as_ref().clone());
+    }
+    daemon::daemon::find_holder(paths)
+}
+
 /// `dsh daemon status` for a daemon that holds the data directory but
 /// cannot be reached through the socket (`error`): what it recorded,
 /// and why it is unreachable (exit 1).
@@ -359,7 +372,7 @@ fn unreachable_daemon_status(
     json: bool,
     error: daemon::client::ClientError,
 ) -> Failure {
-    let Some(holder) = daemon::daemon::find_holder(paths) else {
+    let Some(holder) = holder_of(paths, &error) else {
         return error.into();
     };
     let info = &holder.info;
@@ -396,7 +409,7 @@ fn stop_through_the_lock(
     paths: &daemon::paths::DaemonPaths,
     error: daemon::client::ClientError,
 ) -> Result<(), Failure> {
-    let Some(holder) = daemon::daemon::find_holder(paths) else {
+    let Some(holder) = holder_of(paths, &error) else {
         if let daemon::client::ClientError::NotRunning { data_dir, .. } = &error {
             return daemon::client::emit(&format!(
                 "no dsh daemon is running for {}; nothing to stop\n",
@@ -407,23 +420,53 @@ fn stop_through_the_lock(
         return Err(error.into());
     };
     let pid = holder.info.pid;
-    holder.terminate();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while holder.runs() {
-        if std::time::Instant::now() > deadline {
+    if !holder.terminate() {
+        // Nothing was sent: it exited meanwhile, or could not be signalled.
+        if holder.runs() {
             return Err(Failure::Other(anyhow::anyhow!(
-                "the dsh daemon (pid {pid}) did not exit within 60 s of SIGTERM; its log is {}",
+                "could not send SIGTERM to the dsh daemon (pid {pid}), found through its lock as \
+                 its socket {} did not lead to it; it still runs: stop it as the user it runs as \
+                 (its log is {})",
+                holder.info.socket.display(),
                 paths.log.display()
             )));
         }
-        std::thread::sleep(std::time::Duration::from_millis(20));
+        return daemon::client::emit(&format!(
+            "the dsh daemon (pid {pid}), found through its lock as its socket {} did not lead to \
+             it, was already gone; nothing to stop\n",
+            holder.info.socket.display()
+        ))
+        .map_err(|e| Failure::Other(e.into()));
     }
+    wait_for_exit(paths, pid, " of SIGTERM", || holder.runs())?;
     daemon::client::emit(&format!(
         "stopped the dsh daemon (pid {pid}), found through its lock as its socket {} did not \
          lead to it; its terminals and jobs were ended\n",
         holder.info.socket.display()
     ))
     .map_err(|e| Failure::Other(e.into()))
+}
+
+/// Waits up to 60 s for the dsh daemon `pid`, asked to stop, to exit
+/// (`runs` tells whether it still runs); the error says how long, `since`
+/// what (`" of SIGTERM"`, or nothing), and where its log is.
+fn wait_for_exit(
+    paths: &daemon::paths::DaemonPaths,
+    pid: u32,
+    since: &str,
+    runs: impl Fn() -> bool,
+) -> Result<(), Failure> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while runs() {
+        if std::time::Instant::now() > deadline {
+            return Err(Failure::Other(anyhow::anyhow!(
+                "the dsh daemon (pid {pid}) did not exit within 60 s{since}; its log is {}",
+                paths.log.display()
+            )));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    Ok(())
 }
 
 fn start_spec(config_arg: Option<&std::path::Path>) -> Result<daemon::client::StartSpec, Failure> {
@@ -591,17 +634,9 @@ fn run(cli: Cli) -> Result<(), Failure> {
                 Err(e) => return Err(e.into()),
             };
             // It ends every terminal and job first; wait until it is gone.
-            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-            while daemon::daemon::pid_alive(reply.pid) {
-                if std::time::Instant::now() > deadline {
-                    return Err(Failure::Other(anyhow::anyhow!(
-                        "the dsh daemon (pid {}) did not exit within 60 s; its log is {}",
-                        reply.pid,
-                        paths.log.display()
-                    )));
-                }
-                std::thread::sleep(std::time::Duration::from_millis(20));
-            }
+            wait_for_exit(&paths, reply.pid, "", || {
+                daemon::daemon::pid_alive(reply.pid)
+            })?;
             daemon::client::emit(&format!(
                 "stopped the dsh daemon (pid {}); its terminals and jobs were ended\n",
                 reply.pid

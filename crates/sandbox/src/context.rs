@@ -54,6 +54,13 @@ impl SpawnContext {
         }
     }
 
+    /// The directories every confined mode lets a command write, whatever
+    /// the policy says: the temp dir `temp_dir` and shared memory
+    /// (`/dev/shm`, where POSIX semaphores and shared memory live).
+    pub fn always_writable(temp_dir: &Path) -> [PathBuf; 2] {
+        [temp_dir.to_path_buf(), PathBuf::from("/dev/shm")]
+    }
+
     /// Replaces the temp dir (default: `$TMPDIR` or `/tmp`).
     pub fn with_temp_dir(mut self, temp_dir: impl Into<PathBuf>) -> Self {
         self.temp_dir = temp_dir.into();
