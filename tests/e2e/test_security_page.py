@@ -414,3 +414,64 @@ async def test_another_users_connections_get_a_small_share(isolated_env):
         os.write(release_w, b"x")
         os.close(release_w)
         os.waitpid(child, 0)
+
+
+# ---- WebSocket viewers hold their connection's place --------------------------
+
+# The page's caps (crates/ui/src/server.rs MAX_STREAMS, crates/ui/src/conns.rs
+# Limits::signed_in), as docs/subsystems/ui.md documents them.
+MAX_STREAMS = 64
+SIGNED_IN = 128
+
+
+async def signed_in_request(port: int, token: str):
+    """A keep-alive `GET /api/live` with the cookie: (status, body, writer);
+    the connection stays open until the writer is closed (or the daemon
+    closes it)."""
+    import asyncio
+
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write((f"GET /api/live HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+                  f"Cookie: dsh_ui_{port}={token}\r\n\r\n").encode())
+    head = (await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 60)).decode()
+    length = int(re.search(r"(?im)^content-length:\s*(\d+)", head).group(1))
+    body = (await asyncio.wait_for(reader.readexactly(length), 60)).decode()
+    return int(head.split()[1]), body, writer
+
+
+async def test_a_terminal_viewer_counts_as_a_connection_while_its_socket_is_open(
+        isolated_env, tmp_path):
+    """A terminal view's WebSocket keeps its connection counted (signed in,
+    and in all) for as long as the socket is open, not just until the
+    upgrade: with MAX_STREAMS viewers open, exactly SIGNED_IN - MAX_STREAMS
+    more signed-in connections are let in and the next gets 503 UI_BUSY."""
+    import asyncio
+
+    from ui_load import Viewer, page_of
+
+    async with connect(isolated_env, cwd=tmp_path) as agent:
+        ok(await agent.call_tool("terminal_open", {}))
+        port, token = page_of(printed_url(isolated_env))
+        (pid,) = daemons_of(isolated_env)
+        viewers = [Viewer(port, token, "pty-1", reads=True) for _ in range(MAX_STREAMS)]
+        writers = []
+        try:
+            for v in viewers:
+                await v.open()
+            # Only the viewers' connections are left (the sign-in's is gone).
+            waiting.wait_until(lambda: page_connections(pid, port) == MAX_STREAMS,
+                               "the page to hold just the viewers' connections")
+            answers = await asyncio.gather(*(
+                signed_in_request(port, token) for _ in range(SIGNED_IN - MAX_STREAMS + 1)))
+            writers = [w for _, _, w in answers]
+            statuses = sorted(s for s, _, _ in answers)
+            busy = [b for s, b, _ in answers if s == 503]
+            assert statuses == [200] * (SIGNED_IN - MAX_STREAMS) + [503], statuses
+            assert busy[0].startswith("UI_BUSY: the page has as many signed-in connections"), busy
+        finally:
+            for w in writers:
+                w.close()
+            for v in viewers:
+                await v.close()
+    waiting.wait_until(lambda: page_connections(pid, port) == 0,
+                       "the viewers' and the requests' connections to be gone")

@@ -381,7 +381,9 @@ async fn accept_loop(
 
 /// Serves one connection with HTTP/1.1 (and its WebSocket upgrade) until
 /// it ends, its peer's newer connections push it out, or the server
-/// stops; its slot is counted until then.
+/// stops; its slot is counted until then. An upgraded connection ends
+/// here at the upgrade: its WebSocket handler holds the slot from then on
+/// (see [`terminal_ws`]).
 async fn serve_connection(
     stream: tokio::net::TcpStream,
     slot: Arc<Slot>,
@@ -890,9 +892,14 @@ async fn job_events(
     Ok(sse(stream))
 }
 
+/// A terminal's WebSocket. The connection's slot goes with the socket:
+/// hyper's connection future ends at the upgrade, while the socket lives
+/// on here, so the slot is held until the view ends and the socket is
+/// closed (it counts against the caps of [`Conns`] until then).
 async fn terminal_ws(
     State(app): State<Shared>,
     Path(id): Path<String>,
+    slot: Option<axum::Extension<SlotHandle>>,
     ws: WebSocketUpgrade,
 ) -> Result<Response, Failure> {
     let id = parse_terminal(&id).map_err(Failure::json)?;
@@ -907,7 +914,7 @@ async fn terminal_ws(
         .max_frame_size(64 * 1024)
         .on_upgrade(move |socket| async move {
             serve_terminal(app, id, feed, socket).await;
-            drop((permit, guard));
+            drop((permit, guard, slot));
         }))
 }
 
