@@ -300,6 +300,17 @@ fn strip_login(query: Option<&str>) -> (Option<String>, Option<String>) {
     (rest, code)
 }
 
+/// Where a sign-in link moves on to: its path, with one leading slash
+/// however many it had (a browser reads `//host/…`, and `/\\host/…`
+/// alike, as another site), and its query without the code.
+fn local_location(path: &str, rest: Option<&str>) -> String {
+    let path = path.trim_start_matches(['/', '\\']);
+    match rest {
+        Some(q) => format!("/{path}?{q}"),
+        None => format!("/{path}"),
+    }
+}
+
 /// A refusal as a response: a one-line body, no data, and the
 /// connection closed after it (a peer that was refused holds nothing).
 pub fn refused(refusal: Refusal) -> Response {
@@ -442,10 +453,7 @@ pub async fn check(State(access): State<Arc<Access>>, request: Request, next: Ne
         && !path.starts_with("/api/")
         && !path.starts_with("/ws/")
         && !path.starts_with("/assets/");
-    let location = match &rest {
-        Some(q) => format!("{path}?{q}"),
-        None => path.to_owned(),
-    };
+    let location = local_location(path, rest.as_deref());
     let mut response = if login.is_some() && is_page {
         if by_login {
             signed_in_page(&location)
@@ -548,6 +556,19 @@ mod tests {
             (None, Some("abc".to_owned()))
         );
         assert_eq!(strip_login(None), (None, None));
+    }
+
+    #[test]
+    fn a_sign_in_link_moves_on_within_this_site() {
+        assert_eq!(local_location("/", None), "/");
+        assert_eq!(local_location("/live", Some("a=1")), "/live?a=1");
+        for path in [
+            "//evil.example/x",
+            "/\\evil.example/x",
+            "/\\//\\evil.example/x",
+        ] {
+            assert_eq!(local_location(path, None), "/evil.example/x", "{path}");
+        }
     }
 
     #[test]
