@@ -40,7 +40,7 @@ use std::time::{Duration, Instant};
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::Next;
-use axum::response::{IntoResponse as _, Response};
+use axum::response::{Html, IntoResponse as _, Response};
 use subtle::ConstantTimeEq as _;
 
 use crate::conns::SlotHandle;
@@ -321,8 +321,7 @@ pub fn refused(refusal: Refusal) -> Response {
         // does not).
         (
             refusal.status(),
-            [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
-            crate::pages::error(refusal.code(), refusal.message()),
+            Html(crate::pages::error(refusal.code(), refusal.message())),
         )
             .into_response()
     } else {
@@ -453,8 +452,8 @@ pub async fn check(State(access): State<Arc<Access>>, request: Request, next: Ne
         && !path.starts_with("/api/")
         && !path.starts_with("/ws/")
         && !path.starts_with("/assets/");
-    let location = local_location(path, rest.as_deref());
     let mut response = if login.is_some() && is_page {
+        let location = local_location(path, rest.as_deref());
         if by_login {
             signed_in_page(&location)
         } else {
