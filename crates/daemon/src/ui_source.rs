@@ -387,12 +387,7 @@ pub fn launch_file(runtime_dir: &std::path::Path, url: &str) -> Result<std::path
         .unwrap_or_default()
         .as_nanos();
     let file = dir.join(format!("page-{}-{stamp}.html", std::process::id()));
-    let to = ui::html::esc(url);
-    let page = format!(
-        "<!doctype html><html><head><meta charset=\"utf-8\">\
-         <meta http-equiv=\"refresh\" content=\"0;url={to}\"><title>dsh ui</title></head>\
-         <body><p><a href=\"{to}\">Open the dsh page</a></p></body></html>\n"
-    );
+    let page = ui::pages::move_on(url, "Open the dsh page", false);
     std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)

@@ -345,19 +345,12 @@ pub fn refused(refusal: Refusal) -> Response {
 /// moves on to `location` by itself (a navigation of this origin's own,
 /// which carries the strict cookie wherever the link came from).
 fn signed_in_page(location: &str) -> Response {
-    let to = crate::html::esc(location);
-    let body = format!(
-        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">\
-         <meta http-equiv=\"refresh\" content=\"0;url={to}\"><title>dsh</title>\
-         <link rel=\"icon\" href=\"/assets/icon.svg\" type=\"image/svg+xml\"></head>\
-         <body><p>Signed in. <a href=\"{to}\">Open the page</a>.</p></body></html>\n"
-    );
-    (
-        StatusCode::OK,
-        [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
-        body,
-    )
-        .into_response()
+    Html(crate::pages::move_on(
+        location,
+        "Signed in: open the page",
+        true,
+    ))
+    .into_response()
 }
 
 /// The headers every response carries: a strict content security policy
