@@ -663,7 +663,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
                 .ok_or_else(|| Failure::Other(anyhow::anyhow!("the dsh daemon gave no URL")))?;
             if reply.data.get("exposed").and_then(|e| e.as_bool()) == Some(true) {
                 eprintln!(
-                    "dsh: warning: [ui] listen exposes the page beyond this machine ({}); anyone with the URL can watch and type",
+                    "dsh: warning: [ui] listen exposes the page beyond this machine ({}); anyone who reaches it and signs in (each link works once, for 15 minutes) or holds the secret of its token file can watch every agent and type into its terminals",
                     reply
                         .data
                         .get("address")
