@@ -193,8 +193,12 @@ fn open_in_browser(runtime_dir: &std::path::Path, url: &str) -> Result<String, S
         .unwrap_or_else(|| "xdg-open".to_owned());
     let file = daemon::ui_source::launch_file(runtime_dir, url)
         .map_err(|e| format!("{e}; open the URL yourself"))?;
+    let file_url = daemon::ui_source::file_url(&file).map_err(|e| {
+        let _ = std::fs::remove_file(&file);
+        format!("{e}; open the URL yourself")
+    })?;
     std::process::Command::new(&browser)
-        .arg(daemon::ui_source::file_url(&file))
+        .arg(file_url)
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
