@@ -123,7 +123,6 @@ pub struct UiServer {
     addr: SocketAddr,
     exposed: bool,
     access: Arc<Access>,
-    conns: Arc<Conns>,
     /// The file holding the secret for scripts, once written.
     token_file: Option<std::path::PathBuf>,
     stop: CancellationToken,
@@ -151,26 +150,11 @@ impl UiServer {
         Ok(format!("{}/?login={code}", self.base))
     }
 
-    /// The page's address as a URL, without a sign-in.
-    pub fn base_url(&self) -> &str {
-        &self.base
-    }
-
     /// The secret a signed-in request carries (its cookie's value, or an
     /// `Authorization: Bearer` header). Never put it in a URL, an argument
     /// or an environment variable: other users can read those.
     pub fn token(&self) -> &str {
         self.access.token()
-    }
-
-    /// The name of the cookie that carries the secret.
-    pub fn cookie_name(&self) -> String {
-        self.access.cookie_name()
-    }
-
-    /// (not signed in yet, signed in, in all) connections now.
-    pub fn connections(&self) -> (usize, usize, usize) {
-        self.conns.counts()
     }
 
     /// Writes the secret to `path` for scripts (`Authorization: Bearer`),
@@ -283,7 +267,7 @@ pub async fn start(
     });
     let router = router(app, access.clone());
     let conns = Conns::new(Limits::default(), nix::unistd::getuid().as_raw());
-    let task = tokio::spawn(accept_loop(listener, router, conns.clone(), stop.clone()));
+    let task = tokio::spawn(accept_loop(listener, router, conns, stop.clone()));
     if exposed {
         tracing::warn!(
             address = %addr,
@@ -297,7 +281,6 @@ pub async fn start(
         addr,
         exposed,
         access,
-        conns,
         token_file: None,
         stop,
         task,
