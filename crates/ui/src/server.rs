@@ -166,6 +166,12 @@ impl UiServer {
         Ok(())
     }
 
+    /// The file holding the secret for scripts, when
+    /// [`UiServer::keep_token_at`] wrote it.
+    pub fn token_file(&self) -> Option<&std::path::Path> {
+        self.token_file.as_deref()
+    }
+
     /// The address it listens on.
     pub fn addr(&self) -> SocketAddr {
         self.addr
