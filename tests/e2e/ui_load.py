@@ -116,22 +116,24 @@ class StalledViewer:
 
 
 def tcp_rows():
-    """The IPv4 TCP sockets: (local port, remote port, state, send queue, inode)."""
+    """The IPv4 TCP sockets: (local port, remote port, state, send queue,
+    receive queue, inode). A listener's (state 0A) receive queue is its
+    backlog of connections not accepted yet."""
     rows = []
     with open("/proc/net/tcp") as f:
         for line in f.read().splitlines()[1:]:
             fields = line.split()
             local, remote, state = fields[1], fields[2], fields[3]
-            tx = int(fields[4].split(":")[0], 16)
+            tx, rx = (int(q, 16) for q in fields[4].split(":"))
             rows.append((int(local.split(":")[1], 16), int(remote.split(":")[1], 16),
-                         state, tx, fields[9]))
+                         state, tx, rx, fields[9]))
     return rows
 
 
 def send_queue(port: int, peer: int):
     """Bytes the page's side of the connection to local port `peer` has
     written that the peer did not take, or None without that connection."""
-    for local, remote, state, tx, _ in tcp_rows():
+    for local, remote, state, tx, _, _ in tcp_rows():
         if local == port and remote == peer and state != "0A":
             return tx
     return None
@@ -149,7 +151,7 @@ def page_connections(pid: int, port: int, peer=None) -> int:
             continue
         if target.startswith("socket:["):
             held.add(target[len("socket:["):-1])
-    return sum(1 for local, remote, state, _, inode in tcp_rows()
+    return sum(1 for local, remote, state, _, _, inode in tcp_rows()
                if local == port and state != "0A" and inode in held
                and (peer is None or remote == peer))
 

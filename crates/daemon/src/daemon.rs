@@ -1092,33 +1092,38 @@ async fn handle(shared: Arc<Shared>, stream: UnixStream) {
 /// goes to a file only this user can read, beside the socket, for
 /// scripts; it is never in a reply, an argument or the environment.
 async fn serve_page(shared: &Shared) -> Result<serde_json::Value, ui::UiError> {
-    let mut page = shared.ui.lock().await;
-    if page.is_none() {
-        let source = crate::ui_source::DaemonUiSource::new(
-            shared.host.clone(),
-            shared.held.clone(),
-            shared.watchers.clone(),
-        );
-        let settings = shared.host.config().ui.clone();
-        let mut server = ui::start(Arc::new(source), &settings, shared.stop.child_token()).await?;
-        let token_file = ui_token_file(&shared.paths);
-        if let Err(e) = server.keep_token_at(&token_file) {
-            tracing::warn!(
-                "ui: cannot write the page's token file {}: {e}",
-                token_file.display()
+    let mut held = shared.ui.lock().await;
+    let page = match &mut *held {
+        Some(page) => page,
+        None => {
+            let source = crate::ui_source::DaemonUiSource::new(
+                shared.host.clone(),
+                shared.held.clone(),
+                shared.watchers.clone(),
             );
+            let settings = shared.host.config().ui.clone();
+            let mut server =
+                ui::start(Arc::new(source), &settings, shared.stop.child_token()).await?;
+            let token_file = ui_token_file(&shared.paths);
+            if let Err(e) = server.keep_token_at(&token_file) {
+                tracing::warn!(
+                    "ui: cannot write the page's token file {}: {e}",
+                    token_file.display()
+                );
+            }
+            held.insert(server)
         }
-        *page = Some(server);
-    }
-    let Some(page) = page.as_ref() else {
-        return Ok(serde_json::Value::Null);
     };
-    Ok(serde_json::json!({
+    let mut reply = serde_json::json!({
         "url": page.login_url()?,
         "address": page.addr().to_string(),
         "exposed": page.exposed(),
-        "token_file": ui_token_file(&shared.paths),
-    }))
+    });
+    // Only a file that was written: scripts read the secret there.
+    if let Some(file) = page.token_file() {
+        reply["token_file"] = serde_json::json!(file);
+    }
+    Ok(reply)
 }
 
 /// Where the page's secret is kept for scripts: beside the socket, in the

@@ -387,12 +387,7 @@ pub fn launch_file(runtime_dir: &std::path::Path, url: &str) -> Result<std::path
         .unwrap_or_default()
         .as_nanos();
     let file = dir.join(format!("page-{}-{stamp}.html", std::process::id()));
-    let to = ui::html::esc(url);
-    let page = format!(
-        "<!doctype html><html><head><meta charset=\"utf-8\">\
-         <meta http-equiv=\"refresh\" content=\"0;url={to}\"><title>dsh ui</title></head>\
-         <body><p><a href=\"{to}\">Open the dsh page</a></p></body></html>\n"
-    );
+    let page = ui::pages::move_on(url, "Open the dsh page", false);
     std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
@@ -403,17 +398,32 @@ pub fn launch_file(runtime_dir: &std::path::Path, url: &str) -> Result<std::path
     Ok(file)
 }
 
-/// `path` (absolute) as a `file://` URL, percent-encoding what a URL's
-/// path cannot hold.
-pub fn file_url(path: &std::path::Path) -> String {
-    use std::os::unix::ffi::OsStrExt as _;
-    let mut url = "file://".to_owned();
-    for &b in path.as_os_str().as_bytes() {
-        if b.is_ascii_alphanumeric() || b"/-._~".contains(&b) {
-            url.push(char::from(b));
-        } else {
-            url.push_str(&format!("%{b:02X}"));
-        }
+/// `path` as a `file://` URL (made absolute against the current
+/// directory first: a relative `DSH_RUNTIME_DIR` names a relative path).
+pub fn file_url(path: &std::path::Path) -> Result<String, String> {
+    let absolute = std::path::absolute(path)
+        .map_err(|e| format!("cannot make {} absolute: {e}", path.display()))?;
+    url::Url::from_file_path(&absolute)
+        .map(String::from)
+        .map_err(|()| format!("{} cannot be named by a file:// URL", absolute.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    #[test]
+    fn a_launch_file_is_named_by_an_absolute_escaped_file_url() {
+        assert_eq!(
+            file_url(std::path::Path::new("/run/dsh 1/ui-open/page-1.html")).as_deref(),
+            Ok("file:///run/dsh%201/ui-open/page-1.html")
+        );
+        // A relative runtime directory: the URL still names the file.
+        let here = std::env::current_dir().unwrap_or_default();
+        assert_eq!(
+            file_url(std::path::Path::new("rel/page.html")),
+            Ok(format!("file://{}/rel/page.html", here.display()))
+        );
     }
-    url
 }

@@ -360,6 +360,46 @@ async fn no_token_no_data_and_the_token_becomes_a_cookie() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sign_in_link_never_moves_on_to_another_site() {
+    // `//evil.example/` (and `/\evil.example/`, which browsers read the
+    // same way) is a path to the server but a protocol-relative URL to a
+    // browser: where a link moves on to keeps one leading slash.
+    let page = page_with(|_, _| {}).await;
+    let port = page.port;
+    let server = page.server.as_ref().unwrap();
+    let code = |url: String| url.split("/?login=").nth(1).unwrap().to_owned();
+    let (ck, cv) = page.cookie();
+    for path in ["//evil.example/", "/\\evil.example/", "///\\/evil.example/"] {
+        let fresh = code(server.login_url().unwrap());
+        let r = request(port, &get_text(port, &format!("{path}?login={fresh}"), &[])).await;
+        assert_eq!(r.status, 200, "{path}: {}", r.body);
+        assert!(
+            r.body
+                .contains(r#"<meta http-equiv="refresh" content="0;url=/evil.example/">"#),
+            "{path}: {}",
+            r.body
+        );
+        assert!(
+            r.body.contains(r#"<a href="/evil.example/">"#),
+            "{path}: {}",
+            r.body
+        );
+        // A used code in a signed-in browser: the 303 stays here too.
+        let r = request(
+            port,
+            &get_text(port, &format!("{path}?tool=x&login={fresh}"), &[(&ck, &cv)]),
+        )
+        .await;
+        assert_eq!(
+            (r.status, r.header("location").as_deref()),
+            (303, Some("/evil.example/?tool=x")),
+            "{path}"
+        );
+    }
+    page.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn other_hosts_and_foreign_origins_are_refused() {
     let page = page_with(one_session).await;
     let port = page.port;

@@ -193,8 +193,12 @@ fn open_in_browser(runtime_dir: &std::path::Path, url: &str) -> Result<String, S
         .unwrap_or_else(|| "xdg-open".to_owned());
     let file = daemon::ui_source::launch_file(runtime_dir, url)
         .map_err(|e| format!("{e}; open the URL yourself"))?;
+    let file_url = daemon::ui_source::file_url(&file).map_err(|e| {
+        let _ = std::fs::remove_file(&file);
+        format!("{e}; open the URL yourself")
+    })?;
     std::process::Command::new(&browser)
-        .arg(daemon::ui_source::file_url(&file))
+        .arg(file_url)
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
@@ -698,7 +702,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
                 .ok_or_else(|| Failure::Other(anyhow::anyhow!("the dsh daemon gave no URL")))?;
             if reply.data.get("exposed").and_then(|e| e.as_bool()) == Some(true) {
                 eprintln!(
-                    "dsh: warning: [ui] listen exposes the page beyond this machine ({}); anyone with the URL can watch and type",
+                    "dsh: warning: [ui] listen exposes the page beyond this machine ({}); anyone who reaches it and signs in (each link works once, for 15 minutes) or holds the secret of its token file can watch every agent and type into its terminals",
                     reply
                         .data
                         .get("address")

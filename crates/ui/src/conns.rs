@@ -198,11 +198,6 @@ fn remove_fresh(table: &mut Table, peer: Peer, id: u64) {
 }
 
 impl Slot {
-    /// Who the peer is.
-    pub fn peer(&self) -> Peer {
-        self.peer
-    }
-
     /// Fires when a newer connection of the same peer pushed this one out.
     pub fn evicted(&self) -> &CancellationToken {
         &self.evicted

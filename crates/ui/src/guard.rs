@@ -40,7 +40,7 @@ use std::time::{Duration, Instant};
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::Next;
-use axum::response::{IntoResponse as _, Response};
+use axum::response::{Html, IntoResponse as _, Response};
 use subtle::ConstantTimeEq as _;
 
 use crate::conns::SlotHandle;
@@ -300,6 +300,17 @@ fn strip_login(query: Option<&str>) -> (Option<String>, Option<String>) {
     (rest, code)
 }
 
+/// Where a sign-in link moves on to: its path, with one leading slash
+/// however many it had (a browser reads `//host/…`, and `/\\host/…`
+/// alike, as another site), and its query without the code.
+fn local_location(path: &str, rest: Option<&str>) -> String {
+    let path = path.trim_start_matches(['/', '\\']);
+    match rest {
+        Some(q) => format!("/{path}?{q}"),
+        None => format!("/{path}"),
+    }
+}
+
 /// A refusal as a response: a one-line body, no data, and the
 /// connection closed after it (a peer that was refused holds nothing).
 pub fn refused(refusal: Refusal) -> Response {
@@ -310,8 +321,7 @@ pub fn refused(refusal: Refusal) -> Response {
         // does not).
         (
             refusal.status(),
-            [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
-            crate::pages::error(refusal.code(), refusal.message()),
+            Html(crate::pages::error(refusal.code(), refusal.message())),
         )
             .into_response()
     } else {
@@ -335,19 +345,12 @@ pub fn refused(refusal: Refusal) -> Response {
 /// moves on to `location` by itself (a navigation of this origin's own,
 /// which carries the strict cookie wherever the link came from).
 fn signed_in_page(location: &str) -> Response {
-    let to = crate::html::esc(location);
-    let body = format!(
-        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">\
-         <meta http-equiv=\"refresh\" content=\"0;url={to}\"><title>dsh</title>\
-         <link rel=\"icon\" href=\"/assets/icon.svg\" type=\"image/svg+xml\"></head>\
-         <body><p>Signed in. <a href=\"{to}\">Open the page</a>.</p></body></html>\n"
-    );
-    (
-        StatusCode::OK,
-        [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
-        body,
-    )
-        .into_response()
+    Html(crate::pages::move_on(
+        location,
+        "Signed in: open the page",
+        true,
+    ))
+    .into_response()
 }
 
 /// The headers every response carries: a strict content security policy
@@ -442,11 +445,8 @@ pub async fn check(State(access): State<Arc<Access>>, request: Request, next: Ne
         && !path.starts_with("/api/")
         && !path.starts_with("/ws/")
         && !path.starts_with("/assets/");
-    let location = match &rest {
-        Some(q) => format!("{path}?{q}"),
-        None => path.to_owned(),
-    };
     let mut response = if login.is_some() && is_page {
+        let location = local_location(path, rest.as_deref());
         if by_login {
             signed_in_page(&location)
         } else {
@@ -548,6 +548,19 @@ mod tests {
             (None, Some("abc".to_owned()))
         );
         assert_eq!(strip_login(None), (None, None));
+    }
+
+    #[test]
+    fn a_sign_in_link_moves_on_within_this_site() {
+        assert_eq!(local_location("/", None), "/");
+        assert_eq!(local_location("/live", Some("a=1")), "/live?a=1");
+        for path in [
+            "//evil.example/x",
+            "/\\evil.example/x",
+            "/\\//\\evil.example/x",
+        ] {
+            assert_eq!(local_location(path, None), "/evil.example/x", "{path}");
+        }
     }
 
     #[test]

@@ -609,6 +609,26 @@ pub fn job(connection: Option<&LiveConnection>, tail: &JobTail) -> String {
     )
 }
 
+/// A page that moves on to `to` at once by itself (a meta refresh: the
+/// content security policy allows no inline script), with a link there
+/// reading `link` for a browser that does not. `served`: this server
+/// answers with it, so it names the page's icon (which a browser asks
+/// for otherwise); a page opened from a file names none.
+pub fn move_on(to: &str, link: &str, served: bool) -> String {
+    let to = esc(to);
+    let icon = if served {
+        "<link rel=\"icon\" href=\"/assets/icon.svg\" type=\"image/svg+xml\">"
+    } else {
+        ""
+    };
+    format!(
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <meta http-equiv=\"refresh\" content=\"0;url={to}\"><title>dsh</title>{icon}</head>\
+         <body><p><a href=\"{to}\">{}</a></p></body></html>\n",
+        esc(link)
+    )
+}
+
 /// An error page: what went wrong and what to do.
 pub fn error(code: &str, message: &str) -> String {
     let body = format!(
@@ -651,6 +671,20 @@ mod tests {
         assert_eq!(argument("job_output", r#"{"job_id":"bash-3"}"#), "bash-3");
         // Cut summaries are shown as they are.
         assert_eq!(argument("bash", r#"{"command":"ec…"#), r#"{"command":"ec…"#);
+    }
+
+    #[test]
+    fn a_page_that_moves_on_names_its_address_escaped() {
+        assert_eq!(
+            move_on("/x?a=1&b=\"2\"", "Open <it>", false),
+            "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">\
+             <meta http-equiv=\"refresh\" content=\"0;url=/x?a=1&amp;b=&quot;2&quot;\">\
+             <title>dsh</title></head><body><p><a href=\"/x?a=1&amp;b=&quot;2&quot;\">\
+             Open &lt;it&gt;</a></p></body></html>\n"
+        );
+        assert!(move_on("/", "Open", true).contains(
+            "<title>dsh</title><link rel=\"icon\" href=\"/assets/icon.svg\" type=\"image/svg+xml\"></head>"
+        ));
     }
 
     #[test]

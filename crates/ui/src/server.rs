@@ -123,7 +123,6 @@ pub struct UiServer {
     addr: SocketAddr,
     exposed: bool,
     access: Arc<Access>,
-    conns: Arc<Conns>,
     /// The file holding the secret for scripts, once written.
     token_file: Option<std::path::PathBuf>,
     stop: CancellationToken,
@@ -151,26 +150,11 @@ impl UiServer {
         Ok(format!("{}/?login={code}", self.base))
     }
 
-    /// The page's address as a URL, without a sign-in.
-    pub fn base_url(&self) -> &str {
-        &self.base
-    }
-
     /// The secret a signed-in request carries (its cookie's value, or an
     /// `Authorization: Bearer` header). Never put it in a URL, an argument
     /// or an environment variable: other users can read those.
     pub fn token(&self) -> &str {
         self.access.token()
-    }
-
-    /// The name of the cookie that carries the secret.
-    pub fn cookie_name(&self) -> String {
-        self.access.cookie_name()
-    }
-
-    /// (not signed in yet, signed in, in all) connections now.
-    pub fn connections(&self) -> (usize, usize, usize) {
-        self.conns.counts()
     }
 
     /// Writes the secret to `path` for scripts (`Authorization: Bearer`),
@@ -180,6 +164,12 @@ impl UiServer {
         write_private(path, self.access.token())?;
         self.token_file = Some(path.to_path_buf());
         Ok(())
+    }
+
+    /// The file holding the secret for scripts, when
+    /// [`UiServer::keep_token_at`] wrote it.
+    pub fn token_file(&self) -> Option<&std::path::Path> {
+        self.token_file.as_deref()
     }
 
     /// The address it listens on.
@@ -283,7 +273,7 @@ pub async fn start(
     });
     let router = router(app, access.clone());
     let conns = Conns::new(Limits::default(), nix::unistd::getuid().as_raw());
-    let task = tokio::spawn(accept_loop(listener, router, conns.clone(), stop.clone()));
+    let task = tokio::spawn(accept_loop(listener, router, conns, stop.clone()));
     if exposed {
         tracing::warn!(
             address = %addr,
@@ -297,7 +287,6 @@ pub async fn start(
         addr,
         exposed,
         access,
-        conns,
         token_file: None,
         stop,
         task,
@@ -381,7 +370,9 @@ async fn accept_loop(
 
 /// Serves one connection with HTTP/1.1 (and its WebSocket upgrade) until
 /// it ends, its peer's newer connections push it out, or the server
-/// stops; its slot is counted until then.
+/// stops; its slot is counted until then. An upgraded connection ends
+/// here at the upgrade: its WebSocket handler holds the slot from then on
+/// (see [`terminal_ws`]).
 async fn serve_connection(
     stream: tokio::net::TcpStream,
     slot: Arc<Slot>,
@@ -890,9 +881,14 @@ async fn job_events(
     Ok(sse(stream))
 }
 
+/// A terminal's WebSocket. The connection's slot goes with the socket:
+/// hyper's connection future ends at the upgrade, while the socket lives
+/// on here, so the slot is held until the view ends and the socket is
+/// closed (it counts against the caps of [`Conns`] until then).
 async fn terminal_ws(
     State(app): State<Shared>,
     Path(id): Path<String>,
+    slot: Option<axum::Extension<SlotHandle>>,
     ws: WebSocketUpgrade,
 ) -> Result<Response, Failure> {
     let id = parse_terminal(&id).map_err(Failure::json)?;
@@ -907,7 +903,7 @@ async fn terminal_ws(
         .max_frame_size(64 * 1024)
         .on_upgrade(move |socket| async move {
             serve_terminal(app, id, feed, socket).await;
-            drop((permit, guard));
+            drop((permit, guard, slot));
         }))
 }
 
