@@ -439,28 +439,16 @@ fn proc_addr(addr: SocketAddr) -> String {
 /// The uid of the socket at `own` connected to `remote`, from
 /// `/proc/net/tcp{,6}` (where `sock_diag` is not available).
 fn proc_net_uid(own: SocketAddr, remote: SocketAddr) -> Option<u32> {
-    let tables: [(&str, SocketAddr, SocketAddr); 2] = match (own.ip(), remote.ip()) {
-        (IpAddr::V4(_), IpAddr::V4(_)) => [
-            ("/proc/net/tcp", own, remote),
-            (
-                "/proc/net/tcp6",
-                SocketAddr::new(v6(own.ip()), own.port()),
-                SocketAddr::new(v6(remote.ip()), remote.port()),
-            ),
-        ],
-        _ => [
-            (
-                "/proc/net/tcp6",
-                SocketAddr::new(v6(own.ip()), own.port()),
-                SocketAddr::new(v6(remote.ip()), remote.port()),
-            ),
-            ("/proc/net/tcp6", own, remote),
-        ],
-    };
-    tables.iter().find_map(|(path, own, remote)| {
-        let text = std::fs::read_to_string(path).ok()?;
-        uid_in_table(&text, &proc_addr(*own), &proc_addr(*remote))
-    })
+    let mapped = |a: SocketAddr| SocketAddr::new(v6(a.ip()), a.port());
+    // An IPv4 connection is in `tcp`, or in `tcp6` when it reached an IPv6
+    // socket (as a mapped address); an IPv6 one only in `tcp6`.
+    let ipv4 = (own.is_ipv4() && remote.is_ipv4()).then_some(("/proc/net/tcp", own, remote));
+    ipv4.into_iter()
+        .chain([("/proc/net/tcp6", mapped(own), mapped(remote))])
+        .find_map(|(path, own, remote)| {
+            let text = std::fs::read_to_string(path).ok()?;
+            uid_in_table(&text, &proc_addr(own), &proc_addr(remote))
+        })
 }
 
 fn uid_in_table(text: &str, own: &str, remote: &str) -> Option<u32> {
