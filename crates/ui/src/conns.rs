@@ -258,11 +258,20 @@ impl Drop for Slot {
 /// Finds the owner of a connection's other end.
 #[derive(Debug, Default)]
 pub struct PeerFinder {
-    /// The netlink socket, opened on first use; `None` once it proved
-    /// unavailable (then `/proc/net/tcp{,6}` is read).
-    diag: Option<OwnedFd>,
-    no_diag: bool,
+    diag: Diag,
     seq: u32,
+}
+
+/// The `sock_diag` netlink socket.
+#[derive(Debug, Default)]
+enum Diag {
+    /// Not opened yet (opened on first use).
+    #[default]
+    Untried,
+    Open(OwnedFd),
+    /// The kernel cannot answer `sock_diag` queries here: `/proc/net/tcp{,6}`
+    /// is read instead, from now on.
+    Unavailable,
 }
 
 /// `sock_diag`'s message type and the flags of a request.
@@ -280,17 +289,15 @@ impl PeerFinder {
     pub fn find(&mut self, peer: SocketAddr, local: SocketAddr) -> Peer {
         let peer = SocketAddr::new(peer.ip().to_canonical(), peer.port());
         let local = SocketAddr::new(local.ip().to_canonical(), local.port());
-        let uid = if self.no_diag {
-            proc_net_uid(peer, local)
-        } else {
-            match self.diag_uid(peer, local) {
-                Ok(uid) => uid,
-                Err(DiagError::Unavailable) => {
-                    self.no_diag = true;
-                    self.diag = None;
-                    proc_net_uid(peer, local)
-                }
-                Err(DiagError::NotFound) => None,
+        let uid = match self.diag_uid(peer, local) {
+            Ok(uid) => uid,
+            Err(DiagError::NotFound) => None,
+            // One query that failed (a timeout, a short reply) is answered
+            // from /proc; only an unavailable socket turns netlink off.
+            Err(DiagError::Failed) => proc_net_uid(peer, local),
+            Err(DiagError::Unavailable) => {
+                self.diag = Diag::Unavailable;
+                proc_net_uid(peer, local)
             }
         };
         match uid {
@@ -305,7 +312,7 @@ impl PeerFinder {
             AddressFamily, MsgFlags, NetlinkAddr, SockFlag, SockProtocol, SockType, recv, sendto,
             setsockopt, socket, sockopt,
         };
-        if self.diag.is_none() {
+        if matches!(self.diag, Diag::Untried) {
             let fd = socket(
                 AddressFamily::Netlink,
                 SockType::Datagram,
@@ -317,9 +324,9 @@ impl PeerFinder {
             let timeout = nix::sys::time::TimeVal::new(0, 200_000);
             setsockopt(&fd, sockopt::ReceiveTimeout, &timeout)
                 .map_err(|_| DiagError::Unavailable)?;
-            self.diag = Some(fd);
+            self.diag = Diag::Open(fd);
         }
-        let Some(fd) = self.diag.as_ref() else {
+        let Diag::Open(fd) = &self.diag else {
             return Err(DiagError::Unavailable);
         };
         self.seq = self.seq.wrapping_add(1);
@@ -330,14 +337,14 @@ impl PeerFinder {
             &NetlinkAddr::new(0, 0),
             MsgFlags::empty(),
         )
-        .map_err(|_| DiagError::Unavailable)?;
+        .map_err(|_| DiagError::Failed)?;
         let mut reply = [0u8; 512];
         loop {
             let n = recv(fd.as_raw_fd(), &mut reply, MsgFlags::empty())
-                .map_err(|_| DiagError::Unavailable)?;
+                .map_err(|_| DiagError::Failed)?;
             let reply = &reply[..n];
             if reply.len() < NLMSG_HDR {
-                return Err(DiagError::Unavailable);
+                return Err(DiagError::Failed);
             }
             let seq = u32::from_ne_bytes([reply[8], reply[9], reply[10], reply[11]]);
             if seq != self.seq {
@@ -359,7 +366,7 @@ impl PeerFinder {
                         Err(DiagError::Unavailable)
                     }
                 }
-                _ => Err(DiagError::Unavailable),
+                _ => Err(DiagError::Failed),
             };
         }
     }
@@ -370,6 +377,8 @@ enum DiagError {
     NotFound,
     /// `sock_diag` cannot answer here.
     Unavailable,
+    /// This one query got no usable answer.
+    Failed,
 }
 
 /// An address as `inet_diag_sockid` holds it: 16 bytes, network order.
