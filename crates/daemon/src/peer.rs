@@ -179,7 +179,7 @@ pub fn check(pid: Option<i32>, socket: &impl AsRawFd) -> Result<(), Refusal> {
     let pid = pid.filter(|p| *p > 0).ok_or(Refusal::Gone)?;
     let pinned = match peer_pidfd(socket) {
         Ok(fd) => fd,
-        Err(e) if is_resource_error(e) => {
+        Err(e) if ui::is_resource_error(e) => {
             return Err(Refusal::Unreadable(format!(
                 "pidfd of the client: {}",
                 std::io::Error::from_raw_os_error(e)
@@ -220,13 +220,6 @@ pub fn own_marks() -> Result<Marks, String> {
     }
     let read = Marks::of("self")?;
     Ok(*OURS.get_or_init(|| read))
-}
-
-fn is_resource_error(errno: i32) -> bool {
-    matches!(
-        errno,
-        libc::EMFILE | libc::ENFILE | libc::ENOMEM | libc::ENOBUFS
-    )
 }
 
 /// Whether the client `pid` may have been started by this daemon: it

@@ -22,6 +22,7 @@
 //! source, and a person's keys go through the terminal's one send slot
 //! (`PersonTyping`), under the same rule as `dsh attach --write`.
 
+pub mod accept;
 mod assets;
 pub mod chart;
 pub mod conns;
@@ -32,6 +33,7 @@ pub mod screen;
 pub mod server;
 pub mod source;
 
+pub use accept::{AcceptBackoff, is_resource_error};
 pub use server::{UiError, UiServer, UiSettings, start};
 pub use source::{
     CallFeed, JobTail, LiveCall, LiveConnection, LiveJob, LiveTerminal, LiveView, Overview,

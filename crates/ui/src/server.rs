@@ -67,8 +67,6 @@ const JOB_TAIL: usize = 16 * 1024;
 /// start or the end of its previous answer (so also how long a
 /// keep-alive connection may sit idle).
 pub const HEADER_TIMEOUT: Duration = Duration::from_secs(5);
-/// The longest pause between tries when accepting fails.
-const ACCEPT_BACKOFF_MAX: Duration = Duration::from_secs(1);
 
 /// Where the page listens (`[ui]`).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -308,8 +306,8 @@ fn connection_error(e: &std::io::Error) -> bool {
 /// Accepts connections until `stop`: each is attributed to its peer,
 /// admitted under the caps of [`Conns`] (or closed at once), and served
 /// on its own task. When accepting fails for want of descriptors or
-/// memory, it waits before the next try, 10 ms doubling up to
-/// [`ACCEPT_BACKOFF_MAX`].
+/// memory, it waits before the next try as [`crate::AcceptBackoff`] says
+/// (10 ms doubling up to 1 s; the log says so once per 10 s).
 async fn accept_loop(
     listener: tokio::net::TcpListener,
     router: Router,
@@ -317,7 +315,7 @@ async fn accept_loop(
     stop: CancellationToken,
 ) {
     let mut finder = PeerFinder::default();
-    let mut backoff = Duration::ZERO;
+    let mut backoff = crate::AcceptBackoff::new("the page");
     let mut tasks = tokio::task::JoinSet::new();
     loop {
         while tasks.try_join_next().is_some() {}
@@ -327,19 +325,17 @@ async fn accept_loop(
         };
         let (stream, peer) = match accepted {
             Ok(a) => {
-                backoff = Duration::ZERO;
+                backoff.succeeded(std::time::Instant::now());
                 a
             }
             Err(e) if connection_error(&e) => continue,
             Err(e) => {
-                backoff = (backoff * 2).clamp(Duration::from_millis(10), ACCEPT_BACKOFF_MAX);
-                tracing::warn!(
-                    "ui: cannot accept a connection ({e}); trying again in {} ms",
-                    backoff.as_millis()
-                );
-                tokio::select! {
-                    () = tokio::time::sleep(backoff) => {}
-                    () = stop.cancelled() => break,
+                backoff.failed(&e, std::time::Instant::now());
+                if let Some(at) = backoff.resume_at() {
+                    tokio::select! {
+                        () = tokio::time::sleep_until(at.into()) => {}
+                        () = stop.cancelled() => break,
+                    }
                 }
                 continue;
             }
