@@ -129,14 +129,6 @@ impl Request {
         }
     }
 
-    /// The read policy of this request.
-    pub fn access(&self) -> &ReadAccess {
-        match self {
-            Request::Definition(q) | Request::References(q) | Request::Hover(q) => &q.access,
-            Request::Symbols(q) => &q.access,
-        }
-    }
-
     /// The path that routes this request.
     pub fn path(&self) -> &std::path::Path {
         match self {
