@@ -102,7 +102,7 @@ impl Files {
             .entry(path.to_owned())
             .or_insert_with(|| match text::read_capped(path, MAX_FILE_BYTES, access) {
                 Ok(text) => Ok(Some(Arc::new(text))),
-                Err(LspError::ReadDenied { path, rule }) => Err(ReadDenied { path, rule }),
+                Err(LspError::ReadDenied(denied)) => Err(denied),
                 // Not readable as text: still refused when the policy
                 // refuses the path itself.
                 Err(_) => access.check(path).map(|()| None),

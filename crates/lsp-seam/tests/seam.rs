@@ -253,10 +253,10 @@ fn error_codes_and_retryability_are_stable() {
             op: Op::Hover,
             server: String::new(),
         },
-        LspError::ReadDenied {
+        LspError::ReadDenied(ReadDenied {
             path: "/h/.ssh/x.py".into(),
             rule: "`deny_read` entry `~/.ssh`".into(),
-        },
+        }),
         LspError::InvalidArgument {
             field: "line".into(),
             message: String::new(),

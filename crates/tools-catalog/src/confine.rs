@@ -8,6 +8,7 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use lsp_seam::ReadDenied;
 use sandbox::{
     Availability, EnvPolicy, Mode, Prepared, Refusals, RefusedAccess, Sandbox, SandboxPolicy,
     SandboxStatus, SpawnContext,
@@ -289,21 +290,13 @@ pub struct ReadRules {
     named: Arc<Vec<(PathBuf, String)>>,
 }
 
-/// A path [`ReadRules`] refuse, and the rule that refuses it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ReadRefusal {
-    /// The path, with symlinks resolved.
-    pub path: PathBuf,
-    /// "`deny_read` entry `~/.ssh`", or "dsh's private directory".
-    pub rule: String,
-}
-
 impl ReadRules {
     /// Whether a process in the sandbox could read `path` (absolute). The
     /// path is resolved as the kernel would resolve it — every symlink
     /// followed — before the rules are applied, so a symlink in the
-    /// workspace to a denied file is refused like the file.
-    pub fn check(&self, path: &Path) -> Result<(), ReadRefusal> {
+    /// workspace to a denied file is refused like the file. A refusal names the rule ("`deny_read` entry `~/.ssh`", or "dsh's
+    /// private directory").
+    pub fn check(&self, path: &Path) -> Result<(), ReadDenied> {
         let real = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
         if self.prepared.can_read(&real) {
             return Ok(());
@@ -317,7 +310,7 @@ impl ReadRules {
                 || "a read rule of the sandbox".to_owned(),
                 |(_, rule)| rule.clone(),
             );
-        Err(ReadRefusal { path: real, rule })
+        Err(ReadDenied { path: real, rule })
     }
 }
 
@@ -465,7 +458,7 @@ mod tests {
             .await
             .unwrap();
         let refused = |path: &Path, rule: &str| {
-            Err(ReadRefusal {
+            Err(ReadDenied {
                 path: path.to_path_buf(),
                 rule: rule.to_owned(),
             })

@@ -126,7 +126,7 @@ fn lsp_error(e: LspError, requested: &str, absolute: &Path) -> ToolError {
         LspError::InvalidArgument { field, message } => {
             err = ToolError::invalid_argument(field, message);
         }
-        LspError::ReadDenied { path, rule } => {
+        LspError::ReadDenied(ReadDenied { path, rule }) => {
             let via = if path == absolute {
                 String::new()
             } else {
@@ -232,12 +232,7 @@ impl Tool for LspTool {
             // What a command of this session may read is all the server
             // is given and all the answer shows.
             let rules = cx.confinement.read_rules(&cx.cwd, cx.env.clone()).await?;
-            let access = ReadAccess::new(move |path: &Path| {
-                rules.check(path).map_err(|refused| ReadDenied {
-                    path: refused.path,
-                    rule: refused.rule,
-                })
-            });
+            let access = ReadAccess::new(move |path: &Path| rules.check(path));
             let op = Op::from(args.op);
             let request = match op {
                 Op::Definition => {
