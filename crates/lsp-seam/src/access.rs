@@ -18,6 +18,24 @@ pub struct ReadDenied {
     pub rule: String,
 }
 
+impl ReadDenied {
+    /// What a caller is told when the queried file is refused: the file,
+    /// the rule, that nothing was read, and what to do. `requested` is the
+    /// path as the caller gave it, when that is not `path` (it is said to
+    /// lead there).
+    pub fn message(&self, requested: Option<&str>) -> String {
+        let via = requested
+            .map(|r| format!(" (where `{r}` leads)"))
+            .unwrap_or_default();
+        format!(
+            "the sandbox does not let this session read {}{via} ({}); nothing of it was read or \
+             sent to a language server. Query a file the sandbox lets this session read",
+            self.path.display(),
+            self.rule
+        )
+    }
+}
+
 /// What a [`ReadAccess`] calls with a path (absolute).
 type CheckFn = dyn Fn(&Path) -> Result<(), ReadDenied> + Send + Sync;
 

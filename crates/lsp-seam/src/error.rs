@@ -98,9 +98,7 @@ pub enum LspError {
     },
     /// The caller may not read the queried file (its sandbox refuses it);
     /// nothing of it was read or sent to a server.
-    #[error(
-        "the sandbox does not let this session read {0}; nothing of it was read or sent to a language server. Query a file the sandbox lets this session read"
-    )]
+    #[error("{}", .0.message(None))]
     ReadDenied(#[from] ReadDenied),
     /// An argument is malformed; `field` names it.
     #[error("invalid argument `{field}`: {message}")]

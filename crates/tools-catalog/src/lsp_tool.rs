@@ -5,8 +5,8 @@ use std::path::{Path, PathBuf};
 
 use lsp_seam::{
     Address, Answer, DefinitionResult, HoverContent, HoverResult, LspError, Op, PositionQuery,
-    ReadAccess, ReadDenied, ReferencesDetail, ReferencesResult, Request, Resolved, SymbolScope,
-    SymbolsQuery, SymbolsResult, Withheld,
+    ReadAccess, ReferencesDetail, ReferencesResult, Request, Resolved, SymbolScope, SymbolsQuery,
+    SymbolsResult, Withheld,
 };
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -126,18 +126,9 @@ fn lsp_error(e: LspError, requested: &str, absolute: &Path) -> ToolError {
         LspError::InvalidArgument { field, message } => {
             err = ToolError::invalid_argument(field, message);
         }
-        LspError::ReadDenied(ReadDenied { path, rule }) => {
-            let via = if path == absolute {
-                String::new()
-            } else {
-                format!(" (where `{requested}` leads)")
-            };
-            err.message = format!(
-                "the sandbox does not let this session read {}{via} ({rule}); nothing of it was \
-                 read or sent to a language server. Query a file the sandbox lets this session read",
-                path.display()
-            );
-            err = err.with_detail("path", path.display().to_string());
+        LspError::ReadDenied(denied) => {
+            err.message = denied.message((denied.path != absolute).then_some(requested));
+            err = err.with_detail("path", denied.path.display().to_string());
         }
         LspError::InvalidPosition { .. }
         | LspError::Unavailable { .. }
