@@ -213,23 +213,8 @@ impl Confinement {
         base: Option<Arc<Vec<(String, String)>>>,
     ) -> Result<ReadRules, ToolError> {
         let spawn = self.prepare(root, base, false).await?;
-        let home = host_home();
-        let home = home.canonicalize().unwrap_or(home);
-        let real = |p: PathBuf| p.canonicalize().unwrap_or(p);
-        let mut named: Vec<(PathBuf, String)> = Vec::new();
-        if let Ok(sandbox) = &self.sandbox {
-            for entry in &sandbox.policy().deny_read {
-                if let Some(path) = expand_entry(entry, &home) {
-                    named.push((real(path), format!("`deny_read` entry `{entry}`")));
-                }
-            }
-        }
-        for dir in &self.private {
-            named.push((real(dir.clone()), "dsh's private directory".to_owned()));
-        }
         Ok(ReadRules {
             prepared: spawn.prepared,
-            named: Arc::new(named),
         })
     }
 
@@ -266,51 +251,29 @@ fn host_home() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("/"))
 }
 
-/// A `deny_read` entry against `home`: `~` and `~/x` resolved, absolute
-/// paths kept (the policy accepts nothing else).
-fn expand_entry(entry: &str, home: &Path) -> Option<PathBuf> {
-    if entry == "~" {
-        Some(home.to_path_buf())
-    } else if let Some(rest) = entry.strip_prefix("~/") {
-        Some(home.join(rest))
-    } else if entry.starts_with('/') {
-        Some(PathBuf::from(entry))
-    } else {
-        None
-    }
-}
-
 /// What a session's sandbox lets be read (see
 /// [`Confinement::read_rules`]). Cheap to clone.
 #[derive(Debug, Clone)]
 pub struct ReadRules {
     prepared: Prepared,
-    /// The denied paths (symlinks resolved) and the rule each comes from,
-    /// to name the rule that refused a path.
-    named: Arc<Vec<(PathBuf, String)>>,
 }
 
 impl ReadRules {
     /// Whether a process in the sandbox could read `path` (absolute). The
     /// path is resolved as the kernel would resolve it — every symlink
     /// followed — before the rules are applied, so a symlink in the
-    /// workspace to a denied file is refused like the file. A refusal names the rule ("`deny_read` entry `~/.ssh`", or "dsh's
-    /// private directory").
+    /// workspace to a denied file is refused like the file. A refusal
+    /// names the rule ("`deny_read` entry `~/.ssh`", or "dsh's private
+    /// directory").
     pub fn check(&self, path: &Path) -> Result<(), ReadDenied> {
         let real = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
-        if self.prepared.can_read(&real) {
-            return Ok(());
+        match self.prepared.read_refusal(&real) {
+            None => Ok(()),
+            Some(rule) => Err(ReadDenied {
+                path: real,
+                rule: rule.to_string(),
+            }),
         }
-        let rule = self
-            .named
-            .iter()
-            .filter(|(denied, _)| real.starts_with(denied))
-            .max_by_key(|(denied, _)| denied.components().count())
-            .map_or_else(
-                || "a read rule of the sandbox".to_owned(),
-                |(_, rule)| rule.clone(),
-            );
-        Err(ReadDenied { path: real, rule })
     }
 }
 
@@ -495,6 +458,42 @@ mod tests {
         assert_eq!(
             rules.check(&token),
             refused(&token, "dsh's private directory")
+        );
+    }
+
+    #[tokio::test]
+    async fn the_innermost_rule_is_named() {
+        let s = Scratch::new("nested");
+        let (ws, secrets, _) = layout(&s);
+        let inner = secrets.join("inner");
+        std::fs::create_dir(&inner).unwrap();
+        std::fs::write(inner.join("token.py"), "TOKEN = 'secret'\n").unwrap();
+        let env = Arc::new(vec![(
+            "TMPDIR".to_owned(),
+            s.0.join("tmp").display().to_string(),
+        )]);
+        let rules = confinement(Mode::WorkspaceWrite, &secrets, &inner)
+            .read_rules(&ws, Some(env))
+            .await
+            .unwrap();
+        if Availability::probe_kernel().landlock_abi == 0 {
+            return;
+        }
+        let token = inner.join("token.py");
+        assert_eq!(
+            rules.check(&token),
+            Err(ReadDenied {
+                path: token.clone(),
+                rule: "dsh's private directory".to_owned(),
+            })
+        );
+        let key = secrets.join("key.py");
+        assert_eq!(
+            rules.check(&key),
+            Err(ReadDenied {
+                path: key.clone(),
+                rule: format!("`deny_read` entry `{}`", secrets.display()),
+            })
         );
     }
 
