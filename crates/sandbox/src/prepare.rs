@@ -430,9 +430,22 @@ fn existing(path: &Path) -> Option<PathBuf> {
 }
 
 /// The nearest existing ancestor of a path that does not exist (to notice
-/// when it is created).
-fn nearest_existing_ancestor(path: &Path) -> Option<PathBuf> {
-    path.ancestors().skip(1).find_map(existing)
+/// when it is created, or to find where it would be), canonical, and the
+/// rest of the path below it.
+fn nearest_existing_ancestor(path: &Path) -> Option<(PathBuf, &Path)> {
+    path.ancestors()
+        .skip(1)
+        .find_map(|a| Some((existing(a)?, path.strip_prefix(a).ok()?)))
+}
+
+/// Where the kernel finds `path` (absolute): every symlink followed, a
+/// `..` taken after the symlink before it. A path that does not exist is
+/// where it would be: its nearest existing ancestor resolved, the rest
+/// joined on.
+pub fn resolve_path(path: &Path) -> PathBuf {
+    existing(path)
+        .or_else(|| nearest_existing_ancestor(path).map(|(ancestor, rest)| ancestor.join(rest)))
+        .unwrap_or_else(|| path.to_path_buf())
 }
 
 /// A weakness of the sandbox against its policy.
@@ -473,7 +486,7 @@ fn build(
         stamps.push((path.to_path_buf(), Stamp::of(path), Watch::Identity));
         let found = existing(path);
         if found.is_none()
-            && let Some(ancestor) = nearest_existing_ancestor(path)
+            && let Some((ancestor, _)) = nearest_existing_ancestor(path)
         {
             stamps.push((ancestor.clone(), Stamp::of(&ancestor), Watch::Contents));
         }

@@ -261,12 +261,13 @@ pub struct ReadRules {
 impl ReadRules {
     /// Whether a process in the sandbox could read `path` (absolute). The
     /// path is resolved as the kernel would resolve it — every symlink
-    /// followed — before the rules are applied, so a symlink in the
-    /// workspace to a denied file is refused like the file. A refusal
+    /// followed; a missing file where it would be, below its nearest
+    /// existing ancestor — before the rules are applied, so a symlink in
+    /// the workspace to a denied file is refused like the file. A refusal
     /// names the rule ("`deny_read` entry `~/.ssh`", or "dsh's private
     /// directory").
     pub fn check(&self, path: &Path) -> Result<(), ReadDenied> {
-        let real = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
+        let real = sandbox::resolve_path(path);
         match self.prepared.read_refusal(&real) {
             None => Ok(()),
             Some(rule) => Err(ReadDenied {
@@ -454,6 +455,15 @@ mod tests {
         // A file that does not exist yet is judged by where it would be.
         let missing = secrets.join("missing.py");
         assert_eq!(rules.check(&missing), refused(&missing, &deny_entry));
+        // Also through a symlinked directory, and `..` after it.
+        assert_eq!(
+            rules.check(&ws.join("keys/missing.py")),
+            refused(&missing, &deny_entry)
+        );
+        assert_eq!(
+            rules.check(&ws.join("keys/../secrets/missing.py")),
+            refused(&missing, &deny_entry)
+        );
         let token = private.join("token.py");
         assert_eq!(
             rules.check(&token),
