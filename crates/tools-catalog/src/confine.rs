@@ -8,7 +8,7 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use lsp_seam::ReadDenied;
+use lsp_seam::{ReadAccess, ReadDenied};
 use sandbox::{
     Availability, EnvPolicy, Mode, Prepared, Refusals, RefusedAccess, Sandbox, SandboxPolicy,
     SandboxStatus, SpawnContext,
@@ -276,6 +276,17 @@ impl ReadRules {
             }),
         }
     }
+
+    /// These rules as a query's read policy: every path checked, or none
+    /// when the sandbox confines nothing (`mode = "off"`, no Landlock),
+    /// where a command reads everything.
+    pub fn into_access(self) -> ReadAccess {
+        if self.prepared.confines() {
+            ReadAccess::new(move |path: &Path| self.check(path))
+        } else {
+            ReadAccess::all()
+        }
+    }
 }
 
 /// `sandbox: {mode, enforced, network, reason?}` in structured results.
@@ -469,6 +480,10 @@ mod tests {
             rules.check(&token),
             refused(&token, "dsh's private directory")
         );
+        // As a query's policy, the same checks.
+        let access = rules.into_access();
+        assert_eq!(access.check(&ws.join("key.py")), refused(&key, &deny_entry));
+        assert_eq!(access.check(&ws.join("main.py")), Ok(()));
     }
 
     #[tokio::test]
@@ -522,5 +537,8 @@ mod tests {
         ] {
             assert_eq!(rules.check(&path), Ok(()), "{}", path.display());
         }
+        // Nothing to ask: the policy of a sandbox that confines nothing
+        // lets everything be read without a check.
+        assert_eq!(format!("{:?}", rules.into_access()), "ReadAccess(None)");
     }
 }

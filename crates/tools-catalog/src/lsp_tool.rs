@@ -1,11 +1,11 @@
 //! `lsp`: four semantic queries, routed by file extension.
 
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use lsp_seam::{
     Address, Answer, DefinitionResult, HoverContent, HoverResult, LspError, Op, PositionQuery,
-    ReadAccess, ReferencesDetail, ReferencesResult, Request, Resolved, SymbolScope, SymbolsQuery,
+    ReferencesDetail, ReferencesResult, Request, Resolved, SymbolScope, SymbolsQuery,
     SymbolsResult, Withheld,
 };
 use schemars::JsonSchema;
@@ -140,13 +140,8 @@ fn lsp_error(e: LspError, requested: &str, absolute: &Path) -> ToolError {
     err
 }
 
-fn position(
-    args: &LspArgs,
-    path: PathBuf,
-    op: Op,
-    progress: &lsp_seam::ProgressSink,
-    access: &ReadAccess,
-) -> Result<PositionQuery, ToolError> {
+/// The line and address of a position query, checked.
+fn position(args: &LspArgs, op: Op) -> Result<(u32, Address), ToolError> {
     let line = args
         .line
         .ok_or_else(|| ToolError::invalid_argument("line", format!("is required for `{op}`")))?;
@@ -181,13 +176,7 @@ fn position(
             ));
         }
     };
-    Ok(PositionQuery {
-        progress: progress.clone(),
-        access: access.clone(),
-        path,
-        line,
-        address,
-    })
+    Ok((line, address))
 }
 
 /// `path` relative to the session's directory when it is inside it.
@@ -220,21 +209,32 @@ impl Tool for LspTool {
                 }
                 None => lsp_seam::ProgressSink::none(),
             };
+            // The arguments are checked before the sandbox is prepared.
+            let op = Op::from(args.op);
+            type Make = fn(PositionQuery) -> Request;
+            let at = match op {
+                Op::Definition => Some((Request::Definition as Make, position(&args, op)?)),
+                Op::References => Some((Request::References as Make, position(&args, op)?)),
+                Op::Hover => Some((Request::Hover as Make, position(&args, op)?)),
+                Op::Symbols => None,
+            };
             // What a command of this session may read is all the server
             // is given and all the answer shows.
-            let rules = cx.confinement.read_rules(&cx.cwd, cx.env.clone()).await?;
-            let access = ReadAccess::new(move |path: &Path| rules.check(path));
-            let op = Op::from(args.op);
-            let request = match op {
-                Op::Definition => {
-                    Request::Definition(position(&args, path, op, &progress, &access)?)
-                }
-                Op::References => {
-                    Request::References(position(&args, path, op, &progress, &access)?)
-                }
-                Op::Hover => Request::Hover(position(&args, path, op, &progress, &access)?),
-                Op::Symbols => Request::Symbols(SymbolsQuery {
-                    progress: progress.clone(),
+            let access = cx
+                .confinement
+                .read_rules(&cx.cwd, cx.env.clone())
+                .await?
+                .into_access();
+            let request = match at {
+                Some((make, (line, address))) => make(PositionQuery {
+                    progress,
+                    access,
+                    path,
+                    line,
+                    address,
+                }),
+                None => Request::Symbols(SymbolsQuery {
+                    progress,
                     access,
                     path,
                     query: args.query.clone(),
