@@ -112,12 +112,16 @@ impl Files {
         let access = &self.access;
         self.texts
             .entry(path.to_owned())
-            .or_insert_with(|| match text::read_capped(path, MAX_FILE_BYTES, access) {
-                Ok(text) => Ok(Some(Arc::new(text))),
-                Err(LspError::ReadDenied(denied)) => Err(denied),
-                // Not readable as text: still refused when the policy
-                // refuses the path itself.
+            .or_insert_with(|| match path.canonicalize() {
+                // Nothing there, and the policy not asked yet: still
+                // refused when it refuses where the file would be.
                 Err(_) => access.check(path).map(|()| None),
+                Ok(real) => match text::read_resolved(path, &real, MAX_FILE_BYTES, access) {
+                    Ok(text) => Ok(Some(Arc::new(text))),
+                    Err(LspError::ReadDenied(denied)) => Err(denied),
+                    // Not readable as text; the policy let it be read.
+                    Err(_) => Ok(None),
+                },
             })
             .clone()
     }
