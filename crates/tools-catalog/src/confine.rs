@@ -372,30 +372,20 @@ mod tests {
     use super::*;
     use pretty_assertions::assert_eq;
 
-    /// A directory of its own under the temp dir, removed on drop.
-    struct Scratch(PathBuf);
-
-    impl Scratch {
-        fn new(name: &str) -> Self {
-            let dir =
-                std::env::temp_dir().join(format!("dsh-read-rules-{name}-{}", std::process::id()));
-            std::fs::create_dir_all(&dir).unwrap();
-            Self(dir.canonicalize().unwrap())
-        }
-    }
-
-    impl Drop for Scratch {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
+    /// A directory of its own (removed on drop), and its path with
+    /// symlinks resolved (the form refusals name).
+    fn scratch() -> (tempfile::TempDir, PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().canonicalize().unwrap();
+        (dir, path)
     }
 
     /// `ws/` (the workspace), `secrets/` (denied), `private/` (the host's),
     /// `tmp/` (the temp dir), and in the workspace a symlink to a secret
     /// and one to the secrets' directory.
-    fn layout(s: &Scratch) -> (PathBuf, PathBuf, PathBuf) {
-        let (ws, secrets, private) = (s.0.join("ws"), s.0.join("secrets"), s.0.join("private"));
-        for d in [&ws, &secrets, &private, &s.0.join("tmp")] {
+    fn layout(s: &Path) -> (PathBuf, PathBuf, PathBuf) {
+        let (ws, secrets, private) = (s.join("ws"), s.join("secrets"), s.join("private"));
+        for d in [&ws, &secrets, &private, &s.join("tmp")] {
             std::fs::create_dir_all(d).unwrap();
         }
         std::fs::write(ws.join("main.py"), "x = 1\n").unwrap();
@@ -422,11 +412,11 @@ mod tests {
 
     #[tokio::test]
     async fn read_rules_follow_symlinks_and_name_the_rule() {
-        let s = Scratch::new("rules");
+        let (_dir, s) = scratch();
         let (ws, secrets, private) = layout(&s);
         let env = Arc::new(vec![(
             "TMPDIR".to_owned(),
-            s.0.join("tmp").display().to_string(),
+            s.join("tmp").display().to_string(),
         )]);
         let rules = confinement(Mode::WorkspaceWrite, &secrets, &private)
             .read_rules(&ws, Some(env))
@@ -488,14 +478,14 @@ mod tests {
 
     #[tokio::test]
     async fn the_innermost_rule_is_named() {
-        let s = Scratch::new("nested");
+        let (_dir, s) = scratch();
         let (ws, secrets, _) = layout(&s);
         let inner = secrets.join("inner");
         std::fs::create_dir(&inner).unwrap();
         std::fs::write(inner.join("token.py"), "TOKEN = 'secret'\n").unwrap();
         let env = Arc::new(vec![(
             "TMPDIR".to_owned(),
-            s.0.join("tmp").display().to_string(),
+            s.join("tmp").display().to_string(),
         )]);
         let rules = confinement(Mode::WorkspaceWrite, &secrets, &inner)
             .read_rules(&ws, Some(env))
@@ -524,7 +514,7 @@ mod tests {
 
     #[tokio::test]
     async fn with_the_sandbox_off_nothing_is_refused() {
-        let s = Scratch::new("off");
+        let (_dir, s) = scratch();
         let (ws, secrets, private) = layout(&s);
         let rules = confinement(Mode::Off, &secrets, &private)
             .read_rules(&ws, None)
