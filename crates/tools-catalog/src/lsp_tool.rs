@@ -454,7 +454,7 @@ fn symbols_reply(s: &SymbolsResult, base: &Path, max_results: usize) -> ToolRepl
             s.symbols.len() - shown_symbols.len()
         );
     }
-    if s.symbols.is_empty() {
+    if s.symbols.is_empty() && s.withheld.is_empty() {
         text.push_str("no symbols");
     }
     let mut structured = json!({
@@ -474,5 +474,38 @@ fn symbols_reply(s: &SymbolsResult, base: &Path, max_results: usize) -> ToolRepl
     ToolReply {
         text: text.trim_end().to_owned(),
         structured,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    #[test]
+    fn an_outline_whose_symbols_were_all_withheld_does_not_say_there_are_none() {
+        let base = Path::new("/w");
+        let outline = |withheld: Withheld| SymbolsResult {
+            scope: SymbolScope::Outline {
+                path: base.join("main.py"),
+            },
+            symbols: Vec::new(),
+            withheld,
+        };
+        assert_eq!(
+            symbols_reply(&outline(Withheld::default()), base, 10).text,
+            "no symbols"
+        );
+        let withheld = Withheld {
+            count: 2,
+            rules: vec!["`deny_read` entry `~/.ssh`".to_owned()],
+        };
+        assert_eq!(
+            symbols_reply(&outline(withheld), base, 10)
+                .text
+                .trim_start(),
+            "[withheld: 2 symbol(s), in files this session's sandbox does not let a command \
+             read (`deny_read` entry `~/.ssh`)]"
+        );
     }
 }
