@@ -210,6 +210,19 @@ def err(result) -> dict:
     return error
 
 
+async def ask_lsp(session, args, timeout_s=180):
+    """Calls `lsp`, retrying while the server reports LSP_NOT_READY (which
+    must say it is retryable); returns the raw result, a success or
+    another error."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        r = await session.call_tool("lsp", args)
+        if not r.isError or err(r)["code"] != "LSP_NOT_READY":
+            return r
+        assert err(r)["retryable"] is True
+        assert time.monotonic() < deadline, "the server never became ready"
+
+
 def catalog(preset: str) -> dict:
     out = subprocess.run(
         [dsh_bin(), "catalog", "--preset", preset, "--format", "json"],

@@ -14,11 +14,10 @@ against the daemon's HOME) and TMPDIR, both outside the workspace."""
 import json
 import os
 import pathlib
-import time
 
 import pytest
 
-from conftest import ROOT, connect, err, ok, text_of, write_config
+from conftest import ROOT, ask_lsp as ask, connect, err, ok, text_of, write_config
 
 # Language servers start slowly on a loaded machine.
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(300)]
@@ -86,17 +85,6 @@ def assert_secret_absent(result, *secrets):
     whole = text_of(result) + json.dumps(result.structuredContent)
     for secret in secrets:
         assert secret not in whole, whole
-
-
-async def ask(session, args, timeout_s=180):
-    """Calls `lsp`, retrying while the server reports LSP_NOT_READY;
-    returns the raw result (success or another error)."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        r = await session.call_tool("lsp", args)
-        if not r.isError or err(r)["code"] != "LSP_NOT_READY":
-            return r
-        assert time.monotonic() < deadline, "the server never became ready"
 
 
 def assert_denied(result, path, rule):

@@ -65,11 +65,36 @@ struct FileText {
     text: String,
 }
 
-/// Reads files at most once per query, and none the query may not read.
+/// Reads files at most once per query, and none the query may not read
+/// (for the lines an answer shows).
 struct Files {
     access: ReadAccess,
     texts: HashMap<PathBuf, Result<Option<Arc<String>>, ReadDenied>>,
+}
+
+/// Asks the query's read policy about each file at most once (for the
+/// locations an answer lists without reading them).
+struct Permits {
+    access: ReadAccess,
     checked: HashMap<PathBuf, Result<(), ReadDenied>>,
+}
+
+impl Permits {
+    fn new(access: &ReadAccess) -> Self {
+        Self {
+            access: access.clone(),
+            checked: HashMap::new(),
+        }
+    }
+
+    /// Whether the query may read `path`, without reading it.
+    fn permit(&mut self, path: &Path) -> Result<(), ReadDenied> {
+        let access = &self.access;
+        self.checked
+            .entry(path.to_owned())
+            .or_insert_with(|| access.check(path))
+            .clone()
+    }
 }
 
 impl Files {
@@ -77,20 +102,7 @@ impl Files {
         Self {
             access: access.clone(),
             texts: HashMap::new(),
-            checked: HashMap::new(),
         }
-    }
-
-    /// Whether the query may read `path`, without reading it.
-    fn permit(&mut self, path: &Path) -> Result<(), ReadDenied> {
-        if let Some(Err(denied)) = self.texts.get(path) {
-            return Err(denied.clone());
-        }
-        let access = &self.access;
-        self.checked
-            .entry(path.to_owned())
-            .or_insert_with(|| access.check(path))
-            .clone()
     }
 
     /// The text of `path`: `Err` when the query may not read it (nothing
@@ -100,12 +112,16 @@ impl Files {
         let access = &self.access;
         self.texts
             .entry(path.to_owned())
-            .or_insert_with(|| match text::read_capped(path, MAX_FILE_BYTES, access) {
-                Ok(text) => Ok(Some(Arc::new(text))),
-                Err(LspError::ReadDenied { path, rule }) => Err(ReadDenied { path, rule }),
-                // Not readable as text: still refused when the policy
-                // refuses the path itself.
+            .or_insert_with(|| match path.canonicalize() {
+                // Nothing there, and the policy not asked yet: still
+                // refused when it refuses where the file would be.
                 Err(_) => access.check(path).map(|()| None),
+                Ok(real) => match text::read_resolved(path, &real, MAX_FILE_BYTES, access) {
+                    Ok(text) => Ok(Some(Arc::new(text))),
+                    Err(LspError::ReadDenied(denied)) => Err(denied),
+                    // Not readable as text; the policy let it be read.
+                    Err(_) => Ok(None),
+                },
             })
             .clone()
     }
@@ -918,7 +934,7 @@ impl StdioLspProvider {
             &query.progress,
             &query.access,
             |server, file| async move {
-                let mut files = Files::new(&query.access);
+                let mut permits = Permits::new(&query.access);
                 match &query.query {
                     None => {
                         self.unsupported(&server, "documentSymbolProvider", Op::Symbols)?;
@@ -937,16 +953,13 @@ impl StdioLspProvider {
                         match answer {
                             None => {}
                             Some(DocumentSymbolResponse::Flat(flat)) => {
-                                symbols.extend(
-                                    flat.into_iter()
-                                        .map(|s| information(s, &mut files, server.encoding)),
-                                );
+                                symbols.extend(flat.into_iter().map(information));
                             }
                             Some(DocumentSymbolResponse::Nested(nested)) => {
                                 flatten_symbols(&nested, None, &file.path, &mut symbols);
                             }
                         }
-                        let withheld = permitted(&mut symbols, &mut files);
+                        let withheld = permitted(&mut symbols, &mut permits);
                         symbols.sort_by_key(|s| (s.line, s.end_line));
                         Ok(SymbolsResult {
                             scope: SymbolScope::Outline {
@@ -970,10 +983,9 @@ impl StdioLspProvider {
                             .await?;
                         let mut symbols = match answer {
                             None => vec![],
-                            Some(WorkspaceSymbolResponse::Flat(flat)) => flat
-                                .into_iter()
-                                .map(|s| information(s, &mut files, server.encoding))
-                                .collect(),
+                            Some(WorkspaceSymbolResponse::Flat(flat)) => {
+                                flat.into_iter().map(information).collect()
+                            }
                             Some(WorkspaceSymbolResponse::Nested(nested)) => nested
                                 .into_iter()
                                 .map(|s| {
@@ -996,7 +1008,7 @@ impl StdioLspProvider {
                                 })
                                 .collect(),
                         };
-                        let withheld = permitted(&mut symbols, &mut files);
+                        let withheld = permitted(&mut symbols, &mut permits);
                         Ok(SymbolsResult {
                             scope: SymbolScope::Workspace { query: q.clone() },
                             symbols,
@@ -1087,9 +1099,9 @@ fn marked(s: MarkedString) -> String {
 }
 
 /// Drops the symbols in files the query may not read; says how many.
-fn permitted(symbols: &mut Vec<SymbolItem>, files: &mut Files) -> Withheld {
+fn permitted(symbols: &mut Vec<SymbolItem>, permits: &mut Permits) -> Withheld {
     let mut withheld = Withheld::default();
-    symbols.retain(|s| match files.permit(&s.path) {
+    symbols.retain(|s| match permits.permit(&s.path) {
         Ok(()) => true,
         Err(denied) => {
             withheld.add(&denied);
@@ -1100,7 +1112,7 @@ fn permitted(symbols: &mut Vec<SymbolItem>, files: &mut Files) -> Withheld {
 }
 
 #[allow(deprecated)]
-fn information(s: SymbolInformation, _files: &mut Files, _encoding: Encoding) -> SymbolItem {
+fn information(s: SymbolInformation) -> SymbolItem {
     SymbolItem {
         name: s.name,
         kind: kind_word(s.kind),

@@ -1089,17 +1089,19 @@ impl Server {
     /// text of a file the query could not read.
     pub fn refresh_documents(&self, access: &ReadAccess) -> Result<Vec<(PathBuf, i32)>, Failure> {
         let dirty: Vec<PathBuf> = std::mem::take(&mut *lock(&self.dirty));
-        let stale: Vec<(PathBuf, String)> = {
-            let docs = lock(&self.docs);
-            docs.docs
-                .iter()
-                .filter(|(p, d)| {
-                    file_stamp(p) != d.stamp || dirty.contains(p) || access.check(p).is_err()
-                })
-                .map(|(p, d)| (p.clone(), d.language_id.clone()))
-                .collect()
-        };
-        let mut todo = stale;
+        // Copied out, so that no file is looked at with the lock held.
+        let open: Vec<(PathBuf, _, String)> = lock(&self.docs)
+            .docs
+            .iter()
+            .map(|(p, d)| (p.clone(), d.stamp, d.language_id.clone()))
+            .collect();
+        let mut todo: Vec<(PathBuf, String)> = open
+            .into_iter()
+            .filter(|(p, stamp, _)| {
+                file_stamp(p) != *stamp || dirty.contains(p) || access.check(p).is_err()
+            })
+            .map(|(p, _, lang)| (p, lang))
+            .collect();
         for p in dirty {
             if !todo.iter().any(|(q, _)| *q == p)
                 && let Some(lang) = self.config.language_id(&p)

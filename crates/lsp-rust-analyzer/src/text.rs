@@ -24,20 +24,33 @@ pub fn read_capped(
     max_bytes: u64,
     access: &ReadAccess,
 ) -> Result<String, LspError> {
+    let real = path.canonicalize().map_err(|_| LspError::FileNotFound {
+        path: path.to_owned(),
+    })?;
+    read_resolved(path, &real, max_bytes, access)
+}
+
+/// [`read_capped`] of `path` once it has been canonicalized to `real`
+/// (errors name `path`).
+pub fn read_resolved(
+    path: &std::path::Path,
+    real: &std::path::Path,
+    max_bytes: u64,
+    access: &ReadAccess,
+) -> Result<String, LspError> {
     use std::io::Read as _;
     use std::os::fd::AsRawFd as _;
     use std::os::unix::fs::OpenOptionsExt as _;
     let not_found = || LspError::FileNotFound {
         path: path.to_owned(),
     };
-    let real = path.canonicalize().map_err(|_| not_found())?;
-    access.check(&real)?;
+    access.check(real)?;
     // Non-blocking, so that a FIFO cannot hold the query; it is refused
     // below as not a regular file.
     let file = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
-        .open(&real)
+        .open(real)
         .map_err(|_| not_found())?;
     if let Ok(opened) = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd()))
         && opened != real

@@ -248,10 +248,10 @@ fn a_denied_queried_file_fails_before_anything_is_started_read_or_sent() {
     let key = s.root.join("secret/key.echo");
     let link = s.root.join("link.echo");
     std::os::unix::fs::symlink(&key, &link).unwrap();
-    let denied = LspError::ReadDenied {
+    let denied = LspError::ReadDenied(ReadDenied {
         path: key.clone(),
         rule: "`deny_read` entry `secret`".into(),
-    };
+    });
     for name in ["secret/key.echo", "link.echo", "secret/../secret/key.echo"] {
         let got = RT.block_on(s.provider.hover(&s.at(name))).unwrap_err();
         assert_eq!(got, denied, "{name}");

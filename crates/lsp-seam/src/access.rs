@@ -5,6 +5,8 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use crate::hook::Hook;
+
 /// A file the caller may not read, and the rule that says so.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{} ({rule})", path.display())]
@@ -16,6 +18,24 @@ pub struct ReadDenied {
     pub rule: String,
 }
 
+impl ReadDenied {
+    /// What a caller is told when the queried file is refused: the file,
+    /// the rule, that nothing was read, and what to do. `requested` is the
+    /// path as the caller gave it, when that is not `path` (it is said to
+    /// lead there).
+    pub fn message(&self, requested: Option<&str>) -> String {
+        let via = requested
+            .map(|r| format!(" (where `{r}` leads)"))
+            .unwrap_or_default();
+        format!(
+            "the sandbox does not let this session read {}{via} ({}); nothing of it was read or \
+             sent to a language server. Query a file the sandbox lets this session read",
+            self.path.display(),
+            self.rule
+        )
+    }
+}
+
 /// What a [`ReadAccess`] calls with a path (absolute).
 type CheckFn = dyn Fn(&Path) -> Result<(), ReadDenied> + Send + Sync;
 
@@ -25,46 +45,28 @@ type CheckFn = dyn Fn(&Path) -> Result<(), ReadDenied> + Send + Sync;
 /// The check is given the path the provider is about to read; it must
 /// follow symlinks itself (as the kernel would) before deciding. Every
 /// policy compares equal, so queries stay comparable as plain data.
-#[derive(Clone, Default)]
-pub struct ReadAccess(Option<Arc<CheckFn>>);
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReadAccess(Hook<CheckFn>);
 
 impl ReadAccess {
     /// A policy that asks `check` about every path.
     pub fn new(check: impl Fn(&Path) -> Result<(), ReadDenied> + Send + Sync + 'static) -> Self {
-        Self(Some(Arc::new(check)))
+        Self(Hook::new(Arc::new(check)))
     }
 
     /// A policy that lets every file be read (no sandbox).
     pub fn all() -> Self {
-        Self(None)
+        Self(Hook::none())
     }
 
     /// Whether `path` may be read.
     pub fn check(&self, path: &Path) -> Result<(), ReadDenied> {
-        match &self.0 {
+        match self.0.get() {
             Some(check) => check(path),
             None => Ok(()),
         }
     }
 }
-
-impl std::fmt::Debug for ReadAccess {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(if self.0.is_some() {
-            "ReadAccess(checked)"
-        } else {
-            "ReadAccess(all)"
-        })
-    }
-}
-
-impl PartialEq for ReadAccess {
-    fn eq(&self, _: &Self) -> bool {
-        true
-    }
-}
-
-impl Eq for ReadAccess {}
 
 /// What an answer left out because the caller may not read it: locations
 /// in files the [`ReadAccess`] refused.

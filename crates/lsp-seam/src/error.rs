@@ -98,16 +98,8 @@ pub enum LspError {
     },
     /// The caller may not read the queried file (its sandbox refuses it);
     /// nothing of it was read or sent to a server.
-    #[error(
-        "the sandbox does not let this session read {} ({rule}); nothing of it was read or sent to a language server. Query a file the sandbox lets this session read",
-        path.display()
-    )]
-    ReadDenied {
-        /// The file, with symlinks resolved.
-        path: PathBuf,
-        /// The rule that refuses it (e.g. "`deny_read` entry `~/.ssh`").
-        rule: String,
-    },
+    #[error("{}", .0.message(None))]
+    ReadDenied(#[from] ReadDenied),
     /// An argument is malformed; `field` names it.
     #[error("invalid argument `{field}`: {message}")]
     InvalidArgument {
@@ -129,7 +121,7 @@ impl LspError {
             LspError::Timeout { .. } => "LSP_TIMEOUT",
             LspError::ServerError { .. } => "LSP_SERVER_ERROR",
             LspError::UnsupportedOperation { .. } => "LSP_UNSUPPORTED_OPERATION",
-            LspError::ReadDenied { .. } => "SANDBOX_READ_DENIED",
+            LspError::ReadDenied(_) => "SANDBOX_READ_DENIED",
             LspError::InvalidArgument { .. } => "INVALID_ARGUMENT",
         }
     }
@@ -143,7 +135,7 @@ impl LspError {
             | LspError::FileNotFound { .. }
             | LspError::ServerError { .. }
             | LspError::UnsupportedOperation { .. }
-            | LspError::ReadDenied { .. }
+            | LspError::ReadDenied(_)
             | LspError::InvalidArgument { .. } => false,
         }
     }
@@ -158,17 +150,8 @@ impl LspError {
             | LspError::Timeout { .. }
             | LspError::ServerError { .. }
             | LspError::UnsupportedOperation { .. }
-            | LspError::ReadDenied { .. }
+            | LspError::ReadDenied(_)
             | LspError::InvalidArgument { .. } => None,
-        }
-    }
-}
-
-impl From<ReadDenied> for LspError {
-    fn from(denied: ReadDenied) -> Self {
-        LspError::ReadDenied {
-            path: denied.path,
-            rule: denied.rule,
         }
     }
 }

@@ -22,6 +22,7 @@
 
 mod access;
 mod error;
+mod hook;
 mod op;
 mod provider;
 mod router;

@@ -4,14 +4,15 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use crate::hook::Hook;
 use crate::{Op, ReadAccess, Withheld};
 
 /// Where a provider tells the caller what a query is waiting for (a
 /// server starting, a project being indexed), while it waits. Reports are
 /// best effort: a sink must not block. Every sink compares equal, so
 /// queries stay comparable as plain data.
-#[derive(Clone, Default)]
-pub struct ProgressSink(Option<Arc<ReportFn>>);
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ProgressSink(Hook<ReportFn>);
 
 /// What a [`ProgressSink`] calls: `(message, percentage)`.
 type ReportFn = dyn Fn(&str, Option<u32>) + Send + Sync;
@@ -19,39 +20,21 @@ type ReportFn = dyn Fn(&str, Option<u32>) + Send + Sync;
 impl ProgressSink {
     /// A sink that calls `report(message, percentage)`.
     pub fn new(report: impl Fn(&str, Option<u32>) + Send + Sync + 'static) -> Self {
-        Self(Some(Arc::new(report)))
+        Self(Hook::new(Arc::new(report)))
     }
 
     /// A sink that drops every report.
     pub fn none() -> Self {
-        Self(None)
+        Self(Hook::none())
     }
 
     /// Reports `message`, with a percentage when the server gave one.
     pub fn report(&self, message: &str, percentage: Option<u32>) {
-        if let Some(report) = &self.0 {
+        if let Some(report) = self.0.get() {
             report(message, percentage);
         }
     }
 }
-
-impl std::fmt::Debug for ProgressSink {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(if self.0.is_some() {
-            "ProgressSink(active)"
-        } else {
-            "ProgressSink(none)"
-        })
-    }
-}
-
-impl PartialEq for ProgressSink {
-    fn eq(&self, _: &Self) -> bool {
-        true
-    }
-}
-
-impl Eq for ProgressSink {}
 
 /// How a position on a line is addressed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -126,14 +109,6 @@ impl Request {
         match self {
             Request::Definition(q) | Request::References(q) | Request::Hover(q) => &q.progress,
             Request::Symbols(q) => &q.progress,
-        }
-    }
-
-    /// The read policy of this request.
-    pub fn access(&self) -> &ReadAccess {
-        match self {
-            Request::Definition(q) | Request::References(q) | Request::Hover(q) => &q.access,
-            Request::Symbols(q) => &q.access,
         }
     }
 

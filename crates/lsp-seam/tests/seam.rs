@@ -253,10 +253,10 @@ fn error_codes_and_retryability_are_stable() {
             op: Op::Hover,
             server: String::new(),
         },
-        LspError::ReadDenied {
+        LspError::ReadDenied(ReadDenied {
             path: "/h/.ssh/x.py".into(),
             rule: "`deny_read` entry `~/.ssh`".into(),
-        },
+        }),
         LspError::InvalidArgument {
             field: "line".into(),
             message: String::new(),
@@ -411,7 +411,16 @@ fn read_access_checks_what_it_is_given_and_withheld_counts_rules_once() {
             "dsh's private directory".to_owned()
         ]
     );
+    let via = denied.message(Some("linked.py"));
+    assert!(
+        via.starts_with(
+            "the sandbox does not let this session read /h/.ssh/id_rsa (where `linked.py` leads) \
+             (`deny_read` entry `~/.ssh`); nothing of it was read"
+        ),
+        "{via}"
+    );
     let e = LspError::from(denied);
     assert_eq!(e.code(), "SANDBOX_READ_DENIED");
     assert!(e.to_string().contains("/h/.ssh/id_rsa"), "{e}");
+    assert_eq!(e.to_string(), via.replace(" (where `linked.py` leads)", ""));
 }

@@ -46,7 +46,7 @@ pub use env::{CORE_VARS, DEFAULT_EXCLUDES, EnvPolicy, EnvPolicyError, Inherit, U
 pub use policy::{
     DEFAULT_DENY_READ, DEFAULT_WRITABLE, Mode, PolicyError, SandboxPolicy, UnknownMode,
 };
-pub use prepare::{Prepared, Sandbox};
+pub use prepare::{Prepared, ReadRule, Sandbox, resolve_path};
 pub use probe::{Availability, PretendError, TARGET_LANDLOCK_ABI, TEST_PRETEND_VAR};
 pub use refused::{MAX_REFUSED_PATHS, Refusals, RefusedAccess, RefusedPath};
 pub use status::{SandboxError, SandboxStatus};

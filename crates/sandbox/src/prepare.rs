@@ -177,6 +177,25 @@ impl AccessMap {
     }
 }
 
+/// Where a path the sandbox does not let be read is closed from: the
+/// rule a person can look up (or change) when a read is refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReadRule {
+    /// A `deny_read` entry of the policy, as written there (`~/.ssh`).
+    DenyRead(String),
+    /// One of the host's own directories ([`SpawnContext::private`]).
+    Private,
+}
+
+impl std::fmt::Display for ReadRule {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ReadRule::DenyRead(entry) => write!(f, "`deny_read` entry `{entry}`"),
+            ReadRule::Private => f.write_str("dsh's private directory"),
+        }
+    }
+}
+
 /// A sandbox resolved for one context: its status, the step a child runs
 /// before `exec`, and what it allows (to name what it refused). Cheap to
 /// clone; one can confine any number of spawns, concurrently.
@@ -193,6 +212,8 @@ struct Inner {
     /// The namespaces that hold `.git` read-only.
     namespaces: Option<Arc<Namespaces>>,
     access: AccessMap,
+    /// Each read hole (`access.read_holes`) and the rule it comes from.
+    hole_rules: Vec<(PathBuf, ReadRule)>,
     home: PathBuf,
     stamps: Vec<(PathBuf, Stamp, Watch)>,
     /// When the stamps were taken (nanoseconds since the epoch).
@@ -211,6 +232,7 @@ impl Prepared {
                 write_roots: vec![PathBuf::from("/")],
                 ..AccessMap::default()
             },
+            hole_rules: Vec::new(),
             home: home.to_path_buf(),
             stamps: Vec::new(),
             taken_at: 0,
@@ -280,6 +302,20 @@ impl Prepared {
         self.0
             .access
             .can_read(&refused::normalize(path, Path::new("/")))
+    }
+
+    /// The rule that keeps `path` (absolute) from being read; `None` when
+    /// the sandbox lets it be read (as [`Prepared::can_read`] judges it).
+    /// When rules nest (a private directory inside a denied one), the
+    /// innermost.
+    pub fn read_refusal(&self, path: &Path) -> Option<&ReadRule> {
+        let path = refused::normalize(path, Path::new("/"));
+        self.0
+            .hole_rules
+            .iter()
+            .filter(|(hole, _)| is_within(&path, hole))
+            .max_by_key(|(hole, _)| hole.components().count())
+            .map(|(_, rule)| rule)
     }
 
     /// The paths (and the network) this sandbox refused, as far as a
@@ -394,9 +430,22 @@ fn existing(path: &Path) -> Option<PathBuf> {
 }
 
 /// The nearest existing ancestor of a path that does not exist (to notice
-/// when it is created).
-fn nearest_existing_ancestor(path: &Path) -> Option<PathBuf> {
-    path.ancestors().skip(1).find_map(existing)
+/// when it is created, or to find where it would be), canonical, and the
+/// rest of the path below it.
+fn nearest_existing_ancestor(path: &Path) -> Option<(PathBuf, &Path)> {
+    path.ancestors()
+        .skip(1)
+        .find_map(|a| Some((existing(a)?, path.strip_prefix(a).ok()?)))
+}
+
+/// Where the kernel finds `path` (absolute): every symlink followed, a
+/// `..` taken after the symlink before it. A path that does not exist is
+/// where it would be: its nearest existing ancestor resolved, the rest
+/// joined on.
+pub fn resolve_path(path: &Path) -> PathBuf {
+    existing(path)
+        .or_else(|| nearest_existing_ancestor(path).map(|(ancestor, rest)| ancestor.join(rest)))
+        .unwrap_or_else(|| path.to_path_buf())
 }
 
 /// A weakness of the sandbox against its policy.
@@ -437,7 +486,7 @@ fn build(
         stamps.push((path.to_path_buf(), Stamp::of(path), Watch::Identity));
         let found = existing(path);
         if found.is_none()
-            && let Some(ancestor) = nearest_existing_ancestor(path)
+            && let Some((ancestor, _)) = nearest_existing_ancestor(path)
         {
             stamps.push((ancestor.clone(), Stamp::of(&ancestor), Watch::Contents));
         }
@@ -466,16 +515,28 @@ fn build(
 
     // Where nothing is granted at all.
     let mut read_holes: Vec<PathBuf> = Vec::new();
+    let mut hole_rules: Vec<(PathBuf, ReadRule)> = Vec::new();
     let deny_candidates = policy
         .deny_read
         .iter()
-        .filter_map(|d| expand_entry(d, &context.home))
-        .chain(context.private.iter().cloned());
-    for candidate in deny_candidates {
+        .filter_map(|d| {
+            Some((
+                expand_entry(d, &context.home)?,
+                ReadRule::DenyRead(d.clone()),
+            ))
+        })
+        .chain(
+            context
+                .private
+                .iter()
+                .map(|p| (p.clone(), ReadRule::Private)),
+        );
+    for (candidate, rule) in deny_candidates {
         // A symlink is followed: its target is what must stay closed.
         if let Some(hole) = watch(&candidate, &mut stamps)
             && !read_holes.contains(&hole)
         {
+            hole_rules.push((hole.clone(), rule));
             read_holes.push(hole);
         }
     }
@@ -808,6 +869,7 @@ fn build(
             read_holes,
             devices,
         },
+        hole_rules,
         home,
         stamps,
         taken_at,

@@ -8,6 +8,7 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use lsp_seam::{ReadAccess, ReadDenied};
 use sandbox::{
     Availability, EnvPolicy, Mode, Prepared, Refusals, RefusedAccess, Sandbox, SandboxPolicy,
     SandboxStatus, SpawnContext,
@@ -212,23 +213,8 @@ impl Confinement {
         base: Option<Arc<Vec<(String, String)>>>,
     ) -> Result<ReadRules, ToolError> {
         let spawn = self.prepare(root, base, false).await?;
-        let home = host_home();
-        let home = home.canonicalize().unwrap_or(home);
-        let real = |p: PathBuf| p.canonicalize().unwrap_or(p);
-        let mut named: Vec<(PathBuf, String)> = Vec::new();
-        if let Ok(sandbox) = &self.sandbox {
-            for entry in &sandbox.policy().deny_read {
-                if let Some(path) = expand_entry(entry, &home) {
-                    named.push((real(path), format!("`deny_read` entry `{entry}`")));
-                }
-            }
-        }
-        for dir in &self.private {
-            named.push((real(dir.clone()), "dsh's private directory".to_owned()));
-        }
         Ok(ReadRules {
             prepared: spawn.prepared,
-            named: Arc::new(named),
         })
     }
 
@@ -265,59 +251,41 @@ fn host_home() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("/"))
 }
 
-/// A `deny_read` entry against `home`: `~` and `~/x` resolved, absolute
-/// paths kept (the policy accepts nothing else).
-fn expand_entry(entry: &str, home: &Path) -> Option<PathBuf> {
-    if entry == "~" {
-        Some(home.to_path_buf())
-    } else if let Some(rest) = entry.strip_prefix("~/") {
-        Some(home.join(rest))
-    } else if entry.starts_with('/') {
-        Some(PathBuf::from(entry))
-    } else {
-        None
-    }
-}
-
 /// What a session's sandbox lets be read (see
 /// [`Confinement::read_rules`]). Cheap to clone.
 #[derive(Debug, Clone)]
 pub struct ReadRules {
     prepared: Prepared,
-    /// The denied paths (symlinks resolved) and the rule each comes from,
-    /// to name the rule that refused a path.
-    named: Arc<Vec<(PathBuf, String)>>,
-}
-
-/// A path [`ReadRules`] refuse, and the rule that refuses it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ReadRefusal {
-    /// The path, with symlinks resolved.
-    pub path: PathBuf,
-    /// "`deny_read` entry `~/.ssh`", or "dsh's private directory".
-    pub rule: String,
 }
 
 impl ReadRules {
     /// Whether a process in the sandbox could read `path` (absolute). The
     /// path is resolved as the kernel would resolve it — every symlink
-    /// followed — before the rules are applied, so a symlink in the
-    /// workspace to a denied file is refused like the file.
-    pub fn check(&self, path: &Path) -> Result<(), ReadRefusal> {
-        let real = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
-        if self.prepared.can_read(&real) {
-            return Ok(());
+    /// followed; a missing file where it would be, below its nearest
+    /// existing ancestor — before the rules are applied, so a symlink in
+    /// the workspace to a denied file is refused like the file. A refusal
+    /// names the rule ("`deny_read` entry `~/.ssh`", or "dsh's private
+    /// directory").
+    pub fn check(&self, path: &Path) -> Result<(), ReadDenied> {
+        let real = sandbox::resolve_path(path);
+        match self.prepared.read_refusal(&real) {
+            None => Ok(()),
+            Some(rule) => Err(ReadDenied {
+                path: real,
+                rule: rule.to_string(),
+            }),
         }
-        let rule = self
-            .named
-            .iter()
-            .filter(|(denied, _)| real.starts_with(denied))
-            .max_by_key(|(denied, _)| denied.components().count())
-            .map_or_else(
-                || "a read rule of the sandbox".to_owned(),
-                |(_, rule)| rule.clone(),
-            );
-        Err(ReadRefusal { path: real, rule })
+    }
+
+    /// These rules as a query's read policy: every path checked, or none
+    /// when the sandbox confines nothing (`mode = "off"`, no Landlock),
+    /// where a command reads everything.
+    pub fn into_access(self) -> ReadAccess {
+        if self.prepared.confines() {
+            ReadAccess::new(move |path: &Path| self.check(path))
+        } else {
+            ReadAccess::all()
+        }
     }
 }
 
@@ -404,30 +372,20 @@ mod tests {
     use super::*;
     use pretty_assertions::assert_eq;
 
-    /// A directory of its own under the temp dir, removed on drop.
-    struct Scratch(PathBuf);
-
-    impl Scratch {
-        fn new(name: &str) -> Self {
-            let dir =
-                std::env::temp_dir().join(format!("dsh-read-rules-{name}-{}", std::process::id()));
-            std::fs::create_dir_all(&dir).unwrap();
-            Self(dir.canonicalize().unwrap())
-        }
-    }
-
-    impl Drop for Scratch {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
+    /// A directory of its own (removed on drop), and its path with
+    /// symlinks resolved (the form refusals name).
+    fn scratch() -> (tempfile::TempDir, PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().canonicalize().unwrap();
+        (dir, path)
     }
 
     /// `ws/` (the workspace), `secrets/` (denied), `private/` (the host's),
     /// `tmp/` (the temp dir), and in the workspace a symlink to a secret
     /// and one to the secrets' directory.
-    fn layout(s: &Scratch) -> (PathBuf, PathBuf, PathBuf) {
-        let (ws, secrets, private) = (s.0.join("ws"), s.0.join("secrets"), s.0.join("private"));
-        for d in [&ws, &secrets, &private, &s.0.join("tmp")] {
+    fn layout(s: &Path) -> (PathBuf, PathBuf, PathBuf) {
+        let (ws, secrets, private) = (s.join("ws"), s.join("secrets"), s.join("private"));
+        for d in [&ws, &secrets, &private, &s.join("tmp")] {
             std::fs::create_dir_all(d).unwrap();
         }
         std::fs::write(ws.join("main.py"), "x = 1\n").unwrap();
@@ -454,18 +412,18 @@ mod tests {
 
     #[tokio::test]
     async fn read_rules_follow_symlinks_and_name_the_rule() {
-        let s = Scratch::new("rules");
+        let (_dir, s) = scratch();
         let (ws, secrets, private) = layout(&s);
         let env = Arc::new(vec![(
             "TMPDIR".to_owned(),
-            s.0.join("tmp").display().to_string(),
+            s.join("tmp").display().to_string(),
         )]);
         let rules = confinement(Mode::WorkspaceWrite, &secrets, &private)
             .read_rules(&ws, Some(env))
             .await
             .unwrap();
         let refused = |path: &Path, rule: &str| {
-            Err(ReadRefusal {
+            Err(ReadDenied {
                 path: path.to_path_buf(),
                 rule: rule.to_owned(),
             })
@@ -498,16 +456,65 @@ mod tests {
         // A file that does not exist yet is judged by where it would be.
         let missing = secrets.join("missing.py");
         assert_eq!(rules.check(&missing), refused(&missing, &deny_entry));
+        // Also through a symlinked directory, and `..` after it.
+        assert_eq!(
+            rules.check(&ws.join("keys/missing.py")),
+            refused(&missing, &deny_entry)
+        );
+        assert_eq!(
+            rules.check(&ws.join("keys/../secrets/missing.py")),
+            refused(&missing, &deny_entry)
+        );
         let token = private.join("token.py");
         assert_eq!(
             rules.check(&token),
             refused(&token, "dsh's private directory")
         );
+        // As a query's policy, the same checks.
+        let access = rules.into_access();
+        assert_eq!(access.check(&ws.join("key.py")), refused(&key, &deny_entry));
+        assert_eq!(access.check(&ws.join("main.py")), Ok(()));
+    }
+
+    #[tokio::test]
+    async fn the_innermost_rule_is_named() {
+        let (_dir, s) = scratch();
+        let (ws, secrets, _) = layout(&s);
+        let inner = secrets.join("inner");
+        std::fs::create_dir(&inner).unwrap();
+        std::fs::write(inner.join("token.py"), "TOKEN = 'secret'\n").unwrap();
+        let env = Arc::new(vec![(
+            "TMPDIR".to_owned(),
+            s.join("tmp").display().to_string(),
+        )]);
+        let rules = confinement(Mode::WorkspaceWrite, &secrets, &inner)
+            .read_rules(&ws, Some(env))
+            .await
+            .unwrap();
+        if Availability::probe_kernel().landlock_abi == 0 {
+            return;
+        }
+        let token = inner.join("token.py");
+        assert_eq!(
+            rules.check(&token),
+            Err(ReadDenied {
+                path: token.clone(),
+                rule: "dsh's private directory".to_owned(),
+            })
+        );
+        let key = secrets.join("key.py");
+        assert_eq!(
+            rules.check(&key),
+            Err(ReadDenied {
+                path: key.clone(),
+                rule: format!("`deny_read` entry `{}`", secrets.display()),
+            })
+        );
     }
 
     #[tokio::test]
     async fn with_the_sandbox_off_nothing_is_refused() {
-        let s = Scratch::new("off");
+        let (_dir, s) = scratch();
         let (ws, secrets, private) = layout(&s);
         let rules = confinement(Mode::Off, &secrets, &private)
             .read_rules(&ws, None)
@@ -520,5 +527,8 @@ mod tests {
         ] {
             assert_eq!(rules.check(&path), Ok(()), "{}", path.display());
         }
+        // Nothing to ask: the policy of a sandbox that confines nothing
+        // lets everything be read without a check.
+        assert_eq!(format!("{:?}", rules.into_access()), "ReadAccess(None)");
     }
 }

@@ -1,12 +1,12 @@
 //! `lsp`: four semantic queries, routed by file extension.
 
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use lsp_seam::{
     Address, Answer, DefinitionResult, HoverContent, HoverResult, LspError, Op, PositionQuery,
-    ReadAccess, ReadDenied, ReferencesDetail, ReferencesResult, Request, Resolved, SymbolScope,
-    SymbolsQuery, SymbolsResult, Withheld,
+    ReferencesDetail, ReferencesResult, Request, Resolved, SymbolScope, SymbolsQuery,
+    SymbolsResult, Withheld,
 };
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -126,18 +126,9 @@ fn lsp_error(e: LspError, requested: &str, absolute: &Path) -> ToolError {
         LspError::InvalidArgument { field, message } => {
             err = ToolError::invalid_argument(field, message);
         }
-        LspError::ReadDenied { path, rule } => {
-            let via = if path == absolute {
-                String::new()
-            } else {
-                format!(" (where `{requested}` leads)")
-            };
-            err.message = format!(
-                "the sandbox does not let this session read {}{via} ({rule}); nothing of it was \
-                 read or sent to a language server. Query a file the sandbox lets this session read",
-                path.display()
-            );
-            err = err.with_detail("path", path.display().to_string());
+        LspError::ReadDenied(denied) => {
+            err.message = denied.message((denied.path != absolute).then_some(requested));
+            err = err.with_detail("path", denied.path.display().to_string());
         }
         LspError::InvalidPosition { .. }
         | LspError::Unavailable { .. }
@@ -149,13 +140,8 @@ fn lsp_error(e: LspError, requested: &str, absolute: &Path) -> ToolError {
     err
 }
 
-fn position(
-    args: &LspArgs,
-    path: PathBuf,
-    op: Op,
-    progress: &lsp_seam::ProgressSink,
-    access: &ReadAccess,
-) -> Result<PositionQuery, ToolError> {
+/// The line and address of a position query, checked.
+fn position(args: &LspArgs, op: Op) -> Result<(u32, Address), ToolError> {
     let line = args
         .line
         .ok_or_else(|| ToolError::invalid_argument("line", format!("is required for `{op}`")))?;
@@ -190,13 +176,7 @@ fn position(
             ));
         }
     };
-    Ok(PositionQuery {
-        progress: progress.clone(),
-        access: access.clone(),
-        path,
-        line,
-        address,
-    })
+    Ok((line, address))
 }
 
 /// `path` relative to the session's directory when it is inside it.
@@ -229,26 +209,32 @@ impl Tool for LspTool {
                 }
                 None => lsp_seam::ProgressSink::none(),
             };
+            // The arguments are checked before the sandbox is prepared.
+            let op = Op::from(args.op);
+            type Make = fn(PositionQuery) -> Request;
+            let at = match op {
+                Op::Definition => Some((Request::Definition as Make, position(&args, op)?)),
+                Op::References => Some((Request::References as Make, position(&args, op)?)),
+                Op::Hover => Some((Request::Hover as Make, position(&args, op)?)),
+                Op::Symbols => None,
+            };
             // What a command of this session may read is all the server
             // is given and all the answer shows.
-            let rules = cx.confinement.read_rules(&cx.cwd, cx.env.clone()).await?;
-            let access = ReadAccess::new(move |path: &Path| {
-                rules.check(path).map_err(|refused| ReadDenied {
-                    path: refused.path,
-                    rule: refused.rule,
-                })
-            });
-            let op = Op::from(args.op);
-            let request = match op {
-                Op::Definition => {
-                    Request::Definition(position(&args, path, op, &progress, &access)?)
-                }
-                Op::References => {
-                    Request::References(position(&args, path, op, &progress, &access)?)
-                }
-                Op::Hover => Request::Hover(position(&args, path, op, &progress, &access)?),
-                Op::Symbols => Request::Symbols(SymbolsQuery {
-                    progress: progress.clone(),
+            let access = cx
+                .confinement
+                .read_rules(&cx.cwd, cx.env.clone())
+                .await?
+                .into_access();
+            let request = match at {
+                Some((make, (line, address))) => make(PositionQuery {
+                    progress,
+                    access,
+                    path,
+                    line,
+                    address,
+                }),
+                None => Request::Symbols(SymbolsQuery {
+                    progress,
                     access,
                     path,
                     query: args.query.clone(),
@@ -468,7 +454,7 @@ fn symbols_reply(s: &SymbolsResult, base: &Path, max_results: usize) -> ToolRepl
             s.symbols.len() - shown_symbols.len()
         );
     }
-    if s.symbols.is_empty() {
+    if s.symbols.is_empty() && s.withheld.is_empty() {
         text.push_str("no symbols");
     }
     let mut structured = json!({
@@ -488,5 +474,38 @@ fn symbols_reply(s: &SymbolsResult, base: &Path, max_results: usize) -> ToolRepl
     ToolReply {
         text: text.trim_end().to_owned(),
         structured,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    #[test]
+    fn an_outline_whose_symbols_were_all_withheld_does_not_say_there_are_none() {
+        let base = Path::new("/w");
+        let outline = |withheld: Withheld| SymbolsResult {
+            scope: SymbolScope::Outline {
+                path: base.join("main.py"),
+            },
+            symbols: Vec::new(),
+            withheld,
+        };
+        assert_eq!(
+            symbols_reply(&outline(Withheld::default()), base, 10).text,
+            "no symbols"
+        );
+        let withheld = Withheld {
+            count: 2,
+            rules: vec!["`deny_read` entry `~/.ssh`".to_owned()],
+        };
+        assert_eq!(
+            symbols_reply(&outline(withheld), base, 10)
+                .text
+                .trim_start(),
+            "[withheld: 2 symbol(s), in files this session's sandbox does not let a command \
+             read (`deny_read` entry `~/.ssh`)]"
+        );
     }
 }
