@@ -36,10 +36,6 @@ const DEVICES: &[&str] = &[
 /// namespace.
 const PTS: &str = "/dev/pts";
 
-/// Shared memory, writable like the temp dir (POSIX semaphores and shared
-/// memory live there).
-const SHM: &str = "/dev/shm";
-
 /// How many prepared contexts a [`Sandbox`] keeps.
 const CACHE_ENTRIES: usize = 16;
 
@@ -494,7 +490,8 @@ fn build(
     };
 
     // Where writing is granted.
-    let mut write_candidates: Vec<PathBuf> = vec![context.temp_dir.clone(), PathBuf::from(SHM)];
+    let mut write_candidates: Vec<PathBuf> =
+        SpawnContext::always_writable(&context.temp_dir).into();
     if policy.mode == Mode::WorkspaceWrite {
         write_candidates.extend(context.root.iter().cloned());
         write_candidates.extend(
