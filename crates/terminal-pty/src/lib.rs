@@ -16,6 +16,7 @@
 //! It needs a tokio runtime and Linux `/proc`.
 
 pub mod bench;
+mod canon;
 mod echo;
 mod emulator;
 mod memory;

@@ -7,9 +7,64 @@
 //! `process_vm_readv`, or from `/proc/<pid>/fdinfo` for epoll). Freshness is
 //! proved by `voluntary_ctxt_switches` in `/proc/<pid>/status`: it grows each
 //! time the process blocks again.
+//!
+//! A descriptor *is the terminal* when it opens the terminal's own inode —
+//! however it was opened: inherited, duplicated, by a path under
+//! `/dev/pts` or a link to it, in the sandbox's `devpts` instance or the
+//! host's — or when it opens `/dev/tty` and the terminal is the process's
+//! controlling terminal. Password prompts (`getpass`, `read -s < /dev/tty`,
+//! `ssh-keygen`, `sudo`) and the perl debugger read `/dev/tty`, whose link
+//! names neither the terminal nor its number; comparing inodes and device
+//! numbers (`stat` through the `/proc/<pid>/fd` link) sees them all.
 
 use std::fs;
-use std::path::Path;
+use std::os::fd::{AsRawFd as _, BorrowedFd};
+use std::os::unix::fs::MetadataExt as _;
+
+/// Which terminal a probe looks for: the identity of a pty's other end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Tty {
+    /// The device of the `devpts` instance that holds it, and its inode
+    /// there: unique among every instance's ptys.
+    dev: u64,
+    ino: u64,
+    /// Its device number, which a process's controlling terminal is
+    /// named by in `/proc/<pid>/stat`.
+    rdev: u64,
+}
+
+/// `/dev/tty`: major 5, minor 0 — whatever the opener's controlling
+/// terminal is.
+const DEV_TTY: (u32, u32) = (5, 0);
+
+impl Tty {
+    /// The identity of the terminal open on `fd`.
+    pub(crate) fn of(fd: BorrowedFd<'_>) -> std::io::Result<Self> {
+        // SAFETY: `fstat` fills a `stat` we own, on a descriptor we borrow.
+        let st = unsafe {
+            let mut st: libc::stat = std::mem::zeroed();
+            if libc::fstat(fd.as_raw_fd(), &mut st) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            st
+        };
+        Ok(Self {
+            dev: st.st_dev,
+            ino: st.st_ino,
+            rdev: st.st_rdev,
+        })
+    }
+
+    /// A terminal no descriptor is (for tests).
+    #[cfg(test)]
+    pub(crate) fn none() -> Self {
+        Self {
+            dev: u64::MAX,
+            ino: u64::MAX,
+            rdev: u64::MAX,
+        }
+    }
+}
 
 /// What a probe of one process found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,7 +107,7 @@ mod nr {
 }
 
 /// Probes `pid`: is it blocked waiting for input from the terminal `tty`?
-pub(crate) fn wait_state(pid: i32, tty: &Path) -> WaitState {
+pub(crate) fn wait_state(pid: i32, tty: &Tty) -> WaitState {
     let text = match fs::read_to_string(format!("/proc/{pid}/syscall")) {
         Ok(text) => text,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return WaitState::Gone,
@@ -97,11 +152,45 @@ pub(crate) fn voluntary_switches(pid: i32) -> Option<u64> {
         .and_then(|v| v.trim().parse().ok())
 }
 
-fn fd_is(pid: i32, fd: i32, tty: &Path) -> bool {
+/// Whether descriptor `fd` of process `pid` is the terminal `tty`.
+fn fd_is(pid: i32, fd: i32, tty: &Tty) -> bool {
     if fd < 0 {
         return false;
     }
-    fs::read_link(format!("/proc/{pid}/fd/{fd}")).is_ok_and(|target| target == tty)
+    // `stat` follows the descriptor's link to the file it opens, whatever
+    // name the link shows.
+    let Ok(meta) = fs::metadata(format!("/proc/{pid}/fd/{fd}")) else {
+        return false;
+    };
+    if meta.dev() == tty.dev && meta.ino() == tty.ino {
+        return true;
+    }
+    use std::os::unix::fs::FileTypeExt as _;
+    meta.file_type().is_char_device()
+        && device(meta.rdev()) == DEV_TTY
+        && controlling_terminal(pid).is_some_and(|ctty| ctty == device(tty.rdev))
+}
+
+/// A device number's (major, minor).
+fn device(rdev: u64) -> (u32, u32) {
+    (libc::major(rdev), libc::minor(rdev))
+}
+
+/// The (major, minor) of process `pid`'s controlling terminal, from
+/// `/proc/<pid>/stat` (`tty_nr`, the 7th field); `None` without one.
+fn controlling_terminal(pid: i32) -> Option<(u32, u32)> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may hold spaces and parentheses: the
+    // fields that follow start after its last `)`.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let tty_nr: u64 = rest.split_whitespace().nth(4)?.parse().ok()?;
+    if tty_nr == 0 {
+        return None;
+    }
+    // The kernel's encoding: minor bits 0-7 and 20-31, major bits 8-19.
+    let major = ((tty_nr >> 8) & 0xfff) as u32;
+    let minor = ((tty_nr & 0xff) | ((tty_nr >> 12) & 0xfff00)) as u32;
+    Some((major, minor))
 }
 
 /// Reads `len` bytes at `address` of process `pid`.
@@ -124,7 +213,7 @@ fn read_memory(pid: i32, address: u64, len: usize) -> Option<Vec<u8>> {
     (n == len as isize).then_some(buf)
 }
 
-fn select_has_tty(pid: i32, nfds: u64, readfds: u64, tty: &Path) -> bool {
+fn select_has_tty(pid: i32, nfds: u64, readfds: u64, tty: &Tty) -> bool {
     if readfds == 0 {
         return false;
     }
@@ -139,7 +228,7 @@ fn select_has_tty(pid: i32, nfds: u64, readfds: u64, tty: &Path) -> bool {
     }
 }
 
-fn poll_has_tty(pid: i32, fds: u64, nfds: u64, tty: &Path) -> bool {
+fn poll_has_tty(pid: i32, fds: u64, nfds: u64, tty: &Tty) -> bool {
     let nfds = nfds.min(256) as usize;
     match read_memory(pid, fds, nfds * 8) {
         Some(raw) => raw.chunks_exact(8).any(|entry| {
@@ -151,7 +240,7 @@ fn poll_has_tty(pid: i32, fds: u64, nfds: u64, tty: &Path) -> bool {
     }
 }
 
-fn epoll_has_tty(pid: i32, epfd: i32, tty: &Path) -> bool {
+fn epoll_has_tty(pid: i32, epfd: i32, tty: &Tty) -> bool {
     let Ok(info) = fs::read_to_string(format!("/proc/{pid}/fdinfo/{epfd}")) else {
         return false;
     };
@@ -192,10 +281,10 @@ mod tests {
             assert!(std::time::Instant::now() < deadline);
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
-        assert_eq!(wait_state(pid, Path::new("/dev/pts/999")), WaitState::Other);
+        assert_eq!(wait_state(pid, &Tty::none()), WaitState::Other);
         assert!(voluntary_switches(pid).is_some());
         child.kill().unwrap();
         child.wait().unwrap();
-        assert_eq!(wait_state(pid, Path::new("/dev/pts/999")), WaitState::Gone);
+        assert_eq!(wait_state(pid, &Tty::none()), WaitState::Gone);
     }
 }

@@ -506,6 +506,7 @@ impl PtyTerminals {
             status: outcome.status,
             output: outcome.output,
             reason: outcome.reason,
+            echo: outcome.echo,
         })
     }
 

@@ -21,9 +21,10 @@ use tokio::io::Interest;
 use tokio::io::unix::AsyncFd;
 use tokio::sync::Notify;
 
+use crate::canon;
 use crate::echo::{sent_lines, strip_echo};
 use crate::output::{Marker, Output};
-use crate::probe::{WaitState, group_members, voluntary_switches, wait_state};
+use crate::probe::{Tty, WaitState, group_members, voluntary_switches, wait_state};
 
 /// How long the watch spins (yielding) after a write or new output.
 const TIGHT_PHASE: Duration = Duration::from_millis(2);
@@ -107,7 +108,7 @@ pub(crate) struct SessionSpec {
     pub cwd: PathBuf,
     pub pid: i32,
     pub our_shell: bool,
-    pub tty: PathBuf,
+    pub tty: Tty,
     pub rows: u16,
     pub cols: u16,
     pub result_limit: usize,
@@ -331,6 +332,29 @@ impl Session {
                 Err(_would_block) => {}
             }
         }
+    }
+
+    /// The terminal's modes, read through the master (on Linux the
+    /// master's `tcgetattr` returns the other end's); `None` once it was
+    /// hung up or when the call fails.
+    fn modes(&self) -> Option<libc::termios> {
+        let st = self.lock();
+        let master = st.master.as_ref()?;
+        // SAFETY: `tcgetattr` fills a `termios` we own, on an open
+        // descriptor (used only under the session's lock).
+        unsafe {
+            let mut modes: libc::termios = std::mem::zeroed();
+            (libc::tcgetattr(master.as_raw_fd(), &mut modes) == 0).then_some(modes)
+        }
+    }
+
+    /// Whether the terminal echoes what is typed: false only in canonical
+    /// mode with echo off (a secret prompt); a line editor in raw mode
+    /// echoes for itself.
+    fn echoes(&self) -> Option<bool> {
+        let modes = self.modes()?;
+        let canonical = modes.c_lflag & libc::ICANON != 0;
+        Some(!canonical || modes.c_lflag & libc::ECHO != 0)
     }
 
     /// Discards the input the program has not read yet (the terminal's
@@ -899,7 +923,7 @@ pub(crate) async fn run_send(
     let _settled = SettledOnDrop(Arc::clone(&interrupt));
     let started = Instant::now();
     let deadline = started + plan.timeout;
-    let tty = session.spec.tty.clone();
+    let tty = session.spec.tty;
     let fresh_required = plan.bytes.is_some();
 
     // Baseline before the write: the foreground group and its leader's
@@ -915,7 +939,19 @@ pub(crate) async fn run_send(
         st.out.begin_capture();
     }
     let mut input_cut = None;
+    let mut line_cut = None;
     if let Some(bytes) = &plan.bytes {
+        // A line longer than a canonical-mode terminal keeps is passed on
+        // in pieces, or reported (see `canon`).
+        let pieces = match session.modes().map(|m| canon::plan(bytes, &m)) {
+            Some(canon::Plan::Pieces(pieces)) => Some(pieces),
+            Some(canon::Plan::Cut(cut)) => {
+                line_cut = Some(cut);
+                None
+            }
+            Some(canon::Plan::AsIs) | None => None,
+        };
+        let bytes = pieces.as_deref().unwrap_or(bytes);
         let mut write = InputWrite {
             session: &session,
             total: bytes.len(),
@@ -985,6 +1021,10 @@ pub(crate) async fn run_send(
 
     let mut outcome = render(&session, &plan, reason, exit_code, started);
     outcome.input_cut = input_cut;
+    outcome.line_cut = line_cut;
+    if reason == SettleReason::InputWait {
+        outcome.echo = session.echoes();
+    }
     drop(slot);
     Ok(outcome)
 }
@@ -1004,7 +1044,7 @@ struct Watch<'a> {
     session: &'a Session,
     plan: &'a SendPlan,
     interrupt: &'a Interrupt,
-    tty: &'a std::path::Path,
+    tty: &'a Tty,
     deadline: Instant,
     fresh_required: bool,
     fg_at_write: Option<i32>,
@@ -1268,6 +1308,8 @@ fn render(
             total_bytes: 0,
             duration: started.elapsed(),
             input_cut: None,
+            echo: None,
+            line_cut: None,
         };
     };
     let end = match (reason, capture.last_marker) {
@@ -1288,6 +1330,8 @@ fn render(
         total_bytes: rendered.total_bytes,
         duration: started.elapsed(),
         input_cut: None,
+        echo: None,
+        line_cut: None,
     }
 }
 

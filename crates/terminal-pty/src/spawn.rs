@@ -2,8 +2,7 @@
 
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
-use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd as _, OwnedFd};
-use std::path::PathBuf;
+use std::os::fd::{AsFd as _, AsRawFd, BorrowedFd, FromRawFd as _, OwnedFd};
 
 use nix::fcntl::OFlag;
 
@@ -76,7 +75,8 @@ pub(crate) struct PtyPair {
     pub master: OwnedFd,
     /// The child's end.
     pub slave: OwnedFd,
-    pub tty: PathBuf,
+    /// The child's end as the settle probe recognises it.
+    pub tty: crate::probe::Tty,
 }
 
 /// Opens a pty of `rows` x `cols`: in the `devpts` instance `dir` when
@@ -117,10 +117,9 @@ pub(crate) fn open_pty(
         }
         OwnedFd::from_raw_fd(raw)
     };
-    // What the kernel names the child's end for this process: what
-    // /proc/PID/fd of the terminal's programs read as, which the settle
-    // probe compares against.
-    let tty = std::fs::read_link(format!("/proc/self/fd/{}", slave.as_raw_fd()))?;
+    // The inode and device number the settle probe compares a program's
+    // descriptors against.
+    let tty = crate::probe::Tty::of(slave.as_fd())?;
     let flags = nix::fcntl::fcntl(&master, nix::fcntl::FcntlArg::F_GETFL)?;
     nix::fcntl::fcntl(
         &master,

@@ -25,8 +25,9 @@ pub use owner::Owner;
 pub use service::{BoxFuture, SendInterrupt, StartedSend, TerminalService};
 pub use types::{
     ChildStep, CloseKind, CloseOutcome, CursorPosition, DEFAULT_COLS, DEFAULT_ROWS,
-    DEFAULT_SEND_TIMEOUT, ExitStatus, InputCut, MAX_CELLS, MAX_COLS, MAX_ROWS, MAX_SEND_TIMEOUT,
-    MAX_UNTIL_BYTES, MIN_COLS, MIN_ROWS, MIN_SEND_TIMEOUT, OpenRequest, Opened, PtyDir,
-    ReadOutcome, ReadRequest, ScreenView, SendOutcome, SendRequest, SettleReason, SignalOutcome,
-    StreamChunk, SurvivingProcess, TerminalId, TerminalInfo, TerminalSignal, TerminalStatus,
+    DEFAULT_SEND_TIMEOUT, ExitStatus, InputCut, LineCut, MAX_CANON_LINE, MAX_CELLS, MAX_COLS,
+    MAX_ROWS, MAX_SEND_TIMEOUT, MAX_UNTIL_BYTES, MIN_COLS, MIN_ROWS, MIN_SEND_TIMEOUT, OpenRequest,
+    Opened, PtyDir, ReadOutcome, ReadRequest, ScreenView, SendOutcome, SendRequest, SettleReason,
+    SignalOutcome, StreamChunk, SurvivingProcess, TerminalId, TerminalInfo, TerminalSignal,
+    TerminalStatus,
 };

@@ -150,6 +150,9 @@ pub struct Opened {
     pub output: String,
     /// How the startup settled.
     pub reason: SettleReason,
+    /// On an `input_wait` settle, whether the terminal echoes what is
+    /// typed (see [`SendOutcome::echo`]).
+    pub echo: Option<bool>,
 }
 
 /// What `terminal_send` asks for.
@@ -282,7 +285,34 @@ pub struct SendOutcome {
     /// Set when the program did not take all of the text in time: how much
     /// was written. `None` when every byte was written.
     pub input_cut: Option<InputCut>,
+    /// On an `input_wait` settle, whether the terminal echoes what is
+    /// typed, read from the terminal's modes when the wait was seen:
+    /// `Some(false)` when it is in canonical mode with echo off — a program
+    /// asking for a secret, as a password prompt does. A line editor
+    /// (bash's or Python's prompt) turns the kernel's echo off too, but in
+    /// raw mode, echoing for itself: `Some(true)`. `None` for other
+    /// reasons, or when the modes could not be read.
+    pub echo: Option<bool>,
+    /// Set when a line of the text was longer than the terminal keeps of
+    /// one line in canonical mode and could not be passed on whole.
+    pub line_cut: Option<LineCut>,
 }
+
+/// Bytes of a line the terminal dropped: in canonical mode the kernel
+/// keeps [`MAX_CANON_LINE`] bytes of one line and discards the rest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LineCut {
+    /// The line's number in the sent text, from 1.
+    pub line: u32,
+    /// Its length in bytes.
+    pub line_bytes: u64,
+    /// The bytes of it the program could receive.
+    pub kept_bytes: u64,
+}
+
+/// What a terminal in canonical mode keeps of one line: Linux's
+/// `N_TTY_BUF_SIZE - 1`.
+pub const MAX_CANON_LINE: usize = 4095;
 
 /// A send's text was not all written: the program was not reading its
 /// input (the terminal's input buffer was full) before the send's time

@@ -68,6 +68,8 @@ impl TerminalService for EchoTerminals {
                     total_bytes: 0,
                     duration: Duration::ZERO,
                     input_cut: None,
+                    echo: Some(true),
+                    line_cut: None,
                 })
             }),
             interrupt: Arc::new(Flag(Arc::clone(&self.interrupted))),

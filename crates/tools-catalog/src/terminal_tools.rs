@@ -163,6 +163,11 @@ impl Tool for TerminalOpenTool {
                 opened.pid,
                 opened.reason.as_str()
             ));
+            if opened.echo == Some(false) {
+                text.pop();
+                text.push_str(ECHO_OFF);
+                text.push(']');
+            }
             text.push('\n');
             text.push_str(&sandbox.line);
             let mut structured = json!({
@@ -175,6 +180,9 @@ impl Tool for TerminalOpenTool {
             });
             if let Some(name) = opened.name {
                 structured["name"] = json!(name);
+            }
+            if let Some(echo) = opened.echo {
+                structured["echo"] = json!(echo);
             }
             Ok(ToolReply { text, structured })
         })
@@ -232,6 +240,9 @@ fn send_reply(
         text.push('\n');
     }
     let mut status = format!("[{id} · {}", outcome.reason.as_str());
+    if outcome.echo == Some(false) {
+        status.push_str(ECHO_OFF);
+    }
     if let Some(code) = outcome.exit_code {
         status.push_str(&format!(" · exit {code}"));
     }
@@ -242,6 +253,9 @@ fn send_reply(
     text.push_str(&status);
     if let Some(cut) = &outcome.input_cut {
         text.push_str(&format!("\n[input: {}]", input_cut_note(cut)));
+    }
+    if let Some(cut) = &outcome.line_cut {
+        text.push_str(&format!("\n[input: {}]", line_cut_note(cut)));
     }
     if let Some(refusals) = &refusals {
         text.push('\n');
@@ -269,7 +283,28 @@ fn send_reply(
             "unread_discarded": cut.unread_discarded,
         });
     }
+    if let Some(echo) = outcome.echo {
+        structured["echo"] = json!(echo);
+    }
+    if let Some(cut) = &outcome.line_cut {
+        structured["line_cut"] = json!({
+            "line": cut.line,
+            "line_bytes": cut.line_bytes,
+            "kept_bytes": cut.kept_bytes,
+        });
+    }
     ToolReply { text, structured }
+}
+
+/// The footer's mark of an input wait with echo off.
+const ECHO_OFF: &str = " · echo off: the program asks for a secret";
+
+/// What the kernel kept of a line too long for a canonical-mode terminal.
+fn line_cut_note(cut: &terminal_seam::LineCut) -> String {
+    format!(
+        "line {} is {} bytes, but the terminal (canonical mode, end-of-file character disabled) keeps {} bytes of a line: the program received {} bytes of it and the rest was dropped; write long input to a file and pass its path instead",
+        cut.line, cut.line_bytes, cut.kept_bytes, cut.kept_bytes
+    )
 }
 
 /// What happened to a send's text that the program did not take in time.
@@ -943,11 +978,18 @@ impl Producer for PtySendProducer {
                     }
                     Ok(o) => Settlement::Finished {
                         exit_code: o.exit_code,
-                        detail: Some(match &o.input_cut {
-                            Some(cut) => {
-                                format!("reason: {}; {}", o.reason.as_str(), input_cut_note(cut))
+                        detail: Some({
+                            let mut detail = format!("reason: {}", o.reason.as_str());
+                            if o.echo == Some(false) {
+                                detail.push_str(ECHO_OFF);
                             }
-                            None => format!("reason: {}", o.reason.as_str()),
+                            if let Some(cut) = &o.input_cut {
+                                detail.push_str(&format!("; {}", input_cut_note(cut)));
+                            }
+                            if let Some(cut) = &o.line_cut {
+                                detail.push_str(&format!("; {}", line_cut_note(cut)));
+                            }
+                            detail
                         }),
                     },
                     Err(e) => Settlement::Failed {
@@ -1233,6 +1275,8 @@ mod tests {
                 total_bytes: 1_048_577,
                 unread_discarded: true,
             }),
+            echo: None,
+            line_cut: None,
         };
         let reply = send_reply(TerminalId(1), &outcome, None, None);
         assert_eq!(
@@ -1243,5 +1287,43 @@ mod tests {
             reply.structured["input_cut"],
             json!({ "written_bytes": 14000, "total_bytes": 1048577, "unread_discarded": true })
         );
+    }
+
+    #[test]
+    fn a_secret_prompt_and_a_cut_line_are_said_in_words_and_data() {
+        let outcome = SendOutcome {
+            output: "pw: ".into(),
+            reason: terminal_seam::SettleReason::InputWait,
+            exit_code: None,
+            status: terminal_seam::TerminalStatus::Running,
+            truncated: false,
+            total_bytes: 4,
+            duration: Duration::from_millis(3),
+            input_cut: None,
+            echo: Some(false),
+            line_cut: Some(terminal_seam::LineCut {
+                line: 2,
+                line_bytes: 6000,
+                kept_bytes: 4095,
+            }),
+        };
+        let reply = send_reply(TerminalId(3), &outcome, None, None);
+        assert_eq!(
+            reply.text,
+            "pw: \n[pty-3 · input_wait · echo off: the program asks for a secret · 3 ms]\n[input: line 2 is 6000 bytes, but the terminal (canonical mode, end-of-file character disabled) keeps 4095 bytes of a line: the program received 4095 bytes of it and the rest was dropped; write long input to a file and pass its path instead]"
+        );
+        assert_eq!(reply.structured["echo"], json!(false));
+        assert_eq!(
+            reply.structured["line_cut"],
+            json!({ "line": 2, "line_bytes": 6000, "kept_bytes": 4095 })
+        );
+        let repl = SendOutcome {
+            echo: Some(true),
+            line_cut: None,
+            ..outcome
+        };
+        let reply = send_reply(TerminalId(3), &repl, None, None);
+        assert_eq!(reply.text, "pw: \n[pty-3 · input_wait · 3 ms]");
+        assert_eq!(reply.structured["echo"], json!(true));
     }
 }
