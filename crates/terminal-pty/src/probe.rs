@@ -13,13 +13,15 @@
 //! `/dev/pts` or a link to it, in the sandbox's `devpts` instance or the
 //! host's — or when it opens `/dev/tty` and the terminal is the process's
 //! controlling terminal. Password prompts (`getpass`, `read -s < /dev/tty`,
-//! `ssh-keygen`, `sudo`) and the perl debugger read `/dev/tty`, whose link
+//! `ssh-keygen`, `ssh`) and the perl debugger read `/dev/tty`, whose link
 //! names neither the terminal nor its number; comparing inodes and device
-//! numbers (`stat` through the `/proc/<pid>/fd` link) sees them all.
+//! numbers (`stat` through the `/proc/<pid>/fd` link) sees them all. (A
+//! set-uid program such as `sudo` started by another user stays
+//! unobservable: its `/proc` entries are closed to us.)
 
 use std::fs;
 use std::os::fd::{AsRawFd as _, BorrowedFd};
-use std::os::unix::fs::MetadataExt as _;
+use std::os::unix::fs::{FileTypeExt as _, MetadataExt as _};
 
 /// Which terminal a probe looks for: the identity of a pty's other end.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -165,7 +167,6 @@ fn fd_is(pid: i32, fd: i32, tty: &Tty) -> bool {
     if meta.dev() == tty.dev && meta.ino() == tty.ino {
         return true;
     }
-    use std::os::unix::fs::FileTypeExt as _;
     meta.file_type().is_char_device()
         && device(meta.rdev()) == DEV_TTY
         && controlling_terminal(pid).is_some_and(|ctty| ctty == device(tty.rdev))

@@ -943,7 +943,12 @@ pub(crate) async fn run_send(
     if let Some(bytes) = &plan.bytes {
         // A line longer than a canonical-mode terminal keeps is passed on
         // in pieces, or reported (see `canon`).
-        let pieces = match session.modes().map(|m| canon::plan(bytes, &m)) {
+        let long = bytes.len() > canon::PIECE;
+        let pieces = match long
+            .then(|| session.modes())
+            .flatten()
+            .map(|m| canon::plan(bytes, &m))
+        {
             Some(canon::Plan::Pieces(pieces)) => Some(pieces),
             Some(canon::Plan::Cut(cut)) => {
                 line_cut = Some(cut);
