@@ -151,15 +151,20 @@ impl ToolLayer {
 
     /// What `tools/list` returns.
     fn mcp_tools(&self) -> Vec<rmcp::model::Tool> {
-        self.catalog
-            .tools()
-            .iter()
-            .map(|t| {
-                let s = t.spec();
-                rmcp::model::Tool::new(s.name, s.description, Arc::new(s.input_schema.clone()))
-            })
-            .collect()
+        mcp_tools(&self.catalog)
     }
+}
+
+/// The tools of `catalog` as `tools/list` lists them.
+fn mcp_tools(catalog: &Catalog) -> Vec<rmcp::model::Tool> {
+    catalog
+        .tools()
+        .iter()
+        .map(|t| {
+            let s = t.spec();
+            rmcp::model::Tool::new(s.name, s.description, Arc::new(s.input_schema.clone()))
+        })
+        .collect()
 }
 
 /// What a connection is, as `dsh ps` shows it.
@@ -916,4 +921,47 @@ where
     );
     host.changed.notify_waiters();
     served
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    /// The most bytes the `tools` array of a `tools/list` result may take:
+    /// every client pays for it on every request it makes.
+    const MAX_CATALOG_BYTES: usize = 12_500;
+
+    /// Measures the `tools` of the result as it goes over the wire (compact
+    /// JSON, UTF-8), for every preset.
+    #[test]
+    fn the_listed_catalog_fits_its_byte_budget() {
+        let mut over = Vec::new();
+        for preset in Preset::ALL {
+            let catalog = Catalog::new(preset, &Settings::default());
+            let result =
+                serde_json::to_value(ListToolsResult::with_all_items(mcp_tools(&catalog))).unwrap();
+            let tools = result["tools"].as_array().unwrap();
+            assert_eq!(tools.len(), catalog.tools().len());
+            let bytes = serde_json::to_string(&result["tools"]).unwrap().len();
+            if bytes > MAX_CATALOG_BYTES {
+                let per_tool: Vec<String> = tools
+                    .iter()
+                    .map(|t| {
+                        let size = serde_json::to_string(t).unwrap().len();
+                        format!("{} {size}", t["name"].as_str().unwrap_or("?"))
+                    })
+                    .collect();
+                over.push(format!(
+                    "`{preset}`: {bytes} bytes ({})",
+                    per_tool.join(", ")
+                ));
+            }
+        }
+        assert!(
+            over.is_empty(),
+            "the tools/list catalog is over {MAX_CATALOG_BYTES} bytes: {}",
+            over.join("; ")
+        );
+    }
 }

@@ -15,28 +15,28 @@ use crate::{
 };
 
 const DESCRIPTION: &str = "Run a command with `bash -c` and return its combined stdout and stderr once it exits. \
-Each call starts a fresh shell: nothing (variables, `cd`) carries over, so use a terminal for a REPL or a multi-step session. \
+Each call is a fresh shell (no variables or `cd` carry over): use a terminal for a REPL or a multi-step session. \
 Stdin is closed, so a command that asks for input fails instead of hanging. \
 At `timeout_ms` the command and every process it started are killed and `timed_out` is true; \
 processes it leaves running in the background are ended when it exits. \
-With `run_in_background` it returns a job id at once: read the output with `job_output` (use `wait_ms` instead of polling), stop it with `job_kill`. \
+`run_in_background` returns a job id at once for `job_output` (wait with `wait_ms`, never poll) and `job_kill`. \
 Long output keeps its head and tail, with a marker saying how many bytes were omitted. \
-The command runs in the sandbox the result reports (`[sandbox: …]`): by default it may write only inside the session's workspace, the temp dir and package caches, cannot read credential stores such as ~/.ssh, and `.git` is read-only; a write it refused is named in `refusals`. \
-If a command truly needs to run outside it, pass `sandbox: \"off\"`: the person is asked to approve that one command, and it does not run unless they do.";
+The command runs in the sandbox the result reports (`[sandbox: …]`): by default it writes only inside the session's workspace, the temp dir and package caches, cannot read credential stores such as ~/.ssh, and `.git` is read-only; writes it refused are named in `refusals`. \
+If a command truly needs to run outside it, pass `sandbox: \"off\"`.";
 
 /// Arguments of `bash`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BashArgs {
-    /// The command line, run by `bash -c`.
+    /// The command line.
     pub command: String,
-    /// Working directory: absolute, or relative to the session's directory. Default: the session's directory.
+    /// Working directory, absolute or relative to the session's directory, which is the default.
     pub cwd: Option<String>,
-    /// Kill the command and all its processes after this many milliseconds (background jobs too). Default 120000; range 1–600000.
+    /// Milliseconds until the command and all its processes are killed, in the background too. Default 120000; range 1–600000.
     pub timeout_ms: Option<u64>,
-    /// Return `{job_id}` at once and keep the command running as a job. Default false.
+    /// Return `{job_id}` at once; the command runs on as a job. Default false.
     pub run_in_background: Option<bool>,
-    /// `"off"` asks the person to let this one command run outside the sandbox; it runs only if they approve.
+    /// `off`: ask the person to let this one command run outside the sandbox; it runs only if they approve.
     pub sandbox: Option<SandboxArg>,
 }
 

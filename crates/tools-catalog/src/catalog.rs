@@ -77,18 +77,146 @@ impl ToolSpec {
 }
 
 /// The JSON Schema of an argument type, as a tool's `inputSchema`.
+///
+/// The schema is paid for on every request a client makes, so it is made
+/// lean; the arguments a tool accepts do not change. No `$schema`, `title`
+/// or type-level description; subschemas inlined; an optional argument
+/// typed as its value (a `null` is still accepted, as if the argument were
+/// left out); an enum as a plain `enum` of its values (its variants' doc
+/// comments do not reach the model: the argument's description says what
+/// matters); no integer `format` nor the bounds of the Rust type (the
+/// argument's description gives the range, and a value outside the type is
+/// `INVALID_ARGUMENT`).
 pub fn input_schema<T: JsonSchema>() -> Map<String, Value> {
     let schema = schemars::SchemaGenerator::default().into_root_schema_for::<T>();
     let mut map = match serde_json::to_value(schema) {
         Ok(Value::Object(map)) => map,
         _ => Map::new(),
     };
-    // Paid on every request: leave out what a client does not need.
     map.remove("$schema");
     map.remove("title");
     // The type's own doc comment says nothing the tool description does not.
     map.remove("description");
+    let defs = match map.remove("$defs") {
+        Some(Value::Object(defs)) => defs,
+        _ => Map::new(),
+    };
+    let mut lean = Value::Object(map);
+    lean_schema(&mut lean, &defs, 0);
+    let Value::Object(mut map) = lean else {
+        return Map::new();
+    };
+    // A reference that could not be inlined (a recursive type) still
+    // needs its definition.
+    if !defs.is_empty() && serde_json::to_string(&map).is_ok_and(|j| j.contains("\"$ref\"")) {
+        map.insert("$defs".to_owned(), Value::Object(defs));
+    }
     map
+}
+
+/// How deep references are inlined before they are left as references.
+const MAX_INLINE_DEPTH: usize = 8;
+
+/// Makes one (sub)schema lean; see [`input_schema`].
+fn lean_schema(schema: &mut Value, defs: &Map<String, Value>, depth: usize) {
+    let Value::Object(obj) = schema else {
+        return;
+    };
+    // `{"$ref": "#/$defs/X", ...}`: the definition, the siblings winning.
+    if depth < MAX_INLINE_DEPTH
+        && let Some(def) = obj
+            .get("$ref")
+            .and_then(Value::as_str)
+            .and_then(|r| r.strip_prefix("#/$defs/"))
+            .and_then(|name| defs.get(name))
+            .and_then(Value::as_object)
+    {
+        let mut inlined = def.clone();
+        obj.remove("$ref");
+        inlined.append(obj);
+        *obj = inlined;
+        return lean_schema(schema, defs, depth + 1);
+    }
+    // `{"anyOf": [S, {"type": "null"}], ...}` (an optional argument): S.
+    let null = json!({ "type": "null" });
+    if let Some(Value::Array(any)) = obj.get("anyOf")
+        && any.len() == 2
+        && any.contains(&null)
+        && let Some(Value::Object(other)) = any.iter().find(|s| **s != null).cloned()
+    {
+        obj.remove("anyOf");
+        let mut inner = other;
+        inner.append(obj);
+        *obj = inner;
+        return lean_schema(schema, defs, depth);
+    }
+    // `"type": ["string", "null"]`: `"type": "string"`.
+    if let Some(Value::Array(types)) = obj.get_mut("type") {
+        types.retain(|t| t != "null");
+        if let [only] = types.as_slice() {
+            let only = only.clone();
+            obj.insert("type".to_owned(), only);
+        }
+    }
+    // `{"oneOf": [{"const": "a", "type": "string", ...}, ...]}`: an `enum`.
+    if let Some(Value::Array(variants)) = obj.get("oneOf")
+        && let Some(values) = variants
+            .iter()
+            .map(|v| {
+                v.get("const")
+                    .filter(|c| c.is_string() && v.get("type").is_some_and(|t| t == "string"))
+                    .cloned()
+            })
+            .collect::<Option<Vec<Value>>>()
+    {
+        obj.remove("oneOf");
+        obj.insert("type".to_owned(), json!("string"));
+        obj.insert("enum".to_owned(), Value::Array(values));
+    }
+    // An integer `format` and the bounds of its Rust type.
+    if let Some(format) = obj.get("format").and_then(Value::as_str)
+        && let Some((min, max)) = integer_format_bounds(format)
+    {
+        obj.remove("format");
+        for (key, bound) in [("minimum", min), ("maximum", max)] {
+            if bound.is_some() && obj.get(key).and_then(Value::as_f64) == bound {
+                obj.remove(key);
+            }
+        }
+    }
+    if let Some(Value::Object(properties)) = obj.get_mut("properties") {
+        for child in properties.values_mut() {
+            lean_schema(child, defs, depth);
+        }
+    }
+    for key in ["items", "additionalProperties", "not"] {
+        if let Some(child) = obj.get_mut(key) {
+            lean_schema(child, defs, depth);
+        }
+    }
+    for key in ["anyOf", "oneOf", "allOf", "prefixItems"] {
+        if let Some(Value::Array(children)) = obj.get_mut(key) {
+            for child in children {
+                lean_schema(child, defs, depth);
+            }
+        }
+    }
+}
+
+/// The bounds schemars writes next to an integer `format`, as JSON numbers
+/// (`None`: no bound is written); `None` for a format that is not an
+/// integer's.
+fn integer_format_bounds(format: &str) -> Option<(Option<f64>, Option<f64>)> {
+    let bounds = match format {
+        "uint8" => (Some(0.0), Some(f64::from(u8::MAX))),
+        "uint16" => (Some(0.0), Some(f64::from(u16::MAX))),
+        "uint32" | "uint64" | "uint" | "uint128" => (Some(0.0), None),
+        "int8" => (Some(f64::from(i8::MIN)), Some(f64::from(i8::MAX))),
+        "int16" => (Some(f64::from(i16::MIN)), Some(f64::from(i16::MAX))),
+        "int32" | "int64" | "int" | "int128" => (None, None),
+        _ => return None,
+    };
+    Some(bounds)
 }
 
 /// The future a tool call returns.
@@ -268,4 +396,89 @@ fn render_markdown(only: Option<Preset>) -> String {
         );
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    /// An enum argument.
+    #[derive(serde::Deserialize, JsonSchema)]
+    #[serde(rename_all = "snake_case")]
+    #[allow(dead_code)]
+    enum Mode {
+        /// The first.
+        Fast,
+        /// The second.
+        Slow,
+    }
+
+    /// The arguments.
+    #[derive(serde::Deserialize, JsonSchema)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct Args {
+        /// Required.
+        name: String,
+        /// A mode.
+        mode: Option<Mode>,
+        /// Which one.
+        pick: Mode,
+        /// Rows.
+        rows: Option<u16>,
+        /// Milliseconds.
+        wait_ms: Option<u64>,
+        /// A list.
+        argv: Option<Vec<String>>,
+        /// A map.
+        env: Option<std::collections::BTreeMap<String, String>>,
+    }
+
+    #[test]
+    fn schemas_are_lean_and_describe_the_same_arguments() {
+        let schema = Value::Object(input_schema::<Args>());
+        let want = json!({
+            "type": "object",
+            "additionalProperties": false,
+            "required": ["name", "pick"],
+            "properties": {
+                "name": { "description": "Required.", "type": "string" },
+                "mode": { "description": "A mode.", "type": "string", "enum": ["fast", "slow"] },
+                "pick": { "description": "Which one.", "type": "string", "enum": ["fast", "slow"] },
+                "rows": { "description": "Rows.", "type": "integer" },
+                "wait_ms": { "description": "Milliseconds.", "type": "integer" },
+                "argv": { "description": "A list.", "type": "array", "items": { "type": "string" } },
+                "env": {
+                    "description": "A map.",
+                    "type": "object",
+                    "additionalProperties": { "type": "string" },
+                },
+            },
+        });
+        assert_eq!(schema, want);
+    }
+
+    #[test]
+    fn every_tool_schema_is_lean() {
+        let catalog = Catalog::new(Preset::Full, &Settings::default());
+        for tool in catalog.tools() {
+            let s = tool.spec();
+            let json = serde_json::to_string(&s.input_schema).unwrap();
+            for noise in [
+                "$schema",
+                "$defs",
+                "$ref",
+                "\"title\"",
+                "\"format\"",
+                "\"null\"",
+                "oneOf",
+                "anyOf",
+            ] {
+                assert!(!json.contains(noise), "{}: {noise} in {json}", s.name);
+            }
+            assert_eq!(s.input_schema["type"], "object", "{}", s.name);
+        }
+    }
 }

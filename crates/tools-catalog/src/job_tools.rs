@@ -286,9 +286,9 @@ pub struct JobOutputArgs {
     pub job_id: String,
     /// Byte cursor to read from (a previous `next`). Default: where your last read of this job ended.
     pub since: Option<u64>,
-    /// Most bytes to return. Default and most: the server's result limit (32768 unless configured).
+    /// Most bytes to return. Default and most: the result limit (32768 unless configured).
     pub max_bytes: Option<u64>,
-    /// Block up to this many milliseconds until there is new output or the job ends. Default 0; range 0–600000.
+    /// Wait up to this many milliseconds for new output or the job's end. Default 0; range 0–600000.
     pub wait_ms: Option<u64>,
 }
 
@@ -318,8 +318,8 @@ impl JobOutputTool {
             ToolSpec::new::<JobOutputArgs>(
                 "job_output",
                 "Read a background job's output from a byte cursor, without consuming it (the same `since` returns the same text). \
-With `wait_ms` the call waits on the server until new output arrives or the job ends, so never poll in a loop: pass the last `next` as `since` and a generous `wait_ms`. \
-A path or connection the command's sandbox refused, as the output shows it, is named in `refusals`.",
+With `wait_ms` the call waits until new output arrives or the job ends, so never poll in a loop: pass the last `next` as `since` and a generous `wait_ms`. \
+Paths or connections the sandbox refused, as the output shows them, are named in `refusals`.",
                 &[Preset::Full],
                 &["NO_JOB", "FOREIGN_JOB", "INVALID_ARGUMENT"],
             ),
@@ -409,7 +409,7 @@ impl JobKillTool {
     pub(crate) fn new() -> Self {
         Self(ToolSpec::new::<JobKillArgs>(
             "job_kill",
-            "Stop a background job: SIGINT, then SIGTERM, then SIGKILL to every process it started, and return once none is left; a background `terminal_send` is interrupted instead, and its terminal stays open. A job that already ended reports `already_finished`.",
+            "Stop a background job: SIGINT, then SIGTERM, then SIGKILL to every process it started; return once none is left. A background `terminal_send` is interrupted instead; its terminal stays open. A job that already ended reports `already_finished`.",
             &[Preset::Full],
             &["NO_JOB", "FOREIGN_JOB", "INVALID_ARGUMENT"],
         ))
@@ -457,9 +457,9 @@ impl Tool for JobKillTool {
 pub struct SubagentArgs {
     /// The task for the agent, self-contained: it sees nothing of this conversation.
     pub prompt: String,
-    /// Working directory: absolute, or relative to the session's directory. Default: the session's directory.
+    /// Working directory, absolute or relative to the session's directory, which is the default.
     pub cwd: Option<String>,
-    /// Stop the agent after this many milliseconds. Default: the server's configured limit (600000 unless configured); range 1–3600000.
+    /// Stop the agent after this many milliseconds. Default 600000 unless configured; range 1–3600000.
     pub timeout_ms: Option<u64>,
     /// Return `{job_id}` at once and let the agent run as a job. Default false.
     pub run_in_background: Option<bool>,
@@ -533,7 +533,7 @@ impl SubagentTool {
                 "subagent",
                 "Hand a self-contained task to another coding agent and return its final output. \
 Use `run_in_background` to keep working meanwhile: it returns a job id for `job_output` / `job_kill`. \
-The agent runs in the same sandbox as `bash` (the result reports it), so it too can write only inside the workspace, the temp dir and package caches.",
+The agent runs in `bash`'s sandbox (the result reports it): it too writes only inside the workspace, the temp dir and package caches.",
                 &[Preset::Full],
                 &[
                     "SUBAGENT_UNAVAILABLE",

@@ -17,12 +17,12 @@ use crate::{
     ToolSpec, parse_args,
 };
 
-const DESCRIPTION: &str = "Ask the language server that handles `path` (picked by its extension) one semantic question: \
+const DESCRIPTION: &str = "Ask the language server for `path` one semantic question: \
 `definition` (where a symbol is defined, with its numbered source), `references` (every use, grouped by file), \
 `hover` (type and docs), or `symbols` (the outline of `path`, or with `query` a workspace-wide search). \
-Address a symbol by `line` plus `symbol` (the identifier as written on that line) or `column`. \
+Address a symbol by `line` plus `symbol` or `column`. \
 A server that is still indexing answers `LSP_NOT_READY` (retry shortly), never an empty result. \
-Files the session's sandbox does not let a command read are not read: querying one is `SANDBOX_READ_DENIED`, \
+Files the sandbox does not let a command read are not read: querying one is `SANDBOX_READ_DENIED`, \
 and answers leave out locations in them (`withheld` says how many).";
 
 /// The query.
@@ -56,7 +56,7 @@ impl From<OpArg> for Op {
 pub struct LspArgs {
     /// The query.
     pub op: OpArg,
-    /// The file: absolute, or relative to the session's directory. Its extension picks the server.
+    /// The file, absolute or relative to the session's directory; its extension picks the server.
     pub path: String,
     /// 1-based line of the symbol (definition, references, hover).
     pub line: Option<u32>,
@@ -66,7 +66,7 @@ pub struct LspArgs {
     pub occurrence: Option<u32>,
     /// 1-based column in characters, instead of `symbol`.
     pub column: Option<u32>,
-    /// For `symbols`: search the whole workspace for this name instead of outlining `path`.
+    /// For `symbols`: a name to search the workspace for, instead of outlining `path`.
     pub query: Option<String>,
     /// Most references or symbols to list. Default 200.
     pub max_results: Option<usize>,

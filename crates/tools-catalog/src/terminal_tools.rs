@@ -77,7 +77,7 @@ const TERMINAL_ERRORS: &[&str] = &[
 pub struct OpenArgs {
     /// The program and its arguments, e.g. `["python3", "-q"]`. Default: an interactive bash whose prompt reports each command's exit code.
     pub command: Option<Vec<String>>,
-    /// Working directory: absolute, or relative to the session's directory. Default: the session's directory.
+    /// Working directory, absolute or relative to the session's directory, which is the default.
     pub cwd: Option<String>,
     /// Extra environment variables.
     pub env: Option<BTreeMap<String, String>>,
@@ -96,7 +96,8 @@ impl TerminalOpenTool {
             "Start a persistent terminal (a real PTY) and return its id once the program is ready for input. \
 Use it for REPLs, debuggers and anything interactive or multi-step: state (variables, `cd`, a running program) survives between `terminal_send` calls. \
 Close it with `terminal_close` when done. \
-The terminal's program and everything typed into it run in the sandbox the result reports (`[sandbox: …]`), the same as `bash`'s; `env` is applied after the environment policy.",
+`reason` is as for `terminal_send`; `input_wait` with `echo: false` means a password prompt. \
+The program and everything typed into it run in `bash`'s sandbox, reported in the result (`[sandbox: …]`); `env` is applied after the environment policy.",
             &[Preset::Full],
             &[
                 "SPAWN_FAILED",
@@ -193,9 +194,9 @@ impl Tool for TerminalOpenTool {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SendArgs {
-    /// The terminal's id, e.g. `pty-1`.
+    /// The terminal's id (`pty-N`).
     pub id: String,
-    /// The text to type. Multi-line text is sent as is (a REPL receives every line).
+    /// The text to type; multi-line text is sent as is (a REPL receives every line).
     pub text: String,
     /// Press Enter after the text. Default true; false to send keys such as `\u0003` or a partial line.
     pub submit: Option<bool>,
@@ -212,8 +213,8 @@ impl TerminalSendTool {
         Self(ToolSpec::new::<SendArgs>(
             "terminal_send",
             "Type text into a terminal and wait until it is ready for more input, the `until` pattern appears in the new output, the program exits, or `timeout_ms` passes — whichever comes first — then return everything it printed since (without the echo of your text). \
-`reason` says which: `prompt` (the shell is back; `exit_code` is the command's status), `input_wait` (the program is waiting to read, e.g. a REPL prompt or a password question), `pattern`, `exit`, `idle`, or `timeout` — a `timeout` does not mean the command stopped: it is still running, so read on with `terminal_read` or stop it with `terminal_signal`. \
-A path or connection the terminal's sandbox refused, as the output shows it, is named in `refusals`. \
+`reason` says which: `prompt` (the shell is back; `exit_code` is the command's status), `input_wait` (the program is waiting to read, e.g. at a REPL prompt; `echo: false` means it asks for a secret: a password prompt, echo off), `pattern`, `exit`, `idle`, or `timeout` — a `timeout` does not mean the command stopped: it is still running, so read on with `terminal_read` or stop it with `terminal_signal`. \
+Paths or connections the sandbox refused, as the output shows them, are named in `refusals`. \
 One send at a time per terminal.",
             &[Preset::Full],
             &[
@@ -414,13 +415,13 @@ pub enum ReadMode {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ReadArgs {
-    /// The terminal's id, e.g. `pty-1`.
+    /// The terminal's id (`pty-N`).
     pub id: String,
-    /// `stream` (default) or `screen`.
+    /// Default `stream`.
     pub mode: Option<ReadMode>,
     /// Stream: byte cursor to read from (a previous `next`). Default: what you have not read yet.
     pub since: Option<u64>,
-    /// Stream: most bytes to return. Default and most: the server's result limit (32768 unless configured).
+    /// Stream: most bytes to return. Default and most: the result limit (32768 unless configured).
     pub max_bytes: Option<u64>,
 }
 
@@ -607,7 +608,7 @@ impl From<SignalArg> for TerminalSignal {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SignalArgs {
-    /// The terminal's id, e.g. `pty-1`.
+    /// The terminal's id (`pty-N`).
     pub id: String,
     /// The signal.
     pub signal: SignalArg,
@@ -617,8 +618,8 @@ impl TerminalSignalTool {
     pub(crate) fn new() -> Self {
         Self(ToolSpec::new::<SignalArgs>(
             "terminal_signal",
-            "Send a signal to the program running in the foreground of a terminal — SIGINT to interrupt it, like Ctrl-C. \
-To end the terminal itself use `terminal_close`.",
+            "Send a signal to the program in the foreground of a terminal (SIGINT interrupts it, like Ctrl-C). \
+SIGKILL is refused for the terminal's own shell: to end the terminal use `terminal_close`.",
             &[Preset::Full],
             &[
                 "NO_SESSION",
@@ -664,7 +665,7 @@ impl Tool for TerminalSignalTool {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CloseArgs {
-    /// The terminal's id, e.g. `pty-1`.
+    /// The terminal's id (`pty-N`).
     pub id: String,
 }
 
