@@ -42,6 +42,7 @@ def make_env(tmp_path):
     xdg = tmp_path.parent / f"{tmp_path.name}-xdg"
     env["XDG_CONFIG_HOME"] = str(xdg / "config")
     env["XDG_DATA_HOME"] = str(xdg / "data")
+    env["XDG_STATE_HOME"] = str(xdg / "state")
     env["DSH_RUNTIME_DIR"] = tempfile.mkdtemp(prefix="dsh-run-")
     env.pop("XDG_RUNTIME_DIR", None)
     env.setdefault("DSH_LOG", "warn")

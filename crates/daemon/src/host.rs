@@ -70,6 +70,10 @@ pub struct HostConfig {
     /// write (its config directory); the host adds its data and runtime
     /// directories.
     pub private_dirs: Vec<PathBuf>,
+    /// Where confined commands' REPLs and shells keep their history and
+    /// profiles, one directory per workspace (`$XDG_STATE_HOME/dsh/repl`);
+    /// `None`: they get none.
+    pub repl_state: Option<PathBuf>,
     /// Where the `dsh ui` page listens (fixed for the host's life).
     pub ui: UiSettings,
 }
@@ -127,12 +131,18 @@ fn confinement(config: &HostConfig, private: &[PathBuf]) -> Confinement {
     let mut dirs = config.private_dirs.clone();
     dirs.extend(private.iter().cloned());
     dirs.extend(config.log.0.iter().cloned());
-    Confinement::new(
+    let confinement = Confinement::new(
         config.sandbox.clone(),
         config.env.clone(),
         availability(),
         dirs,
-    )
+    );
+    match &config.repl_state {
+        Some(base) => {
+            confinement.with_repl_state(tools_catalog::sandbox::ReplState::new(base.clone()))
+        }
+        None => confinement,
+    }
 }
 
 impl ToolLayer {

@@ -33,6 +33,7 @@ fn host_config() -> HostConfig {
         sandbox: tools_catalog::sandbox::SandboxPolicy::default(),
         env: tools_catalog::sandbox::EnvPolicy::default(),
         private_dirs: Vec::new(),
+        repl_state: None,
     }
 }
 

@@ -420,6 +420,7 @@ impl Config {
                 .and_then(|p| p.parent().map(std::path::Path::to_path_buf))
                 .into_iter()
                 .collect(),
+            repl_state: repl_state_dir(),
             ui: daemon::host::UiSettings {
                 port: self.ui.port,
                 listen: self.ui.listen,
@@ -452,6 +453,12 @@ pub struct ConfigError {
     pub key: Option<String>,
     /// What is wrong.
     pub message: String,
+}
+
+/// Where confined REPLs keep their state: `$XDG_STATE_HOME/dsh/repl`
+/// (`~/.local/state/dsh/repl` by default).
+pub fn repl_state_dir() -> Option<PathBuf> {
+    dirs::state_dir().map(|d| d.join("dsh").join("repl"))
 }
 
 /// The default config file: `$XDG_CONFIG_HOME/dsh/config.toml`.

@@ -36,6 +36,8 @@ Files:
   data     $XDG_DATA_HOME/dsh/ (or --data-dir DIR): the workspace and session store,
            and the daemon's log (daemon.log)
   socket   $XDG_RUNTIME_DIR/dsh/ (else DATA/run/): the daemon's socket
+  state    $XDG_STATE_HOME/dsh/repl/: the history and profiles of REPLs run in the sandbox,
+           one directory per workspace
 
 Exit status: 0 on success, 2 for usage and config errors, 1 for anything else.";
 

@@ -32,6 +32,11 @@ pub struct SpawnContext {
     /// neither readable nor writable by any sandboxed process, so a command
     /// can neither change its own sandbox nor read the host's tokens.
     pub private: Vec<PathBuf>,
+    /// The private directory where REPLs keep their state
+    /// ([`crate::ReplState`]): writable in every confined mode, unless it
+    /// lies in or holds a closed directory, or is already writable
+    /// through another writable path.
+    pub state_dir: Option<PathBuf>,
 }
 
 impl SpawnContext {
@@ -43,6 +48,7 @@ impl SpawnContext {
             home: home.into(),
             temp_dir: std::env::temp_dir(),
             private: Vec::new(),
+            state_dir: None,
         }
     }
 
@@ -64,6 +70,12 @@ impl SpawnContext {
     /// Replaces the temp dir (default: `$TMPDIR` or `/tmp`).
     pub fn with_temp_dir(mut self, temp_dir: impl Into<PathBuf>) -> Self {
         self.temp_dir = temp_dir.into();
+        self
+    }
+
+    /// Sets the REPL state directory (see [`SpawnContext::state_dir`]).
+    pub fn with_state_dir(mut self, dir: Option<PathBuf>) -> Self {
+        self.state_dir = dir;
         self
     }
 

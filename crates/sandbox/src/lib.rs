@@ -24,7 +24,10 @@
 //! is a handful of system calls.
 //!
 //! [`EnvPolicy`] (the `[env]` section) is separate and pure: the host's
-//! environment in, the child's environment out.
+//! environment in, the child's environment out. [`ReplState`] names the
+//! private per-workspace directory where confined REPLs keep their
+//! history and profiles ([`SpawnContext::state_dir`]), and the variables
+//! that point them there.
 //!
 //! This crate spawns nothing of its own except a short-lived helper that
 //! creates the namespaces; it knows nothing of jobs, terminals or tools.
@@ -37,6 +40,7 @@ mod policy;
 mod prepare;
 mod probe;
 mod refused;
+mod repl_state;
 mod seccomp;
 mod status;
 mod walk;
@@ -49,4 +53,5 @@ pub use policy::{
 pub use prepare::{Prepared, ReadRule, Sandbox, resolve_path};
 pub use probe::{Availability, PretendError, TARGET_LANDLOCK_ABI, TEST_PRETEND_VAR};
 pub use refused::{MAX_REFUSED_PATHS, Refusals, RefusedAccess, RefusedPath};
+pub use repl_state::{REPL_STATE_VARS, ReplState};
 pub use status::{SandboxError, SandboxStatus};

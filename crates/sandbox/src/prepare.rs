@@ -538,6 +538,22 @@ fn build(
         }
     }
 
+    // The REPL state directory, in every confined mode. Not when it is
+    // already under a writable root: a confined process could then have
+    // swapped it for a symlink since it was created, and the grant would
+    // follow the symlink. Not when it lies in a closed directory or holds
+    // one (an odd `XDG_STATE_HOME`): a grant must never open those.
+    if let Some(dir) = &context.state_dir
+        && !write_roots.iter().any(|r| is_within(dir, r))
+        && let Some(real) = watch(dir, &mut stamps)
+        && !write_roots.iter().any(|r| is_within(&real, r))
+        && !read_holes
+            .iter()
+            .any(|h| is_within(&real, h) || is_within(h, &real))
+    {
+        write_roots.push(real);
+    }
+
     // `.git` at the top of the writable root.
     let mut git = Vec::new();
     if policy.mode == Mode::WorkspaceWrite

@@ -15,8 +15,8 @@ use std::time::Duration;
 
 use pretty_assertions::assert_eq;
 use sandbox::{
-    Availability, EnvPolicy, Mode, Prepared, RefusedAccess, RefusedPath, Sandbox, SandboxPolicy,
-    SpawnContext,
+    Availability, EnvPolicy, Mode, Prepared, RefusedAccess, RefusedPath, ReplState, Sandbox,
+    SandboxPolicy, SpawnContext,
 };
 
 /// A home directory, a workspace (a git repository) and a temp dir of
@@ -929,4 +929,79 @@ fn the_env_policy_hides_secrets_from_a_real_child() {
     let mut lines: Vec<&str> = out.lines().map(|l| l.split('=').next().unwrap()).collect();
     lines.sort();
     assert_eq!(lines, ["EXTRA", "PATH"]);
+}
+
+#[test]
+fn the_repl_state_dir_is_writable_in_every_confined_mode_and_home_stays_closed() {
+    let f = Fixture::new();
+    let state = ReplState::new(f.home.join(".local/state/dsh/repl"));
+    let dir = state.ensure(&f.ws).unwrap();
+    let ctx = f.context().with_state_dir(Some(dir.clone()));
+    for mode in [Mode::WorkspaceWrite, Mode::ReadOnly] {
+        let p = prepare_with(policy(mode), Availability::probe_kernel(), &ctx);
+        assert!(p.can_write(&dir.join("ipython/x")), "{mode}");
+        let out = run(
+            &p,
+            &f.home,
+            &f.ws,
+            &format!(
+                "mkdir -p {d}/ipython/profile_default/startup && echo 1 > {d}/{mode}",
+                d = dir.display()
+            ),
+        );
+        assert_ok(&out);
+        assert_eq!(
+            std::fs::read_to_string(dir.join(mode.as_str())).unwrap(),
+            "1\n"
+        );
+        // The rest of the home directory stays closed, ipython's own
+        // directory too.
+        let out = run(
+            &p,
+            &f.home,
+            &f.ws,
+            "mkdir -p ~/.ipython/profile_default/startup",
+        );
+        assert_refused(&out, "Permission denied");
+        assert!(!f.home.join(".ipython").exists());
+        let parent = dir.parent().unwrap();
+        assert!(!p.can_write(&parent.join("other-workspace")), "{mode}");
+    }
+}
+
+#[test]
+fn a_repl_state_dir_in_a_closed_directory_or_a_writable_one_gets_no_grant_of_its_own() {
+    let f = Fixture::new();
+    // In a private directory (an `XDG_STATE_HOME` inside dsh's data dir):
+    // left out, and the private directory stays closed.
+    let private = f.home.join("data");
+    let inside = private.join("repl/x");
+    std::fs::create_dir_all(&inside).unwrap();
+    let ctx = f
+        .context()
+        .with_private([&private])
+        .with_state_dir(Some(inside.clone()));
+    let p = prepare_with(
+        policy(Mode::WorkspaceWrite),
+        Availability::probe_kernel(),
+        &ctx,
+    );
+    assert!(!p.can_write(&inside.join("f")));
+    // (Refused, or not even there: the mount namespace seals it.)
+    let out = run(&p, &f.home, &f.ws, &format!("touch {}/f", inside.display()));
+    assert!(!out.status.success(), "{}", text(&out));
+    assert!(!inside.join("f").exists());
+    // Under a writable root (the temp dir): writable through it alone, so
+    // in read-only mode too; nothing beside it is granted.
+    let in_tmp = f.in_tmp("state/x");
+    std::fs::create_dir_all(&in_tmp).unwrap();
+    let ctx = f.context().with_state_dir(Some(in_tmp.clone()));
+    let p = prepare_with(policy(Mode::ReadOnly), Availability::probe_kernel(), &ctx);
+    assert!(p.can_write(&in_tmp.join("f")));
+    assert_ok(&run(
+        &p,
+        &f.home,
+        &f.ws,
+        &format!("touch {}/f", in_tmp.display()),
+    ));
 }

@@ -7,11 +7,12 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use lsp_seam::{ReadAccess, ReadDenied};
 use sandbox::{
-    Availability, EnvPolicy, Mode, Prepared, Refusals, RefusedAccess, Sandbox, SandboxPolicy,
-    SandboxStatus, SpawnContext,
+    Availability, EnvPolicy, Mode, Prepared, Refusals, RefusedAccess, ReplState, Sandbox,
+    SandboxPolicy, SandboxStatus, SpawnContext,
 };
 use serde::Serialize;
 
@@ -32,6 +33,11 @@ pub struct Confinement {
     env: EnvPolicy,
     /// The host's own directories, closed to every sandboxed process.
     private: Vec<PathBuf>,
+    /// Where confined commands' REPLs keep their state; `None`: nowhere
+    /// of their own (they write under HOME, and the sandbox refuses).
+    repl_state: Option<ReplState>,
+    /// Whether the REPL state's trouble was logged (once is enough).
+    repl_state_warned: AtomicBool,
 }
 
 /// What one spawn gets: the prepared sandbox and the whole environment
@@ -83,7 +89,19 @@ impl Confinement {
             unconfined: Self::off_sandbox(kernel),
             env,
             private,
+            repl_state: None,
+            repl_state_warned: AtomicBool::new(false),
         }
+    }
+
+    /// Gives every confined command (not a language server, not one run
+    /// unconfined) a private state directory of its workspace under
+    /// `state`, writable in its sandbox, and points REPLs and shells at
+    /// it ([`sandbox::REPL_STATE_VARS`]) unless `[env] set` names the
+    /// variable.
+    pub fn with_repl_state(mut self, state: ReplState) -> Self {
+        self.repl_state = Some(state);
+        self
     }
 
     /// No sandbox, and the whole environment passed on: for embedders and
@@ -99,6 +117,8 @@ impl Confinement {
             unconfined: Self::off_sandbox(kernel),
             env,
             private: Vec::new(),
+            repl_state: None,
+            repl_state_warned: AtomicBool::new(false),
         }
     }
 
@@ -135,7 +155,7 @@ impl Confinement {
         unconfined: bool,
         language_server: bool,
     ) -> Result<ConfinedSpawn, ToolError> {
-        let env = self.environment(base);
+        let mut env = self.environment(base);
         let lookup = |name: &str| {
             env.iter()
                 .find(|(k, _)| k == name)
@@ -155,13 +175,6 @@ impl Confinement {
             let real = p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
             !real.starts_with(&real_temp)
         });
-        let context = if language_server {
-            SpawnContext::language_server(root, home)
-        } else {
-            SpawnContext::command(root, home)
-        }
-        .with_temp_dir(temp_dir)
-        .with_private(private);
         let sandbox = if unconfined {
             &self.unconfined
         } else {
@@ -176,10 +189,80 @@ impl Confinement {
                 ),
             )
         })?;
+        // Only a confined command gets a state directory: what a confined
+        // process wrote there must never be loaded by one outside.
+        let state_dir = if language_server || sandbox.policy().mode == Mode::Off {
+            None
+        } else {
+            self.repl_state_dir(root)
+        };
+        let context = if language_server {
+            SpawnContext::language_server(root, home)
+        } else {
+            SpawnContext::command(root, home)
+        }
+        .with_temp_dir(temp_dir)
+        .with_private(private)
+        .with_state_dir(state_dir.clone());
         let prepared = sandbox
             .prepare(&context)
             .map_err(|e| ToolError::new(e.code(), e.to_string()))?;
+        if let Some(dir) = state_dir {
+            if prepared.can_write(&dir) {
+                self.point_repls_at(&dir, &mut env);
+            } else {
+                self.warn_repl_state(format_args!(
+                    "{} is left out of the sandbox (it lies in or holds a directory no \
+                     sandboxed process may touch: is XDG_STATE_HOME inside dsh's data or \
+                     config directory?)",
+                    dir.display()
+                ));
+            }
+        }
         Ok(ConfinedSpawn { prepared, env })
+    }
+
+    /// The REPL state directory of the workspace `root`, created if
+    /// missing; `None` (logged once) when there is none or it cannot be
+    /// made.
+    fn repl_state_dir(&self, root: &Path) -> Option<PathBuf> {
+        let state = self.repl_state.as_ref()?;
+        let root = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
+        state
+            .ensure(&root)
+            .inspect_err(|e| {
+                self.warn_repl_state(format_args!(
+                    "the directory {} cannot be used: {e}",
+                    state.dir_for(&root).display()
+                ));
+            })
+            .ok()
+    }
+
+    /// Sets in `env` each variable that points a REPL or shell into `dir`,
+    /// unless `[env] set` names it (a value inherited from the host most
+    /// likely names a file under HOME, which the sandbox refuses).
+    fn point_repls_at(&self, dir: &Path, env: &mut Vec<(String, String)>) {
+        for (name, path) in ReplState::variables(dir) {
+            let Some(value) = path.to_str() else {
+                continue;
+            };
+            if self.env.set.contains_key(name) {
+                continue;
+            }
+            env.retain(|(k, _)| k != name);
+            env.push((name.to_owned(), value.to_owned()));
+        }
+    }
+
+    /// Logs, once per confinement, why confined REPLs keep no state.
+    fn warn_repl_state(&self, why: std::fmt::Arguments<'_>) {
+        if !self.repl_state_warned.swap(true, Ordering::Relaxed) {
+            tracing::warn!(
+                "confined REPLs and shells keep no history or profile of their own: {why}; \
+                 they write under HOME, where the sandbox refuses"
+            );
+        }
     }
 
     /// [`Confinement::prepare_blocking`] off the async workers.
@@ -510,6 +593,137 @@ mod tests {
                 rule: format!("`deny_read` entry `{}`", secrets.display()),
             })
         );
+    }
+
+    /// The value of `name` in `env`.
+    fn var<'a>(env: &'a [(String, String)], name: &str) -> Option<&'a str> {
+        env.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
+    }
+
+    /// A confinement of `mode` whose REPL state lives under `s/state`,
+    /// with `set` as `[env] set`, and `s/private` closed.
+    fn with_state(mode: Mode, s: &Path, set: &[(&str, &str)]) -> Confinement {
+        let policy = SandboxPolicy {
+            mode,
+            ..SandboxPolicy::default()
+        };
+        let env = EnvPolicy {
+            set: set
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+            ..EnvPolicy::default()
+        };
+        Confinement::new(
+            policy,
+            env,
+            Ok(Availability::probe_kernel()),
+            vec![s.join("private")],
+        )
+        .with_repl_state(ReplState::new(s.join("state/dsh/repl")))
+    }
+
+    #[test]
+    fn a_confined_command_gets_the_repl_state_dir_in_every_confined_mode() {
+        use std::os::unix::fs::PermissionsExt;
+        let (_dir, s) = scratch();
+        let (ws, _, _) = layout(&s);
+        let base = vec![
+            ("TMPDIR".to_owned(), s.join("tmp").display().to_string()),
+            ("HISTFILE".to_owned(), "/h/.bash_history".to_owned()),
+            ("HARMLESS".to_owned(), "1".to_owned()),
+        ];
+        let state = ReplState::new(s.join("state/dsh/repl"));
+        let dir = state.dir_for(&ws);
+        for mode in [Mode::WorkspaceWrite, Mode::ReadOnly] {
+            let spawn = with_state(mode, &s, &[])
+                .prepare_blocking(&ws, Some(&base), false, false)
+                .unwrap();
+            let expected: Vec<(String, String)> = ReplState::variables(&dir)
+                .into_iter()
+                .map(|(k, v)| (k.to_owned(), v.display().to_string()))
+                .collect();
+            let got: Vec<(String, String)> = expected
+                .iter()
+                .map(|(k, _)| (k.clone(), var(&spawn.env, k).unwrap_or("").to_owned()))
+                .collect();
+            // The inherited HISTFILE (under HOME) is replaced too.
+            assert_eq!(got, expected, "{mode}");
+            assert_eq!(var(&spawn.env, "HARMLESS"), Some("1"));
+            assert!(spawn.prepared.can_write(&dir.join("ipython")), "{mode}");
+            for private in [&dir, state.base(), &s.join("state/dsh"), &s.join("state")] {
+                let mode = std::fs::metadata(private).unwrap().permissions().mode();
+                assert_eq!(mode & 0o777, 0o700, "{}", private.display());
+            }
+        }
+    }
+
+    #[test]
+    fn an_unconfined_command_or_a_language_server_gets_no_repl_state() {
+        let (_dir, s) = scratch();
+        let (ws, _, _) = layout(&s);
+        let base = vec![
+            ("TMPDIR".to_owned(), s.join("tmp").display().to_string()),
+            ("IPYTHONDIR".to_owned(), "/h/.ipython".to_owned()),
+        ];
+        let names = |env: &[(String, String)]| -> Vec<String> {
+            sandbox::REPL_STATE_VARS
+                .iter()
+                .filter_map(|(name, _)| var(env, name).map(|v| format!("{name}={v}")))
+                .collect()
+        };
+        let confined = with_state(Mode::WorkspaceWrite, &s, &[]);
+        // A command a person let run unconfined, and a language server.
+        for (unconfined, language_server) in [(true, false), (false, true)] {
+            let spawn = confined
+                .prepare_blocking(&ws, Some(&base), unconfined, language_server)
+                .unwrap();
+            assert_eq!(names(&spawn.env), ["IPYTHONDIR=/h/.ipython"]);
+        }
+        // Everything with the sandbox off; not even the directory is made.
+        let spawn = with_state(Mode::Off, &s, &[])
+            .prepare_blocking(&ws, Some(&base), false, false)
+            .unwrap();
+        assert_eq!(names(&spawn.env), ["IPYTHONDIR=/h/.ipython"]);
+        assert!(!s.join("state").exists());
+    }
+
+    #[test]
+    fn env_set_wins_over_the_repl_state_dir() {
+        let (_dir, s) = scratch();
+        let (ws, _, _) = layout(&s);
+        let base = vec![("TMPDIR".to_owned(), s.join("tmp").display().to_string())];
+        let spawn = with_state(Mode::WorkspaceWrite, &s, &[("HISTFILE", "/elsewhere")])
+            .prepare_blocking(&ws, Some(&base), false, false)
+            .unwrap();
+        assert_eq!(var(&spawn.env, "HISTFILE"), Some("/elsewhere"));
+        let dir = ReplState::new(s.join("state/dsh/repl")).dir_for(&ws);
+        assert_eq!(
+            var(&spawn.env, "IPYTHONDIR"),
+            Some(dir.join("ipython").to_str().unwrap())
+        );
+    }
+
+    #[test]
+    fn a_repl_state_dir_inside_a_private_directory_is_not_used() {
+        let (_dir, s) = scratch();
+        let (ws, _, private) = layout(&s);
+        let base = vec![("TMPDIR".to_owned(), s.join("tmp").display().to_string())];
+        let confinement = Confinement::new(
+            SandboxPolicy::default(),
+            EnvPolicy::default(),
+            Ok(Availability::probe_kernel()),
+            vec![private.clone()],
+        )
+        .with_repl_state(ReplState::new(private.join("repl")));
+        let spawn = confinement
+            .prepare_blocking(&ws, Some(&base), false, false)
+            .unwrap();
+        if !spawn.prepared.confines() {
+            return; // no Landlock: nothing is closed, nothing to check
+        }
+        assert_eq!(var(&spawn.env, "IPYTHONDIR"), None);
+        assert!(!spawn.prepared.can_write(&private.join("repl")));
     }
 
     #[tokio::test]
