@@ -16,6 +16,7 @@ and the ratio of the medians. Run with `cargo xtask bench corpus
 [--quick]` (`--quick`: one round on the debug build, figures not to be
 quoted; BENCH_N sets the number of rounds)."""
 
+import fcntl
 import os
 import pathlib
 import re
@@ -28,7 +29,6 @@ import subprocess
 import sys
 import tempfile
 import termios
-import fcntl
 import time
 
 import anyio
@@ -37,10 +37,11 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "e2e"))
 
 from conftest import connect, make_env, stop_daemons  # noqa: E402
 from corpus import PROGRAMS, missing, raw_env, strip_ansi  # noqa: E402
+from waiting import eventually  # noqa: E402
 
 QUICK = "--quick" in sys.argv[1:]
 ROUNDS = int(os.environ.get("BENCH_N", "1" if QUICK else "7"))
-TIMEOUT_S = 10.0
+TIMEOUT_S = 5.0
 os.environ.setdefault("DSH_BIN", os.path.abspath("target/release/dsh"))
 
 
@@ -84,7 +85,8 @@ async def dsh_round(s, program, root):
     try:
         for i, step in enumerate(program.steps[: bench_index(program) + 1]):
             if step.poll:
-                raise RuntimeError("a polling step comes before the timed one")
+                await poll(s, tid, step)
+                continue
             started = time.perf_counter()
             r = await s.call_tool("terminal_send", {
                 "id": tid, "text": step.text, "submit": step.submit, "timeout_ms": int(TIMEOUT_S * 1000)})
@@ -100,6 +102,22 @@ async def dsh_round(s, program, root):
         return timed
     finally:
         await s.call_tool("terminal_close", {"id": tid})
+
+
+async def poll(s, tid, step):
+    """Reads the stream until the step's output appears (output the
+    program prints by itself)."""
+    seen = []
+
+    async def appeared():
+        r = await s.call_tool("terminal_read", {"id": tid})
+        seen.append(r.structuredContent["output"])
+        return re.search(step.out, "".join(seen))
+
+    try:
+        await eventually(appeared, step.out, timeout_s=TIMEOUT_S)
+    except AssertionError as e:
+        raise RuntimeError(f"step {step.name}: {e}") from None
 
 
 async def dsh_samples(base, programs):
@@ -211,6 +229,9 @@ def raw_round(program, root):
             pty.wait_for(program.open_out.removesuffix("$"))
         timed = None
         for step in program.steps[: bench_index(program) + 1]:
+            if step.poll:
+                pty.wait_for(step.out)
+                continue
             keys = step.text + ("\r" if step.submit else "")
             started = time.perf_counter()
             os.write(pty.master, keys.encode())
@@ -219,6 +240,9 @@ def raw_round(program, root):
         return timed
     finally:
         pty.close()
+        if "gpgconf" in program.requires:
+            # gpg started its agent, which outlives the pty
+            subprocess.run(["gpgconf", "--kill", "gpg-agent"], env=raw_env(root, program), check=False)
 
 
 def raw_samples(base, programs):
