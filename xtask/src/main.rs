@@ -7,12 +7,12 @@
 //!   component, a Python virtual environment with the MCP SDK, pytest and
 //!   python-lsp-server, and the language servers of the built-in
 //!   languages: pyright, typescript-language-server and the TypeScript MCP
-//!   SDK from npm into `tests/node`, clangd and Go's gopls from Debian; and
+//!   SDK from npm into `tests/node`, clangd and Go's gopls from Debian;
 //!   the browser of the `dsh ui` test: Debian's chromium, driven by
 //!   playwright-core from `tests/node`, which never downloads a browser;
 //!   and the programs of the conformance corpus, from Debian and IPython
-//!   from pip) and runs every test: the Rust workspace, the end-to-end MCP suite,
-//!   then every benchmark in its `--quick` mode so none can rot;
+//!   from pip) and runs every test: the Rust workspace, the end-to-end
+//!   MCP suite, then every benchmark in its `--quick` mode so none can rot;
 //! * `bench <name> [--quick]` runs a benchmark (release build) and prints
 //!   its table; `--quick` runs a short smoke version on the debug build,
 //!   whose figures are not to be quoted.
