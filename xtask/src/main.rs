@@ -7,11 +7,12 @@
 //!   component, a Python virtual environment with the MCP SDK, pytest and
 //!   python-lsp-server, and the language servers of the built-in
 //!   languages: pyright, typescript-language-server and the TypeScript MCP
-//!   SDK from npm into `tests/node`, clangd and Go's gopls from Debian; and
+//!   SDK from npm into `tests/node`, clangd and Go's gopls from Debian;
 //!   the browser of the `dsh ui` test: Debian's chromium, driven by
-//!   playwright-core from `tests/node`, which never downloads a browser)
-//!   and runs every test: the Rust workspace, the end-to-end MCP suite,
-//!   then every benchmark in its `--quick` mode so none can rot;
+//!   playwright-core from `tests/node`, which never downloads a browser;
+//!   and the programs of the conformance corpus, from Debian and IPython
+//!   from pip) and runs every test: the Rust workspace, the end-to-end
+//!   MCP suite, then every benchmark in its `--quick` mode so none can rot;
 //! * `bench <name> [--quick]` runs a benchmark (release build) and prints
 //!   its table; `--quick` runs a short smoke version on the debug build,
 //!   whose figures are not to be quoted.
@@ -35,7 +36,7 @@ tasks:
                       then `bench all --quick`
   bench <name> [--quick]
                       run a benchmark: mcp, spawn, terminal, memory, jobs, lsp, workspace, sandbox,
-                      daemon, ui, all (--quick: a short smoke run on the debug build)";
+                      daemon, ui, corpus, all (--quick: a short smoke run on the debug build)";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -144,7 +145,7 @@ fn install_prerequisites() -> anyhow::Result<()> {
         )?;
     }
     step(
-        "install the Python test requirements (MCP SDK, pytest, pytest-timeout, python-lsp-server)",
+        "install the Python test requirements (MCP SDK, pytest, pytest-timeout, python-lsp-server, IPython)",
         Command::new(venv_bin().join("pip")).args([
             "install",
             "--quiet",
@@ -160,12 +161,44 @@ fn on_path(program: &str) -> bool {
         .is_some_and(|paths| std::env::split_paths(&paths).any(|d| d.join(program).is_file()))
 }
 
+/// The programs the conformance corpus (`tests/e2e/test_corpus.py`)
+/// drives, each with the Debian package that provides it; the ones a
+/// machine lacks are installed. (IPython comes from tests/requirements.txt.)
+const CORPUS_PROGRAMS: &[(&str, &str)] = &[
+    ("cc", "gcc"),
+    ("gdb", "gdb"),
+    ("bc", "bc"),
+    ("dc", "dc"),
+    ("sqlite3", "sqlite3"),
+    ("ed", "ed"),
+    ("lua5.4", "lua5.4"),
+    ("tclsh", "tcl"),
+    ("irb", "ruby"),
+    ("expect", "expect"),
+    ("zsh", "zsh"),
+    ("node", "nodejs"),
+    ("units", "units"),
+    ("vim", "vim"),
+    ("nano", "nano"),
+    ("less", "less"),
+    ("man", "man-db"),
+    ("top", "procps"),
+    ("htop", "htop"),
+    ("whiptail", "whiptail"),
+    ("git", "git"),
+    ("ssh-keygen", "openssh-client"),
+    ("openssl", "openssl"),
+    ("gpg", "gpg"),
+    ("gpgconf", "gpgconf"),
+];
+
 /// The browser the `dsh ui` end-to-end test drives (Debian's package).
 const CHROMIUM: &str = "/usr/bin/chromium";
 
 /// Installs the language servers of the built-in languages for the tests:
 /// npm packages into `tests/node` (from the committed lock file), clangd
-/// and Go's pair from Debian when missing (CI runs as root), and Debian's
+/// and Go's pair from Debian when missing (CI runs as root), the programs
+/// of the conformance corpus from Debian when missing, and Debian's
 /// chromium for the `dsh ui` browser test. Returns why Go
 /// cannot be had here, if it cannot; Python, TypeScript and C/C++ must be.
 fn install_language_servers() -> anyhow::Result<Option<String>> {
@@ -217,6 +250,16 @@ fn install_language_servers() -> anyhow::Result<Option<String>> {
         .into_iter()
         .filter(|p| !on_path(p))
         .map(|p| if p == "script" { "bsdutils" } else { p })
+        .collect();
+    if !missing.is_empty() {
+        apt_update()?;
+        apt_install(&missing)?;
+    }
+    // The programs of the conformance corpus (tests/e2e/corpus.py).
+    let missing: Vec<&str> = CORPUS_PROGRAMS
+        .iter()
+        .filter(|(program, _)| !on_path(program))
+        .map(|(_, package)| *package)
         .collect();
     if !missing.is_empty() {
         apt_update()?;
@@ -426,6 +469,11 @@ fn bench(name: &str, speed: Speed) -> anyhow::Result<()> {
                 &[]
             },
         ),
+        "corpus" => python(
+            "bench_corpus.py",
+            "each corpus program's settle time through MCP vs the same keys on a bare pty",
+            &[],
+        ),
         "jobs" => example("jobs", "bench_jobs"),
         "spawn" => {
             example("process-tree", "bench_spawn")?;
@@ -453,6 +501,7 @@ fn bench(name: &str, speed: Speed) -> anyhow::Result<()> {
                 "sandbox",
                 "daemon",
                 "ui",
+                "corpus",
             ] {
                 bench(n, speed)?;
             }
