@@ -38,6 +38,8 @@
 
 use output_text::{GroundParser, PlainPerform};
 
+use crate::replies::{Query, Replies};
+
 /// A run of held text is compacted once it reaches this size.
 const COMPACT_AT: usize = 64 * 1024;
 /// Held text that could not be compacted (very long lines, or a screen
@@ -71,6 +73,8 @@ struct Screen {
     /// How often held text was compacted (for the tests).
     #[cfg(test)]
     compactions: usize,
+    /// Answers to the program's queries, not written yet.
+    replies: Replies,
 }
 
 impl Emulator {
@@ -88,6 +92,7 @@ impl Emulator {
                 compact_at: COMPACT_AT,
                 #[cfg(test)]
                 compactions: 0,
+                replies: Replies::default(),
             },
         }
     }
@@ -101,6 +106,12 @@ impl Emulator {
     /// Feeds raw output, in order.
     pub fn feed(&mut self, bytes: &[u8]) {
         self.shadow.advance(&mut self.screen, bytes);
+    }
+
+    /// The answers to the queries fed so far that were not taken yet (see
+    /// `replies`), to be written to the terminal.
+    pub fn take_replies(&mut self) -> Vec<u8> {
+        self.screen.replies.take()
     }
 }
 
@@ -129,6 +140,14 @@ impl vte::Perform for Screen {
         _ignore: bool,
         action: char,
     ) {
+        if let Some(query) = Query::of_csi(params, intermediates, action) {
+            // `vt100` has taken the bytes through the query (`parsed`
+            // comes first): its cursor is where the query was asked.
+            self.flush();
+            let cursor = self.parser.screen().cursor_position();
+            self.replies.answer(query, cursor);
+            return;
+        }
         match (intermediates.first(), action) {
             (None, 'r') => {
                 // DECSTBM: 1-based top and bottom, 0 or missing for the
@@ -167,6 +186,12 @@ impl vte::Perform for Screen {
                 }
             }
             _ => {}
+        }
+    }
+
+    fn osc_dispatch(&mut self, params: &[&[u8]], bell_terminated: bool) {
+        if let Some(query) = Query::of_osc(params, bell_terminated) {
+            self.replies.answer(query, (0, 0));
         }
     }
 

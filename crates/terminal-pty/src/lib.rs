@@ -22,6 +22,7 @@ mod emulator;
 mod memory;
 mod output;
 mod probe;
+mod replies;
 mod service;
 mod session;
 mod spawn;

@@ -408,6 +408,12 @@ impl Output {
         self.scanner = scanner;
     }
 
+    /// The answers to the program's terminal queries seen so far and not
+    /// taken yet, to be written to the terminal.
+    pub fn take_replies(&mut self) -> Vec<u8> {
+        self.screen.take_replies()
+    }
+
     /// Ends the stream (EOF or EIO from the pty).
     pub fn finish(&mut self) {
         if self.eof {

@@ -22,6 +22,7 @@
 use std::fs;
 use std::os::fd::{AsRawFd as _, BorrowedFd};
 use std::os::unix::fs::{FileTypeExt as _, MetadataExt as _};
+use std::time::Duration;
 
 /// Which terminal a probe looks for: the identity of a pty's other end.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,8 +72,9 @@ impl Tty {
 /// What a probe of one process found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum WaitState {
-    /// Blocked reading the terminal.
-    OnTerminal,
+    /// Blocked reading the terminal, in thread `tid` (the process's own
+    /// id for its main thread), for at most `limit` (`None`: no limit).
+    OnTerminal { tid: i32, limit: Option<Duration> },
     /// Running, or blocked on something else.
     Other,
     /// `/proc` does not tell (no permission, no such file).
@@ -92,6 +94,7 @@ mod nr {
     pub const EPOLL_WAIT: i64 = 232;
     pub const EPOLL_PWAIT: i64 = 281;
     pub const EPOLL_PWAIT2: i64 = 441;
+    pub const FUTEX: i64 = 202;
 }
 
 #[cfg(not(target_arch = "x86_64"))]
@@ -106,52 +109,148 @@ mod nr {
     pub const EPOLL_WAIT: i64 = -102;
     pub const EPOLL_PWAIT: i64 = 22;
     pub const EPOLL_PWAIT2: i64 = 441;
+    pub const FUTEX: i64 = 98;
 }
 
 /// Probes `pid`: is it blocked waiting for input from the terminal `tty`?
+///
+/// Its main thread first. A program whose main thread waits for another
+/// thread (blocked in `futex`) may read the terminal from that thread —
+/// Tcl's notifier thread does, for `expect` and `tclsh` — so then its
+/// other threads are probed too.
 pub(crate) fn wait_state(pid: i32, tty: &Tty) -> WaitState {
-    let text = match fs::read_to_string(format!("/proc/{pid}/syscall")) {
+    match thread_wait(pid, pid, tty) {
+        (WaitState::Other, Some(number)) if number == nr::FUTEX => thread_ids(pid)
+            .into_iter()
+            .filter(|tid| *tid != pid)
+            .map(|tid| thread_wait(pid, tid, tty).0)
+            .find(|state| matches!(state, WaitState::OnTerminal { .. }))
+            .unwrap_or(WaitState::Other),
+        (state, _) => state,
+    }
+}
+
+/// Probes thread `tid` of process `pid`; with the system call it is
+/// blocked in, when one.
+fn thread_wait(pid: i32, tid: i32, tty: &Tty) -> (WaitState, Option<i64>) {
+    let path = if tid == pid {
+        format!("/proc/{pid}/syscall")
+    } else {
+        format!("/proc/{pid}/task/{tid}/syscall")
+    };
+    let text = match fs::read_to_string(path) {
         Ok(text) => text,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return WaitState::Gone,
-        Err(_) => return WaitState::Unobservable,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return (WaitState::Gone, None),
+        Err(_) => return (WaitState::Unobservable, None),
     };
     let mut fields = text.split_whitespace();
     let Some(first) = fields.next() else {
-        return WaitState::Unobservable;
+        return (WaitState::Unobservable, None);
     };
     if first == "running" || first.starts_with('-') {
-        return WaitState::Other;
+        return (WaitState::Other, None);
     }
     let Ok(number) = first.parse::<i64>() else {
-        return WaitState::Unobservable;
+        return (WaitState::Unobservable, None);
     };
     let args: Vec<u64> = fields
         .take(6)
         .filter_map(|f| u64::from_str_radix(f.trim_start_matches("0x"), 16).ok())
         .collect();
     let arg = |i: usize| args.get(i).copied().unwrap_or(0);
-    let on_terminal = match number {
-        n if n == nr::READ || n == nr::READV => fd_is(pid, arg(0) as i32, tty),
-        n if n == nr::SELECT || n == nr::PSELECT6 => select_has_tty(pid, arg(0), arg(1), tty),
-        n if n == nr::POLL || n == nr::PPOLL => poll_has_tty(pid, arg(0), arg(1), tty),
-        n if n == nr::EPOLL_WAIT || n == nr::EPOLL_PWAIT || n == nr::EPOLL_PWAIT2 => {
-            epoll_has_tty(pid, arg(0) as i32, tty)
+    // (on the terminal, for at most how long)
+    let (on_terminal, limit) = match number {
+        n if n == nr::READ || n == nr::READV => (fd_is(pid, arg(0) as i32, tty), None),
+        n if n == nr::SELECT => (
+            select_has_tty(pid, arg(0), arg(1), tty),
+            time_limit(pid, arg(4), Clock::Timeval),
+        ),
+        n if n == nr::PSELECT6 => (
+            select_has_tty(pid, arg(0), arg(1), tty),
+            time_limit(pid, arg(4), Clock::Timespec),
+        ),
+        n if n == nr::POLL => (poll_has_tty(pid, arg(0), arg(1), tty), millis_limit(arg(2))),
+        n if n == nr::PPOLL => (
+            poll_has_tty(pid, arg(0), arg(1), tty),
+            time_limit(pid, arg(2), Clock::Timespec),
+        ),
+        n if n == nr::EPOLL_WAIT || n == nr::EPOLL_PWAIT => {
+            (epoll_has_tty(pid, arg(0) as i32, tty), millis_limit(arg(3)))
         }
-        _ => false,
+        n if n == nr::EPOLL_PWAIT2 => (
+            epoll_has_tty(pid, arg(0) as i32, tty),
+            time_limit(pid, arg(3), Clock::Timespec),
+        ),
+        _ => (false, None),
     };
     if on_terminal {
-        WaitState::OnTerminal
+        (WaitState::OnTerminal { tid, limit }, Some(number))
     } else {
-        WaitState::Other
+        (WaitState::Other, Some(number))
     }
 }
 
-/// The process's `voluntary_ctxt_switches`.
+/// How a wait's time limit is written in the process's memory.
+#[derive(Clone, Copy)]
+enum Clock {
+    /// `struct timeval`: seconds and microseconds.
+    Timeval,
+    /// `struct timespec`: seconds and nanoseconds.
+    Timespec,
+}
+
+/// The time limit at `address` (none when it is null: no limit). The
+/// kernel reads it when the wait starts; the memory holds what was asked.
+fn time_limit(pid: i32, address: u64, clock: Clock) -> Option<Duration> {
+    let raw = read_memory(pid, address, 16)?;
+    let seconds = i64::from_ne_bytes(raw[..8].try_into().ok()?);
+    let fraction = i64::from_ne_bytes(raw[8..].try_into().ok()?);
+    let (seconds, fraction) = (u64::try_from(seconds).ok()?, u64::try_from(fraction).ok()?);
+    let nanos = match clock {
+        Clock::Timeval => fraction.saturating_mul(1_000),
+        Clock::Timespec => fraction,
+    };
+    Some(Duration::from_secs(seconds).saturating_add(Duration::from_nanos(nanos)))
+}
+
+/// A limit in milliseconds passed as an `int` (negative: no limit).
+fn millis_limit(arg: u64) -> Option<Duration> {
+    let ms = arg as u32 as i32;
+    (ms >= 0).then(|| Duration::from_millis(ms as u64))
+}
+
+/// The thread's `voluntary_ctxt_switches` (`pid` is any thread's id: a
+/// process's main thread has the process's).
 pub(crate) fn voluntary_switches(pid: i32) -> Option<u64> {
-    let text = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    text.lines()
-        .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
-        .and_then(|v| v.trim().parse().ok())
+    switches_and_threads(pid).0
+}
+
+/// The thread's `voluntary_ctxt_switches` and how many threads its
+/// process has (0 when unknown), from one read of `/proc/<pid>/status`.
+pub(crate) fn switches_and_threads(pid: i32) -> (Option<u64>, usize) {
+    let Ok(text) = fs::read_to_string(format!("/proc/{pid}/status")) else {
+        return (None, 0);
+    };
+    let field = |name: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().parse::<u64>().ok())
+    };
+    (
+        field("voluntary_ctxt_switches:"),
+        field("Threads:").map_or(0, |n| n as usize),
+    )
+}
+
+/// The ids of process `pid`'s threads.
+pub(crate) fn thread_ids(pid: i32) -> Vec<i32> {
+    fs::read_dir(format!("/proc/{pid}/task"))
+        .map(|tasks| {
+            tasks
+                .filter_map(|t| t.ok()?.file_name().to_str()?.parse::<i32>().ok())
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// Whether descriptor `fd` of process `pid` is the terminal `tty`.

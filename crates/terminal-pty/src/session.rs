@@ -24,7 +24,9 @@ use tokio::sync::Notify;
 use crate::canon;
 use crate::echo::{sent_lines, strip_echo};
 use crate::output::{Marker, Output};
-use crate::probe::{Tty, WaitState, group_members, voluntary_switches, wait_state};
+use crate::probe::{
+    Tty, WaitState, group_members, switches_and_threads, thread_ids, voluntary_switches, wait_state,
+};
 
 /// How long the watch spins (yielding) after a write or new output.
 const TIGHT_PHASE: Duration = Duration::from_millis(2);
@@ -41,6 +43,17 @@ const MAX_PAUSE: Duration = Duration::from_millis(50);
 /// output the program wrote just before blocking may still be in flight
 /// inside the kernel.
 const INPUT_WAIT_CONFIRM: Duration = Duration::from_micros(150);
+/// A wait on the terminal with a time limit this short is the program
+/// waiting a moment for more input of its own accord — the rest of an
+/// escape sequence after `Esc` (vim: 100 ms, readline: 500 ms), the answer
+/// to a terminal query — and it will go on by itself when the time runs
+/// out. It counts as an input wait only once a whole limit passed with no
+/// output: a program that polls its input in short waits and prints
+/// nothing is waiting for input all the same.
+const SHORT_TIMED_WAIT: Duration = Duration::from_millis(500);
+/// Added to a short wait's limit before it counts: the time the program
+/// needs to print once its wait ran out.
+const TIMED_WAIT_MARGIN: Duration = Duration::from_millis(25);
 /// How often, at most, the whole foreground group is scanned from /proc
 /// (the leader is probed on every step); backing off to
 /// [`MAX_GROUP_SCAN_PAUSE`] as the command runs on.
@@ -206,6 +219,7 @@ impl Session {
             let n = unsafe { libc::read(master.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
             if n > 0 {
                 out.ingest(&buf[..n as usize]);
+                answer_queries(master.as_raw_fd(), out);
                 continue;
             }
             if n == 0 {
@@ -670,6 +684,7 @@ impl Session {
                 }
                 Ok(Ok(n)) => {
                     out.ingest(&buf[..n]);
+                    answer_queries(master.as_raw_fd(), out);
                     got = true;
                 }
                 Ok(Err(e)) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -684,6 +699,20 @@ impl Session {
         }
         Poll::Ready(false)
     }
+}
+
+/// Writes the answers to the terminal queries the output held (see
+/// `replies`) to the master `fd`, as a terminal answers: at once, as
+/// input. Best effort: the few bytes do not fit only when the program
+/// left its input unread, and then they are dropped.
+fn answer_queries(fd: RawFd, out: &mut Output) {
+    let replies = out.take_replies();
+    if replies.is_empty() {
+        return;
+    }
+    // SAFETY: writes from a buffer we own to the master, which the caller
+    // holds open under the session's lock.
+    let _ = unsafe { libc::write(fd, replies.as_ptr().cast(), replies.len()) };
 }
 
 /// Watches the first process and records how it exited, without reaping
@@ -907,10 +936,35 @@ pub(crate) fn interrupt_for(session: &Arc<Session>) -> Arc<Interrupt> {
 /// Candidate for an input-wait settle, awaiting confirmation.
 #[derive(Clone, Copy, PartialEq, Eq)]
 struct WaitSeen {
-    pid: i32,
+    /// The waiting thread (the process's id for its main thread).
+    tid: i32,
     switches: Option<u64>,
     since: Instant,
     generation: u64,
+    /// How long the wait must hold, from `since`, with no new output.
+    hold: Duration,
+    /// The time limit of a short timed wait (see [`SHORT_TIMED_WAIT`]).
+    timed: Option<Duration>,
+}
+
+impl WaitSeen {
+    fn new(
+        tid: i32,
+        switches: Option<u64>,
+        limit: Option<Duration>,
+        now: Instant,
+        generation: u64,
+    ) -> Self {
+        let timed = limit.filter(|l| *l <= SHORT_TIMED_WAIT);
+        Self {
+            tid,
+            switches,
+            since: now,
+            generation,
+            hold: timed.map_or(INPUT_WAIT_CONFIRM, |l| l + TIMED_WAIT_MARGIN),
+            timed,
+        }
+    }
 }
 
 /// Writes the text and waits for the first rung of the settle ladder.
@@ -931,7 +985,15 @@ pub(crate) async fn run_send(
     let fg_at_write = session.foreground_pgid();
     let mut baseline: HashMap<i32, Option<u64>> = HashMap::new();
     if let Some(fg) = fg_at_write {
-        baseline.insert(fg, voluntary_switches(fg));
+        let (switches, threads) = switches_and_threads(fg);
+        baseline.insert(fg, switches);
+        // A program may read the terminal from another thread (see
+        // `probe::wait_state`): their counts too, before the write.
+        if threads > 1 {
+            for tid in thread_ids(fg).into_iter().filter(|t| *t != fg) {
+                baseline.insert(tid, voluntary_switches(tid));
+            }
+        }
     }
     {
         let mut st = session.lock();
@@ -1141,7 +1203,7 @@ impl Watch<'_> {
             && session.spec.our_shell
         {
             match wait_state(session.spec.pid, self.tty) {
-                WaitState::OnTerminal | WaitState::Unobservable | WaitState::Gone => {
+                WaitState::OnTerminal { .. } | WaitState::Unobservable | WaitState::Gone => {
                     return Step::Settled(SettleReason::Prompt, Some(marker.status));
                 }
                 WaitState::Other => {}
@@ -1181,19 +1243,19 @@ impl Watch<'_> {
                 let others = self.group.iter().copied().filter(|p| *p != fg);
                 for pid in std::iter::once(fg).chain(others) {
                     match wait_state(pid, self.tty) {
-                        WaitState::OnTerminal => {
-                            let switches = voluntary_switches(pid);
+                        WaitState::OnTerminal { tid, limit } => {
+                            let switches = voluntary_switches(tid);
                             let fresh = !self.fresh_required
                                 || Some(fg) != self.fg_at_write
-                                || match self.baseline.get(&pid) {
+                                || match self.baseline.get(&tid) {
                                     Some(before) => *before != switches,
                                     None => {
-                                        self.baseline.insert(pid, switches);
+                                        self.baseline.insert(tid, switches);
                                         false
                                     }
                                 };
                             if fresh {
-                                found = Some((pid, switches));
+                                found = Some((tid, switches, limit));
                                 break;
                             }
                         }
@@ -1202,24 +1264,36 @@ impl Watch<'_> {
                     }
                 }
             }
-            match (found, self.wait_seen) {
-                (Some((pid, switches)), Some(seen))
-                    if seen.pid == pid
-                        && seen.switches == switches
-                        && seen.generation == generation =>
+            match (found, self.wait_seen.as_mut()) {
+                // The same wait, still with no output: confirmed once it
+                // held long enough. A program waiting in short timed
+                // waits is followed from one to the next (its switches
+                // move each time); a longer one starts the hold again.
+                (Some((tid, switches, limit)), Some(seen))
+                    if seen.tid == tid
+                        && seen.generation == generation
+                        && (seen.switches == switches
+                            || (seen.timed.is_some()
+                                && limit.is_some_and(|l| l <= SHORT_TIMED_WAIT))) =>
                 {
-                    if now - seen.since >= INPUT_WAIT_CONFIRM {
-                        return Step::Settled(SettleReason::InputWait, None);
+                    match (seen.timed, limit) {
+                        (Some(held), Some(new)) if new > held => {
+                            *seen = WaitSeen::new(tid, switches, limit, now, generation);
+                        }
+                        _ => {
+                            if now - seen.since >= seen.hold {
+                                return Step::Settled(SettleReason::InputWait, None);
+                            }
+                            seen.switches = switches;
+                        }
                     }
                 }
-                (Some((pid, switches)), _) => {
-                    self.wait_seen = Some(WaitSeen {
-                        pid,
-                        switches,
-                        since: now,
-                        generation,
-                    });
+                (Some((tid, switches, limit)), _) => {
+                    self.wait_seen = Some(WaitSeen::new(tid, switches, limit, now, generation));
                 }
+                // Between two short timed waits of a program that prints
+                // nothing: still the same quiet stretch.
+                (None, Some(seen)) if seen.timed.is_some() && seen.generation == generation => {}
                 (None, _) => self.wait_seen = None,
             }
         }
@@ -1240,8 +1314,19 @@ impl Watch<'_> {
         {
             return Step::Settled(SettleReason::Timeout, None);
         }
-        if self.wait_seen.is_some() || tight {
-            return Step::Spin;
+        match self.wait_seen {
+            // Confirming a wait: spin, the answer is a moment away.
+            Some(seen) if seen.timed.is_none() => return Step::Spin,
+            // A short timed wait: look again as its limit runs out.
+            Some(seen) if !tight => {
+                let left = (seen.since + seen.hold).saturating_duration_since(now);
+                return Step::Pause(
+                    left.clamp(Duration::from_micros(200), Duration::from_millis(5))
+                        .min(self.deadline.saturating_duration_since(now)),
+                );
+            }
+            _ if tight => return Step::Spin,
+            _ => {}
         }
         Step::Pause(
             probe_pause(now - self.activity).min(self.deadline.saturating_duration_since(now)),

@@ -166,7 +166,7 @@ fn ready_for_input(session: &Session) -> bool {
         return true;
     };
     match wait_state(pgid, &session.spec.tty) {
-        WaitState::OnTerminal | WaitState::Gone => true,
+        WaitState::OnTerminal { .. } | WaitState::Gone => true,
         WaitState::Other | WaitState::Unobservable => false,
     }
 }
