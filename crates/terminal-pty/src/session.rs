@@ -162,7 +162,11 @@ impl Session {
         let master = unsafe {
             AsyncFd::register_with_interest(master, Interest::READABLE | Interest::WRITABLE)?
         };
-        let out = Output::new(nonce, scrollback, spec.rows, spec.cols, spec.result_limit);
+        let mut out = Output::new(nonce, scrollback, spec.rows, spec.cols, spec.result_limit);
+        // The startup's capture begins before the reader task can take a
+        // byte: a program that prints at once (a shell's prompt) is read
+        // into it even when the opening task is slow to get to its settle.
+        out.begin_capture();
         let session = Arc::new(Self {
             spec,
             created_at: SystemTime::now(),
@@ -998,7 +1002,11 @@ pub(crate) async fn run_send(
     {
         let mut st = session.lock();
         session.drain(&mut st);
-        st.out.begin_capture();
+        // A new terminal's startup continues the capture its session
+        // began with (`Session::start`); a send begins its own.
+        if plan.bytes.is_some() || st.out.capture().is_none() {
+            st.out.begin_capture();
+        }
     }
     let mut input_cut = None;
     let mut line_cut = None;

@@ -278,3 +278,31 @@ async fn exit_settles_with_the_exit_code_and_later_sends_are_refused() {
         .unwrap_err();
     assert_eq!(err.code(), "SESSION_EXITED");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_a_program_prints_at_once_is_in_its_open_output() {
+    // dash prints its prompt and reads within a millisecond of starting:
+    // the startup's capture must hold the prompt however late the opening
+    // task gets to its settle (under load, 12 of 40 opens came back empty).
+    let f = Fixture::new();
+    for round in 0..40 {
+        let opened = f
+            .service
+            .open(
+                &f.owner,
+                terminal_seam::OpenRequest {
+                    command: Some(vec!["dash".into(), "-i".into()]),
+                    ..terminal_seam::OpenRequest::default()
+                },
+            )
+            .await
+            .expect("open dash");
+        assert_eq!(opened.reason, SettleReason::InputWait, "round {round}");
+        assert!(
+            opened.output.ends_with("$ ") || opened.output.ends_with("# "),
+            "round {round}: {:?}",
+            opened.output
+        );
+        f.service.close(&f.owner, opened.id).await.expect("close");
+    }
+}
