@@ -49,7 +49,11 @@ pub enum ReadinessSignal {
 /// have a language server of their own, earlier versions are served by
 /// typescript-language-server.
 #[derive(Clone)]
-pub struct PerRoot(Arc<dyn Fn(&ServerConfig, &Path) -> ServerConfig + Send + Sync>);
+pub struct PerRoot(Arc<ChooseFn>);
+
+/// The function of a [`PerRoot`]: (configured server, root) → the server
+/// to start there.
+type ChooseFn = dyn Fn(&ServerConfig, &Path) -> ServerConfig + Send + Sync;
 
 impl PerRoot {
     /// A hook calling `choose(config, root)`.
