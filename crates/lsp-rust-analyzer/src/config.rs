@@ -332,11 +332,11 @@ impl ServerConfig {
     }
 
     /// TypeScript and JavaScript, the server chosen per project root: the
-    /// project's own TypeScript decides —
-    /// 7 or later through its native server (`tsc --lsp --stdio`), earlier
-    /// versions through typescript-language-server; without one, a global
-    /// `tsc` of version 7 or later, else typescript-language-server with a
-    /// global TypeScript 5/6.
+    /// project's own TypeScript decides — 7 or later through its native
+    /// server (`tsc --lsp --stdio`), earlier versions through
+    /// typescript-language-server; without one, a global `tsc` of version 7
+    /// or later, else typescript-language-server with a global TypeScript
+    /// 5/6.
     pub fn typescript_preset() -> ServerConfig {
         crate::typescript::preset()
     }

@@ -24,6 +24,7 @@
 //! it is ready when no progress is active ([`ReadinessSignal::Progress`]).
 
 use std::path::{Path, PathBuf};
+use std::sync::LazyLock;
 
 use serde_json::Value;
 
@@ -37,6 +38,10 @@ const NATIVE_NAME: &str = "tsc --lsp";
 
 /// The name of the server for TypeScript 5/6.
 const LANGUAGE_SERVER: &str = "typescript-language-server";
+
+/// The choice, one hook for every copy of the preset (so copies compare
+/// equal).
+static PER_ROOT: LazyLock<PerRoot> = LazyLock::new(|| PerRoot::new(choose));
 
 /// The preset: typescript-language-server's settings (routing, readiness,
 /// install hint) with the per-root choice.
@@ -62,7 +67,7 @@ pub(crate) fn preset() -> ServerConfig {
             "typescript",
             ".ts",
         )),
-        per_root: Some(PerRoot::new(choose)),
+        per_root: Some(PER_ROOT.clone()),
         ..ServerConfig::default()
     }
 }
@@ -250,6 +255,7 @@ mod tests {
         let empty = tmp.path().join("empty-path");
         std::fs::create_dir_all(&empty).unwrap();
         let config = config_with_path(&empty);
+        assert_eq!(preset(), preset());
 
         let old = tmp.path().join("old");
         typescript(&old.join("node_modules").join("typescript"), "5.9.3");
