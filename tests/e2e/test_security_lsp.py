@@ -1,6 +1,7 @@
 """`lsp` reads nothing the session's sandbox denies, end to end: the real
-daemon with real language servers (pyright or pylsp for Python,
-typescript-language-server for TypeScript) and a HOME of the test's own
+daemon with real language servers (pyright or pylsp for Python;
+typescript-language-server for TypeScript 5, TypeScript 7's own server)
+and a HOME of the test's own
 whose `~/.ssh` holds secret-looking files. The daemon reads files itself
 (to send them to a server, to render an answer's lines and a definition's
 body), outside the sandbox, so it must apply the same read rules as a
@@ -134,8 +135,16 @@ async def test_a_file_in_dsh_private_directory_is_refused(box):
         assert_denied(r, notes, "dsh's private directory")
 
 
-async def test_a_definition_in_a_denied_file_is_withheld(box):
+@pytest.mark.parametrize("typescript", ["typescript", "typescript7"])
+async def test_a_definition_in_a_denied_file_is_withheld(box, typescript):
+    """With the workspace's own TypeScript 5 (served by
+    typescript-language-server) and 7 (served by its own server)."""
     ws = box["ws"]
+    package = ROOT / "tests" / "node" / "node_modules" / typescript
+    if not (package / "package.json").is_file():
+        pytest.fail(f"{package} is missing: `cargo xtask test` installs it (npm ci in tests/node)")
+    (ws / "node_modules").mkdir()
+    (ws / "node_modules" / "typescript").symlink_to(package, target_is_directory=True)
     line = (ws / "app.ts").read_text().splitlines()[0]
     specifier = line.index("../home/.ssh/deploy") + 2
     async with connect(box["env"], cwd=str(ws)) as s:

@@ -6,8 +6,9 @@
 //!   warnings as errors), installs what the tests need (the rust-analyzer
 //!   component, a Python virtual environment with the MCP SDK, pytest and
 //!   python-lsp-server, and the language servers of the built-in
-//!   languages: pyright, typescript-language-server and the TypeScript MCP
-//!   SDK from npm into `tests/node`, clangd and Go's gopls from Debian;
+//!   languages: pyright, typescript-language-server, TypeScript 5 and 7
+//!   and the TypeScript MCP SDK from npm into `tests/node`, clangd and
+//!   Go's gopls from Debian;
 //!   the browser of the `dsh ui` test: Debian's chromium, driven by
 //!   playwright-core from `tests/node`, which never downloads a browser;
 //!   and the programs of the conformance corpus, from Debian and IPython
@@ -214,7 +215,7 @@ fn install_language_servers() -> anyhow::Result<Option<String>> {
     };
     if stale {
         step(
-            "install pyright, typescript-language-server, typescript, the TypeScript MCP SDK and playwright-core (npm ci in tests/node)",
+            "install pyright, typescript-language-server, TypeScript 5 and 7, the TypeScript MCP SDK and playwright-core (npm ci in tests/node)",
             Command::new("npm")
                 .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
                 .env("PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "1")

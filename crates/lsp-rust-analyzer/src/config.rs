@@ -1,8 +1,9 @@
 //! Plain configuration: one [`ServerConfig`] per language server, the
-//! client's [`ClientOptions`], and the built-in rust-analyzer preset.
+//! client's [`ClientOptions`], and the built-in presets.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use lsp_seam::{LspError, UnavailableReason};
@@ -39,6 +40,40 @@ pub enum ReadinessSignal {
     /// containing one of these texts, and no progress is active:
     /// pyright's `Found N source files` once its file list is complete.
     LogMessage(Vec<String>),
+}
+
+/// Picks the server to start for one project root: given the configured
+/// server and the root, it returns the configuration to start there (see
+/// [`ServerConfig::per_root`]). A preset uses it when the right server
+/// depends on the project, as TypeScript's does: TypeScript 7 and later
+/// have a language server of their own, earlier versions are served by
+/// typescript-language-server.
+#[derive(Clone)]
+pub struct PerRoot(Arc<ChooseFn>);
+
+/// The function of a [`PerRoot`]: (configured server, root) → the server
+/// to start there.
+type ChooseFn = dyn Fn(&ServerConfig, &Path) -> ServerConfig + Send + Sync;
+
+impl PerRoot {
+    /// A hook calling `choose(config, root)`.
+    pub fn new(
+        choose: impl Fn(&ServerConfig, &Path) -> ServerConfig + Send + Sync + 'static,
+    ) -> PerRoot {
+        PerRoot(Arc::new(choose))
+    }
+}
+
+impl std::fmt::Debug for PerRoot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PerRoot(..)")
+    }
+}
+
+impl PartialEq for PerRoot {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
 }
 
 /// One stdio language server. The host fills it from
@@ -85,6 +120,11 @@ pub struct ServerConfig {
     /// (gopls: `no identifier found`): once it is ready, they are an
     /// honest empty answer, not an error.
     pub nothing_here_errors: Vec<String>,
+    /// Chooses the server per project root: when set, each server is
+    /// started from what it returns for its root (the routing fields —
+    /// `extensions`, `root_markers`, `root_strategy`, `require_root` —
+    /// stay this config's). `None`: this config as it is.
+    pub per_root: Option<PerRoot>,
 }
 
 impl ServerConfig {
@@ -110,7 +150,19 @@ impl ServerConfig {
             install_hint: Some(hint("`rustup component add rust-analyzer`", "rust", ".rs")),
             no_project_hint: None,
             nothing_here_errors: vec![],
+            per_root: None,
         }
+    }
+
+    /// The configuration to start for the project at `root`: what the
+    /// [`ServerConfig::per_root`] hook chooses, else this one.
+    pub fn for_root(&self, root: &Path) -> ServerConfig {
+        let mut chosen = match &self.per_root {
+            Some(PerRoot(choose)) => choose(self, root),
+            None => self.clone(),
+        };
+        chosen.per_root = None;
+        chosen
     }
 
     /// The language id for `path`, by its final extension.
@@ -151,38 +203,52 @@ impl ServerConfig {
                 Err(not_found(format!("the path {}", p.display())))
             };
         }
+        if let Some(found) = self.find_on_path(&self.command) {
+            return Ok(found);
+        }
+        let listed: Vec<String> = self
+            .path_dirs()
+            .iter()
+            .map(|d| d.display().to_string())
+            .collect();
+        Err(not_found(format!("PATH: {}", listed.join(":"))))
+    }
+
+    /// The directories searched for a command: the `env` `PATH` if given,
+    /// else the process's.
+    fn path_dirs(&self) -> Vec<PathBuf> {
         let path_var = self
             .env
             .get("PATH")
             .cloned()
             .or_else(|| std::env::var("PATH").ok())
             .unwrap_or_default();
-        let dirs: Vec<PathBuf> = std::env::split_paths(&path_var).collect();
-        for dir in &dirs {
-            let candidate = dir.join(&self.command);
-            if is_executable(&candidate) {
-                return Ok(candidate);
-            }
-        }
-        let listed: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
-        Err(not_found(format!("PATH: {}", listed.join(":"))))
+        std::env::split_paths(&path_var).collect()
+    }
+
+    /// The first executable `program` in [`ServerConfig::path_dirs`].
+    pub(crate) fn find_on_path(&self, program: &str) -> Option<PathBuf> {
+        self.path_dirs()
+            .into_iter()
+            .map(|dir| dir.join(program))
+            .find(|candidate| is_executable(candidate))
     }
 }
 
-fn is_executable(path: &Path) -> bool {
+pub(crate) fn is_executable(path: &Path) -> bool {
     use std::os::unix::fs::PermissionsExt;
     std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
 /// The one-line install hint of a preset: what to run, and the config key
 /// that replaces the server.
-fn hint(install: &str, language: &str, ext: &str) -> String {
+pub(crate) fn hint(install: &str, language: &str, ext: &str) -> String {
     format!(
         "Install: {install}; or set another server for {ext} in the config: [lsp.servers.NAME] command = \"...\", extensions = {{ \"{ext}\" = \"{language}\" }}"
     )
 }
 
-fn extensions(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+pub(crate) fn extensions(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
     pairs
         .iter()
         .map(|(e, l)| ((*e).to_owned(), (*l).to_owned()))
@@ -265,32 +331,14 @@ impl ServerConfig {
         ]
     }
 
-    /// TypeScript and JavaScript: typescript-language-server (which needs
-    /// the `typescript` package in the project or installed globally).
+    /// TypeScript and JavaScript, the server chosen per project root: the
+    /// project's own TypeScript decides — 7 or later through its native
+    /// server (`tsc --lsp --stdio`), earlier versions through
+    /// typescript-language-server; without one, a global `tsc` of version 7
+    /// or later, else typescript-language-server with a global TypeScript
+    /// 5/6.
     pub fn typescript_preset() -> ServerConfig {
-        ServerConfig {
-            name: "typescript-language-server".into(),
-            command: "typescript-language-server".into(),
-            args: vec!["--stdio".into()],
-            extensions: extensions(&[
-                (".ts", "typescript"),
-                (".tsx", "typescriptreact"),
-                (".js", "javascript"),
-                (".jsx", "javascriptreact"),
-                (".mjs", "javascript"),
-                (".cjs", "javascript"),
-            ]),
-            root_markers: ["tsconfig.json", "jsconfig.json", "package.json", ".git"]
-                .map(String::from)
-                .to_vec(),
-            readiness: ReadinessSignal::ProgressEnded("Initializing JS/TS".into()),
-            install_hint: Some(hint(
-                "`npm install -g typescript-language-server typescript@5` (the server also needs `typescript` in the project or installed globally)",
-                "typescript",
-                ".ts",
-            )),
-            ..ServerConfig::default()
-        }
+        crate::typescript::preset()
     }
 
     /// C and C++: clangd, which needs a `compile_commands.json` to know the

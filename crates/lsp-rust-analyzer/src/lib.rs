@@ -25,9 +25,10 @@ mod pool;
 mod provider;
 mod server;
 mod text;
+mod typescript;
 
 pub use config::{
-    ClientOptions, LanguagePreset, LspConfig, ReadinessSignal, RootStrategy, ServerConfig,
+    ClientOptions, LanguagePreset, LspConfig, PerRoot, ReadinessSignal, RootStrategy, ServerConfig,
     language_presets,
 };
 pub use confine::{Confine, Confined};

@@ -360,7 +360,7 @@ impl StdioLspProvider {
                 && server.is_alive()
             {
                 out.push(ServerProcess {
-                    name: self.config.name.clone(),
+                    name: server.config.name.clone(),
                     root,
                     pid: server.pid(),
                     encoding: server.encoding,
@@ -428,7 +428,7 @@ impl StdioLspProvider {
                     reason: UnavailableReason::Crashed,
                     message: format!(
                         "{} for {} died ({how}) and was restarted {used} time(s), its budget{tail}",
-                        self.config.name,
+                        server.config.name,
                         root.display()
                     ),
                 });
@@ -436,15 +436,16 @@ impl StdioLspProvider {
             slot.restarts.fetch_add(1, Ordering::SeqCst);
             tracing::info!(
                 "restarting {} for {} after it died ({how})",
-                self.config.name,
+                server.config.name,
                 root.display()
             );
             *guard = None;
         }
         self.pool.ensure_reaper();
         self.pool.make_room(&slot);
+        // The server for this root (a preset may choose it per root).
         let server = Server::start(
-            self.config.clone(),
+            Arc::new(self.config.for_root(root)),
             root.to_owned(),
             self.options.clone(),
             self.confine.clone(),
@@ -531,7 +532,11 @@ impl StdioLspProvider {
         for _ in 0..max_attempts {
             if !self.is_running(&root) {
                 report(
-                    &format!("starting {} for {}", self.config.name, root.display()),
+                    &format!(
+                        "starting {} for {}",
+                        self.config.for_root(&root).name,
+                        root.display()
+                    ),
                     None,
                 );
             }
@@ -549,7 +554,7 @@ impl StdioLspProvider {
                 server
                     .wait_ready(self.options.ready_timeout, &report)
                     .await?;
-                if self.config.wait_for_diagnostics && !changed.is_empty() {
+                if server.config.wait_for_diagnostics && !changed.is_empty() {
                     server
                         .wait_diagnostics(&changed, self.options.ready_timeout)
                         .await?;
@@ -603,10 +608,13 @@ impl StdioLspProvider {
 
     /// An error by which the server says there is nothing at the position
     /// (see [`ServerConfig::nothing_here_errors`]) is an empty answer.
-    fn nothing_here<T>(&self, answer: Result<Option<T>, Failure>) -> Result<Option<T>, Failure> {
+    fn nothing_here<T>(
+        server: &Server,
+        answer: Result<Option<T>, Failure>,
+    ) -> Result<Option<T>, Failure> {
         match answer {
             Err(Failure::Lsp(LspError::ServerError { message, .. }))
-                if self
+                if server
                     .config
                     .nothing_here_errors
                     .iter()
@@ -624,7 +632,7 @@ impl StdioLspProvider {
         } else {
             Err(Failure::Lsp(LspError::UnsupportedOperation {
                 op,
-                server: self.config.name.clone(),
+                server: server.config.name.clone(),
             }))
         }
     }
@@ -670,7 +678,7 @@ impl StdioLspProvider {
                         self.options.request_timeout,
                     )
                     .await;
-                let answer = self.nothing_here(answer)?;
+                let answer = Self::nothing_here(&server, answer)?;
                 // (target, name position, whole range if known)
                 let targets: Vec<(Url, Position, Option<Range>)> = match answer {
                     None => vec![],
@@ -834,7 +842,7 @@ impl StdioLspProvider {
                         self.options.request_timeout,
                     )
                     .await;
-                let locations = self.nothing_here(locations)?.unwrap_or_default();
+                let locations = Self::nothing_here(&server, locations)?.unwrap_or_default();
                 let mut files = Files::new(&query.access);
                 let mut grouped: BTreeMap<PathBuf, Vec<Reference>> = BTreeMap::new();
                 let mut withheld = Withheld::default();
@@ -899,7 +907,7 @@ impl StdioLspProvider {
                         self.options.request_timeout,
                     )
                     .await;
-                let hover = self.nothing_here(hover)?;
+                let hover = Self::nothing_here(&server, hover)?;
                 let markdown = hover.map(|h| match h.contents {
                     HoverContents::Scalar(s) => marked(s),
                     HoverContents::Array(v) => {

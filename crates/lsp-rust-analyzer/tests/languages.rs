@@ -1,8 +1,12 @@
 //! The built-in language presets against their real servers — pyright
-//! (Python), typescript-language-server (TypeScript), clangd (C++) and
+//! (Python), TypeScript 5 through typescript-language-server and
+//! TypeScript 7 through its own server (`tsc --lsp`), clangd (C++) and
 //! gopls (Go) — on fresh copies of one two-module fixture per language:
 //! an interface with a method, two implementations, a call site in another
-//! module, and a line with non-ASCII text before an identifier.
+//! module, and a line with non-ASCII text before an identifier. The
+//! TypeScript copies have a `node_modules/typescript` of the version under
+//! test (a link to the one `cargo xtask test` installs into `tests/node`),
+//! so the preset's choice per project root is what picks the server.
 //!
 //! Each language is checked for the four queries (whole answers), for
 //! cold starts (five fresh copies: only `LSP_NOT_READY` or the correct
@@ -62,6 +66,10 @@ struct Lang {
     type_file: &'static str,
     /// How a comment line starts (for edits).
     comment: &'static str,
+    /// The package in `tests/node/node_modules` linked as the copy's own
+    /// `node_modules/typescript`, and the server the preset must choose
+    /// for it (TypeScript only).
+    project_typescript: Option<(&'static str, &'static str)>,
 }
 
 const PYTHON: Lang = Lang {
@@ -93,6 +101,7 @@ const PYTHON: Lang = Lang {
     type_kind: "class",
     type_file: "shapes.py",
     comment: "#",
+    project_typescript: None,
 };
 
 const TYPESCRIPT: Lang = Lang {
@@ -124,6 +133,15 @@ const TYPESCRIPT: Lang = Lang {
     type_kind: "class",
     type_file: "shapes.ts",
     comment: "//",
+    project_typescript: Some(("typescript", "typescript-language-server")),
+};
+
+/// The same project on TypeScript 7, served by its own server.
+const TYPESCRIPT7: Lang = Lang {
+    name: "typescript7",
+    install: "npm install typescript@7 in the project, or npm install -g typescript (tests: cargo xtask test installs it into tests/node as typescript7)",
+    project_typescript: Some(("typescript7", "tsc --lsp")),
+    ..TYPESCRIPT
 };
 
 const CPP: Lang = Lang {
@@ -156,6 +174,7 @@ const CPP: Lang = Lang {
     type_kind: "class",
     type_file: "shapes.hpp",
     comment: "//",
+    project_typescript: None,
 };
 
 const GO: Lang = Lang {
@@ -186,6 +205,7 @@ const GO: Lang = Lang {
     type_kind: "struct",
     type_file: "shapes/shapes.go",
     comment: "//",
+    project_typescript: None,
 };
 
 impl Lang {
@@ -193,7 +213,7 @@ impl Lang {
     fn config(&self) -> ServerConfig {
         let ext = match self.name {
             "python" => ".py",
-            "typescript" => ".ts",
+            "typescript" | "typescript7" => ".ts",
             "cpp" => ".cpp",
             _ => ".go",
         };
@@ -207,6 +227,19 @@ impl Lang {
     /// Whether the server is here; fails with the install line when it is
     /// not, except Go when the installer said why it cannot be had.
     fn available(&self) -> bool {
+        if let Some((package, _)) = self.project_typescript {
+            let dir = test_node_modules().join(package);
+            assert!(
+                dir.join("package.json").is_file(),
+                "{}: {} is missing; this test needs it: {}",
+                self.name,
+                dir.display(),
+                self.install
+            );
+            let (_dir, root) = self.copy();
+            require_binary(&self.config().for_root(&root), self.install);
+            return true;
+        }
         let config = self.config();
         if config.resolve_command().is_ok() {
             return true;
@@ -223,9 +256,19 @@ impl Lang {
     }
 
     /// A fresh copy of the fixture (with its compile_commands.json for
-    /// C++, which needs absolute paths).
+    /// C++, which needs absolute paths, and its own TypeScript for
+    /// TypeScript, checked to choose the expected server).
     fn copy(&self) -> (tempfile::TempDir, PathBuf) {
         let (dir, root) = fixture_copy(&format!("langs/{}", self.fixture));
+        if let Some((package, server)) = self.project_typescript {
+            std::fs::create_dir_all(root.join("node_modules")).unwrap();
+            std::os::unix::fs::symlink(
+                test_node_modules().join(package),
+                root.join("node_modules").join("typescript"),
+            )
+            .unwrap();
+            assert_eq!(self.config().for_root(&root).name, server, "{}", self.name);
+        }
         if self.name == "cpp" {
             let entries: Vec<serde_json::Value> = ["shapes.cpp", "main.cpp"]
                 .iter()
@@ -295,6 +338,16 @@ impl Lang {
         expected.sort();
         (at(&decl_file, def, self.function), expected)
     }
+}
+
+/// Where `cargo xtask test` installs the npm test tools.
+fn test_node_modules() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/node/node_modules")
+        .canonicalize()
+        .unwrap_or_else(|_| {
+            panic!("tests/node/node_modules is missing: run `cargo xtask test` (or `npm ci` in tests/node)")
+        })
 }
 
 /// 1-based number of the first line of `path` that starts with `prefix`
@@ -637,6 +690,70 @@ fn typescript_sees_edits_on_disk() {
 }
 
 #[test]
+fn typescript7_answers_the_four_queries() {
+    four_queries(&TYPESCRIPT7);
+}
+
+#[test]
+fn typescript7_cold_start_is_never_empty_or_partial() {
+    cold_start(&TYPESCRIPT7);
+}
+
+#[test]
+fn typescript7_sees_edits_on_disk() {
+    freshness(&TYPESCRIPT7);
+}
+
+/// Without a TypeScript of its own, a project is served by what the
+/// global `tsc` on `PATH` is: TypeScript 7 by its own server, TypeScript 5
+/// by typescript-language-server (with that TypeScript).
+#[test]
+fn without_a_project_typescript_the_global_one_decides() {
+    let modules = test_node_modules();
+    let node = std::env::split_paths(&std::env::var_os("PATH").unwrap())
+        .find(|d| d.join("node").is_file())
+        .expect("node is not on PATH: the TypeScript tests need Node.js");
+    for (package, server) in [
+        ("typescript7", "tsc --lsp"),
+        ("typescript", "typescript-language-server"),
+    ] {
+        for tool in [package, "typescript-language-server"] {
+            assert!(
+                modules.join(tool).join("package.json").is_file(),
+                "{tool} is missing in tests/node/node_modules: run `cargo xtask test` (or `npm ci` in tests/node)"
+            );
+        }
+        let bin = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink(
+            modules.join(package).join("bin").join("tsc"),
+            bin.path().join("tsc"),
+        )
+        .unwrap();
+        std::os::unix::fs::symlink(
+            modules.join(".bin").join("typescript-language-server"),
+            bin.path().join("typescript-language-server"),
+        )
+        .unwrap();
+        let mut config = TYPESCRIPT.config();
+        let path = std::env::join_paths([bin.path().to_owned(), node.clone()]).unwrap();
+        config
+            .env
+            .insert("PATH".into(), path.to_string_lossy().into_owned());
+        let (_dir, root) = fixture_copy("langs/typescript");
+        assert_eq!(config.for_root(&root).name, server, "global {package}");
+        let p = StdioLspProvider::new(config, lang_options());
+        let (query, expected) = TYPESCRIPT.references(&root);
+        let got = RT
+            .block_on(answer(LIMIT, async || p.references(&query).await))
+            .unwrap();
+        assert_eq!(reference_positions(&got), expected, "global {package}");
+        let running: Vec<String> = p.servers().into_iter().map(|s| s.name).collect();
+        assert_eq!(running, [server], "global {package}");
+        RT.block_on(p.shutdown());
+    }
+}
+
+#[test]
 fn cpp_answers_the_four_queries() {
     four_queries(&CPP);
 }
@@ -684,7 +801,7 @@ fn a_config_entry_overrides_the_preset_extension_by_extension() {
     // the preset keeps the extensions the config does not claim
     let python = PYTHON.config().name;
     assert_eq!(routes[".pyi"], python);
-    assert_eq!(routes[".ts"], "typescript-language-server");
+    assert_eq!(routes[".ts"], "typescript");
     assert_eq!(routes[".cpp"], "clangd");
     assert_eq!(routes[".go"], "gopls");
     assert_eq!(routes[".rs"], "rust-analyzer");
