@@ -9,8 +9,10 @@
 //!   languages: pyright, typescript-language-server and the TypeScript MCP
 //!   SDK from npm into `tests/node`, clangd and Go's gopls from Debian; and
 //!   the browser of the `dsh ui` test: Debian's chromium, driven by
-//!   playwright-core from `tests/node`, which never downloads a browser)
-//!   and runs every test: the Rust workspace, the end-to-end MCP suite,
+//!   playwright-core from `tests/node`, which never downloads a browser),
+//!   prepares the real-project LSP corpus (`tests/lsp_real/prepare.py`:
+//!   pinned projects from the registries and their oracles, once, in
+//!   `target/lsp-corpus`) and runs every test: the Rust workspace, the end-to-end MCP suite,
 //!   then every benchmark in its `--quick` mode so none can rot;
 //! * `bench <name> [--quick]` runs a benchmark (release build) and prints
 //!   its table; `--quick` runs a short smoke version on the debug build,
@@ -34,8 +36,8 @@ tasks:
   test                check fmt and clippy, install what the tests need, run every test,
                       then `bench all --quick`
   bench <name> [--quick]
-                      run a benchmark: mcp, spawn, terminal, memory, jobs, lsp, workspace, sandbox,
-                      daemon, ui, all (--quick: a short smoke run on the debug build)";
+                      run a benchmark: mcp, spawn, terminal, memory, jobs, lsp, lsp-real, workspace,
+                      sandbox, daemon, ui, all (--quick: a short smoke run on the debug build)";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -252,6 +254,28 @@ fn install_language_servers() -> anyhow::Result<Option<String>> {
     Ok(None)
 }
 
+/// Fetches the pinned real projects of the LSP conformance suite and builds
+/// their oracles, once per machine (cached under `target/lsp-corpus`).
+fn prepare_lsp_corpus() -> anyhow::Result<()> {
+    if !venv_bin().join("python").exists() {
+        install_prerequisites()?;
+    }
+    if !node_dir()
+        .join("node_modules")
+        .join(".bin")
+        .join("pyright-langserver")
+        .exists()
+    {
+        install_language_servers()?;
+    }
+    step(
+        "prepare the real-project LSP corpus (pinned sources and their oracles, in target/lsp-corpus)",
+        Command::new(venv_bin().join("python"))
+            .arg("tests/lsp_real/prepare.py")
+            .env("PATH", path_with_venv()),
+    )
+}
+
 /// The house style as a gate: formatting and every clippy warning fail
 /// the run, before anything slow is installed, built or tested.
 fn style_gate(cargo: &str) -> anyhow::Result<()> {
@@ -296,6 +320,7 @@ fn test() -> anyhow::Result<()> {
         rust_tests.env("DSH_GO_UNAVAILABLE", reason);
     }
     step("run the Rust tests", &mut rust_tests)?;
+    prepare_lsp_corpus()?;
     step(
         "run the end-to-end MCP tests (the real dsh binary, the Python MCP client)",
         Command::new(venv_bin().join("python"))
@@ -432,6 +457,14 @@ fn bench(name: &str, speed: Speed) -> anyhow::Result<()> {
             example("dsh", "bench_bash_layers")
         }
         "lsp" => example("lsp-rust-analyzer", "bench_lsp"),
+        "lsp-real" => {
+            prepare_lsp_corpus()?;
+            python(
+                "bench_lsp_real.py",
+                "the lsp tool asked cold on real projects, against each language's oracle (quiet and under a build)",
+                &[],
+            )
+        }
         "workspace" => example("workspace-sled", "bench_workspace"),
         "sandbox" => {
             example("sandbox", "bench_sandbox")?;
@@ -449,6 +482,7 @@ fn bench(name: &str, speed: Speed) -> anyhow::Result<()> {
                 "memory",
                 "jobs",
                 "lsp",
+                "lsp-real",
                 "workspace",
                 "sandbox",
                 "daemon",
