@@ -11,7 +11,9 @@ first right answer, and the run's wall time.
     python tests/bench/bench_lsp_real.py [--quick] [LANGUAGE ...]
 
 `--quick` asks 5 sites per language (a smoke run; its figures are not to
-be quoted). Exits non-zero when any answer was wrong."""
+be quoted). Wrong answers are listed, not fatal (the end-to-end suite is
+the gate); it exits non-zero when a build failed or a run got no right
+answer at all."""
 
 import pathlib
 import sys
@@ -24,11 +26,11 @@ import prepare  # noqa: E402
 
 def main(argv):
     quick = "--quick" in argv
-    langs = [a for a in argv if a != "--quick"] or list(prepare.PROJECTS)
+    langs = prepare.languages([a for a in argv if a != "--quick"])
     for lang in langs:
         prepare.prepare(lang)
     sites = 5 if quick else None
-    rows, bad = [], []
+    rows, bad, failed = [], [], False
     for lang in langs:
         for build in (False, True):
             t = conformance.run_sync(lang, build=build, sites=sites)
@@ -36,6 +38,8 @@ def main(argv):
             rows.append(t)
             if t["wrong"] or t["errors"] or t["build_failures"]:
                 bad.append(t)
+            if t["build_failures"] or not t["right"]:
+                failed = True
     print("\n| language | project | condition | right | wrong | not ready | other errors "
           "| first right answer | run | builds done |")
     print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|")
@@ -54,7 +58,7 @@ def main(argv):
             print(f"  error: {e}", file=sys.stderr)
         for f in t["build_failures"]:
             print(f"  build failed: {f}", file=sys.stderr)
-    return 1 if bad else 0
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

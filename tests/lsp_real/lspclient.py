@@ -39,7 +39,8 @@ class LspClient:
         self.responses = {}
         self.logs = []
         self.active_progress = set()
-        self.ended_progress = []
+        self.ended_progress = []  # titles of the progress that ended
+        self.titles = {}
         self.server_status = []  # rust-analyzer's experimental/serverStatus
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()
@@ -92,12 +93,14 @@ class LspClient:
                 self.logs.append(m["params"]["message"])
             elif method == "$/progress":
                 token = json.dumps(m["params"]["token"])
-                kind = m["params"]["value"].get("kind")
+                value = m["params"]["value"]
+                kind = value.get("kind")
                 if kind == "begin":
                     self.active_progress.add(token)
+                    self.titles[token] = value.get("title", "")
                 elif kind == "end":
                     self.active_progress.discard(token)
-                    self.ended_progress.append(token)
+                    self.ended_progress.append(self.titles.get(token, ""))
             self.cond.notify_all()
 
     def request(self, method, params, timeout=120):
@@ -162,6 +165,9 @@ class LspClient:
             "textDocument/didOpen",
             {"textDocument": {"uri": uri_of(path), "languageId": language_id, "version": 1, "text": text}},
         )
+
+    def close_document(self, path):
+        self.notify("textDocument/didClose", {"textDocument": {"uri": uri_of(path)}})
 
     def at(self, path, line0, char0):
         return {"textDocument": {"uri": uri_of(path)}, "position": {"line": line0, "character": char0}}

@@ -45,7 +45,7 @@ PROJECTS = {
         "dir": "memchr-2.8.3",
         "sample_under": "src",
         "extension": ".rs",
-        "oracle": "rust-analyzer lsif",
+        "oracle": "rust-analyzer lsif, kept where a warmed rust-analyzer (plain LSP client) agrees",
     },
     "python": {
         "name": "click",
@@ -54,6 +54,40 @@ PROJECTS = {
         "sample_under": "src/click",
         "extension": ".py",
         "oracle": "pyright-langserver, warmed (plain LSP client)",
+    },
+    "typescript": {
+        "name": "@tanstack/query-core",
+        "package": "@tanstack/query-core",
+        "version": "5.59.0",
+        "dir": "query-core-5.59.0",
+        "sample_under": "src",
+        "extension": ".ts",
+        "oracle": "typescript-language-server, warmed (plain LSP client)",
+    },
+    "c": {
+        # LZ4 1.9.x's C sources, as vendored by the Python binding's sdist
+        "name": "lz4",
+        "version": "4.3.3",
+        "dir": "lz4-4.3.3",
+        "sample_under": "lz4libs",
+        "extension": ".c",
+        "oracle": "clangd --background-index, warmed (plain LSP client), kept where a second clangd "
+                  "with only the queried file open agrees",
+        # lz4hc.c #includes lz4.c: clangd's index then holds lz4.c in two
+        # configurations, and which answers depends on the files open
+        "cross_check_alone": True,
+    },
+    "go": {
+        # Go modules come from Debian's golang-*-dev packages (no module proxy)
+        "name": "github.com/google/uuid",
+        "version": "1.3.0",
+        "deb": "golang-github-google-uuid-dev",
+        "deb_version": "1.3.0-1",
+        "import_path": "github.com/google/uuid",
+        "dir": "uuid-1.3.0",
+        "sample_under": ".",
+        "extension": ".go",
+        "oracle": "gopls, warmed (plain LSP client)",
     },
 }
 
@@ -330,7 +364,8 @@ def oracle_rust(spec, root):
 # -- Python: a PyPI sdist through pip, oracle from a warmed pyright ---------
 
 
-def fetch_python(spec, dest):
+def pip_sdist(spec, dest):
+    """A source distribution from PyPI, unpacked as `dest`."""
     with tempfile.TemporaryDirectory(prefix="lsp-corpus-") as dl:
         run([sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check",
              "--no-binary", ":all:", "--no-deps", f"{spec['name']}=={spec['version']}", "-d", dl])
@@ -338,6 +373,10 @@ def fetch_python(spec, dest):
         with tarfile.open(sdist) as t:
             t.extractall(dl, filter="data")
         shutil.copytree(pathlib.Path(dl) / spec["dir"], dest)
+
+
+def fetch_python(spec, dest):
+    pip_sdist(spec, dest)
     # the suite's concurrent `pip install -e .` runs offline, without build
     # isolation: setuptools' editable build then needs `wheel` installed
     run([sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check",
@@ -374,25 +413,36 @@ def warmed_answers(client, files, sites):
     return answers
 
 
-def oracle_python(spec, root):
+def server(name):
+    path = shutil.which(name)
+    if path is None:
+        raise SystemExit(f"{name} is not on PATH (`cargo xtask test` installs it into tests/node)")
+    return path
+
+
+def oracle_by_server(spec, root, command, language_id, candidates, is_ready, what, exclude=()):
+    """The oracle of a server warmed through a plain LSP client: every
+    source file under `sample_under` opened, the server's own readiness
+    signal awaited, then the candidates asked in order until enough have
+    one definition in another file of the project, and those asked again
+    and again until a whole round answers as the one before."""
     files = Files(root)
-    server = shutil.which("pyright-langserver")
-    if server is None:
-        raise SystemExit("pyright-langserver is not on PATH (`cargo xtask test` installs it into tests/node)")
-    client = LspClient([server, "--stdio"], root)
+    client = LspClient(command, root)
     try:
         client.initialize()
-        for f in sorted((root / spec["sample_under"]).rglob("*.py")):
-            client.open(f, "python")
-        # pyright's own signal that its file list is complete, then no work
-        client.wait_for(
-            lambda: any(re.search(r"Found \d+ source file", m) for m in client.logs) and not client.active_progress,
-            300, "pyright's source file list")
+        for pattern in spec.get("open", ["*" + spec["extension"]]):
+            for f in sorted((root / spec["sample_under"]).rglob(pattern)):
+                client.open(f, language_id)
+        client.wait_for(lambda: is_ready(client), 300, what)
         picked = []
-        for _, path, line0, c0, symbol in python_candidates(root, spec["sample_under"]):
+        for _, path, line0, c0, symbol in candidates:
             if len(picked) == 2 * SITES or symbol in {s[3] for s in picked}:
                 continue
-            defs = [x for x in client.definition(path, line0, c0) if files.rel(x[0]) is not None]
+            try:
+                found = client.definition(path, line0, c0)
+            except RuntimeError:
+                continue  # gopls: "no identifier found" (a string, a comment)
+            defs = [x for x in found if files.rel(x[0]) is not None]
             if len(defs) != 1 or defs[0][0] == str(pathlib.Path(path).resolve()):
                 continue
             picked.append((path, line0, c0, symbol))
@@ -404,22 +454,250 @@ def oracle_python(spec, root):
                 break
             previous = current
         else:
-            raise SystemExit("pyright's answers kept changing")
+            raise SystemExit(f"{command[0]}: its answers kept changing")
     finally:
         client.close()
+    if spec.get("cross_check_alone"):
+        current = cross_check_alone(spec, root, command, language_id, is_ready, what, files, picked, current)
     sites = []
-    for (path, line0, c0, symbol), (d, r, h) in zip(picked, current):
+    for (path, line0, c0, symbol), answer in zip(picked, current):
+        if answer is None:
+            continue
+        d, r, h = answer
+        if any(loc[0] in exclude for loc in d + r + [(files.rel(path),)]):
+            continue
         if len(d) != 1 or not 2 <= len(r) <= MAX_REFS or symbol not in h:
             continue
-        line_utf16 = c0  # the line is ASCII
-        sites.append(site_record(files, path, line0, line_utf16, symbol, d, r, h))
+        sites.append(site_record(files, path, line0, c0, symbol, d, r, h))  # ASCII lines: c0 is UTF-16 too
         if len(sites) == SITES:
             break
     return sites
 
 
-FETCH = {"rust": fetch_rust, "python": fetch_python}
-ORACLE = {"rust": oracle_rust, "python": oracle_python}
+def cross_check_alone(spec, root, command, language_id, is_ready, what, files, picked, answers):
+    """Asks each site again from a second server that has only the queried
+    file open (as a client asking one question has); a site whose answer
+    differs from the first server's (every file open) is dropped (None):
+    there the server's own answer depends on which files are open."""
+    client = LspClient(command, root)
+    kept = []
+    try:
+        client.initialize()
+        first = picked[0][0]
+        client.open(first, language_id)
+        client.wait_for(lambda: is_ready(client), 300, what)
+        client.close_document(first)
+        for site, answer in zip(picked, answers):
+            client.open(site[0], language_id)
+            [alone] = warmed_answers(client, files, [site])
+            client.close_document(site[0])
+            if alone[:2] != answer[:2]:
+                print(f"  skipped {site[3]} at {files.rel(site[0])}:{site[1] + 1}: "
+                      "the answer depends on the files open", file=sys.stderr)
+                answer = None
+            kept.append(answer)
+    finally:
+        client.close()
+    return kept
+
+
+def oracle_python(spec, root):
+    # pyright's own signal that its file list is complete, then no work
+    return oracle_by_server(
+        spec, root, [server("pyright-langserver"), "--stdio"], "python",
+        python_candidates(root, spec["sample_under"]),
+        lambda c: any(re.search(r"Found \d+ source file", m) for m in c.logs) and not c.active_progress,
+        "pyright's source file list")
+
+
+# -- TypeScript: an npm package that ships its sources, oracle from a warmed
+# typescript-language-server ------------------------------------------------
+
+# The package ships no tsconfig.json: this one makes its sources a project
+# (`tsc -b` builds it), with `process` declared as its own build does.
+TSCONFIG = {
+    "compilerOptions": {
+        "target": "ES2020", "module": "ESNext", "moduleResolution": "Bundler", "lib": ["ES2020", "DOM"],
+        "strict": True, "composite": True, "declaration": True, "skipLibCheck": True, "types": [],
+        "outDir": "out",
+    },
+    "include": ["src", "types"],
+}
+PROCESS_DTS = "declare const process: { env: Record<string, string | undefined> }\n"
+TS_KEYWORDS = {
+    "abstract", "any", "as", "async", "await", "boolean", "break", "case", "catch", "class", "const",
+    "constructor", "continue", "declare", "default", "delete", "do", "else", "enum", "export", "extends",
+    "false", "finally", "for", "from", "function", "get", "if", "implements", "import", "in", "infer",
+    "instanceof", "interface", "is", "keyof", "let", "never", "new", "null", "number", "object", "of",
+    "private", "protected", "public", "readonly", "return", "set", "static", "string", "super", "switch",
+    "this", "throw", "true", "try", "type", "typeof", "undefined", "unknown", "var", "void", "while",
+    "yield", "symbol", "bigint",
+}
+
+
+def fetch_typescript(spec, dest):
+    with tempfile.TemporaryDirectory(prefix="lsp-corpus-") as dl:
+        run(["npm", "pack", "--quiet", f"{spec['package']}@{spec['version']}"], cwd=dl,
+            stdout=subprocess.DEVNULL)
+        [tgz] = pathlib.Path(dl).glob("*.tgz")
+        with tarfile.open(tgz) as t:
+            t.extractall(dl, filter="data")
+        shutil.copytree(pathlib.Path(dl) / "package", dest)
+    # the sources are the project: drop the prebuilt output and the tests
+    # (which need the upstream repository's test tooling)
+    shutil.rmtree(dest / "build", ignore_errors=True)
+    shutil.rmtree(dest / "src" / "__tests__", ignore_errors=True)
+    (dest / "tsconfig.json").write_text(json.dumps(TSCONFIG, indent=2) + "\n")
+    (dest / "types").mkdir()
+    (dest / "types" / "process.d.ts").write_text(PROCESS_DTS)
+
+
+def ts_candidates(root, under):
+    out = []
+    word = re.compile(r"(?<![A-Za-z0-9_$])[A-Za-z_][A-Za-z0-9_]*(?![A-Za-z0-9_$])")
+    for f in sorted((root / under).rglob("*.ts")):
+        for line0, text in enumerate(f.read_text().split("\n")):
+            code = text.strip()
+            if not text.isascii() or code.startswith(("//", "*", "/*")):
+                continue
+            for m in word.finditer(text):
+                if m.group() not in TS_KEYWORDS:
+                    out.append((order_key(f.relative_to(root), line0, m.start()), str(f), line0, m.start(), m.group()))
+    out.sort()
+    return out
+
+
+def oracle_typescript(spec, root):
+    # its "Initializing JS/TS language features" progress has begun and
+    # ended, and nothing else is in progress
+    return oracle_by_server(
+        spec, root, [server("typescript-language-server"), "--stdio"], "typescript",
+        ts_candidates(root, spec["sample_under"]),
+        lambda c: c.ended_progress and not c.active_progress,
+        "typescript-language-server's project load")
+
+
+# -- C: a C library vendored in a PyPI sdist, oracle from a warmed clangd ---
+
+C_KEYWORDS = {
+    "auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else", "enum",
+    "extern", "float", "for", "goto", "if", "inline", "int", "long", "register", "restrict", "return",
+    "short", "signed", "sizeof", "static", "struct", "switch", "typedef", "union", "unsigned", "void",
+    "volatile", "while", "define", "ifdef", "ifndef", "endif", "include", "defined", "elif", "undef",
+    "pragma", "error",
+}
+
+
+def c_sources(project):
+    spec = PROJECTS["c"]
+    return sorted((pathlib.Path(project) / spec["sample_under"]).glob("*.c"))
+
+
+def compile_commands(project):
+    """The compilation database clangd needs, for the library's own C
+    files (its absolute paths are the copy's: written after each copy)."""
+    project = pathlib.Path(project).resolve()
+    spec = PROJECTS["c"]
+    db = [
+        {
+            "directory": str(project),
+            "file": str(f.relative_to(project)),
+            "arguments": ["cc", "-std=c99", "-O2", "-I", spec["sample_under"], "-c", str(f.relative_to(project)),
+                          "-o", f.stem + ".o"],
+        }
+        for f in c_sources(project)
+    ]
+    (project / "compile_commands.json").write_text(json.dumps(db, indent=1) + "\n")
+
+
+def localize(lang, project):
+    """What a fresh copy of `lang`'s project needs before a server starts."""
+    if lang == "c":
+        compile_commands(project)
+
+
+def fetch_c(spec, dest):
+    pip_sdist(spec, dest)
+
+
+def c_candidates(root, under):
+    out = []
+    word = re.compile(r"(?<![A-Za-z0-9_])[A-Za-z_][A-Za-z0-9_]*(?![A-Za-z0-9_])")
+    # use sites in the .c files: a header opened on its own is parsed
+    # without the translation unit that includes it (its conditional parts
+    # inactive), and clangd's index of an open file replaces the background
+    # index's, which would make the oracle's answers the header's alone
+    for f in sorted((root / under).glob("*.c")):
+        for line0, text in enumerate(f.read_text(errors="replace").split("\n")):
+            code = text.strip()
+            if not text.isascii() or code.startswith(("//", "*", "/*", "#include")):
+                continue
+            for m in word.finditer(text):
+                if m.group() not in C_KEYWORDS:
+                    out.append((order_key(f.relative_to(root), line0, m.start()), str(f), line0, m.start(), m.group()))
+    out.sort()
+    return out
+
+
+def oracle_c(spec, root):
+    # A .c file another one #includes (lz4hc.c includes lz4.c) is indexed
+    # in two configurations, and which one clangd answers from depends on
+    # the files open: no site touching one is kept.
+    included = set()
+    for f in c_sources(root):
+        for name in re.findall(r'^\s*#\s*include\s+"([^"]+\.c)"', f.read_text(errors="replace"), re.M):
+            included.add(str((f.parent / name).relative_to(root)))
+    # its background index has been built ("indexing" begun and ended)
+    return oracle_by_server(
+        spec, root, [server("clangd"), "--background-index", "--header-insertion=never"], "c",
+        c_candidates(root, spec["sample_under"]),
+        lambda c: "indexing" in c.ended_progress and not c.active_progress,
+        "clangd's background index", exclude=included)
+
+
+# -- Go: a module's source from a Debian package, oracle from a warmed gopls
+
+GO_KEYWORDS = {
+    "break", "case", "chan", "const", "continue", "default", "defer", "else", "fallthrough", "for", "func",
+    "go", "goto", "if", "import", "interface", "map", "package", "range", "return", "select", "struct",
+    "switch", "type", "var", "nil", "true", "false",
+}
+
+
+def fetch_go(spec, dest):
+    installed = subprocess.run(["dpkg-query", "-W", "-f", "${Version}", spec["deb"]],
+                               capture_output=True, text=True).stdout.strip()
+    if installed != spec["deb_version"]:
+        raise SystemExit(f"{spec['deb']} {spec['deb_version']} is not installed (found {installed or 'none'}): "
+                         f"apt-get install {spec['deb']}={spec['deb_version']}")
+    shutil.copytree(pathlib.Path("/usr/share/gocode/src") / spec["import_path"], dest)
+
+
+def go_candidates(root, under):
+    out = []
+    word = re.compile(r"(?<![A-Za-z0-9_])[A-Za-z_][A-Za-z0-9_]*(?![A-Za-z0-9_])")
+    for f in sorted((root / under).glob("*.go")):
+        for line0, text in enumerate(f.read_text().split("\n")):
+            if not text.isascii() or text.strip().startswith(("//", "/*", "*")):
+                continue
+            for m in word.finditer(text):
+                if m.group() not in GO_KEYWORDS:
+                    out.append((order_key(f.relative_to(root), line0, m.start()), str(f), line0, m.start(), m.group()))
+    out.sort()
+    return out
+
+
+def oracle_go(spec, root):
+    # its "Setting up workspace" progress has begun and ended
+    return oracle_by_server(
+        spec, root, [server("gopls")], "go", go_candidates(root, spec["sample_under"]),
+        lambda c: "Setting up workspace" in c.ended_progress and not c.active_progress,
+        "gopls's workspace")
+
+
+FETCH = {"rust": fetch_rust, "python": fetch_python, "typescript": fetch_typescript, "c": fetch_c, "go": fetch_go}
+ORACLE = {"rust": oracle_rust, "python": oracle_python, "typescript": oracle_typescript, "c": oracle_c,
+          "go": oracle_go}
 
 
 def prepare(lang):
@@ -437,6 +715,7 @@ def prepare(lang):
     with tempfile.TemporaryDirectory(prefix="lsp-oracle-") as tmp:
         work = pathlib.Path(tmp) / spec["dir"]
         shutil.copytree(dest, work, symlinks=True)
+        localize(lang, work)
         sites = ORACLE[lang](spec, work)
     if len(sites) != SITES:
         raise SystemExit(f"{lang}: only {len(sites)} use sites qualify, {SITES} wanted")
@@ -452,11 +731,21 @@ def prepare(lang):
     print(f"{lang}: {spec['name']} {spec['version']}: {len(sites)} sites ({oracle['seconds']} s)", file=sys.stderr)
 
 
-def main(argv):
-    langs = argv or list(PROJECTS)
+def languages(argv=()):
+    """The languages asked for (all by default), less Go when it cannot be
+    installed here (`DSH_GO_UNAVAILABLE` says why)."""
+    langs = list(argv) or list(PROJECTS)
     for lang in langs:
         if lang not in PROJECTS:
             raise SystemExit(f"unknown language {lang!r}; known: {', '.join(PROJECTS)}")
+    if os.environ.get("DSH_GO_UNAVAILABLE") and "go" in langs:
+        print(f"go: left out: {os.environ['DSH_GO_UNAVAILABLE']}", file=sys.stderr)
+        langs.remove("go")
+    return langs
+
+
+def main(argv):
+    for lang in languages(argv):
         prepare(lang)
 
 

@@ -165,6 +165,12 @@ fn on_path(program: &str) -> bool {
 /// The browser the `dsh ui` end-to-end test drives (Debian's package).
 const CHROMIUM: &str = "/usr/bin/chromium";
 
+/// The Go module the real-project LSP suite reads (Debian ships Go sources;
+/// the Go module proxy is not used), pinned as `tests/lsp_real/prepare.py`
+/// expects it.
+const GO_CORPUS_PACKAGE: &str = "golang-github-google-uuid-dev=1.3.0-1";
+const GO_CORPUS_SOURCE: &str = "/usr/share/gocode/src/github.com/google/uuid";
+
 /// Installs the language servers of the built-in languages for the tests:
 /// npm packages into `tests/node` (from the committed lock file), clangd
 /// and Go's pair from Debian when missing (CI runs as root), and Debian's
@@ -238,6 +244,15 @@ fn install_language_servers() -> anyhow::Result<Option<String>> {
             )));
         }
     }
+    // The Go module of the real-project LSP suite (tests/lsp_real), pinned.
+    if !Path::new(GO_CORPUS_SOURCE).is_dir() {
+        let attempt = apt_update().and_then(|()| apt_install(&[GO_CORPUS_PACKAGE]));
+        if let Err(e) = attempt {
+            return Ok(Some(format!(
+                "apt-get could not install {GO_CORPUS_PACKAGE}: {e:#}"
+            )));
+        }
+    }
     // A working pair: gopls starts and go reports its version.
     let works = |program: &str, arg: &str| {
         Command::new(program)
@@ -256,24 +271,25 @@ fn install_language_servers() -> anyhow::Result<Option<String>> {
 
 /// Fetches the pinned real projects of the LSP conformance suite and builds
 /// their oracles, once per machine (cached under `target/lsp-corpus`).
-fn prepare_lsp_corpus() -> anyhow::Result<()> {
+/// Returns why Go cannot be had here, if it cannot (its project is then
+/// left out).
+fn prepare_lsp_corpus() -> anyhow::Result<Option<String>> {
     if !venv_bin().join("python").exists() {
         install_prerequisites()?;
     }
-    if !node_dir()
-        .join("node_modules")
-        .join(".bin")
-        .join("pyright-langserver")
-        .exists()
-    {
-        install_language_servers()?;
+    let go_unavailable = install_language_servers()?;
+    let mut command = Command::new(venv_bin().join("python"));
+    command
+        .arg("tests/lsp_real/prepare.py")
+        .env("PATH", path_with_venv());
+    if let Some(reason) = &go_unavailable {
+        command.env("DSH_GO_UNAVAILABLE", reason);
     }
     step(
         "prepare the real-project LSP corpus (pinned sources and their oracles, in target/lsp-corpus)",
-        Command::new(venv_bin().join("python"))
-            .arg("tests/lsp_real/prepare.py")
-            .env("PATH", path_with_venv()),
-    )
+        &mut command,
+    )?;
+    Ok(go_unavailable)
 }
 
 /// The house style as a gate: formatting and every clippy warning fail
@@ -321,12 +337,16 @@ fn test() -> anyhow::Result<()> {
     }
     step("run the Rust tests", &mut rust_tests)?;
     prepare_lsp_corpus()?;
+    let mut e2e = Command::new(venv_bin().join("python"));
+    e2e.args(["-m", "pytest", "tests/e2e", "-q", "-p", "no:cacheprovider"])
+        .env("PATH", &path)
+        .env("DSH_BIN", root().join("target/debug/dsh"));
+    if let Some(reason) = &go_unavailable {
+        e2e.env("DSH_GO_UNAVAILABLE", reason);
+    }
     step(
         "run the end-to-end MCP tests (the real dsh binary, the Python MCP client)",
-        Command::new(venv_bin().join("python"))
-            .args(["-m", "pytest", "tests/e2e", "-q", "-p", "no:cacheprovider"])
-            .env("PATH", &path)
-            .env("DSH_BIN", root().join("target/debug/dsh")),
+        &mut e2e,
     )?;
     quick_benchmarks()?;
     eprintln!("\nall tests passed");
@@ -458,11 +478,15 @@ fn bench(name: &str, speed: Speed) -> anyhow::Result<()> {
         }
         "lsp" => example("lsp-rust-analyzer", "bench_lsp"),
         "lsp-real" => {
-            prepare_lsp_corpus()?;
+            let go_unavailable = prepare_lsp_corpus()?;
+            let extra: Vec<(&str, &str)> = go_unavailable
+                .as_deref()
+                .map(|reason| vec![("DSH_GO_UNAVAILABLE", reason)])
+                .unwrap_or_default();
             python(
                 "bench_lsp_real.py",
                 "the lsp tool asked cold on real projects, against each language's oracle (quiet and under a build)",
-                &[],
+                &extra,
             )
         }
         "workspace" => example("workspace-sled", "bench_workspace"),
