@@ -12,8 +12,11 @@
 //!   the browser of the `dsh ui` test: Debian's chromium, driven by
 //!   playwright-core from `tests/node`, which never downloads a browser;
 //!   and the programs of the conformance corpus, from Debian and IPython
-//!   from pip) and runs every test: the Rust workspace, the end-to-end
-//!   MCP suite, then every benchmark in its `--quick` mode so none can rot;
+//!   from pip), prepares the real-project LSP corpus
+//!   (`tests/lsp_real/prepare.py`: pinned projects from the registries and
+//!   their oracles, once, in `target/lsp-corpus`) and runs every test: the
+//!   Rust workspace, the end-to-end MCP suite, then every benchmark in its
+//!   `--quick` mode so none can rot;
 //! * `bench <name> [--quick]` runs a benchmark (release build) and prints
 //!   its table; `--quick` runs a short smoke version on the debug build,
 //!   whose figures are not to be quoted.
@@ -36,8 +39,8 @@ tasks:
   test                check fmt and clippy, install what the tests need, run every test,
                       then `bench all --quick`
   bench <name> [--quick]
-                      run a benchmark: mcp, spawn, terminal, memory, jobs, lsp, workspace, sandbox,
-                      daemon, ui, corpus, all (--quick: a short smoke run on the debug build)";
+                      run a benchmark: mcp, spawn, terminal, memory, jobs, lsp, lsp-real, workspace,
+                      sandbox, daemon, ui, corpus, all (--quick: a short smoke run on the debug build)";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -196,6 +199,12 @@ const CORPUS_PROGRAMS: &[(&str, &str)] = &[
 /// The browser the `dsh ui` end-to-end test drives (Debian's package).
 const CHROMIUM: &str = "/usr/bin/chromium";
 
+/// The Go module the real-project LSP suite reads (Debian ships Go sources;
+/// the Go module proxy is not used), pinned as `tests/lsp_real/prepare.py`
+/// expects it.
+const GO_CORPUS_PACKAGE: &str = "golang-github-google-uuid-dev=1.3.0-1";
+const GO_CORPUS_SOURCE: &str = "/usr/share/gocode/src/github.com/google/uuid";
+
 /// Installs the language servers of the built-in languages for the tests:
 /// npm packages into `tests/node` (from the committed lock file), clangd
 /// and Go's pair from Debian when missing (CI runs as root), the programs
@@ -280,6 +289,15 @@ fn install_language_servers() -> anyhow::Result<Option<String>> {
             )));
         }
     }
+    // The Go module of the real-project LSP suite (tests/lsp_real), pinned.
+    if !Path::new(GO_CORPUS_SOURCE).is_dir() {
+        let attempt = apt_update().and_then(|()| apt_install(&[GO_CORPUS_PACKAGE]));
+        if let Err(e) = attempt {
+            return Ok(Some(format!(
+                "apt-get could not install {GO_CORPUS_PACKAGE}: {e:#}"
+            )));
+        }
+    }
     // A working pair: gopls starts and go reports its version.
     let works = |program: &str, arg: &str| {
         Command::new(program)
@@ -294,6 +312,29 @@ fn install_language_servers() -> anyhow::Result<Option<String>> {
         return Ok(Some("`gopls version` fails after installing gopls".into()));
     }
     Ok(None)
+}
+
+/// Fetches the pinned real projects of the LSP conformance suite and builds
+/// their oracles, once per machine (cached under `target/lsp-corpus`).
+/// Returns why Go cannot be had here, if it cannot (its project is then
+/// left out).
+fn prepare_lsp_corpus() -> anyhow::Result<Option<String>> {
+    if !venv_bin().join("python").exists() {
+        install_prerequisites()?;
+    }
+    let go_unavailable = install_language_servers()?;
+    let mut command = Command::new(venv_bin().join("python"));
+    command
+        .arg("tests/lsp_real/prepare.py")
+        .env("PATH", path_with_venv());
+    if let Some(reason) = &go_unavailable {
+        command.env("DSH_GO_UNAVAILABLE", reason);
+    }
+    step(
+        "prepare the real-project LSP corpus (pinned sources and their oracles, in target/lsp-corpus)",
+        &mut command,
+    )?;
+    Ok(go_unavailable)
 }
 
 /// The house style as a gate: formatting and every clippy warning fail
@@ -340,12 +381,17 @@ fn test() -> anyhow::Result<()> {
         rust_tests.env("DSH_GO_UNAVAILABLE", reason);
     }
     step("run the Rust tests", &mut rust_tests)?;
+    prepare_lsp_corpus()?;
+    let mut e2e = Command::new(venv_bin().join("python"));
+    e2e.args(["-m", "pytest", "tests/e2e", "-q", "-p", "no:cacheprovider"])
+        .env("PATH", &path)
+        .env("DSH_BIN", root().join("target/debug/dsh"));
+    if let Some(reason) = &go_unavailable {
+        e2e.env("DSH_GO_UNAVAILABLE", reason);
+    }
     step(
         "run the end-to-end MCP tests (the real dsh binary, the Python MCP client)",
-        Command::new(venv_bin().join("python"))
-            .args(["-m", "pytest", "tests/e2e", "-q", "-p", "no:cacheprovider"])
-            .env("PATH", &path)
-            .env("DSH_BIN", root().join("target/debug/dsh")),
+        &mut e2e,
     )?;
     quick_benchmarks()?;
     eprintln!("\nall tests passed");
@@ -481,6 +527,18 @@ fn bench(name: &str, speed: Speed) -> anyhow::Result<()> {
             example("dsh", "bench_bash_layers")
         }
         "lsp" => example("lsp-rust-analyzer", "bench_lsp"),
+        "lsp-real" => {
+            let go_unavailable = prepare_lsp_corpus()?;
+            let extra: Vec<(&str, &str)> = go_unavailable
+                .as_deref()
+                .map(|reason| vec![("DSH_GO_UNAVAILABLE", reason)])
+                .unwrap_or_default();
+            python(
+                "bench_lsp_real.py",
+                "the lsp tool asked cold on real projects, against each language's oracle (quiet and under a build)",
+                &extra,
+            )
+        }
         "workspace" => example("workspace-sled", "bench_workspace"),
         "sandbox" => {
             example("sandbox", "bench_sandbox")?;
@@ -498,6 +556,7 @@ fn bench(name: &str, speed: Speed) -> anyhow::Result<()> {
                 "memory",
                 "jobs",
                 "lsp",
+                "lsp-real",
                 "workspace",
                 "sandbox",
                 "daemon",
