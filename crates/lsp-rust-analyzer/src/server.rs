@@ -209,6 +209,10 @@ impl Shared {
     }
 
     fn on_server_status(&self, params: &Value) {
+        if params.get("quiescent").and_then(Value::as_bool) == Some(false) {
+            // A new load: an error a command printed before is not its.
+            *lock(&self.stderr_error) = StderrError::default();
+        }
         let health = params.get("health").and_then(Value::as_str).unwrap_or("ok");
         let quiescent = params
             .get("quiescent")
@@ -907,10 +911,11 @@ impl Server {
         LspError::Unavailable {
             reason: UnavailableReason::LoadFailed,
             message: format!(
-                "{} could not load the project at {}: {message}{}\nAn empty answer would not \
-                 be proof of nothing, so none is given. Fix the error (for a Cargo project, \
-                 `cargo metadata` in that directory shows it); the server loads the project \
-                 again when a manifest changes.",
+                "{} could not load the project at {}: {message}{}\nWhat it would answer now \
+                 is no proof of anything (a call site resolves to nothing), so nothing is \
+                 answered. Fix the error (for a Cargo project, `cargo metadata` in that \
+                 directory shows it); the server loads the project again when a manifest \
+                 changes.",
                 self.config.name,
                 self.root.display(),
                 if detail.is_empty() {
@@ -926,7 +931,13 @@ impl Server {
     pub fn load_problem(&self) -> Option<String> {
         let s = self.shared.status.borrow();
         match &s.phase {
-            Phase::LoadFailed(m) => Some(format!("load failed: {m}")),
+            Phase::LoadFailed(m) => {
+                let detail = lock(&self.shared.stderr_error).lines.first().cloned();
+                Some(match detail {
+                    Some(d) => format!("load failed: {m} ({d})"),
+                    None => format!("load failed: {m}"),
+                })
+            }
             Phase::NoProject(m) => Some(format!("no project: {m}")),
             Phase::Loading | Phase::Ready | Phase::Dead(_) => {
                 s.warning.as_ref().map(|w| format!("warning: {w}"))
