@@ -1070,7 +1070,7 @@ async fn status(shared: &Shared) -> serde_json::Value {
         "connections": shared.host.connection_count(),
         "idle_exit_s": shared.host.config().idle_exit.as_secs_f64(),
         "language_servers": shared.host.language_servers().iter().map(|s| serde_json::json!({
-            "pid": s.pid, "server": s.name, "root": s.root,
+            "pid": s.pid, "server": s.name, "root": s.root, "problem": s.problem,
         })).collect::<Vec<_>>(),
     })
 }

@@ -15,6 +15,23 @@ pub struct Snapshot {
     pub daemon: DaemonRow,
     /// Its connections, oldest first.
     pub connections: Vec<ConnectionRow>,
+    /// The language servers it runs, by root.
+    #[serde(default)]
+    pub language_servers: Vec<LanguageServerRow>,
+}
+
+/// One language server process.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LanguageServerRow {
+    /// Its configured name (`rust-analyzer`, …).
+    pub server: String,
+    /// Its pid (its session id).
+    pub pid: i32,
+    /// The project root it serves.
+    pub root: String,
+    /// The project's load error or warning the server reports, when one
+    /// stands: queries on that project say it too.
+    pub problem: Option<String>,
 }
 
 /// The daemon itself.
@@ -148,6 +165,16 @@ pub async fn snapshot(host: &Host, started_at: SystemTime) -> serde_json::Value 
             uptime_s: secs_since(started_at),
         },
         connections,
+        language_servers: host
+            .language_servers()
+            .into_iter()
+            .map(|s| LanguageServerRow {
+                server: s.name,
+                pid: s.pid,
+                root: s.root.display().to_string(),
+                problem: s.problem,
+            })
+            .collect(),
     };
     serde_json::to_value(snapshot).unwrap_or(serde_json::Value::Null)
 }
@@ -185,6 +212,19 @@ pub fn render(snapshot: &Snapshot) -> String {
             "s"
         }
     );
+    for s in &snapshot.language_servers {
+        let _ = writeln!(
+            out,
+            "language server {} · pid {} · {}{}",
+            cell(&s.server),
+            s.pid,
+            cell(&s.root),
+            s.problem
+                .as_deref()
+                .map(|p| format!(" · {}", cell(p)))
+                .unwrap_or_default()
+        );
+    }
     if snapshot.connections.is_empty() {
         out.push_str("no agent is connected\n");
         return out;
@@ -232,4 +272,54 @@ pub fn render(snapshot: &Snapshot) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    #[test]
+    fn a_language_server_s_load_error_is_shown_on_its_line() {
+        let snapshot = Snapshot {
+            daemon: DaemonRow {
+                pid: 7,
+                version: "1".into(),
+                uptime_s: 5,
+            },
+            connections: vec![],
+            language_servers: vec![
+                LanguageServerRow {
+                    server: "rust-analyzer".into(),
+                    pid: 42,
+                    root: "/w/a".into(),
+                    problem: Some("load failed: Failed to load workspaces.".into()),
+                },
+                LanguageServerRow {
+                    server: "gopls".into(),
+                    pid: 43,
+                    root: "/w/b".into(),
+                    problem: None,
+                },
+            ],
+        };
+        let text = render(&snapshot);
+        assert!(
+            text.contains(
+                "language server rust-analyzer · pid 42 · /w/a · load failed: Failed to load workspaces.\n"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("language server gopls · pid 43 · /w/b\n"),
+            "{text}"
+        );
+        // An older daemon's snapshot (no servers) still reads.
+        let old = serde_json::json!({
+            "daemon": {"pid": 1, "version": "0", "uptime_s": 0},
+            "connections": [],
+        });
+        let read: Snapshot = serde_json::from_value(old).unwrap();
+        assert!(read.language_servers.is_empty());
+    }
 }

@@ -130,9 +130,13 @@ pub struct ServerConfig {
 impl ServerConfig {
     /// The built-in rust-analyzer preset (`rust-analyzer` from `PATH`).
     pub fn rust_analyzer() -> ServerConfig {
+        // `cargo.targetDir`: its builds (build scripts, proc macros) go to
+        // `target/rust-analyzer`, so they never hold the build directory
+        // lock of an agent's own `cargo build` or `cargo test`.
         let options = json!({
             "workspace": { "symbol": { "search": { "kind": "all_symbols" } } },
             "checkOnSave": false,
+            "cargo": { "targetDir": true },
         });
         ServerConfig {
             name: "rust-analyzer".into(),

@@ -58,6 +58,10 @@ pub(crate) enum Phase {
     Ready,
     /// The server found no project (its message).
     NoProject(String),
+    /// The server finished loading with `health: "error"` (its message):
+    /// the project failed to load (e.g. `cargo metadata` failed), so its
+    /// answers are not proof of anything. Left when it loads again.
+    LoadFailed(String),
     /// The process or its pipe is gone (how).
     Dead(String),
 }
@@ -75,6 +79,10 @@ pub(crate) struct Status {
     proof_seen: bool,
     /// rust-analyzer: a `quiescent: false` was seen.
     seen_busy: bool,
+    /// rust-analyzer: the message of a `health: "warning"` that stands
+    /// (e.g. a build script or the proc-macro server failed): answers may
+    /// be partial, so an empty one is not trusted while it stands.
+    pub warning: Option<String>,
     /// `initialized` was sent.
     initialized: bool,
     /// Active `$/progress` tokens and their latest messages.
@@ -87,6 +95,10 @@ pub(crate) struct Status {
 struct Shared {
     status: watch::Sender<Status>,
     stderr: Mutex<VecDeque<String>>,
+    /// The last error a command the server ran printed on its stderr
+    /// (`error: …` and the lines that explain it, e.g. `cargo metadata`'s),
+    /// kept apart from the tail, which later log lines push out.
+    stderr_error: Mutex<StderrError>,
     /// True once stderr reached end of file.
     stderr_closed: watch::Sender<bool>,
     settings: Option<Value>,
@@ -101,7 +113,10 @@ impl Shared {
         let readiness = &self.readiness;
         self.status.send_modify(|s| {
             f(s);
-            if matches!(s.phase, Phase::Dead(_) | Phase::NoProject(_)) {
+            if matches!(
+                s.phase,
+                Phase::Dead(_) | Phase::NoProject(_) | Phase::LoadFailed(_)
+            ) {
                 return;
             }
             let ready = match readiness {
@@ -194,6 +209,10 @@ impl Shared {
     }
 
     fn on_server_status(&self, params: &Value) {
+        if params.get("quiescent").and_then(Value::as_bool) == Some(false) {
+            // A new load: an error a command printed before is not its.
+            *lock(&self.stderr_error) = StderrError::default();
+        }
         let health = params.get("health").and_then(Value::as_str).unwrap_or("ok");
         let quiescent = params
             .get("quiescent")
@@ -216,11 +235,31 @@ impl Shared {
             if message.is_some() {
                 s.progress.clone_from(&message);
             }
+            s.warning = match health {
+                "ok" | "error" => None,
+                _ => Some(
+                    message
+                        .clone()
+                        .unwrap_or_else(|| format!("health {health}")),
+                ),
+            };
             if !quiescent {
                 s.seen_busy = true;
                 s.phase = Phase::Loading;
             } else if s.seen_busy {
-                s.phase = Phase::Ready;
+                // Idle is not proof of a loaded project: a load that failed
+                // (`cargo metadata` failed, …) also ends quiescent, with
+                // `health: "error"`, and rust-analyzer does not retry it
+                // until a manifest changes.
+                s.phase = if health == "error" {
+                    Phase::LoadFailed(
+                        message
+                            .clone()
+                            .unwrap_or_else(|| "the project failed to load".to_owned()),
+                    )
+                } else {
+                    Phase::Ready
+                };
             }
         });
     }
@@ -322,6 +361,9 @@ pub struct ServerProcess {
     pub pid: i32,
     /// The position encoding it agreed to.
     pub encoding: Encoding,
+    /// The project's load error or warning the server reports, when one
+    /// stands (`load failed: …`, `warning: …`, `no project: …`).
+    pub problem: Option<String>,
 }
 
 /// One running language server.
@@ -523,12 +565,14 @@ impl Server {
             proof_seen: false,
             titles: BTreeMap::new(),
             seen_busy: false,
+            warning: None,
             initialized: false,
             active: BTreeMap::new(),
         });
         let shared = Arc::new(Shared {
             status: status_tx,
             stderr: Mutex::new(VecDeque::new()),
+            stderr_error: Mutex::new(StderrError::default()),
             stderr_closed: watch::channel(false).0,
             settings: config.settings.clone(),
             readiness: config.readiness.clone(),
@@ -605,6 +649,7 @@ impl Server {
                     }
                     line.truncate(cut);
                 }
+                lock(&err_shared.stderr_error).note(&line);
                 let mut tail = lock(&err_shared.stderr);
                 if tail.len() == STDERR_TAIL_LINES {
                     tail.pop_front();
@@ -858,6 +903,48 @@ impl Server {
             tokio::time::timeout(Duration::from_millis(500), rx.wait_for(|closed| *closed)).await;
     }
 
+    /// `load_failed` for a load that ended with `health: "error"` and
+    /// `message`: the server's message, the error its command printed,
+    /// and what to do.
+    pub fn load_failed(&self, message: &str) -> LspError {
+        let detail = lock(&self.shared.stderr_error).lines.join("\n");
+        LspError::Unavailable {
+            reason: UnavailableReason::LoadFailed,
+            message: format!(
+                "{} could not load the project at {}: {message}{}\nWhat it would answer now \
+                 is no proof of anything (a call site resolves to nothing), so nothing is \
+                 answered. Fix the error (for a Cargo project, `cargo metadata` in that \
+                 directory shows it); the server loads the project again when a manifest \
+                 changes.",
+                self.config.name,
+                self.root.display(),
+                if detail.is_empty() {
+                    String::new()
+                } else {
+                    format!("\n{detail}")
+                }
+            ),
+        }
+    }
+
+    /// The project's load error or warning, when one stands (for `dsh ps`).
+    pub fn load_problem(&self) -> Option<String> {
+        let s = self.shared.status.borrow();
+        match &s.phase {
+            Phase::LoadFailed(m) => {
+                let detail = lock(&self.shared.stderr_error).lines.first().cloned();
+                Some(match detail {
+                    Some(d) => format!("load failed: {m} ({d})"),
+                    None => format!("load failed: {m}"),
+                })
+            }
+            Phase::NoProject(m) => Some(format!("no project: {m}")),
+            Phase::Loading | Phase::Ready | Phase::Dead(_) => {
+                s.warning.as_ref().map(|w| format!("warning: {w}"))
+            }
+        }
+    }
+
     /// The last lines of stderr, formatted for an error message.
     pub fn stderr_tail_text(&self) -> String {
         let tail = lock(&self.shared.stderr);
@@ -950,6 +1037,9 @@ impl Server {
                             reason: UnavailableReason::NoProject,
                             message: format!("{}: {m}", self.config.name),
                         }));
+                    }
+                    Phase::LoadFailed(m) => {
+                        return Err(Failure::Lsp(self.load_failed(m)));
                     }
                     Phase::Dead(_) => return Err(Failure::Dead),
                     Phase::Loading => s.progress.clone(),
@@ -1191,6 +1281,42 @@ fn remove_stale(prefixes: &[&str]) {
         };
         if process_tree::process_info(pid).is_none() {
             let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
+/// Most lines kept of one error a server's command printed.
+const STDERR_ERROR_LINES: usize = 12;
+
+/// The last `error: …` block of a server's stderr (see
+/// [`StderrError::note`]).
+#[derive(Debug, Default)]
+struct StderrError {
+    lines: Vec<String>,
+    /// Whether lines still join the block.
+    open: bool,
+}
+
+impl StderrError {
+    /// rust-analyzer logs a failed command's stderr after its own log
+    /// line: the block is a line starting with `error:` and the lines
+    /// after it up to the next log line (which starts with a timestamp or
+    /// a level).
+    fn note(&mut self, line: &str) {
+        if line.starts_with("error:") || line.starts_with("error[") {
+            self.lines = vec![line.to_owned()];
+            self.open = true;
+            return;
+        }
+        let log_line = line
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_digit() || c.is_ascii_uppercase())
+            && !line.starts_with("Caused by");
+        if log_line {
+            self.open = false;
+        } else if self.open && self.lines.len() < STDERR_ERROR_LINES && !line.trim().is_empty() {
+            self.lines.push(line.to_owned());
         }
     }
 }

@@ -17,6 +17,10 @@ pub enum UnavailableReason {
     Crashed,
     /// The path belongs to no project the server can load.
     NoProject,
+    /// The server tried to load the path's project and failed (its own
+    /// message says why, e.g. `cargo metadata`'s error): an empty answer
+    /// would not be proof of nothing.
+    LoadFailed,
 }
 
 impl UnavailableReason {
@@ -28,6 +32,7 @@ impl UnavailableReason {
             UnavailableReason::SpawnFailed => "spawn_failed",
             UnavailableReason::Crashed => "crashed",
             UnavailableReason::NoProject => "no_project",
+            UnavailableReason::LoadFailed => "load_failed",
         }
     }
 }

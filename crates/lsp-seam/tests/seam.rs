@@ -283,6 +283,7 @@ fn error_codes_and_retryability_are_stable() {
         UnavailableReason::SpawnFailed,
         UnavailableReason::Crashed,
         UnavailableReason::NoProject,
+        UnavailableReason::LoadFailed,
     ]
     .iter()
     .map(|r| r.as_str())
@@ -294,7 +295,8 @@ fn error_codes_and_retryability_are_stable() {
             "binary_not_found",
             "spawn_failed",
             "crashed",
-            "no_project"
+            "no_project",
+            "load_failed"
         ]
     );
 }
