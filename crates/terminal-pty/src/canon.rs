@@ -9,11 +9,10 @@
 //! (`VEOF`, Ctrl-D) typed inside a line hands what was typed so far to the
 //! reader without ending the line — a `read` returns those bytes, no
 //! newline and no `VEOF` among them, and the program reads on. So a long
-//! line is written in pieces of at most [`PIECE`] bytes with `VEOF`
-//! between them. Nothing is lost while the program is slow to read:
-//! behind a piece the reader has not taken yet, the kernel holds further
-//! input back (the writer waits) instead of dropping it; it drops only
-//! when one unfinished line fills the whole buffer. A program sees the
+//! line is written in pieces of at most [`PIECE`] bytes, each but the last
+//! ended by `VEOF`, and each written once the program took the one before
+//! (the send's writer waits for that), so the send's watch never sees the
+//! program waiting between two pieces of its own input. A program sees the
 //! line in several reads, as it would from a pipe; one that takes each
 //! `read` for a whole line would see it cut, but such a program could not
 //! have received the line at all.
@@ -31,9 +30,10 @@ pub(crate) const PIECE: usize = 4000;
 pub(crate) enum Plan {
     /// Write the bytes as they are.
     AsIs,
-    /// Write these bytes instead: the same text with `VEOF` inside each
-    /// long line.
-    Pieces(Vec<u8>),
+    /// Write these pieces instead, one at a time, each once the program
+    /// took the one before: the same text, with `VEOF` ending every piece
+    /// but the last inside a long line.
+    Pieces(Vec<Vec<u8>>),
     /// A line is too long and cannot be split: write as is, and report.
     Cut(LineCut),
 }
@@ -46,7 +46,8 @@ pub(crate) fn plan(bytes: &[u8], modes: &libc::termios) -> Plan {
     }
     let ends = LineEnds::of(modes);
     let veof = modes.c_cc[libc::VEOF];
-    let mut out: Option<Vec<u8>> = None;
+    let mut pieces: Vec<Vec<u8>> = Vec::new();
+    let mut start = 0usize;
     let mut line_len = 0usize;
     let mut line_no = 1u32;
     for (i, &b) in bytes.iter().enumerate() {
@@ -54,16 +55,11 @@ pub(crate) fn plan(bytes: &[u8], modes: &libc::termios) -> Plan {
             if veof == VDISABLE {
                 return Plan::Cut(cut(bytes, i - line_len, line_no, &ends));
             }
-            let out = out.get_or_insert_with(|| {
-                let mut v = Vec::with_capacity(bytes.len() + bytes.len() / PIECE + 1);
-                v.extend_from_slice(&bytes[..i]);
-                v
-            });
-            out.push(veof);
+            let mut piece = bytes[start..i].to_vec();
+            piece.push(veof);
+            pieces.push(piece);
+            start = i;
             line_len = 0;
-        }
-        if let Some(out) = out.as_mut() {
-            out.push(b);
         }
         if ends.ends(b) {
             line_len = 0;
@@ -74,7 +70,11 @@ pub(crate) fn plan(bytes: &[u8], modes: &libc::termios) -> Plan {
             line_len += 1;
         }
     }
-    out.map_or(Plan::AsIs, Plan::Pieces)
+    if pieces.is_empty() {
+        return Plan::AsIs;
+    }
+    pieces.push(bytes[start..].to_vec());
+    Plan::Pieces(pieces)
 }
 
 /// `_POSIX_VDISABLE` on Linux: a control character that is switched off.
@@ -167,9 +167,15 @@ mod tests {
         let mut text = b"short\n".to_vec();
         text.extend(std::iter::repeat_n(b'y', 9_000));
         text.push(b'\r');
-        let Plan::Pieces(out) = plan(&text, &modes(true, 4)) else {
+        let Plan::Pieces(pieces) = plan(&text, &modes(true, 4)) else {
             panic!("a 9,000-byte line must be split");
         };
+        assert!(
+            pieces[..pieces.len() - 1]
+                .iter()
+                .all(|p| p.last() == Some(&4))
+        );
+        let out = pieces.concat();
         let without: Vec<u8> = out.iter().copied().filter(|&b| b != 4).collect();
         assert_eq!(without, text, "only VEOFs are added");
         let reads = reads(&out);

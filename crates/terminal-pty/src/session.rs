@@ -110,6 +110,11 @@ pub(crate) struct State {
     /// if an escaped process still holds the other end. Every use of the
     /// descriptor goes through this lock, so it is never used after close.
     master: Option<AsyncFd<OwnedFd>>,
+    /// The voluntary switches of the foreground process's threads just
+    /// before the terminal last answered a query: a thread still at its
+    /// count has not woken to read the answer, so its wait is not one for
+    /// input (see `answer_queries`).
+    answered: HashMap<i32, Option<u64>>,
 }
 
 /// Fixed facts about a session, given at spawn.
@@ -178,6 +183,7 @@ impl Session {
                 unread: 0,
                 buf: vec![0; READ_BUF],
                 master: Some(master),
+                answered: HashMap::new(),
             }),
             changed: Notify::new(),
             hangup: Notify::new(),
@@ -209,7 +215,11 @@ impl Session {
 
     fn drain_raw(&self, st: &mut State) {
         let State {
-            out, buf, master, ..
+            out,
+            buf,
+            master,
+            answered,
+            ..
         } = st;
         let Some(master) = master.as_ref() else {
             return;
@@ -223,7 +233,7 @@ impl Session {
             let n = unsafe { libc::read(master.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
             if n > 0 {
                 out.ingest(&buf[..n as usize]);
-                answer_queries(master.as_raw_fd(), out);
+                answer_queries(master.as_raw_fd(), out, answered);
                 continue;
             }
             if n == 0 {
@@ -373,6 +383,60 @@ impl Session {
         let modes = self.modes()?;
         let canonical = modes.c_lflag & libc::ICANON != 0;
         Some(!canonical || modes.c_lflag & libc::ECHO != 0)
+    }
+
+    /// Waits until the program took the piece of a long line just written
+    /// (see `canon`): nothing is left in the terminal's input queue and a
+    /// thread of the foreground process waits on the terminal again, woken
+    /// since the write (`before`: the counts taken before it). False when
+    /// the program is gone or the deadline passed.
+    async fn piece_taken(
+        &self,
+        tty: &Tty,
+        before: &HashMap<i32, Option<u64>>,
+        deadline: Instant,
+    ) -> bool {
+        loop {
+            if self.lock().exit.is_some() {
+                return false;
+            }
+            if let Some(fg) = self.foreground_pgid()
+                && let WaitState::OnTerminal { tid, .. } = wait_state(fg, tty)
+                && before.get(&tid) != Some(&voluntary_switches(tid))
+                && self.unread_input() == Some(0)
+            {
+                return true;
+            }
+            if Instant::now() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_micros(200)).await;
+        }
+    }
+
+    /// The bytes of input the program could read now (in canonical mode:
+    /// of whole lines), from the other end; `None` when it cannot tell.
+    fn unread_input(&self) -> Option<usize> {
+        let st = self.lock();
+        let master = st.master.as_ref()?;
+        // SAFETY: plain ioctl on an open descriptor; on success it returns
+        // a new descriptor that we own.
+        let slave = unsafe {
+            libc::ioctl(
+                master.as_raw_fd(),
+                libc::TIOCGPTPEER,
+                libc::O_RDWR | libc::O_NOCTTY | libc::O_NONBLOCK | libc::O_CLOEXEC,
+            )
+        };
+        if slave < 0 {
+            return None;
+        }
+        // SAFETY: a fresh descriptor returned by the kernel, owned here.
+        let slave = unsafe { OwnedFd::from_raw_fd(slave as RawFd) };
+        let mut queued: libc::c_int = 0;
+        // SAFETY: FIONREAD writes an int we own.
+        let ok = unsafe { libc::ioctl(slave.as_raw_fd(), libc::FIONREAD, &mut queued) } == 0;
+        ok.then(|| usize::try_from(queued).unwrap_or(0))
     }
 
     /// Discards the input the program has not read yet (the terminal's
@@ -651,7 +715,11 @@ impl Session {
     fn poll_read(&self, cx: &mut Context<'_>) -> Poll<bool> {
         let mut st = self.lock();
         let State {
-            out, buf, master, ..
+            out,
+            buf,
+            master,
+            answered,
+            ..
         } = &mut *st;
         if out.eof {
             return Poll::Ready(true);
@@ -688,7 +756,7 @@ impl Session {
                 }
                 Ok(Ok(n)) => {
                     out.ingest(&buf[..n]);
-                    answer_queries(master.as_raw_fd(), out);
+                    answer_queries(master.as_raw_fd(), out, answered);
                     got = true;
                 }
                 Ok(Err(e)) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -705,18 +773,49 @@ impl Session {
     }
 }
 
+/// The voluntary switches of each thread of process `pid` (its main
+/// thread's alone when it has no other).
+fn switch_counts(pid: i32) -> HashMap<i32, Option<u64>> {
+    let (switches, threads) = switches_and_threads(pid);
+    let mut counts = HashMap::from([(pid, switches)]);
+    if threads > 1 {
+        for tid in thread_ids(pid).into_iter().filter(|t| *t != pid) {
+            counts.insert(tid, voluntary_switches(tid));
+        }
+    }
+    counts
+}
+
 /// Writes the answers to the terminal queries the output held (see
 /// `replies`) to the master `fd`, as a terminal answers: at once, as
 /// input. Best effort: the few bytes do not fit only when the program
 /// left its input unread, and then they are dropped.
-fn answer_queries(fd: RawFd, out: &mut Output) {
+///
+/// The program that asked is blocked reading its answer until the kernel
+/// hands the answer over and the scheduler runs it; on a busy machine that
+/// can take longer than a wait's confirmation. So the switch counts of the
+/// foreground process's threads are noted first (`answered`): a thread
+/// still at its count has not read the answer yet, and its wait is no
+/// wait for input.
+fn answer_queries(fd: RawFd, out: &mut Output, answered: &mut HashMap<i32, Option<u64>>) {
     let replies = out.take_replies();
     if replies.is_empty() {
         return;
     }
+    // SAFETY: plain ioctl on the master, which the caller holds open.
+    let fg = unsafe { libc::tcgetpgrp(fd) };
+    *answered = if fg > 0 {
+        switch_counts(fg)
+    } else {
+        HashMap::new()
+    };
     // SAFETY: writes from a buffer we own to the master, which the caller
     // holds open under the session's lock.
-    let _ = unsafe { libc::write(fd, replies.as_ptr().cast(), replies.len()) };
+    let written = unsafe { libc::write(fd, replies.as_ptr().cast(), replies.len()) };
+    if written <= 0 {
+        // Nothing to read: nothing to wait for either.
+        answered.clear();
+    }
 }
 
 /// Watches the first process and records how it exited, without reaping
@@ -989,15 +1088,9 @@ pub(crate) async fn run_send(
     let fg_at_write = session.foreground_pgid();
     let mut baseline: HashMap<i32, Option<u64>> = HashMap::new();
     if let Some(fg) = fg_at_write {
-        let (switches, threads) = switches_and_threads(fg);
-        baseline.insert(fg, switches);
         // A program may read the terminal from another thread (see
         // `probe::wait_state`): their counts too, before the write.
-        if threads > 1 {
-            for tid in thread_ids(fg).into_iter().filter(|t| *t != fg) {
-                baseline.insert(tid, voluntary_switches(tid));
-            }
-        }
+        baseline = switch_counts(fg);
     }
     {
         let mut st = session.lock();
@@ -1026,21 +1119,42 @@ pub(crate) async fn run_send(
             }
             Some(canon::Plan::AsIs) | None => None,
         };
-        let bytes = pieces.as_deref().unwrap_or(bytes);
+        let pieces: Vec<&[u8]> = match &pieces {
+            Some(pieces) => pieces.iter().map(Vec::as_slice).collect(),
+            None => vec![bytes.as_slice()],
+        };
         let mut write = InputWrite {
             session: &session,
-            total: bytes.len(),
+            total: pieces.iter().map(|p| p.len()).sum(),
             written: 0,
             done: false,
         };
         // A program that is not reading its input fills the terminal's
         // buffer, and the write waits; it is bounded by the send's timeout.
         // A failed write means the terminal is gone: the ladder sees `exit`.
-        let _ = tokio::time::timeout_at(
-            deadline.into(),
-            session.write_input(bytes, &mut write.written),
-        )
-        .await;
+        let mut before = HashMap::new();
+        for (i, piece) in pieces.iter().enumerate() {
+            if i > 0 && !session.piece_taken(&tty, &before, deadline).await {
+                break;
+            }
+            if i == 0 {
+                before.clone_from(&baseline);
+            } else if let Some(fg) = session.foreground_pgid() {
+                // The counts before this write: for the next piece, and
+                // for the watch after the last one (a wait between two
+                // pieces is not new since the last write).
+                before = switch_counts(fg);
+                baseline.clone_from(&before);
+            }
+            let mut done = 0;
+            let wrote =
+                tokio::time::timeout_at(deadline.into(), session.write_input(piece, &mut done))
+                    .await;
+            write.written += done;
+            if !matches!(wrote, Ok(Ok(()))) {
+                break;
+            }
+        }
         input_cut = write.finish();
     }
 
@@ -1062,6 +1176,7 @@ pub(crate) async fn run_send(
         last_probe: None,
         last_group_scan: None,
         group: Vec::new(),
+        answered: HashMap::new(),
     };
     // Spinning (probing without a pause) blocks the thread: on a
     // multi-thread runtime it is done in `block_in_place`, so the worker's
@@ -1133,6 +1248,8 @@ struct Watch<'a> {
     last_probe: Option<Instant>,
     last_group_scan: Option<Instant>,
     group: Vec<i32>,
+    /// A copy of the session's `answered`.
+    answered: HashMap<i32, Option<u64>>,
 }
 
 impl Watch<'_> {
@@ -1199,6 +1316,9 @@ impl Watch<'_> {
                     re.is_match(&capture.tail_text(PATTERN_WINDOW))
                 };
             }
+            if st.answered != self.answered {
+                self.answered.clone_from(&st.answered);
+            }
             (generation, marker, st.exit, hit)
         };
         if generation != self.last_generation {
@@ -1253,6 +1373,11 @@ impl Watch<'_> {
                     match wait_state(pid, self.tty) {
                         WaitState::OnTerminal { tid, limit } => {
                             let switches = voluntary_switches(tid);
+                            // Not woken since the terminal answered its
+                            // query: it has the answer still to read.
+                            if self.answered.get(&tid) == Some(&switches) {
+                                continue;
+                            }
                             let fresh = !self.fresh_required
                                 || Some(fg) != self.fg_at_write
                                 || match self.baseline.get(&tid) {
