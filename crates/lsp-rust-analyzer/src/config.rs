@@ -110,6 +110,15 @@ pub struct ServerConfig {
     /// server published diagnostics for that version before answering
     /// (clangd updates its index of open files then).
     pub wait_for_diagnostics: bool,
+    /// Outline (for a definition's body) only documents already open: a
+    /// definition in a file the server does not have open gets its body
+    /// from a C-family scan of the file's text instead
+    /// ([`crate::text::c_construct_end`]). For clangd, which outlines only
+    /// open documents, and which parses a header opened on its own without
+    /// the macros of the file that includes it; its index of that open
+    /// header then replaces the background index's (uses in a section the
+    /// includer enables go missing from later `references`).
+    pub outline_open_only: bool,
     /// One line for `LSP_UNAVAILABLE` messages: how to install the server
     /// and which config key overrides it.
     pub install_hint: Option<String>,
@@ -151,6 +160,7 @@ impl ServerConfig {
             require_root: true,
             readiness: ReadinessSignal::ServerStatus,
             wait_for_diagnostics: false,
+            outline_open_only: false,
             install_hint: Some(hint("`rustup component add rust-analyzer`", "rust", ".rs")),
             no_project_hint: None,
             nothing_here_errors: vec![],
@@ -370,6 +380,7 @@ impl ServerConfig {
             require_root: true,
             readiness: ReadinessSignal::ProgressEnded("indexing".into()),
             wait_for_diagnostics: true,
+            outline_open_only: true,
             install_hint: Some(hint("`apt-get install clangd`", "cpp", ".cpp")),
             no_project_hint: Some(
                 "clangd answers across files only with a compile_commands.json in the project root (or its build/ directory): generate one with `cmake -DCMAKE_EXPORT_COMPILE_COMMANDS=ON` or `bear -- make`".into(),

@@ -892,11 +892,23 @@ impl StdioLspProvider {
         text: Option<&str>,
         pos: Position,
     ) -> Option<Range> {
+        let path = url_path(uri);
+        if server.config.outline_open_only && !server.is_open(&path) {
+            // Not opened only to be outlined (see `outline_open_only`).
+            let text = text?;
+            let line = text::line_at(text, pos.line as usize)?;
+            let column = text::from_server_offset(line, pos.character, server.encoding);
+            let last = text::c_construct_end(text, pos.line as usize, column)?;
+            return Some(Range {
+                start: Position::new(pos.line, 0),
+                // The last line's end.
+                end: Position::new(u32::try_from(last).ok()?, u32::MAX),
+            });
+        }
         if !server.supports("documentSymbolProvider") {
             return None;
         }
         // Some servers (clangd) outline only documents they have open.
-        let path = url_path(uri);
         if let Some(language_id) = self.config.language_id(&path)
             && let Some(text) = text.filter(|t| t.len() as u64 <= self.options.max_file_bytes)
         {

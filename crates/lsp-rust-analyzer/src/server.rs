@@ -1098,6 +1098,11 @@ impl Server {
         Ok(())
     }
 
+    /// Whether `path` is open on the server.
+    pub fn is_open(&self, path: &Path) -> bool {
+        lock(&self.docs).docs.contains_key(path)
+    }
+
     /// Makes the server's view of `path` equal to `text` (open or full
     /// change), closing the least recently used document beyond the bound.
     /// Returns the version sent, or `None` when the server had it already.

@@ -124,6 +124,105 @@ pub fn from_server_offset(line: &str, offset: u32, encoding: Encoding) -> usize 
     line.chars().count()
 }
 
+/// Lines scanned at most by [`c_construct_end`].
+const CONSTRUCT_SCAN_LINES: usize = 5000;
+
+/// The last line (0-based) of the C-family construct (C, C++) whose name
+/// is at scalar column `column` of 0-based line `line`, read from the text
+/// alone: a preprocessor directive ends with its last continued line;
+/// otherwise the scan, from the name on, skips comments, string and
+/// character literals and preprocessor lines, and the construct ends at a
+/// `;` outside brackets, at the `}` closing a block opened outside
+/// brackets (a function's or a type's body), at a `,` outside brackets
+/// before any parenthesised group (an enumerator, one of several
+/// declarators), or before a bracket it did not open (the last enumerator
+/// of an `enum`). `None` when no end is found within a few thousand
+/// lines.
+pub fn c_construct_end(text: &str, line: usize, column: usize) -> Option<usize> {
+    let lines: Vec<&str> = text
+        .split('\n')
+        .map(|l| l.strip_suffix('\r').unwrap_or(l))
+        .collect();
+    if lines.get(line)?.trim_start().starts_with('#') {
+        let mut end = line;
+        while end + 1 < lines.len() && lines[end].ends_with('\\') {
+            end += 1;
+        }
+        return Some(end);
+    }
+    let mut depth = 0usize;
+    let mut braced = false;
+    let mut grouped = false;
+    let mut in_comment = false;
+    let mut in_directive = false;
+    let mut last_seen = line;
+    for (n, text) in lines
+        .iter()
+        .enumerate()
+        .skip(line)
+        .take(CONSTRUCT_SCAN_LINES)
+    {
+        if n != line && !in_comment && (in_directive || text.trim_start().starts_with('#')) {
+            in_directive = text.ends_with('\\');
+            continue;
+        }
+        let mut chars = text
+            .chars()
+            .skip(if n == line { column } else { 0 })
+            .peekable();
+        let mut quote: Option<char> = None;
+        while let Some(c) = chars.next() {
+            if in_comment {
+                if c == '*' && chars.peek() == Some(&'/') {
+                    chars.next();
+                    in_comment = false;
+                }
+                continue;
+            }
+            if let Some(q) = quote {
+                if c == '\\' {
+                    chars.next();
+                } else if c == q {
+                    quote = None;
+                }
+                continue;
+            }
+            match c {
+                '/' if chars.peek() == Some(&'/') => break,
+                '/' if chars.peek() == Some(&'*') => {
+                    chars.next();
+                    in_comment = true;
+                    continue;
+                }
+                '"' | '\'' => quote = Some(c),
+                '(' | '[' | '{' => {
+                    braced |= depth == 0 && c == '{';
+                    depth += 1;
+                }
+                ')' | ']' | '}' => {
+                    if depth == 0 {
+                        return Some(last_seen);
+                    }
+                    depth -= 1;
+                    if depth == 0 {
+                        if c == '}' && braced {
+                            return Some(n);
+                        }
+                        grouped |= c == ')';
+                    }
+                }
+                ';' if depth == 0 => return Some(n),
+                ',' if depth == 0 && !grouped => return Some(n),
+                _ => {}
+            }
+            if !c.is_whitespace() {
+                last_seen = n;
+            }
+        }
+    }
+    None
+}
+
 fn is_ident_char(c: char) -> bool {
     c.is_alphanumeric() || c == '_'
 }
@@ -249,6 +348,46 @@ pub fn find_symbol(line: &str, name: &str) -> Vec<usize> {
 mod tests {
     use super::*;
     use pretty_assertions::assert_eq;
+
+    #[test]
+    fn c_construct_ends_where_the_declaration_or_body_does() {
+        let src = "\
+typedef struct LZ4F_dctx_s LZ4F_dctx;  /* a { in a comment */
+int add(int a,
+        int b)
+{
+    const char *s = \"}\"; // }
+    if (a) { return '}'; }
+#define OPEN { \\
+    {
+    /* } */
+    return a + b;
+}
+enum E {
+    A = 1,
+    B /* last */
+};
+#define TWICE(x) \\
+    ((x) * 2)
+struct S {
+    int a, b;
+} s1;
+int f(void);
+int broken(
+";
+        let end = |line: usize, column: usize| c_construct_end(src, line, column);
+        assert_eq!(end(0, 27), Some(0));
+        assert_eq!(end(1, 4), Some(10));
+        assert_eq!(end(11, 5), Some(14));
+        assert_eq!(end(12, 4), Some(12));
+        assert_eq!(end(13, 4), Some(13));
+        assert_eq!(end(15, 8), Some(16));
+        assert_eq!(end(17, 7), Some(19));
+        assert_eq!(end(18, 8), Some(18));
+        assert_eq!(end(20, 4), Some(20));
+        assert_eq!(end(21, 4), None);
+        assert_eq!(end(99, 0), None);
+    }
 
     #[test]
     fn offsets_round_trip_through_both_encodings() {
