@@ -46,7 +46,9 @@ def main(argv):
     for t in rows:
         spec = prepare.PROJECTS[t["language"]]
         first = "-" if t["first_right_s"] is None else f"{t['first_right_s']:.1f} s"
-        print(f"| {t['language']} | {spec['name']} {spec['version']} | "
+        project = f"{spec['name']} {spec['version']}" + (
+            f" (TypeScript {spec['typescript']})" if "typescript" in spec else "")
+        print(f"| {t['language']} | {project} | "
               f"{'under build' if t['build'] else 'quiet'} | {t['right']} | {len(t['wrong'])} | "
               f"{t['not_ready']} | {len(t['errors'])} | {first} | {t['seconds']:.1f} s | "
               f"{t['builds'] if t['build'] else '-'} |")

@@ -12,13 +12,16 @@ every sampled use site, cold. Every answer must be the oracle's or
 
 import json
 import os
+import pathlib
 import shutil
+import subprocess
 import sys
 import time
 
 import pytest
 
 from conftest import ROOT, connect, err, make_env, stop_daemons
+from waiting import eventually
 
 sys.path.insert(0, str(ROOT / "tests" / "lsp_real"))
 import conformance  # noqa: E402
@@ -27,13 +30,35 @@ import prepare  # noqa: E402
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(900)]
 
 SERVERS = {"rust": "rust-analyzer", "python": "pyright-langserver", "typescript": "typescript-language-server",
-           "c": "clangd", "go": "gopls"}
+           "typescript7": "npm", "c": "clangd", "go": "gopls"}
+
+
+def served_by(language, project, processes):
+    """Whether dsh's processes include the server the language is about:
+    for TypeScript 7 the project's own native server (`tsc --lsp`), for
+    TypeScript 5 typescript-language-server (and no native server)."""
+    native = [argv for argv in processes if "--lsp" in argv]
+    if language == "typescript7":
+        own = (project / "node_modules").resolve()
+        return any(pathlib.Path(argv[0]).resolve().is_relative_to(own) for argv in native)
+    if language == "typescript":
+        return not native and any("typescript-language-server" in a for argv in processes for a in argv)
+    return True
 
 
 # Wrong answers dsh gives today, found by this suite (see "Real projects"
 # in docs/subsystems/lsp.md), by language: the run of such a language
 # asserts zero wrong answers and is expected to fail until it is fixed.
 KNOWN_WRONG: dict[str, str] = {}
+# Another, under a build only, and only when a build has written its
+# output before the last queries (timing): not strict there; the test
+# below reproduces it in order.
+TS7_OUTPUT_OPENED = (
+    "dsh opens the files the build writes (out/**/*.js) on the server as the watcher reports them; "
+    "TypeScript 7's server then makes an inferred project of each, and `references` to a symbol of the "
+    "standard library (Promise.resolve) list the uses in the build output too"
+)
+KNOWN_WRONG_UNDER_BUILD = {"typescript7": TS7_OUTPUT_OPENED}
 
 
 @pytest.fixture(
@@ -54,13 +79,17 @@ def language(request):
 
 
 @pytest.mark.parametrize("build", [False, True], ids=["quiet", "under-build"])
-async def test_every_answer_is_the_oracles_or_not_ready(language, build, tmp_path):
+async def test_every_answer_is_the_oracles_or_not_ready(language, build, tmp_path, request):
+    if build and language in KNOWN_WRONG_UNDER_BUILD:
+        request.applymarker(pytest.mark.xfail(reason=KNOWN_WRONG_UNDER_BUILD[language]))
     tally = await conformance.run(language, tmp_path, build=build)
     print(conformance.summary(tally))
     detail = json.dumps({k: tally[k] for k in ("wrong", "errors", "build_failures")}, indent=1)
     assert not tally["build_failures"], detail
     assert not tally["wrong"], f"{language}: answers that are not the oracle's:\n{detail}"
     assert not tally["errors"], f"{language}: errors other than LSP_NOT_READY:\n{detail}"
+    project = tmp_path / "ws" / prepare.PROJECTS[language]["dir"]
+    assert served_by(language, project, tally["processes"]), tally["processes"]
     assert tally["right"] == 3 * len(prepare.load_oracle(language)["sites"])
 
 
@@ -101,6 +130,44 @@ async def test_c_references_stay_whole_after_a_definition_into_a_header(tmp_path
             assert [(i["path"], i["line"]) for i in d["items"]] == [("lz4libs/lz4frame.h", 354)]
             after = lines_in_header(await ask(s, refs))
             assert after == before, f"references in lz4frame.h before the definition {before}, after {after}"
+    finally:
+        stop_daemons(env)
+        shutil.rmtree(env["DSH_RUNTIME_DIR"], ignore_errors=True)
+
+
+@pytest.mark.xfail(strict=True, reason=TS7_OUTPUT_OPENED)
+async def test_typescript7_references_leave_out_the_build_output(tmp_path):
+    prepare.prepare("typescript7")
+    project = tmp_path / "ws" / prepare.PROJECTS["typescript7"]["dir"]
+    shutil.copytree(prepare.project_dir("typescript7"), project, symlinks=True)
+    env = make_env(tmp_path / "ws")
+    # Promise.resolve, used in six files of src/
+    refs = {"op": "references", "path": "src/mutationCache.ts", "line": 152, "symbol": "resolve",
+            "max_results": 1000}
+
+    async def paths(session):
+        r = await session.call_tool("lsp", refs)
+        assert not r.isError, err(r)
+        return sorted({f["path"] for f in r.structuredContent["files"]})
+
+    try:
+        async with connect(env, cwd=str(project)) as s:
+            before = await paths(s)
+            assert "src/hydration.ts" in before and not any(p.startswith("out/") for p in before), before
+            # the project's own native compiler writes out/; then a new
+            # source file using Promise.resolve: once its use is listed,
+            # dsh has seen every file the build wrote before it
+            build = subprocess.run([str(prepare.project_tsc(project)), "-b"], cwd=project,
+                                   capture_output=True, text=True, timeout=300)
+            assert build.returncode == 0, build.stdout + build.stderr
+            (project / "src" / "marker.ts").write_text("export const marker = Promise.resolve(1)\n")
+
+            async def with_marker():
+                now = await paths(s)
+                return now if "src/marker.ts" in now else None
+
+            after = await eventually(with_marker, "references listing the new src/marker.ts")
+            assert not any(p.startswith("out/") for p in after), after
     finally:
         stop_daemons(env)
         shutil.rmtree(env["DSH_RUNTIME_DIR"], ignore_errors=True)

@@ -25,7 +25,7 @@ HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "e2e"))
 import prepare  # noqa: E402
-from conftest import connect, err, make_env, stop_daemons  # noqa: E402
+from conftest import connect, daemons_of, err, make_env, stop_daemons  # noqa: E402
 
 OPS = ("definition", "references", "hover")
 # Calls in flight at once: enough that several arrive while the server
@@ -34,6 +34,33 @@ OPS = ("definition", "references", "hover")
 IN_FLIGHT = 6
 # How long one (site, op) may keep answering LSP_NOT_READY.
 READY_DEADLINE_S = 240
+
+
+def processes_under(pids):
+    """The command lines (argv lists) of every live descendant of `pids`,
+    from /proc."""
+    children = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                ppid = int(f.read().rpartition(")")[2].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(ppid, []).append(int(entry))
+    out, todo = [], [c for p in pids for c in children.get(p, [])]
+    while todo:
+        pid = todo.pop()
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                argv = [a.decode(errors="replace") for a in f.read().split(b"\0") if a]
+        except OSError:
+            continue
+        if argv:
+            out.append(argv)
+        todo.extend(children.get(pid, []))
+    return out
 
 
 class BuildLoop:
@@ -67,6 +94,10 @@ class BuildLoop:
             return [["go", "build", "./..."], ["go", "clean", "-cache"]]
         if self.lang == "typescript":
             return [["tsc", "-b"], ["tsc", "-b", "--clean"]]
+        if self.lang == "typescript7":
+            # the project's own TypeScript 7: its native compiler
+            tsc = str(prepare.project_tsc(self.project))
+            return [[tsc, "-b"], [tsc, "-b", "--clean"]]
         raise ValueError(self.lang)
 
     def _run(self, cmd):
@@ -163,7 +194,7 @@ async def run(lang, scratch, build=False, sites=None, errlog=None):
     prepare.localize(lang, project)
     env = make_env(scratch / "ws")
     tally = {"language": lang, "build": build, "right": 0, "wrong": [], "not_ready": 0, "errors": [],
-             "first_right_s": None, "seconds": None, "builds": 0, "build_failures": []}
+             "first_right_s": None, "seconds": None, "builds": 0, "build_failures": [], "processes": []}
     loop = BuildLoop(lang, project, scratch).start() if build else None
     started = time.monotonic()
     try:
@@ -198,6 +229,8 @@ async def run(lang, scratch, build=False, sites=None, errlog=None):
                 for site in sites:
                     for op in OPS:
                         tg.start_soon(ask, site, op)
+            # which language server answered: the daemon's processes now
+            tally["processes"] = processes_under(daemons_of(env))
     finally:
         tally["seconds"] = time.monotonic() - started
         if loop is not None:

@@ -38,6 +38,14 @@ SITES = 20
 # A site's references must fit one answer unshortened.
 MAX_REFS = 40
 
+
+def pinned_typescript7() -> str:
+    """The TypeScript 7 version the test tools pin (`tests/node/package.json`,
+    `"typescript7": "npm:typescript@<version>"`): one pin for both."""
+    deps = json.loads((ROOT / "tests" / "node" / "package.json").read_text())["dependencies"]
+    return deps["typescript7"].rpartition("@")[2]
+
+
 PROJECTS = {
     "rust": {
         "name": "memchr",
@@ -63,6 +71,18 @@ PROJECTS = {
         "sample_under": "src",
         "extension": ".ts",
         "oracle": "typescript-language-server, warmed (plain LSP client)",
+    },
+    "typescript7": {
+        # the same project with TypeScript 7 as its own `node_modules/typescript`:
+        # dsh then serves it with TypeScript 7's native server (`tsc --lsp`)
+        "name": "@tanstack/query-core",
+        "package": "@tanstack/query-core",
+        "version": "5.59.0",
+        "typescript": pinned_typescript7(),
+        "dir": "query-core-5.59.0",
+        "sample_under": "src",
+        "extension": ".ts",
+        "oracle": "TypeScript 7's native server (`tsc --lsp`), warmed (plain LSP client)",
     },
     "c": {
         # LZ4 1.9.x's C sources, as vendored by the Python binding's sdist
@@ -127,7 +147,9 @@ def ready(lang) -> bool:
     if lang == "python" and not any(wheels_dir().glob(f"wheel-{WHEEL}-*.whl")):
         return False
     o = json.loads(p.read_text())
-    return o.get("version") == PROJECTS[lang]["version"] and len(o.get("sites", [])) == SITES
+    spec = PROJECTS[lang]
+    return (o.get("version") == spec["version"] and o.get("typescript") == spec.get("typescript")
+            and len(o.get("sites", [])) == SITES)
 
 
 def run(cmd, **kw):
@@ -577,6 +599,39 @@ def oracle_typescript(spec, root):
         "typescript-language-server's project load")
 
 
+# -- TypeScript 7: the same package with TypeScript 7 installed in it, oracle
+# from a warmed TypeScript 7 native server ---------------------------------
+
+
+def fetch_typescript7(spec, dest):
+    fetch_typescript(spec, dest)
+    # `npm install typescript@<version>` in a scratch directory (in the
+    # project, its own package.json would pull in more), then its
+    # node_modules moved in
+    with tempfile.TemporaryDirectory(prefix="lsp-corpus-") as inst:
+        (pathlib.Path(inst) / "package.json").write_text('{"private": true}\n')
+        run(["npm", "install", "--no-audit", "--no-fund", "--no-package-lock", "--loglevel=error",
+             f"typescript@{spec['typescript']}"], cwd=inst, stdout=subprocess.DEVNULL)
+        shutil.move(pathlib.Path(inst) / "node_modules", dest / "node_modules")
+
+
+def project_tsc(project) -> pathlib.Path:
+    """The project's own TypeScript's `tsc`."""
+    return pathlib.Path(project) / "node_modules" / ".bin" / "tsc"
+
+
+def oracle_typescript7(spec, root):
+    # the native server logs each notification it has handled: every
+    # didOpen handled (the project loaded for them) and no progress active
+    opened = sum(1 for _ in (root / spec["sample_under"]).rglob("*" + spec["extension"]))
+    handled = "handled method 'textDocument/didOpen'"
+    return oracle_by_server(
+        spec, root, [str(project_tsc(root)), "--lsp", "--stdio"], "typescript",
+        ts_candidates(root, spec["sample_under"]),
+        lambda c: sum(handled in m for m in c.logs) >= opened and not c.active_progress,
+        "TypeScript 7's native server handling every didOpen")
+
+
 # -- C: a C library vendored in a PyPI sdist, oracle from a warmed clangd ---
 
 C_KEYWORDS = {
@@ -695,9 +750,10 @@ def oracle_go(spec, root):
         "gopls's workspace")
 
 
-FETCH = {"rust": fetch_rust, "python": fetch_python, "typescript": fetch_typescript, "c": fetch_c, "go": fetch_go}
-ORACLE = {"rust": oracle_rust, "python": oracle_python, "typescript": oracle_typescript, "c": oracle_c,
-          "go": oracle_go}
+FETCH = {"rust": fetch_rust, "python": fetch_python, "typescript": fetch_typescript,
+         "typescript7": fetch_typescript7, "c": fetch_c, "go": fetch_go}
+ORACLE = {"rust": oracle_rust, "python": oracle_python, "typescript": oracle_typescript,
+          "typescript7": oracle_typescript7, "c": oracle_c, "go": oracle_go}
 
 
 def prepare(lang):
@@ -724,6 +780,7 @@ def prepare(lang):
         "project": spec["name"],
         "version": spec["version"],
         "oracle": spec["oracle"],
+        **({"typescript": spec["typescript"]} if "typescript" in spec else {}),
         "seconds": round(time.monotonic() - started, 1),
         "sites": sites,
     }
