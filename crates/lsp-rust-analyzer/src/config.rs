@@ -119,6 +119,15 @@ pub struct ServerConfig {
     /// header then replaces the background index's (uses in a section the
     /// includer enables go missing from later `references`).
     pub outline_open_only: bool,
+    /// The server follows `workspace/didChangeWatchedFiles` for files it
+    /// has not opened: a file the watcher saw change is re-sent only when
+    /// it is open, never opened for the change. Otherwise (the default) it
+    /// is opened with its disk text, for servers that answer from a stale
+    /// view of a file they have not opened. TypeScript 7's server needs
+    /// this: it makes a project of every open file, so opening the output
+    /// of a build (`out/**/*.js`) put the build's copies into later
+    /// `references`.
+    pub follows_watched_files: bool,
     /// One line for `LSP_UNAVAILABLE` messages: how to install the server
     /// and which config key overrides it.
     pub install_hint: Option<String>,
@@ -161,6 +170,7 @@ impl ServerConfig {
             readiness: ReadinessSignal::ServerStatus,
             wait_for_diagnostics: false,
             outline_open_only: false,
+            follows_watched_files: false,
             install_hint: Some(hint("`rustup component add rust-analyzer`", "rust", ".rs")),
             no_project_hint: None,
             nothing_here_errors: vec![],

@@ -1177,7 +1177,9 @@ impl Server {
     }
 
     /// Re-syncs open documents whose file changed on disk, and opens files
-    /// the watcher saw change, so the next answer reflects the disk.
+    /// the watcher saw change (unless the server follows
+    /// `didChangeWatchedFiles` itself: `follows_watched_files`), so the
+    /// next answer reflects the disk.
     /// Returns the documents sent and their versions. Files larger than
     /// `max_file_bytes`, and files `access` (the query's read policy)
     /// refuses, are left out (closed if open): the server never holds the
@@ -1197,8 +1199,12 @@ impl Server {
             })
             .map(|(p, _, lang)| (p, lang))
             .collect();
+        // A file not open is opened for its change only for a server that
+        // does not follow the watched-files notification itself.
+        let open_changed = !self.config.follows_watched_files;
         for p in dirty {
-            if !todo.iter().any(|(q, _)| *q == p)
+            if open_changed
+                && !todo.iter().any(|(q, _)| *q == p)
                 && let Some(lang) = self.config.language_id(&p)
             {
                 todo.push((p.clone(), lang.to_owned()));

@@ -116,6 +116,7 @@ fn native(config: &ServerConfig, package: &Package, found: Option<PathBuf>) -> S
         command: command.display().to_string(),
         args: vec!["--lsp".into(), "--stdio".into()],
         readiness: ReadinessSignal::Progress,
+        follows_watched_files: true,
         ..config.clone()
     }
 }
