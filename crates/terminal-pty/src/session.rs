@@ -45,12 +45,13 @@ const MAX_PAUSE: Duration = Duration::from_millis(50);
 const INPUT_WAIT_CONFIRM: Duration = Duration::from_micros(150);
 /// A wait on the terminal with a time limit this short is the program
 /// waiting a moment for more input of its own accord — the rest of an
-/// escape sequence after `Esc` (vim: 100 ms, readline: 500 ms), the answer
-/// to a terminal query — and it will go on by itself when the time runs
-/// out. It counts as an input wait only once a whole limit passed with no
-/// output: a program that polls its input in short waits and prints
-/// nothing is waiting for input all the same.
-const SHORT_TIMED_WAIT: Duration = Duration::from_millis(500);
+/// escape sequence after `Esc` (vim: 100 ms), the answer to a terminal
+/// query — and it will go on by itself when the time runs out. It counts
+/// as an input wait only once a whole limit passed with no output: a
+/// program that polls its input in short waits and prints nothing is
+/// waiting for input all the same. Longer limits are ordinary waits:
+/// prompt_toolkit (ipython) waits at its prompt in 500 ms rounds.
+const SHORT_TIMED_WAIT: Duration = Duration::from_millis(250);
 /// Added to a short wait's limit before it counts: the time the program
 /// needs to print once its wait ran out.
 const TIMED_WAIT_MARGIN: Duration = Duration::from_millis(25);
