@@ -104,7 +104,12 @@ class BuildLoop:
         with self.lock:
             if self.stop_event.is_set():
                 return None
-            env = dict(os.environ, GOCACHE=str(self.scratch / "gocache"), GOPROXY="off", GOFLAGS="-mod=mod")
+            # The build's temporary files go in the scratch directory too: a
+            # compiler stopped mid-build leaves its own behind (cc's .s).
+            tmp = self.scratch / "tmp"
+            tmp.mkdir(exist_ok=True)
+            env = dict(os.environ, GOCACHE=str(self.scratch / "gocache"), GOPROXY="off", GOFLAGS="-mod=mod",
+                       TMPDIR=str(tmp))
             self.proc = subprocess.Popen(cmd, cwd=self.project, env=env, stdout=subprocess.DEVNULL,
                                          stderr=subprocess.PIPE, text=True, start_new_session=True)
         _, stderr = self.proc.communicate()
