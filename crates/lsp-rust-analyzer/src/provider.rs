@@ -822,12 +822,13 @@ impl StdioLspProvider {
         }))
     }
 
-    /// Whether a workspace search finds, in `file`, one of the names of
-    /// its own outline (the longest few, which a search limit is least
-    /// likely to crowd out). A file with no symbols is not proven.
-    async fn file_is_indexed(&self, server: &Server, file: &FileText) -> Result<bool, Failure> {
-        let uri = path_url(&file.path)?;
-        let outline = server
+    /// The server's outline of the document `uri` (`documentSymbol`).
+    async fn outline(
+        &self,
+        server: &Server,
+        uri: &Url,
+    ) -> Result<Option<DocumentSymbolResponse>, Failure> {
+        server
             .request::<DocumentSymbolRequest>(
                 DocumentSymbolParams {
                     text_document: TextDocumentIdentifier { uri: uri.clone() },
@@ -836,7 +837,15 @@ impl StdioLspProvider {
                 },
                 self.options.request_timeout,
             )
-            .await?;
+            .await
+    }
+
+    /// Whether a workspace search finds, in `file`, one of the names of
+    /// its own outline (the longest few, which a search limit is least
+    /// likely to crowd out). A file with no symbols is not proven.
+    async fn file_is_indexed(&self, server: &Server, file: &FileText) -> Result<bool, Failure> {
+        let uri = path_url(&file.path)?;
+        let outline = self.outline(server, &uri).await?;
         let mut names: Vec<String> = match outline {
             None => vec![],
             Some(DocumentSymbolResponse::Flat(flat)) => flat.into_iter().map(|s| s.name).collect(),
@@ -914,17 +923,7 @@ impl StdioLspProvider {
         {
             server.sync_document(&path, text, language_id).ok()?;
         }
-        let answer = server
-            .request::<DocumentSymbolRequest>(
-                DocumentSymbolParams {
-                    text_document: TextDocumentIdentifier { uri: uri.clone() },
-                    work_done_progress_params: WorkDoneProgressParams::default(),
-                    partial_result_params: PartialResultParams::default(),
-                },
-                self.options.request_timeout,
-            )
-            .await
-            .ok()??;
+        let answer = self.outline(server, uri).await.ok()??;
         let ranges: Vec<(Range, Range)> = match answer {
             DocumentSymbolResponse::Flat(symbols) => symbols
                 .into_iter()
@@ -1081,16 +1080,7 @@ impl StdioLspProvider {
                     None => {
                         self.unsupported(&server, "documentSymbolProvider", Op::Symbols)?;
                         let uri = path_url(&file.path)?;
-                        let answer = server
-                            .request::<DocumentSymbolRequest>(
-                                DocumentSymbolParams {
-                                    text_document: TextDocumentIdentifier { uri },
-                                    work_done_progress_params: WorkDoneProgressParams::default(),
-                                    partial_result_params: PartialResultParams::default(),
-                                },
-                                self.options.request_timeout,
-                            )
-                            .await?;
+                        let answer = self.outline(&server, &uri).await?;
                         let mut symbols = Vec::new();
                         match answer {
                             None => {}
