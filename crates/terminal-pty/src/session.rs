@@ -415,13 +415,14 @@ impl Session {
         }
     }
 
-    /// The bytes of input the program could read now (in canonical mode:
-    /// of whole lines), from the other end; `None` when it cannot tell.
-    fn unread_input(&self) -> Option<usize> {
+    /// The other end of the terminal, opened through the master (no path
+    /// lookup, never our controlling terminal), for a moment's use; `None`
+    /// once it was hung up or when the kernel refuses.
+    fn other_end(&self) -> Option<OwnedFd> {
         let st = self.lock();
         let master = st.master.as_ref()?;
-        // SAFETY: plain ioctl on an open descriptor; on success it returns
-        // a new descriptor that we own.
+        // SAFETY: plain ioctl on an open descriptor (kept open by the
+        // lock); on success it returns a new descriptor that we own.
         let slave = unsafe {
             libc::ioctl(
                 master.as_raw_fd(),
@@ -429,11 +430,14 @@ impl Session {
                 libc::O_RDWR | libc::O_NOCTTY | libc::O_NONBLOCK | libc::O_CLOEXEC,
             )
         };
-        if slave < 0 {
-            return None;
-        }
         // SAFETY: a fresh descriptor returned by the kernel, owned here.
-        let slave = unsafe { OwnedFd::from_raw_fd(slave as RawFd) };
+        (slave >= 0).then(|| unsafe { OwnedFd::from_raw_fd(slave as RawFd) })
+    }
+
+    /// The bytes of input the program could read now (in canonical mode:
+    /// of whole lines); `None` when it cannot tell.
+    fn unread_input(&self) -> Option<usize> {
+        let slave = self.other_end()?;
         let mut queued: libc::c_int = 0;
         // SAFETY: FIONREAD writes an int we own.
         let ok = unsafe { libc::ioctl(slave.as_raw_fd(), libc::FIONREAD, &mut queued) } == 0;
@@ -444,26 +448,9 @@ impl Session {
     /// input queue), so a partly written send cannot run later glued to the
     /// next one. True when the queue was flushed.
     fn discard_unread_input(&self) -> bool {
-        let st = self.lock();
-        let Some(master) = st.master.as_ref() else {
+        let Some(slave) = self.other_end() else {
             return false;
         };
-        // The other end, opened through the master (no path lookup, never
-        // our controlling terminal), flushed and closed at once.
-        // SAFETY: plain ioctl on an open descriptor; on success it returns
-        // a new descriptor that we own.
-        let slave = unsafe {
-            libc::ioctl(
-                master.as_raw_fd(),
-                libc::TIOCGPTPEER,
-                libc::O_RDWR | libc::O_NOCTTY | libc::O_NONBLOCK | libc::O_CLOEXEC,
-            )
-        };
-        if slave < 0 {
-            return false;
-        }
-        // SAFETY: a fresh descriptor returned by the kernel, owned here.
-        let slave = unsafe { OwnedFd::from_raw_fd(slave as RawFd) };
         // SAFETY: plain ioctl on the descriptor we just opened.
         unsafe { libc::tcflush(slave.as_raw_fd(), libc::TCIFLUSH) == 0 }
     }
