@@ -14,6 +14,9 @@ pub struct ProcessInfo {
     pub pgid: i32,
     /// Session id.
     pub sid: i32,
+    /// The controlling terminal's device number in the kernel's encoding
+    /// (minor bits 0–7 and 20–31, major bits 8–19), 0 without one.
+    pub tty_nr: u32,
     /// Controlling terminal's foreground process group (`tpgid`), or -1.
     pub tpgid: i32,
     /// The one-letter state (`R`, `S`, `D`, `Z`, `T`, …).
@@ -48,7 +51,7 @@ pub fn parse_stat(text: &str) -> Option<ProcessInfo> {
     let ppid = fields.next()?.parse().ok()?;
     let pgid = fields.next()?.parse().ok()?;
     let sid = fields.next()?.parse().ok()?;
-    let _tty_nr = fields.next()?;
+    let tty_nr = fields.next()?.parse::<i32>().ok()? as u32;
     let tpgid = fields.next()?.parse().ok()?;
     // flags, minflt, cminflt, majflt, cmajflt, utime, stime, cutime,
     // cstime, priority, nice, num_threads, itrealvalue, then starttime.
@@ -58,6 +61,7 @@ pub fn parse_stat(text: &str) -> Option<ProcessInfo> {
         ppid,
         pgid,
         sid,
+        tty_nr,
         tpgid,
         state,
         start_time,
@@ -202,6 +206,7 @@ mod tests {
                 ppid: 1,
                 pgid: 4242,
                 sid: 4242,
+                tty_nr: 0,
                 tpgid: -1,
                 state: 'S',
                 start_time: 987654,

@@ -276,21 +276,17 @@ fn device(rdev: u64) -> (u32, u32) {
     (libc::major(rdev), libc::minor(rdev))
 }
 
-/// The (major, minor) of process `pid`'s controlling terminal, from
-/// `/proc/<pid>/stat` (`tty_nr`, the 7th field); `None` without one.
+/// The (major, minor) of process `pid`'s controlling terminal (`tty_nr`
+/// in `/proc/<pid>/stat`); `None` without one.
 fn controlling_terminal(pid: i32) -> Option<(u32, u32)> {
-    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name (field 2) may hold spaces and parentheses: the
-    // fields that follow start after its last `)`.
-    let rest = &stat[stat.rfind(')')? + 1..];
-    let tty_nr: u64 = rest.split_whitespace().nth(4)?.parse().ok()?;
-    if tty_nr == 0 {
-        return None;
-    }
+    let tty_nr = process_tree::process_info(pid)?.tty_nr;
     // The kernel's encoding: minor bits 0-7 and 20-31, major bits 8-19.
-    let major = ((tty_nr >> 8) & 0xfff) as u32;
-    let minor = ((tty_nr & 0xff) | ((tty_nr >> 12) & 0xfff00)) as u32;
-    Some((major, minor))
+    (tty_nr != 0).then(|| {
+        (
+            (tty_nr >> 8) & 0xfff,
+            (tty_nr & 0xff) | ((tty_nr >> 12) & 0xfff00),
+        )
+    })
 }
 
 /// Reads `len` bytes at `address` of process `pid`.
