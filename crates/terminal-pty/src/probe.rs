@@ -281,12 +281,10 @@ fn device(rdev: u64) -> (u32, u32) {
 fn controlling_terminal(pid: i32) -> Option<(u32, u32)> {
     let tty_nr = process_tree::process_info(pid)?.tty_nr;
     // The kernel's encoding: minor bits 0-7 and 20-31, major bits 8-19.
-    (tty_nr != 0).then(|| {
-        (
-            (tty_nr >> 8) & 0xfff,
-            (tty_nr & 0xff) | ((tty_nr >> 12) & 0xfff00),
-        )
-    })
+    (tty_nr != 0).then_some((
+        (tty_nr >> 8) & 0xfff,
+        (tty_nr & 0xff) | ((tty_nr >> 12) & 0xfff00),
+    ))
 }
 
 /// Reads `len` bytes at `address` of process `pid`.
