@@ -35,8 +35,8 @@ import anyio
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "e2e"))
 
-from conftest import connect, make_env, stop_daemons  # noqa: E402
-from corpus import PROGRAMS, missing, raw_env, strip_ansi  # noqa: E402
+from conftest import connect, stop_daemons  # noqa: E402
+from corpus import PROGRAMS, missing, raw_env, server_env, strip_ansi  # noqa: E402
 from waiting import eventually  # noqa: E402
 
 QUICK = "--quick" in sys.argv[1:]
@@ -123,11 +123,7 @@ async def poll(s, tid, step):
 async def dsh_samples(base, programs):
     """{program name: [ms]} or {program name: "what went wrong"}."""
     out = {}
-    ws, home = base / "ws", base / "home"
-    ws.mkdir()
-    home.mkdir()
-    env = make_env(ws)
-    env["HOME"] = str(home)
+    env, ws = server_env(base)
     try:
         async with connect(env, cwd=str(ws)) as s:
             for n in range(ROUNDS):

@@ -24,6 +24,21 @@ ESC = "\u001b"
 LONG_LINE = "0123456789" * 600
 
 
+def server_env(base: pathlib.Path):
+    """The environment of the one `dsh mcp` server that runs the corpus
+    (the test's or the benchmark's), and its workspace: a private dsh
+    environment (`conftest.make_env`) in `base/ws`, with a HOME of its own
+    outside the workspace, so no program touches the real one."""
+    from conftest import make_env
+
+    ws, home = base / "ws", base / "home"
+    ws.mkdir()
+    home.mkdir()
+    env = make_env(ws)
+    env["HOME"] = str(home)
+    return env, ws
+
+
 @dataclasses.dataclass
 class Step:
     """One `terminal_send`: `text` typed (Enter after it unless `submit` is

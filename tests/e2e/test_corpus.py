@@ -17,8 +17,8 @@ import time
 
 import pytest
 
-from conftest import connect, make_env, ok, stop_daemons
-from corpus import PROGRAMS, distinct_programs, missing
+from conftest import connect, ok, stop_daemons
+from corpus import PROGRAMS, distinct_programs, missing, server_env
 from waiting import eventually
 
 pytestmark = pytest.mark.anyio
@@ -41,11 +41,7 @@ async def corpus(tmp_path_factory):
     """One `dsh mcp` server for every program of the module, in a
     workspace of its own, with a HOME of its own outside the workspace."""
     base = tmp_path_factory.mktemp("corpus")
-    ws, home = base / "ws", base / "home"
-    ws.mkdir()
-    home.mkdir()
-    env = make_env(ws)
-    env["HOME"] = str(home)
+    env, ws = server_env(base)
     try:
         async with connect(env, cwd=str(ws)) as session:
             yield {"session": session, "ws": ws}
