@@ -33,6 +33,7 @@
 //! creates the namespaces; it knows nothing of jobs, terminals or tools.
 //! See `docs/subsystems/sandbox.md` for the model and its limits.
 
+mod connect_guard;
 mod context;
 mod env;
 mod namespaces;

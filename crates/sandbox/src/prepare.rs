@@ -13,6 +13,7 @@ use landlock::{
 };
 use seccompiler::BpfProgram;
 
+use crate::connect_guard::{self, Guard, GuardPolicy};
 use crate::context::SpawnContext;
 use crate::namespaces::{Mask, MaskKind, Namespaces};
 use crate::policy::{Mode, PolicyError, SandboxPolicy, expand_entry};
@@ -205,6 +206,14 @@ struct Inner {
     landlock: Option<OwnedFd>,
     /// The compiled seccomp filter.
     seccomp: Option<BpfProgram>,
+    /// The guard of `connect` (a second filter whose listener a
+    /// supervisor thread serves).
+    guard: Option<Guard>,
+    /// The filter loaded instead of `seccomp` when the guard cannot listen
+    /// (an outer dsh sandbox's guard decides then): with TCP refused by
+    /// Landlock, it refuses every TCP socket, since the outer guard would
+    /// make the connection outside this sandbox's Landlock domain.
+    seccomp_nested: Option<BpfProgram>,
     /// The namespaces that hold `.git` read-only.
     namespaces: Option<Arc<Namespaces>>,
     access: AccessMap,
@@ -223,6 +232,8 @@ impl Prepared {
             status,
             landlock: None,
             seccomp: None,
+            guard: None,
+            seccomp_nested: None,
             namespaces: None,
             access: AccessMap {
                 write_roots: vec![PathBuf::from("/")],
@@ -378,6 +389,13 @@ fn apply(inner: &Inner) -> io::Result<()> {
         }
     }
     if let Some(filter) = &inner.seccomp {
+        let mut filter = filter;
+        if let Some(guard) = &inner.guard {
+            let listening = connect_guard::install_in_child(guard.program(), guard.child_end())?;
+            if !listening && let Some(nested) = &inner.seccomp_nested {
+                filter = nested;
+            }
+        }
         load_seccomp(filter)?;
     }
     Ok(())
@@ -714,6 +732,17 @@ fn build(
         });
         None
     };
+    let (guard, seccomp_nested) = guard_stage(
+        policy,
+        context,
+        availability,
+        GuardFacts {
+            seccomp: seccomp.is_some(),
+            mount_namespace: namespaces.is_some(),
+            tcp_by_landlock,
+        },
+        &mut gaps,
+    );
     let mut network = !block_network;
     if fallback {
         match (tcp_by_landlock, seccomp.is_some()) {
@@ -748,7 +777,7 @@ fn build(
             ),
             refuses_required: false,
         });
-        if fallback {
+        if fallback && guard.is_none() {
             gaps.push(Gap {
                 what: format!(
                     "abstract sockets outside stay reachable (Landlock ABI {} < 6){simulated}",
@@ -874,6 +903,8 @@ fn build(
         status,
         landlock: Some(ruleset),
         seccomp,
+        guard,
+        seccomp_nested,
         namespaces,
         access: AccessMap {
             write_roots,
@@ -887,6 +918,71 @@ fn build(
         stamps,
         taken_at,
     })))
+}
+
+/// What [`guard_stage`] needs to know of the stages before it.
+struct GuardFacts {
+    seccomp: bool,
+    mount_namespace: bool,
+    tcp_by_landlock: bool,
+}
+
+/// The guard of `connect` (see [`connect_guard`]), and the filter for a
+/// process whose guard cannot listen. Without it (no seccomp, a kernel
+/// before 5.8) a pathname socket outside the hidden places can be reached,
+/// which the status says.
+fn guard_stage(
+    policy: &SandboxPolicy,
+    context: &SpawnContext,
+    availability: &Availability,
+    facts: GuardFacts,
+    gaps: &mut Vec<Gap>,
+) -> (Option<Guard>, Option<BpfProgram>) {
+    if !facts.seccomp {
+        return (None, None);
+    }
+    let simulated = availability.simulated_note();
+    if !availability.connect_guard {
+        gaps.push(Gap {
+            what: format!(
+                "Unix sockets outside can be reached by path (guarding connect needs Linux 5.8 \
+                 or later){simulated}"
+            ),
+            refuses_required: false,
+        });
+        return (None, None);
+    }
+    let listed = policy
+        .unix_sockets
+        .iter()
+        .filter_map(|e| expand_entry(e, &context.home))
+        .map(|p| existing(&p).unwrap_or(p))
+        .collect();
+    let guard = Guard::start(GuardPolicy {
+        listed,
+        mount_namespace: facts.mount_namespace,
+        tcp_refused: facts.tcp_by_landlock,
+    });
+    let guard = match guard {
+        Ok(guard) => guard,
+        Err(e) => {
+            gaps.push(Gap {
+                what: format!("Unix sockets outside can be reached by path (the guard of connect did not start: {e})"),
+                refuses_required: false,
+            });
+            return (None, None);
+        }
+    };
+    let nested = facts
+        .tcp_by_landlock
+        .then(|| {
+            crate::seccomp::filter(crate::seccomp::Network::Block {
+                tcp_by_landlock: false,
+            })
+            .ok()
+        })
+        .flatten();
+    (Some(guard), nested)
 }
 
 /// The places where programs outside the sandbox keep Unix sockets that

@@ -4,7 +4,7 @@
 //! [`TEST_PRETEND_VAR`] (`DSH_SANDBOX_TEST_PRETEND`) exists for tests only:
 //! its value is a comma-separated list of `landlock-abi=N` (pretend the
 //! kernel offers Landlock ABI `N`; `0` means no Landlock at all),
-//! `no-seccomp` and `no-userns`. It can only take features away, never add
+//! `no-seccomp`, `no-connect-guard` and `no-userns`. It can only take features away, never add
 //! them, and every status built under it says that it was simulated.
 
 use std::fmt;
@@ -25,6 +25,10 @@ pub struct Availability {
     pub landlock_abi: i32,
     /// Whether seccomp filters can be installed.
     pub seccomp: bool,
+    /// Whether `connect` can be guarded: seccomp user notification with a
+    /// listener that reports when its processes are gone (Linux 5.8) and
+    /// `pidfd_getfd` (5.6).
+    pub connect_guard: bool,
     /// Whether user namespaces may be tried (the real test is made when
     /// one is first needed).
     pub user_namespaces: bool,
@@ -35,7 +39,7 @@ pub struct Availability {
 /// A [`TEST_PRETEND_VAR`] value that cannot be understood.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "{var}={value:?}: {message} (expected a list of landlock-abi=N, no-seccomp, no-userns)",
+    "{var}={value:?}: {message} (expected a list of landlock-abi=N, no-seccomp, no-connect-guard, no-userns)",
     var = TEST_PRETEND_VAR
 )]
 pub struct PretendError {
@@ -81,6 +85,7 @@ impl Availability {
         Self {
             landlock_abi,
             seccomp,
+            connect_guard: seccomp && connect_guard_available(),
             user_namespaces: true,
             pretended: None,
         }
@@ -102,7 +107,11 @@ impl Availability {
                         .map_err(|_| fail(format!("{n:?} is not an ABI number")))?;
                     self.landlock_abi = self.landlock_abi.min(n.max(0));
                 }
-                None if item == "no-seccomp" => self.seccomp = false,
+                None if item == "no-seccomp" => {
+                    self.seccomp = false;
+                    self.connect_guard = false;
+                }
+                None if item == "no-connect-guard" => self.connect_guard = false,
                 None if item == "no-userns" => self.user_namespaces = false,
                 _ => return Err(fail(format!("unknown item {item:?}"))),
             }
@@ -119,6 +128,20 @@ impl Availability {
             ""
         }
     }
+}
+
+/// Whether the kernel is 5.8 or later (a user-notification listener
+/// reports `POLLHUP` once its processes are gone) and has `pidfd_getfd`.
+fn connect_guard_available() -> bool {
+    // SAFETY: pidfd_getfd on an invalid pidfd only returns an error.
+    let rc = unsafe { libc::syscall(libc::SYS_pidfd_getfd, -1, 0, 0u32) };
+    let has_getfd = rc >= 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::ENOSYS);
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let mut numbers = release
+        .split(|c: char| !c.is_ascii_digit())
+        .filter_map(|n| n.parse::<u32>().ok());
+    let version = (numbers.next().unwrap_or(0), numbers.next().unwrap_or(0));
+    has_getfd && version >= (5, 8)
 }
 
 impl fmt::Display for Availability {
@@ -151,6 +174,7 @@ mod tests {
         Availability {
             landlock_abi: 6,
             seccomp: true,
+            connect_guard: true,
             user_namespaces: true,
             pretended: None,
         }
@@ -172,7 +196,7 @@ mod tests {
     fn pretend_rejects_what_it_does_not_know() {
         assert_eq!(
             full().pretend("landlock=1").unwrap_err().to_string(),
-            "DSH_SANDBOX_TEST_PRETEND=\"landlock=1\": unknown item \"landlock=1\" (expected a list of landlock-abi=N, no-seccomp, no-userns)"
+            "DSH_SANDBOX_TEST_PRETEND=\"landlock=1\": unknown item \"landlock=1\" (expected a list of landlock-abi=N, no-seccomp, no-connect-guard, no-userns)"
         );
     }
 

@@ -1,0 +1,1102 @@
+//! The guard of `connect`: which Unix sockets a confined process may reach
+//! by path.
+//!
+//! Landlock (up to the ABI this crate targets) does not govern connecting
+//! to a pathname Unix socket, and the mount namespace can hide only the
+//! places known to hold them. So every confined process carries a second
+//! seccomp filter that hands each `connect` to a supervisor thread in the
+//! host (`SECCOMP_RET_USER_NOTIF`). The supervisor decides and, when it
+//! allows, makes the connection itself, on the process's own socket
+//! (duplicated with `pidfd_getfd`) and with the address it copied and
+//! checked: nothing the process changes after the check (the address in
+//! its memory, the socket behind its descriptor) reaches the kernel, which
+//! is why it never answers "continue" (`SECCOMP_USER_NOTIF_FLAG_CONTINUE`
+//! is not safe for a decision that depends on memory the process owns).
+//!
+//! A pathname socket may be reached when
+//! * the policy's `unix_sockets` lists it or a directory holding it, or
+//! * a process of the same sandbox holds it (it is in the sandbox's mount
+//!   namespace; without one, it is a confined descendant of this process):
+//!   `tmux`, `ssh -M`, a test server the command started.
+//!
+//! An abstract socket may be reached when a process of the same sandbox
+//! holds it (what Landlock's scope allows, now also below ABI 6). Anything
+//! else is refused with `EACCES` (`EPERM` for an abstract name, as
+//! Landlock's scope answers). Sockets of other families are connected as
+//! asked, except TCP when the policy has Landlock refuse it (`EACCES`, as
+//! Landlock would): a socket keeps its network namespace, so a sandbox
+//! with a network of its own stays inside it.
+//!
+//! What differs from a connection the process makes itself: the server
+//! sees this process (the host) as its peer in `SO_PEERCRED` (same user).
+//! A datagram sent to a path with `sendto`/`sendmsg`, without `connect`,
+//! is not guarded.
+//!
+//! Each confined spawn creates the filter's listener in the child, before
+//! `exec`, and sends it (with a `NETLINK_SOCK_DIAG` socket in the child's
+//! network namespace, to list that namespace's Unix sockets) over a
+//! socket pair to a receiver thread of its [`Guard`]; one supervisor thread
+//! per listener serves it until every process under the filter has exited.
+//! A process already under such a filter (a dsh inside a dsh sandbox) gets
+//! no second listener: the outer guard, with the outer rules, decides.
+
+use std::collections::HashMap;
+use std::ffi::OsStr;
+use std::io;
+use std::mem::{size_of, zeroed};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+/// Connections made on threads of their own (blocking sockets) at once,
+/// per listener; past it the supervisor connects before it reads the next
+/// request.
+const MAX_WAITING_CONNECTS: usize = 32;
+
+/// How long a refusal of a socket is remembered (a burst of user lookups
+/// through `nss-systemd` asks for the same socket many times).
+const REFUSAL_MEMORY: Duration = Duration::from_secs(2);
+
+/// What the supervisor allows.
+#[derive(Debug, Clone)]
+pub(crate) struct GuardPolicy {
+    /// `unix_sockets`, resolved: a socket at or under one of these paths
+    /// may be reached.
+    pub listed: Vec<PathBuf>,
+    /// Whether the sandbox has a mount namespace of its own (then "the
+    /// same sandbox" is "in the same mount namespace").
+    pub mount_namespace: bool,
+    /// Whether Landlock refuses TCP `connect` in this sandbox.
+    pub tcp_refused: bool,
+}
+
+/// A sandbox's guard: the socket pair its children send their listeners
+/// over. Dropping it ends the receiver thread once no child that may still
+/// send holds the other end.
+pub(crate) struct Guard {
+    child_end: OwnedFd,
+    program: Vec<libc::sock_filter>,
+}
+
+impl std::fmt::Debug for Guard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Guard")
+            .field("child_end", &self.child_end)
+            .field("program_len", &self.program.len())
+            .finish()
+    }
+}
+
+impl Guard {
+    /// Starts the receiver thread for `policy`.
+    pub(crate) fn start(policy: GuardPolicy) -> io::Result<Self> {
+        let mut fds = [0 as RawFd; 2];
+        // SAFETY: socketpair writes two descriptors into `fds`.
+        let rc = unsafe {
+            libc::socketpair(
+                libc::AF_UNIX,
+                libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
+                0,
+                fds.as_mut_ptr(),
+            )
+        };
+        if rc != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: both descriptors are new and ours.
+        let (host_end, child_end) =
+            unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        let policy = Arc::new(policy);
+        std::thread::Builder::new()
+            .name("dsh-guard-recv".to_owned())
+            .stack_size(256 * 1024)
+            .spawn(move || receive(&host_end, &policy))?;
+        Ok(Self {
+            child_end,
+            program: notify_program(),
+        })
+    }
+
+    /// The filter a child loads with [`install_in_child`].
+    pub(crate) fn program(&self) -> &[libc::sock_filter] {
+        &self.program
+    }
+
+    /// The descriptor a child sends its listener over.
+    pub(crate) fn child_end(&self) -> RawFd {
+        self.child_end.as_raw_fd()
+    }
+}
+
+/// The filter that hands `connect` to the supervisor: a classic BPF
+/// program, loaded next to the main filter (the kernel applies the
+/// strictest answer of all filters, so the main filter's refusals and its
+/// architecture check still win). On x86_64 it also refuses every x32
+/// system call, which would otherwise reach `connect` under another
+/// number.
+pub(crate) fn notify_program() -> Vec<libc::sock_filter> {
+    const LD_W_ABS: u16 = (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16;
+    const JEQ_K: u16 = (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16;
+    const JSET_K: u16 = (libc::BPF_JMP | libc::BPF_JSET | libc::BPF_K) as u16;
+    const RET_K: u16 = (libc::BPF_RET | libc::BPF_K) as u16;
+    let stmt = |code: u16, k: u32| libc::sock_filter {
+        code,
+        jt: 0,
+        jf: 0,
+        k,
+    };
+    let jump = |code: u16, k: u32, jt: u8, jf: u8| libc::sock_filter { code, jt, jf, k };
+    let connect = u32::try_from(libc::SYS_connect).unwrap_or(u32::MAX);
+    let mut program = vec![stmt(LD_W_ABS, 0)]; // seccomp_data.nr
+    if cfg!(target_arch = "x86_64") {
+        program.push(jump(JSET_K, 0x4000_0000, 0, 1));
+        program.push(stmt(RET_K, libc::SECCOMP_RET_ERRNO | libc::EPERM as u32));
+    }
+    program.push(jump(JEQ_K, connect, 0, 1));
+    program.push(stmt(RET_K, libc::SECCOMP_RET_USER_NOTIF));
+    program.push(stmt(RET_K, libc::SECCOMP_RET_ALLOW));
+    program
+}
+
+/// In the child, before `exec` (async-signal-safe: system calls on the
+/// stack and on what the parent prepared): loads `program` with a new
+/// listener and sends the listener, with a diagnostics socket of the
+/// child's network namespace, over `channel`. `Ok(false)` when the
+/// process already has a listener above it (the outer guard decides).
+pub(crate) fn install_in_child(program: &[libc::sock_filter], channel: RawFd) -> io::Result<bool> {
+    // SAFETY: socket with constant arguments.
+    let diag = unsafe {
+        libc::socket(
+            libc::AF_NETLINK,
+            libc::SOCK_RAW | libc::SOCK_CLOEXEC,
+            libc::NETLINK_SOCK_DIAG,
+        )
+    };
+    if diag < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let listener = match load_listening(program) {
+        Ok(fd) => fd,
+        Err(e) => {
+            // SAFETY: our descriptor.
+            unsafe { libc::close(diag) };
+            return if e.raw_os_error() == Some(libc::EBUSY) {
+                Ok(false)
+            } else {
+                Err(e)
+            };
+        }
+    };
+    let sent = send_fds(channel, [listener, diag]);
+    // SAFETY: our descriptors; the supervisor holds its own copies.
+    unsafe {
+        libc::close(listener);
+        libc::close(diag);
+    }
+    sent.map(|()| true)
+}
+
+/// Loads `program` with `SECCOMP_FILTER_FLAG_NEW_LISTENER`.
+fn load_listening(program: &[libc::sock_filter]) -> io::Result<RawFd> {
+    let len =
+        u16::try_from(program.len()).map_err(|_| io::Error::from_raw_os_error(libc::E2BIG))?;
+    let fprog = libc::sock_fprog {
+        len,
+        filter: program.as_ptr().cast_mut(),
+    };
+    for flags in [
+        libc::SECCOMP_FILTER_FLAG_NEW_LISTENER | libc::SECCOMP_FILTER_FLAG_SPEC_ALLOW,
+        libc::SECCOMP_FILTER_FLAG_NEW_LISTENER,
+    ] {
+        // SAFETY: a valid program; the kernel copies it.
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_seccomp,
+                libc::SECCOMP_SET_MODE_FILTER,
+                flags,
+                &raw const fprog,
+            )
+        };
+        if rc >= 0 {
+            return RawFd::try_from(rc).map_err(|_| io::Error::from_raw_os_error(libc::EBADF));
+        }
+        let error = io::Error::last_os_error();
+        if error.raw_os_error() != Some(libc::EINVAL) {
+            return Err(error);
+        }
+    }
+    Err(io::Error::from_raw_os_error(libc::EINVAL))
+}
+
+/// Sends two descriptors in one message (async-signal-safe).
+fn send_fds(channel: RawFd, fds: [RawFd; 2]) -> io::Result<()> {
+    // Room for a cmsghdr and two ints, aligned for cmsghdr.
+    #[repr(C)]
+    struct Control {
+        header: libc::cmsghdr,
+        fds: [RawFd; 2],
+    }
+    // SAFETY: plain data; zero is a valid value for every field.
+    let mut control: Control = unsafe { zeroed() };
+    // SAFETY: CMSG_LEN is arithmetic.
+    control.header.cmsg_len = unsafe { libc::CMSG_LEN(size_of::<[RawFd; 2]>() as u32) } as _;
+    control.header.cmsg_level = libc::SOL_SOCKET;
+    control.header.cmsg_type = libc::SCM_RIGHTS;
+    control.fds = fds;
+    let mut byte = [0u8; 1];
+    let mut iov = libc::iovec {
+        iov_base: byte.as_mut_ptr().cast(),
+        iov_len: 1,
+    };
+    // SAFETY: plain data.
+    let mut message: libc::msghdr = unsafe { zeroed() };
+    message.msg_iov = &raw mut iov;
+    message.msg_iovlen = 1;
+    message.msg_control = (&raw mut control).cast();
+    message.msg_controllen = size_of::<Control>() as _;
+    // SAFETY: every pointer in `message` points into this frame.
+    let rc = unsafe { libc::sendmsg(channel, &raw const message, libc::MSG_NOSIGNAL) };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// The receiver thread: one supervisor per listener a child sends, until
+/// every copy of the child end is closed.
+fn receive(host_end: &OwnedFd, policy: &Arc<GuardPolicy>) {
+    loop {
+        match receive_fds(host_end.as_raw_fd()) {
+            Ok(Some((listener, diag))) => {
+                let policy = Arc::clone(policy);
+                let started = std::thread::Builder::new()
+                    .name("dsh-guard-serve".to_owned())
+                    .stack_size(256 * 1024)
+                    .spawn(move || Supervisor::new(listener, diag, policy).serve());
+                if started.is_err() {
+                    // The listener is dropped with the closure: every
+                    // `connect` of that process now fails (ENOSYS), which
+                    // refuses rather than allows.
+                    continue;
+                }
+            }
+            Ok(None) => return,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => return,
+        }
+    }
+}
+
+/// One message's two descriptors; `None` at the end of the stream.
+fn receive_fds(socket: RawFd) -> io::Result<Option<(OwnedFd, OwnedFd)>> {
+    #[repr(C)]
+    struct Control {
+        header: libc::cmsghdr,
+        fds: [RawFd; 4],
+    }
+    // SAFETY: plain data.
+    let mut control: Control = unsafe { zeroed() };
+    let mut byte = [0u8; 1];
+    let mut iov = libc::iovec {
+        iov_base: byte.as_mut_ptr().cast(),
+        iov_len: 1,
+    };
+    // SAFETY: plain data.
+    let mut message: libc::msghdr = unsafe { zeroed() };
+    message.msg_iov = &raw mut iov;
+    message.msg_iovlen = 1;
+    message.msg_control = (&raw mut control).cast();
+    message.msg_controllen = size_of::<Control>() as _;
+    loop {
+        // SAFETY: every pointer in `message` points into this frame.
+        let n = unsafe { libc::recvmsg(socket, &raw mut message, libc::MSG_CMSG_CLOEXEC) };
+        if n < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        if n == 0 {
+            return Ok(None);
+        }
+        let mut received = Vec::new();
+        // SAFETY: walking the control messages the kernel wrote.
+        unsafe {
+            let mut header = libc::CMSG_FIRSTHDR(&raw const message);
+            while !header.is_null() {
+                if (*header).cmsg_level == libc::SOL_SOCKET
+                    && (*header).cmsg_type == libc::SCM_RIGHTS
+                {
+                    let data = libc::CMSG_DATA(header).cast::<RawFd>();
+                    let count = ((*header).cmsg_len as usize - libc::CMSG_LEN(0) as usize)
+                        / size_of::<RawFd>();
+                    for i in 0..count {
+                        received.push(OwnedFd::from_raw_fd(data.add(i).read_unaligned()));
+                    }
+                }
+                header = libc::CMSG_NXTHDR(&raw const message, header);
+            }
+        }
+        let mut fds = received.into_iter();
+        if let (Some(listener), Some(diag)) = (fds.next(), fds.next()) {
+            return Ok(Some((listener, diag)));
+        }
+        // A message without both descriptors: nothing to serve; the next.
+    }
+}
+
+/// What a `connect` gets.
+#[derive(Debug)]
+enum Verdict {
+    /// Refused with this errno, or the kernel's own error found on the way.
+    Fail(i32),
+    /// Connect the duplicated socket to this address.
+    Connect { socket: OwnedFd, address: Address },
+}
+
+/// The address to connect to, owned by the supervisor.
+#[derive(Debug)]
+enum Address {
+    /// The bytes the process passed (checked or not needing a check).
+    Copied(Vec<u8>),
+    /// A pathname socket, pinned by an `O_PATH` descriptor and reached
+    /// through `/proc/self/fd/N`, so a rename after the check changes
+    /// nothing.
+    Pinned(OwnedFd),
+}
+
+/// Serves one listener.
+struct Supervisor {
+    listener: OwnedFd,
+    /// A diagnostics socket in the sandbox's network namespace.
+    diag: OwnedFd,
+    /// One in this process's (`None` if it could not be made: a socket
+    /// file not bound in the sandbox's namespace is then taken as bound
+    /// outside).
+    host_diag: Option<OwnedFd>,
+    policy: Arc<GuardPolicy>,
+    waiting: Arc<AtomicUsize>,
+    /// Sockets refused lately, by the socket file's (device, inode) or an
+    /// abstract name, and when.
+    refused: HashMap<SocketKey, Instant>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum SocketKey {
+    File(u64, u64),
+    Abstract(Vec<u8>),
+}
+
+impl Supervisor {
+    fn new(listener: OwnedFd, diag: OwnedFd, policy: Arc<GuardPolicy>) -> Self {
+        // SAFETY: socket with constant arguments.
+        let host = unsafe {
+            libc::socket(
+                libc::AF_NETLINK,
+                libc::SOCK_RAW | libc::SOCK_CLOEXEC,
+                libc::NETLINK_SOCK_DIAG,
+            )
+        };
+        // SAFETY: a new descriptor, if any.
+        let host_diag = (host >= 0).then(|| unsafe { OwnedFd::from_raw_fd(host) });
+        Self {
+            listener,
+            diag,
+            host_diag,
+            policy,
+            waiting: Arc::new(AtomicUsize::new(0)),
+            refused: HashMap::new(),
+        }
+    }
+
+    fn serve(mut self) {
+        loop {
+            let mut poll = libc::pollfd {
+                fd: self.listener.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            // SAFETY: one pollfd on the stack.
+            let rc = unsafe { libc::poll(&raw mut poll, 1, -1) };
+            if rc < 0 {
+                if io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return;
+            }
+            if poll.revents & libc::POLLIN == 0 {
+                // POLLHUP: no process uses the filter any more.
+                return;
+            }
+            // SAFETY: plain data, zeroed as SECCOMP_IOCTL_NOTIF_RECV asks.
+            let mut request: libc::seccomp_notif = unsafe { zeroed() };
+            // SAFETY: the listener and a struct of the size the ioctl names.
+            let rc = unsafe {
+                libc::ioctl(
+                    self.listener.as_raw_fd(),
+                    libc::SECCOMP_IOCTL_NOTIF_RECV,
+                    &raw mut request,
+                )
+            };
+            if rc != 0 {
+                // ENOENT: the process was gone before we read it; EINTR.
+                continue;
+            }
+            self.handle(&request);
+        }
+    }
+
+    fn handle(&mut self, request: &libc::seccomp_notif) {
+        let id = request.id;
+        let verdict = self.judge(request);
+        let Some(verdict) = verdict else {
+            // The request is no longer valid (the process died or left the
+            // call): nothing to answer.
+            return;
+        };
+        match verdict {
+            Verdict::Fail(errno) => respond(&self.listener, id, errno),
+            Verdict::Connect { socket, address } => {
+                if is_nonblocking(&socket)
+                    || self.waiting.load(Ordering::Acquire) >= MAX_WAITING_CONNECTS
+                {
+                    let errno = connect(&socket, &address);
+                    respond(&self.listener, id, errno);
+                    return;
+                }
+                // A blocking connect waits for the peer; the next request
+                // must not wait behind it.
+                let Ok(listener) = self.listener.try_clone() else {
+                    respond(&self.listener, id, libc::EAGAIN);
+                    return;
+                };
+                let waiting = Arc::clone(&self.waiting);
+                waiting.fetch_add(1, Ordering::AcqRel);
+                let spawned = std::thread::Builder::new()
+                    .name("dsh-guard-conn".to_owned())
+                    .stack_size(64 * 1024)
+                    .spawn(move || {
+                        let errno = connect(&socket, &address);
+                        respond(&listener, id, errno);
+                        waiting.fetch_sub(1, Ordering::AcqRel);
+                    });
+                if spawned.is_err() {
+                    self.waiting.fetch_sub(1, Ordering::AcqRel);
+                    respond(&self.listener, id, libc::EAGAIN);
+                }
+            }
+        }
+    }
+
+    /// The verdict on one request; `None` when it is no longer valid.
+    fn judge(&mut self, request: &libc::seccomp_notif) -> Option<Verdict> {
+        let pid = i32::try_from(request.pid).ok()?;
+        let args = request.data.args;
+        let target_fd = RawFd::try_from(args[0] as i32).unwrap_or(-1);
+        let length = args[2] as u32 as usize;
+        if length > size_of::<libc::sockaddr_storage>() {
+            return Some(Verdict::Fail(libc::EINVAL));
+        }
+        let mut address = vec![0u8; length];
+        if length > 0 && read_memory(pid, args[1], &mut address).is_err() {
+            return self
+                .still_valid(request.id)
+                .then_some(Verdict::Fail(libc::EFAULT));
+        }
+        let socket = match borrow_descriptor(pid, target_fd) {
+            Ok(socket) => socket,
+            Err(errno) => return self.still_valid(request.id).then_some(Verdict::Fail(errno)),
+        };
+        // The pid named the requesting thread when we read its memory and
+        // opened its descriptor only if the request is still pending.
+        if !self.still_valid(request.id) {
+            return None;
+        }
+        let Some(domain) = socket_option(&socket, libc::SO_DOMAIN) else {
+            return Some(Verdict::Fail(libc::ENOTSOCK));
+        };
+        let family = address
+            .get(..2)
+            .map(|b| u16::from_ne_bytes([b[0], b[1]]))
+            .unwrap_or(libc::AF_UNSPEC as u16);
+        if domain == libc::AF_UNIX && family == libc::AF_UNIX as u16 && length > 2 {
+            return Some(self.judge_unix(pid, socket, &address[2..]));
+        }
+        let stream = socket_option(&socket, libc::SO_TYPE) == Some(libc::SOCK_STREAM);
+        if self.policy.tcp_refused
+            && stream
+            && (domain == libc::AF_INET || domain == libc::AF_INET6)
+            && family != libc::AF_UNSPEC as u16
+        {
+            return Some(Verdict::Fail(libc::EACCES));
+        }
+        Some(Verdict::Connect {
+            socket,
+            address: Address::Copied(address),
+        })
+    }
+
+    /// A Unix socket address: `path` is `sun_path` as long as the process
+    /// passed it.
+    fn judge_unix(&mut self, pid: i32, socket: OwnedFd, path: &[u8]) -> Verdict {
+        if path.first() == Some(&0) {
+            let key = SocketKey::Abstract(path.to_vec());
+            if self.recently_refused(&key) {
+                return Verdict::Fail(libc::EPERM);
+            }
+            return match self.holder(pid, &Wanted::Abstract(path)) {
+                Holder::Sandbox => {
+                    let mut address = (libc::AF_UNIX as u16).to_ne_bytes().to_vec();
+                    address.extend_from_slice(path);
+                    Verdict::Connect {
+                        socket,
+                        address: Address::Copied(address),
+                    }
+                }
+                // No socket has the name: what the kernel answers.
+                Holder::Nobody => Verdict::Fail(libc::ECONNREFUSED),
+                Holder::Outside => {
+                    self.refused.insert(key, Instant::now());
+                    Verdict::Fail(libc::EPERM)
+                }
+            };
+        }
+        let end = path.iter().position(|&b| b == 0).unwrap_or(path.len());
+        let path = Path::new(OsStr::from_bytes(&path[..end]));
+        let pinned = match open_as(pid, path) {
+            Ok(fd) => fd,
+            Err(errno) => return Verdict::Fail(errno),
+        };
+        let Ok(meta) = stat_fd(&pinned) else {
+            return Verdict::Fail(libc::ECONNREFUSED);
+        };
+        if meta.st_mode & libc::S_IFMT != libc::S_IFSOCK {
+            return Verdict::Fail(libc::ECONNREFUSED);
+        }
+        let seen = std::fs::read_link(format!("/proc/self/fd/{}", pinned.as_raw_fd())).ok();
+        let listed = seen
+            .as_deref()
+            .is_some_and(|p| self.policy.listed.iter().any(|l| p.starts_with(l)));
+        let key = SocketKey::File(meta.st_dev, meta.st_ino);
+        let holder = if listed {
+            Holder::Sandbox
+        } else if self.recently_refused(&key) {
+            Holder::Outside
+        } else {
+            self.holder(pid, &Wanted::File(meta.st_dev, meta.st_ino))
+        };
+        match holder {
+            Holder::Sandbox => Verdict::Connect {
+                socket,
+                address: Address::Pinned(pinned),
+            },
+            // A socket file nothing listens on: what the kernel answers.
+            Holder::Nobody => Verdict::Fail(libc::ECONNREFUSED),
+            Holder::Outside => {
+                self.refused.insert(key, Instant::now());
+                Verdict::Fail(libc::EACCES)
+            }
+        }
+    }
+
+    fn recently_refused(&mut self, key: &SocketKey) -> bool {
+        let now = Instant::now();
+        self.refused
+            .retain(|_, when| now.duration_since(*when) < REFUSAL_MEMORY);
+        self.refused.contains_key(key)
+    }
+
+    fn still_valid(&self, id: u64) -> bool {
+        let mut id = id;
+        // SAFETY: the listener and a u64 the ioctl reads.
+        unsafe {
+            libc::ioctl(
+                self.listener.as_raw_fd(),
+                libc::SECCOMP_IOCTL_NOTIF_ID_VALID,
+                &raw mut id,
+            ) == 0
+        }
+    }
+
+    /// Who holds the Unix socket bound to `wanted`: a process of the
+    /// requester's sandbox, nobody, or someone else (also when that cannot
+    /// be told).
+    fn holder(&self, pid: i32, wanted: &Wanted<'_>) -> Holder {
+        let Ok(inodes) = unix_sockets_bound_to(&self.diag, wanted) else {
+            return Holder::Outside;
+        };
+        if inodes.is_empty() {
+            // A socket file may be bound in another network namespace
+            // (this process's, when the sandbox has one of its own).
+            if let Wanted::File(..) = wanted
+                && self.host_diag.as_ref().is_none_or(|host| {
+                    unix_sockets_bound_to(host, wanted).is_ok_and(|found| !found.is_empty())
+                })
+            {
+                return Holder::Outside;
+            }
+            return Holder::Nobody;
+        }
+        if self.held_in_sandbox(pid, &inodes) {
+            Holder::Sandbox
+        } else {
+            Holder::Outside
+        }
+    }
+
+    /// Whether a process of the requester's sandbox holds one of the
+    /// sockets `inodes`.
+    fn held_in_sandbox(&self, pid: i32, inodes: &[u32]) -> bool {
+        let links: Vec<String> = inodes.iter().map(|i| format!("socket:[{i}]")).collect();
+        let namespace = self
+            .policy
+            .mount_namespace
+            .then(|| std::fs::metadata(format!("/proc/{pid}/ns/mnt")).ok())
+            .flatten()
+            .map(|m| {
+                (
+                    std::os::unix::fs::MetadataExt::dev(&m),
+                    std::os::unix::fs::MetadataExt::ino(&m),
+                )
+            });
+        if self.policy.mount_namespace && namespace.is_none() {
+            return false;
+        }
+        let Ok(entries) = std::fs::read_dir("/proc") else {
+            return false;
+        };
+        // SAFETY: getpid cannot fail.
+        let ours = unsafe { libc::getpid() };
+        entries
+            .filter_map(Result::ok)
+            .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+            .filter(|&other| match namespace {
+                Some(ns) => std::fs::metadata(format!("/proc/{other}/ns/mnt")).is_ok_and(|m| {
+                    (
+                        std::os::unix::fs::MetadataExt::dev(&m),
+                        std::os::unix::fs::MetadataExt::ino(&m),
+                    ) == ns
+                }),
+                None => is_confined_descendant(other, ours),
+            })
+            .any(|other| holds_any(other, &links))
+    }
+}
+
+/// Who holds a socket.
+enum Holder {
+    /// A process of the requester's sandbox.
+    Sandbox,
+    /// No socket is bound there.
+    Nobody,
+    /// Some other process.
+    Outside,
+}
+
+/// What socket is looked for among the bound ones.
+enum Wanted<'a> {
+    /// A pathname socket: its file's device and inode.
+    File(u64, u64),
+    /// An abstract name (with its leading NUL).
+    Abstract(&'a [u8]),
+}
+
+/// Whether `pid` has one of `links` (`socket:[N]`) open.
+fn holds_any(pid: i32, links: &[String]) -> bool {
+    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return false;
+    };
+    fds.filter_map(Result::ok).any(|fd| {
+        std::fs::read_link(fd.path())
+            .ok()
+            .and_then(|l| l.to_str().map(|l| links.iter().any(|w| w == l)))
+            .unwrap_or(false)
+    })
+}
+
+/// Without a mount namespace: whether `pid` runs under `no_new_privs` and
+/// descends from `ancestor` (orphans are adopted by the host, a
+/// subreaper, so they still descend from it).
+fn is_confined_descendant(pid: i32, ancestor: i32) -> bool {
+    let status = |pid: i32| std::fs::read_to_string(format!("/proc/{pid}/status")).ok();
+    let field = |text: &str, name: &str| -> Option<i32> {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().parse().ok())
+    };
+    let Some(text) = status(pid) else {
+        return false;
+    };
+    if field(&text, "NoNewPrivs:") != Some(1) {
+        return false;
+    }
+    let mut parent = field(&text, "PPid:");
+    for _ in 0..4096 {
+        match parent {
+            Some(p) if p == ancestor => return true,
+            Some(p) if p > 1 => parent = status(p).and_then(|t| field(&t, "PPid:")),
+            _ => return false,
+        }
+    }
+    false
+}
+
+/// The inodes of the Unix sockets of the diagnostics socket's network
+/// namespace bound to `wanted` (`NETLINK_SOCK_DIAG`, `UDIAG_SHOW_VFS` and
+/// `UDIAG_SHOW_NAME`).
+fn unix_sockets_bound_to(diag: &OwnedFd, wanted: &Wanted<'_>) -> io::Result<Vec<u32>> {
+    const SOCK_DIAG_BY_FAMILY: u16 = 20;
+    const UDIAG_SHOW_NAME: u32 = 1;
+    const UDIAG_SHOW_VFS: u32 = 2;
+    const UNIX_DIAG_NAME: u16 = 0;
+    const UNIX_DIAG_VFS: u16 = 1;
+    #[repr(C)]
+    struct Request {
+        header: libc::nlmsghdr,
+        family: u8,
+        protocol: u8,
+        pad: u16,
+        states: u32,
+        ino: u32,
+        show: u32,
+        cookie: [u32; 2],
+    }
+    let request = Request {
+        header: libc::nlmsghdr {
+            nlmsg_len: size_of::<Request>() as u32,
+            nlmsg_type: SOCK_DIAG_BY_FAMILY,
+            nlmsg_flags: (libc::NLM_F_REQUEST | libc::NLM_F_DUMP) as u16,
+            nlmsg_seq: 1,
+            nlmsg_pid: 0,
+        },
+        family: libc::AF_UNIX as u8,
+        protocol: 0,
+        pad: 0,
+        states: u32::MAX,
+        ino: 0,
+        show: UDIAG_SHOW_NAME | UDIAG_SHOW_VFS,
+        cookie: [u32::MAX; 2],
+    };
+    // SAFETY: a repr(C) request of the size the header names.
+    let sent = unsafe {
+        libc::send(
+            diag.as_raw_fd(),
+            (&raw const request).cast(),
+            size_of::<Request>(),
+            0,
+        )
+    };
+    if sent < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let mut found = Vec::new();
+    let mut buffer = vec![0u8; 64 * 1024];
+    loop {
+        // SAFETY: a buffer of its length.
+        let n = unsafe {
+            libc::recv(
+                diag.as_raw_fd(),
+                buffer.as_mut_ptr().cast(),
+                buffer.len(),
+                0,
+            )
+        };
+        if n < 0 {
+            let error = io::Error::last_os_error();
+            if error.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(error);
+        }
+        let mut messages = &buffer[..n as usize];
+        while messages.len() >= 16 {
+            let length =
+                u32::from_ne_bytes([messages[0], messages[1], messages[2], messages[3]]) as usize;
+            let kind = u16::from_ne_bytes([messages[4], messages[5]]);
+            if length < 16 || length > messages.len() {
+                return Err(io::Error::from_raw_os_error(libc::EPROTO));
+            }
+            match i32::from(kind) {
+                libc::NLMSG_DONE => return Ok(found),
+                libc::NLMSG_ERROR => return Err(io::Error::from_raw_os_error(libc::EPROTO)),
+                _ => {}
+            }
+            // unix_diag_msg: family, type, state, pad, ino (u32), cookie.
+            let body = &messages[16..length];
+            if body.len() >= 16 {
+                let ino = u32::from_ne_bytes([body[4], body[5], body[6], body[7]]);
+                if attributes_match(&body[16..], wanted, UNIX_DIAG_NAME, UNIX_DIAG_VFS) {
+                    found.push(ino);
+                }
+            }
+            let step = (length + 3) & !3;
+            messages = messages.get(step..).unwrap_or(&[]);
+        }
+    }
+}
+
+/// Whether a `unix_diag_msg`'s attributes name `wanted`.
+fn attributes_match(
+    mut attributes: &[u8],
+    wanted: &Wanted<'_>,
+    name_kind: u16,
+    vfs_kind: u16,
+) -> bool {
+    while attributes.len() >= 4 {
+        let length = usize::from(u16::from_ne_bytes([attributes[0], attributes[1]]));
+        let kind = u16::from_ne_bytes([attributes[2], attributes[3]]);
+        if length < 4 || length > attributes.len() {
+            return false;
+        }
+        let data = &attributes[4..length];
+        match wanted {
+            Wanted::File(dev, ino) if kind == vfs_kind && data.len() >= 8 => {
+                let vfs_ino = u32::from_ne_bytes([data[0], data[1], data[2], data[3]]);
+                // The superblock's dev_t as the kernel keeps it (major in
+                // the top 12 bits, minor in the low 20).
+                let vfs_dev = u32::from_ne_bytes([data[4], data[5], data[6], data[7]]);
+                let (major, minor) = (libc::major(*dev), libc::minor(*dev));
+                if vfs_ino == *ino as u32 && vfs_dev >> 20 == major && vfs_dev & 0xf_ffff == minor {
+                    return true;
+                }
+            }
+            Wanted::Abstract(name) if kind == name_kind && data == *name => return true,
+            Wanted::File(..) | Wanted::Abstract(_) => {}
+        }
+        let step = (length + 3) & !3;
+        attributes = attributes.get(step..).unwrap_or(&[]);
+    }
+    false
+}
+
+/// Copies `buffer.len()` bytes at `address` in `pid`.
+fn read_memory(pid: i32, address: u64, buffer: &mut [u8]) -> io::Result<()> {
+    let local = libc::iovec {
+        iov_base: buffer.as_mut_ptr().cast(),
+        iov_len: buffer.len(),
+    };
+    let remote = libc::iovec {
+        iov_base: address as usize as *mut libc::c_void,
+        iov_len: buffer.len(),
+    };
+    // SAFETY: one local buffer of its length; the remote side is read by
+    // the kernel with the access checks of ptrace.
+    let n = unsafe { libc::process_vm_readv(pid, &raw const local, 1, &raw const remote, 1, 0) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if n as usize != buffer.len() {
+        return Err(io::Error::from_raw_os_error(libc::EFAULT));
+    }
+    Ok(())
+}
+
+/// A duplicate of descriptor `fd` of the process of thread `pid`, or the
+/// errno to answer.
+fn borrow_descriptor(pid: i32, fd: RawFd) -> Result<OwnedFd, i32> {
+    let pidfd = pidfd_open(pid).map_err(|e| e.raw_os_error().unwrap_or(libc::EPERM))?;
+    // SAFETY: pidfd_getfd on a pidfd we own; flags 0.
+    let rc = unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), fd, 0u32) };
+    if rc < 0 {
+        return Err(match io::Error::last_os_error().raw_os_error() {
+            Some(libc::EBADF) => libc::EBADF,
+            // Not allowed to look (another user's process, …): refuse.
+            _ => libc::EPERM,
+        });
+    }
+    // SAFETY: a new descriptor (close-on-exec) the kernel gave us.
+    Ok(unsafe { OwnedFd::from_raw_fd(rc as RawFd) })
+}
+
+/// A pidfd for thread `pid`'s process.
+fn pidfd_open(pid: i32) -> io::Result<OwnedFd> {
+    let open = |pid: i32| {
+        // SAFETY: pidfd_open with flags 0.
+        let rc = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0u32) };
+        if rc < 0 {
+            Err(io::Error::last_os_error())
+        } else {
+            // SAFETY: a new descriptor.
+            Ok(unsafe { OwnedFd::from_raw_fd(rc as RawFd) })
+        }
+    };
+    match open(pid) {
+        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+            // Not a thread group's leader: its process is the leader's.
+            let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+            let tgid = status
+                .lines()
+                .find_map(|l| l.strip_prefix("Tgid:"))
+                .and_then(|v| v.trim().parse::<i32>().ok())
+                .ok_or_else(|| io::Error::from_raw_os_error(libc::ESRCH))?;
+            open(tgid)
+        }
+        other => other,
+    }
+}
+
+/// Opens `path` (`O_PATH`) as thread `pid` would resolve it: from its root
+/// or its working directory, through its mounts. Symbolic links to
+/// absolute paths resolve from this process's root; what is reached is
+/// judged by the file itself.
+fn open_as(pid: i32, path: &Path) -> Result<OwnedFd, i32> {
+    let (base, rest) = match path.strip_prefix("/") {
+        Ok(rest) => (format!("/proc/{pid}/root"), rest),
+        Err(_) => (format!("/proc/{pid}/cwd"), path),
+    };
+    let full = if rest.as_os_str().is_empty() {
+        PathBuf::from(base)
+    } else {
+        Path::new(&base).join(rest)
+    };
+    let Ok(c_path) = std::ffi::CString::new(full.as_os_str().as_bytes()) else {
+        return Err(libc::EINVAL);
+    };
+    // SAFETY: a NUL-terminated path.
+    let fd = unsafe { libc::open(c_path.as_ptr(), libc::O_PATH | libc::O_CLOEXEC) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::ENOENT));
+    }
+    // SAFETY: a new descriptor.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+fn stat_fd(fd: &OwnedFd) -> io::Result<libc::stat> {
+    // SAFETY: plain data.
+    let mut stat: libc::stat = unsafe { zeroed() };
+    // SAFETY: fstat into a stat on the stack.
+    if unsafe { libc::fstat(fd.as_raw_fd(), &raw mut stat) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(stat)
+}
+
+fn socket_option(socket: &OwnedFd, option: libc::c_int) -> Option<libc::c_int> {
+    let mut value: libc::c_int = 0;
+    let mut length = size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: an int and its length.
+    let rc = unsafe {
+        libc::getsockopt(
+            socket.as_raw_fd(),
+            libc::SOL_SOCKET,
+            option,
+            (&raw mut value).cast(),
+            &raw mut length,
+        )
+    };
+    (rc == 0).then_some(value)
+}
+
+fn is_nonblocking(socket: &OwnedFd) -> bool {
+    // SAFETY: F_GETFL reads the open file's flags.
+    let flags = unsafe { libc::fcntl(socket.as_raw_fd(), libc::F_GETFL) };
+    flags >= 0 && flags & libc::O_NONBLOCK != 0
+}
+
+/// Connects `socket` to `address`; the errno, 0 on success.
+fn connect(socket: &OwnedFd, address: &Address) -> i32 {
+    let bytes = match address {
+        Address::Copied(bytes) => bytes.clone(),
+        Address::Pinned(file) => {
+            let mut bytes = (libc::AF_UNIX as u16).to_ne_bytes().to_vec();
+            bytes.extend_from_slice(format!("/proc/self/fd/{}", file.as_raw_fd()).as_bytes());
+            bytes.push(0);
+            bytes
+        }
+    };
+    // SAFETY: plain data; the bytes are copied into it below.
+    let mut storage: libc::sockaddr_storage = unsafe { zeroed() };
+    let length = bytes.len().min(size_of::<libc::sockaddr_storage>());
+    // SAFETY: at most the storage's size is written.
+    unsafe {
+        std::ptr::copy_nonoverlapping(bytes.as_ptr(), (&raw mut storage).cast::<u8>(), length);
+    }
+    loop {
+        // SAFETY: an address of `length` bytes.
+        let rc = unsafe {
+            libc::connect(
+                socket.as_raw_fd(),
+                (&raw const storage).cast(),
+                length as libc::socklen_t,
+            )
+        };
+        if rc == 0 {
+            return 0;
+        }
+        let errno = io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::EIO);
+        if errno != libc::EINTR {
+            return errno;
+        }
+    }
+}
+
+/// Answers request `id` with `errno` (0: success).
+fn respond(listener: &OwnedFd, id: u64, errno: i32) {
+    let mut response = libc::seccomp_notif_resp {
+        id,
+        val: 0,
+        error: -errno,
+        flags: 0,
+    };
+    // SAFETY: the listener and a response struct; ENOENT (the process left
+    // the call) needs nothing more.
+    unsafe {
+        libc::ioctl(
+            listener.as_raw_fd(),
+            libc::SECCOMP_IOCTL_NOTIF_SEND,
+            &raw mut response,
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn the_notify_program_ends_in_allow_and_names_connect() {
+        let program = notify_program();
+        assert_eq!(program.last().unwrap().k, libc::SECCOMP_RET_ALLOW);
+        assert!(program.iter().any(|i| i.k == libc::SECCOMP_RET_USER_NOTIF));
+        assert!(program.iter().any(|i| i64::from(i.k) == libc::SYS_connect));
+    }
+
+    #[test]
+    fn diagnostics_attributes_are_matched_by_name_and_by_file() {
+        // A name attribute "\0abc" and a vfs attribute for dev 8:1, ino 42.
+        let mut attributes = Vec::new();
+        attributes.extend_from_slice(&8u16.to_ne_bytes());
+        attributes.extend_from_slice(&0u16.to_ne_bytes());
+        attributes.extend_from_slice(b"\0abc");
+        attributes.extend_from_slice(&12u16.to_ne_bytes());
+        attributes.extend_from_slice(&1u16.to_ne_bytes());
+        attributes.extend_from_slice(&42u32.to_ne_bytes());
+        attributes.extend_from_slice(&((8u32 << 20) | 1).to_ne_bytes());
+        let dev = libc::makedev(8, 1);
+        assert!(attributes_match(&attributes, &Wanted::File(dev, 42), 0, 1));
+        assert!(!attributes_match(&attributes, &Wanted::File(dev, 43), 0, 1));
+        assert!(!attributes_match(
+            &attributes,
+            &Wanted::File(libc::makedev(8, 2), 42),
+            0,
+            1
+        ));
+        assert!(attributes_match(
+            &attributes,
+            &Wanted::Abstract(b"\0abc"),
+            0,
+            1
+        ));
+        assert!(!attributes_match(
+            &attributes,
+            &Wanted::Abstract(b"\0ab"),
+            0,
+            1
+        ));
+    }
+}

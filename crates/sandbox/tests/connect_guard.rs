@@ -1,0 +1,389 @@
+//! The guard of `connect` on the real kernel: a confined process reaches a
+//! Unix socket by path only when the policy lists it or a process of its
+//! own sandbox holds it; everything else it connects to still works.
+//! Servers outside are real listeners of this test process; the clients
+//! are real `python3` processes spawned through `Prepared::pre_exec_step`.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::io::Write;
+use std::net::TcpListener;
+use std::os::unix::net::UnixListener;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use sandbox::{Availability, Mode, Prepared, Sandbox, SandboxPolicy, SpawnContext};
+
+struct Fixture {
+    _base: tempfile::TempDir,
+    home: PathBuf,
+    ws: PathBuf,
+    tmp: PathBuf,
+}
+
+impl Fixture {
+    fn new() -> Self {
+        let base = tempfile::Builder::new()
+            .prefix("guard-")
+            .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+            .unwrap();
+        let root = base.path().canonicalize().unwrap();
+        let (home, ws, tmp) = (root.join("home"), root.join("ws"), root.join("tmp"));
+        for d in [&home, &ws, &tmp] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        Self {
+            _base: base,
+            home,
+            ws,
+            tmp,
+        }
+    }
+
+    fn prepare(&self, policy: SandboxPolicy) -> Prepared {
+        let context = SpawnContext::command(&self.ws, &self.home).with_temp_dir(&self.tmp);
+        Sandbox::new(policy, Availability::probe_kernel())
+            .unwrap()
+            .prepare(&context)
+            .unwrap()
+    }
+
+    /// Runs `python3 -c script` confined by `prepared`, in the workspace.
+    fn python(&self, prepared: &Prepared, script: &str, args: &[&str]) -> Output {
+        let mut command = Command::new("python3");
+        command
+            .arg("-c")
+            .arg(script)
+            .args(args)
+            .current_dir(&self.ws)
+            .env("HOME", &self.home)
+            .stdin(Stdio::null());
+        let step = prepared.pre_exec_step();
+        // SAFETY: setsid and the sandbox step are async-signal-safe.
+        unsafe {
+            command.pre_exec(|| {
+                libc::setsid();
+                Ok(())
+            });
+            command.pre_exec(step);
+        }
+        command.output().expect("spawn python3")
+    }
+}
+
+/// The tests of this file one at a time: one counts the supervisor
+/// threads of this process.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn guarded() -> bool {
+    let a = Availability::probe_kernel();
+    if !a.connect_guard || a.landlock_abi == 0 {
+        eprintln!("skipped: this kernel cannot guard connect ({a})");
+        return false;
+    }
+    true
+}
+
+fn policy(unix_sockets: Vec<String>) -> SandboxPolicy {
+    SandboxPolicy {
+        mode: Mode::WorkspaceWrite,
+        unix_sockets,
+        ..SandboxPolicy::default()
+    }
+}
+
+/// A listener of this process (outside every sandbox) that answers
+/// `hello` to each connection and counts them.
+fn outside_server(path: &Path) -> Arc<AtomicUsize> {
+    let listener = UnixListener::bind(path).unwrap();
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let count = Arc::clone(&accepted);
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            count.fetch_add(1, Ordering::SeqCst);
+            let _ = stream.write_all(b"hello");
+        }
+    });
+    accepted
+}
+
+const CONNECT: &str = r#"
+import socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+address = sys.argv[1]
+if address.startswith("@"):
+    address = "\0" + address[1:]
+try:
+    s.connect(address)
+    print("connected", s.recv(5).decode())
+except OSError as e:
+    print("refused", e.errno)
+"#;
+
+fn stdout(out: &Output) -> String {
+    assert!(
+        out.status.success(),
+        "exit {:?}: {}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+#[test]
+fn a_socket_outside_is_refused_by_path_unless_the_policy_lists_it() {
+    let _serial = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if !guarded() {
+        return;
+    }
+    let f = Fixture::new();
+    // In the temp dir, which the sandbox may write: no hidden place holds
+    // it, so only the guard keeps it out of reach.
+    let socket = f.tmp.join("outside.sock");
+    let accepted = outside_server(&socket);
+    let target = socket.to_str().unwrap();
+
+    let closed = f.prepare(policy(Vec::new()));
+    let out = f.python(&closed, CONNECT, &[target]);
+    assert_eq!(stdout(&out), format!("refused {}", libc::EACCES));
+    // Through a symbolic link and a relative path too.
+    std::os::unix::fs::symlink(&socket, f.ws.join("link.sock")).unwrap();
+    let out = f.python(&closed, CONNECT, &["link.sock"]);
+    assert_eq!(stdout(&out), format!("refused {}", libc::EACCES));
+    assert_eq!(accepted.load(Ordering::SeqCst), 0);
+
+    let listed = f.prepare(policy(vec![target.to_owned()]));
+    let out = f.python(&listed, CONNECT, &[target]);
+    assert_eq!(stdout(&out), "connected hello");
+    let out = f.python(&listed, CONNECT, &["link.sock"]);
+    assert_eq!(stdout(&out), "connected hello");
+    assert_eq!(accepted.load(Ordering::SeqCst), 2);
+}
+
+#[test]
+fn a_socket_the_sandbox_itself_holds_is_reached_by_path_and_by_abstract_name() {
+    let _serial = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if !guarded() {
+        return;
+    }
+    let f = Fixture::new();
+    let prepared = f.prepare(policy(Vec::new()));
+    // A server and its client in one confined process tree: the server a
+    // child process, the client its parent, by absolute and relative path,
+    // and by an abstract name.
+    let script = r#"
+import os, socket, sys
+def serve(family_address, clients):
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(family_address)
+    server.listen(4)
+    r, w = os.pipe()
+    if os.fork() == 0:
+        os.write(w, b"x")
+        for _ in range(clients):
+            c, _ = server.accept()
+            c.sendall(b"hello")
+            c.close()
+        os._exit(0)
+    os.read(r, 1)
+    server.close()
+def ask(address):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        s.connect(address)
+        return s.recv(5).decode()
+    except OSError as e:
+        return "refused %d" % e.errno
+path = os.path.join(sys.argv[1], "inside.sock")
+serve(path, 2)
+print(ask(path), ask(os.path.relpath(path)))
+serve("\0dsh-guard-test-%d" % os.getpid(), 1)
+print(ask("\0dsh-guard-test-%d" % os.getpid()))
+"#;
+    let out = f.python(&prepared, script, &[f.tmp.to_str().unwrap()]);
+    assert_eq!(stdout(&out), "hello hello\nhello");
+}
+
+#[test]
+fn an_abstract_socket_outside_is_refused() {
+    let _serial = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if !guarded() {
+        return;
+    }
+    let f = Fixture::new();
+    let name = format!("dsh-guard-outside-{}", std::process::id());
+    let listener = std::os::unix::net::UnixListener::bind_addr(
+        &<std::os::unix::net::SocketAddr as std::os::linux::net::SocketAddrExt>::from_abstract_name(
+            name.as_bytes(),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let prepared = f.prepare(policy(Vec::new()));
+    let out = f.python(&prepared, CONNECT, &[&format!("@{name}")]);
+    assert_eq!(stdout(&out), format!("refused {}", libc::EPERM));
+    drop(listener);
+}
+
+#[test]
+fn other_connections_behave_as_without_the_guard() {
+    let _serial = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if !guarded() {
+        return;
+    }
+    let f = Fixture::new();
+    let tcp = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = tcp.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in tcp.incoming() {
+            let Ok(mut stream) = stream else { return };
+            let _ = stream.write_all(b"tcp");
+        }
+    });
+    std::fs::write(f.tmp.join("plain-file"), "x").unwrap();
+    // A socket file nothing listens on any more (a server that died).
+    drop(UnixListener::bind(f.tmp.join("stale.sock")).unwrap());
+    let script = r#"
+import errno, select, socket, sys
+port, tmp = int(sys.argv[1]), sys.argv[2]
+def tcp(blocking):
+    s = socket.socket()
+    s.setblocking(blocking)
+    try:
+        r = s.connect_ex(("127.0.0.1", port))
+        if r == errno.EINPROGRESS:
+            select.select([], [s], [], 30)
+            r = s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+        if r:
+            return "error %d" % r
+        s.setblocking(True)
+        return s.recv(3).decode()
+    except OSError as e:
+        return "error %d" % e.errno
+def unix(path):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        s.connect(path)
+        return "connected"
+    except OSError as e:
+        return "error %d" % e.errno
+print(tcp(True), tcp(False), unix(tmp + "/missing.sock"), unix(tmp + "/plain-file"),
+      unix(tmp + "/stale.sock"))
+"#;
+    let port = port.to_string();
+    let args = [port.as_str(), f.tmp.to_str().unwrap()];
+    let expected_unix = format!(
+        "error {} error {} error {}",
+        libc::ENOENT,
+        libc::ECONNREFUSED,
+        libc::ECONNREFUSED
+    );
+
+    let mut open = policy(Vec::new());
+    open.network = true;
+    let out = f.python(&f.prepare(open), script, &args);
+    assert_eq!(stdout(&out), format!("tcp tcp {expected_unix}"));
+
+    let mut closed = policy(Vec::new());
+    closed.network = false;
+    let out = f.python(&f.prepare(closed), script, &args);
+    let refused = stdout(&out);
+    assert!(
+        !refused.contains("tcp tcp"),
+        "the network is off, yet TCP connected: {refused}"
+    );
+    assert!(refused.ends_with(&expected_unix), "{refused}");
+}
+
+#[test]
+fn an_address_changed_while_it_is_checked_never_reaches_a_refused_socket() {
+    let _serial = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if !guarded() {
+        return;
+    }
+    let f = Fixture::new();
+    let socket = f.tmp.join("target.sock");
+    let accepted = outside_server(&socket);
+    // One thread connects through a buffer another thread keeps flipping
+    // between a path that does not exist and the refused socket's: a guard
+    // that checked the address and then let the kernel read it again
+    // would let some through.
+    let script = r#"
+import ctypes, os, socket, sys, threading
+libc = ctypes.CDLL(None, use_errno=True)
+target = sys.argv[1].encode()
+decoy = (os.path.dirname(sys.argv[1]) + "/nothing.sock").encode()
+assert len(decoy) <= len(target) + 4
+size = 2 + max(len(target), len(decoy)) + 1
+buf = ctypes.create_string_buffer(size)
+ctypes.memmove(buf, socket.AF_UNIX.to_bytes(2, "little"), 2)
+stop = False
+def flip():
+    while not stop:
+        for p in (decoy, target):
+            ctypes.memmove(ctypes.addressof(buf) + 2, p + b"\0" * (size - 2 - len(p)), size - 2)
+t = threading.Thread(target=flip)
+t.start()
+connected = 0
+for _ in range(1500):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    if libc.connect(s.fileno(), buf, size) == 0:
+        connected += 1
+    s.close()
+stop = True
+t.join()
+print("connected", connected)
+"#;
+    let prepared = f.prepare(policy(Vec::new()));
+    let out = f.python(&prepared, script, &[socket.to_str().unwrap()]);
+    assert_eq!(stdout(&out), "connected 0");
+    assert_eq!(accepted.load(Ordering::SeqCst), 0);
+}
+
+#[test]
+fn the_supervisor_ends_with_the_processes_it_serves() {
+    let _serial = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if !guarded() {
+        return;
+    }
+    let f = Fixture::new();
+    let count = || {
+        std::fs::read_dir("/proc/self/task")
+            .unwrap()
+            .filter_map(Result::ok)
+            .filter(|t| {
+                std::fs::read_to_string(t.path().join("comm"))
+                    .is_ok_and(|c| c.trim() == "dsh-guard-serve")
+            })
+            .count()
+    };
+    let prepared = f.prepare(policy(Vec::new()));
+    let before = count();
+    let out = f.python(&prepared, "print('ok')", &[]);
+    assert_eq!(stdout(&out), "ok");
+    // The receiver thread stays while the preparation lives; the
+    // supervisor of the finished process goes.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while count() > before && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(count(), before);
+}
