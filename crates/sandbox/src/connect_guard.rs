@@ -363,6 +363,12 @@ enum Address {
     /// through `/proc/self/fd/N`, so a rename after the check changes
     /// nothing.
     Pinned(OwnedFd),
+    /// A pathname socket outside that the policy lists, pinned the same
+    /// way and connected from a short-lived child that carries the marks
+    /// of a confined process (`no_new_privs`, a seccomp filter): a server
+    /// that judges its peer by those marks (a dsh daemon refuses confined
+    /// clients) judges it as it would judge the process that asked.
+    Listed(OwnedFd),
 }
 
 /// Serves one listener.
@@ -578,9 +584,13 @@ impl Supervisor {
             .as_deref()
             .is_some_and(|p| self.policy.listed.iter().any(|l| p.starts_with(l)));
         let key = SocketKey::File(meta.st_dev, meta.st_ino);
-        let holder = if listed {
-            Holder::Sandbox
-        } else if self.recently_refused(&key) {
+        if listed {
+            return Verdict::Connect {
+                socket,
+                address: Address::Listed(pinned),
+            };
+        }
+        let holder = if self.recently_refused(&key) {
             Holder::Outside
         } else {
             self.holder(pid, &Wanted::File(meta.st_dev, meta.st_ino))
@@ -999,7 +1009,7 @@ fn is_nonblocking(socket: &OwnedFd) -> bool {
 fn connect(socket: &OwnedFd, address: &Address) -> i32 {
     let bytes = match address {
         Address::Copied(bytes) => bytes.clone(),
-        Address::Pinned(file) => {
+        Address::Pinned(file) | Address::Listed(file) => {
             let mut bytes = (libc::AF_UNIX as u16).to_ne_bytes().to_vec();
             bytes.extend_from_slice(format!("/proc/self/fd/{}", file.as_raw_fd()).as_bytes());
             bytes.push(0);
@@ -1012,6 +1022,9 @@ fn connect(socket: &OwnedFd, address: &Address) -> i32 {
     // SAFETY: at most the storage's size is written.
     unsafe {
         std::ptr::copy_nonoverlapping(bytes.as_ptr(), (&raw mut storage).cast::<u8>(), length);
+    }
+    if let Address::Listed(_) = address {
+        return connect_marked(socket, &storage, length);
     }
     loop {
         // SAFETY: an address of `length` bytes.
@@ -1031,6 +1044,86 @@ fn connect(socket: &OwnedFd, address: &Address) -> i32 {
         if errno != libc::EINTR {
             return errno;
         }
+    }
+}
+
+/// Connects `socket` from a forked child marked as confined; the errno.
+/// The child makes only system calls on memory prepared before the fork
+/// (no allocation, no lock) and exits at once.
+fn connect_marked(socket: &OwnedFd, storage: &libc::sockaddr_storage, length: usize) -> i32 {
+    let allow_all = [libc::sock_filter {
+        code: (libc::BPF_RET | libc::BPF_K) as u16,
+        jt: 0,
+        jf: 0,
+        k: libc::SECCOMP_RET_ALLOW,
+    }];
+    let program = libc::sock_fprog {
+        len: 1,
+        filter: allow_all.as_ptr().cast_mut(),
+    };
+    let mut pipe = [0 as RawFd; 2];
+    // SAFETY: pipe2 writes two descriptors.
+    if unsafe { libc::pipe2(pipe.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return libc::EAGAIN;
+    }
+    // SAFETY: both are new and ours.
+    let (read_end, write_end) =
+        unsafe { (OwnedFd::from_raw_fd(pipe[0]), OwnedFd::from_raw_fd(pipe[1])) };
+    let fd = socket.as_raw_fd();
+    let sink = write_end.as_raw_fd();
+    // SAFETY: the child below only makes async-signal-safe system calls on
+    // the stack and exits with `_exit`.
+    let child = unsafe { libc::fork() };
+    if child == 0 {
+        // SAFETY: as above; every pointer points into this frame.
+        unsafe {
+            let mut errno: i32 = 0;
+            if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0
+                || libc::syscall(
+                    libc::SYS_seccomp,
+                    libc::SECCOMP_SET_MODE_FILTER,
+                    0,
+                    &raw const program,
+                ) != 0
+            {
+                errno = libc::EPERM;
+            }
+            while errno == 0 {
+                if libc::connect(
+                    fd,
+                    (storage as *const libc::sockaddr_storage).cast(),
+                    length as libc::socklen_t,
+                ) == 0
+                {
+                    break;
+                }
+                errno = *libc::__errno_location();
+                if errno == libc::EINTR {
+                    errno = 0;
+                }
+            }
+            libc::write(sink, (&raw const errno).cast(), size_of::<i32>());
+            libc::_exit(0);
+        }
+    }
+    drop(write_end);
+    if child < 0 {
+        return libc::EAGAIN;
+    }
+    let mut errno = [0u8; 4];
+    let read = loop {
+        // SAFETY: a buffer of its length.
+        let n = unsafe { libc::read(read_end.as_raw_fd(), errno.as_mut_ptr().cast(), errno.len()) };
+        if n >= 0 || io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
+            break n;
+        }
+    };
+    // SAFETY: waits for our own child; ECHILD (reaped elsewhere) is fine.
+    unsafe { libc::waitpid(child, std::ptr::null_mut(), 0) };
+    if read == 4 {
+        i32::from_ne_bytes(errno)
+    } else {
+        libc::EIO
     }
 }
 
