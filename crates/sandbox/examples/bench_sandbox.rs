@@ -76,8 +76,16 @@ fn main() {
         ..SandboxPolicy::default()
     };
     let offline = Sandbox::new(offline_policy.clone(), availability.clone()).unwrap();
-    let offline_seccomp =
-        Sandbox::new(offline_policy, availability.pretend("no-userns").unwrap()).unwrap();
+    let offline_seccomp = Sandbox::new(
+        offline_policy,
+        availability.clone().pretend("no-userns").unwrap(),
+    )
+    .unwrap();
+    let unguarded = Sandbox::new(
+        SandboxPolicy::default(),
+        availability.pretend("no-connect-guard").unwrap(),
+    )
+    .unwrap();
     let plain_ctx = SpawnContext::command(plain_ws.path(), &home);
     let git_ctx = SpawnContext::command(git_ws.path(), &home);
 
@@ -98,6 +106,11 @@ fn main() {
         Variant {
             name: "off",
             prepared: None,
+            samples: Vec::new(),
+        },
+        Variant {
+            name: "workspace-write, no connect guard",
+            prepared: Some(unguarded.prepare(&plain_ctx).unwrap()),
             samples: Vec::new(),
         },
         Variant {
@@ -125,9 +138,26 @@ fn main() {
         let p = v.prepared.as_ref().unwrap();
         assert!(p.status().enforced, "{}: {}", v.name, p.status());
     }
-    for (program, argv) in [
-        ("true", &["true"][..]),
-        ("bash -c true", &["bash", "-c", "true"][..]),
+    // A loopback listener for the connect-heavy program: each `connect` of
+    // a confined process goes through the guard's supervisor.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port().to_string();
+    std::thread::spawn(move || for _ in listener.incoming() {});
+    // (With the network off each connect is refused, by the guard or by
+    // the namespace's empty loopback.)
+    let connects = "import socket, sys\n\
+                    for _ in range(200):\n\
+                    \x20   s = socket.socket()\n\
+                    \x20   s.connect_ex(('127.0.0.1', int(sys.argv[1])))\n\
+                    \x20   s.close()\n";
+    for (program, argv, rounds) in [
+        ("true", &["true"][..], rounds),
+        ("bash -c true", &["bash", "-c", "true"][..], rounds),
+        (
+            "python3: 200 TCP connects",
+            &["python3", "-c", connects, port.as_str()][..],
+            (rounds / 10).max(6),
+        ),
     ] {
         for v in &mut variants {
             v.samples.clear();
