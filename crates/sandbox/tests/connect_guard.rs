@@ -14,7 +14,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
 
 use sandbox::{Availability, Mode, Prepared, Sandbox, SandboxPolicy, SpawnContext};
 
@@ -381,9 +380,5 @@ fn the_supervisor_ends_with_the_processes_it_serves() {
     assert_eq!(stdout(&out), "ok");
     // The receiver thread stays while the preparation lives; the
     // supervisor of the finished process goes.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while count() > before && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    assert_eq!(count(), before);
+    test_support::wait_until("the supervisor thread ends", || count() == before);
 }
