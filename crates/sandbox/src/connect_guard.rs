@@ -46,6 +46,7 @@ use std::io;
 use std::mem::{size_of, zeroed};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -136,7 +137,7 @@ impl Guard {
 /// strictest answer of all filters, so the main filter's refusals and its
 /// architecture check still win). On x86_64 it also refuses every x32
 /// system call, which would otherwise reach `connect` under another
-/// number.
+/// number, and in every mode it refuses io_uring.
 pub(crate) fn notify_program() -> Vec<libc::sock_filter> {
     const LD_W_ABS: u16 = (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16;
     const JEQ_K: u16 = (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16;
@@ -154,6 +155,17 @@ pub(crate) fn notify_program() -> Vec<libc::sock_filter> {
     if cfg!(target_arch = "x86_64") {
         program.push(jump(JSET_K, 0x4000_0000, 0, 1));
         program.push(stmt(RET_K, libc::SECCOMP_RET_ERRNO | libc::EPERM as u32));
+    }
+    // io_uring makes connections (IORING_OP_CONNECT) without a
+    // `connect` this filter would see.
+    let eperm = libc::SECCOMP_RET_ERRNO | libc::EPERM as u32;
+    for call in [
+        libc::SYS_io_uring_setup,
+        libc::SYS_io_uring_enter,
+        libc::SYS_io_uring_register,
+    ] {
+        program.push(jump(JEQ_K, u32::try_from(call).unwrap_or(u32::MAX), 0, 1));
+        program.push(stmt(RET_K, eperm));
     }
     program.push(jump(JEQ_K, connect, 0, 1));
     program.push(stmt(RET_K, libc::SECCOMP_RET_USER_NOTIF));
@@ -197,6 +209,60 @@ pub(crate) fn install_in_child(program: &[libc::sock_filter], channel: RawFd) ->
         libc::close(diag);
     }
     sent.map(|()| true)
+}
+
+/// Whether this process already runs under a seccomp filter with a
+/// listener (a container runtime's, or an outer dsh sandbox's guard): its
+/// children then cannot get a listener of their own, and `connect` is not
+/// this process's to guard. Probed once, in a short-lived child.
+pub(crate) fn host_has_listener() -> bool {
+    static PROBED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *PROBED.get_or_init(probe_listener)
+}
+
+fn probe_listener() -> bool {
+    let allow_all = [libc::sock_filter {
+        code: (libc::BPF_RET | libc::BPF_K) as u16,
+        jt: 0,
+        jf: 0,
+        k: libc::SECCOMP_RET_ALLOW,
+    }];
+    let mut pipe = [0 as RawFd; 2];
+    // SAFETY: pipe2 writes two descriptors.
+    if unsafe { libc::pipe2(pipe.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return true;
+    }
+    // SAFETY: both are new and ours.
+    let (read_end, write_end) =
+        unsafe { (OwnedFd::from_raw_fd(pipe[0]), OwnedFd::from_raw_fd(pipe[1])) };
+    let sink = write_end.as_raw_fd();
+    // SAFETY: the child makes system calls on this frame only and exits.
+    let child = unsafe { libc::fork() };
+    if child == 0 {
+        // SAFETY: as above.
+        unsafe {
+            let mut answer: u8 = 2;
+            if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 {
+                answer = match load_listening(&allow_all) {
+                    Ok(_) => 0,
+                    Err(e) if e.raw_os_error() == Some(libc::EBUSY) => 1,
+                    Err(_) => 2,
+                };
+            }
+            libc::write(sink, (&raw const answer).cast(), 1);
+            libc::_exit(0);
+        }
+    }
+    drop(write_end);
+    if child < 0 {
+        return true;
+    }
+    let mut answer = [2u8; 1];
+    // SAFETY: a one-byte buffer.
+    let n = unsafe { libc::read(read_end.as_raw_fd(), answer.as_mut_ptr().cast(), 1) };
+    // SAFETY: our own child; ECHILD (reaped elsewhere) is fine.
+    unsafe { libc::waitpid(child, std::ptr::null_mut(), 0) };
+    n != 1 || answer[0] != 0
 }
 
 /// Loads `program` with `SECCOMP_FILTER_FLAG_NEW_LISTENER`.
@@ -284,8 +350,12 @@ fn receive(host_end: &OwnedFd, policy: &Arc<GuardPolicy>) {
                 }
             }
             Ok(None) => return,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(_) => return,
+            Err(e) => match e.raw_os_error() {
+                Some(libc::EBADF | libc::ENOTSOCK | libc::EINVAL) => return,
+                // EINTR, or short of memory or descriptors for a moment:
+                // the children waiting to send are not given up.
+                _ => std::thread::sleep(Duration::from_millis(10)),
+            },
         }
     }
 }
@@ -311,6 +381,8 @@ fn receive_fds(socket: RawFd) -> io::Result<Option<(OwnedFd, OwnedFd)>> {
     message.msg_control = (&raw mut control).cast();
     message.msg_controllen = size_of::<Control>() as _;
     loop {
+        message.msg_controllen = size_of::<Control>() as _;
+        message.msg_flags = 0;
         // SAFETY: every pointer in `message` points into this frame.
         let n = unsafe { libc::recvmsg(socket, &raw mut message, libc::MSG_CMSG_CLOEXEC) };
         if n < 0 {
@@ -338,6 +410,10 @@ fn receive_fds(socket: RawFd) -> io::Result<Option<(OwnedFd, OwnedFd)>> {
             }
         }
         let mut fds = received.into_iter();
+        if message.msg_flags & libc::MSG_CTRUNC != 0 {
+            // Descriptors were lost: not a message of ours.
+            continue;
+        }
         if let (Some(listener), Some(diag)) = (fds.next(), fds.next()) {
             return Ok(Some((listener, diag)));
         }
@@ -503,6 +579,14 @@ impl Supervisor {
         if length > size_of::<libc::sockaddr_storage>() {
             return Some(Verdict::Fail(libc::EINVAL));
         }
+        // `/proc/TID`, opened before the validity check below, names the
+        // requesting thread for as long as it is held, whatever happens
+        // to the number afterwards.
+        let Ok(proc_dir) = open_dir(Path::new(&format!("/proc/{pid}"))) else {
+            return self
+                .still_valid(request.id)
+                .then_some(Verdict::Fail(libc::EPERM));
+        };
         let mut address = vec![0u8; length];
         if length > 0 && read_memory(pid, args[1], &mut address).is_err() {
             return self
@@ -526,7 +610,7 @@ impl Supervisor {
             .map(|b| u16::from_ne_bytes([b[0], b[1]]))
             .unwrap_or(libc::AF_UNSPEC as u16);
         if domain == libc::AF_UNIX && family == libc::AF_UNIX as u16 && length > 2 {
-            return Some(self.judge_unix(pid, socket, &address[2..]));
+            return Some(self.judge_unix(&proc_dir, socket, &address[2..]));
         }
         let stream = socket_option(&socket, libc::SO_TYPE) == Some(libc::SOCK_STREAM);
         if self.policy.tcp_refused
@@ -544,13 +628,13 @@ impl Supervisor {
 
     /// A Unix socket address: `path` is `sun_path` as long as the process
     /// passed it.
-    fn judge_unix(&mut self, pid: i32, socket: OwnedFd, path: &[u8]) -> Verdict {
+    fn judge_unix(&mut self, proc_dir: &OwnedFd, socket: OwnedFd, path: &[u8]) -> Verdict {
         if path.first() == Some(&0) {
             let key = SocketKey::Abstract(path.to_vec());
             if self.recently_refused(&key) {
                 return Verdict::Fail(libc::EPERM);
             }
-            return match self.holder(pid, &Wanted::Abstract(path)) {
+            return match self.holder(proc_dir, &Wanted::Abstract(path)) {
                 Holder::Sandbox => {
                     let mut address = (libc::AF_UNIX as u16).to_ne_bytes().to_vec();
                     address.extend_from_slice(path);
@@ -569,7 +653,7 @@ impl Supervisor {
         }
         let end = path.iter().position(|&b| b == 0).unwrap_or(path.len());
         let path = Path::new(OsStr::from_bytes(&path[..end]));
-        let pinned = match open_as(pid, path) {
+        let pinned = match open_as(proc_dir, path) {
             Ok(fd) => fd,
             Err(errno) => return Verdict::Fail(errno),
         };
@@ -583,7 +667,12 @@ impl Supervisor {
         let listed = seen
             .as_deref()
             .is_some_and(|p| self.policy.listed.iter().any(|l| p.starts_with(l)));
-        let key = SocketKey::File(meta.st_dev, meta.st_ino);
+        // The superblock's device, as `sock_diag` reports it (`st_dev` is a
+        // subvolume's own device on btrfs).
+        let Some(device) = superblock_device(proc_dir, &pinned) else {
+            return Verdict::Fail(libc::EACCES);
+        };
+        let key = SocketKey::File(device, meta.st_ino);
         if listed {
             return Verdict::Connect {
                 socket,
@@ -593,7 +682,7 @@ impl Supervisor {
         let holder = if self.recently_refused(&key) {
             Holder::Outside
         } else {
-            self.holder(pid, &Wanted::File(meta.st_dev, meta.st_ino))
+            self.holder(proc_dir, &Wanted::File(device, meta.st_ino))
         };
         match holder {
             Holder::Sandbox => Verdict::Connect {
@@ -631,11 +720,11 @@ impl Supervisor {
     /// Who holds the Unix socket bound to `wanted`: a process of the
     /// requester's sandbox, nobody, or someone else (also when that cannot
     /// be told).
-    fn holder(&self, pid: i32, wanted: &Wanted<'_>) -> Holder {
-        let Ok(inodes) = unix_sockets_bound_to(&self.diag, wanted) else {
+    fn holder(&self, proc_dir: &OwnedFd, wanted: &Wanted<'_>) -> Holder {
+        let Ok(bound) = unix_sockets_bound_to(&self.diag, wanted) else {
             return Holder::Outside;
         };
-        if inodes.is_empty() {
+        if bound.is_empty() {
             // A socket file may be bound in another network namespace
             // (this process's, when the sandbox has one of its own).
             if let Wanted::File(..) = wanted
@@ -647,7 +736,7 @@ impl Supervisor {
             }
             return Holder::Nobody;
         }
-        if self.held_in_sandbox(pid, &inodes) {
+        if self.held_in_sandbox(proc_dir, &bound) {
             Holder::Sandbox
         } else {
             Holder::Outside
@@ -655,41 +744,36 @@ impl Supervisor {
     }
 
     /// Whether a process of the requester's sandbox holds one of the
-    /// sockets `inodes`.
-    fn held_in_sandbox(&self, pid: i32, inodes: &[u32]) -> bool {
-        let links: Vec<String> = inodes.iter().map(|i| format!("socket:[{i}]")).collect();
-        let namespace = self
-            .policy
-            .mount_namespace
-            .then(|| std::fs::metadata(format!("/proc/{pid}/ns/mnt")).ok())
-            .flatten()
-            .map(|m| {
-                (
-                    std::os::unix::fs::MetadataExt::dev(&m),
-                    std::os::unix::fs::MetadataExt::ino(&m),
-                )
-            });
-        if self.policy.mount_namespace && namespace.is_none() {
+    /// sockets `bound`, and this process does not: a socket of the host
+    /// is outside, even in the hands of a child that has not yet run
+    /// `exec` (it holds copies of everything the host holds).
+    fn held_in_sandbox(&self, proc_dir: &OwnedFd, bound: &[BoundSocket]) -> bool {
+        // SAFETY: getpid cannot fail.
+        let ours = unsafe { libc::getpid() };
+        if holding(ours, bound) {
             return false;
         }
+        let namespace = if self.policy.mount_namespace {
+            match stat_at(proc_dir, "ns/mnt") {
+                Some(ns) => Some(ns),
+                None => return false,
+            }
+        } else {
+            None
+        };
         let Ok(entries) = std::fs::read_dir("/proc") else {
             return false;
         };
-        // SAFETY: getpid cannot fail.
-        let ours = unsafe { libc::getpid() };
         entries
             .filter_map(Result::ok)
             .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+            .filter(|&other| other != ours)
             .filter(|&other| match namespace {
-                Some(ns) => std::fs::metadata(format!("/proc/{other}/ns/mnt")).is_ok_and(|m| {
-                    (
-                        std::os::unix::fs::MetadataExt::dev(&m),
-                        std::os::unix::fs::MetadataExt::ino(&m),
-                    ) == ns
-                }),
+                Some(ns) => std::fs::metadata(format!("/proc/{other}/ns/mnt"))
+                    .is_ok_and(|m| (m.dev(), m.ino()) == ns),
                 None => is_confined_descendant(other, ours),
             })
-            .any(|other| holds_any(other, &links))
+            .any(|other| holding(other, bound))
     }
 }
 
@@ -711,16 +795,48 @@ enum Wanted<'a> {
     Abstract(&'a [u8]),
 }
 
-/// Whether `pid` has one of `links` (`socket:[N]`) open.
-fn holds_any(pid: i32, links: &[String]) -> bool {
+/// Whether `pid` has one of the sockets `bound` open: a descriptor whose
+/// link names the socket's inode, confirmed by the socket's cookie (inode
+/// numbers of sockets are 32-bit and wrap; cookies are never reused).
+fn holding(pid: i32, bound: &[BoundSocket]) -> bool {
     let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
         return false;
     };
+    let mut pidfd = None;
     fds.filter_map(Result::ok).any(|fd| {
-        std::fs::read_link(fd.path())
-            .ok()
-            .and_then(|l| l.to_str().map(|l| links.iter().any(|w| w == l)))
-            .unwrap_or(false)
+        let Some(inode) = std::fs::read_link(fd.path()).ok().and_then(|l| {
+            l.to_str()?
+                .strip_prefix("socket:[")?
+                .strip_suffix(']')?
+                .parse::<u64>()
+                .ok()
+        }) else {
+            return false;
+        };
+        let Some(wanted) = bound.iter().find(|b| u64::from(b.inode) == inode) else {
+            return false;
+        };
+        let Some(number) = fd
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<RawFd>().ok())
+        else {
+            return false;
+        };
+        if pidfd.is_none() {
+            pidfd = pidfd_open(pid).ok();
+        }
+        let Some(pidfd) = &pidfd else {
+            return false;
+        };
+        // SAFETY: pidfd_getfd on a pidfd we own; flags 0.
+        let rc = unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), number, 0u32) };
+        if rc < 0 {
+            return false;
+        }
+        // SAFETY: a new descriptor the kernel gave us.
+        let copy = unsafe { OwnedFd::from_raw_fd(rc as RawFd) };
+        socket_cookie(&copy) == Some(wanted.cookie)
     })
 }
 
@@ -751,15 +867,34 @@ fn is_confined_descendant(pid: i32, ancestor: i32) -> bool {
     false
 }
 
-/// The inodes of the Unix sockets of the diagnostics socket's network
-/// namespace bound to `wanted` (`NETLINK_SOCK_DIAG`, `UDIAG_SHOW_VFS` and
-/// `UDIAG_SHOW_NAME`).
-fn unix_sockets_bound_to(diag: &OwnedFd, wanted: &Wanted<'_>) -> io::Result<Vec<u32>> {
+/// A bound Unix socket found by `sock_diag`.
+#[derive(Debug, Clone, Copy)]
+struct BoundSocket {
+    inode: u32,
+    cookie: u64,
+}
+
+/// The Unix sockets of the diagnostics socket's network namespace bound to
+/// `wanted` (`NETLINK_SOCK_DIAG`, `UDIAG_SHOW_VFS` and `UDIAG_SHOW_NAME`).
+fn unix_sockets_bound_to(diag: &OwnedFd, wanted: &Wanted<'_>) -> io::Result<Vec<BoundSocket>> {
+    // A dump the kernel says was disturbed is asked again.
+    for _ in 0..3 {
+        if let Some(found) = dump_unix_sockets(diag, wanted)? {
+            return Ok(found);
+        }
+    }
+    Err(io::Error::from_raw_os_error(libc::EAGAIN))
+}
+
+/// One dump; `None` when the kernel flagged it `NLM_F_DUMP_INTR`.
+fn dump_unix_sockets(diag: &OwnedFd, wanted: &Wanted<'_>) -> io::Result<Option<Vec<BoundSocket>>> {
     const SOCK_DIAG_BY_FAMILY: u16 = 20;
     const UDIAG_SHOW_NAME: u32 = 1;
     const UDIAG_SHOW_VFS: u32 = 2;
     const UNIX_DIAG_NAME: u16 = 0;
     const UNIX_DIAG_VFS: u16 = 1;
+    const NLM_F_DUMP_INTR: u16 = 0x10;
+    static SEQUENCE: AtomicUsize = AtomicUsize::new(1);
     #[repr(C)]
     struct Request {
         header: libc::nlmsghdr,
@@ -771,12 +906,29 @@ fn unix_sockets_bound_to(diag: &OwnedFd, wanted: &Wanted<'_>) -> io::Result<Vec<
         show: u32,
         cookie: [u32; 2],
     }
+    let mut buffer = vec![0u8; 64 * 1024];
+    // Whatever an earlier query left unread (it failed half-way) goes.
+    loop {
+        // SAFETY: a buffer of its length.
+        let n = unsafe {
+            libc::recv(
+                diag.as_raw_fd(),
+                buffer.as_mut_ptr().cast(),
+                buffer.len(),
+                libc::MSG_DONTWAIT,
+            )
+        };
+        if n <= 0 {
+            break;
+        }
+    }
+    let sequence = SEQUENCE.fetch_add(1, Ordering::Relaxed) as u32;
     let request = Request {
         header: libc::nlmsghdr {
             nlmsg_len: size_of::<Request>() as u32,
             nlmsg_type: SOCK_DIAG_BY_FAMILY,
             nlmsg_flags: (libc::NLM_F_REQUEST | libc::NLM_F_DUMP) as u16,
-            nlmsg_seq: 1,
+            nlmsg_seq: sequence,
             nlmsg_pid: 0,
         },
         family: libc::AF_UNIX as u8,
@@ -800,7 +952,7 @@ fn unix_sockets_bound_to(diag: &OwnedFd, wanted: &Wanted<'_>) -> io::Result<Vec<
         return Err(io::Error::last_os_error());
     }
     let mut found = Vec::new();
-    let mut buffer = vec![0u8; 64 * 1024];
+    let mut interrupted = false;
     loop {
         // SAFETY: a buffer of its length.
         let n = unsafe {
@@ -823,24 +975,36 @@ fn unix_sockets_bound_to(diag: &OwnedFd, wanted: &Wanted<'_>) -> io::Result<Vec<
             let length =
                 u32::from_ne_bytes([messages[0], messages[1], messages[2], messages[3]]) as usize;
             let kind = u16::from_ne_bytes([messages[4], messages[5]]);
+            let flags = u16::from_ne_bytes([messages[6], messages[7]]);
+            let seq = u32::from_ne_bytes([messages[8], messages[9], messages[10], messages[11]]);
             if length < 16 || length > messages.len() {
                 return Err(io::Error::from_raw_os_error(libc::EPROTO));
             }
+            let step = (length + 3) & !3;
+            let body = &messages[16..length];
+            messages = messages.get(step..).unwrap_or(&[]);
+            if seq != sequence {
+                continue;
+            }
+            interrupted |= flags & NLM_F_DUMP_INTR != 0;
             match i32::from(kind) {
-                libc::NLMSG_DONE => return Ok(found),
+                libc::NLMSG_DONE => return Ok((!interrupted).then_some(found)),
                 libc::NLMSG_ERROR => return Err(io::Error::from_raw_os_error(libc::EPROTO)),
                 _ => {}
             }
-            // unix_diag_msg: family, type, state, pad, ino (u32), cookie.
-            let body = &messages[16..length];
+            // unix_diag_msg: family, type, state, pad, ino (u32), cookie
+            // (two u32, low half first).
             if body.len() >= 16 {
-                let ino = u32::from_ne_bytes([body[4], body[5], body[6], body[7]]);
+                let inode = u32::from_ne_bytes([body[4], body[5], body[6], body[7]]);
+                let low = u32::from_ne_bytes([body[8], body[9], body[10], body[11]]);
+                let high = u32::from_ne_bytes([body[12], body[13], body[14], body[15]]);
                 if attributes_match(&body[16..], wanted, UNIX_DIAG_NAME, UNIX_DIAG_VFS) {
-                    found.push(ino);
+                    found.push(BoundSocket {
+                        inode,
+                        cookie: u64::from(low) | (u64::from(high) << 32),
+                    });
                 }
             }
-            let step = (length + 3) & !3;
-            messages = messages.get(step..).unwrap_or(&[]);
         }
     }
 }
@@ -918,11 +1082,13 @@ fn borrow_descriptor(pid: i32, fd: RawFd) -> Result<OwnedFd, i32> {
     Ok(unsafe { OwnedFd::from_raw_fd(rc as RawFd) })
 }
 
-/// A pidfd for thread `pid`'s process.
+/// A pidfd for thread `pid`: a thread pidfd where the kernel has them
+/// (6.9), else one for its thread group's leader.
 fn pidfd_open(pid: i32) -> io::Result<OwnedFd> {
-    let open = |pid: i32| {
-        // SAFETY: pidfd_open with flags 0.
-        let rc = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0u32) };
+    const PIDFD_THREAD: u32 = libc::O_EXCL as u32;
+    let open = |pid: i32, flags: u32| {
+        // SAFETY: pidfd_open with integer arguments.
+        let rc = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, flags) };
         if rc < 0 {
             Err(io::Error::last_os_error())
         } else {
@@ -930,47 +1096,156 @@ fn pidfd_open(pid: i32) -> io::Result<OwnedFd> {
             Ok(unsafe { OwnedFd::from_raw_fd(rc as RawFd) })
         }
     };
-    match open(pid) {
-        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
-            // Not a thread group's leader: its process is the leader's.
+    if let Ok(fd) = open(pid, PIDFD_THREAD) {
+        return Ok(fd);
+    }
+    match open(pid, 0) {
+        Ok(fd) => Ok(fd),
+        Err(_) => {
+            // Not a thread group's leader (ENOENT or EINVAL, by kernel).
             let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
             let tgid = status
                 .lines()
                 .find_map(|l| l.strip_prefix("Tgid:"))
                 .and_then(|v| v.trim().parse::<i32>().ok())
                 .ok_or_else(|| io::Error::from_raw_os_error(libc::ESRCH))?;
-            open(tgid)
+            open(tgid, 0)
         }
-        other => other,
     }
 }
 
-/// Opens `path` (`O_PATH`) as thread `pid` would resolve it: from its root
-/// or its working directory, through its mounts. Symbolic links to
-/// absolute paths resolve from this process's root; what is reached is
-/// judged by the file itself.
-fn open_as(pid: i32, path: &Path) -> Result<OwnedFd, i32> {
-    let (base, rest) = match path.strip_prefix("/") {
-        Ok(rest) => (format!("/proc/{pid}/root"), rest),
-        Err(_) => (format!("/proc/{pid}/cwd"), path),
-    };
-    let full = if rest.as_os_str().is_empty() {
-        PathBuf::from(base)
+/// Opens `path` (`O_PATH`) as the thread whose `/proc/TID` is `proc_dir`
+/// would resolve it: inside its root (absolute symbolic links included,
+/// `openat2` with `RESOLVE_IN_ROOT`), a relative path from its working
+/// directory, through its mounts.
+fn open_as(proc_dir: &OwnedFd, path: &Path) -> Result<OwnedFd, i32> {
+    let root = open_at(
+        proc_dir,
+        Path::new("root"),
+        libc::O_PATH | libc::O_DIRECTORY,
+    )
+    .map_err(|e| e.raw_os_error().unwrap_or(libc::EACCES))?;
+    let full = if path.is_absolute() {
+        path.to_path_buf()
     } else {
-        Path::new(&base).join(rest)
+        // The working directory as the thread sees it, from its root.
+        let link = std::fs::read_link(format!("/proc/self/fd/{}/cwd", proc_dir.as_raw_fd()))
+            .map_err(|e| e.raw_os_error().unwrap_or(libc::ENOENT))?;
+        if !link.is_absolute() {
+            return Err(libc::ENOENT);
+        }
+        link.join(path)
     };
     let Ok(c_path) = std::ffi::CString::new(full.as_os_str().as_bytes()) else {
         return Err(libc::EINVAL);
     };
-    // SAFETY: a NUL-terminated path.
-    let fd = unsafe { libc::open(c_path.as_ptr(), libc::O_PATH | libc::O_CLOEXEC) };
+    #[repr(C)]
+    struct OpenHow {
+        flags: u64,
+        mode: u64,
+        resolve: u64,
+    }
+    const RESOLVE_IN_ROOT: u64 = 0x10;
+    let how = OpenHow {
+        flags: (libc::O_PATH | libc::O_CLOEXEC) as u64,
+        mode: 0,
+        resolve: RESOLVE_IN_ROOT,
+    };
+    // SAFETY: openat2 on our root descriptor, a NUL-terminated path and an
+    // open_how of the size passed.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_openat2,
+            root.as_raw_fd(),
+            c_path.as_ptr(),
+            &raw const how,
+            size_of::<OpenHow>(),
+        )
+    };
     if fd < 0 {
         return Err(io::Error::last_os_error()
             .raw_os_error()
             .unwrap_or(libc::ENOENT));
     }
     // SAFETY: a new descriptor.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+/// `openat(dir, path, flags | O_CLOEXEC)`.
+fn open_at(dir: &OwnedFd, path: &Path, flags: libc::c_int) -> io::Result<OwnedFd> {
+    let c_path = std::ffi::CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    // SAFETY: a NUL-terminated path relative to a descriptor we own.
+    let fd = unsafe { libc::openat(dir.as_raw_fd(), c_path.as_ptr(), flags | libc::O_CLOEXEC) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a new descriptor.
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// A directory opened `O_PATH`.
+fn open_dir(path: &Path) -> io::Result<OwnedFd> {
+    let c_path = std::ffi::CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    // SAFETY: a NUL-terminated path.
+    let fd = unsafe {
+        libc::open(
+            c_path.as_ptr(),
+            libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a new descriptor.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// The (device, inode) of `name` under `dir`, following links.
+fn stat_at(dir: &OwnedFd, name: &str) -> Option<(u64, u64)> {
+    let c_name = std::ffi::CString::new(name).ok()?;
+    // SAFETY: plain data.
+    let mut stat: libc::stat = unsafe { zeroed() };
+    // SAFETY: fstatat into a stat on the stack.
+    let rc = unsafe { libc::fstatat(dir.as_raw_fd(), c_name.as_ptr(), &raw mut stat, 0) };
+    (rc == 0).then_some((stat.st_dev, stat.st_ino))
+}
+
+/// The device of the superblock `file` lives on (what `sock_diag` reports
+/// as a socket file's device): its mount's `major:minor` in the thread's
+/// `mountinfo` (mount ids are the same in every namespace).
+fn superblock_device(proc_dir: &OwnedFd, file: &OwnedFd) -> Option<u64> {
+    let fdinfo = std::fs::read_to_string(format!("/proc/self/fdinfo/{}", file.as_raw_fd())).ok()?;
+    let mount_id = fdinfo
+        .lines()
+        .find_map(|l| l.strip_prefix("mnt_id:"))?
+        .trim()
+        .to_owned();
+    let mountinfo =
+        std::fs::read_to_string(format!("/proc/self/fd/{}/mountinfo", proc_dir.as_raw_fd()))
+            .ok()?;
+    let line = mountinfo
+        .lines()
+        .find(|l| l.split(' ').next() == Some(mount_id.as_str()))?;
+    let (major, minor) = line.split(' ').nth(2)?.split_once(':')?;
+    Some(libc::makedev(major.parse().ok()?, minor.parse().ok()?))
+}
+
+fn socket_cookie(socket: &OwnedFd) -> Option<u64> {
+    let mut value: u64 = 0;
+    let mut length = size_of::<u64>() as libc::socklen_t;
+    // SAFETY: a u64 and its length.
+    let rc = unsafe {
+        libc::getsockopt(
+            socket.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_COOKIE,
+            (&raw mut value).cast(),
+            &raw mut length,
+        )
+    };
+    (rc == 0).then_some(value)
 }
 
 fn stat_fd(fd: &OwnedFd) -> io::Result<libc::stat> {
@@ -1023,8 +1298,8 @@ fn connect(socket: &OwnedFd, address: &Address) -> i32 {
     unsafe {
         std::ptr::copy_nonoverlapping(bytes.as_ptr(), (&raw mut storage).cast::<u8>(), length);
     }
-    if let Address::Listed(_) = address {
-        return connect_marked(socket, &storage, length);
+    if let Address::Listed(file) = address {
+        return connect_marked(socket, file, &storage, length);
     }
     loop {
         // SAFETY: an address of `length` bytes.
@@ -1050,7 +1325,12 @@ fn connect(socket: &OwnedFd, address: &Address) -> i32 {
 /// Connects `socket` from a forked child marked as confined; the errno.
 /// The child makes only system calls on memory prepared before the fork
 /// (no allocation, no lock) and exits at once.
-fn connect_marked(socket: &OwnedFd, storage: &libc::sockaddr_storage, length: usize) -> i32 {
+fn connect_marked(
+    socket: &OwnedFd,
+    file: &OwnedFd,
+    storage: &libc::sockaddr_storage,
+    length: usize,
+) -> i32 {
     let allow_all = [libc::sock_filter {
         code: (libc::BPF_RET | libc::BPF_K) as u16,
         jt: 0,
@@ -1070,6 +1350,7 @@ fn connect_marked(socket: &OwnedFd, storage: &libc::sockaddr_storage, length: us
     let (read_end, write_end) =
         unsafe { (OwnedFd::from_raw_fd(pipe[0]), OwnedFd::from_raw_fd(pipe[1])) };
     let fd = socket.as_raw_fd();
+    let pinned = file.as_raw_fd();
     let sink = write_end.as_raw_fd();
     // SAFETY: the child below only makes async-signal-safe system calls on
     // the stack and exits with `_exit`.
@@ -1078,6 +1359,19 @@ fn connect_marked(socket: &OwnedFd, storage: &libc::sockaddr_storage, length: us
         // SAFETY: as above; every pointer points into this frame.
         unsafe {
             let mut errno: i32 = 0;
+            // Nothing of the host's stays open in the child: only the
+            // socket to connect, the socket file it is reached through and
+            // the pipe for the answer.
+            let mut keep = [fd, pinned, sink];
+            keep.sort_unstable();
+            let mut first: RawFd = 0;
+            for kept in keep {
+                if first < kept {
+                    libc::syscall(libc::SYS_close_range, first as u32, (kept - 1) as u32, 0u32);
+                }
+                first = kept.saturating_add(1);
+            }
+            libc::syscall(libc::SYS_close_range, first as u32, u32::MAX, 0u32);
             if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0
                 || libc::syscall(
                     libc::SYS_seccomp,

@@ -390,11 +390,12 @@ fn apply(inner: &Inner) -> io::Result<()> {
     }
     if let Some(filter) = &inner.seccomp {
         let mut filter = filter;
-        if let Some(guard) = &inner.guard {
-            let listening = connect_guard::install_in_child(guard.program(), guard.child_end())?;
-            if !listening && let Some(nested) = &inner.seccomp_nested {
-                filter = nested;
-            }
+        let listening = match &inner.guard {
+            Some(guard) => connect_guard::install_in_child(guard.program(), guard.child_end())?,
+            None => false,
+        };
+        if !listening && let Some(nested) = &inner.seccomp_nested {
+            filter = nested;
         }
         load_seccomp(filter)?;
     }
@@ -952,6 +953,29 @@ fn guard_stage(
         });
         return (None, None);
     }
+    // With TCP refused by Landlock, a process whose `connect` an outer
+    // listener decides gets no TCP socket at all: an outer dsh guard would
+    // connect it outside this sandbox's Landlock domain.
+    let nested = || {
+        facts
+            .tcp_by_landlock
+            .then(|| {
+                crate::seccomp::filter(crate::seccomp::Network::Block {
+                    tcp_by_landlock: false,
+                })
+                .ok()
+            })
+            .flatten()
+    };
+    if connect_guard::host_has_listener() {
+        gaps.push(Gap {
+            what: "Unix sockets outside can be reached by path (another seccomp listener, a \
+                   container runtime's or an outer dsh sandbox's, decides connect here)"
+                .to_owned(),
+            refuses_required: false,
+        });
+        return (None, nested());
+    }
     let listed = policy
         .unix_sockets
         .iter()
@@ -973,16 +997,7 @@ fn guard_stage(
             return (None, None);
         }
     };
-    let nested = facts
-        .tcp_by_landlock
-        .then(|| {
-            crate::seccomp::filter(crate::seccomp::Network::Block {
-                tcp_by_landlock: false,
-            })
-            .ok()
-        })
-        .flatten();
-    (Some(guard), nested)
+    (Some(guard), nested())
 }
 
 /// The places where programs outside the sandbox keep Unix sockets that

@@ -382,3 +382,77 @@ fn the_supervisor_ends_with_the_processes_it_serves() {
     // supervisor of the finished process goes.
     test_support::wait_until("the supervisor thread ends", || count() == before);
 }
+
+#[test]
+fn a_connection_from_another_thread_is_judged_the_same() {
+    let _serial = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if !guarded() {
+        return;
+    }
+    let f = Fixture::new();
+    let listed_socket = f.tmp.join("listed.sock");
+    let refused_socket = f.tmp.join("refused.sock");
+    let listed_count = outside_server(&listed_socket);
+    let refused_count = outside_server(&refused_socket);
+    let tcp = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = tcp.local_addr().unwrap().port().to_string();
+    std::thread::spawn(move || {
+        for stream in tcp.incoming() {
+            let Ok(mut stream) = stream else { return };
+            let _ = stream.write_all(b"tcp");
+        }
+    });
+    // Go programs (docker, gh) connect from threads other than the main
+    // one: the guard must find the thread's process.
+    let script = r#"
+import socket, sys, threading
+listed, refused, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
+results = []
+def work():
+    for address, family in ((listed, socket.AF_UNIX), (refused, socket.AF_UNIX),
+                            (("127.0.0.1", port), socket.AF_INET)):
+        s = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            s.connect(address)
+            results.append(s.recv(5).decode())
+        except OSError as e:
+            results.append("refused %d" % e.errno)
+t = threading.Thread(target=work)
+t.start()
+t.join()
+print(" ".join(results))
+"#;
+    let listed = listed_socket.to_str().unwrap().to_owned();
+    let prepared = f.prepare(policy(vec![listed.clone()]));
+    let out = f.python(
+        &prepared,
+        script,
+        &[&listed, refused_socket.to_str().unwrap(), &port],
+    );
+    assert_eq!(stdout(&out), format!("hello refused {} tcp", libc::EACCES));
+    assert_eq!(listed_count.load(Ordering::SeqCst), 1);
+    assert_eq!(refused_count.load(Ordering::SeqCst), 0);
+}
+
+#[test]
+fn io_uring_which_connects_without_connect_is_refused() {
+    let _serial = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if !guarded() {
+        return;
+    }
+    let f = Fixture::new();
+    // With the network on, only the guard's filter refuses io_uring.
+    let script = r#"
+import ctypes, errno
+libc = ctypes.CDLL(None, use_errno=True)
+params = ctypes.create_string_buffer(120)
+fd = libc.syscall(425, 8, params)  # io_uring_setup
+print("refused" if fd < 0 and ctypes.get_errno() == errno.EPERM else "allowed %d" % fd)
+"#;
+    let out = f.python(&f.prepare(policy(Vec::new())), script, &[]);
+    assert_eq!(stdout(&out), "refused");
+}
