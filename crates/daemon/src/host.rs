@@ -238,7 +238,7 @@ pub struct Host {
     /// processes.
     private: Vec<PathBuf>,
     /// Every connection's tool calls as they happen (for `dsh ui`).
-    calls: Arc<crate::ui_source::CallHub>,
+    calls: Arc<crate::calls::CallHub>,
 }
 
 impl Host {
@@ -294,12 +294,12 @@ impl Host {
             next_connection: std::sync::atomic::AtomicU64::new(1),
             changed: tokio::sync::Notify::new(),
             private,
-            calls: Arc::new(crate::ui_source::CallHub::default()),
+            calls: Arc::new(crate::calls::CallHub::default()),
         }
     }
 
     /// Every connection's tool calls as they happen.
-    pub fn calls(&self) -> &Arc<crate::ui_source::CallHub> {
+    pub fn calls(&self) -> &Arc<crate::calls::CallHub> {
         &self.calls
     }
 

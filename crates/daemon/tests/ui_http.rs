@@ -11,8 +11,9 @@ use std::sync::atomic::AtomicUsize;
 use std::time::{Duration, Instant};
 
 use daemon::host::{Host, HostConfig, UiSettings};
-use daemon::store::{HeldStore, SessionRecordOp, StoreAccess};
-use daemon::ui_source::DaemonUiSource;
+use daemon::protocol::records::SessionRecordOp;
+use daemon::server::page::DaemonUiSource;
+use daemon::store::{HeldStore, StoreAccess};
 use pretty_assertions::assert_eq;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio_util::sync::CancellationToken;

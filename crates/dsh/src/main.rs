@@ -193,9 +193,9 @@ fn open_in_browser(runtime_dir: &std::path::Path, url: &str) -> Result<String, S
         .ok()
         .filter(|b| !b.trim().is_empty())
         .unwrap_or_else(|| "xdg-open".to_owned());
-    let file = daemon::ui_source::launch_file(runtime_dir, url)
+    let file = daemon::client::open::launch_file(runtime_dir, url)
         .map_err(|e| format!("{e}; open the URL yourself"))?;
-    let file_url = daemon::ui_source::file_url(&file).map_err(|e| {
+    let file_url = daemon::client::open::file_url(&file).map_err(|e| {
         let _ = std::fs::remove_file(&file);
         format!("{e}; open the URL yourself")
     })?;
@@ -359,15 +359,15 @@ fn daemon_paths(data_dir: Option<PathBuf>) -> daemon::paths::DaemonPaths {
 
 /// The daemon that holds the data directory's lock, after a request
 /// failed with `error`: the one the client found already when its socket
-/// was lost, else looked for (see `daemon::daemon::find_holder`).
+/// was lost, else looked for (see `daemon::holder::find_holder`).
 fn holder_of(
     paths: &daemon::paths::DaemonPaths,
     error: &daemon::client::ClientError,
-) -> Option<daemon::daemon::Holder> {
+) -> Option<daemon::holder::Holder> {
     if let daemon::client::ClientError::SocketLost { holder, .. } = error {
         return Some(holder.as_ref().clone());
     }
-    daemon::daemon::find_holder(paths)
+    daemon::holder::find_holder(paths)
 }
 
 /// `dsh daemon status` for a daemon that holds the data directory but
@@ -408,7 +408,7 @@ fn unreachable_daemon_status(
 
 /// `dsh daemon stop` for a daemon the socket does not lead to (`error`
 /// says why): the one that holds the data directory's lock, checked to be
-/// that daemon (see `daemon::daemon::find_holder`), is sent SIGTERM and
+/// that daemon (see `daemon::holder::find_holder`), is sent SIGTERM and
 /// waited for. Without one, nothing runs: said, and not an error when
 /// nothing was found at the socket either.
 fn stop_through_the_lock(
@@ -492,10 +492,10 @@ fn registry_backend(
     Ok(if standalone {
         registry_cli::Backend::Standalone { data_dir: dir }
     } else {
-        registry_cli::Backend::Daemon {
-            paths: daemon::paths::DaemonPaths::new(&dir),
-            start: start_spec(config_arg)?,
-        }
+        registry_cli::Backend::Daemon(daemon::client::Client::starting(
+            daemon::paths::DaemonPaths::new(&dir),
+            start_spec(config_arg)?,
+        ))
     })
 }
 
@@ -535,15 +535,15 @@ fn run(cli: Cli) -> Result<(), Failure> {
             // error (exit 2), before any daemon is involved.
             config::load(cli.config.as_deref())?;
             first_contact_hint();
-            let options = daemon::bridge::BridgeOptions {
+            let options = daemon::client::bridge::BridgeOptions {
                 paths: daemon_paths(cli.data_dir.clone()),
                 preset: preset.map(|p| p.name().to_owned()),
                 config: connection_config_path(cli.config.as_deref()),
                 start: start_spec(cli.config.as_deref())?,
             };
-            match daemon::bridge::run(options)? {
-                daemon::bridge::BridgeEnd::Closed => Ok(()),
-                daemon::bridge::BridgeEnd::DaemonGone(line) => {
+            match daemon::client::bridge::run(options)? {
+                daemon::client::bridge::BridgeEnd::Closed => Ok(()),
+                daemon::client::bridge::BridgeEnd::DaemonGone(line) => {
                     eprintln!("dsh: {line}");
                     Err(Failure::Exit(1))
                 }
@@ -557,16 +557,16 @@ fn run(cli: Cli) -> Result<(), Failure> {
             let (config, config_path) = config::load(cli.config.as_deref())?;
             logging::init(config.log.level.as_deref(), config.log.file.as_deref())
                 .map_err(Failure::Other)?;
-            let options = daemon::daemon::DaemonOptions {
+            let options = daemon::server::DaemonOptions {
                 paths: daemon_paths(cli.data_dir.clone()),
                 config: config.host(),
                 config_path: config_path.map(|p| std::path::absolute(&p).unwrap_or(p)),
                 loader: loader(),
                 spawned,
             };
-            match daemon::daemon::run(options) {
+            match daemon::server::run(options) {
                 Ok(()) => Ok(()),
-                Err(daemon::daemon::DaemonError::AlreadyRunning { .. }) if spawned => Ok(()),
+                Err(daemon::server::DaemonError::AlreadyRunning { .. }) if spawned => Ok(()),
                 Err(e) => Err(Failure::Other(anyhow::anyhow!(e.to_string()))),
             }
         }
@@ -575,48 +575,36 @@ fn run(cli: Cli) -> Result<(), Failure> {
             ..
         } => {
             let paths = daemon_paths(cli.data_dir.clone());
-            let reply =
-                match daemon::client::request(&paths, daemon::protocol::Request::Status, None) {
-                    Ok(reply) => reply,
-                    Err(
-                        e @ (daemon::client::ClientError::SocketLost { .. }
-                        | daemon::client::ClientError::NotTheDaemon(_)),
-                    ) => return Err(unreachable_daemon_status(&paths, json, e)),
-                    Err(e) => return Err(e.into()),
-                };
+            let status = match daemon::client::Client::new(paths.clone()).status() {
+                Ok(status) => status,
+                Err(
+                    e @ (daemon::client::ClientError::SocketLost { .. }
+                    | daemon::client::ClientError::NotTheDaemon(_)),
+                ) => return Err(unreachable_daemon_status(&paths, json, e)),
+                Err(e) => return Err(e.into()),
+            };
             let text = if json {
+                let value = serde_json::to_value(&status).map_err(|e| Failure::Other(e.into()))?;
                 format!(
                     "{}\n",
-                    serde_json::to_string_pretty(&reply.data)
-                        .map_err(|e| Failure::Other(e.into()))?
+                    serde_json::to_string_pretty(&value).map_err(|e| Failure::Other(e.into()))?
                 )
             } else {
-                let d = &reply.data;
-                let field = |k: &str| {
-                    d.get(k)
-                        .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_owned))
-                        .unwrap_or_default()
-                };
-                let page = match d.get("page") {
-                    Some(p) if p.is_object() => format!(
-                        "http://{} · {} watching live",
-                        p.get("address").and_then(|a| a.as_str()).unwrap_or("?"),
-                        p.get("viewers")
-                            .and_then(serde_json::Value::as_u64)
-                            .unwrap_or(0),
-                    ),
-                    _ => "not served (`dsh ui` serves it)".to_owned(),
+                let page = match &status.page {
+                    Some(p) => format!("http://{} · {} watching live", p.address, p.viewers),
+                    None => "not served (`dsh ui` serves it)".to_owned(),
                 };
                 format!(
                     "dsh daemon running: pid {} · version {} · up {} s\nsocket       {}\ndata dir     {}\nlog          {}\nconnections  {}\nidle exit    {} s\npage         {page}\n",
-                    field("pid"),
-                    field("version"),
-                    field("uptime_s"),
-                    field("socket"),
-                    field("data_dir"),
-                    field("log"),
-                    field("connections"),
-                    field("idle_exit_s"),
+                    status.pid,
+                    status.version,
+                    status.uptime_s,
+                    status.socket.display(),
+                    status.data_dir.display(),
+                    status.log.display(),
+                    status.connections,
+                    // As JSON writes it (`600.0`), as this line always has.
+                    serde_json::json!(status.idle_exit_s),
                 )
             };
             daemon::client::emit(&text).map_err(|e| Failure::Other(e.into()))?;
@@ -627,9 +615,8 @@ fn run(cli: Cli) -> Result<(), Failure> {
             ..
         } => {
             let paths = daemon_paths(cli.data_dir.clone());
-            let reply = match daemon::client::request(&paths, daemon::protocol::Request::Stop, None)
-            {
-                Ok(reply) => reply,
+            let pid = match daemon::client::Client::new(paths.clone()).stop() {
+                Ok(pid) => pid,
                 // Not reachable through the socket: found, and checked,
                 // through its lock instead.
                 Err(e @ daemon::client::ClientError::NotRunning { .. })
@@ -640,20 +627,17 @@ fn run(cli: Cli) -> Result<(), Failure> {
                 Err(e) => return Err(e.into()),
             };
             // It ends every terminal and job first; wait until it is gone.
-            wait_for_exit(&paths, reply.pid, "", || {
-                daemon::daemon::pid_alive(reply.pid)
-            })?;
+            wait_for_exit(&paths, pid, "", || daemon::holder::pid_alive(pid))?;
             daemon::client::emit(&format!(
-                "stopped the dsh daemon (pid {}); its terminals and jobs were ended\n",
-                reply.pid
+                "stopped the dsh daemon (pid {pid}); its terminals and jobs were ended\n"
             ))
             .map_err(|e| Failure::Other(e.into()))?;
             Ok(())
         }
         Command::Ps { json } => {
             let paths = daemon_paths(cli.data_dir.clone());
-            let reply = match daemon::client::request(&paths, daemon::protocol::Request::Ps, None) {
-                Ok(reply) => reply,
+            let snapshot = match daemon::client::Client::new(paths).ps() {
+                Ok(snapshot) => snapshot,
                 Err(daemon::client::ClientError::NotRunning { data_dir, .. }) => {
                     let text = if json {
                         "{\"daemon\": null, \"connections\": []}\n".to_owned()
@@ -669,47 +653,33 @@ fn run(cli: Cli) -> Result<(), Failure> {
                 Err(e) => return Err(e.into()),
             };
             let text = if json {
+                let value =
+                    serde_json::to_value(&snapshot).map_err(|e| Failure::Other(e.into()))?;
                 format!(
                     "{}\n",
-                    serde_json::to_string_pretty(&reply.data)
-                        .map_err(|e| Failure::Other(e.into()))?
+                    serde_json::to_string_pretty(&value).map_err(|e| Failure::Other(e.into()))?
                 )
             } else {
-                let snapshot: daemon::ps::Snapshot =
-                    serde_json::from_value(reply.data).map_err(|e| {
-                        Failure::Other(anyhow::anyhow!(
-                            "the daemon's answer was not understood: {e}"
-                        ))
-                    })?;
-                daemon::ps::render(&snapshot)
+                daemon::client::ps::render(&snapshot)
             };
             daemon::client::emit(&text).map_err(|e| Failure::Other(e.into()))?;
             Ok(())
         }
         Command::Attach { id, write } => {
             let paths = daemon_paths(cli.data_dir.clone());
-            let line = daemon::attach::run(&paths, &id, write)?;
+            let line = daemon::client::Client::new(paths).attach(&id, write)?;
             eprintln!("dsh: {line}");
             Ok(())
         }
         Command::Ui { open } => {
             let paths = daemon_paths(cli.data_dir.clone());
             let start = start_spec(cli.config.as_deref())?;
-            let reply =
-                daemon::client::request(&paths, daemon::protocol::Request::Ui, Some(&start))?;
-            let url = reply
-                .data
-                .get("url")
-                .and_then(|u| u.as_str())
-                .ok_or_else(|| Failure::Other(anyhow::anyhow!("the dsh daemon gave no URL")))?;
-            if reply.data.get("exposed").and_then(|e| e.as_bool()) == Some(true) {
+            let page = daemon::client::Client::starting(paths.clone(), start).ui()?;
+            let url = &page.url;
+            if page.exposed {
                 eprintln!(
                     "dsh: warning: [ui] listen exposes the page beyond this machine ({}); anyone who reaches it and signs in (each link works once, for 15 minutes) or holds the secret of its token file can watch every agent and type into its terminals",
-                    reply
-                        .data
-                        .get("address")
-                        .and_then(|a| a.as_str())
-                        .unwrap_or("?")
+                    page.address
                 );
             }
             if open {

@@ -13,7 +13,7 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, Utc};
-use daemon::registry_ops::{
+use daemon::protocol::registry::{
     Archived, Created, RegistryOp, SessionWithWorkspace, SessionsWithWorkspaces,
     WorkspaceWithSessions,
 };
@@ -26,12 +26,7 @@ use workspace_sled::Store;
 /// Where a registry command runs.
 pub enum Backend {
     /// In the daemon (started when none runs).
-    Daemon {
-        /// The daemon's files.
-        paths: daemon::paths::DaemonPaths,
-        /// How to start one.
-        start: daemon::client::StartSpec,
-    },
+    Daemon(daemon::client::Client),
     /// On the store directly, one locked span.
     Standalone {
         /// The store's directory.
@@ -43,22 +38,21 @@ impl Backend {
     /// Runs `op` and decodes its result.
     fn call<T: serde::de::DeserializeOwned>(&self, op: RegistryOp) -> anyhow::Result<T> {
         let value = match self {
-            Backend::Daemon { paths, start } => {
-                let request = daemon::protocol::Request::Registry { op };
-                match daemon::client::request(paths, request, Some(start)) {
-                    Ok(reply) => reply.data,
+            Backend::Daemon(client) => {
+                return match client.registry(op) {
+                    Ok(result) => Ok(result),
                     Err(daemon::client::ClientError::Refused(f)) => anyhow::bail!(f.message),
                     Err(e) => anyhow::bail!(e.to_string()),
-                }
+                };
             }
             Backend::Standalone { data_dir } => {
                 let store = Store::new(data_dir);
                 let result =
-                    store.with_registry(|r| Ok(daemon::registry_ops::execute(r, &op, data_dir)));
+                    store.with_registry(|r| Ok(daemon::registry::execute(r, &op, data_dir)));
                 match result {
                     Ok(Ok(value)) => value,
                     Ok(Err(f)) => anyhow::bail!(f.message),
-                    Err(e) => anyhow::bail!(daemon::registry_ops::explain(e, data_dir).message),
+                    Err(e) => anyhow::bail!(daemon::registry::explain(e, data_dir).message),
                 }
             }
         };
