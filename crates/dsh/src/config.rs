@@ -15,7 +15,8 @@ use tools_catalog::{JobsConfig, Preset, Settings, SubagentSettings};
 #[serde(deny_unknown_fields, default)]
 pub struct Config {
     /// The preset `dsh mcp` serves when `--preset` is not given.
-    pub preset: Option<PresetName>,
+    #[serde(deserialize_with = "preset")]
+    pub preset: Option<Preset>,
     /// Limits of the tools.
     pub limits: Limits,
     /// The agent command behind the `subagent` tool.
@@ -65,22 +66,13 @@ impl Default for DaemonConfig {
     }
 }
 
-/// A preset name as written in the config file.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum PresetName {
-    /// `bash` only.
-    Minimal,
-    /// Every tool.
-    Full,
-}
-
-impl From<PresetName> for Preset {
-    fn from(p: PresetName) -> Self {
-        match p {
-            PresetName::Minimal => Preset::Minimal,
-            PresetName::Full => Preset::Full,
-        }
+/// A preset name as written in the config file (see [`Preset::from_name`]).
+fn preset<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Preset>, D::Error> {
+    const NAMES: &[&str] = &[Preset::Minimal.name(), Preset::Full.name()];
+    let name = String::deserialize(d)?;
+    match Preset::from_name(&name) {
+        Some(preset) => Ok(Some(preset)),
+        None => Err(serde::de::Error::unknown_variant(&name, NAMES)),
     }
 }
 
@@ -405,7 +397,7 @@ impl Config {
     /// What the host (a daemon or a standalone server) needs.
     pub fn host(&self) -> daemon::host::HostConfig {
         daemon::host::HostConfig {
-            preset: self.preset.map(Preset::from),
+            preset: self.preset,
             settings: self.settings(),
             jobs: self.jobs(),
             terminals: self.terminals(),
@@ -639,7 +631,7 @@ settings = { pylsp = { plugins = { pycodestyle = { enabled = false } } } }
 "#,
         )
         .unwrap();
-        assert_eq!(c.preset, Some(PresetName::Minimal));
+        assert_eq!(c.preset, Some(Preset::Minimal));
         assert_eq!(c.limits.max_result_bytes, 4096);
         assert_eq!(c.lsp.servers["pylsp"].extensions[".py"], "python");
     }

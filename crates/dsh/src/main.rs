@@ -225,29 +225,22 @@ enum DaemonAction {
     Stop,
 }
 
-#[derive(Debug, Clone, Copy, ValueEnum)]
-enum PresetArg {
-    /// `bash` only.
-    Minimal,
-    /// Every tool.
-    Full,
-}
+/// A preset on the command line: its names are the presets' own
+/// ([`Preset::name`]), so `tools-catalog` is the one parser of a name.
+#[derive(Debug, Clone, Copy)]
+struct PresetArg(Preset);
 
-impl PresetArg {
-    fn name(self) -> &'static str {
-        match self {
-            PresetArg::Minimal => "minimal",
-            PresetArg::Full => "full",
-        }
+impl ValueEnum for PresetArg {
+    fn value_variants<'a>() -> &'a [Self] {
+        &[PresetArg(Preset::Minimal), PresetArg(Preset::Full)]
     }
-}
 
-impl From<PresetArg> for Preset {
-    fn from(p: PresetArg) -> Self {
-        match p {
-            PresetArg::Minimal => Preset::Minimal,
-            PresetArg::Full => Preset::Full,
-        }
+    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
+        let help = match self.0 {
+            Preset::Minimal => "`bash` only",
+            Preset::Full => "Every tool",
+        };
+        Some(clap::builder::PossibleValue::new(self.0.name()).help(help))
     }
 }
 
@@ -513,7 +506,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
             }
             first_contact_hint();
             let options = daemon::standalone::StandaloneOptions {
-                preset: preset.map(Preset::from),
+                preset: preset.map(|p| p.0),
                 config_path,
                 data_dir: data_dir(cli.data_dir.clone()),
                 loader: loader(),
@@ -537,7 +530,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
             first_contact_hint();
             let options = daemon::client::bridge::BridgeOptions {
                 paths: daemon_paths(cli.data_dir.clone()),
-                preset: preset.map(|p| p.name().to_owned()),
+                preset: preset.map(|p| p.0.name().to_owned()),
                 config: connection_config_path(cli.config.as_deref()),
                 start: start_spec(cli.config.as_deref())?,
             };
@@ -711,9 +704,9 @@ fn run(cli: Cli) -> Result<(), Failure> {
         }
         Command::Catalog { preset, format } => {
             let text = match format {
-                Format::Md => tools_catalog::catalog_markdown_for(Preset::from(preset)),
+                Format::Md => tools_catalog::catalog_markdown_for(preset.0),
                 Format::Json => {
-                    serde_json::to_string_pretty(&tools_catalog::catalog_json(preset.into()))
+                    serde_json::to_string_pretty(&tools_catalog::catalog_json(preset.0))
                         .map_err(|e| Failure::Other(e.into()))?
                 }
             };

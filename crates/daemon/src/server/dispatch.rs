@@ -26,12 +26,13 @@ use crate::protocol::{
     write_line,
 };
 
+/// The preset a bridge asked for, by name ([`Preset::from_name`]).
 fn parse_preset(name: Option<&str>) -> Result<Option<Preset>, String> {
     match name {
         None => Ok(None),
-        Some("minimal") => Ok(Some(Preset::Minimal)),
-        Some("full") => Ok(Some(Preset::Full)),
-        Some(other) => Err(format!("unknown preset `{other}`; use minimal or full")),
+        Some(name) => Preset::from_name(name)
+            .map(Some)
+            .ok_or_else(|| format!("unknown preset `{name}`; use minimal or full")),
     }
 }
 

@@ -21,6 +21,7 @@ use workspace::{LogEntry, SessionId, SessionPersistence as _, SessionRecord, Wor
 use super::live::elapsed;
 use crate::calls::RECENT_CALLS;
 use crate::host::Host;
+use crate::protocol::codes;
 use crate::store::{HeldStore, SledRegistry};
 
 /// The page's view of this daemon.
@@ -136,7 +137,7 @@ impl UiSource for DaemonUiSource {
                     .map_err(source_error)
             })
             .await
-            .map_err(|e| SourceError::new("INTERNAL", format!("the store task failed: {e}")))?
+            .map_err(|e| SourceError::new(codes::INTERNAL, format!("the store task failed: {e}")))?
         })
     }
 
@@ -157,7 +158,9 @@ impl UiSource for DaemonUiSource {
                 .map_err(source_error)
             })
             .await
-            .map_err(|e| SourceError::new("INTERNAL", format!("the store task failed: {e}")))?;
+            .map_err(|e| {
+                SourceError::new(codes::INTERNAL, format!("the store task failed: {e}"))
+            })?;
             let (detail, workspace) = stored?;
             let mut log = detail.log;
             // The session log writes in batches: the newest calls may be
