@@ -27,12 +27,16 @@
 //! * [`processes`] — the subreaper, the orphan reaper and the guardian
 //!   that ends the host's sessions if the host dies.
 //!
-//! This crate does not parse the command line or the config file (the
-//! `dsh` binary does and passes a [`host::HostConfig`] and a loader), and
+//! * [`config`] — the config file and what the host takes of it
+//!   ([`config::HostConfig`]): the daemon reads it at start-up, reads each
+//!   connection's file and reads them all again on a reload.
+//!
+//! This crate does not parse the command line (the `dsh` binary does), and
 //! holds no tool logic (that is `tools-catalog`'s).
 
 pub mod calls;
 pub mod client;
+pub mod config;
 pub mod holder;
 pub mod host;
 pub mod paths;

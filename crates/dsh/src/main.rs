@@ -7,7 +7,6 @@
 //! `dsh attach` and the registry commands. It holds no tool logic of its
 //! own; that lives in `tools-catalog`.
 
-mod config;
 mod demo;
 mod logging;
 mod memory;
@@ -295,8 +294,8 @@ impl From<anyhow::Error> for Failure {
     }
 }
 
-impl From<config::ConfigError> for Failure {
-    fn from(err: config::ConfigError) -> Self {
+impl From<daemon::config::ConfigError> for Failure {
+    fn from(err: daemon::config::ConfigError) -> Self {
         Failure::Usage(err.to_string())
     }
 }
@@ -324,24 +323,13 @@ fn data_dir(explicit: Option<PathBuf>) -> PathBuf {
     })
 }
 
-/// The loader every host uses to read a connection's config file.
-fn loader() -> daemon::host::ConfigLoader {
-    std::sync::Arc::new(|path: Option<&std::path::Path>| {
-        let loaded = match path {
-            Some(p) => config::load(Some(p)),
-            None => Ok((config::Config::default(), None)),
-        };
-        loaded.map(|(c, _)| c.host()).map_err(|e| e.to_string())
-    })
-}
-
 /// The config file a connection's tools come from: `--config`, else the
 /// default file when it exists. Made absolute: the daemon's working
 /// directory is not ours.
 fn connection_config_path(explicit: Option<&std::path::Path>) -> Option<PathBuf> {
     let path = match explicit {
         Some(p) => Some(p.to_path_buf()),
-        None => config::default_path().filter(|p| p.exists()),
+        None => daemon::config::default_path().filter(|p| p.exists()),
     };
     path.map(|p| std::path::absolute(&p).unwrap_or(p))
 }
@@ -496,7 +484,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
     match cli.command {
         Command::Mcp { preset, log_file } if cli.standalone => {
             memory::tune_allocator();
-            let (config, config_path) = config::load(cli.config.as_deref())?;
+            let (config, config_path) = daemon::config::load(cli.config.as_deref())?;
             let log_file = log_file.or_else(|| config.log.file.clone());
             logging::init(config.log.level.as_deref(), log_file.as_deref())
                 .map_err(Failure::Other)?;
@@ -509,7 +497,6 @@ fn run(cli: Cli) -> Result<(), Failure> {
                 preset: preset.map(|p| p.0),
                 config_path,
                 data_dir: data_dir(cli.data_dir.clone()),
-                loader: loader(),
             };
             let runtime = tokio::runtime::Builder::new_multi_thread()
                 .enable_all()
@@ -526,7 +513,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
         } => {
             // The config is checked here, so a bad one is this command's
             // error (exit 2), before any daemon is involved.
-            config::load(cli.config.as_deref())?;
+            daemon::config::load(cli.config.as_deref())?;
             first_contact_hint();
             let options = daemon::client::bridge::BridgeOptions {
                 paths: daemon_paths(cli.data_dir.clone()),
@@ -547,14 +534,13 @@ fn run(cli: Cli) -> Result<(), Failure> {
             spawned,
         } => {
             memory::tune_allocator();
-            let (config, config_path) = config::load(cli.config.as_deref())?;
+            let (config, config_path) = daemon::config::load(cli.config.as_deref())?;
             logging::init(config.log.level.as_deref(), config.log.file.as_deref())
                 .map_err(Failure::Other)?;
             let options = daemon::server::DaemonOptions {
                 paths: daemon_paths(cli.data_dir.clone()),
                 config: config.host(),
                 config_path: config_path.map(|p| std::path::absolute(&p).unwrap_or(p)),
-                loader: loader(),
                 spawned,
             };
             match daemon::server::run(options) {

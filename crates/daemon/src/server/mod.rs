@@ -35,7 +35,8 @@ use nix::fcntl::Flock;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
-use crate::host::{ConfigLoader, Host, HostConfig};
+use crate::config::HostConfig;
+use crate::host::Host;
 use crate::paths::DaemonPaths;
 use crate::protocol::exchange::request_at;
 use crate::protocol::info::{DaemonInfo, read_info};
@@ -51,8 +52,6 @@ pub struct DaemonOptions {
     /// The config file it was read from (the default for connections that
     /// name none).
     pub config_path: Option<PathBuf>,
-    /// Reads a connection's config file.
-    pub loader: ConfigLoader,
     /// Started by a client: exit quietly when another daemon won the race.
     pub spawned: bool,
 }
@@ -159,7 +158,6 @@ async fn serve(
     let idle_exit = options.config.idle_exit;
     let host = Arc::new(Host::new(
         options.config,
-        options.loader,
         StoreAccess::Held(held.clone()),
         vec![
             paths.data_dir.clone(),
