@@ -25,7 +25,9 @@
 //! * [`store`] — the store held open for the daemon's life;
 //!   [`registry`] — the registry operations run on it.
 //! * [`processes`] — the subreaper, the orphan reaper and the guardian
-//!   that ends the host's sessions if the host dies.
+//!   that ends the host's sessions if the host dies; [`memory`] — the
+//!   allocator policy of a long-running host; [`logging`] — the host's
+//!   log (stderr and a private file, each statement rate-limited).
 //!
 //! * [`config`] — the config file and what the host takes of it
 //!   ([`config::HostConfig`]): the daemon reads it at start-up, reads each
@@ -39,6 +41,8 @@ pub mod client;
 pub mod config;
 pub mod holder;
 pub mod host;
+pub mod logging;
+pub mod memory;
 pub mod paths;
 pub mod processes;
 pub mod protocol;

@@ -8,8 +8,6 @@
 //! own; that lives in `tools-catalog`.
 
 mod demo;
-mod logging;
-mod memory;
 mod registry_cli;
 
 use std::io::Write as _;
@@ -483,10 +481,10 @@ fn registry_backend(
 fn run(cli: Cli) -> Result<(), Failure> {
     match cli.command {
         Command::Mcp { preset, log_file } if cli.standalone => {
-            memory::tune_allocator();
+            daemon::memory::tune_allocator();
             let (config, config_path) = daemon::config::load(cli.config.as_deref())?;
             let log_file = log_file.or_else(|| config.log.file.clone());
-            logging::init(config.log.level.as_deref(), log_file.as_deref())
+            daemon::logging::init(config.log.level.as_deref(), log_file.as_deref())
                 .map_err(Failure::Other)?;
             match &config_path {
                 Some(p) => tracing::info!("config: {}", p.display()),
@@ -533,9 +531,9 @@ fn run(cli: Cli) -> Result<(), Failure> {
             action: None,
             spawned,
         } => {
-            memory::tune_allocator();
+            daemon::memory::tune_allocator();
             let (config, config_path) = daemon::config::load(cli.config.as_deref())?;
-            logging::init(config.log.level.as_deref(), config.log.file.as_deref())
+            daemon::logging::init(config.log.level.as_deref(), config.log.file.as_deref())
                 .map_err(Failure::Other)?;
             let options = daemon::server::DaemonOptions {
                 paths: daemon_paths(cli.data_dir.clone()),
