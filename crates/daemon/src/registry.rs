@@ -107,6 +107,16 @@ fn run(registry: &mut SledRegistry, op: &RegistryOp) -> Result<serde_json::Value
     }
 }
 
+/// Runs `op` on the store in `data_dir` itself, for one locked span (the
+/// registry commands' `--standalone`): as [`execute`].
+pub fn execute_standalone(data_dir: &Path, op: &RegistryOp) -> Result<serde_json::Value, Failure> {
+    let store = workspace_sled::Store::new(data_dir);
+    match store.with_registry(|r| Ok(execute(r, op, data_dir))) {
+        Ok(result) => result,
+        Err(e) => Err(explain(e, data_dir)),
+    }
+}
+
 /// Turns a registry error into one line that says what to do next.
 pub fn explain(error: WorkspaceError, data_dir: &Path) -> Failure {
     let dir = data_dir.display();

@@ -23,6 +23,17 @@ pub struct StandaloneOptions {
     pub data_dir: PathBuf,
 }
 
+/// [`serve_stdio`] on a runtime of its own, blocking until it is done.
+pub fn run(config: HostConfig, options: StandaloneOptions) -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let served = runtime.block_on(serve_stdio(config, options));
+    // Tasks still blocked on stdin must not hold the exit.
+    runtime.shutdown_timeout(Duration::from_secs(1));
+    served
+}
+
 /// Serves one client on stdin/stdout until it disconnects or the process
 /// is asked to stop; SIGHUP reloads the config.
 pub async fn serve_stdio(config: HostConfig, options: StandaloneOptions) -> anyhow::Result<()> {

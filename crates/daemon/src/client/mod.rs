@@ -12,7 +12,7 @@
 //! the losers exit quietly. A daemon of another version is asked by the
 //! new one to hand the store over (see the daemon's `server` module).
 
-use std::io::{BufReader, Read as _, Write as _};
+use std::io::{BufReader, Read as _};
 use std::os::unix::fs::OpenOptionsExt as _;
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt as _;
@@ -23,9 +23,8 @@ mod api;
 pub mod attach;
 pub mod bridge;
 pub mod open;
-pub mod ps;
 
-pub use api::Client;
+pub use api::{Client, Stopped};
 
 use crate::paths::DaemonPaths;
 use crate::protocol::exchange::read_result;
@@ -247,6 +246,16 @@ pub(crate) fn connect(
         }
         std::thread::sleep(Duration::from_millis(10));
     }
+}
+
+/// The daemon that holds the data directory's lock, after a request
+/// failed with `error`: the one the client found already when its socket
+/// was lost, else looked for (see [`crate::holder::find_holder`]).
+pub fn holder_of(paths: &DaemonPaths, error: &ClientError) -> Option<crate::holder::Holder> {
+    if let ClientError::SocketLost { holder, .. } = error {
+        return Some(holder.as_ref().clone());
+    }
+    crate::holder::find_holder(paths)
 }
 
 /// The error for a daemon that holds the data directory and has bound a
@@ -538,15 +547,6 @@ pub fn log_tail(log: &Path) -> String {
         format!("its log {} is empty", log.display())
     } else {
         format!("{tail} (log: {})", log.display())
-    }
-}
-
-/// Writes `text` to stdout; a closed pipe (`| head`) is not an error.
-pub fn emit(text: &str) -> std::io::Result<()> {
-    let mut out = std::io::stdout().lock();
-    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-        other => other,
     }
 }
 

@@ -1,6 +1,8 @@
 //! `dsh ui --open`: hands a browser the page's sign-in link through a
-//! file only this user can read, never on a command line.
+//! file only this user can read, never on a command line
+//! ([`open_in_browser`]).
 
+use std::path::Path;
 use std::time::SystemTime;
 
 /// Writes a page that moves on to the sign-in link `url` into a file only
@@ -51,6 +53,34 @@ pub fn file_url(path: &std::path::Path) -> Result<String, String> {
     url::Url::from_file_path(&absolute)
         .map(String::from)
         .map_err(|()| format!("{} cannot be named by a file:// URL", absolute.display()))
+}
+
+/// Opens the sign-in link `url` in the person's browser (`$BROWSER`,
+/// else `xdg-open`) without putting it on the browser's command line,
+/// where every user of the machine could read it (`ps`): the browser gets
+/// a file only this user can read, whose page moves on to the link.
+/// Returns the browser's name.
+pub fn open_in_browser(runtime_dir: &Path, url: &str) -> Result<String, String> {
+    let browser = std::env::var("BROWSER")
+        .ok()
+        .filter(|b| !b.trim().is_empty())
+        .unwrap_or_else(|| "xdg-open".to_owned());
+    let file = launch_file(runtime_dir, url).map_err(|e| format!("{e}; open the URL yourself"))?;
+    let file_url = file_url(&file).map_err(|e| {
+        let _ = std::fs::remove_file(&file);
+        format!("{e}; open the URL yourself")
+    })?;
+    std::process::Command::new(&browser)
+        .arg(file_url)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .map(|_| browser.clone())
+        .map_err(|e| {
+            let _ = std::fs::remove_file(&file);
+            format!("could not start `{browser}` ({e}); open the URL yourself")
+        })
 }
 
 #[cfg(test)]
