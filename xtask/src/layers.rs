@@ -217,6 +217,33 @@ mod tests {
         }
     }
 
+    /// The binary reaches the daemon only through its typed client: it
+    /// names no request, reply or framing of the protocol.
+    #[test]
+    fn the_binary_never_speaks_the_protocol_itself() {
+        let src = crate::root().join("crates/dsh/src");
+        let mut offenders = Vec::new();
+        for entry in std::fs::read_dir(&src).unwrap() {
+            let path = entry.unwrap().path();
+            let text = std::fs::read_to_string(&path).unwrap();
+            for (i, line) in text.lines().enumerate() {
+                let code = line.split("//").next().unwrap_or("");
+                let speaks = ["Request", "Reply", "Hello", "exchange", "framing"]
+                    .iter()
+                    .any(|name| code.contains(&format!("protocol::{name}")))
+                    || code.contains("protocol::{");
+                if speaks {
+                    offenders.push(format!("{}:{}: {line}", path.display(), i + 1));
+                }
+            }
+        }
+        assert!(
+            offenders.is_empty(),
+            "use daemon::client::Client instead:\n{}",
+            offenders.join("\n")
+        );
+    }
+
     #[test]
     fn references_are_read_from_paths_and_groups_but_not_comments() {
         let text = "\

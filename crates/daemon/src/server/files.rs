@@ -73,7 +73,7 @@ pub(super) fn take_lock(paths: &DaemonPaths) -> Result<Flock<File>, DaemonError>
                 match reply {
                     Ok(reply) if reply.error.is_none() => asked = true,
                     // It will not change its mind: this daemon runs more
-                    // confined than it (see `crate::peer`).
+                    // confined than it (see `super::peer`).
                     Ok(Reply {
                         error: Some(failure),
                         ..

@@ -1,10 +1,10 @@
 //! What the `dsh ui` page reads of this daemon: [`DaemonUiSource`]
 //! answers it from the held store, the host's live state (the snapshot of
-//! [`super::live`], which `dsh ps` reads too) and the host's
+//! `server::live`, which `dsh ps` reads too) and the host's
 //! [`CallHub`](crate::calls::CallHub) of tool calls as they happen.
 //!
 //! The page is served by the `ui` crate; the daemon starts it on the first
-//! `dsh ui` request (see [`super::dispatch`]).
+//! `dsh ui` request (see `server::dispatch`).
 
 use std::collections::HashSet;
 use std::sync::Arc;
