@@ -14,7 +14,7 @@
 //! can hand the store over.
 //!
 //! This module is the daemon's wire format and nothing else: every
-//! request ([`Request`]) and the data of every reply ([`replies`],
+//! request ([`Request`]) and the data of every reply ([`replies`], [`ps`],
 //! [`registry`]), the error codes ([`codes`]), the `daemon.json` record
 //! ([`info`]) and the framing ([`framing`], [`exchange`]). It depends on
 //! no other module of the crate: the client and the server both use it,
