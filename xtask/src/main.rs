@@ -29,6 +29,8 @@ use std::process::{Command, ExitCode};
 use anyhow::{Context as _, bail};
 
 #[cfg(test)]
+mod layers;
+#[cfg(test)]
 mod tidy;
 
 const USAGE: &str = "\

@@ -26,85 +26,14 @@ use serde_json::Value;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tools_catalog::{
-    Answer, Asker, CallContext, Catalog, Confinement, JobsConfig, Owner, Preset, Runtime, Settings,
-    ToolError,
+    Answer, Asker, CallContext, Catalog, Confinement, Owner, Preset, Runtime, ToolError,
 };
 use workspace::{ClientInfo, SessionHeader, SessionId};
 
 use crate::session_log::{LogPolicy, SessionRecorder};
 
+use crate::config::HostConfig;
 use crate::store::StoreAccess;
-pub use ui::UiSettings;
-
-/// What the host needs from the config file.
-#[derive(Debug, Clone, PartialEq)]
-pub struct HostConfig {
-    /// The preset served when the client names none.
-    pub preset: Option<Preset>,
-    /// The tools' settings (result limit, subagent command).
-    pub settings: Settings,
-    /// The job registry's limits (fixed for the host's life).
-    pub jobs: JobsConfig,
-    /// The terminal service's limits (fixed for the host's life).
-    pub terminals: terminal_pty::TerminalConfig,
-    /// The language servers (fixed for the host's life).
-    pub lsp: lsp_rust_analyzer::LspConfig,
-    /// The log's file and filter (fixed for the host's life).
-    pub log: (Option<PathBuf>, Option<String>),
-    /// Whether the session log keeps commands, prompts and argv (`[log]
-    /// commands`; per connection).
-    pub log_commands: bool,
-    /// Whether a session's language servers start when it connects (`[lsp]
-    /// eager`; fixed for the host's life).
-    pub lsp_eager: bool,
-    /// How long a daemon with no connection, terminal or job waits before
-    /// it exits.
-    pub idle_exit: Duration,
-    /// The sandbox of every process started for a model (`[sandbox]`;
-    /// per connection, hot-reloadable; language servers keep theirs until
-    /// the host restarts).
-    pub sandbox: tools_catalog::sandbox::SandboxPolicy,
-    /// The environment policy of those processes (`[env]`; as `sandbox`).
-    pub env: tools_catalog::sandbox::EnvPolicy,
-    /// Directories of the host that no sandboxed process may read or
-    /// write (its config directory); the host adds its data and runtime
-    /// directories.
-    pub private_dirs: Vec<PathBuf>,
-    /// Where confined commands' REPLs and shells keep their history and
-    /// profiles, one directory per workspace (`$XDG_STATE_HOME/dsh/repl`);
-    /// `None`: they get none.
-    pub repl_state: Option<PathBuf>,
-    /// Where the `dsh ui` page listens (fixed for the host's life).
-    pub ui: UiSettings,
-}
-
-impl HostConfig {
-    /// The keys that take effect only when the host restarts and differ
-    /// between `self` and `other`.
-    pub fn fixed_differences(&self, other: &HostConfig) -> Vec<&'static str> {
-        let fixed = [
-            (
-                "lsp",
-                self.lsp != other.lsp || self.lsp_eager != other.lsp_eager,
-            ),
-            ("log", self.log != other.log),
-            (
-                "limits (jobs, terminals)",
-                self.jobs != other.jobs || self.terminals != other.terminals,
-            ),
-            ("daemon", self.idle_exit != other.idle_exit),
-            (
-                "sandbox and env of running language servers",
-                self.sandbox != other.sandbox || self.env != other.env,
-            ),
-            ("ui", self.ui != other.ui),
-        ];
-        fixed.iter().filter(|(_, c)| *c).map(|(k, _)| *k).collect()
-    }
-}
-
-/// Reads a config file (`None`: defaults); the error is one line.
-pub type ConfigLoader = Arc<dyn Fn(Option<&Path>) -> Result<HostConfig, String> + Send + Sync>;
 
 /// The tools as configured right now for one connection.
 pub struct ToolLayer {
@@ -229,7 +158,6 @@ pub struct Host {
     lsp_providers: Vec<Arc<lsp_rust_analyzer::StdioLspProvider>>,
     store: StoreAccess,
     config: HostConfig,
-    loader: ConfigLoader,
     connections: Mutex<BTreeMap<u64, ConnectionEntry>>,
     next_connection: std::sync::atomic::AtomicU64,
     /// Pinged whenever a connection comes or goes.
@@ -238,7 +166,7 @@ pub struct Host {
     /// processes.
     private: Vec<PathBuf>,
     /// Every connection's tool calls as they happen (for `dsh ui`).
-    calls: Arc<crate::ui_source::CallHub>,
+    calls: Arc<crate::calls::CallHub>,
 }
 
 impl Host {
@@ -246,12 +174,7 @@ impl Host {
     /// runtime.
     /// `private` names the host's own directories (its data and runtime
     /// directories), which no sandboxed process may read or write.
-    pub fn new(
-        config: HostConfig,
-        loader: ConfigLoader,
-        store: StoreAccess,
-        private: Vec<PathBuf>,
-    ) -> Self {
+    pub fn new(config: HostConfig, store: StoreAccess, private: Vec<PathBuf>) -> Self {
         let servers = Arc::new(confinement(&config, &private));
         let confine: lsp_rust_analyzer::Confine = Arc::new(move |root: &Path| {
             let spawn = servers
@@ -289,17 +212,16 @@ impl Host {
             terminals,
             store,
             config,
-            loader,
             connections: Mutex::new(BTreeMap::new()),
             next_connection: std::sync::atomic::AtomicU64::new(1),
             changed: tokio::sync::Notify::new(),
             private,
-            calls: Arc::new(crate::ui_source::CallHub::default()),
+            calls: Arc::new(crate::calls::CallHub::default()),
         }
     }
 
     /// Every connection's tool calls as they happen.
-    pub fn calls(&self) -> &Arc<crate::ui_source::CallHub> {
+    pub fn calls(&self) -> &Arc<crate::calls::CallHub> {
         &self.calls
     }
 
@@ -323,9 +245,9 @@ impl Host {
         &self.store
     }
 
-    /// Reads a config file with the host's loader.
+    /// Reads a connection's config file (`None`: defaults).
     pub fn load_config(&self, path: Option<&Path>) -> Result<HostConfig, String> {
-        (self.loader)(path)
+        crate::config::load_host(path)
     }
 
     /// Waits until a connection comes or goes.
@@ -948,7 +870,7 @@ mod tests {
     fn the_listed_catalog_fits_its_byte_budget() {
         let mut over = Vec::new();
         for preset in Preset::ALL {
-            let catalog = Catalog::new(preset, &Settings::default());
+            let catalog = Catalog::new(preset, &tools_catalog::Settings::default());
             let result =
                 serde_json::to_value(ListToolsResult::with_all_items(mcp_tools(&catalog))).unwrap();
             let tools = result["tools"].as_array().unwrap();

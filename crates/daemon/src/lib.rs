@@ -2,42 +2,52 @@
 //! (terminals, jobs, shared language servers) and holds the workspace store
 //! open for every agent; `dsh mcp` is a bridge to it.
 //!
-//! * [`daemon`] — the listener on a Unix socket in a private runtime
-//!   directory, the single-daemon lock, idle exit, signals and the
-//!   hand-over of the store to a newer version.
+//! The crate is layered, and a tidy test in the xtask keeps it so (no
+//! module reaches back to itself through `crate::` paths; the protocol
+//! uses no other module; the client and the server never use each other):
+//!
+//! * [`protocol`] — the wire: every request and the data of every reply,
+//!   typed; the error codes; the `daemon.json` record; the framing. It
+//!   depends on nothing of the daemon.
+//! * [`paths`] — where a data directory's daemon keeps its files;
+//!   [`holder`] — finding that daemon through its lock.
+//! * [`client`] — reaching the daemon (starting it when needed) and the
+//!   typed [`client::Client`] the CLI uses; the client halves of `dsh
+//!   attach` and `dsh mcp` (the bridge).
+//! * [`server`] — `dsh daemon`: its files, the listener, the peer check
+//!   ([`server::peer`]), one function per request kind, the live snapshot
+//!   that `dsh ps` and the page both read, and the page's source.
 //! * [`host`] — the MCP server: one [`host::Host`] and one connection per
 //!   client, each with its own `Owner` (shared by the daemon and by
-//!   `dsh mcp --standalone`, see [`standalone`]).
-//! * [`bridge`] — `dsh mcp`: connect (starting the daemon if needed), say
-//!   hello, copy bytes.
-//! * [`protocol`] — the hello, the reply, the frames of `attach`.
-//! * [`peer`] — which clients are refused as possibly sandboxed: those a
-//!   daemon started and those more confined than it (`/proc` marks).
-//! * [`client`], [`registry_ops`], [`ps`], [`attach`] — what the CLI's
-//!   registry commands, `dsh daemon status|stop`, `dsh ps` and
-//!   `dsh attach` do over the socket.
-//! * [`store`] — the store held open for the daemon's life.
-//! * [`ui_source`] — what the `dsh ui` page (the `ui` crate, started by
-//!   the daemon on the first `dsh ui`) reads of the daemon.
+//!   `dsh mcp --standalone`, see [`standalone`]); [`session_log`] records
+//!   each connection's session and its calls ([`calls`] carries them to
+//!   the page as they happen).
+//! * [`store`] — the store held open for the daemon's life;
+//!   [`registry`] — the registry operations run on it.
 //! * [`processes`] — the subreaper, the orphan reaper and the guardian
-//!   that ends the host's sessions if the host dies.
+//!   that ends the host's sessions if the host dies; [`memory`] — the
+//!   allocator policy of a long-running host; [`logging`] — the host's
+//!   log (stderr and a private file, each statement rate-limited).
 //!
-//! This crate does not parse the command line or the config file (the
-//! `dsh` binary does and passes a [`host::HostConfig`] and a loader), and
+//! * [`config`] — the config file and what the host takes of it
+//!   ([`config::HostConfig`]): the daemon reads it at start-up, reads each
+//!   connection's file and reads them all again on a reload.
+//!
+//! This crate does not parse the command line (the `dsh` binary does), and
 //! holds no tool logic (that is `tools-catalog`'s).
 
-pub mod attach;
-pub mod bridge;
+pub mod calls;
 pub mod client;
-pub mod daemon;
+pub mod config;
+pub mod holder;
 pub mod host;
+pub mod logging;
+pub mod memory;
 pub mod paths;
-pub mod peer;
 pub mod processes;
 pub mod protocol;
-pub mod ps;
-pub mod registry_ops;
+pub mod registry;
+pub mod server;
 pub mod session_log;
 pub mod standalone;
 pub mod store;
-pub mod ui_source;

@@ -9,7 +9,8 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use tools_catalog::Preset;
 
-use crate::host::{ConfigLoader, ConnectionSetup, Host, HostConfig, serve_connection};
+use crate::config::HostConfig;
+use crate::host::{ConnectionSetup, Host, serve_connection};
 use crate::store::StoreAccess;
 
 /// How `dsh mcp --standalone` was started.
@@ -20,8 +21,17 @@ pub struct StandaloneOptions {
     pub config_path: Option<PathBuf>,
     /// The store's directory.
     pub data_dir: PathBuf,
-    /// Reads the config file.
-    pub loader: ConfigLoader,
+}
+
+/// [`serve_stdio`] on a runtime of its own, blocking until it is done.
+pub fn run(config: HostConfig, options: StandaloneOptions) -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let served = runtime.block_on(serve_stdio(config, options));
+    // Tasks still blocked on stdin must not hold the exit.
+    runtime.shutdown_timeout(Duration::from_secs(1));
+    served
 }
 
 /// Serves one client on stdin/stdout until it disconnects or the process
@@ -30,7 +40,6 @@ pub async fn serve_stdio(config: HostConfig, options: StandaloneOptions) -> anyh
     crate::processes::start();
     let host = Arc::new(Host::new(
         config.clone(),
-        options.loader,
         StoreAccess::per_operation(&options.data_dir),
         vec![
             options.data_dir.clone(),

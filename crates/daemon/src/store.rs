@@ -15,40 +15,26 @@
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use serde::{Deserialize, Serialize};
-use workspace::{
-    LogEntry, Registry, SessionHeader, SessionId, SessionPersistence as _, SessionStart,
-    StorageError, WorkspaceError,
-};
+use workspace::{Registry, SessionPersistence as _, SessionStart, StorageError, WorkspaceError};
 use workspace_sled::{OpenStore, SledDomain, SledSessions, Store, StoreOptions};
+
+use crate::protocol::records::SessionRecordOp;
 
 /// The registry type on sled.
 pub type SledRegistry = Registry<SledDomain, SledSessions>;
 
-/// One thing the session log writes.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(tag = "op", rename_all = "snake_case")]
-pub enum SessionRecordOp {
-    /// Record a session's header and attach it to its workspace.
-    Begin {
-        /// The header.
-        header: SessionHeader,
-    },
-    /// Append tool calls to a session's log.
-    Log {
-        /// The session.
-        session: SessionId,
-        /// The calls, oldest first.
-        entries: Vec<LogEntry>,
-    },
-}
+/// Where a daemon that handed its store over sends the session records
+/// of the connections it still serves: to the daemon that has the store
+/// now (the server says how; the store knows no socket).
+pub type Forward = std::sync::Arc<dyn Fn(Vec<SessionRecordOp>) -> Result<(), String> + Send + Sync>;
 
 enum Held {
     Open(Box<SledRegistry>),
     /// Not open: opened again by the next operation (after an I/O error).
     Closed,
-    /// Handed over to the daemon listening on this socket.
-    HandedOver(PathBuf),
+    /// Handed over to the daemon listening on this socket; records go
+    /// there.
+    HandedOver(PathBuf, Forward),
 }
 
 /// The store held open by a daemon for its life.
@@ -116,7 +102,7 @@ impl HeldStore {
         action: impl FnOnce(&mut SledRegistry) -> Result<T, WorkspaceError>,
     ) -> Result<T, WorkspaceError> {
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        if let Held::HandedOver(to) = &*state {
+        if let Held::HandedOver(to, _) = &*state {
             return Err(handed_over(to));
         }
         if matches!(*state, Held::Closed) {
@@ -139,16 +125,16 @@ impl HeldStore {
     /// record goes to the daemon that has the store now.
     pub fn record(&self, op: SessionRecordOp) -> Result<Option<SessionStart>, WorkspaceError> {
         let forward_to = match &*self.state.lock().unwrap_or_else(|e| e.into_inner()) {
-            Held::HandedOver(to) => Some(to.clone()),
+            Held::HandedOver(to, forward) => Some((to.clone(), forward.clone())),
             Held::Open(_) | Held::Closed => None,
         };
-        if let Some(to) = forward_to {
+        if let Some((to, forward)) = forward_to {
             // The new daemon may still be opening the store: retry for a
             // while before the record is given up.
             let began = std::time::Instant::now();
             let mut pause = std::time::Duration::from_millis(10);
             loop {
-                match crate::client::forward_records(&to, vec![op.clone()]) {
+                match forward(vec![op.clone()]) {
                     Ok(()) => return Ok(None),
                     Err(e) if began.elapsed() > std::time::Duration::from_secs(15) => {
                         return Err(WorkspaceError::Storage(StorageError::Io {
@@ -172,10 +158,10 @@ impl HeldStore {
     }
 
     /// Closes the store (every write was flushed when it was made) and
-    /// forwards later records to the daemon at `to`.
-    pub fn hand_over(&self, to: &Path) {
+    /// has `forward` send later records to the daemon at `to`.
+    pub fn hand_over(&self, to: &Path, forward: Forward) {
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        *state = Held::HandedOver(to.to_path_buf());
+        *state = Held::HandedOver(to.to_path_buf(), forward);
     }
 
     /// Closes the store for good (the daemon is exiting).
@@ -224,6 +210,7 @@ mod tests {
     use super::*;
     use pretty_assertions::assert_eq;
     use std::time::Duration;
+    use workspace::{LogEntry, SessionHeader, SessionId};
 
     #[test]
     fn a_held_store_is_the_only_opener_and_serves_from_memory() {

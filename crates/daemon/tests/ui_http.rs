@@ -10,9 +10,11 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicUsize;
 use std::time::{Duration, Instant};
 
-use daemon::host::{Host, HostConfig, UiSettings};
-use daemon::store::{HeldStore, SessionRecordOp, StoreAccess};
-use daemon::ui_source::DaemonUiSource;
+use daemon::config::{HostConfig, UiSettings};
+use daemon::host::Host;
+use daemon::protocol::records::SessionRecordOp;
+use daemon::server::page::DaemonUiSource;
+use daemon::store::{HeldStore, StoreAccess};
 use pretty_assertions::assert_eq;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio_util::sync::CancellationToken;
@@ -77,10 +79,8 @@ async fn page_with(fill: impl FnOnce(&HeldStore, &Path) + Send + 'static) -> Pag
     .await
     .unwrap();
     let held = Arc::new(held);
-    let loader: daemon::host::ConfigLoader = Arc::new(|_| Ok(host_config()));
     let host = Arc::new(Host::new(
         host_config(),
-        loader,
         StoreAccess::Held(held.clone()),
         Vec::new(),
     ));
@@ -683,10 +683,8 @@ async fn a_fixed_port_in_use_is_refused_with_its_code() {
     let port = taken.local_addr().unwrap().port();
     let tmp = tempfile::tempdir().unwrap();
     let held = Arc::new(HeldStore::open(tmp.path(), Duration::from_secs(5)).unwrap());
-    let loader: daemon::host::ConfigLoader = Arc::new(|_| Ok(host_config()));
     let host = Arc::new(Host::new(
         host_config(),
-        loader,
         StoreAccess::Held(held.clone()),
         Vec::new(),
     ));

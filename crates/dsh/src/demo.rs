@@ -29,7 +29,7 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tools_catalog::{CallContext, Catalog, Owner, Preset, Runtime, Settings, ToolReply};
 
-use crate::config::{Config, SubagentConfig};
+use daemon::config::{Config, SubagentConfig};
 
 /// Which scenario to run.
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]

@@ -7,17 +7,17 @@
 //! `dsh attach` and the registry commands. It holds no tool logic of its
 //! own; that lives in `tools-catalog`.
 
-mod config;
 mod demo;
-mod logging;
-mod memory;
+mod output;
 mod registry_cli;
 
 use std::io::Write as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
+use daemon::client::{Client, ClientError, StartSpec, Stopped, bridge};
+use daemon::paths::DaemonPaths;
 use tools_catalog::Preset;
 
 const ABOUT: &str = "Tools for AI coding agents — one-shot bash, persistent terminals, \
@@ -183,35 +183,6 @@ Examples:
   dsh ui                 print a one-time sign-in link
   dsh ui --open          open the page in your browser ($BROWSER, else xdg-open)";
 
-/// Opens the sign-in link `url` in the person's browser (`$BROWSER`,
-/// else `xdg-open`) without putting it on the browser's command line,
-/// where every user of the machine could read it (`ps`): the browser gets
-/// a file only this user can read, whose page moves on to the link.
-/// Returns the browser's name.
-fn open_in_browser(runtime_dir: &std::path::Path, url: &str) -> Result<String, String> {
-    let browser = std::env::var("BROWSER")
-        .ok()
-        .filter(|b| !b.trim().is_empty())
-        .unwrap_or_else(|| "xdg-open".to_owned());
-    let file = daemon::ui_source::launch_file(runtime_dir, url)
-        .map_err(|e| format!("{e}; open the URL yourself"))?;
-    let file_url = daemon::ui_source::file_url(&file).map_err(|e| {
-        let _ = std::fs::remove_file(&file);
-        format!("{e}; open the URL yourself")
-    })?;
-    std::process::Command::new(&browser)
-        .arg(file_url)
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .map(|_| browser.clone())
-        .map_err(|e| {
-            let _ = std::fs::remove_file(&file);
-            format!("could not start `{browser}` ({e}); open the URL yourself")
-        })
-}
-
 /// `dsh daemon` subcommands.
 #[derive(Debug, Subcommand)]
 enum DaemonAction {
@@ -225,29 +196,22 @@ enum DaemonAction {
     Stop,
 }
 
-#[derive(Debug, Clone, Copy, ValueEnum)]
-enum PresetArg {
-    /// `bash` only.
-    Minimal,
-    /// Every tool.
-    Full,
-}
+/// A preset on the command line: its names are the presets' own
+/// ([`Preset::name`]), so `tools-catalog` is the one parser of a name.
+#[derive(Debug, Clone, Copy)]
+struct PresetArg(Preset);
 
-impl PresetArg {
-    fn name(self) -> &'static str {
-        match self {
-            PresetArg::Minimal => "minimal",
-            PresetArg::Full => "full",
-        }
+impl ValueEnum for PresetArg {
+    fn value_variants<'a>() -> &'a [Self] {
+        &[PresetArg(Preset::Minimal), PresetArg(Preset::Full)]
     }
-}
 
-impl From<PresetArg> for Preset {
-    fn from(p: PresetArg) -> Self {
-        match p {
-            PresetArg::Minimal => Preset::Minimal,
-            PresetArg::Full => Preset::Full,
-        }
+    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
+        let help = match self.0 {
+            Preset::Minimal => "`bash` only",
+            Preset::Full => "Every tool",
+        };
+        Some(clap::builder::PossibleValue::new(self.0.name()).help(help))
     }
 }
 
@@ -267,13 +231,13 @@ fn main() -> ExitCode {
         // Messages quote paths, titles and keys: no control character in
         // them reaches the terminal unescaped.
         Err(Failure::Usage(message)) => {
-            eprintln!("dsh: {}", registry_cli::escape_controls(&message, false));
+            eprintln!("dsh: {}", output::escape_controls(&message, false));
             ExitCode::from(2)
         }
         Err(Failure::Other(err)) => {
             eprintln!(
                 "dsh: {}",
-                registry_cli::escape_controls(&format!("{err:#}"), false)
+                output::escape_controls(&format!("{err:#}"), false)
             );
             ExitCode::from(1)
         }
@@ -290,8 +254,8 @@ enum Failure {
     Exit(u8),
 }
 
-impl From<daemon::client::ClientError> for Failure {
-    fn from(err: daemon::client::ClientError) -> Self {
+impl From<ClientError> for Failure {
+    fn from(err: ClientError) -> Self {
         Failure::Other(anyhow::anyhow!(err.to_string()))
     }
 }
@@ -302,8 +266,8 @@ impl From<anyhow::Error> for Failure {
     }
 }
 
-impl From<config::ConfigError> for Failure {
-    fn from(err: config::ConfigError) -> Self {
+impl From<daemon::config::ConfigError> for Failure {
+    fn from(err: daemon::config::ConfigError) -> Self {
         Failure::Usage(err.to_string())
     }
 }
@@ -331,54 +295,199 @@ fn data_dir(explicit: Option<PathBuf>) -> PathBuf {
     })
 }
 
-/// The loader every host uses to read a connection's config file.
-fn loader() -> daemon::host::ConfigLoader {
-    std::sync::Arc::new(|path: Option<&std::path::Path>| {
-        let loaded = match path {
-            Some(p) => config::load(Some(p)),
-            None => Ok((config::Config::default(), None)),
-        };
-        loaded.map(|(c, _)| c.host()).map_err(|e| e.to_string())
-    })
-}
-
 /// The config file a connection's tools come from: `--config`, else the
 /// default file when it exists. Made absolute: the daemon's working
 /// directory is not ours.
-fn connection_config_path(explicit: Option<&std::path::Path>) -> Option<PathBuf> {
+fn connection_config_path(explicit: Option<&Path>) -> Option<PathBuf> {
     let path = match explicit {
         Some(p) => Some(p.to_path_buf()),
-        None => config::default_path().filter(|p| p.exists()),
+        None => daemon::config::default_path().filter(|p| p.exists()),
     };
     path.map(|p| std::path::absolute(&p).unwrap_or(p))
 }
 
-fn daemon_paths(data_dir: Option<PathBuf>) -> daemon::paths::DaemonPaths {
-    daemon::paths::DaemonPaths::new(&self::data_dir(data_dir))
+fn daemon_paths(data_dir: Option<PathBuf>) -> DaemonPaths {
+    DaemonPaths::new(&self::data_dir(data_dir))
 }
 
-/// The daemon that holds the data directory's lock, after a request
-/// failed with `error`: the one the client found already when its socket
-/// was lost, else looked for (see `daemon::daemon::find_holder`).
-fn holder_of(
-    paths: &daemon::paths::DaemonPaths,
-    error: &daemon::client::ClientError,
-) -> Option<daemon::daemon::Holder> {
-    if let daemon::client::ClientError::SocketLost { holder, .. } = error {
-        return Some(holder.as_ref().clone());
+fn start_spec(config_arg: Option<&Path>) -> Result<StartSpec, Failure> {
+    Ok(StartSpec::this_program(config_arg.map(|p| {
+        std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf())
+    }))?)
+}
+
+/// Where the registry commands run: in the daemon (started if needed), or
+/// on the store directly with --standalone.
+fn registry_backend(cli: &Globals) -> Result<registry_cli::Backend, Failure> {
+    let dir = self::data_dir(cli.data_dir.clone());
+    Ok(if cli.standalone {
+        registry_cli::Backend::Standalone { data_dir: dir }
+    } else {
+        registry_cli::Backend::Daemon(Client::starting(
+            DaemonPaths::new(&dir),
+            start_spec(cli.config.as_deref())?,
+        ))
+    })
+}
+
+/// The options every command takes.
+struct Globals {
+    config: Option<PathBuf>,
+    data_dir: Option<PathBuf>,
+    standalone: bool,
+}
+
+fn run(cli: Cli) -> Result<(), Failure> {
+    let Cli {
+        config,
+        data_dir,
+        standalone,
+        command,
+    } = cli;
+    let cli = Globals {
+        config,
+        data_dir,
+        standalone,
+    };
+    let paths = || daemon_paths(cli.data_dir.clone());
+    match command {
+        Command::Mcp { preset, log_file } if cli.standalone => {
+            mcp_standalone(&cli, preset.map(|p| p.0), log_file)
+        }
+        Command::Mcp { preset, .. } => mcp_bridge(&cli, preset.map(|p| p.0)),
+        Command::Daemon {
+            action: None,
+            spawned,
+        } => daemon_run(&cli, spawned),
+        Command::Daemon {
+            action: Some(DaemonAction::Status { json }),
+            ..
+        } => daemon_status(&paths(), json),
+        Command::Daemon {
+            action: Some(DaemonAction::Stop),
+            ..
+        } => daemon_stop(&paths()),
+        Command::Ps { json } => ps(&paths(), json),
+        Command::Attach { id, write } => {
+            let line = Client::new(paths()).attach(&id, write)?;
+            eprintln!("dsh: {line}");
+            Ok(())
+        }
+        Command::Ui { open } => ui(&cli, &paths(), open),
+        Command::Workspace(command) => Ok(registry_cli::run_workspace(
+            command,
+            &registry_backend(&cli)?,
+        )?),
+        Command::Session(command) => Ok(registry_cli::run_session(
+            command,
+            &registry_backend(&cli)?,
+        )?),
+        Command::Demo { scenario } => Ok(demo::run(scenario)?),
+        Command::Guardian => {
+            daemon::processes::serve_guardian();
+            Ok(())
+        }
+        Command::Catalog { preset, format } => {
+            let text = match format {
+                Format::Md => tools_catalog::catalog_markdown_for(preset.0),
+                Format::Json => {
+                    serde_json::to_string_pretty(&tools_catalog::catalog_json(preset.0))
+                        .map_err(|e| Failure::Other(e.into()))?
+                }
+            };
+            let mut out = std::io::stdout().lock();
+            let _ = writeln!(out, "{text}");
+            Ok(())
+        }
     }
-    daemon::daemon::find_holder(paths)
+}
+
+/// `dsh mcp --standalone`: one client served in this process.
+fn mcp_standalone(
+    cli: &Globals,
+    preset: Option<Preset>,
+    log_file: Option<PathBuf>,
+) -> Result<(), Failure> {
+    daemon::memory::tune_allocator();
+    let (config, config_path) = daemon::config::load(cli.config.as_deref())?;
+    let log_file = log_file.or_else(|| config.log.file.clone());
+    daemon::logging::init(config.log.level.as_deref(), log_file.as_deref())
+        .map_err(Failure::Other)?;
+    match &config_path {
+        Some(p) => tracing::info!("config: {}", p.display()),
+        None => tracing::info!("config: none found, using defaults"),
+    }
+    first_contact_hint();
+    let options = daemon::standalone::StandaloneOptions {
+        preset,
+        config_path,
+        data_dir: data_dir(cli.data_dir.clone()),
+    };
+    Ok(daemon::standalone::run(config.host(), options)?)
+}
+
+/// `dsh mcp`: a bridge to the daemon (started when none runs).
+fn mcp_bridge(cli: &Globals, preset: Option<Preset>) -> Result<(), Failure> {
+    // The config is checked here, so a bad one is this command's error
+    // (exit 2), before any daemon is involved.
+    daemon::config::load(cli.config.as_deref())?;
+    first_contact_hint();
+    let options = bridge::BridgeOptions {
+        paths: daemon_paths(cli.data_dir.clone()),
+        preset: preset.map(|p| p.name().to_owned()),
+        config: connection_config_path(cli.config.as_deref()),
+        start: start_spec(cli.config.as_deref())?,
+    };
+    match bridge::run(options)? {
+        bridge::BridgeEnd::Closed => Ok(()),
+        bridge::BridgeEnd::DaemonGone(line) => {
+            eprintln!("dsh: {line}");
+            Err(Failure::Exit(1))
+        }
+    }
+}
+
+/// `dsh daemon`: the daemon, in the foreground.
+fn daemon_run(cli: &Globals, spawned: bool) -> Result<(), Failure> {
+    daemon::memory::tune_allocator();
+    let (config, config_path) = daemon::config::load(cli.config.as_deref())?;
+    daemon::logging::init(config.log.level.as_deref(), config.log.file.as_deref())
+        .map_err(Failure::Other)?;
+    let options = daemon::server::DaemonOptions {
+        paths: daemon_paths(cli.data_dir.clone()),
+        config: config.host(),
+        config_path: config_path.map(|p| std::path::absolute(&p).unwrap_or(p)),
+        spawned,
+    };
+    match daemon::server::run(options) {
+        Ok(()) => Ok(()),
+        Err(daemon::server::DaemonError::AlreadyRunning { .. }) if spawned => Ok(()),
+        Err(e) => Err(Failure::Other(anyhow::anyhow!(e.to_string()))),
+    }
+}
+
+/// `dsh daemon status`.
+fn daemon_status(paths: &DaemonPaths, json: bool) -> Result<(), Failure> {
+    let status = match Client::new(paths.clone()).status() {
+        Ok(status) => status,
+        Err(e @ (ClientError::SocketLost { .. } | ClientError::NotTheDaemon(_))) => {
+            return Err(unreachable_daemon_status(paths, json, e));
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let text = if json {
+        output::to_json(&status)?
+    } else {
+        output::status(&status)
+    };
+    Ok(output::emit(&text)?)
 }
 
 /// `dsh daemon status` for a daemon that holds the data directory but
 /// cannot be reached through the socket (`error`): what it recorded,
 /// and why it is unreachable (exit 1).
-fn unreachable_daemon_status(
-    paths: &daemon::paths::DaemonPaths,
-    json: bool,
-    error: daemon::client::ClientError,
-) -> Failure {
-    let Some(holder) = holder_of(paths, &error) else {
+fn unreachable_daemon_status(paths: &DaemonPaths, json: bool, error: ClientError) -> Failure {
+    let Some(holder) = daemon::client::holder_of(paths, &error) else {
         return error.into();
     };
     let info = &holder.info;
@@ -393,9 +502,8 @@ fn unreachable_daemon_status(
             "reachable": false,
             "error": error.to_string(),
         });
-        let text = serde_json::to_string_pretty(&data).unwrap_or_default();
-        if let Err(e) = daemon::client::emit(&format!("{text}\n")) {
-            return Failure::Other(e.into());
+        if let Err(e) = output::to_json(&data).and_then(|text| output::emit(&text)) {
+            return Failure::Other(e);
         }
         return Failure::Exit(1);
     }
@@ -406,350 +514,67 @@ fn unreachable_daemon_status(
     ))
 }
 
-/// `dsh daemon stop` for a daemon the socket does not lead to (`error`
-/// says why): the one that holds the data directory's lock, checked to be
-/// that daemon (see `daemon::daemon::find_holder`), is sent SIGTERM and
-/// waited for. Without one, nothing runs: said, and not an error when
-/// nothing was found at the socket either.
-fn stop_through_the_lock(
-    paths: &daemon::paths::DaemonPaths,
-    error: daemon::client::ClientError,
-) -> Result<(), Failure> {
-    let Some(holder) = holder_of(paths, &error) else {
-        if let daemon::client::ClientError::NotRunning { data_dir, .. } = &error {
-            return daemon::client::emit(&format!(
-                "no dsh daemon is running for {}; nothing to stop\n",
-                data_dir.display()
-            ))
-            .map_err(|e| Failure::Other(e.into()));
+/// `dsh daemon stop`.
+fn daemon_stop(paths: &DaemonPaths) -> Result<(), Failure> {
+    let text = match Client::new(paths.clone()).stop_and_wait()? {
+        Stopped::Asked { pid } => {
+            format!("stopped the dsh daemon (pid {pid}); its terminals and jobs were ended\n")
         }
-        return Err(error.into());
-    };
-    let pid = holder.info.pid;
-    if !holder.terminate() {
-        // Nothing was sent: it exited meanwhile, or could not be signalled.
-        if holder.runs() {
-            return Err(Failure::Other(anyhow::anyhow!(
-                "could not send SIGTERM to the dsh daemon (pid {pid}), found through its lock as \
-                 its socket {} did not lead to it; it still runs: stop it as the user it runs as \
-                 (its log is {})",
-                holder.info.socket.display(),
-                paths.log.display()
-            )));
-        }
-        return daemon::client::emit(&format!(
+        Stopped::Signalled { pid, socket } => format!(
+            "stopped the dsh daemon (pid {pid}), found through its lock as its socket {} did not \
+             lead to it; its terminals and jobs were ended\n",
+            socket.display()
+        ),
+        Stopped::Gone { pid, socket } => format!(
             "the dsh daemon (pid {pid}), found through its lock as its socket {} did not lead to \
              it, was already gone; nothing to stop\n",
-            holder.info.socket.display()
-        ))
-        .map_err(|e| Failure::Other(e.into()));
+            socket.display()
+        ),
+        Stopped::NotRunning { data_dir } => format!(
+            "no dsh daemon is running for {}; nothing to stop\n",
+            data_dir.display()
+        ),
+    };
+    Ok(output::emit(&text)?)
+}
+
+/// `dsh ps`.
+fn ps(paths: &DaemonPaths, json: bool) -> Result<(), Failure> {
+    let text = match Client::new(paths.clone()).ps() {
+        Ok(snapshot) if json => output::to_json(&snapshot)?,
+        Ok(snapshot) => output::ps(&snapshot),
+        Err(ClientError::NotRunning { .. }) if json => {
+            "{\"daemon\": null, \"connections\": []}\n".to_owned()
+        }
+        Err(ClientError::NotRunning { data_dir, .. }) => format!(
+            "no dsh daemon is running for {}, so no agent is connected\n",
+            data_dir.display()
+        ),
+        Err(e) => return Err(e.into()),
+    };
+    Ok(output::emit(&text)?)
+}
+
+/// `dsh ui [--open]`.
+fn ui(cli: &Globals, paths: &DaemonPaths, open: bool) -> Result<(), Failure> {
+    let start = start_spec(cli.config.as_deref())?;
+    let page = Client::starting(paths.clone(), start).ui()?;
+    if page.exposed {
+        eprintln!(
+            "dsh: warning: [ui] listen exposes the page beyond this machine ({}); anyone who reaches it and signs in (each link works once, for 15 minutes) or holds the secret of its token file can watch every agent and type into its terminals",
+            output::cell(&page.address)
+        );
     }
-    wait_for_exit(paths, pid, " of SIGTERM", || holder.runs())?;
-    daemon::client::emit(&format!(
-        "stopped the dsh daemon (pid {pid}), found through its lock as its socket {} did not \
-         lead to it; its terminals and jobs were ended\n",
-        holder.info.socket.display()
-    ))
-    .map_err(|e| Failure::Other(e.into()))
-}
-
-/// Waits up to 60 s for the dsh daemon `pid`, asked to stop, to exit
-/// (`runs` tells whether it still runs); the error says how long, `since`
-/// what (`" of SIGTERM"`, or nothing), and where its log is.
-fn wait_for_exit(
-    paths: &daemon::paths::DaemonPaths,
-    pid: u32,
-    since: &str,
-    runs: impl Fn() -> bool,
-) -> Result<(), Failure> {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while runs() {
-        if std::time::Instant::now() > deadline {
-            return Err(Failure::Other(anyhow::anyhow!(
-                "the dsh daemon (pid {pid}) did not exit within 60 s{since}; its log is {}",
-                paths.log.display()
-            )));
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    Ok(())
-}
-
-fn start_spec(config_arg: Option<&std::path::Path>) -> Result<daemon::client::StartSpec, Failure> {
-    Ok(daemon::client::StartSpec::this_program(config_arg.map(
-        |p| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf()),
-    ))?)
-}
-
-/// Where the registry commands run: in the daemon (started if needed), or
-/// on the store directly with --standalone.
-fn registry_backend(
-    data_dir: &Option<PathBuf>,
-    standalone: bool,
-    config_arg: Option<&std::path::Path>,
-) -> Result<registry_cli::Backend, Failure> {
-    let dir = self::data_dir(data_dir.clone());
-    Ok(if standalone {
-        registry_cli::Backend::Standalone { data_dir: dir }
-    } else {
-        registry_cli::Backend::Daemon {
-            paths: daemon::paths::DaemonPaths::new(&dir),
-            start: start_spec(config_arg)?,
-        }
-    })
-}
-
-fn run(cli: Cli) -> Result<(), Failure> {
-    match cli.command {
-        Command::Mcp { preset, log_file } if cli.standalone => {
-            memory::tune_allocator();
-            let (config, config_path) = config::load(cli.config.as_deref())?;
-            let log_file = log_file.or_else(|| config.log.file.clone());
-            logging::init(config.log.level.as_deref(), log_file.as_deref())
-                .map_err(Failure::Other)?;
-            match &config_path {
-                Some(p) => tracing::info!("config: {}", p.display()),
-                None => tracing::info!("config: none found, using defaults"),
-            }
-            first_contact_hint();
-            let options = daemon::standalone::StandaloneOptions {
-                preset: preset.map(Preset::from),
-                config_path,
-                data_dir: data_dir(cli.data_dir.clone()),
-                loader: loader(),
-            };
-            let runtime = tokio::runtime::Builder::new_multi_thread()
-                .enable_all()
-                .build()
-                .map_err(|e| Failure::Other(e.into()))?;
-            let served = runtime.block_on(daemon::standalone::serve_stdio(config.host(), options));
-            // Tasks still blocked on stdin must not hold the exit.
-            runtime.shutdown_timeout(std::time::Duration::from_secs(1));
-            Ok(served?)
-        }
-        Command::Mcp {
-            preset,
-            log_file: _,
-        } => {
-            // The config is checked here, so a bad one is this command's
-            // error (exit 2), before any daemon is involved.
-            config::load(cli.config.as_deref())?;
-            first_contact_hint();
-            let options = daemon::bridge::BridgeOptions {
-                paths: daemon_paths(cli.data_dir.clone()),
-                preset: preset.map(|p| p.name().to_owned()),
-                config: connection_config_path(cli.config.as_deref()),
-                start: start_spec(cli.config.as_deref())?,
-            };
-            match daemon::bridge::run(options)? {
-                daemon::bridge::BridgeEnd::Closed => Ok(()),
-                daemon::bridge::BridgeEnd::DaemonGone(line) => {
-                    eprintln!("dsh: {line}");
-                    Err(Failure::Exit(1))
-                }
-            }
-        }
-        Command::Daemon {
-            action: None,
-            spawned,
-        } => {
-            memory::tune_allocator();
-            let (config, config_path) = config::load(cli.config.as_deref())?;
-            logging::init(config.log.level.as_deref(), config.log.file.as_deref())
-                .map_err(Failure::Other)?;
-            let options = daemon::daemon::DaemonOptions {
-                paths: daemon_paths(cli.data_dir.clone()),
-                config: config.host(),
-                config_path: config_path.map(|p| std::path::absolute(&p).unwrap_or(p)),
-                loader: loader(),
-                spawned,
-            };
-            match daemon::daemon::run(options) {
-                Ok(()) => Ok(()),
-                Err(daemon::daemon::DaemonError::AlreadyRunning { .. }) if spawned => Ok(()),
-                Err(e) => Err(Failure::Other(anyhow::anyhow!(e.to_string()))),
-            }
-        }
-        Command::Daemon {
-            action: Some(DaemonAction::Status { json }),
-            ..
-        } => {
-            let paths = daemon_paths(cli.data_dir.clone());
-            let reply =
-                match daemon::client::request(&paths, daemon::protocol::Request::Status, None) {
-                    Ok(reply) => reply,
-                    Err(
-                        e @ (daemon::client::ClientError::SocketLost { .. }
-                        | daemon::client::ClientError::NotTheDaemon(_)),
-                    ) => return Err(unreachable_daemon_status(&paths, json, e)),
-                    Err(e) => return Err(e.into()),
-                };
-            let text = if json {
-                format!(
-                    "{}\n",
-                    serde_json::to_string_pretty(&reply.data)
-                        .map_err(|e| Failure::Other(e.into()))?
-                )
-            } else {
-                let d = &reply.data;
-                let field = |k: &str| {
-                    d.get(k)
-                        .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_owned))
-                        .unwrap_or_default()
-                };
-                let page = match d.get("page") {
-                    Some(p) if p.is_object() => format!(
-                        "http://{} · {} watching live",
-                        p.get("address").and_then(|a| a.as_str()).unwrap_or("?"),
-                        p.get("viewers")
-                            .and_then(serde_json::Value::as_u64)
-                            .unwrap_or(0),
-                    ),
-                    _ => "not served (`dsh ui` serves it)".to_owned(),
-                };
-                format!(
-                    "dsh daemon running: pid {} · version {} · up {} s\nsocket       {}\ndata dir     {}\nlog          {}\nconnections  {}\nidle exit    {} s\npage         {page}\n",
-                    field("pid"),
-                    field("version"),
-                    field("uptime_s"),
-                    field("socket"),
-                    field("data_dir"),
-                    field("log"),
-                    field("connections"),
-                    field("idle_exit_s"),
-                )
-            };
-            daemon::client::emit(&text).map_err(|e| Failure::Other(e.into()))?;
-            Ok(())
-        }
-        Command::Daemon {
-            action: Some(DaemonAction::Stop),
-            ..
-        } => {
-            let paths = daemon_paths(cli.data_dir.clone());
-            let reply = match daemon::client::request(&paths, daemon::protocol::Request::Stop, None)
-            {
-                Ok(reply) => reply,
-                // Not reachable through the socket: found, and checked,
-                // through its lock instead.
-                Err(e @ daemon::client::ClientError::NotRunning { .. })
-                | Err(e @ daemon::client::ClientError::SocketLost { .. })
-                | Err(e @ daemon::client::ClientError::NotTheDaemon(_)) => {
-                    return stop_through_the_lock(&paths, e);
-                }
-                Err(e) => return Err(e.into()),
-            };
-            // It ends every terminal and job first; wait until it is gone.
-            wait_for_exit(&paths, reply.pid, "", || {
-                daemon::daemon::pid_alive(reply.pid)
-            })?;
-            daemon::client::emit(&format!(
-                "stopped the dsh daemon (pid {}); its terminals and jobs were ended\n",
-                reply.pid
-            ))
-            .map_err(|e| Failure::Other(e.into()))?;
-            Ok(())
-        }
-        Command::Ps { json } => {
-            let paths = daemon_paths(cli.data_dir.clone());
-            let reply = match daemon::client::request(&paths, daemon::protocol::Request::Ps, None) {
-                Ok(reply) => reply,
-                Err(daemon::client::ClientError::NotRunning { data_dir, .. }) => {
-                    let text = if json {
-                        "{\"daemon\": null, \"connections\": []}\n".to_owned()
-                    } else {
-                        format!(
-                            "no dsh daemon is running for {}, so no agent is connected\n",
-                            data_dir.display()
-                        )
-                    };
-                    daemon::client::emit(&text).map_err(|e| Failure::Other(e.into()))?;
-                    return Ok(());
-                }
-                Err(e) => return Err(e.into()),
-            };
-            let text = if json {
-                format!(
-                    "{}\n",
-                    serde_json::to_string_pretty(&reply.data)
-                        .map_err(|e| Failure::Other(e.into()))?
-                )
-            } else {
-                let snapshot: daemon::ps::Snapshot =
-                    serde_json::from_value(reply.data).map_err(|e| {
-                        Failure::Other(anyhow::anyhow!(
-                            "the daemon's answer was not understood: {e}"
-                        ))
-                    })?;
-                daemon::ps::render(&snapshot)
-            };
-            daemon::client::emit(&text).map_err(|e| Failure::Other(e.into()))?;
-            Ok(())
-        }
-        Command::Attach { id, write } => {
-            let paths = daemon_paths(cli.data_dir.clone());
-            let line = daemon::attach::run(&paths, &id, write)?;
-            eprintln!("dsh: {line}");
-            Ok(())
-        }
-        Command::Ui { open } => {
-            let paths = daemon_paths(cli.data_dir.clone());
-            let start = start_spec(cli.config.as_deref())?;
-            let reply =
-                daemon::client::request(&paths, daemon::protocol::Request::Ui, Some(&start))?;
-            let url = reply
-                .data
-                .get("url")
-                .and_then(|u| u.as_str())
-                .ok_or_else(|| Failure::Other(anyhow::anyhow!("the dsh daemon gave no URL")))?;
-            if reply.data.get("exposed").and_then(|e| e.as_bool()) == Some(true) {
+    if open {
+        match daemon::client::open::open_in_browser(&paths.runtime_dir, &page.url) {
+            Ok(browser) => {
                 eprintln!(
-                    "dsh: warning: [ui] listen exposes the page beyond this machine ({}); anyone who reaches it and signs in (each link works once, for 15 minutes) or holds the secret of its token file can watch every agent and type into its terminals",
-                    reply
-                        .data
-                        .get("address")
-                        .and_then(|a| a.as_str())
-                        .unwrap_or("?")
+                    "dsh: opened the page in `{browser}` (through a file only you can read); `dsh ui` prints a link for another browser"
                 );
+                return Ok(());
             }
-            if open {
-                match open_in_browser(&paths.runtime_dir, url) {
-                    Ok(browser) => {
-                        eprintln!(
-                            "dsh: opened the page in `{browser}` (through a file only you can read); `dsh ui` prints a link for another browser"
-                        );
-                        return Ok(());
-                    }
-                    Err(e) => eprintln!("dsh: {e}"),
-                }
-            }
-            daemon::client::emit(&format!("{url}\n")).map_err(|e| Failure::Other(e.into()))?;
-            Ok(())
-        }
-        Command::Workspace(command) => {
-            let backend = registry_backend(&cli.data_dir, cli.standalone, cli.config.as_deref())?;
-            Ok(registry_cli::run_workspace(command, &backend)?)
-        }
-        Command::Session(command) => {
-            let backend = registry_backend(&cli.data_dir, cli.standalone, cli.config.as_deref())?;
-            Ok(registry_cli::run_session(command, &backend)?)
-        }
-        Command::Demo { scenario } => Ok(demo::run(scenario)?),
-        Command::Guardian => {
-            daemon::processes::serve_guardian();
-            Ok(())
-        }
-        Command::Catalog { preset, format } => {
-            let text = match format {
-                Format::Md => tools_catalog::catalog_markdown_for(Preset::from(preset)),
-                Format::Json => {
-                    serde_json::to_string_pretty(&tools_catalog::catalog_json(preset.into()))
-                        .map_err(|e| Failure::Other(e.into()))?
-                }
-            };
-            let mut out = std::io::stdout().lock();
-            let _ = writeln!(out, "{text}");
-            Ok(())
+            Err(e) => eprintln!("dsh: {e}"),
         }
     }
+    Ok(output::emit(&format!("{}\n", page.url))?)
 }

@@ -9,11 +9,10 @@
 //! that says what to do next.
 
 use std::fmt::Write as _;
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, Utc};
-use daemon::registry_ops::{
+use daemon::protocol::registry::{
     Archived, Created, RegistryOp, SessionWithWorkspace, SessionsWithWorkspaces,
     WorkspaceWithSessions,
 };
@@ -21,17 +20,13 @@ use serde::Serialize;
 use workspace::{
     ClientInfo, LogEntry, SessionId, SessionRecord, Workspace, WorkspaceId, WorkspaceStatus,
 };
-use workspace_sled::Store;
+
+use crate::output::{cell, emit, key_values, table, to_json};
 
 /// Where a registry command runs.
 pub enum Backend {
     /// In the daemon (started when none runs).
-    Daemon {
-        /// The daemon's files.
-        paths: daemon::paths::DaemonPaths,
-        /// How to start one.
-        start: daemon::client::StartSpec,
-    },
+    Daemon(daemon::client::Client),
     /// On the store directly, one locked span.
     Standalone {
         /// The store's directory.
@@ -43,24 +38,15 @@ impl Backend {
     /// Runs `op` and decodes its result.
     fn call<T: serde::de::DeserializeOwned>(&self, op: RegistryOp) -> anyhow::Result<T> {
         let value = match self {
-            Backend::Daemon { paths, start } => {
-                let request = daemon::protocol::Request::Registry { op };
-                match daemon::client::request(paths, request, Some(start)) {
-                    Ok(reply) => reply.data,
+            Backend::Daemon(client) => {
+                return match client.registry(op) {
+                    Ok(result) => Ok(result),
                     Err(daemon::client::ClientError::Refused(f)) => anyhow::bail!(f.message),
                     Err(e) => anyhow::bail!(e.to_string()),
-                }
+                };
             }
-            Backend::Standalone { data_dir } => {
-                let store = Store::new(data_dir);
-                let result =
-                    store.with_registry(|r| Ok(daemon::registry_ops::execute(r, &op, data_dir)));
-                match result {
-                    Ok(Ok(value)) => value,
-                    Ok(Err(f)) => anyhow::bail!(f.message),
-                    Err(e) => anyhow::bail!(daemon::registry_ops::explain(e, data_dir).message),
-                }
-            }
+            Backend::Standalone { data_dir } => daemon::registry::execute_standalone(data_dir, &op)
+                .map_err(|f| anyhow::anyhow!(f.message))?,
         };
         serde_json::from_value(value)
             .map_err(|e| anyhow::anyhow!("the registry's answer was not understood: {e}"))
@@ -459,78 +445,6 @@ fn set_archived(
     })
 }
 
-/// Writes `text` to stdout; a closed pipe (`| head`) is not an error.
-/// Every value in it was escaped where it was put in; as a last guard, no
-/// control character but the line breaks of the layout reaches the
-/// terminal.
-fn emit(text: &str) -> anyhow::Result<()> {
-    let text = escape_controls(text, true);
-    let mut out = std::io::stdout().lock();
-    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-        Err(e) => Err(anyhow::anyhow!("cannot write to stdout: {e}")),
-    }
-}
-
-/// Pretty JSON in which no string carries a raw control character: JSON
-/// escapes those below U+0020 itself; DEL and the C1 controls (which some
-/// terminals obey) are written as `\u00XX` too.
-fn to_json(value: &impl Serialize) -> anyhow::Result<String> {
-    let raw = serde_json::to_string_pretty(value)?;
-    let mut text = String::with_capacity(raw.len() + 1);
-    for c in raw.chars() {
-        if c.is_control() || is_bidi_control(c) {
-            // Only inside strings: JSON's own layout is ASCII whitespace.
-            if c == '\n' || c == ' ' {
-                text.push(c);
-            } else {
-                let _ = write!(text, "\\u{:04x}", u32::from(c));
-            }
-        } else {
-            text.push(c);
-        }
-    }
-    text.push('\n');
-    Ok(text)
-}
-
-/// True for the Unicode controls that reorder text on screen (bidi
-/// embeddings, overrides and isolates): they can make a path read as
-/// another.
-fn is_bidi_control(c: char) -> bool {
-    matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
-}
-
-/// `text` with every control character (C0, DEL, C1, bidi controls)
-/// written as an escape (`\u{1b}`, `\n`), so nothing it holds can move the
-/// cursor, recolour, retitle or reorder a terminal. With `keep_newlines`,
-/// `\n` stays a line break (for text whose lines are our own layout).
-pub(crate) fn escape_controls(text: &str, keep_newlines: bool) -> String {
-    if !text
-        .chars()
-        .any(|c| (c.is_control() && !(keep_newlines && c == '\n')) || is_bidi_control(c))
-    {
-        return text.to_owned();
-    }
-    let mut out = String::with_capacity(text.len() + 16);
-    for c in text.chars() {
-        if keep_newlines && c == '\n' {
-            out.push(c);
-        } else if c.is_control() || is_bidi_control(c) {
-            out.extend(c.escape_debug());
-            if c.escape_debug().len() == 1 {
-                // Not escaped by Rust's rules (a bidi control): spell it out.
-                out.pop();
-                let _ = write!(out, "\\u{{{:x}}}", u32::from(c));
-            }
-        } else {
-            out.push(c);
-        }
-    }
-    out
-}
-
 /// A workspace as JSON: the registry's fields (in its order) plus the live
 /// `status` and what a command adds.
 #[derive(Serialize)]
@@ -595,15 +509,6 @@ fn shown(path: &Path) -> String {
     cell(&path.to_string_lossy())
 }
 
-/// Makes a value safe for one table cell: control characters are escaped.
-fn cell(value: &str) -> String {
-    if value.chars().any(|c| c.is_control() || is_bidi_control(c)) {
-        escape_controls(value, false)
-    } else {
-        value.to_owned()
-    }
-}
-
 /// A title cut to [`MAX_TITLE_CELL`] characters for a table.
 fn title_cell(title: &str) -> String {
     let title = cell(title);
@@ -613,41 +518,6 @@ fn title_cell(title: &str) -> String {
     let mut cut: String = title.chars().take(MAX_TITLE_CELL - 1).collect();
     cut.push('…');
     cut
-}
-
-/// Aligned columns separated by two spaces; the last column is not padded.
-fn table(header: &[&str], rows: &[Vec<String>]) -> String {
-    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
-    for row in rows {
-        for (width, value) in widths.iter_mut().zip(row) {
-            *width = (*width).max(value.chars().count());
-        }
-    }
-    let mut out = String::new();
-    let header: Vec<String> = header.iter().map(|h| (*h).to_owned()).collect();
-    for row in std::iter::once(&header).chain(rows) {
-        let last = row.len().saturating_sub(1);
-        for (i, (value, width)) in row.iter().zip(&widths).enumerate() {
-            if i == last {
-                out.push_str(value);
-            } else {
-                let pad = width.saturating_sub(value.chars().count());
-                let _ = write!(out, "{value}{:pad$}  ", "");
-            }
-        }
-        out.push('\n');
-    }
-    out
-}
-
-/// A key/value block with the keys aligned.
-fn key_values(pairs: &[(&str, String)]) -> String {
-    let width = pairs.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
-    let mut out = String::new();
-    for (key, value) in pairs {
-        let _ = writeln!(out, "{key:width$}  {value}");
-    }
-    out
 }
 
 fn workspace_table(list: &[Workspace]) -> String {
@@ -821,46 +691,6 @@ mod tests {
     use pretty_assertions::assert_eq;
 
     use super::*;
-
-    #[test]
-    fn table_aligns_columns_and_leaves_the_last_unpadded() {
-        let rows = vec![
-            vec!["a".to_owned(), "long value".to_owned(), "x".to_owned()],
-            vec!["longer".to_owned(), "b".to_owned(), "y y".to_owned()],
-        ];
-        assert_eq!(
-            table(&["K", "V", "LAST"], &rows),
-            "K       V           LAST\n\
-             a       long value  x\n\
-             longer  b           y y\n"
-        );
-    }
-
-    #[test]
-    #[allow(clippy::unwrap_used)]
-    fn control_characters_never_reach_the_terminal_raw() {
-        let evil = "a\u{1b}[2Jb\u{7f}c\u{9b}31md\u{202e}e\nf";
-        assert_eq!(
-            escape_controls(evil, false),
-            "a\\u{1b}[2Jb\\u{7f}c\\u{9b}31md\\u{202e}e\\nf"
-        );
-        assert_eq!(
-            escape_controls(evil, true),
-            "a\\u{1b}[2Jb\\u{7f}c\\u{9b}31md\\u{202e}e\nf"
-        );
-        assert_eq!(cell(evil), escape_controls(evil, false));
-        assert_eq!(
-            shown(Path::new("/tmp/x\u{1b}]0;t\u{7}")),
-            "/tmp/x\\u{1b}]0;t\\u{7}"
-        );
-        let json = to_json(&serde_json::json!({ "title": evil })).unwrap();
-        assert_eq!(
-            json,
-            "{\n  \"title\": \"a\\u001b[2Jb\\u007fc\\u009b31md\\u202ee\\nf\"\n}\n"
-        );
-        let back: serde_json::Value = serde_json::from_str(&json).unwrap();
-        assert_eq!(back["title"], evil);
-    }
 
     #[test]
     fn cells_escape_control_characters_and_long_titles_are_cut() {

@@ -29,10 +29,15 @@
 //! The core is synchronous and runtime-free: the waits are short sleeps,
 //! so async callers run [`end_session`] on a blocking thread. The `tokio`
 //! feature adds [`Leader::exited`]. It knows nothing of terminals or jobs.
+//!
+//! Beside them, the process on the other end of a Unix socket
+//! ([`peer_pid`], [`peer_pidfd`], [`pidfd_alive`]): a server that checks
+//! who connected pins it with the same pidfds.
 
 mod child;
 mod end;
 pub mod guardian;
+mod peer;
 mod reap;
 mod scan;
 mod spawn;
@@ -46,6 +51,7 @@ pub use end::{
     signal_session, wait_until_empty,
 };
 pub use guardian::{serve_guardian, start_guardian};
+pub use peer::{peer_pid, peer_pidfd, pidfd_alive, pidfd_open};
 pub use reap::{become_subreaper, reap_adopted};
 pub use scan::{
     ProcessInfo, all_processes, command_line, live_session_members, parse_stat, process_info,

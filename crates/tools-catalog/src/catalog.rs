@@ -24,7 +24,7 @@ impl Preset {
     pub const ALL: [Preset; 2] = [Preset::Minimal, Preset::Full];
 
     /// The preset's name as written in configs and on the command line.
-    pub fn name(self) -> &'static str {
+    pub const fn name(self) -> &'static str {
         match self {
             Preset::Minimal => "minimal",
             Preset::Full => "full",

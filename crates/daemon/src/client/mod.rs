@@ -1,24 +1,36 @@
 //! Reaching the daemon: connect, starting it when none answers, and say
-//! hello; plus the one-shot requests of the CLI (`dsh workspace …`,
-//! `dsh session …`, `dsh daemon status|stop`, `dsh ps`).
+//! hello; the typed [`Client`] of the CLI's one-shot requests (`dsh
+//! workspace …`, `dsh session …`, `dsh daemon status|stop`, `dsh ps`,
+//! `dsh ui`), and the client halves of `dsh attach` ([`attach`]) and
+//! `dsh mcp` ([`bridge`]). The client depends on the protocol, never on
+//! the server.
 //!
 //! A client that may start a daemon runs `dsh daemon --spawned` detached
 //! (a session of its own, stdio to the daemon's log file) and waits for a
 //! daemon of its own version to answer. Many clients racing to start one
 //! end with exactly one: every candidate takes the daemon lock first, and
 //! the losers exit quietly. A daemon of another version is asked by the
-//! new one to hand the store over (see [`crate::daemon`]).
+//! new one to hand the store over (see the daemon's `server` module).
 
-use std::io::{BufReader, Read as _, Write as _};
+use std::io::{BufReader, Read as _};
 use std::os::unix::fs::OpenOptionsExt as _;
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+mod api;
+pub mod attach;
+pub mod bridge;
+pub mod open;
+
+pub use api::{Client, Stopped};
+
 use crate::paths::DaemonPaths;
+use crate::protocol::exchange::read_result;
 use crate::protocol::{
-    Failure, Hello, MAX_REPLY_LINE, Reply, Request, read_line_blocking, write_line_blocking,
+    Failure, Hello, LineError, MAX_REPLY_LINE, Reply, Request, codes, read_line_blocking,
+    write_line_blocking,
 };
 
 /// How long a daemon may take to answer a hello before the client looks
@@ -47,8 +59,8 @@ pub enum ClientError {
     #[error("{message}")]
     SocketLost {
         /// The daemon, as found and checked (see
-        /// [`crate::daemon::find_holder`]).
-        holder: Box<crate::daemon::Holder>,
+        /// [`crate::holder::find_holder`]).
+        holder: Box<crate::holder::Holder>,
         /// What happened and what to do.
         message: String,
     },
@@ -94,7 +106,7 @@ pub struct Connected {
 }
 
 fn daemon_pid_hint(paths: &DaemonPaths) -> String {
-    crate::daemon::read_info(&paths.info)
+    crate::protocol::info::read_info(&paths.info)
         .map(|i| format!(" (pid {})", i.pid))
         .unwrap_or_default()
 }
@@ -102,7 +114,7 @@ fn daemon_pid_hint(paths: &DaemonPaths) -> String {
 /// Connects and says `hello`. With `start`, a daemon is started when none
 /// answers (or when the one that answers is of another version) and
 /// waited for.
-pub fn connect(
+pub(crate) fn connect(
     paths: &DaemonPaths,
     hello: &Hello,
     start: Option<&StartSpec>,
@@ -145,7 +157,7 @@ pub fn connect(
                     let Some(failure) = reply.error.clone() else {
                         return Err(ClientError::Unreachable("empty reply".into()));
                     };
-                    if failure.code != "VERSION_MISMATCH" || start.is_none() {
+                    if failure.code != codes::VERSION_MISMATCH || start.is_none() {
                         return Err(ClientError::Refused(failure));
                     }
                     last_mismatch = Some(reply);
@@ -198,12 +210,12 @@ pub fn connect(
                 // does not would otherwise have a candidate started every
                 // poll, each leaving at once.
                 Ok(Some(_)) => {
-                    if let Some(holder) = crate::daemon::find_holder(paths)
+                    if let Some(holder) = crate::holder::find_holder(paths)
                         && let Some(lost) = lost_socket_of(paths, holder)
                     {
                         return Err(lost);
                     }
-                    if !crate::daemon::lock_is_held(paths) {
+                    if !crate::holder::lock_is_held(paths) {
                         started = None;
                     }
                 }
@@ -236,16 +248,26 @@ pub fn connect(
     }
 }
 
+/// The daemon that holds the data directory's lock, after a request
+/// failed with `error`: the one the client found already when its socket
+/// was lost, else looked for (see [`crate::holder::find_holder`]).
+pub fn holder_of(paths: &DaemonPaths, error: &ClientError) -> Option<crate::holder::Holder> {
+    if let ClientError::SocketLost { holder, .. } = error {
+        return Some(holder.as_ref().clone());
+    }
+    crate::holder::find_holder(paths)
+}
+
 /// The error for a daemon that holds the data directory and has bound a
 /// socket, but not the one this client looks for: its socket was removed
 /// while it ran (or replaced: the client then found no listener), or it
 /// was started with another runtime directory.
 fn lost_socket(paths: &DaemonPaths) -> Option<ClientError> {
-    lost_socket_of(paths, crate::daemon::find_holder(paths)?)
+    lost_socket_of(paths, crate::holder::find_holder(paths)?)
 }
 
 /// [`lost_socket`] for the daemon `holder`, found already.
-fn lost_socket_of(paths: &DaemonPaths, holder: crate::daemon::Holder) -> Option<ClientError> {
+fn lost_socket_of(paths: &DaemonPaths, holder: crate::holder::Holder) -> Option<ClientError> {
     use std::os::unix::fs::MetadataExt as _;
     if !holder.info.listening {
         return None;
@@ -302,8 +324,7 @@ enum NoAnswer {
 /// again: a daemon taking over writes its file before it binds the
 /// socket), and named if it lasts.
 fn check_peer(paths: &DaemonPaths, stream: &UnixStream) -> Result<(), NoAnswer> {
-    use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
-    let recorded = match crate::daemon::try_read_info(&paths.info) {
+    let recorded = match crate::protocol::info::try_read_info(&paths.info) {
         // The data directory is closed to what the daemon confines.
         Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
             return Err(NoAnswer::Failed(ClientError::Unreachable(format!(
@@ -314,7 +335,7 @@ fn check_peer(paths: &DaemonPaths, stream: &UnixStream) -> Result<(), NoAnswer> 
         }
         read => read.ok().flatten().map(|i| i.pid as i32),
     };
-    let peer = getsockopt(stream, PeerCredentials).ok().map(|c| c.pid());
+    let peer = process_tree::peer_pid(stream);
     if peer.is_some() && peer == recorded {
         return Ok(());
     }
@@ -386,13 +407,14 @@ fn say_hello(
     let reply: Reply = loop {
         match read_line_blocking(&mut reader, MAX_REPLY_LINE) {
             Ok(reply) => break reply,
-            Err(crate::protocol::LineError::Io(e))
+            Err(LineError::Io(e))
                 if matches!(
                     e.kind(),
                     std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
                 ) =>
             {
-                let running = crate::daemon::read_info(&paths.info).is_some_and(|i| runs(i.pid));
+                let running =
+                    crate::protocol::info::read_info(&paths.info).is_some_and(|i| runs(i.pid));
                 if running && asked.elapsed() < HELLO_PATIENCE {
                     continue;
                 }
@@ -406,12 +428,12 @@ fn say_hello(
                     paths.log.display()
                 ))));
             }
-            Err(crate::protocol::LineError::Closed) => {
+            Err(LineError::Closed) => {
                 return Err(NoAnswer::Gone(unreachable(
                     "closed the connection without an answer".into(),
                 )));
             }
-            Err(crate::protocol::LineError::Io(e)) if gone(&e) => {
+            Err(LineError::Io(e)) if gone(&e) => {
                 return Err(NoAnswer::Gone(unreachable(format!("answered badly: {e}"))));
             }
             Err(e) => {
@@ -432,32 +454,10 @@ fn say_hello(
     }))
 }
 
-/// How long a one-shot request may run in the daemon once accepted (a
-/// registry operation waits for its flush; a stop, for every terminal and
-/// job to end).
-pub const RESULT_TIMEOUT: Duration = Duration::from_secs(120);
-
-/// Reads the result line that follows a one-shot request's acceptance.
-fn read_result(stream: &mut BufReader<UnixStream>) -> Result<Reply, String> {
-    stream
-        .get_ref()
-        .set_read_timeout(Some(RESULT_TIMEOUT))
-        .map_err(|e| e.to_string())?;
-    let reply: Reply = read_line_blocking(stream, MAX_REPLY_LINE).map_err(|e| match e {
-        crate::protocol::LineError::Closed => {
-            "the daemon closed the connection before it answered (it stopped or died)".to_owned()
-        }
-        other @ (crate::protocol::LineError::TooLong(_)
-        | crate::protocol::LineError::Malformed(_)
-        | crate::protocol::LineError::Io(_)) => other.to_string(),
-    })?;
-    Ok(reply)
-}
-
 /// One request, one result; starts a daemon when `start` is given. The
 /// daemon accepts at once (so an unreachable one is told apart quickly)
 /// and answers when the request is done.
-pub fn request(
+fn request(
     paths: &DaemonPaths,
     request: Request,
     start: Option<&StartSpec>,
@@ -472,37 +472,6 @@ pub fn request(
     match reply.error {
         Some(failure) => Err(ClientError::Refused(failure)),
         None => Ok(reply),
-    }
-}
-
-/// One request to the daemon at `socket`, without starting one: its
-/// result, or why there is none.
-pub fn request_at(socket: &Path, request: Request) -> Result<Reply, String> {
-    let stream = UnixStream::connect(socket).map_err(|e| e.to_string())?;
-    stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .map_err(|e| e.to_string())?;
-    let mut writer = &stream;
-    write_line_blocking(&mut writer, &Hello::new(request)).map_err(|e| e.to_string())?;
-    let mut reader = BufReader::new(stream);
-    let accepted: Reply =
-        read_line_blocking(&mut reader, MAX_REPLY_LINE).map_err(|e| e.to_string())?;
-    if accepted.error.is_some() {
-        return Ok(accepted);
-    }
-    read_result(&mut reader)
-}
-
-/// Hands session records to the daemon at `socket` (a daemon that gave
-/// its store away forwards its connections' records this way).
-pub fn forward_records(
-    socket: &Path,
-    records: Vec<crate::store::SessionRecordOp>,
-) -> Result<(), String> {
-    let reply = request_at(socket, Request::Record { records })?;
-    match reply.error {
-        None => Ok(()),
-        Some(f) => Err(f.message),
     }
 }
 
@@ -578,15 +547,6 @@ pub fn log_tail(log: &Path) -> String {
         format!("its log {} is empty", log.display())
     } else {
         format!("{tail} (log: {})", log.display())
-    }
-}
-
-/// Writes `text` to stdout; a closed pipe (`| head`) is not an error.
-pub fn emit(text: &str) -> std::io::Result<()> {
-    let mut out = std::io::stdout().lock();
-    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-        other => other,
     }
 }
 
@@ -705,7 +665,7 @@ mod tests {
         // the holder turns out to be a daemon whose socket is gone: the
         // client says so and returns
         let me = std::process::id();
-        let info = crate::daemon::DaemonInfo {
+        let info = crate::protocol::info::DaemonInfo {
             pid: me,
             version: version_of_test(),
             socket: paths.socket.clone(),

@@ -1,136 +1,20 @@
 //! The registry operations behind `dsh workspace …` and `dsh session …`:
 //! what a daemon runs on its held store for the CLI (or the CLI runs on a
 //! store of its own with `--standalone`), and the one-line messages its
-//! errors become.
+//! errors become. The operations and their results are the protocol's
+//! ([`crate::protocol::registry`]).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use serde::{Deserialize, Serialize};
-use workspace::{
-    SessionDetail, SessionId, SessionRecord, StorageError, Workspace, WorkspaceError, WorkspaceId,
-};
+use serde::Serialize;
+use workspace::{StorageError, WorkspaceError};
 
 use crate::protocol::Failure;
+use crate::protocol::registry::{
+    Archived, Created, RegistryOp, SessionWithWorkspace, SessionsWithWorkspaces,
+    WorkspaceWithSessions,
+};
 use crate::store::SledRegistry;
-
-/// One registry operation.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "op", rename_all = "snake_case")]
-pub enum RegistryOp {
-    /// Every workspace in display order.
-    WorkspaceList,
-    /// Register a directory (an absolute path: the daemon's working
-    /// directory is not the caller's).
-    WorkspaceCreate {
-        /// The directory.
-        path: PathBuf,
-        /// Its title.
-        title: Option<String>,
-    },
-    /// One workspace and its sessions.
-    WorkspaceShow {
-        /// The workspace.
-        id: WorkspaceId,
-    },
-    /// Change a title.
-    WorkspaceRename {
-        /// The workspace.
-        id: WorkspaceId,
-        /// The new title.
-        title: String,
-    },
-    /// Move a workspace before another, or to the end.
-    WorkspaceMove {
-        /// The workspace.
-        id: WorkspaceId,
-        /// The anchor.
-        before: Option<WorkspaceId>,
-    },
-    /// Forget a workspace.
-    WorkspaceRemove {
-        /// The workspace.
-        id: WorkspaceId,
-    },
-    /// Sessions, newest first, or one workspace's in its order.
-    SessionList {
-        /// Only this workspace's.
-        workspace: Option<WorkspaceId>,
-    },
-    /// One session with its log.
-    SessionShow {
-        /// The session.
-        id: SessionId,
-    },
-    /// Set or clear a session's archived mark.
-    SessionArchive {
-        /// The session.
-        id: SessionId,
-        /// The new mark.
-        archived: bool,
-    },
-}
-
-impl RegistryOp {
-    /// Whether the operation may write.
-    pub fn mutates(&self) -> bool {
-        match self {
-            RegistryOp::WorkspaceList
-            | RegistryOp::WorkspaceShow { .. }
-            | RegistryOp::SessionList { .. }
-            | RegistryOp::SessionShow { .. } => false,
-            RegistryOp::WorkspaceCreate { .. }
-            | RegistryOp::WorkspaceRename { .. }
-            | RegistryOp::WorkspaceMove { .. }
-            | RegistryOp::WorkspaceRemove { .. }
-            | RegistryOp::SessionArchive { .. } => true,
-        }
-    }
-}
-
-/// `workspace_create`'s result.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Created {
-    /// The workspace that owns the path now.
-    pub workspace: Workspace,
-    /// False when the path was already a workspace.
-    pub created: bool,
-}
-
-/// `workspace_show`'s result.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct WorkspaceWithSessions {
-    /// The workspace.
-    pub workspace: Workspace,
-    /// Its sessions in order.
-    pub sessions: Vec<SessionRecord>,
-}
-
-/// `session_list`'s result.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct SessionsWithWorkspaces {
-    /// The sessions.
-    pub sessions: Vec<SessionRecord>,
-    /// Every workspace (for titles).
-    pub workspaces: Vec<Workspace>,
-}
-
-/// `session_show`'s result.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct SessionWithWorkspace {
-    /// The session and its log.
-    pub detail: SessionDetail,
-    /// Its workspace.
-    pub workspace: Option<Workspace>,
-}
-
-/// `session_archive`'s result.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Archived {
-    /// The mark before.
-    pub was: bool,
-    /// The session after.
-    pub record: SessionRecord,
-}
 
 fn json(value: impl Serialize) -> Result<serde_json::Value, WorkspaceError> {
     serde_json::to_value(value).map_err(|e| {
@@ -220,6 +104,16 @@ fn run(registry: &mut SledRegistry, op: &RegistryOp) -> Result<serde_json::Value
             let record = registry.session_detail(*id)?.session;
             json(Archived { was, record })
         }
+    }
+}
+
+/// Runs `op` on the store in `data_dir` itself, for one locked span (the
+/// registry commands' `--standalone`): as [`execute`].
+pub fn execute_standalone(data_dir: &Path, op: &RegistryOp) -> Result<serde_json::Value, Failure> {
+    let store = workspace_sled::Store::new(data_dir);
+    match store.with_registry(|r| Ok(execute(r, op, data_dir))) {
+        Ok(result) => result,
+        Err(e) => Err(explain(e, data_dir)),
     }
 }
 

@@ -1,21 +1,27 @@
-//! The host's TOML config file.
+//! The host's TOML config file, and what the host takes of it
+//! ([`HostConfig`]).
 //!
 //! Every key is optional; an absent default file means defaults. Unknown
 //! keys and wrong types are errors that name the file, the line and the
-//! key, on one line.
+//! key, on one line. It lives with the daemon, which reads it at start-up,
+//! reads each connection's file ([`load_host`]) and reads them all again
+//! on a reload.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use serde::Deserialize;
 use tools_catalog::{JobsConfig, Preset, Settings, SubagentSettings};
+pub use ui::UiSettings;
 
 /// The whole config file.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Config {
     /// The preset `dsh mcp` serves when `--preset` is not given.
-    pub preset: Option<PresetName>,
+    #[serde(deserialize_with = "preset")]
+    pub preset: Option<Preset>,
     /// Limits of the tools.
     pub limits: Limits,
     /// The agent command behind the `subagent` tool.
@@ -65,22 +71,13 @@ impl Default for DaemonConfig {
     }
 }
 
-/// A preset name as written in the config file.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum PresetName {
-    /// `bash` only.
-    Minimal,
-    /// Every tool.
-    Full,
-}
-
-impl From<PresetName> for Preset {
-    fn from(p: PresetName) -> Self {
-        match p {
-            PresetName::Minimal => Preset::Minimal,
-            PresetName::Full => Preset::Full,
-        }
+/// A preset name as written in the config file (see [`Preset::from_name`]).
+fn preset<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Preset>, D::Error> {
+    const NAMES: &[&str] = &[Preset::Minimal.name(), Preset::Full.name()];
+    let name = String::deserialize(d)?;
+    match Preset::from_name(&name) {
+        Some(preset) => Ok(Some(preset)),
+        None => Err(serde::de::Error::unknown_variant(&name, NAMES)),
     }
 }
 
@@ -403,9 +400,9 @@ impl Config {
     }
 
     /// What the host (a daemon or a standalone server) needs.
-    pub fn host(&self) -> daemon::host::HostConfig {
-        daemon::host::HostConfig {
-            preset: self.preset.map(Preset::from),
+    pub fn host(&self) -> HostConfig {
+        HostConfig {
+            preset: self.preset,
             settings: self.settings(),
             jobs: self.jobs(),
             terminals: self.terminals(),
@@ -421,7 +418,7 @@ impl Config {
                 .into_iter()
                 .collect(),
             repl_state: repl_state_dir(),
-            ui: daemon::host::UiSettings {
+            ui: UiSettings {
                 port: self.ui.port,
                 listen: self.ui.listen,
             },
@@ -437,6 +434,73 @@ impl Config {
             output_ring_bytes: self.limits.job_output_bytes,
             default_read_bytes: self.limits.max_result_bytes,
         }
+    }
+}
+
+/// What the host needs from the config file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HostConfig {
+    /// The preset served when the client names none.
+    pub preset: Option<Preset>,
+    /// The tools' settings (result limit, subagent command).
+    pub settings: Settings,
+    /// The job registry's limits (fixed for the host's life).
+    pub jobs: JobsConfig,
+    /// The terminal service's limits (fixed for the host's life).
+    pub terminals: terminal_pty::TerminalConfig,
+    /// The language servers (fixed for the host's life).
+    pub lsp: lsp_rust_analyzer::LspConfig,
+    /// The log's file and filter (fixed for the host's life).
+    pub log: (Option<PathBuf>, Option<String>),
+    /// Whether the session log keeps commands, prompts and argv (`[log]
+    /// commands`; per connection).
+    pub log_commands: bool,
+    /// Whether a session's language servers start when it connects (`[lsp]
+    /// eager`; fixed for the host's life).
+    pub lsp_eager: bool,
+    /// How long a daemon with no connection, terminal or job waits before
+    /// it exits.
+    pub idle_exit: Duration,
+    /// The sandbox of every process started for a model (`[sandbox]`;
+    /// per connection, hot-reloadable; language servers keep theirs until
+    /// the host restarts).
+    pub sandbox: tools_catalog::sandbox::SandboxPolicy,
+    /// The environment policy of those processes (`[env]`; as `sandbox`).
+    pub env: tools_catalog::sandbox::EnvPolicy,
+    /// Directories of the host that no sandboxed process may read or
+    /// write (its config directory); the host adds its data and runtime
+    /// directories.
+    pub private_dirs: Vec<PathBuf>,
+    /// Where confined commands' REPLs and shells keep their history and
+    /// profiles, one directory per workspace (`$XDG_STATE_HOME/dsh/repl`);
+    /// `None`: they get none.
+    pub repl_state: Option<PathBuf>,
+    /// Where the `dsh ui` page listens (fixed for the host's life).
+    pub ui: UiSettings,
+}
+
+impl HostConfig {
+    /// The keys that take effect only when the host restarts and differ
+    /// between `self` and `other`.
+    pub fn fixed_differences(&self, other: &HostConfig) -> Vec<&'static str> {
+        let fixed = [
+            (
+                "lsp",
+                self.lsp != other.lsp || self.lsp_eager != other.lsp_eager,
+            ),
+            ("log", self.log != other.log),
+            (
+                "limits (jobs, terminals)",
+                self.jobs != other.jobs || self.terminals != other.terminals,
+            ),
+            ("daemon", self.idle_exit != other.idle_exit),
+            (
+                "sandbox and env of running language servers",
+                self.sandbox != other.sandbox || self.env != other.env,
+            ),
+            ("ui", self.ui != other.ui),
+        ];
+        fixed.iter().filter(|(_, c)| *c).map(|(k, _)| *k).collect()
     }
 }
 
@@ -484,6 +548,17 @@ pub fn load(explicit: Option<&Path>) -> Result<(Config, Option<PathBuf>), Config
     })?;
     let config = parse(&path, &text)?;
     Ok((config, Some(path)))
+}
+
+/// What the host needs of the config file at `path` (`None`: the
+/// defaults); the error is one line. A daemon reads a connection's file
+/// with it, and every connection's file again on a reload.
+pub fn load_host(path: Option<&Path>) -> Result<HostConfig, String> {
+    let loaded = match path {
+        Some(p) => load(Some(p)),
+        None => Ok((Config::default(), None)),
+    };
+    loaded.map(|(c, _)| c.host()).map_err(|e| e.to_string())
 }
 
 /// Parses config text; `path` is only for messages.
@@ -639,7 +714,7 @@ settings = { pylsp = { plugins = { pycodestyle = { enabled = false } } } }
 "#,
         )
         .unwrap();
-        assert_eq!(c.preset, Some(PresetName::Minimal));
+        assert_eq!(c.preset, Some(Preset::Minimal));
         assert_eq!(c.limits.max_result_bytes, 4096);
         assert_eq!(c.lsp.servers["pylsp"].extensions[".py"], "python");
     }
@@ -701,7 +776,7 @@ settings = { pylsp = { plugins = { pycodestyle = { enabled = false } } } }
         let c = parse(Path::new("c.toml"), "[ui]\nport = 8765\n").unwrap();
         assert_eq!(
             c.host().ui,
-            daemon::host::UiSettings {
+            UiSettings {
                 port: 8765,
                 listen: None
             }
@@ -711,10 +786,7 @@ settings = { pylsp = { plugins = { pycodestyle = { enabled = false } } } }
             c.host().ui.listen,
             Some(std::net::IpAddr::from([0, 0, 0, 0]))
         );
-        assert_eq!(
-            Config::default().host().ui,
-            daemon::host::UiSettings::default()
-        );
+        assert_eq!(Config::default().host().ui, UiSettings::default());
         let e = err("[ui]\nlisten = \"example.com\"\n");
         assert!(e.starts_with("config error: c.toml:2: ui.listen: "), "{e}");
         let e = err("[ui]\nport = 70000\n");

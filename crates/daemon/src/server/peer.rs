@@ -23,7 +23,7 @@
 //! was read of `/proc/PID` counts only if the pidfd's process is still
 //! alive afterwards, so a pid reused meanwhile cannot stand in for it.
 
-use std::os::fd::{AsRawFd, FromRawFd as _, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::fs::MetadataExt as _;
 
 /// What makes a process confined, as the kernel shows it in `/proc`.
@@ -177,7 +177,7 @@ impl Refusal {
 /// as `pid`: `Ok` when it may use this daemon.
 pub fn check(pid: Option<i32>, socket: &impl AsRawFd) -> Result<(), Refusal> {
     let pid = pid.filter(|p| *p > 0).ok_or(Refusal::Gone)?;
-    let pinned = match peer_pidfd(socket) {
+    let pinned = match process_tree::peer_pidfd(socket) {
         Ok(fd) => fd,
         Err(e) if ui::is_resource_error(e) => {
             return Err(Refusal::Unreadable(format!(
@@ -190,7 +190,10 @@ pub fn check(pid: Option<i32>, socket: &impl AsRawFd) -> Result<(), Refusal> {
     let ours = own_marks().map_err(Refusal::Unreadable)?;
     let theirs = Marks::of(&pid.to_string());
     // What was read names the peer only if it still runs now.
-    if pinned.as_ref().is_some_and(|fd| !alive(fd)) {
+    if pinned
+        .as_ref()
+        .is_some_and(|fd| !process_tree::pidfd_alive(fd))
+    {
         return Err(Refusal::Gone);
     }
     let theirs = theirs.map_err(|e| {
@@ -243,7 +246,7 @@ pub(crate) fn started_by_us(pid: i32, peer: Option<&OwnedFd>) -> bool {
         match walk_to_init(pid) {
             Walk::Ours => return true,
             Walk::Init(chain) => {
-                if peer.is_some_and(|fd| !alive(fd)) {
+                if peer.is_some_and(|fd| !process_tree::pidfd_alive(fd)) {
                     return true;
                 }
                 let unchanged = chain.iter().all(|(p, seen)| {
@@ -298,67 +301,16 @@ fn walk_to_init(pid: i32) -> Walk {
     Walk::Ours
 }
 
-/// Whether the process behind `pidfd` has not exited (a zombie has, but
-/// keeps its pid: it counts as alive here, as its pid cannot be reused).
-fn alive(pidfd: &OwnedFd) -> bool {
-    // SAFETY: signal 0 only checks; the descriptor is a valid pidfd.
-    let sent = unsafe {
-        libc::syscall(
-            libc::SYS_pidfd_send_signal,
-            pidfd.as_raw_fd(),
-            0,
-            std::ptr::null::<libc::siginfo_t>(),
-            0,
-        )
-    };
-    // EPERM: it exists, but is not ours to signal.
-    sent == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
-}
-
-/// A pidfd of the process that connected `socket`, where the kernel gives
-/// one (`SO_PEERPIDFD`, Linux 6.5): `Ok(None)` on a kernel without it,
-/// the errno on any other failure — usually the peer is gone (reaped
-/// peers fail with `ESRCH` or, before Linux 6.16, `EINVAL`), which must
-/// not drop the check to the unpinned walk.
-pub(crate) fn peer_pidfd(socket: &impl AsRawFd) -> Result<Option<OwnedFd>, i32> {
-    let mut fd: libc::c_int = -1;
-    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-    // SAFETY: a getsockopt into an int of the size given.
-    let done = unsafe {
-        libc::getsockopt(
-            socket.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_PEERPIDFD,
-            (&raw mut fd).cast(),
-            &raw mut len,
-        )
-    };
-    if done == 0 && fd >= 0 {
-        // SAFETY: the kernel handed us this new descriptor.
-        return Ok(Some(unsafe { OwnedFd::from_raw_fd(fd) }));
-    }
-    match std::io::Error::last_os_error().raw_os_error() {
-        Some(libc::ENOPROTOOPT) => Ok(None),
-        Some(errno) => Err(errno),
-        None => Err(libc::EINVAL),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
-    use nix::sys::socket::sockopt::PeerCredentials;
     use std::io::{BufRead as _, BufReader};
     use std::os::unix::process::CommandExt as _;
     use std::process::{Command, Stdio};
 
     fn pidfd_open(pid: i32) -> OwnedFd {
-        // SAFETY: plain syscall; the descriptor returned is new.
-        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
-        assert!(fd >= 0, "pidfd_open: {}", std::io::Error::last_os_error());
-        // SAFETY: as above.
-        unsafe { OwnedFd::from_raw_fd(fd as i32) }
+        process_tree::pidfd_open(pid).unwrap()
     }
 
     /// A `sleep` whose parent exited: not a descendant of this process
@@ -525,9 +477,7 @@ mod tests {
                 .unwrap();
             assert!(launcher.wait().unwrap().success());
             let accepted = accept();
-            let pid = nix::sys::socket::getsockopt(&accepted, PeerCredentials)
-                .unwrap()
-                .pid();
+            let pid = process_tree::peer_pid(&accepted).unwrap();
             let got = check(Some(pid), &accepted);
             drop(accepted);
             if refused {
@@ -577,7 +527,7 @@ mod tests {
             .unwrap();
         assert!(client.wait().unwrap().success());
         let (accepted, _) = listener.accept().unwrap();
-        let pinned = matches!(peer_pidfd(&accepted), Ok(Some(_)) | Err(_));
+        let pinned = matches!(process_tree::peer_pidfd(&accepted), Ok(Some(_)) | Err(_));
         if pinned {
             assert!(check(Some(stranger), &accepted).is_err());
         } else {

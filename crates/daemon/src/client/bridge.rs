@@ -20,8 +20,10 @@ use std::time::Duration;
 
 use nix::sys::signal::{SigSet, Signal};
 
-use crate::client::{ClientError, StartSpec, connect};
+use super::{Client, ClientError, StartSpec, connect};
+use crate::holder::pid_alive;
 use crate::paths::DaemonPaths;
+use crate::protocol::replies::McpAccepted;
 use crate::protocol::{Hello, McpHello, Request};
 
 /// How `dsh mcp` (the bridge) was started.
@@ -87,15 +89,10 @@ pub fn run(options: BridgeOptions) -> Result<BridgeEnd, ClientError> {
     }));
     let connected = connect(&options.paths, &hello, Some(&options.start))?;
     let daemon_pid = connected.reply.pid;
-    if let Some(warnings) = connected
-        .reply
-        .data
-        .get("warnings")
-        .and_then(|w| w.as_array())
-    {
-        for warning in warnings.iter().filter_map(|w| w.as_str()) {
-            eprintln!("dsh: {warning}");
-        }
+    // A reply that does not read as one carries no warnings.
+    let accepted: McpAccepted = connected.reply.decode().unwrap_or_default();
+    for warning in &accepted.warnings {
+        eprintln!("dsh: {warning}");
     }
     let leftover = connected.stream.buffer().to_vec();
     let socket = connected.stream.into_inner();
@@ -132,11 +129,9 @@ pub fn run(options: BridgeOptions) -> Result<BridgeEnd, ClientError> {
                 match signals.wait() {
                     Ok(Signal::SIGHUP) => {
                         let paths = paths.clone();
-                        std::thread::spawn(move || {
-                            match crate::client::request(&paths, Request::Reload, None) {
-                                Ok(_) => {}
-                                Err(e) => eprintln!("dsh: reload failed: {e}"),
-                            }
+                        std::thread::spawn(move || match Client::new(paths).reload() {
+                            Ok(_) => {}
+                            Err(e) => eprintln!("dsh: reload failed: {e}"),
                         });
                     }
                     Ok(_) => {
@@ -166,10 +161,10 @@ pub fn run(options: BridgeOptions) -> Result<BridgeEnd, ClientError> {
     }
     // A killed daemon's socket closes while the process is still exiting.
     let gone_by = std::time::Instant::now() + Duration::from_secs(1);
-    while crate::daemon::pid_alive(daemon_pid) && std::time::Instant::now() < gone_by {
+    while pid_alive(daemon_pid) && std::time::Instant::now() < gone_by {
         std::thread::sleep(Duration::from_millis(10));
     }
-    let state = if crate::daemon::pid_alive(daemon_pid) {
+    let state = if pid_alive(daemon_pid) {
         "is stopping and closed this connection"
     } else {
         "exited"

@@ -12,12 +12,30 @@
 //! exchanged (`VERSION_MISMATCH`); `status`, `stop`, `handover` and
 //! `record` keep their shape across versions ([`PROTOCOL`]), so an upgrade
 //! can hand the store over.
+//!
+//! This module is the daemon's wire format and nothing else: every
+//! request ([`Request`]) and the data of every reply ([`replies`], [`ps`],
+//! [`registry`]), the error codes ([`codes`]), the `daemon.json` record
+//! ([`info`]) and the framing ([`framing`], [`exchange`]). It depends on
+//! no other module of the crate: the client and the server both use it,
+//! and never each other (a tidy test in the xtask keeps it so).
 
-use std::io::{BufRead, Write};
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
-use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _};
+
+pub mod codes;
+pub mod exchange;
+pub mod framing;
+pub mod info;
+pub mod ps;
+pub mod records;
+pub mod registry;
+pub mod replies;
+
+pub use framing::{
+    LineError, frame, read_line, read_line_blocking, write_line, write_line_blocking,
+};
 
 /// The shape of the hello, the reply and the cross-version kinds.
 pub const PROTOCOL: u32 = 1;
@@ -79,7 +97,7 @@ pub enum Request {
     /// One registry operation (`dsh workspace …`, `dsh session …`).
     Registry {
         /// The operation.
-        op: crate::registry_ops::RegistryOp,
+        op: registry::RegistryOp,
     },
     /// The daemon's facts (`dsh daemon status`).
     Status,
@@ -108,7 +126,7 @@ pub enum Request {
     /// Session records of a daemon that handed its store over.
     Record {
         /// The records, in order.
-        records: Vec<crate::store::SessionRecordOp>,
+        records: Vec<records::SessionRecordOp>,
     },
 }
 
@@ -187,6 +205,20 @@ impl Reply {
         }
     }
 
+    /// A successful reply of this process carrying `data`, typed: one of
+    /// [`replies`] or a registry result.
+    pub fn of<T: Serialize>(data: &T) -> Self {
+        match serde_json::to_value(data) {
+            Ok(data) => Self::ok(data),
+            Err(e) => Self::failed(codes::INTERNAL, format!("cannot encode the reply: {e}")),
+        }
+    }
+
+    /// The reply's data as `T`.
+    pub fn decode<T: for<'de> Deserialize<'de>>(&self) -> Result<T, serde_json::Error> {
+        T::deserialize(&self.data)
+    }
+
     /// A failed reply of this process.
     pub fn failed(code: &str, message: impl Into<String>) -> Self {
         Self {
@@ -210,137 +242,6 @@ pub struct Failure {
     pub code: String,
     /// One line for a person.
     pub message: String,
-}
-
-/// Why a line could not be read.
-#[derive(Debug, thiserror::Error)]
-pub enum LineError {
-    /// The peer closed the connection first.
-    #[error("the connection closed before a complete line arrived")]
-    Closed,
-    /// The line exceeded the limit.
-    #[error("a line longer than {0} bytes")]
-    TooLong(u64),
-    /// The line is not the JSON expected.
-    #[error("malformed line: {0}")]
-    Malformed(String),
-    /// Reading failed.
-    #[error("{0}")]
-    Io(#[from] std::io::Error),
-}
-
-/// Reads one JSON line of at most `limit` bytes.
-pub async fn read_line<T, R>(reader: &mut R, limit: u64) -> Result<T, LineError>
-where
-    T: for<'de> Deserialize<'de>,
-    R: tokio::io::AsyncBufRead + Unpin,
-{
-    let mut buf = Vec::new();
-    let n = (&mut *reader)
-        .take(limit + 1)
-        .read_until(b'\n', &mut buf)
-        .await?;
-    decode_line(&buf, n, limit)
-}
-
-/// Writes one JSON line.
-pub async fn write_line<T, W>(writer: &mut W, value: &T) -> std::io::Result<()>
-where
-    T: Serialize,
-    W: tokio::io::AsyncWrite + Unpin,
-{
-    let mut line = serde_json::to_vec(value).map_err(std::io::Error::other)?;
-    line.push(b'\n');
-    writer.write_all(&line).await?;
-    writer.flush().await
-}
-
-/// [`read_line`] on a blocking reader.
-pub fn read_line_blocking<T, R>(reader: &mut R, limit: u64) -> Result<T, LineError>
-where
-    T: for<'de> Deserialize<'de>,
-    R: BufRead,
-{
-    let mut buf = Vec::new();
-    let n = std::io::Read::take(&mut *reader, limit + 1).read_until(b'\n', &mut buf)?;
-    decode_line(&buf, n, limit)
-}
-
-/// [`write_line`] on a blocking writer.
-pub fn write_line_blocking<T: Serialize, W: Write>(
-    writer: &mut W,
-    value: &T,
-) -> std::io::Result<()> {
-    let mut line = serde_json::to_vec(value).map_err(std::io::Error::other)?;
-    line.push(b'\n');
-    writer.write_all(&line)?;
-    writer.flush()
-}
-
-fn decode_line<T: for<'de> Deserialize<'de>>(
-    buf: &[u8],
-    n: usize,
-    limit: u64,
-) -> Result<T, LineError> {
-    if n == 0 {
-        return Err(LineError::Closed);
-    }
-    if buf.last() != Some(&b'\n') {
-        return Err(if n as u64 > limit {
-            LineError::TooLong(limit)
-        } else {
-            LineError::Closed
-        });
-    }
-    serde_json::from_slice(buf).map_err(|e| LineError::Malformed(e.to_string()))
-}
-
-/// Frames of `attach` after the reply: one tag byte, a big-endian u32
-/// length, the payload.
-pub mod frame {
-    /// Daemon → client: bytes the program wrote (the screen first).
-    pub const OUTPUT: u8 = 1;
-    /// Daemon → client: a one-line notice for the person (UTF-8).
-    pub const NOTICE: u8 = 2;
-    /// Daemon → client: the view ended; the payload says why (UTF-8).
-    pub const END: u8 = 3;
-    /// Client → daemon: keys the person typed (`--write` only).
-    pub const INPUT: u8 = 4;
-    /// The longest payload either side accepts.
-    pub const MAX_PAYLOAD: u32 = 1024 * 1024;
-
-    /// Encodes one frame.
-    pub fn encode(tag: u8, payload: &[u8]) -> Vec<u8> {
-        let len = u32::try_from(payload.len().min(MAX_PAYLOAD as usize)).unwrap_or(MAX_PAYLOAD);
-        let mut out = Vec::with_capacity(5 + len as usize);
-        out.push(tag);
-        out.extend_from_slice(&len.to_be_bytes());
-        out.extend_from_slice(&payload[..len as usize]);
-        out
-    }
-
-    /// Reads one frame; `None` at a clean end of the stream.
-    pub async fn read<R: tokio::io::AsyncRead + Unpin>(
-        reader: &mut R,
-    ) -> std::io::Result<Option<(u8, Vec<u8>)>> {
-        use tokio::io::AsyncReadExt as _;
-        let mut head = [0u8; 5];
-        match reader.read_exact(&mut head).await {
-            Ok(_) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
-            Err(e) => return Err(e),
-        }
-        let len = u32::from_be_bytes([head[1], head[2], head[3], head[4]]);
-        if len > MAX_PAYLOAD {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::InvalidData,
-                format!("a frame of {len} bytes is over the limit"),
-            ));
-        }
-        let mut payload = vec![0u8; len as usize];
-        reader.read_exact(&mut payload).await?;
-        Ok(Some((head[0], payload)))
-    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,194 @@
+//! The typed client of the daemon's one-shot requests: one method per
+//! request kind, each returning the kind's reply type from the protocol.
+//! The binary talks to the daemon through it and never builds a
+//! [`Request`] itself.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use serde::de::DeserializeOwned;
+
+use super::{ClientError, StartSpec, holder_of, request};
+use crate::holder::pid_alive;
+use crate::paths::DaemonPaths;
+use crate::protocol::ps::Snapshot;
+use crate::protocol::registry::RegistryOp;
+use crate::protocol::replies::{Reloaded, Status, UiPage};
+use crate::protocol::{Reply, Request};
+
+/// A daemon's client: where it is, and how to start one when none
+/// answers (only the requests that may start one use it).
+#[derive(Debug, Clone)]
+pub struct Client {
+    paths: DaemonPaths,
+    start: Option<StartSpec>,
+}
+
+impl Client {
+    /// A client of the daemon at `paths` that never starts one.
+    pub fn new(paths: DaemonPaths) -> Self {
+        Self { paths, start: None }
+    }
+
+    /// A client of the daemon at `paths` that starts one (as `start`
+    /// says) when none answers.
+    pub fn starting(paths: DaemonPaths, start: StartSpec) -> Self {
+        Self {
+            paths,
+            start: Some(start),
+        }
+    }
+
+    /// The daemon's files.
+    pub fn paths(&self) -> &DaemonPaths {
+        &self.paths
+    }
+
+    fn call(&self, request: Request) -> Result<Reply, ClientError> {
+        self::request(&self.paths, request, self.start.as_ref())
+    }
+
+    /// `dsh daemon status`: the daemon's facts.
+    pub fn status(&self) -> Result<Status, ClientError> {
+        decode(&self.call(Request::Status)?, "the daemon's")
+    }
+
+    /// `dsh daemon stop`: the daemon ends every connection, terminal and
+    /// job, then exits. Its pid, to wait for.
+    pub fn stop(&self) -> Result<u32, ClientError> {
+        // Answered across versions: only the reply's own pid is read.
+        Ok(self.call(Request::Stop)?.pid)
+    }
+
+    /// `dsh daemon stop`, to the end: the daemon is asked over its socket
+    /// and waited for (it ends every terminal and job first). One the
+    /// socket does not lead to is found through its lock instead (checked
+    /// to be the daemon `daemon.json` names), sent SIGTERM and waited for.
+    pub fn stop_and_wait(&self) -> Result<Stopped, ClientError> {
+        match self.stop() {
+            Ok(pid) => {
+                wait_for_exit(&self.paths, pid, "", || pid_alive(pid))?;
+                Ok(Stopped::Asked { pid })
+            }
+            Err(
+                e @ (ClientError::NotRunning { .. }
+                | ClientError::SocketLost { .. }
+                | ClientError::NotTheDaemon(_)),
+            ) => self.stop_through_the_lock(e),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// [`Client::stop_and_wait`] for a daemon the socket does not lead to
+    /// (`error` says why).
+    fn stop_through_the_lock(&self, error: ClientError) -> Result<Stopped, ClientError> {
+        let Some(holder) = holder_of(&self.paths, &error) else {
+            if let ClientError::NotRunning { data_dir, .. } = error {
+                return Ok(Stopped::NotRunning { data_dir });
+            }
+            return Err(error);
+        };
+        let (pid, socket) = (holder.info.pid, holder.info.socket.clone());
+        if !holder.terminate() {
+            // Nothing was sent: it exited meanwhile, or could not be
+            // signalled.
+            if holder.runs() {
+                return Err(ClientError::Unreachable(format!(
+                    "could not send SIGTERM to the dsh daemon (pid {pid}), found through its lock                      as its socket {} did not lead to it; it still runs: stop it as the user it                      runs as (its log is {})",
+                    socket.display(),
+                    self.paths.log.display()
+                )));
+            }
+            return Ok(Stopped::Gone { pid, socket });
+        }
+        wait_for_exit(&self.paths, pid, " of SIGTERM", || holder.runs())?;
+        Ok(Stopped::Signalled { pid, socket })
+    }
+
+    /// Every connection re-reads its config (a bridge's SIGHUP).
+    pub fn reload(&self) -> Result<Reloaded, ClientError> {
+        decode(&self.call(Request::Reload)?, "the daemon's")
+    }
+
+    /// `dsh ps`: every connection with its terminals and jobs.
+    pub fn ps(&self) -> Result<Snapshot, ClientError> {
+        decode(&self.call(Request::Ps)?, "the daemon's")
+    }
+
+    /// `dsh ui`: the page (started on the first request) and a fresh
+    /// sign-in link.
+    pub fn ui(&self) -> Result<UiPage, ClientError> {
+        decode(&self.call(Request::Ui)?, "the daemon's")
+    }
+
+    /// One registry operation (`dsh workspace …`, `dsh session …`); `T`
+    /// is the operation's result type (see [`RegistryOp`]).
+    pub fn registry<T: DeserializeOwned>(&self, op: RegistryOp) -> Result<T, ClientError> {
+        decode(&self.call(Request::Registry { op })?, "the registry's")
+    }
+
+    /// `dsh attach`: a live view of terminal `id` until the person
+    /// leaves; the line to print then.
+    pub fn attach(&self, id: &str, writable: bool) -> Result<String, ClientError> {
+        super::attach::run(&self.paths, id, writable)
+    }
+}
+
+/// How `dsh daemon stop` ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Stopped {
+    /// The daemon was asked over its socket and exited.
+    Asked {
+        /// Its pid.
+        pid: u32,
+    },
+    /// Its socket did not lead to it: found through its lock, it was sent
+    /// SIGTERM and exited.
+    Signalled {
+        /// Its pid.
+        pid: u32,
+        /// The socket it recorded.
+        socket: PathBuf,
+    },
+    /// Found through its lock, it was gone before the signal.
+    Gone {
+        /// Its pid.
+        pid: u32,
+        /// The socket it recorded.
+        socket: PathBuf,
+    },
+    /// No daemon runs for the data directory.
+    NotRunning {
+        /// The data directory.
+        data_dir: PathBuf,
+    },
+}
+
+/// Waits up to 60 s for the dsh daemon `pid`, asked to stop, to exit
+/// (`runs` tells whether it still runs); the error says how long, `since`
+/// what (`" of SIGTERM"`, or nothing), and where its log is.
+fn wait_for_exit(
+    paths: &DaemonPaths,
+    pid: u32,
+    since: &str,
+    runs: impl Fn() -> bool,
+) -> Result<(), ClientError> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while runs() {
+        if Instant::now() > deadline {
+            return Err(ClientError::Unreachable(format!(
+                "the dsh daemon (pid {pid}) did not exit within 60 s{since}; its log is {}",
+                paths.log.display()
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Ok(())
+}
+
+/// The reply's data as `T`; `whose` answer it was, for the message.
+fn decode<T: DeserializeOwned>(reply: &Reply, whose: &str) -> Result<T, ClientError> {
+    reply
+        .decode()
+        .map_err(|e| ClientError::Unreachable(format!("{whose} answer was not understood: {e}")))
+}

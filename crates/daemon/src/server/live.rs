@@ -1,0 +1,136 @@
+//! One live snapshot of what the daemon serves: every connection with its
+//! terminals and jobs, walked once by [`now`]. `dsh ps` ([`ps`]) and the
+//! `dsh ui` page (`page::DaemonUiSource::live`) both read it, each in
+//! its own shape.
+
+use std::time::{Duration, SystemTime};
+
+use crate::host::{ConnectionFacts, Host};
+use crate::protocol::ps::{
+    ConnectionRow, DaemonRow, JobRow, LanguageServerRow, Snapshot, TerminalRow,
+};
+use crate::protocol::version;
+
+/// One connection as it is now.
+pub struct ConnectionNow {
+    /// What the host knows of it.
+    pub facts: ConnectionFacts,
+    /// Its terminals.
+    pub terminals: Vec<TerminalNow>,
+    /// Its jobs.
+    pub jobs: Vec<jobs::JobInfo>,
+}
+
+/// One terminal as it is now.
+pub struct TerminalNow {
+    /// `pty-N`.
+    pub id: String,
+    /// Its name.
+    pub name: Option<String>,
+    /// Its argv, joined.
+    pub command: String,
+    /// `running`, `exited`, …
+    pub status: String,
+    /// Whether an agent's send is waiting to settle.
+    pub active_send: bool,
+    /// How long since it last printed (or since it opened).
+    pub idle: Duration,
+}
+
+/// How long ago `at` was (zero for a time in the future).
+pub fn elapsed(at: SystemTime) -> Duration {
+    at.elapsed().unwrap_or_default()
+}
+
+/// Every connection of `host` with its terminals and jobs, oldest first.
+pub async fn now(host: &Host) -> Vec<ConnectionNow> {
+    let runtime = host.runtime();
+    let mut connections = Vec::new();
+    for facts in host.connections() {
+        let terminals = runtime
+            .terminals
+            .list(&facts.owner)
+            .await
+            .into_iter()
+            .map(|t| TerminalNow {
+                id: t.id.to_string(),
+                name: t.name,
+                command: t.command.join(" "),
+                status: t.status.as_str().to_owned(),
+                active_send: t.active_send,
+                idle: elapsed(host.terminals().last_activity(t.id).unwrap_or(t.created_at)),
+            })
+            .collect();
+        let jobs = runtime.jobs.list(&facts.owner, None);
+        connections.push(ConnectionNow {
+            facts,
+            terminals,
+            jobs,
+        });
+    }
+    connections
+}
+
+/// The reply to `ps`: the daemon (up since `started_at`), the snapshot
+/// and the language servers.
+pub async fn ps(host: &Host, started_at: SystemTime) -> Snapshot {
+    let connections = now(host)
+        .await
+        .into_iter()
+        .map(|c| {
+            let facts = c.facts;
+            let workspace = facts.recorded.as_ref().and_then(|r| r.workspace.as_ref());
+            ConnectionRow {
+                id: facts.id,
+                client: facts.client.as_ref().map(|c| c.name.clone()),
+                pid: facts.peer_pid,
+                cwd: facts.cwd.as_ref().map(|c| c.display().to_string()),
+                session_id: facts.recorded.as_ref().map(|r| r.session.to_string()),
+                workspace_id: workspace.map(|w| w.0.to_string()),
+                workspace: workspace.map(|w| w.1.clone()),
+                preset: facts.preset.to_string(),
+                age_s: elapsed(facts.connected_at).as_secs(),
+                terminals: c
+                    .terminals
+                    .into_iter()
+                    .map(|t| TerminalRow {
+                        id: t.id,
+                        name: t.name,
+                        command: t.command,
+                        status: t.status,
+                        active_send: t.active_send,
+                        idle_s: t.idle.as_secs(),
+                    })
+                    .collect(),
+                jobs: c
+                    .jobs
+                    .into_iter()
+                    .map(|j| JobRow {
+                        id: j.id,
+                        kind: j.kind.as_str().to_owned(),
+                        status: j.status.as_str().to_owned(),
+                        label: j.label,
+                    })
+                    .collect(),
+            }
+        })
+        .collect();
+    Snapshot {
+        daemon: DaemonRow {
+            pid: std::process::id(),
+            version: version(),
+            uptime_s: elapsed(started_at).as_secs(),
+        },
+        connections,
+        language_servers: host
+            .language_servers()
+            .into_iter()
+            .map(|s| LanguageServerRow {
+                server: s.name,
+                pid: s.pid,
+                root: s.root.display().to_string(),
+                problem: s.problem,
+            })
+            .collect(),
+    }
+}

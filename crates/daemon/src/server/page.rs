@@ -1,0 +1,280 @@
+//! What the `dsh ui` page reads of this daemon: [`DaemonUiSource`]
+//! answers it from the held store, the host's live state (the snapshot of
+//! `server::live`, which `dsh ps` reads too) and the host's
+//! [`CallHub`](crate::calls::CallHub) of tool calls as they happen.
+//!
+//! The page is served by the `ui` crate; the daemon starts it on the first
+//! `dsh ui` request (see `server::dispatch`).
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use ui::{
+    CallFeed, JobTail, LiveConnection, LiveJob, LiveTerminal, LiveView, Overview, SessionSummary,
+    SessionView, SourceError, UiSource, WatchingGuard, WorkspaceSummary,
+};
+use workspace::{LogEntry, SessionId, SessionPersistence as _, SessionRecord, WorkspaceError};
+
+use super::live::elapsed;
+use crate::calls::RECENT_CALLS;
+use crate::host::Host;
+use crate::protocol::codes;
+use crate::store::{HeldStore, SledRegistry};
+
+/// The page's view of this daemon.
+pub struct DaemonUiSource {
+    host: Arc<Host>,
+    held: Arc<HeldStore>,
+    watchers: Arc<AtomicUsize>,
+}
+
+impl DaemonUiSource {
+    /// The source of `host` and its store; `watchers` counts the people
+    /// watching a live stream (the daemon does not idle-exit under them).
+    pub fn new(host: Arc<Host>, held: Arc<HeldStore>, watchers: Arc<AtomicUsize>) -> Self {
+        Self {
+            host,
+            held,
+            watchers,
+        }
+    }
+
+    fn live_sessions(&self) -> HashSet<SessionId> {
+        self.host
+            .connections()
+            .iter()
+            .filter_map(|c| c.session.or(c.recorded.as_ref().map(|r| r.session)))
+            .collect()
+    }
+}
+
+fn source_error(e: WorkspaceError) -> SourceError {
+    SourceError::new(e.code(), e.to_string())
+}
+
+fn end_of(entry: &LogEntry) -> chrono::DateTime<chrono::Utc> {
+    entry.at + chrono::Duration::milliseconds(i64::try_from(entry.duration_ms).unwrap_or(0))
+}
+
+fn summary(
+    registry: &mut SledRegistry,
+    record: SessionRecord,
+    live: &HashSet<SessionId>,
+) -> Result<SessionSummary, WorkspaceError> {
+    let last = registry.session_store().last_log_entry(record.id)?;
+    Ok(SessionSummary {
+        id: record.id,
+        client: record.client.map(|c| c.name),
+        cwd: record.cwd,
+        started: record.created_at,
+        last_activity: last.as_ref().map(end_of),
+        live: live.contains(&record.id),
+        archived: record.archived,
+    })
+}
+
+fn overview(
+    registry: &mut SledRegistry,
+    live: &HashSet<SessionId>,
+) -> Result<Overview, WorkspaceError> {
+    let mut workspaces = Vec::new();
+    for ws in registry.list() {
+        let missing_dir = !ws.path.is_dir();
+        let mut sessions = Vec::new();
+        for record in registry.sessions(Some(ws.id))? {
+            sessions.push(summary(registry, record, live)?);
+        }
+        workspaces.push(WorkspaceSummary {
+            id: ws.id.to_string(),
+            title: ws.title,
+            path: ws.path,
+            missing_dir,
+            sessions,
+        });
+    }
+    let mut ungrouped = Vec::new();
+    for record in registry.sessions(None)? {
+        if record.workspace_id.is_none() {
+            ungrouped.push(summary(registry, record, live)?);
+        }
+    }
+    Ok(Overview {
+        workspaces,
+        ungrouped,
+    })
+}
+
+fn job_row(info: &jobs::JobInfo) -> LiveJob {
+    LiveJob {
+        id: info.id.clone(),
+        kind: info.kind.as_str().to_owned(),
+        status: info.status.as_str().to_owned(),
+        label: info.label.clone(),
+        exit_code: info.exit_code,
+        detail: info.detail.clone(),
+    }
+}
+
+/// Counts one watching person while alive.
+struct Watching(Arc<AtomicUsize>);
+
+impl Drop for Watching {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+impl UiSource for DaemonUiSource {
+    fn overview(&self) -> BoxFuture<'_, Result<Overview, SourceError>> {
+        Box::pin(async move {
+            let live = self.live_sessions();
+            let held = self.held.clone();
+            tokio::task::spawn_blocking(move || {
+                held.with_registry(|r| overview(r, &live))
+                    .map_err(source_error)
+            })
+            .await
+            .map_err(|e| SourceError::new(codes::INTERNAL, format!("the store task failed: {e}")))?
+        })
+    }
+
+    fn session(&self, id: SessionId) -> BoxFuture<'_, Result<SessionView, SourceError>> {
+        Box::pin(async move {
+            let live = self.live_sessions();
+            let held = self.held.clone();
+            let stored = tokio::task::spawn_blocking(move || {
+                held.with_registry(|r| {
+                    let detail = r.session_detail(id)?;
+                    let workspace = detail
+                        .session
+                        .workspace_id
+                        .and_then(|w| r.get(w))
+                        .map(|w| (w.id.to_string(), w.title));
+                    Ok((detail, workspace))
+                })
+                .map_err(source_error)
+            })
+            .await
+            .map_err(|e| {
+                SourceError::new(codes::INTERNAL, format!("the store task failed: {e}"))
+            })?;
+            let (detail, workspace) = stored?;
+            let mut log = detail.log;
+            // The session log writes in batches: the newest calls may be
+            // on their way to the store still.
+            let newest = log.last().map(|e| e.at);
+            let known: HashSet<String> = log
+                .iter()
+                .rev()
+                .take(RECENT_CALLS)
+                .map(ui::pages::call_key)
+                .collect();
+            for entry in self.host.calls().recent_of(id) {
+                if newest.is_none_or(|at| entry.at >= at)
+                    && !known.contains(&ui::pages::call_key(&entry))
+                {
+                    log.push(entry);
+                }
+            }
+            let record = detail.session;
+            Ok(SessionView {
+                summary: SessionSummary {
+                    id: record.id,
+                    client: record.client.map(|c| c.name),
+                    cwd: record.cwd,
+                    started: record.created_at,
+                    last_activity: log.last().map(end_of),
+                    live: live.contains(&record.id),
+                    archived: record.archived,
+                },
+                workspace,
+                log,
+            })
+        })
+    }
+
+    fn live(&self) -> BoxFuture<'_, LiveView> {
+        Box::pin(async move {
+            let connections = super::live::now(&self.host)
+                .await
+                .into_iter()
+                .map(|c| {
+                    let facts = c.facts;
+                    let recorded = facts.recorded.as_ref();
+                    LiveConnection {
+                        id: facts.id,
+                        client: facts.client.as_ref().map(|c| c.name.clone()),
+                        pid: facts.peer_pid,
+                        cwd: facts.cwd.clone(),
+                        session: facts.session.or(recorded.map(|r| r.session)),
+                        workspace: recorded
+                            .and_then(|r| r.workspace.as_ref())
+                            .map(|w| w.1.clone()),
+                        age: elapsed(facts.connected_at),
+                        terminals: c
+                            .terminals
+                            .into_iter()
+                            .map(|t| LiveTerminal {
+                                id: t.id,
+                                name: t.name,
+                                command: t.command,
+                                status: t.status,
+                                active_send: t.active_send,
+                                idle: t.idle,
+                            })
+                            .collect(),
+                        jobs: c.jobs.iter().map(job_row).collect(),
+                    }
+                })
+                .collect();
+            LiveView { connections }
+        })
+    }
+
+    fn terminals(&self) -> &terminal_pty::PtyTerminals {
+        self.host.terminals()
+    }
+
+    fn job(
+        &self,
+        id: &str,
+        since: Option<u64>,
+        max_bytes: usize,
+        wait: Duration,
+    ) -> BoxFuture<'_, Result<JobTail, SourceError>> {
+        let id = id.to_owned();
+        Box::pin(async move {
+            let (info, read) = self
+                .host
+                .runtime()
+                .jobs
+                .watch_output(&id, since, max_bytes, wait)
+                .await
+                .map_err(|e| SourceError::new(e.code(), e.to_string()))?;
+            Ok(JobTail {
+                job: job_row(&info),
+                output: read.output,
+                from: read.from,
+                next: read.next,
+                dropped: read.dropped,
+                end: info.output_bytes,
+            })
+        })
+    }
+
+    fn calls(&self) -> CallFeed {
+        self.host.calls().feed()
+    }
+
+    fn connections_changed(&self) -> BoxFuture<'_, ()> {
+        Box::pin(self.host.connections_changed())
+    }
+
+    fn watching(&self) -> WatchingGuard {
+        self.watchers.fetch_add(1, Ordering::AcqRel);
+        Box::new(Watching(self.watchers.clone()))
+    }
+}
