@@ -1403,7 +1403,14 @@ impl Watch<'_> {
                         }
                         _ => {
                             if now - seen.since >= seen.hold {
-                                return Step::Settled(SettleReason::InputWait, None);
+                                // A program that has not read what was
+                                // sent is not waiting for more: it was
+                                // busy (or descheduled) when it looked
+                                // like it waited. The hold starts again.
+                                if session.unread_input().is_none_or(|n| n == 0) {
+                                    return Step::Settled(SettleReason::InputWait, None);
+                                }
+                                seen.since = now;
                             }
                             seen.switches = switches;
                         }
