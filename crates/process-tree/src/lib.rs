@@ -28,7 +28,9 @@
 //!
 //! The core is synchronous and runtime-free: the waits are short sleeps,
 //! so async callers run [`end_session`] on a blocking thread. The `tokio`
-//! feature adds [`Leader::exited`]. It knows nothing of terminals or jobs.
+//! feature adds [`Leader::exited`]; the `testing` feature, which only
+//! dev-dependencies enable, adds `testing` (forcing a pid to be reused, for
+//! tests). It knows nothing of terminals or jobs.
 
 mod child;
 mod end;
@@ -36,6 +38,7 @@ pub mod guardian;
 mod reap;
 mod scan;
 mod spawn;
+#[cfg(feature = "testing")]
 pub mod testing;
 #[cfg(feature = "tokio")]
 mod wait;
