@@ -426,7 +426,9 @@ mod tests {
         let url = file_url(std::path::Path::new("rel/page.html")).unwrap_or_default();
         assert!(url.starts_with("file:///") && !url.contains(' '), "{url}");
         assert_eq!(
-            url::Url::parse(&url).ok().and_then(|u| u.to_file_path().ok()),
+            url::Url::parse(&url)
+                .ok()
+                .and_then(|u| u.to_file_path().ok()),
             Some(here.join("rel/page.html"))
         );
     }

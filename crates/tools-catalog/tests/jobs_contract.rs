@@ -27,7 +27,9 @@ const WATCH_LOOP: &str = "i=0; while sleep 0.2; do i=$((i+1)); echo \"watch: reb
 /// A job id is `kind-N`.
 #[track_caller]
 fn assert_id(id: &str, kind: &str) {
-    let n = id.strip_prefix(kind).and_then(|rest| rest.strip_prefix('-'));
+    let n = id
+        .strip_prefix(kind)
+        .and_then(|rest| rest.strip_prefix('-'));
     assert!(
         n.is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())),
         "{id:?} is not a {kind} job id"
