@@ -6,6 +6,7 @@ import contextlib
 import json
 import os
 import pathlib
+import shlex
 import signal
 import socket
 import subprocess
@@ -650,7 +651,7 @@ async def test_attach_watches_live_and_write_follows_the_send_rule(isolated_env,
             before = ok(await agent.call_tool("terminal_read", {"id": "pty-1"}))
 
             # a read-only view: the screen, then the stream as it arrives
-            tmux.start("view", isolated_env, f"{dsh_bin()} attach pty-1")
+            tmux.start("view", isolated_env, f"{shlex.quote(dsh_bin())} attach pty-1")
             tmux.wait_for("view", "x = 41")
             r = ok(await agent.call_tool("terminal_send", {"id": "pty-1", "text": "print('live-' + str(x + 1))"}))
             assert r["output"].startswith("live-42\n") and r["reason"] == "input_wait"
@@ -666,7 +667,7 @@ async def test_attach_watches_live_and_write_follows_the_send_rule(isolated_env,
             assert r["output"].startswith("False\n")
 
             # --write: the person's keys arrive
-            tmux.start("typing", isolated_env, f"{dsh_bin()} attach pty-1 --write")
+            tmux.start("typing", isolated_env, f"{shlex.quote(dsh_bin())} attach pty-1 --write")
             tmux.wait_for("typing", "False")
             tmux.keys("typing", "y = 6", "Enter")
             tmux.wait_for("view", "y = 6")

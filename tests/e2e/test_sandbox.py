@@ -9,6 +9,7 @@ temp dir."""
 
 import os
 import pathlib
+import shlex
 import shutil
 import socket
 
@@ -422,8 +423,10 @@ async def test_a_confined_command_cannot_use_the_daemon_that_started_it(box, pre
     evil = box["ws"] / "evil.toml"
     evil.write_text('[sandbox]\nmode = "off"\n')
     async with connect(env, cwd=box["ws"]) as s:
-        r = ok(await bash(s, f"ls -A $DSH_RUNTIME_DIR; echo listed; {dsh_bin()} daemon status; "
-                             f"echo rc=$?; {dsh_bin()} mcp --config {evil} </dev/null; echo mcp=$?"))
+        dsh = shlex.quote(dsh_bin())
+        r = ok(await bash(s, f"ls -A $DSH_RUNTIME_DIR; echo listed; {dsh} daemon status; "
+                             f"echo rc=$?; {dsh} mcp --config {shlex.quote(str(evil))} </dev/null; "
+                             "echo mcp=$?"))
     out = r["output"]
     assert "rc=1" in out and "mcp=1" in out, out
     if pretend:

@@ -9,6 +9,7 @@ import json
 import os
 import pathlib
 import resource
+import shlex
 import shutil
 import signal
 import socket
@@ -148,8 +149,8 @@ async def test_a_confined_command_gets_no_session_from_a_second_daemon(box, tmp_
             config.write_text(f'[sandbox]\nunix_sockets = ["{runtime}"]\n')
             args = ["--config", str(config)]
         async with connect(box["env"], *args, cwd=box["ws"]) as s:
-            command = (f"python3 via_bridge.py {dsh_bin()} {evil} '{ATTACK}' "
-                       f"{env2['XDG_DATA_HOME']} {env2['DSH_RUNTIME_DIR']}")
+            command = shlex.join(["python3", "via_bridge.py", dsh_bin(), str(evil), ATTACK,
+                                  env2["XDG_DATA_HOME"], env2["DSH_RUNTIME_DIR"]])
             r = ok(await s.call_tool("bash", {"command": command, "timeout_ms": 120000}))
         out = r["output"]
         print(out)
@@ -260,7 +261,7 @@ async def test_a_confined_command_cannot_remove_or_replace_the_socket_by_default
         # the daemon is still reachable by everyone
         assert ok(await s.call_tool("bash", {"command": "echo still"}))["output"] == "still\n"
         # and a dsh run inside the sandbox says why it may not use it
-        r = ok(await s.call_tool("bash", {"command": f"{dsh_bin()} daemon status; echo rc=$?"}))
+        r = ok(await s.call_tool("bash", {"command": f"{shlex.quote(dsh_bin())} daemon status; echo rc=$?"}))
         assert "rc=1" in r["output"], r["output"]
         why = ["started by the dsh daemon it is calling"] if pretend else [
             "no dsh daemon is running", "cannot use the runtime directory"]

@@ -12,6 +12,7 @@ import os
 import re
 import resource
 import select
+import shlex
 import socket
 import subprocess
 import sys
@@ -97,8 +98,7 @@ def printed_url(env) -> str:
 # navigates to one) the way a browser would, and stays alive until the test
 # has looked at every process on the machine. The URL it fetches never
 # reaches a command line (no curl).
-BROWSER = r'''#!{python}
-import html, http.client, json, os, re, signal, sys, urllib.parse
+BROWSER = r'''import html, http.client, json, os, re, signal, sys, urllib.parse
 signal.alarm(120)  # never outlives a test that died
 record = {{"pid": os.getpid(), "argv": sys.argv, "env": dict(os.environ)}}
 with open("/proc/self/cmdline", "rb") as f:
@@ -143,10 +143,13 @@ async def test_open_never_puts_the_secret_on_a_command_line(isolated_env, tmp_pa
     release = tmp_path / "browser-release"
     os.mkfifo(release)
     script = tmp_path / "browser.py"
-    script.write_text(BROWSER.format(python=sys.executable, record=str(record),
-                                     release=str(release)))
-    script.chmod(0o700)
-    env = dict(isolated_env, BROWSER=str(script))
+    script.write_text(BROWSER.format(record=str(record), release=str(release)))
+    # $BROWSER runs this Python through a shell wrapper: a `#!` line cannot
+    # name an interpreter whose path has a space (a checkout's .venv).
+    browser = tmp_path / "browser"
+    browser.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} {shlex.quote(str(script))} "$@"\n')
+    browser.chmod(0o700)
+    env = dict(isolated_env, BROWSER=str(browser))
     proc = subprocess.run([dsh_bin(), "ui", "--open"], env=env, capture_output=True,
                           text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr

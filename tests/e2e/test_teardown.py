@@ -44,8 +44,14 @@ def server_pid(env, marker: str, standalone: bool) -> int:
     if not standalone:
         info = pathlib.Path(env["XDG_DATA_HOME"]) / "dsh" / "daemon.json"
         return json.loads(info.read_text())["pid"]
-    for pid, cmdline in started_by(marker):
-        if cmdline.split(" ")[1:3] == ["mcp", "--standalone"]:
+    for pid, _ in started_by(marker):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                argv = f.read().decode(errors="replace").split("\0")
+        except OSError:
+            continue
+        # argv, not the joined command line: the binary's path may hold spaces
+        if argv[1:3] == ["mcp", "--standalone"]:
             return pid
     raise AssertionError(f"no dsh mcp --standalone among {started_by(marker)}")
 

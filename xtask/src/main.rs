@@ -18,8 +18,9 @@
 //!   Rust workspace, the end-to-end MCP suite, then every benchmark in its
 //!   `--quick` mode so none can rot;
 //! * `bench <name> [--quick]` runs a benchmark (release build) and prints
-//!   its table; `--quick` runs a short smoke version on the debug build,
-//!   whose figures are not to be quoted.
+//!   its table — a binary of the `crates/bench` crate, or a Python script
+//!   of `tests/bench` against the `dsh` binary; `--quick` runs a short
+//!   smoke version on the debug build, whose figures are not to be quoted.
 //!
 //! It is not part of the product and nothing depends on it.
 
@@ -430,22 +431,17 @@ fn bench(name: &str, speed: Speed) -> anyhow::Result<()> {
     } else {
         (&["--release"], "release")
     };
-    let example = |package: &str, example: &str| -> anyhow::Result<()> {
+    // A benchmark binary of the `bench` crate.
+    let bin = |name: &str| -> anyhow::Result<()> {
         let mut command = Command::new(&cargo);
-        command.arg("run").args(profile_args).args([
-            "--quiet",
-            "-p",
-            package,
-            "--example",
-            example,
-        ]);
+        command
+            .arg("run")
+            .args(profile_args)
+            .args(["--quiet", "-p", "bench", "--bin", name]);
         if quick {
             command.args(["--", "--quick"]);
         }
-        step(
-            &format!("benchmark: {package} {example}"),
-            command.env("PATH", &path),
-        )
+        step(&format!("benchmark: {name}"), command.env("PATH", &path))
     };
     let build_dsh = || {
         step(
@@ -482,7 +478,7 @@ fn bench(name: &str, speed: Speed) -> anyhow::Result<()> {
         ),
         "terminal" => {
             build_dsh()?;
-            example("dsh", "bench_terminal")
+            bin("bench_terminal")
         }
         "memory" => {
             build_dsh()?;
@@ -490,8 +486,8 @@ fn bench(name: &str, speed: Speed) -> anyhow::Result<()> {
             command.arg("run").args(profile_args).args([
                 "--quiet",
                 "-p",
-                "dsh",
-                "--example",
+                "bench",
+                "--bin",
                 "bench_dsh_memory",
             ]);
             if quick {
@@ -523,12 +519,12 @@ fn bench(name: &str, speed: Speed) -> anyhow::Result<()> {
             "each corpus program's settle time through MCP vs the same keys on a bare pty",
             &[],
         ),
-        "jobs" => example("jobs", "bench_jobs"),
+        "jobs" => bin("bench_jobs"),
         "spawn" => {
-            example("process-tree", "bench_spawn")?;
-            example("dsh", "bench_bash_layers")
+            bin("bench_spawn")?;
+            bin("bench_bash_layers")
         }
-        "lsp" => example("lsp-rust-analyzer", "bench_lsp"),
+        "lsp" => bin("bench_lsp"),
         "lsp-real" => {
             let go_unavailable = prepare_lsp_corpus()?;
             let extra: Vec<(&str, &str)> = go_unavailable
@@ -541,9 +537,9 @@ fn bench(name: &str, speed: Speed) -> anyhow::Result<()> {
                 &extra,
             )
         }
-        "workspace" => example("workspace-sled", "bench_workspace"),
+        "workspace" => bin("bench_workspace"),
         "sandbox" => {
-            example("sandbox", "bench_sandbox")?;
+            bin("bench_sandbox")?;
             python(
                 "bench_sandbox_mcp.py",
                 "a bash call through MCP in each sandbox setting vs unconfined",

@@ -28,7 +28,9 @@
 //!
 //! The core is synchronous and runtime-free: the waits are short sleeps,
 //! so async callers run [`end_session`] on a blocking thread. The `tokio`
-//! feature adds [`Leader::exited`]. It knows nothing of terminals or jobs.
+//! feature adds [`Leader::exited`]; the `testing` feature, which only
+//! dev-dependencies enable, adds `testing` (forcing a pid to be reused, for
+//! tests). It knows nothing of terminals or jobs.
 //!
 //! Beside them, the process on the other end of a Unix socket
 //! ([`peer_pid`], [`peer_pidfd`], [`pidfd_alive`]): a server that checks
@@ -41,6 +43,7 @@ mod peer;
 mod reap;
 mod scan;
 mod spawn;
+#[cfg(feature = "testing")]
 pub mod testing;
 #[cfg(feature = "tokio")]
 mod wait;

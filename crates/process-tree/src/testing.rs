@@ -1,4 +1,5 @@
-//! Support for tests that must force a pid to be reused.
+//! Support for tests that must force a pid to be reused (feature
+//! `testing`, which only dev-dependencies enable).
 //!
 //! A pid is reused only after the kernel has cycled through the others, so
 //! a test cannot wait for it. In a private pid namespace it can ask for it:

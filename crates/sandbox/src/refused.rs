@@ -181,7 +181,7 @@ const WRITE_WORDS: &[&str] = &[
 /// writing.
 fn prose(lower: &str) -> String {
     let mut rest = lower.to_owned();
-    for path in path_words(lower) {
+    for path in path_words(lower, |_| false) {
         rest = rest.replace(&path, " ");
     }
     rest
@@ -250,7 +250,12 @@ pub(crate) fn find(
                     .rev()
                     .copied(),
             )
-            .map(|l| (l, path_words(l)))
+            .map(|l| {
+                (
+                    l,
+                    path_words(l, |field| names_a_dir_entry(field, cwd, home)),
+                )
+            })
             .find(|(_, words)| !words.is_empty())
             .unwrap_or_default();
         // The error line decides; the line it took its path from speaks
@@ -279,9 +284,11 @@ pub(crate) fn find(
     found
 }
 
-/// The words of `line` that may be paths: quoted strings, and bare words
-/// that start with `/`, `~/`, `./` or `../` or contain a `/`.
-fn path_words(line: &str) -> Vec<String> {
+/// The words of `line` that may be paths: quoted strings, unquoted
+/// `: `-separated fields that look like paths with spaces and that
+/// `whole` accepts (`bash: line 1: /a b/c: Permission denied`), and bare
+/// words that start with `/`, `~/`, `./` or `../` or contain a `/`.
+fn path_words(line: &str, whole: impl Fn(&str) -> bool) -> Vec<String> {
     let mut words = Vec::new();
     let quotes = [('\'', '\''), ('"', '"'), ('`', '`'), ('‘', '’'), ('“', '”')];
     let mut rest = line;
@@ -308,20 +315,42 @@ fn path_words(line: &str) -> Vec<String> {
         }
     }
     unquoted.push_str(rest);
-    for word in unquoted.split_whitespace() {
+    let mut bare = String::new();
+    for field in unquoted.split(": ") {
+        let candidate = field.trim().trim_end_matches([':', ',', ';', '.', '!']);
+        if candidate.contains(char::is_whitespace) && looks_like_path(candidate) && whole(candidate)
+        {
+            words.push(candidate.to_owned());
+        } else {
+            bare.push_str(field);
+        }
+        bare.push(' ');
+    }
+    for word in bare.split_whitespace() {
         let word = word
             .trim_start_matches(['(', '[', '<'])
             .trim_end_matches([':', ',', ';', ')', ']', '>', '.', '!']);
-        if word.starts_with('/')
-            || word.starts_with("~/")
-            || word.starts_with("./")
-            || word.starts_with("../")
-            || (word.contains('/') && !word.contains("://"))
-        {
+        if looks_like_path(word) || (word.contains('/') && !word.contains("://")) {
             words.push(word.to_owned());
         }
     }
     words
+}
+
+/// Whether `word` starts as a path does: `/`, `~/`, `./` or `../`.
+fn looks_like_path(word: &str) -> bool {
+    word.starts_with('/')
+        || word.starts_with("~/")
+        || word.starts_with("./")
+        || word.starts_with("../")
+}
+
+/// Whether `field`, read as a path, names an entry of a directory that
+/// exists: an unquoted field with spaces is taken as one path only then
+/// (a path in a directory whose name has spaces), never when it is prose
+/// after a path.
+fn names_a_dir_entry(field: &str, cwd: &Path, home: &Path) -> bool {
+    resolve(field, cwd, home).is_some_and(|path| path.parent().is_some_and(Path::is_dir))
 }
 
 /// An absolute, normalized path for a word, or `None` if it does not look
@@ -533,6 +562,31 @@ PermissionError: [Errno 13] Permission denied
             refused(out, true).to_string(),
             "the sandbox refused: network access (the network is off)"
         );
+    }
+
+    #[test]
+    fn an_unquoted_path_with_spaces_is_named_whole_when_its_directory_exists() {
+        let dir = tempfile::Builder::new()
+            .prefix("a dir with spaces ")
+            .tempdir()
+            .unwrap();
+        let real = dir.path().canonicalize().unwrap();
+        let access = AccessMap {
+            write_roots: vec!["/w".into()],
+            ..map()
+        };
+        let out = format!("bash: line 1: {}/x: Permission denied\n", real.display());
+        let r = find(&out, Path::new("/w"), Path::new("/h"), &access, false);
+        assert_eq!(
+            paths(&r),
+            [(format!("{}/x", real.display()), RefusedAccess::Write)]
+        );
+        // Prose after a path is not glued to it.
+        let r = refused(
+            "bash: /h/x is not writable by you: Permission denied",
+            false,
+        );
+        assert_eq!(paths(&r), [("/h/x".to_owned(), RefusedAccess::Write)]);
     }
 
     #[test]

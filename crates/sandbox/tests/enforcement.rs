@@ -111,6 +111,12 @@ fn run(prepared: &Prepared, home: &Path, cwd: &Path, script: &str) -> Output {
     command.output().expect("spawn")
 }
 
+/// `path` quoted for a shell script: the fixture lives under the checkout's
+/// target dir, whose path may hold spaces or quotes.
+fn sh(path: &Path) -> String {
+    format!("'{}'", path.display().to_string().replace('\'', r"'\''"))
+}
+
 /// The status line without what this kernel's Landlock lacks (said in
 /// the reason as `(Landlock ABI n < m)`; tested with simulated ABIs).
 fn line(p: &Prepared) -> String {
@@ -176,7 +182,7 @@ fn workspace_write_allows_the_root_the_temp_dir_and_caches_and_refuses_the_rest(
         "echo a > new.txt && cat new.txt".to_owned(),
         "echo b >> existing.txt && rm new.txt && mv existing.txt moved.txt".to_owned(),
         "mkdir -p sub/deeper && echo c > sub/deeper/f && cat sub/deeper/f".to_owned(),
-        format!("echo d > {} && cat {}", tmp.display(), tmp.display()),
+        format!("echo d > {t} && cat {t}", t = sh(&tmp)),
         "echo e > ~/.cache/ok && cat ~/.cache/ok".to_owned(),
         "echo f > /dev/null; cat /etc/hostname ~/notes/readme > /dev/null".to_owned(),
     ] {
@@ -322,8 +328,8 @@ fn read_only_allows_only_the_temp_dir_shared_memory_and_devices() {
         &f.ws,
         &format!(
             "echo a > {t} && cat {t} && echo b > {s} && cat {s} && echo c > /dev/null",
-            t = tmp.display(),
-            s = shm.display()
+            t = sh(&tmp),
+            s = sh(&shm)
         ),
     );
     assert_ok(&out);
@@ -945,8 +951,9 @@ fn the_repl_state_dir_is_writable_in_every_confined_mode_and_home_stays_closed()
             &f.home,
             &f.ws,
             &format!(
-                "mkdir -p {d}/ipython/profile_default/startup && echo 1 > {d}/{mode}",
-                d = dir.display()
+                "mkdir -p {startup} && echo 1 > {file}",
+                startup = sh(&dir.join("ipython/profile_default/startup")),
+                file = sh(&dir.join(mode.as_str()))
             ),
         );
         assert_ok(&out);
@@ -988,7 +995,12 @@ fn a_repl_state_dir_in_a_closed_directory_or_a_writable_one_gets_no_grant_of_its
     );
     assert!(!p.can_write(&inside.join("f")));
     // (Refused, or not even there: the mount namespace seals it.)
-    let out = run(&p, &f.home, &f.ws, &format!("touch {}/f", inside.display()));
+    let out = run(
+        &p,
+        &f.home,
+        &f.ws,
+        &format!("touch {}", sh(&inside.join("f"))),
+    );
     assert!(!out.status.success(), "{}", text(&out));
     assert!(!inside.join("f").exists());
     // Under a writable root (the temp dir): writable through it alone, so
@@ -1002,6 +1014,6 @@ fn a_repl_state_dir_in_a_closed_directory_or_a_writable_one_gets_no_grant_of_its
         &p,
         &f.home,
         &f.ws,
-        &format!("touch {}/f", in_tmp.display()),
+        &format!("touch {}", sh(&in_tmp.join("f"))),
     ));
 }

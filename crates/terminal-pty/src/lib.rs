@@ -15,7 +15,6 @@
 //! layer converts, the jobs registry wraps [`terminal_seam::StartedSend`].
 //! It needs a tokio runtime and Linux `/proc`.
 
-pub mod bench;
 mod canon;
 mod echo;
 mod emulator;

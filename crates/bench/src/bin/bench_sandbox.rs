@@ -2,7 +2,7 @@
 //! unconfined and in each kind of sandbox, interleaved in one run, plus
 //! the cost of preparing a sandbox (first time, and a cache hit).
 //!
-//! `cargo run --release -p sandbox --example bench_sandbox [-- --quick]`
+//! `cargo run --release -p bench --bin bench_sandbox [-- --quick]`
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 

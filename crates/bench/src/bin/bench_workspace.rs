@@ -1,6 +1,6 @@
 //! Latency of the sled-backed workspace registry, side by side with raw sled
 //! on the same disk. Run with `cargo xtask bench workspace [--quick]` or
-//! `cargo run --release -p workspace-sled --example bench_workspace [--quick] [DIR]`
+//! `cargo run --release -p bench --bin bench_workspace -- [--quick] [DIR]`
 //! (DIR: where to put the stores; default: the system temp dir; `--quick`:
 //! a tenth of the operations, a smoke run whose figures are not to be
 //! quoted).

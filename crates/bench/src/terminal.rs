@@ -1,6 +1,6 @@
 //! Measurement helpers for benchmarks: settle latency of `1+1` in a Python
 //! REPL through this service and through the designs it replaces, and
-//! output-flood throughput. Used by the `bench_pty` example; a host adds
+//! output-flood throughput. Used by `bench_pty` and `bench_terminal`; a host adds
 //! its own rows (e.g. the same send over MCP) with [`Stats`] and
 //! [`render_table`]. [`Plan`] holds the sizes of a run (`--quick` for a
 //! short smoke run).

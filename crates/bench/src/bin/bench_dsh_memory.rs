@@ -15,7 +15,7 @@
 //! in a fresh server whose working directory is an empty temp dir (so no
 //! language server starts). `--quick` runs 10 and 100 cycles.
 //!
-//! `cargo run --release -p dsh --example bench_dsh_memory` (or
+//! `cargo run --release -p bench --bin bench_dsh_memory` (or
 //! `cargo xtask bench memory`); it uses `target/release/dsh`, or `$DSH_BIN`.
 
 use std::io::{BufRead, BufReader, Write};

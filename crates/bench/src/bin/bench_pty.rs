@@ -2,16 +2,16 @@
 //! floor, a tmux polling loop, a model of a fixed 50 ms poll — and an
 //! output flood, side by side in one run.
 //!
-//! `cargo run --release -p terminal-pty --example bench_pty [rounds | --quick]`
+//! `cargo run --release -p bench --bin bench_pty [-- rounds | -- --quick]`
 //! (`--quick`: a short smoke run whose figures are not to be quoted).
 
 use std::time::Duration;
 
-use terminal_pty::PtyTerminals;
-use terminal_pty::bench::{
+use bench::terminal::{
     POLL_MODEL, Plan, Row, Stats, flood_rounds, interval_poll_python_settle, raw_pty_python_settle,
     render_flood, render_table, service_python_settle, tmux_python_settle,
 };
+use terminal_pty::PtyTerminals;
 use terminal_seam::Owner;
 
 const RAW: &str = "raw pty-process floor (write, read to prompt)";
@@ -54,14 +54,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         println!("--quick: a smoke run, not figures to quote\n");
     }
     println!(
-        "`cargo run --release -p terminal-pty --example bench_pty`: settle latency, {} timed sends per row\n",
+        "`cargo run --release -p bench --bin bench_pty`: settle latency, {} timed sends per row\n",
         plan.rounds
     );
     println!("{}", render_table(&rows, RAW));
 
     let floods = flood_rounds(&service, &owner, &plan).await?;
     println!(
-        "`cargo run --release -p terminal-pty --example bench_pty`: a flood, dsh and raw in turn, {} rounds\n",
+        "`cargo run --release -p bench --bin bench_pty`: a flood, dsh and raw in turn, {} rounds\n",
         plan.flood_rounds
     );
     println!("{}", render_flood(&floods));

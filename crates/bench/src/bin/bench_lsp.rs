@@ -7,7 +7,7 @@
 //! medians, p99 and ratios.
 //!
 //! `cargo xtask bench lsp [--quick]`, or
-//! `cargo run --release -p lsp-rust-analyzer --example bench_lsp [-- --quick]`
+//! `cargo run --release -p bench --bin bench_lsp [-- --quick]`
 //! (`--quick`, or `DSH_BENCH_QUICK=1`: fewer rounds, for a smoke run whose
 //! figures are not to be quoted).
 #![allow(clippy::unwrap_used, clippy::expect_used)]

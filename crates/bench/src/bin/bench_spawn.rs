@@ -13,7 +13,7 @@
 //!
 //! Run: `cargo xtask bench spawn` (release build; `--quick` for a short
 //! smoke run on the debug build), or
-//! `cargo run --release -p process-tree --example bench_spawn [-- --quick]`.
+//! `cargo run --release -p bench --bin bench_spawn [-- --quick]`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::os::unix::process::CommandExt;

@@ -12,10 +12,10 @@
 //! * a 100 MB output flood: MB/s and peak RSS growth, dsh vs raw, both
 //!   timed from the command line to the prompt, every byte checked.
 //!
-//! `cargo xtask bench terminal [--quick]`, or `cargo run --release -p dsh
-//! --example bench_terminal [rounds | --quick]` (default 1000 rounds;
+//! `cargo xtask bench terminal [--quick]`, or `cargo run --release -p bench
+//! --bin bench_terminal [-- rounds | -- --quick]` (default 1000 rounds;
 //! `--quick`: a short smoke run whose figures are not to be quoted). It
-//! runs the `dsh` binary found next to this example's directory
+//! runs the `dsh` binary found next to this benchmark's binary
 //! (`target/release/dsh`: build it first with `cargo build --release -p
 //! dsh`) or at `$DSH_BIN`.
 
@@ -26,12 +26,12 @@ use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
-use terminal_pty::PtyTerminals;
-use terminal_pty::bench::{
+use bench::terminal::{
     POLL_MODEL, Plan, Row, Stats, flood_rounds, interval_poll_python_settle, raw_pty_python_settle,
     render_flood, render_table, service_python_settle, tmux_python_settle,
 };
+use serde_json::{Value, json};
+use terminal_pty::PtyTerminals;
 use terminal_seam::Owner;
 use tools_catalog::{CallContext, Catalog, JobsConfig, Preset, Runtime, Settings};
 
@@ -47,8 +47,8 @@ fn row(label: &str, mut samples: Vec<Duration>) -> Option<Row> {
     })
 }
 
-/// The `dsh` binary: `$DSH_BIN`, else `../dsh` from this example's
-/// directory (`target/<profile>/examples/`).
+/// The `dsh` binary: `$DSH_BIN`, else `dsh` next to this benchmark's
+/// binary (in `target/<profile>/`).
 fn dsh_bin() -> Result<PathBuf, BoxError> {
     if let Some(path) = std::env::var_os("DSH_BIN") {
         return Ok(PathBuf::from(path));
@@ -56,7 +56,6 @@ fn dsh_bin() -> Result<PathBuf, BoxError> {
     let exe = std::env::current_exe()?;
     let candidate = exe
         .parent()
-        .and_then(Path::parent)
         .map(|dir| dir.join("dsh"))
         .ok_or("cannot locate the target directory")?;
     if candidate.is_file() {
@@ -409,7 +408,7 @@ async fn main() -> Result<(), BoxError> {
         println!("--quick: a smoke run, not figures to quote\n");
     }
     println!(
-        "`cargo xtask bench terminal` (crates/dsh/examples/bench_terminal.rs): settle latency, \
+        "`cargo xtask bench terminal` (crates/bench/src/bin/bench_terminal.rs): settle latency, \
          {rounds} timed sends per row after 5 warm-up sends\n"
     );
     println!("{}", render_table(&rows, RAW));

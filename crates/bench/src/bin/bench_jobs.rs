@@ -12,7 +12,7 @@
 //!
 //! Run: `cargo xtask bench jobs` (release build; `--quick` for a short
 //! smoke run on the debug build), or
-//! `cargo run --release -p jobs --example bench_jobs [-- --quick]`.
+//! `cargo run --release -p bench --bin bench_jobs [-- --quick]`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::Arc;

@@ -22,7 +22,7 @@
 //!
 //! Run: `cargo xtask bench spawn` (release build; `--quick` for a short
 //! smoke run on the debug build), or
-//! `cargo run --release -p dsh --example bench_bash_layers [-- --quick]`.
+//! `cargo run --release -p bench --bin bench_bash_layers [-- --quick]`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::process::{Command, Stdio};
@@ -139,7 +139,7 @@ async fn main() {
         println!("--quick: a smoke run, not figures to quote\n");
     }
     println!(
-        "`cargo xtask bench spawn` (crates/dsh/examples/bench_bash_layers.rs): `bash -c true` \
+        "`cargo xtask bench spawn` (crates/bench/src/bin/bench_bash_layers.rs): `bash -c true` \
          through each layer of dsh, {n} each in {rounds} rounds, in a process of {} KiB resident \
          and {HOST_THREADS} threads\n",
         process_tree::resident_kib()
