@@ -456,3 +456,47 @@ print("refused" if fd < 0 and ctypes.get_errno() == errno.EPERM else "allowed %d
     let out = f.python(&f.prepare(policy(Vec::new())), script, &[]);
     assert_eq!(stdout(&out), "refused");
 }
+
+#[test]
+fn a_socket_the_host_holds_is_outside_even_when_a_confined_process_holds_it_too() {
+    let _serial = SERIAL.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if !guarded() {
+        return;
+    }
+    let f = Fixture::new();
+    // A child of the host holds copies of the host's descriptors until it
+    // runs `exec` (and a confined one is in the sandbox's namespace by
+    // then): the guard must not take the host's sockets for the
+    // sandbox's. Here a confined process inherits the host's listener
+    // outright, and a second one asks for it by path.
+    let held = UnixListener::bind(f.tmp.join("shared.sock")).unwrap();
+    let prepared = f.prepare(policy(Vec::new()));
+    let mut holder = Command::new("python3");
+    holder
+        .args(["-c", "import sys; sys.stdin.read()"])
+        .current_dir(&f.ws)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null());
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&held);
+    let step = prepared.pre_exec_step();
+    // SAFETY: dup2, setsid and the sandbox step are async-signal-safe.
+    unsafe {
+        holder.pre_exec(move || {
+            libc::dup2(fd, 3);
+            libc::setsid();
+            Ok(())
+        });
+        holder.pre_exec(step);
+    }
+    let mut holder = holder.spawn().unwrap();
+    let inherited = |pid: u32| {
+        std::fs::read_link(format!("/proc/{pid}/fd/3"))
+            .is_ok_and(|l| l.to_string_lossy().starts_with("socket:"))
+    };
+    test_support::wait_until("the confined holder runs", || inherited(holder.id()));
+    let out = f.python(&prepared, CONNECT, &[f.tmp.join("shared.sock").to_str().unwrap()]);
+    assert_eq!(stdout(&out), format!("refused {}", libc::EACCES));
+    drop(holder.stdin.take());
+    holder.wait().unwrap();
+    drop(held);
+}
