@@ -459,7 +459,9 @@ print("refused" if fd < 0 and ctypes.get_errno() == errno.EPERM else "allowed %d
 
 #[test]
 fn a_socket_the_host_holds_is_outside_even_when_a_confined_process_holds_it_too() {
-    let _serial = SERIAL.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let _serial = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     if !guarded() {
         return;
     }
@@ -494,7 +496,11 @@ fn a_socket_the_host_holds_is_outside_even_when_a_confined_process_holds_it_too(
             .is_ok_and(|l| l.to_string_lossy().starts_with("socket:"))
     };
     test_support::wait_until("the confined holder runs", || inherited(holder.id()));
-    let out = f.python(&prepared, CONNECT, &[f.tmp.join("shared.sock").to_str().unwrap()]);
+    let out = f.python(
+        &prepared,
+        CONNECT,
+        &[f.tmp.join("shared.sock").to_str().unwrap()],
+    );
     assert_eq!(stdout(&out), format!("refused {}", libc::EACCES));
     drop(holder.stdin.take());
     holder.wait().unwrap();
