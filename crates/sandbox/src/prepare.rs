@@ -471,6 +471,11 @@ struct Gap {
 }
 
 /// Builds the preparation of `context`; `previous` may lend its namespaces.
+/// In stages, each a function of its own: where writing is granted (1),
+/// what stays closed (2), the REPL state directory (3), the read-only
+/// `.git` (4), the namespaces (5), the devices (6), the seccomp filter
+/// (7), the grants (8), the guard of `connect`, what the kernel leaves
+/// open (9), the Landlock ruleset (10) and the status.
 fn build(
     policy: &SandboxPolicy,
     availability: &Availability,
@@ -497,42 +502,188 @@ fn build(
     }
     let taken_at = now_nanos();
     let mut stamps: Vec<(PathBuf, Stamp, Watch)> = Vec::new();
-    let watch = |path: &Path, stamps: &mut Vec<(PathBuf, Stamp, Watch)>| -> Option<PathBuf> {
-        stamps.push((path.to_path_buf(), Stamp::of(path), Watch::Identity));
-        let found = existing(path);
-        if found.is_none()
-            && let Some((ancestor, _)) = nearest_existing_ancestor(path)
-        {
-            stamps.push((ancestor.clone(), Stamp::of(&ancestor), Watch::Contents));
-        }
-        found
+    let mut write_roots = writable_roots(policy, context, &mut stamps);
+    let (read_holes, hole_rules) = closed_paths(policy, context, &mut stamps);
+    if let Some(dir) = state_dir_root(context, &write_roots, &read_holes, &mut stamps) {
+        write_roots.push(dir);
+    }
+    let git = protected_git(policy, context, &write_roots, &read_holes, &mut stamps);
+    let block_network = !policy.network;
+    let mut gaps: Vec<Gap> = Vec::new();
+    let masks = socket_masks(policy, context, &home, &mut stamps);
+    let namespaces = namespace_stage(
+        NamespaceWants {
+            git: &git,
+            masks: &masks,
+            block_network,
+        },
+        availability,
+        previous,
+        userns_failure,
+        &mut gaps,
+    );
+    let mut write_holes = read_holes.clone();
+    if namespaces.is_none() {
+        write_holes.extend(git.iter().cloned());
+    }
+    let net_isolated = namespaces.as_ref().is_some_and(|ns| ns.isolates_network());
+
+    let (read_walk, write_walk) = grant_walks(
+        &read_holes,
+        &write_roots,
+        &write_holes,
+        namespaces.as_deref(),
+        &mut stamps,
+    );
+    let devices: Vec<PathBuf> = DEVICES
+        .iter()
+        .map(PathBuf::from)
+        .filter(|d| d.exists())
+        .collect();
+    let device_grants = device_grants(&devices, namespaces.as_deref(), &mut gaps);
+    let root_dir = {
+        let mut walk = Walk::default();
+        walk.grant_except(Path::new("/"), &[]);
+        walk.grants
     };
 
-    // Where writing is granted.
-    let mut write_candidates: Vec<PathBuf> =
-        SpawnContext::always_writable(&context.temp_dir).into();
+    // The network, without a namespace of its own: Landlock for TCP,
+    // seccomp for the rest. The seccomp filter also refuses the
+    // terminal-injection ioctls, in every confined mode.
+    let fallback = block_network && !net_isolated;
+    let tcp_by_landlock = fallback && availability.landlock_abi >= 4;
+    let seccomp = seccomp_stage(availability, fallback, tcp_by_landlock, &mut gaps);
+    let (guard, seccomp_nested) = guard_stage(
+        policy,
+        context,
+        availability,
+        GuardFacts {
+            seccomp: seccomp.is_some(),
+            mount_namespace: namespaces.is_some(),
+            tcp_by_landlock,
+        },
+        &mut gaps,
+    );
+    let network = kernel_gaps(
+        availability,
+        KernelFacts {
+            block_network,
+            fallback,
+            tcp_by_landlock,
+            seccomp: seccomp.is_some(),
+            guard: guard.is_some(),
+        },
+        &mut gaps,
+    );
+
+    let ruleset = landlock_ruleset(
+        availability,
+        tcp_by_landlock,
+        &[
+            (&root_dir, Rights::ListOnly),
+            (&read_walk.grants, Rights::Read),
+            (&write_walk.grants, Rights::Write),
+            (&device_grants, Rights::Device),
+        ],
+    );
+    let ruleset = match ruleset {
+        Ok(Some(fd)) => fd,
+        Ok(None) | Err(_) => {
+            let reason = match ruleset {
+                Err(e) => format!("the Landlock ruleset could not be built: {e}"),
+                Ok(_) => format!("the kernel refused a Landlock ruleset{simulated}"),
+            };
+            if policy.required {
+                return Err(SandboxError::Unavailable { reason });
+            }
+            return Ok(Prepared::unconfined(
+                SandboxStatus::unavailable(policy.mode, reason),
+                &home,
+            ));
+        }
+    };
+
+    let status = enforced_status(policy, network, &gaps)?;
+    let stamps = unique_stamps(stamps);
+    let read_only = namespaces
+        .as_ref()
+        .map(|ns: &Arc<Namespaces>| ns.read_only.iter().map(|(p, _)| p.clone()).collect())
+        .unwrap_or_default();
+    Ok(Prepared(Arc::new(Inner {
+        status,
+        landlock: Some(ruleset),
+        seccomp,
+        guard,
+        seccomp_nested,
+        namespaces,
+        access: AccessMap {
+            write_roots,
+            write_holes,
+            read_only,
+            read_holes,
+            devices,
+        },
+        hole_rules,
+        home,
+        stamps,
+        taken_at,
+    })))
+}
+
+/// `path` resolved (a symlink followed), stamped so that a change makes
+/// the preparation stale: the path itself, and when it does not exist, the
+/// nearest ancestor that does (whose contents tell when it appears).
+fn watch(path: &Path, stamps: &mut Vec<(PathBuf, Stamp, Watch)>) -> Option<PathBuf> {
+    stamps.push((path.to_path_buf(), Stamp::of(path), Watch::Identity));
+    let found = existing(path);
+    if found.is_none()
+        && let Some((ancestor, _)) = nearest_existing_ancestor(path)
+    {
+        stamps.push((ancestor.clone(), Stamp::of(&ancestor), Watch::Contents));
+    }
+    found
+}
+
+/// Stage 1, where writing is granted: the temp dir and the caches always;
+/// in `workspace-write` the root and the `writable` entries too. Each
+/// resolved, once; what does not exist is left out (and stamped).
+fn writable_roots(
+    policy: &SandboxPolicy,
+    context: &SpawnContext,
+    stamps: &mut Vec<(PathBuf, Stamp, Watch)>,
+) -> Vec<PathBuf> {
+    let mut candidates: Vec<PathBuf> = SpawnContext::always_writable(&context.temp_dir).into();
     if policy.mode == Mode::WorkspaceWrite {
-        write_candidates.extend(context.root.iter().cloned());
-        write_candidates.extend(
+        candidates.extend(context.root.iter().cloned());
+        candidates.extend(
             policy
                 .writable
                 .iter()
                 .filter_map(|w| expand_entry(w, &context.home)),
         );
     }
-    let mut write_roots: Vec<PathBuf> = Vec::new();
-    for candidate in &write_candidates {
-        if let Some(root) = watch(candidate, &mut stamps)
-            && !write_roots.contains(&root)
+    let mut roots: Vec<PathBuf> = Vec::new();
+    for candidate in &candidates {
+        if let Some(root) = watch(candidate, stamps)
+            && !roots.contains(&root)
         {
-            write_roots.push(root);
+            roots.push(root);
         }
     }
+    roots
+}
 
-    // Where nothing is granted at all.
-    let mut read_holes: Vec<PathBuf> = Vec::new();
-    let mut hole_rules: Vec<(PathBuf, ReadRule)> = Vec::new();
-    let deny_candidates = policy
+/// Stage 2, where nothing is granted at all: the `deny_read` entries and
+/// the host's private directories, each resolved (a symlink is followed:
+/// its target is what must stay closed), with the rule it comes from.
+fn closed_paths(
+    policy: &SandboxPolicy,
+    context: &SpawnContext,
+    stamps: &mut Vec<(PathBuf, Stamp, Watch)>,
+) -> (Vec<PathBuf>, Vec<(PathBuf, ReadRule)>) {
+    let mut holes: Vec<PathBuf> = Vec::new();
+    let mut rules: Vec<(PathBuf, ReadRule)> = Vec::new();
+    let candidates = policy
         .deny_read
         .iter()
         .filter_map(|d| {
@@ -547,111 +698,126 @@ fn build(
                 .iter()
                 .map(|p| (p.clone(), ReadRule::Private)),
         );
-    for (candidate, rule) in deny_candidates {
-        // A symlink is followed: its target is what must stay closed.
-        if let Some(hole) = watch(&candidate, &mut stamps)
-            && !read_holes.contains(&hole)
+    for (candidate, rule) in candidates {
+        if let Some(hole) = watch(&candidate, stamps)
+            && !holes.contains(&hole)
         {
-            hole_rules.push((hole.clone(), rule));
-            read_holes.push(hole);
+            rules.push((hole.clone(), rule));
+            holes.push(hole);
         }
     }
+    (holes, rules)
+}
 
-    // The REPL state directory, in every confined mode. Not when it is
-    // already under a writable root: a confined process could then have
-    // swapped it for a symlink since it was created, and the grant would
-    // follow the symlink. Not when it lies in a closed directory or holds
-    // one (an odd `XDG_STATE_HOME`): a grant must never open those.
-    if let Some(dir) = &context.state_dir
-        && !write_roots.iter().any(|r| is_within(dir, r))
-        && let Some(real) = watch(dir, &mut stamps)
-        && !write_roots.iter().any(|r| is_within(&real, r))
-        && !read_holes
-            .iter()
-            .any(|h| is_within(&real, h) || is_within(h, &real))
-    {
-        write_roots.push(real);
+/// Stage 3, the REPL state directory, writable in every confined mode. Not
+/// when it is already under a writable root: a confined process could then
+/// have swapped it for a symlink since it was created, and the grant would
+/// follow the symlink. Not when it lies in a closed directory or holds one
+/// (an odd `XDG_STATE_HOME`): a grant must never open those.
+fn state_dir_root(
+    context: &SpawnContext,
+    write_roots: &[PathBuf],
+    read_holes: &[PathBuf],
+    stamps: &mut Vec<(PathBuf, Stamp, Watch)>,
+) -> Option<PathBuf> {
+    let dir = context.state_dir.as_ref()?;
+    if write_roots.iter().any(|r| is_within(dir, r)) {
+        return None;
     }
+    let real = watch(dir, stamps)?;
+    let opens_a_hole = read_holes
+        .iter()
+        .any(|h| is_within(&real, h) || is_within(h, &real));
+    (!write_roots.iter().any(|r| is_within(&real, r)) && !opens_a_hole).then_some(real)
+}
 
-    // `.git` at the top of the writable root.
-    let mut git = Vec::new();
-    if policy.mode == Mode::WorkspaceWrite
-        && !policy.git_writable
-        && let Some(root) = &context.root
-    {
-        let dotgit = root.join(".git");
-        stamps.push((dotgit.clone(), Stamp::of(&dotgit), Watch::Identity));
-        git = git_paths(&dotgit)
-            .into_iter()
-            .filter(|p| write_roots.iter().any(|r| is_within(p, r)))
-            .filter(|p| !read_holes.iter().any(|h| is_within(p, h)))
-            .collect();
-    }
-    // The namespaces: a mount namespace with a private `/dev/pts` (and a
-    // read-only `.git`), a network namespace for the network off.
-    let block_network = !policy.network;
-    let mut gaps: Vec<Gap> = Vec::new();
-    let mut namespaces: Option<Arc<Namespaces>> = None;
-    let masks = socket_masks(policy, context, &home, &mut stamps);
-    let reused = previous
-        .and_then(|p| p.0.namespaces.clone())
-        .filter(|ns| ns.is_current(&git, &masks, block_network));
-    let made = match (reused, userns_failure.as_ref()) {
-        (Some(ns), _) => Ok(ns),
-        (None, Some(failure)) => Err(failure.clone()),
-        (None, None) if !availability.user_namespaces => {
-            Err(format!("user namespaces unavailable{simulated}"))
-        }
-        (None, None) => Namespaces::create(&git, &masks, block_network)
-            .map(Arc::new)
-            .inspect_err(|e| *userns_failure = Some(e.clone())),
+/// Stage 4, the paths of the `.git` at the top of the writable root that
+/// stay read-only (in `workspace-write`, unless `git_writable`): those
+/// inside a writable root and not already closed.
+fn protected_git(
+    policy: &SandboxPolicy,
+    context: &SpawnContext,
+    write_roots: &[PathBuf],
+    read_holes: &[PathBuf],
+    stamps: &mut Vec<(PathBuf, Stamp, Watch)>,
+) -> Vec<PathBuf> {
+    let Some(root) = &context.root else {
+        return Vec::new();
     };
-    match made {
-        Ok(ns) => namespaces = Some(ns),
-        Err(why) => {
-            gaps.push(Gap {
-                what: format!(
-                    "the user's other terminals and the sockets of tmux, X, Docker and the \
-                     session bus stay reachable ({why})"
-                ),
-                refuses_required: false,
-            });
-            if !git.is_empty() {
-                // Fall back to leaving `.git` out of the grant: still
-                // read-only, but the root's own entries are granted one by
-                // one, so nothing new can be created at its top.
-                gaps.push(Gap {
-                    what: format!(
-                        "new files cannot be created at the top of the workspace, because .git \
-                         is kept read-only without a mount namespace ({why}); set \
-                         git_writable = true to lift this"
-                    ),
-                    refuses_required: false,
-                });
-            }
+    if policy.mode != Mode::WorkspaceWrite || policy.git_writable {
+        return Vec::new();
+    }
+    let dotgit = root.join(".git");
+    stamps.push((dotgit.clone(), Stamp::of(&dotgit), Watch::Identity));
+    git_paths(&dotgit)
+        .into_iter()
+        .filter(|p| write_roots.iter().any(|r| is_within(p, r)))
+        .filter(|p| !read_holes.iter().any(|h| is_within(p, h)))
+        .collect()
+}
+
+/// Checked before every spawn that reuses a preparation: each (path,
+/// stamp, watch) once. Many missing credential stores share the nearest
+/// existing ancestor (home); a path stamped twice with different values
+/// changed during the build and keeps both, so it reads stale.
+fn unique_stamps(stamps: Vec<(PathBuf, Stamp, Watch)>) -> Vec<(PathBuf, Stamp, Watch)> {
+    let mut unique: Vec<(PathBuf, Stamp, Watch)> = Vec::with_capacity(stamps.len());
+    for stamp in stamps {
+        if !unique.contains(&stamp) {
+            unique.push(stamp);
         }
     }
-    let mut write_holes = read_holes.clone();
-    if namespaces.is_none() {
-        write_holes.extend(git.iter().cloned());
+    unique
+}
+
+/// The last stage, the status of an enforced sandbox: what it enforces
+/// and, in its reason, every gap; an error instead when `required` and a
+/// gap refuses it.
+fn enforced_status(
+    policy: &SandboxPolicy,
+    network: bool,
+    gaps: &[Gap],
+) -> Result<SandboxStatus, SandboxError> {
+    if policy.required
+        && let Some(gap) = gaps.iter().find(|g| g.refuses_required)
+    {
+        return Err(SandboxError::Unavailable {
+            reason: gap.what.clone(),
+        });
     }
-    let net_isolated = namespaces.as_ref().is_some_and(|ns| ns.isolates_network());
+    let reason = (!gaps.is_empty()).then(|| {
+        gaps.iter()
+            .map(|g| g.what.as_str())
+            .collect::<Vec<_>>()
+            .join("; ")
+    });
+    Ok(SandboxStatus {
+        mode: policy.mode,
+        enforced: true,
+        network,
+        reason,
+    })
+}
 
-    let abi = ABI::from(availability.landlock_abi);
-    let handled = AccessFs::from_all(abi) & !AccessFs::IoctlDev;
-    let read_rights = (AccessFs::ReadFile | AccessFs::Execute) & handled;
-    let write_rights = AccessFs::from_write(abi) & handled;
-    let file_rights = AccessFs::from_file(abi) & handled;
-
+/// Stage 8, the grants: read everywhere but the closed paths, write in the
+/// writable roots but their holes, and in the sandbox's own socket
+/// directories (a tmpfs each: a tmux or screen started inside keeps its
+/// socket there). The directories the walks only pass through are
+/// stamped by their contents.
+fn grant_walks(
+    read_holes: &[PathBuf],
+    write_roots: &[PathBuf],
+    write_holes: &[PathBuf],
+    namespaces: Option<&Namespaces>,
+    stamps: &mut Vec<(PathBuf, Stamp, Watch)>,
+) -> (Walk, Walk) {
     let mut read_walk = Walk::default();
-    read_walk.grant_except(Path::new("/"), &read_holes);
+    read_walk.grant_except(Path::new("/"), read_holes);
     let mut write_walk = Walk::default();
-    for root in &write_roots {
-        write_walk.grant_except(root, &write_holes);
+    for root in write_roots {
+        write_walk.grant_except(root, write_holes);
     }
-    // A hidden socket directory is the sandbox's own (a tmpfs): writable,
-    // so a tmux or screen started inside can keep its socket there.
-    if let Some(ns) = &namespaces {
+    if let Some(ns) = namespaces {
         for mask in ns.masks() {
             if matches!(mask.kind, MaskKind::Private(_))
                 && !write_roots.iter().any(|r| is_within(&mask.path, r))
@@ -667,86 +833,92 @@ fn build(
                 .map(|(p, s)| (p.clone(), *s, Watch::Contents)),
         );
     }
-    let devices: Vec<PathBuf> = DEVICES
-        .iter()
-        .map(PathBuf::from)
-        .filter(|d| d.exists())
-        .collect();
-    let device_grants: Vec<Grant> = {
-        let mut walk = Walk::default();
-        for d in &devices {
-            // With a mount namespace, `/dev/pts` inside is the private
-            // instance (granted below); the host's is not granted.
-            if namespaces.is_none() || d != Path::new(PTS) {
-                walk.grant_except(d, &[]);
-            }
-        }
-        let mut grants = walk.grants;
-        if let Some(ns) = &namespaces {
-            match ns.pts().try_clone() {
-                Ok(fd) => grants.push(Grant {
-                    path: PathBuf::from(PTS),
-                    fd,
-                    is_dir: true,
-                }),
-                Err(e) => gaps.push(Gap {
-                    what: format!("the private /dev/pts could not be granted: {e}"),
-                    refuses_required: false,
-                }),
-            }
-        }
-        grants
-    };
-    let root_dir = {
-        let mut walk = Walk::default();
-        walk.grant_except(Path::new("/"), &[]);
-        walk.grants
-    };
+    (read_walk, write_walk)
+}
 
-    // The network, without a namespace of its own: Landlock for TCP,
-    // seccomp for the rest. The seccomp filter also refuses the
-    // terminal-injection ioctls, in every confined mode.
-    let fallback = block_network && !net_isolated;
-    let tcp_by_landlock = fallback && availability.landlock_abi >= 4;
-    let seccomp = if availability.seccomp {
-        let network = if fallback {
-            crate::seccomp::Network::Block { tcp_by_landlock }
-        } else {
-            crate::seccomp::Network::Untouched
-        };
-        match crate::seccomp::filter(network) {
-            Ok(f) => Some(f),
-            Err(e) => {
-                gaps.push(Gap {
-                    what: format!("seccomp filter: {e}"),
-                    refuses_required: true,
-                });
-                None
-            }
+/// Stage 6, the devices a confined process may open for writing (the null
+/// devices, `/dev/tty`, `/dev/ptmx`): with a mount namespace, `/dev/pts`
+/// is the private instance's root, not the host's.
+fn device_grants(
+    devices: &[PathBuf],
+    namespaces: Option<&Namespaces>,
+    gaps: &mut Vec<Gap>,
+) -> Vec<Grant> {
+    let mut walk = Walk::default();
+    for d in devices {
+        if namespaces.is_none() || d != Path::new(PTS) {
+            walk.grant_except(d, &[]);
         }
-    } else {
+    }
+    let mut grants = walk.grants;
+    if let Some(ns) = namespaces {
+        match ns.pts().try_clone() {
+            Ok(fd) => grants.push(Grant {
+                path: PathBuf::from(PTS),
+                fd,
+                is_dir: true,
+            }),
+            Err(e) => gaps.push(Gap {
+                what: format!("the private /dev/pts could not be granted: {e}"),
+                refuses_required: false,
+            }),
+        }
+    }
+    grants
+}
+
+/// Stage 7, the seccomp filter: the terminal-injection `ioctl`s in every
+/// confined mode, and with the network off and no namespace of its own
+/// (`fallback`) the sockets Landlock's TCP rules do not cover.
+fn seccomp_stage(
+    availability: &Availability,
+    fallback: bool,
+    tcp_by_landlock: bool,
+    gaps: &mut Vec<Gap>,
+) -> Option<BpfProgram> {
+    if !availability.seccomp {
         gaps.push(Gap {
             what: format!(
-                "TIOCSTI (typing into a terminal) is not refused: the kernel has no seccomp{simulated}"
+                "TIOCSTI (typing into a terminal) is not refused: the kernel has no seccomp{}",
+                availability.simulated_note()
             ),
             refuses_required: false,
         });
-        None
+        return None;
+    }
+    let network = if fallback {
+        crate::seccomp::Network::Block { tcp_by_landlock }
+    } else {
+        crate::seccomp::Network::Untouched
     };
-    let (guard, seccomp_nested) = guard_stage(
-        policy,
-        context,
-        availability,
-        GuardFacts {
-            seccomp: seccomp.is_some(),
-            mount_namespace: namespaces.is_some(),
-            tcp_by_landlock,
-        },
-        &mut gaps,
-    );
-    let mut network = !block_network;
-    if fallback {
-        match (tcp_by_landlock, seccomp.is_some()) {
+    match crate::seccomp::filter(network) {
+        Ok(f) => Some(f),
+        Err(e) => {
+            gaps.push(Gap {
+                what: format!("seccomp filter: {e}"),
+                refuses_required: true,
+            });
+            None
+        }
+    }
+}
+
+/// What [`kernel_gaps`] needs to know of the stages before it.
+struct KernelFacts {
+    block_network: bool,
+    fallback: bool,
+    tcp_by_landlock: bool,
+    seccomp: bool,
+    guard: bool,
+}
+
+/// Stage 9, what this kernel leaves open, in `gaps`; returns whether the
+/// network is on in the end (the policy's, unless it cannot be blocked).
+fn kernel_gaps(availability: &Availability, facts: KernelFacts, gaps: &mut Vec<Gap>) -> bool {
+    let simulated = availability.simulated_note();
+    let mut network = !facts.block_network;
+    if facts.fallback {
+        match (facts.tcp_by_landlock, facts.seccomp) {
             (_, true) => {}
             (true, false) => {
                 network = true;
@@ -778,7 +950,7 @@ fn build(
             ),
             refuses_required: false,
         });
-        if fallback && guard.is_none() {
+        if facts.fallback && !facts.guard {
             gaps.push(Gap {
                 what: format!(
                     "abstract sockets outside stay reachable (Landlock ABI {} < 6){simulated}",
@@ -797,128 +969,141 @@ fn build(
             refuses_required: true,
         });
     }
+    network
+}
 
-    let ruleset = (|| -> Result<Option<OwnedFd>, landlock::RulesetError> {
-        let mut ruleset = Ruleset::default()
-            .set_compatibility(CompatLevel::BestEffort)
-            .handle_access(handled)?;
-        if tcp_by_landlock {
-            ruleset = ruleset.handle_access(AccessNet::BindTcp | AccessNet::ConnectTcp)?;
+/// What a group of grants may do.
+#[derive(Debug, Clone, Copy)]
+enum Rights {
+    /// List the directory (`/` itself, so every path can be walked).
+    ListOnly,
+    /// Read and execute.
+    Read,
+    /// Everything Landlock calls writing.
+    Write,
+    /// Read, write and truncate (a device).
+    Device,
+}
+
+/// Stage 10, the Landlock ruleset: each group of grants with its rights
+/// (a file's rights cut to what applies to files), TCP when the network
+/// is blocked without a namespace, and the scopes (ABI 6) that keep
+/// signals and abstract sockets inside. `None`: the kernel refused one.
+fn landlock_ruleset(
+    availability: &Availability,
+    tcp_by_landlock: bool,
+    groups: &[(&[Grant], Rights)],
+) -> Result<Option<OwnedFd>, landlock::RulesetError> {
+    let abi = ABI::from(availability.landlock_abi);
+    let handled = AccessFs::from_all(abi) & !AccessFs::IoctlDev;
+    let file_rights = AccessFs::from_file(abi) & handled;
+    let group_rights = |rights: Rights| -> BitFlags<AccessFs> {
+        match rights {
+            Rights::ListOnly => BitFlags::from(AccessFs::ReadDir) & handled,
+            Rights::Read => (AccessFs::ReadFile | AccessFs::Execute) & handled,
+            Rights::Write => AccessFs::from_write(abi) & handled,
+            Rights::Device => {
+                (AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::Truncate) & handled
+            }
         }
-        if availability.landlock_abi >= 6 {
-            // Abstract Unix sockets of processes outside (an X display's,
-            // a session bus's) are out of reach whatever the network
-            // setting: they are the same doors as the socket files the
-            // mount namespace hides.
-            ruleset = ruleset.scope(Scope::Signal | Scope::AbstractUnixSocket)?;
-        }
-        let mut created = ruleset.create()?;
-        let rights = |grant: &Grant, rights: BitFlags<AccessFs>| {
-            if grant.is_dir {
+    };
+    let mut ruleset = Ruleset::default()
+        .set_compatibility(CompatLevel::BestEffort)
+        .handle_access(handled)?;
+    if tcp_by_landlock {
+        ruleset = ruleset.handle_access(AccessNet::BindTcp | AccessNet::ConnectTcp)?;
+    }
+    if availability.landlock_abi >= 6 {
+        // Abstract Unix sockets of processes outside (an X display's, a
+        // session bus's) are out of reach whatever the network setting:
+        // they are the same doors as the socket files the mount namespace
+        // hides.
+        ruleset = ruleset.scope(Scope::Signal | Scope::AbstractUnixSocket)?;
+    }
+    let mut created = ruleset.create()?;
+    for (grants, rights) in groups {
+        let rights = group_rights(*rights);
+        for grant in grants.iter() {
+            let access = if grant.is_dir {
                 rights
             } else {
                 rights & file_rights
-            }
-        };
-        let mut rules: Vec<(&Grant, BitFlags<AccessFs>)> = Vec::new();
-        rules.extend(
-            root_dir
-                .iter()
-                .map(|g| (g, BitFlags::from(AccessFs::ReadDir) & handled)),
-        );
-        rules.extend(read_walk.grants.iter().map(|g| (g, rights(g, read_rights))));
-        rules.extend(
-            write_walk
-                .grants
-                .iter()
-                .map(|g| (g, rights(g, write_rights))),
-        );
-        rules.extend(device_grants.iter().map(|g| {
-            (
-                g,
-                rights(
-                    g,
-                    (AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::Truncate) & handled,
-                ),
-            )
-        }));
-        for (grant, access) in rules {
+            };
             if !access.is_empty() {
                 created = created.add_rule(PathBeneath::new(&grant.fd, access))?;
             }
         }
-        Ok(created.into())
-    })();
-    let ruleset = match ruleset {
-        Ok(Some(fd)) => fd,
-        Ok(None) | Err(_) => {
-            let reason = match ruleset {
-                Err(e) => format!("the Landlock ruleset could not be built: {e}"),
-                Ok(_) => format!("the kernel refused a Landlock ruleset{simulated}"),
-            };
-            if policy.required {
-                return Err(SandboxError::Unavailable { reason });
-            }
-            return Ok(Prepared::unconfined(
-                SandboxStatus::unavailable(policy.mode, reason),
-                &home,
-            ));
-        }
-    };
+    }
+    Ok(created.into())
+}
 
-    if policy.required
-        && let Some(gap) = gaps.iter().find(|g| g.refuses_required)
-    {
-        return Err(SandboxError::Unavailable {
-            reason: gap.what.clone(),
-        });
-    }
-    let reason = (!gaps.is_empty()).then(|| {
-        gaps.iter()
-            .map(|g| g.what.as_str())
-            .collect::<Vec<_>>()
-            .join("; ")
-    });
-    let status = SandboxStatus {
-        mode: policy.mode,
-        enforced: true,
-        network,
-        reason,
+/// What the namespaces must provide.
+struct NamespaceWants<'a> {
+    /// The `.git` paths to keep read-only.
+    git: &'a [PathBuf],
+    /// The socket places to hide.
+    masks: &'a [Mask],
+    /// Whether the network is off (a network namespace of its own).
+    block_network: bool,
+}
+
+/// Stage 5, the namespaces: a mount namespace with a private `/dev/pts`,
+/// the hidden socket places and a read-only `.git`, and a network
+/// namespace when the network is off. `previous`'s are reused when they
+/// still fit; a failure to create them is remembered (`userns_failure`)
+/// so that later preparations do not try again, and said in `gaps`.
+fn namespace_stage(
+    wants: NamespaceWants<'_>,
+    availability: &Availability,
+    previous: Option<&Prepared>,
+    userns_failure: &mut Option<String>,
+    gaps: &mut Vec<Gap>,
+) -> Option<Arc<Namespaces>> {
+    let simulated = availability.simulated_note();
+    let NamespaceWants {
+        git,
+        masks,
+        block_network,
+    } = wants;
+    let reused = previous
+        .and_then(|p| p.0.namespaces.clone())
+        .filter(|ns| ns.is_current(git, masks, block_network));
+    let made = match (reused, userns_failure.as_ref()) {
+        (Some(ns), _) => Ok(ns),
+        (None, Some(failure)) => Err(failure.clone()),
+        (None, None) if !availability.user_namespaces => {
+            Err(format!("user namespaces unavailable{simulated}"))
+        }
+        (None, None) => Namespaces::create(git, masks, block_network)
+            .map(Arc::new)
+            .inspect_err(|e| *userns_failure = Some(e.clone())),
     };
-    // Checked before every spawn that reuses this preparation: each
-    // (path, stamp, watch) once. Many missing credential stores share the
-    // nearest existing ancestor (home); a path stamped twice with different
-    // values changed during the build and keeps both, so it reads stale.
-    let mut unique: Vec<(PathBuf, Stamp, Watch)> = Vec::with_capacity(stamps.len());
-    for stamp in stamps {
-        if !unique.contains(&stamp) {
-            unique.push(stamp);
+    match made {
+        Ok(ns) => Some(ns),
+        Err(why) => {
+            gaps.push(Gap {
+                what: format!(
+                    "the user's other terminals and the sockets of tmux, X, Docker and the \
+                     session bus stay reachable ({why})"
+                ),
+                refuses_required: false,
+            });
+            if !git.is_empty() {
+                // Fall back to leaving `.git` out of the grant: still
+                // read-only, but the root's own entries are granted one by
+                // one, so nothing new can be created at its top.
+                gaps.push(Gap {
+                    what: format!(
+                        "new files cannot be created at the top of the workspace, because .git \
+                         is kept read-only without a mount namespace ({why}); set \
+                         git_writable = true to lift this"
+                    ),
+                    refuses_required: false,
+                });
+            }
+            None
         }
     }
-    let stamps = unique;
-    let read_only = namespaces
-        .as_ref()
-        .map(|ns: &Arc<Namespaces>| ns.read_only.iter().map(|(p, _)| p.clone()).collect())
-        .unwrap_or_default();
-    Ok(Prepared(Arc::new(Inner {
-        status,
-        landlock: Some(ruleset),
-        seccomp,
-        guard,
-        seccomp_nested,
-        namespaces,
-        access: AccessMap {
-            write_roots,
-            write_holes,
-            read_only,
-            read_holes,
-            devices,
-        },
-        hole_rules,
-        home,
-        stamps,
-        taken_at,
-    })))
 }
 
 /// What [`guard_stage`] needs to know of the stages before it.
@@ -1132,4 +1317,256 @@ fn git_paths(dotgit: &Path) -> Vec<PathBuf> {
     let all = paths.clone();
     paths.retain(|p| !all.iter().any(|q| q != p && is_within(p, q)));
     paths
+}
+
+#[cfg(test)]
+mod stage_tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    struct Dirs {
+        _base: tempfile::TempDir,
+        home: PathBuf,
+        ws: PathBuf,
+        tmp: PathBuf,
+    }
+
+    fn dirs() -> Dirs {
+        let base = tempfile::tempdir().unwrap();
+        let root = base.path().canonicalize().unwrap();
+        let (home, ws, tmp) = (root.join("home"), root.join("ws"), root.join("tmp"));
+        for d in [&home, &ws, &tmp] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        Dirs {
+            _base: base,
+            home,
+            ws,
+            tmp,
+        }
+    }
+
+    fn context(d: &Dirs) -> SpawnContext {
+        SpawnContext::command(&d.ws, &d.home).with_temp_dir(&d.tmp)
+    }
+
+    #[test]
+    fn writable_roots_are_the_temp_dir_and_in_workspace_write_the_root_and_the_listed() {
+        let d = dirs();
+        std::fs::create_dir(d.home.join("cache")).unwrap();
+        let mut stamps = Vec::new();
+        let read_only = SandboxPolicy {
+            mode: Mode::ReadOnly,
+            writable: vec!["~/cache".into()],
+            ..SandboxPolicy::default()
+        };
+        let roots = writable_roots(&read_only, &context(&d), &mut stamps);
+        assert!(
+            roots.contains(&d.tmp) && !roots.contains(&d.ws),
+            "{roots:?}"
+        );
+        let write = SandboxPolicy {
+            writable: vec!["~/cache".into(), "~/missing".into(), "~/cache".into()],
+            ..SandboxPolicy::default()
+        };
+        let roots = writable_roots(&write, &context(&d), &mut stamps);
+        assert!(roots.contains(&d.ws) && roots.contains(&d.home.join("cache")));
+        assert_eq!(
+            roots.iter().filter(|r| **r == d.home.join("cache")).count(),
+            1
+        );
+        assert!(!roots.contains(&d.home.join("missing")));
+        // The missing one is stamped, with the ancestor that would show it.
+        assert!(stamps.iter().any(|(p, _, _)| *p == d.home.join("missing")));
+        assert!(
+            stamps
+                .iter()
+                .any(|(p, _, w)| *p == d.home && *w == Watch::Contents)
+        );
+    }
+
+    #[test]
+    fn closed_paths_follow_symlinks_and_keep_their_rule() {
+        let d = dirs();
+        std::fs::create_dir(d.home.join("real-ssh")).unwrap();
+        std::os::unix::fs::symlink(d.home.join("real-ssh"), d.home.join(".ssh")).unwrap();
+        let private = d.tmp.join("private");
+        std::fs::create_dir(&private).unwrap();
+        let mut ctx = context(&d);
+        ctx.private = vec![private.clone()];
+        let policy = SandboxPolicy {
+            deny_read: vec!["~/.ssh".into()],
+            ..SandboxPolicy::default()
+        };
+        let (holes, rules) = closed_paths(&policy, &ctx, &mut Vec::new());
+        assert_eq!(holes, vec![d.home.join("real-ssh"), private.clone()]);
+        assert_eq!(
+            rules,
+            vec![
+                (d.home.join("real-ssh"), ReadRule::DenyRead("~/.ssh".into())),
+                (private, ReadRule::Private),
+            ]
+        );
+    }
+
+    #[test]
+    fn the_state_dir_is_granted_only_outside_writable_roots_and_closed_paths() {
+        let d = dirs();
+        let state = d.home.join("state");
+        std::fs::create_dir(&state).unwrap();
+        let mut ctx = context(&d);
+        ctx.state_dir = Some(state.clone());
+        let mut stamps = Vec::new();
+        assert_eq!(
+            state_dir_root(&ctx, std::slice::from_ref(&d.ws), &[], &mut stamps),
+            Some(state.clone())
+        );
+        // Under a writable root already: no grant of its own.
+        assert_eq!(
+            state_dir_root(&ctx, std::slice::from_ref(&d.home), &[], &mut stamps),
+            None
+        );
+        // Inside a closed path, or holding one: never.
+        assert_eq!(
+            state_dir_root(&ctx, &[], std::slice::from_ref(&d.home), &mut stamps),
+            None
+        );
+        assert_eq!(
+            state_dir_root(&ctx, &[], &[state.join("inner")], &mut stamps),
+            None
+        );
+    }
+
+    #[test]
+    fn git_stays_read_only_only_in_workspace_write_and_inside_a_writable_root() {
+        let d = dirs();
+        std::fs::create_dir(d.ws.join(".git")).unwrap();
+        let ctx = context(&d);
+        let roots = vec![d.ws.clone()];
+        let write = SandboxPolicy::default();
+        assert_eq!(
+            protected_git(&write, &ctx, &roots, &[], &mut Vec::new()),
+            vec![d.ws.join(".git")]
+        );
+        let lifted = SandboxPolicy {
+            git_writable: true,
+            ..SandboxPolicy::default()
+        };
+        assert!(protected_git(&lifted, &ctx, &roots, &[], &mut Vec::new()).is_empty());
+        let read_only = SandboxPolicy {
+            mode: Mode::ReadOnly,
+            ..SandboxPolicy::default()
+        };
+        assert!(protected_git(&read_only, &ctx, &roots, &[], &mut Vec::new()).is_empty());
+        assert!(protected_git(&write, &ctx, &[], &[], &mut Vec::new()).is_empty());
+        // Closed already: not granted at all, so nothing to protect.
+        assert!(
+            protected_git(
+                &write,
+                &ctx,
+                &roots,
+                std::slice::from_ref(&d.ws),
+                &mut Vec::new()
+            )
+            .is_empty()
+        );
+    }
+
+    fn facts(fallback: bool, tcp_by_landlock: bool, seccomp: bool) -> KernelFacts {
+        KernelFacts {
+            block_network: true,
+            fallback,
+            tcp_by_landlock,
+            seccomp,
+            guard: false,
+        }
+    }
+
+    fn kernel(abi: i32) -> Availability {
+        Availability::probe_kernel()
+            .pretend(&format!("landlock-abi={abi}"))
+            .unwrap()
+    }
+
+    #[test]
+    fn kernel_gaps_say_what_stays_open_and_whether_the_network_is_really_off() {
+        let full = Availability::probe_kernel();
+        let mut gaps = Vec::new();
+        // A namespace of its own, or Landlock and seccomp: off, no gap.
+        assert!(!kernel_gaps(&full, facts(false, false, true), &mut gaps));
+        assert!(!kernel_gaps(&full, facts(true, true, true), &mut gaps));
+        // Landlock without seccomp: TCP only, so the network counts as on.
+        assert!(kernel_gaps(&full, facts(true, true, false), &mut gaps));
+        assert!(
+            gaps.iter()
+                .any(|g| g.what.starts_with("only TCP") && g.refuses_required)
+        );
+        gaps.clear();
+        assert!(kernel_gaps(&full, facts(true, false, false), &mut gaps));
+        assert!(
+            gaps.iter()
+                .any(|g| g.what.starts_with("the network stays on"))
+        );
+        if full.landlock_abi >= 6 {
+            gaps.clear();
+            let old = kernel(5);
+            kernel_gaps(&old, facts(true, true, true), &mut gaps);
+            let said: Vec<&str> = gaps.iter().map(|g| g.what.as_str()).collect();
+            assert!(
+                said.iter().any(|g| g.starts_with("signals reach")),
+                "{said:?}"
+            );
+            assert!(
+                said.iter().any(|g| g.starts_with("abstract sockets")),
+                "{said:?}"
+            );
+            // With the guard of connect, abstract sockets are not open.
+            gaps.clear();
+            let guarded = KernelFacts {
+                guard: true,
+                ..facts(true, true, true)
+            };
+            kernel_gaps(&old, guarded, &mut gaps);
+            assert!(!gaps.iter().any(|g| g.what.starts_with("abstract sockets")));
+        }
+    }
+
+    #[test]
+    fn a_required_sandbox_fails_on_a_gap_that_refuses_it_and_reports_the_others() {
+        let gaps = vec![
+            Gap {
+                what: "a".into(),
+                refuses_required: false,
+            },
+            Gap {
+                what: "b".into(),
+                refuses_required: true,
+            },
+        ];
+        let mut policy = SandboxPolicy::default();
+        let status = enforced_status(&policy, false, &gaps).unwrap();
+        assert_eq!(status.reason.as_deref(), Some("a; b"));
+        assert!(status.enforced && !status.network);
+        policy.required = true;
+        assert!(matches!(
+            enforced_status(&policy, false, &gaps),
+            Err(SandboxError::Unavailable { reason }) if reason == "b"
+        ));
+        assert_eq!(
+            enforced_status(&policy, true, &gaps[..1])
+                .unwrap()
+                .reason
+                .as_deref(),
+            Some("a")
+        );
+    }
+
+    #[test]
+    fn stamps_are_kept_once_each() {
+        let d = dirs();
+        let stamp = (d.ws.clone(), Stamp::of(&d.ws), Watch::Identity);
+        let other = (d.tmp.clone(), Stamp::of(&d.tmp), Watch::Contents);
+        let unique = unique_stamps(vec![stamp.clone(), other.clone(), stamp.clone()]);
+        assert_eq!(unique, vec![stamp, other]);
+    }
 }
