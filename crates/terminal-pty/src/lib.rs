@@ -18,12 +18,14 @@
 mod canon;
 mod echo;
 mod emulator;
+mod interrupt;
 mod memory;
 mod output;
 mod probe;
 mod replies;
 mod service;
 mod session;
+mod settle;
 mod spawn;
 mod watch;
 

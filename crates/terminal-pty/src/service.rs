@@ -14,7 +14,9 @@ use terminal_seam::{
     TerminalError, TerminalId, TerminalInfo, TerminalService, TerminalSignal,
 };
 
-use crate::session::{SendPlan, Session, SessionSpec, interrupt_for, run_send};
+use crate::interrupt::interrupt_for;
+use crate::session::{Session, SessionSpec};
+use crate::settle::{SendPlan, run_send};
 use crate::spawn::{SHELL_ARGS, base_env, nonce, open_pty, shell_env, take_controlling_terminal};
 
 /// Limits and defaults of a [`PtyTerminals`] service.
