@@ -31,6 +31,7 @@ use anyhow::{Context as _, bail};
 
 #[cfg(test)]
 mod layers;
+mod lengths;
 #[cfg(test)]
 mod tidy;
 

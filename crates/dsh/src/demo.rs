@@ -571,6 +571,9 @@ fn job_id(reply: &ToolReply) -> anyhow::Result<String> {
         .ok_or_else(|| anyhow!("no job id in {:?}", reply.text))
 }
 
+/// The jobs scenario, told step by step.
+// Long on purpose: a script read top to bottom, each step printing what it
+// shows before the next; split, the story would be in pieces.
 async fn jobs_script(
     client: &mut ScriptedClient,
     notes: &mut mpsc::UnboundedReceiver<Notice>,

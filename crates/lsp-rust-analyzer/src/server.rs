@@ -475,6 +475,9 @@ fn skip_name(name: &std::ffi::OsStr) -> bool {
 
 impl Server {
     /// Spawns the server for `root` in a new session and initializes it.
+    // Long on purpose: starting a server is one sequence (confine and spawn
+    // it, start the transport's tasks, the initialize handshake), each step
+    // using what the one before set up.
     pub async fn start(
         config: Arc<ServerConfig>,
         root: PathBuf,

@@ -167,6 +167,10 @@ impl Namespaces {
             .map_err(|e| format!("user namespaces unavailable: {e}"))
     }
 
+    // Long on purpose: everything between `fork` and `_exit` runs in the
+    // forked helper, which may only make system calls on memory prepared
+    // before the fork; it stays in one function so that rule is checked by
+    // reading one place.
     fn try_create(paths: &[PathBuf], masks: &[Mask], isolate_network: bool) -> io::Result<Self> {
         let mask_stamps: Vec<(Mask, Stamp)> = masks
             .iter()

@@ -476,6 +476,8 @@ struct Gap {
 /// `.git` (4), the namespaces (5), the devices (6), the seccomp filter
 /// (7), the grants (8), the guard of `connect`, what the kernel leaves
 /// open (9), the Landlock ruleset (10) and the status.
+// Long on purpose: the stages are functions of their own; what is left is
+// handing each stage what the stages before it found, in order.
 fn build(
     policy: &SandboxPolicy,
     availability: &Availability,

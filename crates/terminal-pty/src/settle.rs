@@ -354,6 +354,11 @@ impl Watch<'_> {
             || (since_write < TIGHT_AFTER_OUTPUT_UNTIL && now - self.activity < TIGHT_PHASE)
     }
 
+    /// One step of the ladder: the rungs in order, the first that holds
+    /// settles the send.
+    // Long on purpose: the rungs are tried in the order the ladder defines
+    // and share what this step read (output, the probe, the clock); the
+    // order is the design, and it reads best in one place.
     fn step(&mut self, now: Instant) -> Step {
         let session = self.session;
         let plan = self.plan;

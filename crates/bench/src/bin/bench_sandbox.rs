@@ -53,6 +53,8 @@ fn ms(d: Duration) -> String {
     format!("{:.3}", d.as_secs_f64() * 1e3)
 }
 
+// Long on purpose: a benchmark's main runs its measurements in order and
+// prints each table as it goes.
 fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
     let rounds = if quick { 60 } else { 400 };

@@ -61,6 +61,8 @@ fn header(n: u128, cwd: &Path, secs: i64) -> SessionHeader {
     }
 }
 
+// Long on purpose: a benchmark's main runs its measurements in order and
+// prints each table as it goes.
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let quick = args.iter().any(|a| a == "--quick");
