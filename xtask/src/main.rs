@@ -31,6 +31,7 @@ use anyhow::{Context as _, bail};
 
 #[cfg(test)]
 mod layers;
+#[cfg(test)]
 mod lengths;
 #[cfg(test)]
 mod tidy;
