@@ -28,7 +28,8 @@
 //! with a network of its own stays inside it.
 //!
 //! What differs from a connection the process makes itself: the server
-//! sees this process (the host) as its peer in `SO_PEERCRED` (same user).
+//! sees the host, or the marked child, as its peer in `SO_PEERCRED` (same
+//! user).
 //! A datagram sent to a path with `sendto`/`sendmsg`, without `connect`,
 //! is not guarded.
 //!
@@ -37,8 +38,19 @@
 //! network namespace, to list that namespace's Unix sockets) over a
 //! socket pair to a receiver thread of its [`Guard`]; one supervisor thread
 //! per listener serves it until every process under the filter has exited.
-//! A process already under such a filter (a dsh inside a dsh sandbox) gets
-//! no second listener: the outer guard, with the outer rules, decides.
+//! A host already under a seccomp listener (a dsh inside a dsh sandbox, or
+//! a container runtime's) cannot give its children one of their own: it
+//! starts no guard, and the status says so ([`host_has_listener`]).
+//!
+//! A socket is judged by who holds it: a holder is found through
+//! `sock_diag` (by the socket file's superblock device and inode, or an
+//! abstract name), then in `/proc/PID/fd`, confirmed by the socket's
+//! cookie. A socket this process holds is never the sandbox's, even in
+//! the hands of a child that has not yet run `exec`. A listed socket is
+//! connected from a short-lived child marked as confined
+//! (`no_new_privs`, a seccomp filter), so a server that refuses confined
+//! peers (a dsh daemon) refuses it; a socket of the sandbox from the
+//! supervisor itself.
 
 use std::collections::HashMap;
 use std::ffi::OsStr;
