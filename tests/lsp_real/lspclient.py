@@ -7,7 +7,9 @@ it is sent, so its caller can wait for the server's own readiness signal."""
 import json
 import os
 import pathlib
+import shutil
 import subprocess
+import tempfile
 import threading
 import time
 
@@ -25,6 +27,10 @@ def path_of(uri: str) -> str:
 class LspClient:
     def __init__(self, command, root, env=None):
         self.root = pathlib.Path(root).resolve()
+        # A temp dir of its own (its TMPDIR), removed on close, so what the
+        # server leaves there goes with it.
+        self.temp = tempfile.mkdtemp(prefix="lsp-oracle-")
+        env = dict(os.environ if env is None else env, TMPDIR=self.temp)
         self.proc = subprocess.Popen(
             command,
             cwd=self.root,
@@ -216,3 +222,4 @@ class LspClient:
             os.killpg(self.proc.pid, 9)  # what the server started in its session
         except ProcessLookupError:
             pass
+        shutil.rmtree(self.temp, ignore_errors=True)
