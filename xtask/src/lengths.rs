@@ -78,24 +78,12 @@ pub fn rust_sources(root: &Path) -> std::io::Result<Vec<PathBuf>> {
     for krate in std::fs::read_dir(root.join("crates"))? {
         let src = krate?.path().join("src");
         if src.is_dir() {
-            collect(&src, &mut found)?;
+            crate::tidy::collect(&src, "rs", &mut found)?;
         }
     }
-    collect(&root.join("xtask/src"), &mut found)?;
+    crate::tidy::collect(&root.join("xtask/src"), "rs", &mut found)?;
     found.sort();
     Ok(found)
-}
-
-fn collect(dir: &Path, found: &mut Vec<PathBuf>) -> std::io::Result<()> {
-    for entry in std::fs::read_dir(dir)? {
-        let path = entry?.path();
-        if path.is_dir() {
-            collect(&path, found)?;
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            found.push(path);
-        }
-    }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -64,7 +64,8 @@ pub fn test_sources(root: &Path) -> std::io::Result<Vec<PathBuf>> {
     Ok(found)
 }
 
-fn collect(dir: &Path, extension: &str, found: &mut Vec<PathBuf>) -> std::io::Result<()> {
+/// Every file under `dir` (recursively) whose extension is `extension`.
+pub fn collect(dir: &Path, extension: &str, found: &mut Vec<PathBuf>) -> std::io::Result<()> {
     for entry in std::fs::read_dir(dir)? {
         let path = entry?.path();
         if path.is_dir() {

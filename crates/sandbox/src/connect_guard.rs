@@ -223,6 +223,15 @@ pub(crate) fn install_in_child(program: &[libc::sock_filter], channel: RawFd) ->
     sent.map(|()| true)
 }
 
+/// A filter that allows everything: what the listener probe loads, and
+/// what marks the connector of a listed socket as confined.
+const ALLOW_ALL: [libc::sock_filter; 1] = [libc::sock_filter {
+    code: (libc::BPF_RET | libc::BPF_K) as u16,
+    jt: 0,
+    jf: 0,
+    k: libc::SECCOMP_RET_ALLOW,
+}];
+
 /// Whether this process already runs under a seccomp filter with a
 /// listener (a container runtime's, or an outer dsh sandbox's guard): its
 /// children then cannot get a listener of their own, and `connect` is not
@@ -233,12 +242,7 @@ pub(crate) fn host_has_listener() -> bool {
 }
 
 fn probe_listener() -> bool {
-    let allow_all = [libc::sock_filter {
-        code: (libc::BPF_RET | libc::BPF_K) as u16,
-        jt: 0,
-        jf: 0,
-        k: libc::SECCOMP_RET_ALLOW,
-    }];
+    let allow_all = ALLOW_ALL;
     let mut pipe = [0 as RawFd; 2];
     // SAFETY: pipe2 writes two descriptors.
     if unsafe { libc::pipe2(pipe.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
@@ -1343,12 +1347,7 @@ fn connect_marked(
     storage: &libc::sockaddr_storage,
     length: usize,
 ) -> i32 {
-    let allow_all = [libc::sock_filter {
-        code: (libc::BPF_RET | libc::BPF_K) as u16,
-        jt: 0,
-        jf: 0,
-        k: libc::SECCOMP_RET_ALLOW,
-    }];
+    let allow_all = ALLOW_ALL;
     let program = libc::sock_fprog {
         len: 1,
         filter: allow_all.as_ptr().cast_mut(),

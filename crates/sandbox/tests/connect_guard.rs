@@ -111,6 +111,20 @@ fn outside_server(path: &Path) -> Arc<AtomicUsize> {
     accepted
 }
 
+/// A loopback TCP listener of this process that answers `tcp` to each
+/// connection; its port.
+fn tcp_server() -> u16 {
+    let tcp = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = tcp.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in tcp.incoming() {
+            let Ok(mut stream) = stream else { return };
+            let _ = stream.write_all(b"tcp");
+        }
+    });
+    port
+}
+
 const CONNECT: &str = r#"
 import socket, sys
 s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -245,14 +259,7 @@ fn other_connections_behave_as_without_the_guard() {
         return;
     }
     let f = Fixture::new();
-    let tcp = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = tcp.local_addr().unwrap().port();
-    std::thread::spawn(move || {
-        for stream in tcp.incoming() {
-            let Ok(mut stream) = stream else { return };
-            let _ = stream.write_all(b"tcp");
-        }
-    });
+    let port = tcp_server();
     std::fs::write(f.tmp.join("plain-file"), "x").unwrap();
     // A socket file nothing listens on any more (a server that died).
     drop(UnixListener::bind(f.tmp.join("stale.sock")).unwrap());
@@ -396,14 +403,7 @@ fn a_connection_from_another_thread_is_judged_the_same() {
     let refused_socket = f.tmp.join("refused.sock");
     let listed_count = outside_server(&listed_socket);
     let refused_count = outside_server(&refused_socket);
-    let tcp = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = tcp.local_addr().unwrap().port().to_string();
-    std::thread::spawn(move || {
-        for stream in tcp.incoming() {
-            let Ok(mut stream) = stream else { return };
-            let _ = stream.write_all(b"tcp");
-        }
-    });
+    let port = tcp_server().to_string();
     // Go programs (docker, gh) connect from threads other than the main
     // one: the guard must find the thread's process.
     let script = r#"
