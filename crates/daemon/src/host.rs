@@ -153,7 +153,9 @@ type ReloadTarget = (
 /// The long-lived part of the server: one per process.
 pub struct Host {
     runtime: Arc<Runtime>,
-    terminals: terminal_pty::PtyTerminals,
+    /// The terminal provider: the runtime's `TerminalService` and the
+    /// person's views are this one service.
+    terminals: Arc<terminal_pty::PtyTerminals>,
     warmups: Mutex<Vec<tokio::task::JoinHandle<()>>>,
     lsp_providers: Vec<Arc<lsp_rust_analyzer::StdioLspProvider>>,
     store: StoreAccess,
@@ -200,13 +202,13 @@ impl Host {
                     (lsp_seam::Router::new(), Vec::new())
                 },
             );
-        let terminals = terminal_pty::PtyTerminals::new(config.terminals.clone());
+        let terminals = Arc::new(terminal_pty::PtyTerminals::new(config.terminals.clone()));
         Self {
             warmups: Mutex::new(Vec::new()),
             lsp_providers,
             runtime: Arc::new(Runtime::new(
                 config.jobs.clone(),
-                Arc::new(terminals.clone()),
+                Arc::clone(&terminals) as Arc<dyn terminal_seam::TerminalService>,
                 router,
             )),
             terminals,
@@ -230,9 +232,9 @@ impl Host {
         &self.runtime
     }
 
-    /// The terminal service (for views that need more than the seam).
-    pub fn terminals(&self) -> &terminal_pty::PtyTerminals {
-        &self.terminals
+    /// The person's views of every terminal (`dsh attach`, the page).
+    pub fn terminals(&self) -> Arc<dyn terminal_seam::PersonViews> {
+        Arc::clone(&self.terminals) as Arc<dyn terminal_seam::PersonViews>
     }
 
     /// The config the host was started with.

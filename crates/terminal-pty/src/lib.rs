@@ -15,6 +15,7 @@
 //! layer converts, the jobs registry wraps [`terminal_seam::StartedSend`].
 //! It needs a tokio runtime and Linux `/proc`.
 
+mod background;
 mod canon;
 mod echo;
 mod emulator;
@@ -30,4 +31,4 @@ mod spawn;
 mod watch;
 
 pub use service::{PtyTerminals, TerminalConfig};
-pub use watch::{PersonTyping, TerminalWatch};
+pub use watch::snapshot;

@@ -8,10 +8,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use terminal_seam::{
-    BoxFuture, CloseKind, CloseOutcome, DEFAULT_COLS, DEFAULT_ROWS, MAX_CELLS, MAX_COLS, MAX_ROWS,
-    MAX_SEND_TIMEOUT, MAX_UNTIL_BYTES, MIN_COLS, MIN_ROWS, MIN_SEND_TIMEOUT, OpenRequest, Opened,
-    Owner, ReadOutcome, ReadRequest, SendRequest, SignalOutcome, StartedSend, StreamChunk,
-    TerminalError, TerminalId, TerminalInfo, TerminalService, TerminalSignal,
+    BackgroundSend, BoxFuture, CloseKind, CloseOutcome, DEFAULT_COLS, DEFAULT_ROWS, MAX_CELLS,
+    MAX_COLS, MAX_ROWS, MAX_SEND_TIMEOUT, MAX_UNTIL_BYTES, MIN_COLS, MIN_ROWS, MIN_SEND_TIMEOUT,
+    OpenRequest, Opened, Owner, ReadOutcome, ReadRequest, SendRequest, SignalOutcome, StartedSend,
+    StreamChunk, TerminalError, TerminalId, TerminalInfo, TerminalService, TerminalSignal,
 };
 
 use crate::interrupt::interrupt_for;
@@ -513,7 +513,7 @@ impl PtyTerminals {
     }
 
     /// Starts a send (see [`TerminalService::start_send`]).
-    fn start_send_impl(
+    pub(crate) fn start_send_impl(
         &self,
         owner: &Owner,
         id: TerminalId,
@@ -665,6 +665,15 @@ impl TerminalService for PtyTerminals {
         request: SendRequest,
     ) -> Result<StartedSend, TerminalError> {
         self.start_send_impl(owner, id, request)
+    }
+
+    fn start_background_send(
+        &self,
+        owner: &Owner,
+        id: TerminalId,
+        request: SendRequest,
+    ) -> Result<BackgroundSend, TerminalError> {
+        self.start_background(owner, id, request)
     }
 
     fn read<'a>(

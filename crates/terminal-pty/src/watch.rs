@@ -1,46 +1,51 @@
-//! People watching and joining a terminal (`dsh attach`), beside the agent
-//! that owns it.
+//! People watching and joining a terminal (`dsh attach`, the `dsh ui`
+//! page), beside the agent that owns it: the provider's side of
+//! [`PersonViews`] (see there for the rules).
 //!
-//! A [`TerminalWatch`] is the screen, then a copy of every later chunk of
-//! output; it moves none of the owner's cursors and nothing a send's
-//! settle detection reads. [`PersonTyping`] lets a person type through the
-//! terminal's one send slot: a keystroke is refused (`SEND_ACTIVE`) while
-//! an agent's send is active, and once the person typed, the slot stays
-//! theirs — so an agent's send gets `SEND_ACTIVE` — until they stopped
-//! typing for [`PERSON_QUIET`] and the terminal waits for input again (or
-//! exited). Nobody injects characters into someone else's command.
+//! A person's keys go through the terminal's one send slot: once the
+//! person typed, the slot stays theirs — so an agent's send gets
+//! `SEND_ACTIVE` — until they stopped typing for [`PERSON_QUIET`] and the
+//! terminal waits for input again (or exited).
 
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant, SystemTime};
 
-use terminal_seam::{TerminalError, TerminalId};
+use terminal_seam::{
+    BoxFuture, Color, OutputFeed, PersonKeys, PersonViews, Run, ScreenSnapshot, TerminalError,
+    TerminalId, TerminalWatch, WatchEvent, style,
+};
+use tokio::sync::broadcast::error::{RecvError, TryRecvError};
 
 use crate::probe::{WaitState, wait_state};
 use crate::service::PtyTerminals;
 use crate::session::{Session, SlotGuard};
 
 /// How long after a person's last keystroke the slot may be released.
-pub const PERSON_QUIET: Duration = Duration::from_secs(1);
+pub(crate) const PERSON_QUIET: Duration = Duration::from_secs(1);
 /// How often a held person slot is checked for release.
 const RELEASE_CHECK: Duration = Duration::from_millis(100);
 
-/// A live view of a terminal.
-pub struct TerminalWatch {
-    /// Escape sequences that clear a terminal and draw the current screen.
-    pub screen: Vec<u8>,
-    /// The terminal's size (rows, columns).
-    pub size: (u16, u16),
-    /// Later output, chunk by chunk; `Lagged` means chunks were missed
-    /// (redraw from [`PtyTerminals::screen_now`]); `Closed` that the
-    /// terminal's output ended.
-    pub output: tokio::sync::broadcast::Receiver<Arc<[u8]>>,
-}
+/// A terminal's output tap, as the seam's [`OutputFeed`].
+struct Tap(tokio::sync::broadcast::Receiver<Arc<[u8]>>);
 
-impl std::fmt::Debug for TerminalWatch {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TerminalWatch")
-            .field("size", &self.size)
-            .finish_non_exhaustive()
+impl OutputFeed for Tap {
+    fn next(&mut self) -> BoxFuture<'_, WatchEvent> {
+        Box::pin(async move {
+            match self.0.recv().await {
+                Ok(bytes) => WatchEvent::Output(bytes),
+                Err(RecvError::Lagged(_)) => WatchEvent::Lagged,
+                Err(RecvError::Closed) => WatchEvent::Ended,
+            }
+        })
+    }
+
+    fn try_next(&mut self) -> Option<WatchEvent> {
+        match self.0.try_recv() {
+            Ok(bytes) => Some(WatchEvent::Output(bytes)),
+            Err(TryRecvError::Lagged(_)) => Some(WatchEvent::Lagged),
+            Err(TryRecvError::Closed) => Some(WatchEvent::Ended),
+            Err(TryRecvError::Empty) => None,
+        }
     }
 }
 
@@ -51,72 +56,141 @@ struct PersonSlot {
 }
 
 /// A person's right to type into one terminal.
-pub struct PersonTyping {
+struct PersonTyping {
     session: Arc<Session>,
     slot: Arc<Mutex<PersonSlot>>,
 }
 
-impl PtyTerminals {
-    /// Starts watching terminal `id`, whoever owns it.
-    pub fn watch(&self, id: TerminalId) -> Result<TerminalWatch, TerminalError> {
+/// A vt100 color as the seam's.
+fn color(c: vt100::Color) -> Color {
+    match c {
+        vt100::Color::Default => Color::Default,
+        vt100::Color::Idx(i) => Color::Idx(i),
+        vt100::Color::Rgb(r, g, b) => Color::Rgb(r, g, b),
+    }
+}
+
+/// Style bits of a cell.
+fn flags(cell: &vt100::Cell) -> u8 {
+    let bits = [
+        (cell.bold(), style::BOLD),
+        (cell.italic(), style::ITALIC),
+        (cell.underline(), style::UNDERLINE),
+        (cell.inverse(), style::INVERSE),
+        (cell.dim(), style::DIM),
+    ];
+    bits.iter()
+        .filter(|(on, _)| *on)
+        .fold(0, |acc, (_, bit)| acc | bit)
+}
+
+/// One row as runs of one style; trailing blank cells are left out.
+fn row_runs(screen: &vt100::Screen, row: u16, cols: u16) -> Vec<Run> {
+    // The last column with something visible.
+    let last = (0..cols).rev().find(|&col| {
+        screen.cell(row, col).is_some_and(|c| {
+            (c.has_contents() && c.contents() != " ")
+                || c.bgcolor() != vt100::Color::Default
+                || c.inverse()
+        })
+    });
+    let mut runs: Vec<Run> = Vec::new();
+    let Some(last) = last else { return runs };
+    for col in 0..=last {
+        let Some(cell) = screen.cell(row, col) else {
+            continue;
+        };
+        if cell.is_wide_continuation() {
+            continue;
+        }
+        let (fg, bg, bits) = (color(cell.fgcolor()), color(cell.bgcolor()), flags(cell));
+        let text = if cell.has_contents() {
+            cell.contents()
+        } else {
+            " "
+        };
+        match runs.last_mut() {
+            Some(run) if run.fg == fg && run.bg == bg && run.flags == bits => {
+                run.text.push_str(text);
+            }
+            _ => runs.push(Run {
+                text: text.to_owned(),
+                fg,
+                bg,
+                flags: bits,
+            }),
+        }
+    }
+    runs
+}
+
+/// A screen as the seam's plain data.
+pub fn snapshot(screen: &vt100::Screen) -> ScreenSnapshot {
+    let (rows, cols) = screen.size();
+    let (rows, cols) = (rows.get(), cols.get());
+    ScreenSnapshot {
+        rows,
+        cols,
+        cursor: screen.cursor_position(),
+        cursor_hidden: screen.hide_cursor(),
+        app_cursor: screen.application_cursor(),
+        alt: screen.alternate_screen(),
+        lines: (0..rows).map(|row| row_runs(screen, row, cols)).collect(),
+    }
+}
+
+impl PersonViews for PtyTerminals {
+    fn watch(&self, id: TerminalId) -> Result<TerminalWatch, TerminalError> {
         let session = self.any_session(id)?;
         let mut st = session.lock();
         let (screen, output) = st.out.watch();
         Ok(TerminalWatch {
             screen,
             size: (session.spec.rows, session.spec.cols),
-            output,
+            output: Box::new(Tap(output)),
         })
     }
 
-    /// The screen of terminal `id` now, as escape sequences that redraw it.
-    pub fn screen_now(&self, id: TerminalId) -> Result<Vec<u8>, TerminalError> {
+    fn screen_now(&self, id: TerminalId) -> Result<Vec<u8>, TerminalError> {
         let session = self.any_session(id)?;
         let mut st = session.lock();
         Ok(st.out.screen_formatted())
     }
 
-    /// A copy of terminal `id`'s screen as its emulator has it now,
-    /// whoever owns it (the `dsh ui` page renders it). The session's lock
-    /// is held only for the copy.
-    pub fn screen_copy(&self, id: TerminalId) -> Result<vt100::Screen, TerminalError> {
+    /// The session's lock is held only for the copy; the runs are made
+    /// after.
+    fn screen_copy(&self, id: TerminalId) -> Result<ScreenSnapshot, TerminalError> {
         let session = self.any_session(id)?;
-        let mut st = session.lock();
-        Ok(st.out.screen().clone())
+        let screen = session.lock().out.screen().clone();
+        Ok(snapshot(&screen))
     }
 
-    /// When terminal `id` last printed (or opened).
-    pub fn last_activity(&self, id: TerminalId) -> Option<SystemTime> {
+    fn last_activity(&self, id: TerminalId) -> Option<SystemTime> {
         let session = self.any_session(id).ok()?;
         Some(session.lock().out.last_output)
     }
 
-    /// Whether terminal `id` is gone (closed, or its program exited).
-    pub fn is_over(&self, id: TerminalId) -> bool {
+    fn is_over(&self, id: TerminalId) -> bool {
         match self.any_session(id) {
             Ok(session) => session.is_closing() || session.lock().exit.is_some(),
             Err(_) => true,
         }
     }
 
-    /// Lets a person type into terminal `id`, whoever owns it.
-    pub fn person_typing(&self, id: TerminalId) -> Result<PersonTyping, TerminalError> {
+    fn person_typing(&self, id: TerminalId) -> Result<Box<dyn PersonKeys>, TerminalError> {
         let session = self.any_session(id)?;
-        Ok(PersonTyping {
+        Ok(Box::new(PersonTyping {
             session,
             slot: Arc::new(Mutex::new(PersonSlot {
                 held: false,
                 last_key: Instant::now(),
             })),
-        })
+        }))
     }
 }
 
 impl PersonTyping {
-    /// Writes keys the person typed: `SEND_ACTIVE` while an agent's send
-    /// holds the terminal (nothing is written), `SESSION_CLOSING` /
-    /// `SESSION_EXITED` when it is over.
-    pub async fn write(&self, bytes: &[u8]) -> Result<(), TerminalError> {
+    async fn write_keys(&self, bytes: &[u8]) -> Result<(), TerminalError> {
         {
             let mut slot = self.slot.lock().unwrap_or_else(|e| e.into_inner());
             if !slot.held {
@@ -141,9 +215,14 @@ impl PersonTyping {
                 reason: format!("writing to the terminal failed: {e}"),
             })
     }
+}
 
-    /// True while the person holds the terminal's send slot.
-    pub fn holds_slot(&self) -> bool {
+impl PersonKeys for PersonTyping {
+    fn write<'a>(&'a self, bytes: &'a [u8]) -> BoxFuture<'a, Result<(), TerminalError>> {
+        Box::pin(self.write_keys(bytes))
+    }
+
+    fn holds_slot(&self) -> bool {
         self.slot.lock().unwrap_or_else(|e| e.into_inner()).held
     }
 }

@@ -8,7 +8,9 @@ use std::time::Duration;
 
 use common::Fixture;
 use pretty_assertions::assert_eq;
-use terminal_seam::{ReadOutcome, ReadRequest, SendRequest, SettleReason, TerminalService};
+use terminal_seam::{
+    PersonViews, ReadOutcome, ReadRequest, SendRequest, SettleReason, TerminalService, WatchEvent,
+};
 
 fn peak_rss_kib() -> u64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap();
@@ -110,15 +112,18 @@ async fn the_screen_after_a_flood_is_the_one_a_reference_emulator_gives() {
         let mut bytes = Vec::new();
         loop {
             tokio::select! {
-                chunk = output.recv() => bytes.extend_from_slice(&chunk.expect("no chunk missed")),
+                event = output.next() => match event {
+                    WatchEvent::Output(chunk) => bytes.extend_from_slice(&chunk),
+                    other @ (WatchEvent::Lagged | WatchEvent::Ended) => panic!("no chunk missed, no end yet: {other:?}"),
+                },
                 _ = &mut stopped => break,
             }
         }
         loop {
-            match output.try_recv() {
-                Ok(chunk) => bytes.extend_from_slice(&chunk),
-                Err(tokio::sync::broadcast::error::TryRecvError::Empty) => break,
-                Err(e) => panic!("{e}"),
+            match output.try_next() {
+                Some(WatchEvent::Output(chunk)) => bytes.extend_from_slice(&chunk),
+                None => break,
+                Some(other) => panic!("{other:?}"),
             }
         }
         bytes
@@ -148,8 +153,7 @@ async fn the_screen_after_a_flood_is_the_one_a_reference_emulator_gives() {
     let mut reference = vt100::Parser::new(size(rows), size(cols), 0);
     reference.process(&initial);
     reference.process(&bytes);
-    let reference = reference.screen();
-    assert_eq!(screen.contents(), reference.contents());
-    assert_eq!(screen.contents_formatted(), reference.contents_formatted());
-    assert_eq!(screen.cursor_position(), reference.cursor_position());
+    // Cell for cell: every run's text, colours and style, the cursor and
+    // the modes.
+    assert_eq!(screen, terminal_pty::snapshot(reference.screen()));
 }

@@ -19,10 +19,14 @@ mod error;
 mod owner;
 mod service;
 mod types;
+mod views;
 
 pub use error::TerminalError;
 pub use owner::Owner;
-pub use service::{BoxFuture, SendInterrupt, StartedSend, TerminalService};
+pub use service::{
+    BackgroundSend, BoxFuture, SendInterrupt, SendOutput, SendStop, StartedSend, StopOutcome,
+    TerminalService,
+};
 pub use types::{
     ChildStep, CloseKind, CloseOutcome, CursorPosition, DEFAULT_COLS, DEFAULT_ROWS,
     DEFAULT_SEND_TIMEOUT, ExitStatus, InputCut, LineCut, MAX_CANON_LINE, MAX_CELLS, MAX_COLS,
@@ -30,4 +34,8 @@ pub use types::{
     Opened, PtyDir, ReadOutcome, ReadRequest, ScreenView, SendOutcome, SendRequest, SettleReason,
     SignalOutcome, StreamChunk, SurvivingProcess, TerminalId, TerminalInfo, TerminalSignal,
     TerminalStatus,
+};
+pub use views::{
+    Color, OutputFeed, PersonKeys, PersonViews, Run, ScreenSnapshot, TerminalWatch, WatchEvent,
+    style,
 };

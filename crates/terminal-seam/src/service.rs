@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use crate::{
     CloseOutcome, OpenRequest, Opened, Owner, ReadOutcome, ReadRequest, SendOutcome, SendRequest,
-    SignalOutcome, StreamChunk, TerminalError, TerminalId, TerminalInfo, TerminalSignal,
+    SettleReason, SignalOutcome, StreamChunk, TerminalError, TerminalId, TerminalInfo,
+    TerminalSignal,
 };
 
 /// A boxed, sendable future (the seam's async methods return these).
@@ -41,6 +42,60 @@ impl std::fmt::Debug for StartedSend {
         f.debug_struct("StartedSend")
             .field("id", &self.id)
             .field("start_cursor", &self.start_cursor)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The output of a background send as it comes: the terminal's stream
+/// from the send on, without the terminal's echo of the sent text.
+pub trait SendOutput: Send {
+    /// The next piece; `None` once the send settled and everything it
+    /// printed was returned.
+    fn next(&mut self) -> BoxFuture<'_, Option<String>>;
+}
+
+/// How stopping a background send went.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StopOutcome {
+    /// SIGINT stopped the program and the send settled, for this reason
+    /// (`None`: the terminal ended).
+    Interrupted(Option<SettleReason>),
+    /// The program ignored SIGINT; these signals were then sent to the
+    /// terminal's foreground process group (none when it had stopped by
+    /// then), and the terminal's own first program (a REPL, the shell) is
+    /// in the foreground again. That program is never signalled this way.
+    Escalated(Vec<TerminalSignal>),
+    /// The program is still running.
+    StillRunning,
+}
+
+/// Stops a background send: SIGINT to the terminal's foreground program,
+/// then SIGTERM and SIGKILL to a program started from the terminal's
+/// program that ignores it. What runs in the terminal's background is not
+/// touched; the terminal stays open.
+pub trait SendStop: Send + Sync {
+    /// Stops the send and says how it went.
+    fn stop(&self) -> BoxFuture<'static, StopOutcome>;
+}
+
+/// A send that runs in the background (a `pty-send` job): it settles on
+/// its own, whether or not anyone awaits `settled`.
+pub struct BackgroundSend {
+    /// The terminal.
+    pub id: TerminalId,
+    /// Its output as it comes.
+    pub output: Box<dyn SendOutput>,
+    /// The outcome. Dropping it before it completes stops driving the
+    /// send and frees the terminal's send slot.
+    pub settled: BoxFuture<'static, Result<SendOutcome, TerminalError>>,
+    /// Stops it.
+    pub stop: Arc<dyn SendStop>,
+}
+
+impl std::fmt::Debug for BackgroundSend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BackgroundSend")
+            .field("id", &self.id)
             .finish_non_exhaustive()
     }
 }
@@ -79,6 +134,15 @@ pub trait TerminalService: Send + Sync {
             Err(error) => Box::pin(std::future::ready(Err(error))),
         }
     }
+
+    /// Runs every check of [`TerminalService::start_send`] and starts the
+    /// send in the background.
+    fn start_background_send(
+        &self,
+        owner: &Owner,
+        id: TerminalId,
+        request: SendRequest,
+    ) -> Result<BackgroundSend, TerminalError>;
 
     /// Reads the stream (non-destructive) or the screen.
     fn read<'a>(

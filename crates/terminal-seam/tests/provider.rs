@@ -76,6 +76,15 @@ impl TerminalService for EchoTerminals {
         })
     }
 
+    fn start_background_send(
+        &self,
+        _owner: &Owner,
+        id: TerminalId,
+        _request: SendRequest,
+    ) -> Result<terminal_seam::BackgroundSend, TerminalError> {
+        Err(TerminalError::SendActive { id })
+    }
+
     fn read<'a>(
         &'a self,
         _owner: &'a Owner,

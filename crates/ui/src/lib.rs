@@ -20,7 +20,8 @@
 //!
 //! This crate opens no store and starts no program: it reads through its
 //! source, and a person's keys go through the terminal's one send slot
-//! (`PersonTyping`), under the same rule as `dsh attach --write`.
+//! (the seam's `PersonKeys`), under the same rule as `dsh attach --write`.
+//! It knows terminals only through the seam's `PersonViews`.
 
 pub mod accept;
 mod assets;

@@ -23,9 +23,9 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use axum::extract::ws::Utf8Bytes;
-use terminal_pty::PtyTerminals;
-use terminal_seam::{TerminalError, TerminalId};
-use tokio::sync::broadcast::error::{RecvError, TryRecvError};
+use terminal_seam::{
+    Color, OutputFeed, PersonViews, ScreenSnapshot, TerminalError, TerminalId, WatchEvent,
+};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
@@ -53,25 +53,16 @@ pub struct Frame {
 
 /// A color as the page reads it: `""` (the default), `"iN"` (palette
 /// index) or `"#rrggbb"`.
-fn color(c: vt100::Color, out: &mut String) {
+fn color(c: Color, out: &mut String) {
     match c {
-        vt100::Color::Default => {}
-        vt100::Color::Idx(i) => {
+        Color::Default => {}
+        Color::Idx(i) => {
             let _ = write!(out, "i{i}");
         }
-        vt100::Color::Rgb(r, g, b) => {
+        Color::Rgb(r, g, b) => {
             let _ = write!(out, "#{r:02x}{g:02x}{b:02x}");
         }
     }
-}
-
-/// Style bits of a run.
-fn flags(cell: &vt100::Cell) -> u8 {
-    u8::from(cell.bold())
-        | (u8::from(cell.italic()) << 1)
-        | (u8::from(cell.underline()) << 2)
-        | (u8::from(cell.inverse()) << 3)
-        | (u8::from(cell.dim()) << 4)
 }
 
 /// Appends `s` as a JSON string.
@@ -81,94 +72,35 @@ fn json_str(s: &str, out: &mut String) {
 
 /// Renders a screen as the page's frame: its size, cursor, modes, and per
 /// row a list of runs `[text, fg, bg, flags]` (flags: 1 bold, 2 italic,
-/// 4 underline, 8 inverse, 16 dim); trailing blank cells are left out.
-pub fn render(screen: &vt100::Screen) -> String {
-    let (rows, cols) = screen.size();
-    let (rows, cols) = (rows.get(), cols.get());
-    let (cursor_row, cursor_col) = screen.cursor_position();
+/// 4 underline, 8 inverse, 16 dim, as the seam's `style` bits); trailing
+/// blank cells are left out.
+pub fn render(screen: &ScreenSnapshot) -> String {
+    let (rows, cols) = (screen.rows, screen.cols);
+    let (cursor_row, cursor_col) = screen.cursor;
     let mut out = String::with_capacity(usize::from(rows) * usize::from(cols) + 256);
     let _ = write!(
         out,
         "{{\"t\":\"screen\",\"rows\":{rows},\"cols\":{cols},\"cursor\":[{cursor_row},{cursor_col}],\"cursor_hidden\":{},\"app_cursor\":{},\"alt\":{},\"lines\":[",
-        screen.hide_cursor(),
-        screen.application_cursor(),
-        screen.alternate_screen(),
+        screen.cursor_hidden, screen.app_cursor, screen.alt,
     );
-    let mut text = String::new();
     let mut fg = String::new();
     let mut bg = String::new();
-    for row in 0..rows {
-        if row > 0 {
+    for (i, runs) in screen.lines.iter().enumerate() {
+        if i > 0 {
             out.push(',');
         }
         out.push('[');
-        // The last column with something visible.
-        let last = (0..cols).rev().find(|&col| {
-            screen.cell(row, col).is_some_and(|c| {
-                (c.has_contents() && c.contents() != " ")
-                    || c.bgcolor() != vt100::Color::Default
-                    || c.inverse()
-            })
-        });
-        let mut first_run = true;
-        let mut current: Option<(vt100::Color, vt100::Color, u8)> = None;
-        let flush = |text: &mut String,
-                     current: &Option<(vt100::Color, vt100::Color, u8)>,
-                     first_run: &mut bool,
-                     out: &mut String,
-                     fg: &mut String,
-                     bg: &mut String| {
-            let Some((f, b, bits)) = current else { return };
-            if text.is_empty() {
-                return;
-            }
-            if !*first_run {
+        for (j, run) in runs.iter().enumerate() {
+            if j > 0 {
                 out.push(',');
             }
-            *first_run = false;
             fg.clear();
             bg.clear();
-            color(*f, fg);
-            color(*b, bg);
+            color(run.fg, &mut fg);
+            color(run.bg, &mut bg);
             out.push('[');
-            json_str(text, out);
-            let _ = write!(out, ",\"{fg}\",\"{bg}\",{bits}]");
-            text.clear();
-        };
-        if let Some(last) = last {
-            for col in 0..=last {
-                let Some(cell) = screen.cell(row, col) else {
-                    continue;
-                };
-                if cell.is_wide_continuation() {
-                    continue;
-                }
-                let style = (cell.fgcolor(), cell.bgcolor(), flags(cell));
-                if current != Some(style) {
-                    flush(
-                        &mut text,
-                        &current,
-                        &mut first_run,
-                        &mut out,
-                        &mut fg,
-                        &mut bg,
-                    );
-                    current = Some(style);
-                }
-                if cell.has_contents() {
-                    text.push_str(cell.contents());
-                } else {
-                    text.push(' ');
-                }
-            }
-            flush(
-                &mut text,
-                &current,
-                &mut first_run,
-                &mut out,
-                &mut fg,
-                &mut bg,
-            );
+            json_str(&run.text, &mut out);
+            let _ = write!(out, ",\"{fg}\",\"{bg}\",{}]", run.flags);
         }
         out.push(']');
     }
@@ -177,7 +109,7 @@ pub fn render(screen: &vt100::Screen) -> String {
 }
 
 /// A frame for the terminal's screen now.
-fn frame_now(terminals: &PtyTerminals, id: TerminalId) -> Result<Frame, TerminalError> {
+fn frame_now(terminals: &dyn PersonViews, id: TerminalId) -> Result<Frame, TerminalError> {
     let screen = terminals.screen_copy(id)?;
     Ok(Frame {
         json: render(&screen).into(),
@@ -215,7 +147,7 @@ impl ScreenFeeds {
     /// The feed of terminal `id`, started for its first viewer.
     pub fn subscribe(
         &self,
-        terminals: &PtyTerminals,
+        terminals: &Arc<dyn PersonViews>,
         id: TerminalId,
     ) -> Result<Arc<ScreenFeed>, TerminalError> {
         let mut feeds = self.feeds.lock().unwrap_or_else(|e| e.into_inner());
@@ -224,9 +156,9 @@ impl ScreenFeeds {
             return Ok(feed);
         }
         let watch = terminals.watch(id)?;
-        let first = frame_now(terminals, id)?;
+        let first = frame_now(terminals.as_ref(), id)?;
         let (tx, rx) = watch::channel(Arc::new(first));
-        let task = tokio::spawn(run_feed(terminals.clone(), id, watch.output, tx));
+        let task = tokio::spawn(run_feed(Arc::clone(terminals), id, watch.output, tx));
         let feed = Arc::new(ScreenFeed {
             frames: rx,
             task: task.abort_handle(),
@@ -266,13 +198,13 @@ enum Output {
 
 /// Takes every chunk already waiting: only that something changed
 /// matters, the frame is the screen, whatever the chunks were.
-fn drain(output: &mut tokio::sync::broadcast::Receiver<Arc<[u8]>>) -> Output {
+fn drain(output: &mut dyn OutputFeed) -> Output {
     let mut seen = Output::Quiet;
     loop {
-        match output.try_recv() {
-            Ok(_) | Err(TryRecvError::Lagged(_)) => seen = Output::Printed,
-            Err(TryRecvError::Empty) => return seen,
-            Err(TryRecvError::Closed) => return Output::Ended,
+        match output.try_next() {
+            Some(WatchEvent::Output(_) | WatchEvent::Lagged) => seen = Output::Printed,
+            None => return seen,
+            Some(WatchEvent::Ended) => return Output::Ended,
         }
     }
 }
@@ -287,9 +219,9 @@ fn interval(busy_since: Option<Instant>, now: Instant) -> Duration {
 }
 
 async fn run_feed(
-    terminals: PtyTerminals,
+    terminals: Arc<dyn PersonViews>,
     id: TerminalId,
-    mut output: tokio::sync::broadcast::Receiver<Arc<[u8]>>,
+    mut output: Box<dyn OutputFeed>,
     tx: watch::Sender<Arc<Frame>>,
 ) {
     let mut over_check = tokio::time::interval(OVER_CHECK);
@@ -303,9 +235,9 @@ async fn run_feed(
         // rest wait in the channel until the frame is made, so a flood
         // does not wake it once per chunk).
         tokio::select! {
-            chunk = output.recv() => match chunk {
-                Ok(_) | Err(RecvError::Lagged(_)) => {}
-                Err(RecvError::Closed) => break format!("{id} ended"),
+            event = output.next() => match event {
+                WatchEvent::Output(_) | WatchEvent::Lagged => {}
+                WatchEvent::Ended => break format!("{id} ended"),
             },
             _ = over_check.tick() => {
                 if terminals.is_over(id) {
@@ -327,11 +259,11 @@ async fn run_feed(
         }
         loop {
             // Everything printed so far is in the screen the copy takes.
-            let ended = matches!(drain(&mut output), Output::Ended);
+            let ended = matches!(drain(output.as_mut()), Output::Ended);
             let now = Instant::now();
             busy_since.get_or_insert(now);
             last_frame = Some(now);
-            match frame_now(&terminals, id) {
+            match frame_now(terminals.as_ref(), id) {
                 Ok(frame) => publish(&tx, frame),
                 Err(e) => break 'feed e.to_string(),
             }
@@ -341,14 +273,14 @@ async fn run_feed(
             // Still printing: the next frame when it is due; else back
             // to waiting.
             tokio::time::sleep_until(now + interval(busy_since, now)).await;
-            match drain(&mut output) {
+            match drain(output.as_mut()) {
                 Output::Printed => {}
                 Output::Quiet => break,
                 Output::Ended => break 'feed format!("{id} ended"),
             }
         }
     };
-    let mut last = match frame_now(&terminals, id) {
+    let mut last = match frame_now(terminals.as_ref(), id) {
         Ok(frame) => frame,
         Err(_) => (**tx.borrow()).clone(),
     };
@@ -361,11 +293,11 @@ mod tests {
     use super::*;
     use pretty_assertions::assert_eq;
 
-    fn screen_of(bytes: &[u8], rows: u16, cols: u16) -> vt100::Screen {
+    fn screen_of(bytes: &[u8], rows: u16, cols: u16) -> ScreenSnapshot {
         let size = |n: u16| std::num::NonZeroU16::new(n).unwrap_or(std::num::NonZeroU16::MIN);
         let mut parser = vt100::Parser::new(size(rows), size(cols), 0);
         parser.process(bytes);
-        parser.screen().clone()
+        terminal_pty::snapshot(parser.screen())
     }
 
     #[test]

@@ -42,7 +42,7 @@ use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
 use futures::{SinkExt as _, Stream, StreamExt as _};
 use serde::Deserialize;
-use terminal_seam::{TerminalError, TerminalId};
+use terminal_seam::{PersonKeys, PersonViews, TerminalError, TerminalId};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 use workspace::SessionId;
@@ -891,7 +891,7 @@ async fn terminal_ws(
     let permit = permit(&app, true)?;
     let feed = app
         .feeds
-        .subscribe(app.source.terminals(), id)
+        .subscribe(&app.source.terminals(), id)
         .map_err(|e| Failure::from(e).json())?;
     let guard = app.source.watching();
     Ok(ws
@@ -947,6 +947,7 @@ async fn serve_terminal(
     let (mut sink, incoming) = socket.split();
     let stop = app.stop.clone();
     let terminals = app.source.terminals();
+    let terminals = terminals.as_ref();
     let (replies_tx, replies) = tokio::sync::mpsc::channel(REPLIES);
     let mut last_words = None;
     tokio::select! {
@@ -971,7 +972,7 @@ async fn serve_terminal(
 /// ended or the connection failed.
 async fn write_viewer(
     sink: &mut Sink,
-    terminals: &terminal_pty::PtyTerminals,
+    terminals: &dyn PersonViews,
     id: TerminalId,
     feed: &crate::screen::ScreenFeed,
     mut replies: tokio::sync::mpsc::Receiver<Message>,
@@ -979,7 +980,7 @@ async fn write_viewer(
     let mut frames = feed.frames();
     let size = terminals
         .screen_copy(id)
-        .map(|s| (s.size().0.get(), s.size().1.get()))
+        .map(|s| (s.rows, s.cols))
         .unwrap_or((0, 0));
     let hello = json_text(&serde_json::json!({
         "t": "hello", "id": id.to_string(), "rows": size.0, "cols": size.1, "keyboard": false,
@@ -1016,12 +1017,12 @@ async fn write_viewer(
 /// Reads the viewer's messages (taking and giving back the keyboard, its
 /// keys) until it closes or its connection ends.
 async fn read_viewer(
-    terminals: &terminal_pty::PtyTerminals,
+    terminals: &dyn PersonViews,
     id: TerminalId,
     mut incoming: Incoming,
     replies: tokio::sync::mpsc::Sender<Message>,
 ) {
-    let mut typing: Option<terminal_pty::PersonTyping> = None;
+    let mut typing: Option<Box<dyn PersonKeys>> = None;
     loop {
         let text = match incoming.next().await {
             Some(Ok(Message::Text(text))) => text,

@@ -229,8 +229,8 @@ pub trait UiSource: Send + Sync + 'static {
     /// Every connected agent with its terminals and jobs.
     fn live(&self) -> BoxFuture<'_, LiveView>;
 
-    /// The terminal provider, for screens and the person's keyboard.
-    fn terminals(&self) -> &terminal_pty::PtyTerminals;
+    /// The person's views of the terminals: screens and the keyboard.
+    fn terminals(&self) -> std::sync::Arc<dyn terminal_seam::PersonViews>;
 
     /// Job `id` and its output from `since` (default: the last
     /// `max_bytes`), read without moving its owner's cursor; with a

@@ -9,9 +9,8 @@
 
 use std::time::Duration;
 
-use terminal_seam::{TerminalError, TerminalId};
+use terminal_seam::{TerminalError, TerminalId, WatchEvent};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt as _};
-use tokio::sync::broadcast::error::RecvError;
 use tokio_util::sync::CancellationToken;
 
 use crate::host::Host;
@@ -77,20 +76,20 @@ pub async fn serve<R, W>(
     let mut tick = tokio::time::interval(Duration::from_millis(200));
     let end = loop {
         tokio::select! {
-            chunk = output.recv() => match chunk {
-                Ok(bytes) => {
+            event = output.next() => match event {
+                WatchEvent::Output(bytes) => {
                     if !send_frame(&mut writer, frame::OUTPUT, &bytes).await {
                         return;
                     }
                 }
-                Err(RecvError::Lagged(_)) => {
+                WatchEvent::Lagged => {
                     // Too far behind: redraw the screen instead.
                     let Ok(screen) = terminals.screen_now(id) else { break format!("{id} ended") };
                     if !send_frame(&mut writer, frame::OUTPUT, &screen).await {
                         return;
                     }
                 }
-                Err(RecvError::Closed) => break format!("{id} ended"),
+                WatchEvent::Ended => break format!("{id} ended"),
             },
             incoming = frame::read(&mut reader) => match incoming {
                 Ok(Some((frame::INPUT, keys))) => {
@@ -119,7 +118,7 @@ pub async fn serve<R, W>(
             _ = tick.tick() => {
                 if terminals.is_over(id) {
                     // Let the last output through first.
-                    while let Ok(bytes) = output.try_recv() {
+                    while let Some(WatchEvent::Output(bytes)) = output.try_next() {
                         if !send_frame(&mut writer, frame::OUTPUT, &bytes).await {
                             return;
                         }

@@ -234,7 +234,7 @@ impl UiSource for DaemonUiSource {
         })
     }
 
-    fn terminals(&self) -> &terminal_pty::PtyTerminals {
+    fn terminals(&self) -> Arc<dyn terminal_seam::PersonViews> {
         self.host.terminals()
     }
 
