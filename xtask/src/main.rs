@@ -30,6 +30,8 @@ use std::process::{Command, ExitCode};
 use anyhow::{Context as _, bail};
 
 #[cfg(test)]
+mod deps;
+#[cfg(test)]
 mod layers;
 #[cfg(test)]
 mod lengths;
