@@ -61,12 +61,18 @@ pub struct DaemonConfig {
     /// (`"10m"`, `"30s"`, `"1h 30m"`).
     #[serde(deserialize_with = "duration")]
     pub idle_exit: std::time::Duration,
+    /// How long an agent's terminals and jobs outlive its client: kept
+    /// detached for the agent to take back with its resume key, then
+    /// ended (`"0s"`: ended with the connection).
+    #[serde(deserialize_with = "duration")]
+    pub detach_grace: std::time::Duration,
 }
 
 impl Default for DaemonConfig {
     fn default() -> Self {
         Self {
             idle_exit: std::time::Duration::from_secs(600),
+            detach_grace: std::time::Duration::from_secs(600),
         }
     }
 }
@@ -411,6 +417,7 @@ impl Config {
             log_commands: self.log.commands,
             lsp_eager: self.lsp.eager,
             idle_exit: self.daemon.idle_exit,
+            detach_grace: self.daemon.detach_grace,
             sandbox: self.sandbox_policy(),
             env: self.env_policy(),
             private_dirs: default_path()
@@ -461,6 +468,9 @@ pub struct HostConfig {
     /// How long a daemon with no connection, terminal or job waits before
     /// it exits.
     pub idle_exit: Duration,
+    /// How long a connection's terminals and jobs are kept detached after
+    /// its client went away (zero: ended with it).
+    pub detach_grace: Duration,
     /// The sandbox of every process started for a model (`[sandbox]`;
     /// per connection, hot-reloadable; language servers keep theirs until
     /// the host restarts).
@@ -493,7 +503,10 @@ impl HostConfig {
                 "limits (jobs, terminals)",
                 self.jobs != other.jobs || self.terminals != other.terminals,
             ),
-            ("daemon", self.idle_exit != other.idle_exit),
+            (
+                "daemon",
+                self.idle_exit != other.idle_exit || self.detach_grace != other.detach_grace,
+            ),
             (
                 "sandbox and env of running language servers",
                 self.sandbox != other.sandbox || self.env != other.env,

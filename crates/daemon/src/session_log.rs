@@ -145,6 +145,17 @@ impl SessionRecorder {
         self.send(Record::Call(entry));
     }
 
+    /// Appends something that happened to the session that was not a
+    /// tool call — its work detached, resumed, expired — as an entry
+    /// named `event` (`detach`, `resume`, `expire`) with `summary`.
+    pub fn event(&self, event: &str, summary: &str) {
+        let entry = LogEntry::new(Utc::now(), event, summary, "OK", 0);
+        if let (Some(publisher), Some(session)) = (&self.publisher, self.session_id()) {
+            publisher.publish(session, &entry);
+        }
+        self.send(Record::Call(entry));
+    }
+
     fn send(&self, record: Record) {
         if let Err(mpsc::error::TrySendError::Full(_)) = self.tx.try_send(record) {
             tracing::warn!("session log queue is full; dropping a record");
@@ -190,6 +201,12 @@ fn summarize(tool: &str, arguments: &serde_json::Value, policy: LogPolicy) -> St
         "terminal_send" => {
             if let Some(text) = arguments.get_mut("text") {
                 size_only(text);
+            }
+        }
+        "terminal_list" => {
+            // A resume key is a capability: never kept.
+            if let Some(key) = arguments.get_mut("resume") {
+                size_only(key);
             }
         }
         "terminal_open" => {

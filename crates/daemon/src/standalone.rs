@@ -38,6 +38,11 @@ pub fn run(config: HostConfig, options: StandaloneOptions) -> anyhow::Result<()>
 /// is asked to stop; SIGHUP reloads the config.
 pub async fn serve_stdio(config: HostConfig, options: StandaloneOptions) -> anyhow::Result<()> {
     crate::processes::start();
+    // One client, and the process ends with it: nothing is kept detached.
+    let config = HostConfig {
+        detach_grace: Duration::ZERO,
+        ..config
+    };
     let host = Arc::new(Host::new(
         config.clone(),
         StoreAccess::per_operation(&options.data_dir),

@@ -31,6 +31,7 @@ fn host_config() -> HostConfig {
         log_commands: true,
         lsp_eager: false,
         idle_exit: Duration::from_secs(600),
+        detach_grace: Duration::ZERO,
         ui: UiSettings::default(),
         sandbox: tools_catalog::sandbox::SandboxPolicy::default(),
         env: tools_catalog::sandbox::EnvPolicy::default(),

@@ -150,6 +150,7 @@ impl ScriptedClient {
                 progress: None,
                 confinement: Arc::new(tools_catalog::Confinement::none()),
                 ask: None,
+                resume: None,
             },
             counts: Counts::default(),
         }

@@ -150,7 +150,9 @@ impl Tool for BashTool {
             )
             .await?
             {
-                CommandCall::Started(id) => return Ok(started_reply(&id, clamped, Some(&sandbox))),
+                CommandCall::Started(id) => {
+                    return Ok(cx.with_resume_key(started_reply(&id, clamped, Some(&sandbox))));
+                }
                 CommandCall::Finished(run) => run,
             };
             let refusals = RefusalsJson::find(&confined.prepared, &run.output.text, &cwd);

@@ -206,6 +206,54 @@ pub struct CallContext {
     /// Asks the person at the client (MCP elicitation); `None` when the
     /// client cannot ask.
     pub ask: Option<Asker>,
+    /// Takes back the work of a detached agent (this agent before its
+    /// client restarted); `None` when the host keeps no detached work.
+    pub resume: Option<Arc<dyn Resume>>,
+}
+
+/// Taking back the terminals and jobs of an agent whose client went away
+/// (a restart, a crash) and whose work the host kept detached for a grace
+/// period. The key is a capability: the host shows it only to the agent
+/// it belongs to, in the replies that start work, and an id alone never
+/// takes anything back.
+pub trait Resume: Send + Sync + std::fmt::Debug {
+    /// The caller's own key (it takes the caller's work back later).
+    fn key(&self) -> String;
+
+    /// Makes the detached agent with `key` the caller: from then on the
+    /// caller's calls run as its owner. Errors: `RESUME_KEY_UNKNOWN`,
+    /// `RESUME_EXPIRED`, `RESUME_NOT_EMPTY` (the caller already started
+    /// work of its own).
+    fn resume<'a>(
+        &'a self,
+        key: &'a str,
+    ) -> futures::future::BoxFuture<'a, Result<Resumed, crate::ToolError>>;
+}
+
+/// What [`Resume::resume`] took back.
+#[derive(Debug, Clone)]
+pub struct Resumed {
+    /// The caller's owner from now on.
+    pub owner: Owner,
+    /// How long the work was detached (zero when the key was the
+    /// caller's own).
+    pub detached_for: std::time::Duration,
+}
+
+impl CallContext {
+    /// Adds the caller's resume key to the reply of a call that started
+    /// work (a terminal, a background job), when the host keeps work
+    /// across a client restart.
+    pub(crate) fn with_resume_key(&self, mut reply: crate::ToolReply) -> crate::ToolReply {
+        if let Some(resume) = &self.resume {
+            let key = resume.key();
+            reply.text.push_str(&format!(
+                "\n[resume key {key}: if your client restarts, terminal_list with resume set to it gives this back]"
+            ));
+            reply.structured["resume_key"] = serde_json::json!(key);
+        }
+        reply
+    }
 }
 
 /// What the person answered.

@@ -591,7 +591,7 @@ impl Tool for SubagentTool {
             .await?
             {
                 CommandCall::Started(id) => {
-                    return Ok(started_reply(&id, clamped, Some(&sandbox)));
+                    return Ok(cx.with_resume_key(started_reply(&id, clamped, Some(&sandbox))));
                 }
                 CommandCall::Finished(run) => run,
             };

@@ -34,7 +34,9 @@ pub use catalog::{
 pub use confine::{
     ConfinedSpawn, Confinement, RefusalsJson, RefusedPathJson, SANDBOX_UNAVAILABLE, SandboxJson,
 };
-pub use context::{Answer, Asker, CallContext, ProgressReport, ProgressSink, Runtime, Settings};
+pub use context::{
+    Answer, Asker, CallContext, ProgressReport, ProgressSink, Resume, Resumed, Runtime, Settings,
+};
 pub use error::{ErrorCode, MAX_ERROR_MESSAGE_BYTES, ToolError};
 pub use job_tools::{SubagentSettings, settled_job_message};
 pub use jobs::JobsConfig;

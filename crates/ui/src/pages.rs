@@ -474,6 +474,15 @@ fn connection_section(c: &LiveConnection) -> String {
         c.pid.map_or_else(|| "?".to_owned(), |p| p.to_string()),
         esc(&span(c.age)),
     );
+    if let Some((away, left)) = c.detached {
+        let _ = write!(
+            out,
+            "<p class=\"detached\">Detached: the client went away {} ago; its terminals and jobs are kept for the agent to take back for {} more (<span class=\"mono\">dsh ps --end {}</span> ends them now).</p>",
+            esc(&span(away)),
+            esc(&span(left)),
+            c.id,
+        );
+    }
     let _ = write!(
         out,
         "<p>{}{}{}</p>",

@@ -636,6 +636,9 @@ fn live_json_value(view: &LiveView) -> serde_json::Value {
             "session_id": c.session.map(|s| s.to_string()),
             "workspace": c.workspace,
             "age_s": c.age.as_secs(),
+            "detached": c.detached.map(|(away, left)| serde_json::json!({
+                "for_s": away.as_secs(), "left_s": left.as_secs(),
+            })),
             "terminals": c.terminals.iter().map(|t| serde_json::json!({
                 "id": t.id, "name": t.name, "command": t.command, "status": t.status,
                 "active_send": t.active_send, "idle_s": t.idle.as_secs(),

@@ -149,6 +149,9 @@ pub struct LiveConnection {
     pub terminals: Vec<LiveTerminal>,
     /// Its jobs.
     pub jobs: Vec<LiveJob>,
+    /// Set when its client went away and its work is kept detached: for
+    /// how long, and how long until it is ended.
+    pub detached: Option<(Duration, Duration)>,
 }
 
 /// Every connected agent, oldest first.

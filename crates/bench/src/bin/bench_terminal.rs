@@ -234,6 +234,7 @@ async fn tool_layer_python_settle(rounds: usize) -> Result<Vec<Duration>, BoxErr
         progress: None,
         confinement: Arc::new(tools_catalog::Confinement::none()),
         ask: None,
+        resume: None,
     };
     let call = |name: &'static str, args: Value| {
         let tool = catalog.get(name).cloned();

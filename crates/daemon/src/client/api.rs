@@ -11,7 +11,7 @@ use serde::de::DeserializeOwned;
 use super::{ClientError, StartSpec, holder_of, request};
 use crate::holder::pid_alive;
 use crate::paths::DaemonPaths;
-use crate::protocol::ps::Snapshot;
+use crate::protocol::ps::{DetachedDone, Snapshot};
 use crate::protocol::registry::RegistryOp;
 use crate::protocol::replies::{Reloaded, Status, UiPage};
 use crate::protocol::{Reply, Request};
@@ -113,6 +113,22 @@ impl Client {
     /// `dsh ps`: every connection with its terminals and jobs.
     pub fn ps(&self) -> Result<Snapshot, ClientError> {
         decode(&self.call(Request::Ps)?, "the daemon's")
+    }
+
+    /// `dsh ps --end N` / `--give N --to M`: a person ends detached
+    /// work, or gives it to a connected agent.
+    pub fn decide_detached(
+        &self,
+        connection: u64,
+        give_to: Option<u64>,
+    ) -> Result<DetachedDone, ClientError> {
+        decode(
+            &self.call(Request::Detached {
+                connection,
+                give_to,
+            })?,
+            "the daemon's",
+        )
     }
 
     /// `dsh ui`: the page (started on the first request) and a fresh

@@ -18,3 +18,5 @@ pub const CONFIG_ERROR: &str = "CONFIG_ERROR";
 pub const INTERNAL: &str = "INTERNAL";
 /// The daemon could not hand its store over (it is stopping).
 pub const HANDOVER_FAILED: &str = "HANDOVER_FAILED";
+/// The connection a person named is not detached work (`dsh ps --end`).
+pub const NO_DETACHED: &str = "NO_DETACHED";

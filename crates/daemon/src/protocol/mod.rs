@@ -107,6 +107,14 @@ pub enum Request {
     Reload,
     /// Every connection with its terminals and jobs (`dsh ps`).
     Ps,
+    /// A person decides about detached work (`dsh ps --end N`, `dsh ps
+    /// --give N --to M`).
+    Detached {
+        /// The detached connection.
+        connection: u64,
+        /// Give its work to this connected agent; `None`: end it.
+        give_to: Option<u64>,
+    },
     /// Serve the web page (started on the first request) and say where
     /// (`dsh ui`).
     Ui,
@@ -140,6 +148,7 @@ impl Request {
             Request::Stop => "stop",
             Request::Reload => "reload",
             Request::Ps => "ps",
+            Request::Detached { .. } => "detached",
             Request::Ui => "ui",
             Request::Attach { .. } => "attach",
             Request::Handover { .. } => "handover",
@@ -154,6 +163,7 @@ impl Request {
             | Request::Registry { .. }
             | Request::Reload
             | Request::Ps
+            | Request::Detached { .. }
             | Request::Ui
             | Request::Attach { .. } => true,
             Request::Status | Request::Stop | Request::Handover { .. } | Request::Record { .. } => {

@@ -65,6 +65,31 @@ pub struct ConnectionRow {
     pub terminals: Vec<TerminalRow>,
     /// Its jobs.
     pub jobs: Vec<JobRow>,
+    /// Set when its client went away and its work is kept detached.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detached: Option<DetachedRow>,
+}
+
+/// What a person's decision about detached work did.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DetachedDone {
+    /// `ended` or `given`.
+    pub done: String,
+    /// The terminals it concerned, `pty-N`.
+    pub terminals: Vec<String>,
+    /// The jobs it concerned.
+    pub jobs: Vec<String>,
+}
+
+/// A connection whose client went away, its terminals and jobs kept for
+/// the agent to take back (`terminal_list` with its resume key) or a
+/// person to end (`dsh ps --end N`) or give (`dsh ps --give N --to M`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DetachedRow {
+    /// Seconds since the client went away.
+    pub for_s: u64,
+    /// Seconds until its work is ended.
+    pub left_s: u64,
 }
 
 /// One terminal.

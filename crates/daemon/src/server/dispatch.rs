@@ -155,6 +155,7 @@ pub(super) async fn handle(shared: Arc<Shared>, stream: UnixStream) {
         | Request::Stop
         | Request::Reload
         | Request::Ps
+        | Request::Detached { .. }
         | Request::Ui
         | Request::Handover { .. }
         | Request::Record { .. } => true,
@@ -199,6 +200,13 @@ pub(super) async fn handle(shared: Arc<Shared>, stream: UnixStream) {
         Request::Ps => {
             let _busy = Busy::new(&shared.busy);
             Reply::of(&super::live::ps(&shared.host, shared.started_at).await)
+        }
+        Request::Detached {
+            connection,
+            give_to,
+        } => {
+            let _busy = Busy::new(&shared.busy);
+            super::live::decide_detached(&shared.host, connection, give_to).await
         }
         Request::Ui => {
             let _busy = Busy::new(&shared.busy);

@@ -7,9 +7,11 @@ use std::time::{Duration, SystemTime};
 
 use crate::host::{ConnectionFacts, Host};
 use crate::protocol::ps::{
-    ConnectionRow, DaemonRow, JobRow, LanguageServerRow, Snapshot, TerminalRow,
+    ConnectionRow, DaemonRow, DetachedDone, DetachedRow, JobRow, LanguageServerRow, Snapshot,
+    TerminalRow,
 };
 use crate::protocol::version;
+use crate::protocol::{Reply, codes};
 
 /// One connection as it is now.
 pub struct ConnectionNow {
@@ -90,6 +92,14 @@ pub async fn ps(host: &Host, started_at: SystemTime) -> Snapshot {
                 workspace: workspace.map(|w| w.1.clone()),
                 preset: facts.preset.to_string(),
                 age_s: elapsed(facts.connected_at).as_secs(),
+                detached: facts.detached.as_ref().map(|d| DetachedRow {
+                    for_s: elapsed(d.since).as_secs(),
+                    left_s: d
+                        .until
+                        .duration_since(SystemTime::now())
+                        .unwrap_or_default()
+                        .as_secs(),
+                }),
                 terminals: c
                     .terminals
                     .into_iter()
@@ -133,4 +143,54 @@ pub async fn ps(host: &Host, started_at: SystemTime) -> Snapshot {
             })
             .collect(),
     }
+}
+
+/// A person ends detached connection `connection`'s work, or gives it to
+/// connected agent `give_to`.
+pub async fn decide_detached(host: &Host, connection: u64, give_to: Option<u64>) -> Reply {
+    let Some(facts) = host
+        .connections()
+        .into_iter()
+        .find(|c| c.id == connection && c.detached.is_some())
+    else {
+        return Reply::failed(
+            codes::NO_DETACHED,
+            format!("connection {connection} is not detached work; `dsh ps` marks what is"),
+        );
+    };
+    let terminals: Vec<String> = host
+        .runtime()
+        .terminals
+        .list(&facts.owner)
+        .await
+        .into_iter()
+        .map(|t| t.id.to_string())
+        .collect();
+    let jobs: Vec<String> = host
+        .runtime()
+        .jobs
+        .list(&facts.owner, None)
+        .into_iter()
+        .map(|j| j.id)
+        .collect();
+    let done = match give_to {
+        None => {
+            if !host.end_detached_now(connection).await {
+                return Reply::failed(
+                    codes::NO_DETACHED,
+                    format!("connection {connection} was just taken back or ended"),
+                );
+            }
+            "ended"
+        }
+        Some(to) => match host.give_detached(connection, to).await {
+            Ok(_) => "given",
+            Err(e) => return Reply::failed(e.code, e.message),
+        },
+    };
+    Reply::of(&DetachedDone {
+        done: done.to_owned(),
+        terminals,
+        jobs,
+    })
 }

@@ -309,6 +309,7 @@ async fn shut_down(
     if drained.is_err() {
         tracing::warn!("some connections did not end within 30 s");
     }
+    shared.host.end_detached().await;
     shared.host.runtime().jobs.shutdown().await;
     shared.host.stop_language_servers().await;
     shared.held.close();

@@ -227,6 +227,14 @@ impl UiSource for DaemonUiSource {
                             })
                             .collect(),
                         jobs: c.jobs.iter().map(job_row).collect(),
+                        detached: facts.detached.as_ref().map(|d| {
+                            (
+                                elapsed(d.since),
+                                d.until
+                                    .duration_since(std::time::SystemTime::now())
+                                    .unwrap_or_default(),
+                            )
+                        }),
                     }
                 })
                 .collect();

@@ -13,7 +13,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use terminal_seam::{
-    ChildStep, ExitStatus, OpenRequest, PtyDir, TerminalError, TerminalId, TerminalStatus,
+    ChildStep, ExitStatus, OpenRequest, Owner, PtyDir, TerminalError, TerminalId, TerminalStatus,
 };
 
 use crate::bash::resolve_cwd;
@@ -186,7 +186,7 @@ impl Tool for TerminalOpenTool {
             if let Some(echo) = opened.echo {
                 structured["echo"] = json!(echo);
             }
-            Ok(ToolReply { text, structured })
+            Ok(cx.with_resume_key(ToolReply { text, structured }))
         })
     }
 }
@@ -194,17 +194,49 @@ impl Tool for TerminalOpenTool {
 /// Arguments of `terminal_list`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct ListArgs {}
+pub struct ListArgs {
+    /// Your resume key (`dsh-rk-…`, from an earlier reply of yours): after
+    /// your client restarted, takes back your earlier terminals and jobs.
+    pub resume: Option<String>,
+}
 
 impl TerminalListTool {
     pub(crate) fn new() -> Self {
         Self(ToolSpec::new::<ListArgs>(
             "terminal_list",
-            "List your open terminals with their status and whether a send is in progress.",
+            "List your open terminals with their status and whether a send is in progress. \
+After your client restarted, pass `resume` (the resume key an earlier reply gave you) to take back your terminals and jobs under their ids; read on from where you left off.",
             &[Preset::Full],
-            &["INVALID_ARGUMENT"],
+            &[
+                "INVALID_ARGUMENT",
+                "RESUME_KEY_UNKNOWN",
+                "RESUME_EXPIRED",
+                "RESUME_NOT_EMPTY",
+            ],
         ))
     }
+}
+
+/// Takes back a detached agent's work for `terminal_list`'s `resume`:
+/// the caller's owner from now on, and the reply's first line.
+async fn resume_for(cx: &CallContext, key: &str) -> Result<(Owner, String), ToolError> {
+    let Some(resume) = &cx.resume else {
+        return Err(ToolError::new(
+            "RESUME_KEY_UNKNOWN",
+            "this server keeps no work across a client restart ([daemon] detach_grace is 0, or it runs standalone), so no key takes anything back",
+        ));
+    };
+    let resumed = resume.resume(key.trim()).await?;
+    let jobs = cx.runtime.jobs.list(&resumed.owner, None).len();
+    let line = if resumed.detached_for.is_zero() {
+        "this resume key is already yours".to_owned()
+    } else {
+        format!(
+            "resumed after {} s detached: your terminals and {jobs} job(s) are yours again (job_list lists the jobs; terminal_read and job_output read on from where you left off)",
+            resumed.detached_for.as_secs()
+        )
+    };
+    Ok((resumed.owner, line))
 }
 
 impl Tool for TerminalListTool {
@@ -214,9 +246,15 @@ impl Tool for TerminalListTool {
 
     fn call<'a>(&'a self, cx: &'a CallContext, args: Value) -> ToolFuture<'a> {
         Box::pin(async move {
-            let _: ListArgs = parse_args(args)?;
-            let terminals = cx.runtime.terminals.list(&cx.owner).await;
-            let mut text = String::new();
+            let args: ListArgs = parse_args(args)?;
+            let (owner, mut text) = match &args.resume {
+                Some(key) => {
+                    let (owner, line) = resume_for(cx, key).await?;
+                    (owner, format!("{line}\n"))
+                }
+                None => (cx.owner.clone(), String::new()),
+            };
+            let terminals = cx.runtime.terminals.list(&owner).await;
             if terminals.is_empty() {
                 text.push_str("no terminals (terminal_open starts one)");
             }

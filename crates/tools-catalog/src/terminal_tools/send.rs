@@ -198,7 +198,7 @@ impl Tool for TerminalSendTool {
                         prepared: sandbox.prepared,
                     });
                 }
-                return Ok(started_reply(&started.id, clamped, None));
+                return Ok(cx.with_resume_key(started_reply(&started.id, clamped, None)));
             }
             let terminals = cx.runtime.terminals.clone();
             let owner = cx.owner.clone();

@@ -60,6 +60,7 @@ impl Model {
                 progress: None,
                 confinement: Arc::new(Confinement::none()),
                 ask: None,
+                resume: None,
             },
         }
     }

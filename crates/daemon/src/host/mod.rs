@@ -32,6 +32,10 @@ use workspace::{ClientInfo, SessionHeader, SessionId};
 
 use crate::session_log::{LogPolicy, SessionRecorder};
 
+mod detach;
+pub use detach::{Agent, AgentCell, Detached, KEY_PREFIX};
+use detach::{ConnectionResume, current, new_agent};
+
 use crate::config::HostConfig;
 use crate::store::StoreAccess;
 
@@ -127,10 +131,13 @@ pub struct ConnectionFacts {
     pub peer_pid: Option<i32>,
     /// The session's id once it began (before the store may have it).
     pub session: Option<SessionId>,
+    /// Set when its client went away and its work is kept detached.
+    pub detached: Option<Detached>,
 }
 
 struct ConnectionEntry {
-    owner: Owner,
+    agent: AgentCell,
+    detached: Option<Detached>,
     layer: Arc<ArcSwap<ToolLayer>>,
     config_path: Option<PathBuf>,
     preset: Option<Preset>,
@@ -169,6 +176,8 @@ pub struct Host {
     private: Vec<PathBuf>,
     /// Every connection's tool calls as they happen (for `dsh ui`).
     calls: Arc<crate::calls::CallHub>,
+    /// The resume keys of detached work that was ended.
+    expired: detach::Expired,
 }
 
 impl Host {
@@ -219,6 +228,7 @@ impl Host {
             changed: tokio::sync::Notify::new(),
             private,
             calls: Arc::new(crate::calls::CallHub::default()),
+            expired: detach::Expired::default(),
         }
     }
 
@@ -281,7 +291,7 @@ impl Host {
                     });
                 ConnectionFacts {
                     id: *id,
-                    owner: e.owner.clone(),
+                    owner: current(&e.agent).0,
                     client,
                     cwd: e.cwd.borrow().clone(),
                     recorded: e.recorder.recorded(),
@@ -289,6 +299,7 @@ impl Host {
                     connected_at: e.connected_at,
                     peer_pid: e.peer_pid,
                     session: e.recorder.session_id(),
+                    detached: e.detached.clone(),
                 }
             })
             .collect()
@@ -411,7 +422,10 @@ pub struct ConnectionSetup {
 #[derive(Clone)]
 pub struct Connection {
     host: Arc<Host>,
-    owner: Owner,
+    /// Its number in the host.
+    id: u64,
+    /// The agent it acts as (a resume swaps it).
+    agent: AgentCell,
     layer: Arc<ArcSwap<ToolLayer>>,
     /// The session's directory: the client's first root, else the bridge's.
     /// `None` until the client has been asked for its roots.
@@ -496,14 +510,25 @@ impl ServerHandler for Connection {
             ));
         };
         let (progress, progress_sent) = mcp_progress(&request, &context);
+        let resume: Option<Arc<dyn tools_catalog::Resume>> =
+            (!self.host.config.detach_grace.is_zero()).then(|| {
+                Arc::new(ConnectionResume {
+                    host: self.host.clone(),
+                    agent: self.agent.clone(),
+                    id: self.id,
+                    recorder: self.recorder.clone(),
+                }) as Arc<dyn tools_catalog::Resume>
+            });
+        let owner = current(&self.agent).0;
         let cx = CallContext {
-            owner: self.owner.clone(),
+            owner: owner.clone(),
             cwd: self.session_cwd().await,
             runtime: self.host.runtime.clone(),
             env: self.env.clone(),
             progress,
             confinement: layer.confinement.clone(),
             ask: asker(&context.peer),
+            resume,
         };
         let args = request.arguments.map(Value::Object).unwrap_or(Value::Null);
         let logged_args = args.clone();
@@ -540,7 +565,7 @@ impl ServerHandler for Connection {
             tool = %request.name,
             outcome = code,
             ms = started.elapsed().as_millis() as u64,
-            owner = self.owner.serial(),
+            owner = owner.serial(),
             "tool call"
         );
         Ok(CallToolResponse::from(to_mcp_result(outcome)))
@@ -713,7 +738,7 @@ impl<R: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for EofSignal<R> {
 /// logging notification naming the job, its status and how to read it).
 async fn forward_job_events(
     runtime: Arc<Runtime>,
-    owner: Owner,
+    agent: AgentCell,
     peer: Arc<OnceLock<Peer<RoleServer>>>,
 ) {
     let mut events = runtime.jobs.subscribe();
@@ -726,7 +751,7 @@ async fn forward_job_events(
             }
             Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
         };
-        if event.owner != owner {
+        if event.owner != current(&agent).0 {
             continue;
         }
         let Some(peer) = peer.get() else { continue };
@@ -779,9 +804,14 @@ where
         &host.connection_private(setup.config_path.as_deref()),
     )));
     let (cwd_tx, cwd) = watch::channel(None);
+    let id = host
+        .next_connection
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let agent = new_agent(&setup.label);
     let connection = Connection {
         recorder: SessionRecorder::start(host.store.clone(), policy).publishing(host.calls.clone()),
-        owner: Owner::new(setup.label.clone()),
+        id,
+        agent: agent.clone(),
         layer: layer.clone(),
         cwd: cwd.clone(),
         cwd_tx: Arc::new(cwd_tx),
@@ -791,16 +821,13 @@ where
         closed: CancellationToken::new(),
         host: host.clone(),
     };
-    let id = host
-        .next_connection
-        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let owner = connection.owner.clone();
     let recorder = connection.recorder.clone();
     let closed = connection.closed.clone();
     host.entries().insert(
         id,
         ConnectionEntry {
-            owner: owner.clone(),
+            agent: agent.clone(),
+            detached: None,
             layer: layer.clone(),
             config_path: setup.config_path,
             preset: setup.preset,
@@ -814,7 +841,7 @@ where
     host.changed.notify_waiters();
     let events = tokio::spawn(forward_job_events(
         host.runtime.clone(),
-        owner.clone(),
+        agent.clone(),
         connection.peer.clone(),
     ));
     let read = EofSignal {
@@ -844,10 +871,21 @@ where
         }
         Err(e) => Err(anyhow::anyhow!("MCP initialization failed: {e}")),
     };
-    // The connection is gone: end everything it started, verified, and let
-    // the session log catch up — together, as a client may not wait long.
+    // The connection is gone. With work left and a grace period, the work
+    // stays, detached, for the agent to take back; else end everything
+    // it started, verified, and let the session log catch up — together,
+    // as a client may not wait long.
     closed.cancel();
     events.abort();
+    let owner = current(&agent).0;
+    let grace = host.config.detach_grace;
+    if !grace.is_zero() && !stop.is_cancelled() {
+        let work = host.work_of(&owner).await;
+        if work.0 + work.1 > 0 {
+            host.detach(id, grace, work);
+            return served;
+        }
+    }
     host.entries().remove(&id);
     tokio::join!(
         host.runtime.end_owner(&owner),

@@ -1,0 +1,209 @@
+"""Agents outlive their client: a real `dsh mcp` bridge is SIGKILLed
+mid-send while its agent has a Python REPL with state, a job printing a
+line a second and a dev server; a new client takes everything back with
+the resume key, and nothing is lost. Another agent with the ids but not
+the key gets nothing; after the grace period nothing is left."""
+
+import json
+import os
+import re
+import signal
+
+import pytest
+
+import waiting
+from conftest import connect, dsh, err, ok, write_config
+from test_daemon import RawBridge
+
+pytestmark = pytest.mark.anyio
+
+
+def started_by(marker: str):
+    """Live processes whose environment carries `marker`, with their argv."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                environ = f.read()
+            with open(f"/proc/{entry}/stat") as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        if marker.encode() in environ and state not in ("Z", "X"):
+            found.append((int(entry), b" ".join(argv).decode(errors="replace").strip()))
+    return found
+
+
+def ps(env):
+    return json.loads(dsh(env, "ps", "--json").stdout)
+
+
+def detached_rows(env):
+    return [c for c in ps(env)["connections"] if c.get("detached")]
+
+
+def raw_tool(bridge, name, arguments):
+    """A call through the raw bridge; the whole result."""
+    reply = bridge.call("tools/call", {"name": name, "arguments": arguments})
+    return reply["result"]
+
+
+def numbered_lines(text):
+    return [int(n) for n in re.findall(r"^tick (\d+)$", text, re.M)]
+
+
+async def test_a_killed_client_resumes_with_nothing_lost(isolated_env, tmp_path):
+    env = dict(isolated_env, DSH_TEST_MARK=str(tmp_path))
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    bridge = RawBridge(env, cwd=str(ws))
+    killed = False
+    try:
+        opened = raw_tool(bridge, "terminal_open", {"command": ["python3", "-q"], "name": "repl"})
+        assert not opened.get("isError"), opened
+        repl = opened["structuredContent"]
+        key = repl["resume_key"]
+        assert key.startswith("dsh-rk-") and len(key) == len("dsh-rk-") + 32
+        # The model reads it in the reply's text, with what to do with it.
+        assert f"resume key {key}" in opened["content"][0]["text"]
+        ok_send = raw_tool(bridge, "terminal_send", {"id": repl["id"], "text": "x = 41 + 1"})
+        assert not ok_send.get("isError"), ok_send
+        job = bridge.tool(
+            "bash",
+            {"command": "for i in $(seq 1 100000); do echo tick $i; sleep 1; done",
+             "run_in_background": True},
+        )
+        assert job["resume_key"] == key  # one key per agent
+        server = bridge.tool("terminal_open", {"name": "server"})
+        started = bridge.tool(
+            "terminal_send",
+            {"id": server["id"], "text": "python3 -m http.server 0 --bind 127.0.0.1",
+             "until": "Serving HTTP", "timeout_ms": 30000},
+        )
+        assert "Serving HTTP" in started["output"], started
+        server_pid = server["pid"]
+        # Mid-send: the REPL is busy for a while when the bridge dies.
+        bridge.send({"jsonrpc": "2.0", "id": 999, "method": "tools/call",
+                     "params": {"name": "terminal_send", "arguments": {
+                         "id": repl["id"],
+                         "text": "import time; time.sleep(3); print('slept', x)"}}})
+        waiting.wait_until(
+            lambda: any(t["active_send"] for c in ps(env)["connections"]
+                        for t in c["terminals"] if t["id"] == repl["id"]),
+            "the send to be under way",
+        )
+        bridge.proc.send_signal(signal.SIGKILL)
+        bridge.proc.wait()
+        killed = True
+        # Detached, not ended: the daemon shows it with its time left.
+        waiting.wait_until(lambda: detached_rows(env), "the connection to be detached")
+        row = detached_rows(env)[0]
+        assert row["detached"]["left_s"] > 60
+        assert {t["id"] for t in row["terminals"]} == {repl["id"], server["id"]}
+        # The client comes back after 5 s.
+        waiting.wait_until(
+            lambda: detached_rows(env) and detached_rows(env)[0]["detached"]["for_s"] >= 5,
+            "5 s to pass",
+        )
+        async with connect(env, cwd=str(ws)) as other:
+            # Another agent with the ids but not the key gets nothing.
+            r = await other.call_tool("terminal_read", {"id": repl["id"]})
+            assert err(r)["code"] == "FOREIGN_SESSION"
+            r = await other.call_tool("job_output", {"job_id": job["job_id"]})
+            assert err(r)["code"] in ("FOREIGN_JOB", "NO_JOB"), r
+            r = await other.call_tool("terminal_list", {"resume": "dsh-rk-" + "0" * 32})
+            assert err(r)["code"] == "RESUME_KEY_UNKNOWN"
+            async with connect(env, cwd=str(ws)) as s:
+                back = ok(await s.call_tool("terminal_list", {"resume": key}))
+                assert {t["id"] for t in back["terminals"]} == {repl["id"], server["id"]}
+                # The send the dead client made finished meanwhile: its
+                # output is there to read, and the REPL kept its state.
+                read = ok(await s.call_tool("terminal_read", {"id": repl["id"], "since": 0}))
+                assert "slept 42" in read["output"], read
+                again = ok(await s.call_tool("terminal_send", {"id": repl["id"], "text": "print(x * 2)"}))
+                assert "84" in again["output"]
+                # The job printed on while nobody was connected: no line lost.
+                out = ok(await s.call_tool("job_output", {"job_id": job["job_id"], "since": 0,
+                                                           "max_bytes": 1_000_000}))
+                ticks = numbered_lines(out["output"])
+                assert ticks[0] == 1 and ticks == list(range(1, len(ticks) + 1)), ticks
+                assert len(ticks) >= 5
+                # The dev server is the same process, still serving.
+                listed = {t["id"]: t for t in back["terminals"]}
+                assert listed[server["id"]]["pid"] == server_pid
+                assert listed[server["id"]]["status"] == "running"
+                # Once taken, the key takes nothing a second time.
+                r = await other.call_tool("terminal_list", {"resume": key})
+                assert err(r)["code"] == "RESUME_NOT_EMPTY" or err(r)["code"] == "RESUME_KEY_UNKNOWN"
+                assert detached_rows(env) == []
+                ok(await s.call_tool("job_kill", {"job_id": job["job_id"]}))
+                for t in (repl["id"], server["id"]):
+                    ok(await s.call_tool("terminal_close", {"id": t}))
+    finally:
+        if not killed:
+            bridge.close()
+
+
+async def test_detached_work_ends_when_its_grace_period_ends(isolated_env, tmp_path):
+    env = dict(isolated_env, DSH_TEST_MARK=str(tmp_path))
+    config = write_config(tmp_path, '[daemon]\ndetach_grace = "2s"\n')
+    async with connect(env, "--config", config) as s:
+        t = ok(await s.call_tool("terminal_open", {}))
+        key = t["resume_key"]
+        ok(await s.call_tool("bash", {"command": "sleep 1234", "run_in_background": True}))
+        ok(await s.call_tool("terminal_send", {"id": t["id"], "text": "sleep 4321 &"}))
+        waiting.wait_until(
+            lambda: {"sleep 1234", "sleep 4321"} <= {c for _, c in started_by(str(tmp_path))},
+            "the job's and the terminal's sleeps to run",
+        )
+    # The client closed cleanly: the work is detached, then ended.
+    waiting.wait_until(lambda: not ps(env)["connections"], "the grace period to end")
+    waiting.wait_until(
+        lambda: not [c for _, c in started_by(str(tmp_path)) if c.startswith("sleep")],
+        "every process of the expired work to end",
+    )
+    async with connect(env, "--config", config) as s:
+        r = await s.call_tool("terminal_list", {"resume": key})
+        assert err(r)["code"] == "RESUME_EXPIRED"
+
+
+async def test_a_grace_period_of_zero_ends_work_with_its_client(isolated_env, tmp_path):
+    env = dict(isolated_env, DSH_TEST_MARK=str(tmp_path))
+    config = write_config(tmp_path, '[daemon]\ndetach_grace = "0s"\n')
+    async with connect(env, "--config", config) as s:
+        t = ok(await s.call_tool("terminal_open", {}))
+        assert "resume_key" not in t
+        ok(await s.call_tool("terminal_send", {"id": t["id"], "text": "sleep 4322 &"}))
+    waiting.wait_until(lambda: not ps(env)["connections"], "the connection to end")
+    waiting.wait_until(
+        lambda: not [c for _, c in started_by(str(tmp_path)) if c.startswith("sleep")],
+        "the terminal's processes to end with the client",
+    )
+
+
+async def test_a_person_ends_or_gives_detached_work(isolated_env, tmp_path):
+    env = dict(isolated_env, DSH_TEST_MARK=str(tmp_path))
+    async with connect(env) as s:
+        t = ok(await s.call_tool("terminal_open", {"name": "kept"}))
+    waiting.wait_until(lambda: detached_rows(env), "the connection to be detached")
+    gone = detached_rows(env)[0]["id"]
+    async with connect(env) as s:
+        t2 = ok(await s.call_tool("terminal_open", {}))
+    waiting.wait_until(lambda: len(detached_rows(env)) == 2, "the second to be detached")
+    async with connect(env) as taker:
+        me = [c["id"] for c in ps(env)["connections"] if not c.get("detached")][0]
+        given = dsh(env, "ps", "--give", str(gone), "--to", str(me))
+        assert t["id"] in given.stdout, given.stdout
+        mine = ok(await taker.call_tool("terminal_list", {}))
+        assert [x["id"] for x in mine["terminals"]] == [t["id"]]
+        left = [c["id"] for c in detached_rows(env)]
+        assert len(left) == 1
+        ended = dsh(env, "ps", "--end", str(left[0]))
+        assert "ended" in ended.stdout
+        assert detached_rows(env) == []
+        r = await taker.call_tool("terminal_read", {"id": t2["id"]})
+        assert err(r)["code"] in ("NO_SESSION", "FOREIGN_SESSION")
