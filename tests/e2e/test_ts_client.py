@@ -2,7 +2,9 @@
 (`tests/node/mcp_client.mjs`, installed from the committed
 `tests/node/package-lock.json` by `cargo xtask test`) lists the tools, runs
 `bash` (with progress), opens a Python terminal, sends, closes and calls
-`lsp`. The SDK validates every message; anything it rejects fails here."""
+`lsp`, and resumes its work after its bridge was SIGKILLed
+(`tests/node/resume_client.mjs`). The SDK validates every message; anything
+it rejects fails here."""
 
 import shutil
 import subprocess
@@ -36,3 +38,22 @@ def test_the_typescript_sdk_client_drives_dsh(isolated_env, tmp_path):
     print(p.stdout)
     assert p.returncode == 0, f"stdout:\n{p.stdout}\nstderr:\n{p.stderr}"
     assert "typescript sdk client: ok" in p.stdout
+
+
+@pytest.mark.timeout(300)
+def test_the_typescript_sdk_client_resumes_after_its_bridge_is_killed(isolated_env, tmp_path):
+    if shutil.which("node") is None:
+        raise AssertionError("node is not installed: the TypeScript SDK test needs Node.js 20+")
+    project = tmp_path / "project"
+    project.mkdir()
+    env = dict(isolated_env, DSH_BIN=dsh_bin(), PROJECT=str(project))
+    p = subprocess.run(
+        ["node", str(NODE / "resume_client.mjs")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    print(p.stdout)
+    assert p.returncode == 0, f"stdout:\n{p.stdout}\nstderr:\n{p.stderr}"
+    assert "typescript sdk resume: ok" in p.stdout
