@@ -32,6 +32,8 @@
 //! * [`config`] — the config file and what the host takes of it
 //!   ([`config::HostConfig`]): the daemon reads it at start-up, reads each
 //!   connection's file and reads them all again on a reload.
+//! * [`demo`] — `dsh demo`: scripted scenarios played on a [`host::Host`]
+//!   built in process, as a model would play them.
 //!
 //! This crate does not parse the command line (the `dsh` binary does), and
 //! holds no tool logic (that is `tools-catalog`'s).
@@ -39,6 +41,7 @@
 pub mod calls;
 pub mod client;
 pub mod config;
+pub mod demo;
 pub mod holder;
 pub mod host;
 pub mod logging;

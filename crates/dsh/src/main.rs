@@ -3,11 +3,10 @@
 //!
 //! A thin command line: it parses arguments and the config file and calls
 //! the `daemon` crate, which runs the per-user daemon, the `dsh mcp`
-//! bridge to it, the standalone server and the clients of `dsh ps`,
-//! `dsh attach` and the registry commands. It holds no tool logic of its
-//! own; that lives in `tools-catalog`.
+//! bridge to it, the standalone server, `dsh demo` and the clients of
+//! `dsh ps`, `dsh attach` and the registry commands. It holds no tool
+//! logic of its own; that lives in `tools-catalog`.
 
-mod demo;
 mod output;
 mod registry_cli;
 
@@ -17,6 +16,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use daemon::client::{Client, ClientError, StartSpec, Stopped, bridge};
+use daemon::demo::Scenario;
 use daemon::paths::DaemonPaths;
 use tools_catalog::Preset;
 
@@ -112,7 +112,7 @@ enum Command {
     Demo {
         /// `terminal`: debug a Python function with one-shot bash vs a terminal; `jobs`: three kinds of background work in one list.
         #[arg(value_enum, default_value = "terminal")]
-        scenario: demo::Scenario,
+        scenario: ScenarioArg,
     },
     /// Print the tool catalog: names, descriptions, argument schemas, error codes.
     Catalog {
@@ -212,6 +212,27 @@ impl ValueEnum for PresetArg {
             Preset::Full => "Every tool",
         };
         Some(clap::builder::PossibleValue::new(self.0.name()).help(help))
+    }
+}
+
+/// A scenario of `dsh demo` on the command line.
+#[derive(Debug, Clone, Copy)]
+struct ScenarioArg(Scenario);
+
+impl ValueEnum for ScenarioArg {
+    fn value_variants<'a>() -> &'a [Self] {
+        &[ScenarioArg(Scenario::Terminal), ScenarioArg(Scenario::Jobs)]
+    }
+
+    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
+        let (name, help) = match self.0 {
+            Scenario::Terminal => (
+                "terminal",
+                "Debug a Python function in three steps: one-shot bash vs a terminal",
+            ),
+            Scenario::Jobs => ("jobs", "Three kinds of background work in one job list"),
+        };
+        Some(clap::builder::PossibleValue::new(name).help(help))
     }
 }
 
@@ -382,7 +403,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
             command,
             &registry_backend(&cli)?,
         )?),
-        Command::Demo { scenario } => Ok(demo::run(scenario)?),
+        Command::Demo { scenario } => Ok(daemon::demo::run(scenario.0)?),
         Command::Guardian => {
             daemon::processes::serve_guardian();
             Ok(())
