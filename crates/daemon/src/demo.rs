@@ -45,6 +45,26 @@ pub enum Scenario {
     Jobs,
 }
 
+impl Scenario {
+    /// Its name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Scenario::Terminal => "terminal",
+            Scenario::Jobs => "jobs",
+        }
+    }
+
+    /// What it shows, in one line.
+    pub fn summary(self) -> &'static str {
+        match self {
+            Scenario::Terminal => {
+                "Debug a Python function in three steps: one-shot bash vs a terminal"
+            }
+            Scenario::Jobs => "Three kinds of background work in one job list",
+        }
+    }
+}
+
 /// Runs a scenario and prints its transcripts and counts.
 pub fn run(scenario: Scenario) -> anyhow::Result<()> {
     let tokio = tokio::runtime::Builder::new_multi_thread()

@@ -12,8 +12,9 @@
 //! * [`paths`] — where a data directory's daemon keeps its files;
 //!   [`holder`] — finding that daemon through its lock.
 //! * [`client`] — reaching the daemon (starting it when needed) and the
-//!   typed [`client::Client`] the CLI uses; the client halves of `dsh
-//!   attach` and `dsh mcp` (the bridge).
+//!   typed [`client::Client`] the CLI uses; where a registry command runs
+//!   ([`client::RegistryAccess`]); the client halves of `dsh attach` and
+//!   `dsh mcp` (the bridge).
 //! * [`server`] — `dsh daemon`: its files, the listener, the peer check
 //!   ([`server::peer`]), one function per request kind, the live snapshot
 //!   that `dsh ps` and the page both read, and the page's source.
