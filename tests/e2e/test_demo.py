@@ -61,6 +61,11 @@ def sections(stdout):
     return out
 
 
+def sandbox_lines(stdout):
+    """The `[sandbox: …]` line of every result, in order."""
+    return [l.strip() for l in stdout.splitlines() if l.startswith("  [sandbox: ")]
+
+
 def counts_table(stdout):
     rows = {}
     for line in stdout.splitlines():
@@ -109,6 +114,10 @@ def test_terminal_demo_shows_both_transcripts_and_counts(isolated_env, tmp_path)
         "tool calls", "bytes sent (arguments JSON)", "bytes received (result text)", "wall time of the calls",
     }
 
+    # the demo runs through the host `dsh mcp` serves from, in its default
+    # sandbox: three bash calls and the terminal say so
+    assert sandbox_lines(out.stdout) == ["[sandbox: workspace-write · network on]"] * 4
+
     assert "processes left behind: 0" in out.stdout
     assert marked_live_processes(env) == []
     assert os.listdir(env["TMPDIR"]) == []
@@ -151,6 +160,9 @@ def test_jobs_demo_lists_three_kinds_and_exact_statuses(isolated_env, tmp_path):
         ],
         ["subagent-1", "completed, exit 0"],
     ]
+
+    # bash, the terminal and the subagent ran in the default sandbox
+    assert sandbox_lines(text) == ["[sandbox: workspace-write · network on]"] * 3
 
     assert "processes left behind: 0" in text
     assert marked_live_processes(env) == []

@@ -12,8 +12,9 @@
 //! * [`paths`] — where a data directory's daemon keeps its files;
 //!   [`holder`] — finding that daemon through its lock.
 //! * [`client`] — reaching the daemon (starting it when needed) and the
-//!   typed [`client::Client`] the CLI uses; the client halves of `dsh
-//!   attach` and `dsh mcp` (the bridge).
+//!   typed [`client::Client`] the CLI uses; where a registry command runs
+//!   ([`client::RegistryAccess`]); the client halves of `dsh attach` and
+//!   `dsh mcp` (the bridge).
 //! * [`server`] — `dsh daemon`: its files, the listener, the peer check
 //!   ([`server::peer`]), one function per request kind, the live snapshot
 //!   that `dsh ps` and the page both read, and the page's source.
@@ -32,6 +33,8 @@
 //! * [`config`] — the config file and what the host takes of it
 //!   ([`config::HostConfig`]): the daemon reads it at start-up, reads each
 //!   connection's file and reads them all again on a reload.
+//! * [`demo`] — `dsh demo`: scripted scenarios played on a [`host::Host`]
+//!   built in process, as a model would play them.
 //!
 //! This crate does not parse the command line (the `dsh` binary does), and
 //! holds no tool logic (that is `tools-catalog`'s).
@@ -39,6 +42,7 @@
 pub mod calls;
 pub mod client;
 pub mod config;
+pub mod demo;
 pub mod holder;
 pub mod host;
 pub mod logging;

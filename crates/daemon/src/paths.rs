@@ -1,5 +1,6 @@
-//! Where a daemon lives: the private runtime directory with its socket, and
-//! the files it keeps in the data directory (lock, info, log).
+//! Where a daemon lives: the data directory (`--data-dir`, else
+//! `$XDG_DATA_HOME/dsh`), the private runtime directory with its socket,
+//! and the files it keeps in the data directory (lock, info, log).
 //!
 //! The runtime directory is `$DSH_RUNTIME_DIR` when set, else
 //! `$XDG_RUNTIME_DIR/dsh`, else `run` in the data directory. It is created
@@ -80,6 +81,16 @@ pub enum PathsError {
 /// The longest socket path a `sockaddr_un` holds (108 bytes with the
 /// terminating NUL).
 pub const MAX_SOCKET_PATH: usize = 107;
+
+/// The data directory: `explicit` (`--data-dir`), else
+/// `$XDG_DATA_HOME/dsh`.
+pub fn data_dir(explicit: Option<PathBuf>) -> PathBuf {
+    explicit.unwrap_or_else(|| {
+        dirs::data_dir()
+            .unwrap_or_else(|| PathBuf::from(".local/share"))
+            .join("dsh")
+    })
+}
 
 /// The runtime directory this process would use for the daemon of
 /// `data_dir` (not created).

@@ -3,20 +3,20 @@
 //!
 //! A thin command line: it parses arguments and the config file and calls
 //! the `daemon` crate, which runs the per-user daemon, the `dsh mcp`
-//! bridge to it, the standalone server and the clients of `dsh ps`,
-//! `dsh attach` and the registry commands. It holds no tool logic of its
-//! own; that lives in `tools-catalog`.
+//! bridge to it, the standalone server, `dsh demo` and the clients of
+//! `dsh ps`, `dsh attach` and the registry commands. It holds no tool
+//! logic of its own; that lives in `tools-catalog`.
 
-mod demo;
 mod output;
 mod registry_cli;
 
 use std::io::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
-use daemon::client::{Client, ClientError, StartSpec, Stopped, bridge};
+use daemon::client::{Client, ClientError, RegistryAccess, StartSpec, StatusReport, bridge};
+use daemon::demo::Scenario;
 use daemon::paths::DaemonPaths;
 use tools_catalog::Preset;
 
@@ -45,6 +45,15 @@ Exit status: 0 on success, 2 for usage and config errors, 1 for anything else.";
 #[derive(Debug, Parser)]
 #[command(name = "dsh", version, about = ABOUT, after_help = AFTER_HELP, propagate_version = true)]
 struct Cli {
+    #[command(flatten)]
+    globals: Globals,
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// The options every command takes.
+#[derive(Debug, clap::Args)]
+struct Globals {
     /// Read the config from FILE instead of $XDG_CONFIG_HOME/dsh/config.toml.
     #[arg(long, global = true, value_name = "FILE")]
     config: Option<PathBuf>,
@@ -55,8 +64,6 @@ struct Cli {
     /// registry commands open the store themselves.
     #[arg(long, global = true)]
     standalone: bool,
-    #[command(subcommand)]
-    command: Command,
 }
 
 #[derive(Debug, Subcommand)]
@@ -112,7 +119,7 @@ enum Command {
     Demo {
         /// `terminal`: debug a Python function with one-shot bash vs a terminal; `jobs`: three kinds of background work in one list.
         #[arg(value_enum, default_value = "terminal")]
-        scenario: demo::Scenario,
+        scenario: ScenarioArg,
     },
     /// Print the tool catalog: names, descriptions, argument schemas, error codes.
     Catalog {
@@ -215,6 +222,20 @@ impl ValueEnum for PresetArg {
     }
 }
 
+/// A scenario of `dsh demo` on the command line.
+#[derive(Debug, Clone, Copy)]
+struct ScenarioArg(Scenario);
+
+impl ValueEnum for ScenarioArg {
+    fn value_variants<'a>() -> &'a [Self] {
+        &[ScenarioArg(Scenario::Terminal), ScenarioArg(Scenario::Jobs)]
+    }
+
+    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
+        Some(clap::builder::PossibleValue::new(self.0.name()).help(self.0.summary()))
+    }
+}
+
 #[derive(Debug, Clone, Copy, ValueEnum)]
 enum Format {
     /// Markdown.
@@ -286,70 +307,25 @@ fn first_contact_hint() {
     }
 }
 
-/// The store's directory: `--data-dir`, else `$XDG_DATA_HOME/dsh`.
-fn data_dir(explicit: Option<PathBuf>) -> PathBuf {
-    explicit.unwrap_or_else(|| {
-        dirs::data_dir()
-            .unwrap_or_else(|| PathBuf::from(".local/share"))
-            .join("dsh")
-    })
-}
+impl Globals {
+    /// The daemon's files for `--data-dir`.
+    fn paths(&self) -> DaemonPaths {
+        DaemonPaths::new(&daemon::paths::data_dir(self.data_dir.clone()))
+    }
 
-/// The config file a connection's tools come from: `--config`, else the
-/// default file when it exists. Made absolute: the daemon's working
-/// directory is not ours.
-fn connection_config_path(explicit: Option<&Path>) -> Option<PathBuf> {
-    let path = match explicit {
-        Some(p) => Some(p.to_path_buf()),
-        None => daemon::config::default_path().filter(|p| p.exists()),
-    };
-    path.map(|p| std::path::absolute(&p).unwrap_or(p))
-}
-
-fn daemon_paths(data_dir: Option<PathBuf>) -> DaemonPaths {
-    DaemonPaths::new(&self::data_dir(data_dir))
-}
-
-fn start_spec(config_arg: Option<&Path>) -> Result<StartSpec, Failure> {
-    Ok(StartSpec::this_program(config_arg.map(|p| {
-        std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf())
-    }))?)
-}
-
-/// Where the registry commands run: in the daemon (started if needed), or
-/// on the store directly with --standalone.
-fn registry_backend(cli: &Globals) -> Result<registry_cli::Backend, Failure> {
-    let dir = self::data_dir(cli.data_dir.clone());
-    Ok(if cli.standalone {
-        registry_cli::Backend::Standalone { data_dir: dir }
-    } else {
-        registry_cli::Backend::Daemon(Client::starting(
-            DaemonPaths::new(&dir),
-            start_spec(cli.config.as_deref())?,
-        ))
-    })
-}
-
-/// The options every command takes.
-struct Globals {
-    config: Option<PathBuf>,
-    data_dir: Option<PathBuf>,
-    standalone: bool,
+    /// Where the registry commands run: in the daemon (started if needed),
+    /// or on the store directly with --standalone.
+    fn registry(&self) -> Result<RegistryAccess, ClientError> {
+        let data_dir = daemon::paths::data_dir(self.data_dir.clone());
+        RegistryAccess::new(data_dir, self.standalone, self.config.clone())
+    }
 }
 
 fn run(cli: Cli) -> Result<(), Failure> {
     let Cli {
-        config,
-        data_dir,
-        standalone,
+        globals: cli,
         command,
     } = cli;
-    let cli = Globals {
-        config,
-        data_dir,
-        standalone,
-    };
-    let paths = || daemon_paths(cli.data_dir.clone());
     match command {
         Command::Mcp { preset, log_file } if cli.standalone => {
             mcp_standalone(&cli, preset.map(|p| p.0), log_file)
@@ -362,27 +338,21 @@ fn run(cli: Cli) -> Result<(), Failure> {
         Command::Daemon {
             action: Some(DaemonAction::Status { json }),
             ..
-        } => daemon_status(&paths(), json),
+        } => daemon_status(&cli.paths(), json),
         Command::Daemon {
             action: Some(DaemonAction::Stop),
             ..
-        } => daemon_stop(&paths()),
-        Command::Ps { json } => ps(&paths(), json),
+        } => daemon_stop(&cli.paths()),
+        Command::Ps { json } => ps(&cli.paths(), json),
         Command::Attach { id, write } => {
-            let line = Client::new(paths()).attach(&id, write)?;
+            let line = Client::new(cli.paths()).attach(&id, write)?;
             eprintln!("dsh: {line}");
             Ok(())
         }
-        Command::Ui { open } => ui(&cli, &paths(), open),
-        Command::Workspace(command) => Ok(registry_cli::run_workspace(
-            command,
-            &registry_backend(&cli)?,
-        )?),
-        Command::Session(command) => Ok(registry_cli::run_session(
-            command,
-            &registry_backend(&cli)?,
-        )?),
-        Command::Demo { scenario } => Ok(demo::run(scenario)?),
+        Command::Ui { open } => ui(&cli, &cli.paths(), open),
+        Command::Workspace(command) => Ok(registry_cli::run_workspace(command, &cli.registry()?)?),
+        Command::Session(command) => Ok(registry_cli::run_session(command, &cli.registry()?)?),
+        Command::Demo { scenario } => Ok(daemon::demo::run(scenario.0)?),
         Command::Guardian => {
             daemon::processes::serve_guardian();
             Ok(())
@@ -421,7 +391,7 @@ fn mcp_standalone(
     let options = daemon::standalone::StandaloneOptions {
         preset,
         config_path,
-        data_dir: data_dir(cli.data_dir.clone()),
+        data_dir: daemon::paths::data_dir(cli.data_dir.clone()),
     };
     Ok(daemon::standalone::run(config.host(), options)?)
 }
@@ -429,14 +399,16 @@ fn mcp_standalone(
 /// `dsh mcp`: a bridge to the daemon (started when none runs).
 fn mcp_bridge(cli: &Globals, preset: Option<Preset>) -> Result<(), Failure> {
     // The config is checked here, so a bad one is this command's error
-    // (exit 2), before any daemon is involved.
-    daemon::config::load(cli.config.as_deref())?;
+    // (exit 2), before any daemon is involved. The connection's tools come
+    // from the file it was read from (made absolute: the daemon's working
+    // directory is not ours).
+    let (_, config_path) = daemon::config::load(cli.config.as_deref())?;
     first_contact_hint();
     let options = bridge::BridgeOptions {
-        paths: daemon_paths(cli.data_dir.clone()),
+        paths: cli.paths(),
         preset: preset.map(|p| p.name().to_owned()),
-        config: connection_config_path(cli.config.as_deref()),
-        start: start_spec(cli.config.as_deref())?,
+        config: config_path.map(|p| std::path::absolute(&p).unwrap_or(p)),
+        start: StartSpec::this_program(cli.config.clone())?,
     };
     match bridge::run(options)? {
         bridge::BridgeEnd::Closed => Ok(()),
@@ -454,88 +426,36 @@ fn daemon_run(cli: &Globals, spawned: bool) -> Result<(), Failure> {
     daemon::logging::init(config.log.level.as_deref(), config.log.file.as_deref())
         .map_err(Failure::Other)?;
     let options = daemon::server::DaemonOptions {
-        paths: daemon_paths(cli.data_dir.clone()),
+        paths: cli.paths(),
         config: config.host(),
         config_path: config_path.map(|p| std::path::absolute(&p).unwrap_or(p)),
         spawned,
     };
-    match daemon::server::run(options) {
-        Ok(()) => Ok(()),
-        Err(daemon::server::DaemonError::AlreadyRunning { .. }) if spawned => Ok(()),
-        Err(e) => Err(Failure::Other(anyhow::anyhow!(e.to_string()))),
-    }
+    daemon::server::run(options).map_err(|e| Failure::Other(anyhow::anyhow!(e.to_string())))
 }
 
-/// `dsh daemon status`.
+/// `dsh daemon status`; for a daemon that holds the data directory but
+/// cannot be reached through the socket, what it recorded and why it is
+/// unreachable (exit 1).
 fn daemon_status(paths: &DaemonPaths, json: bool) -> Result<(), Failure> {
-    let status = match Client::new(paths.clone()).status() {
-        Ok(status) => status,
-        Err(e @ (ClientError::SocketLost { .. } | ClientError::NotTheDaemon(_))) => {
-            return Err(unreachable_daemon_status(paths, json, e));
+    let text = match Client::new(paths.clone()).status_report()? {
+        StatusReport::Running(status) if json => output::to_json(&status)?,
+        StatusReport::Running(status) => output::status(&status),
+        StatusReport::Unreachable(daemon) if json => {
+            output::emit(&output::to_json(&daemon)?)?;
+            return Err(Failure::Exit(1));
         }
-        Err(e) => return Err(e.into()),
-    };
-    let text = if json {
-        output::to_json(&status)?
-    } else {
-        output::status(&status)
+        StatusReport::Unreachable(daemon) => {
+            return Err(Failure::Other(anyhow::anyhow!(daemon.to_string())));
+        }
     };
     Ok(output::emit(&text)?)
-}
-
-/// `dsh daemon status` for a daemon that holds the data directory but
-/// cannot be reached through the socket (`error`): what it recorded,
-/// and why it is unreachable (exit 1).
-fn unreachable_daemon_status(paths: &DaemonPaths, json: bool, error: ClientError) -> Failure {
-    let Some(holder) = daemon::client::holder_of(paths, &error) else {
-        return error.into();
-    };
-    let info = &holder.info;
-    if json {
-        let data = serde_json::json!({
-            "pid": info.pid,
-            "version": info.version,
-            "socket": info.socket,
-            "data_dir": paths.data_dir,
-            "log": paths.log,
-            "started_at": info.started_at,
-            "reachable": false,
-            "error": error.to_string(),
-        });
-        if let Err(e) = output::to_json(&data).and_then(|text| output::emit(&text)) {
-            return Failure::Other(e);
-        }
-        return Failure::Exit(1);
-    }
-    Failure::Other(anyhow::anyhow!(
-        "{error} (the daemon: version {}, started {})",
-        info.version,
-        info.started_at,
-    ))
 }
 
 /// `dsh daemon stop`.
 fn daemon_stop(paths: &DaemonPaths) -> Result<(), Failure> {
-    let text = match Client::new(paths.clone()).stop_and_wait()? {
-        Stopped::Asked { pid } => {
-            format!("stopped the dsh daemon (pid {pid}); its terminals and jobs were ended\n")
-        }
-        Stopped::Signalled { pid, socket } => format!(
-            "stopped the dsh daemon (pid {pid}), found through its lock as its socket {} did not \
-             lead to it; its terminals and jobs were ended\n",
-            socket.display()
-        ),
-        Stopped::Gone { pid, socket } => format!(
-            "the dsh daemon (pid {pid}), found through its lock as its socket {} did not lead to \
-             it, was already gone; nothing to stop\n",
-            socket.display()
-        ),
-        Stopped::NotRunning { data_dir } => format!(
-            "no dsh daemon is running for {}; nothing to stop\n",
-            data_dir.display()
-        ),
-    };
-    Ok(output::emit(&text)?)
+    let stopped = Client::new(paths.clone()).stop_and_wait()?;
+    Ok(output::emit(&format!("{stopped}\n"))?)
 }
 
 /// `dsh ps`.
@@ -557,7 +477,7 @@ fn ps(paths: &DaemonPaths, json: bool) -> Result<(), Failure> {
 
 /// `dsh ui [--open]`.
 fn ui(cli: &Globals, paths: &DaemonPaths, open: bool) -> Result<(), Failure> {
-    let start = start_spec(cli.config.as_deref())?;
+    let start = StartSpec::this_program(cli.config.clone())?;
     let page = Client::starting(paths.clone(), start).ui()?;
     if page.exposed {
         eprintln!(

@@ -85,11 +85,7 @@ pub fn escape_controls(text: &str, keep_newlines: bool) -> String {
 
 /// Makes a value safe for one table cell: control characters are escaped.
 pub fn cell(value: &str) -> String {
-    if value.chars().any(|c| c.is_control() || is_bidi_control(c)) {
-        escape_controls(value, false)
-    } else {
-        value.to_owned()
-    }
+    escape_controls(value, false)
 }
 
 /// Aligned columns separated by two spaces; the last column is not padded.
@@ -256,7 +252,6 @@ mod tests {
     }
 
     #[test]
-    #[allow(clippy::unwrap_used)]
     fn control_characters_never_reach_the_terminal_raw() {
         let evil = "a\u{1b}[2Jb\u{7f}c\u{9b}31md\u{202e}e\nf";
         assert_eq!(

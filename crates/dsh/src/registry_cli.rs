@@ -21,37 +21,9 @@ use workspace::{
     ClientInfo, LogEntry, SessionId, SessionRecord, Workspace, WorkspaceId, WorkspaceStatus,
 };
 
+use daemon::client::RegistryAccess;
+
 use crate::output::{cell, emit, key_values, table, to_json};
-
-/// Where a registry command runs.
-pub enum Backend {
-    /// In the daemon (started when none runs).
-    Daemon(daemon::client::Client),
-    /// On the store directly, one locked span.
-    Standalone {
-        /// The store's directory.
-        data_dir: PathBuf,
-    },
-}
-
-impl Backend {
-    /// Runs `op` and decodes its result.
-    fn call<T: serde::de::DeserializeOwned>(&self, op: RegistryOp) -> anyhow::Result<T> {
-        let value = match self {
-            Backend::Daemon(client) => {
-                return match client.registry(op) {
-                    Ok(result) => Ok(result),
-                    Err(daemon::client::ClientError::Refused(f)) => anyhow::bail!(f.message),
-                    Err(e) => anyhow::bail!(e.to_string()),
-                };
-            }
-            Backend::Standalone { data_dir } => daemon::registry::execute_standalone(data_dir, &op)
-                .map_err(|f| anyhow::anyhow!(f.message))?,
-        };
-        serde_json::from_value(value)
-            .map_err(|e| anyhow::anyhow!("the registry's answer was not understood: {e}"))
-    }
-}
 
 /// How many log entries `dsh session show` prints without `--tail`.
 const DEFAULT_TAIL: usize = 20;
@@ -272,7 +244,7 @@ fn parse_session_id(s: &str) -> Result<SessionId, String> {
 }
 
 /// Runs a `dsh workspace` command.
-pub fn run_workspace(command: WorkspaceCommand, backend: &Backend) -> anyhow::Result<()> {
+pub fn run_workspace(command: WorkspaceCommand, backend: &RegistryAccess) -> anyhow::Result<()> {
     let text = match command {
         WorkspaceCommand::List { output } => {
             let list: Vec<Workspace> = backend.call(RegistryOp::WorkspaceList)?;
@@ -291,8 +263,6 @@ pub fn run_workspace(command: WorkspaceCommand, backend: &Backend) -> anyhow::Re
             title,
             output,
         } => {
-            // The daemon's working directory is not ours.
-            let path = std::path::absolute(&path).unwrap_or(path);
             let Created { workspace, created } = backend.call(RegistryOp::WorkspaceCreate {
                 path,
                 title: title.clone(),
@@ -379,7 +349,7 @@ pub fn run_workspace(command: WorkspaceCommand, backend: &Backend) -> anyhow::Re
 }
 
 /// Runs a `dsh session` command.
-pub fn run_session(command: SessionCommand, backend: &Backend) -> anyhow::Result<()> {
+pub fn run_session(command: SessionCommand, backend: &RegistryAccess) -> anyhow::Result<()> {
     let text = match command {
         SessionCommand::List { workspace, output } => {
             let SessionsWithWorkspaces {
@@ -428,7 +398,7 @@ pub fn run_session(command: SessionCommand, backend: &Backend) -> anyhow::Result
 }
 
 fn set_archived(
-    backend: &Backend,
+    backend: &RegistryAccess,
     id: SessionId,
     archived: bool,
     output: OutputArgs,

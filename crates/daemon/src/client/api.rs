@@ -6,6 +6,7 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use super::{ClientError, StartSpec, holder_of, request};
@@ -51,6 +52,31 @@ impl Client {
     /// `dsh daemon status`: the daemon's facts.
     pub fn status(&self) -> Result<Status, ClientError> {
         decode(&self.call(Request::Status)?, "the daemon's")
+    }
+
+    /// `dsh daemon status`, to the end: the daemon's facts, or, for a
+    /// daemon that holds the data directory but cannot be reached through
+    /// the socket, what it recorded and why it is unreachable.
+    pub fn status_report(&self) -> Result<StatusReport, ClientError> {
+        let error = match self.status() {
+            Ok(status) => return Ok(StatusReport::Running(status)),
+            Err(e @ (ClientError::SocketLost { .. } | ClientError::NotTheDaemon(_))) => e,
+            Err(e) => return Err(e),
+        };
+        let Some(holder) = holder_of(&self.paths, &error) else {
+            return Err(error);
+        };
+        let info = holder.info;
+        Ok(StatusReport::Unreachable(Unreachable {
+            data_dir: self.paths.data_dir.clone(),
+            error: error.to_string(),
+            log: self.paths.log.clone(),
+            pid: info.pid,
+            reachable: false,
+            socket: info.socket,
+            started_at: info.started_at,
+            version: info.version,
+        }))
     }
 
     /// `dsh daemon stop`: the daemon ends every connection, terminal and
@@ -150,6 +176,48 @@ impl Client {
     }
 }
 
+/// What `dsh daemon status` found.
+#[derive(Debug, Clone)]
+pub enum StatusReport {
+    /// The daemon answered.
+    Running(Status),
+    /// A daemon holds the data directory but cannot be reached.
+    Unreachable(Unreachable),
+}
+
+/// A daemon that holds the data directory, found through its lock, that
+/// cannot be reached through the socket: what it recorded, and why. As
+/// JSON, its fields in this order.
+#[derive(Debug, Clone, Serialize)]
+pub struct Unreachable {
+    /// The data directory.
+    pub data_dir: PathBuf,
+    /// Why it cannot be reached.
+    pub error: String,
+    /// Its log.
+    pub log: PathBuf,
+    /// Its pid.
+    pub pid: u32,
+    /// Always false.
+    pub reachable: bool,
+    /// The socket it recorded.
+    pub socket: PathBuf,
+    /// When it started (RFC 3339).
+    pub started_at: String,
+    /// Its dsh version.
+    pub version: String,
+}
+
+impl std::fmt::Display for Unreachable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} (the daemon: version {}, started {})",
+            self.error, self.version, self.started_at
+        )
+    }
+}
+
 /// How `dsh daemon stop` ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Stopped {
@@ -178,6 +246,35 @@ pub enum Stopped {
         /// The data directory.
         data_dir: PathBuf,
     },
+}
+
+impl std::fmt::Display for Stopped {
+    /// The line `dsh daemon stop` prints.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Stopped::Asked { pid } => write!(
+                f,
+                "stopped the dsh daemon (pid {pid}); its terminals and jobs were ended"
+            ),
+            Stopped::Signalled { pid, socket } => write!(
+                f,
+                "stopped the dsh daemon (pid {pid}), found through its lock as its socket {} did \
+                 not lead to it; its terminals and jobs were ended",
+                socket.display()
+            ),
+            Stopped::Gone { pid, socket } => write!(
+                f,
+                "the dsh daemon (pid {pid}), found through its lock as its socket {} did not lead \
+                 to it, was already gone; nothing to stop",
+                socket.display()
+            ),
+            Stopped::NotRunning { data_dir } => write!(
+                f,
+                "no dsh daemon is running for {}; nothing to stop",
+                data_dir.display()
+            ),
+        }
+    }
 }
 
 /// Waits up to 60 s for the dsh daemon `pid`, asked to stop, to exit

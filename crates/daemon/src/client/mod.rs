@@ -2,8 +2,10 @@
 //! hello; the typed [`Client`] of the CLI's one-shot requests (`dsh
 //! workspace …`, `dsh session …`, `dsh daemon status|stop`, `dsh ps`,
 //! `dsh ui`), and the client halves of `dsh attach` ([`attach`]) and
-//! `dsh mcp` ([`bridge`]). The client depends on the protocol, never on
-//! the server.
+//! `dsh mcp` ([`bridge`]); where a registry command runs
+//! ([`RegistryAccess`]: in the daemon, or on the store with
+//! `--standalone`). The client depends on the protocol (and, for
+//! `--standalone`, on the registry operations), never on the server.
 //!
 //! A client that may start a daemon runs `dsh daemon --spawned` detached
 //! (a session of its own, stdio to the daemon's log file) and waits for a
@@ -23,8 +25,10 @@ mod api;
 pub mod attach;
 pub mod bridge;
 pub mod open;
+mod registry;
 
-pub use api::{Client, Stopped};
+pub use api::{Client, StatusReport, Stopped, Unreachable};
+pub use registry::RegistryAccess;
 
 use crate::paths::DaemonPaths;
 use crate::protocol::exchange::read_result;
@@ -86,8 +90,10 @@ pub struct StartSpec {
 }
 
 impl StartSpec {
-    /// This executable, with `config`.
+    /// This executable, with `config` (made absolute: the daemon's
+    /// working directory is not the caller's).
     pub fn this_program(config: Option<PathBuf>) -> Result<Self, ClientError> {
+        let config = config.map(|p| std::path::absolute(&p).unwrap_or(p));
         let program = std::env::current_exe().map_err(|e| {
             ClientError::Unreachable(format!(
                 "cannot find the dsh executable to start a daemon: {e}"

@@ -346,7 +346,7 @@ impl Host {
 
     /// The directories closed to a connection's sandboxed processes: the
     /// host's, and the connection's config file.
-    fn connection_private(&self, config_path: Option<&Path>) -> Vec<PathBuf> {
+    pub(crate) fn connection_private(&self, config_path: Option<&Path>) -> Vec<PathBuf> {
         let mut private = self.private.clone();
         private.extend(config_path.map(Path::to_path_buf));
         private

@@ -122,7 +122,12 @@ pub fn run(options: DaemonOptions) -> Result<(), DaemonError> {
              directory outside it, or leave both unset"
         );
     }
-    let lock = files::take_lock(&paths)?;
+    let lock = match files::take_lock(&paths) {
+        Ok(lock) => lock,
+        // Started by a client that lost the race: the winner serves it.
+        Err(DaemonError::AlreadyRunning { .. }) if options.spawned => return Ok(()),
+        Err(e) => return Err(e),
+    };
     let recorded = files::this_daemon(&paths);
     files::write_info(&paths, &recorded)?;
     let held = HeldStore::open(&paths.data_dir, Duration::from_secs(10)).map_err(|e| {

@@ -1,10 +1,12 @@
-//! `dsh demo`: the seed's scenarios, run live through the real tool layer.
+//! `dsh demo`: the seed's scenarios, run live through the real host.
 //!
-//! A scripted client plays the model: it builds the same [`Runtime`] and
-//! [`Catalog`] the MCP host builds and calls the tools with the JSON
-//! arguments a model would send, so the transcript shows exactly what a
-//! model sends and reads. Every step checks the program's answer; a step
-//! that does not answer as scripted fails the demo (exit status 1).
+//! A scripted client plays the model: it builds the [`Host`] `dsh mcp`
+//! serves from, with the default config (the default sandbox and
+//! environment policy included), takes one connection's tool layer from
+//! it and calls the tools with the JSON arguments a model would send, so
+//! the transcript shows exactly what a model sends and reads — the sandbox
+//! line of each result included. Every step checks the program's answer; a
+//! step that does not answer as scripted fails the demo (exit status 1).
 //!
 //! * `terminal` (scenario A): debug a small Python function in three steps,
 //!   once with one-shot `bash` (every step resends the earlier code, since
@@ -15,8 +17,9 @@
 //!   one stopped with `job_kill`, and the final statuses.
 //!
 //! The demo reads no config file and writes nothing outside a scratch
-//! directory that it removes; everything it started is ended and checked
-//! gone before it returns.
+//! directory that it removes (its workspace, and the history a confined
+//! REPL keeps); everything it started is ended and checked gone before it
+//! returns.
 
 use std::collections::BTreeMap;
 use std::io::Write as _;
@@ -27,17 +30,39 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, anyhow, bail};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
-use tools_catalog::{CallContext, Catalog, Owner, Preset, Runtime, Settings, ToolReply};
+use tools_catalog::{CallContext, Owner, Runtime, ToolReply};
 
-use daemon::config::{Config, SubagentConfig};
+use crate::config::{Config, SubagentConfig};
+use crate::host::{Host, ToolLayer};
+use crate::store::StoreAccess;
 
 /// Which scenario to run.
-#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Scenario {
     /// Debug a Python function in three steps: one-shot bash vs a terminal.
     Terminal,
     /// Three kinds of background work in one job list.
     Jobs,
+}
+
+impl Scenario {
+    /// Its name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Scenario::Terminal => "terminal",
+            Scenario::Jobs => "jobs",
+        }
+    }
+
+    /// What it shows, in one line.
+    pub fn summary(self) -> &'static str {
+        match self {
+            Scenario::Terminal => {
+                "Debug a Python function in three steps: one-shot bash vs a terminal"
+            }
+            Scenario::Jobs => "Three kinds of background work in one job list",
+        }
+    }
 }
 
 /// Runs a scenario and prints its transcripts and counts.
@@ -49,7 +74,7 @@ pub fn run(scenario: Scenario) -> anyhow::Result<()> {
         // Orphans of the demo's commands come back to this process and are
         // reaped, and a guardian ends them if the demo is killed, as in
         // `dsh mcp`.
-        daemon::processes::start();
+        crate::processes::start();
         let scratch = ScratchDir::create()?;
         let outcome = match scenario {
             Scenario::Terminal => scenario_terminal(scratch.path()).await,
@@ -107,14 +132,21 @@ impl Drop for ScratchDir {
     }
 }
 
-/// The runtime `dsh mcp` builds from a config: the same job limits and
-/// terminal service, no language server.
-fn runtime(config: &Config) -> Arc<Runtime> {
-    Arc::new(Runtime::new(
-        config.jobs(),
-        Arc::new(terminal_pty::PtyTerminals::new(config.terminals())),
-        lsp_seam::Router::new(),
-    ))
+/// The host `dsh mcp` serves from, built from `config` as a standalone
+/// server builds it, and the tool layer of one connection to it (the
+/// config's tools, sandbox and environment policy). Its store and the
+/// history a confined REPL keeps are in `scratch`.
+fn host(config: &Config, scratch: &Path) -> (Arc<Host>, Arc<ToolLayer>) {
+    let mut config = config.host();
+    config.repl_state = Some(scratch.join("repl-state"));
+    let data_dir = scratch.join("data");
+    let host = Arc::new(Host::new(
+        config.clone(),
+        StoreAccess::per_operation(&data_dir),
+        vec![data_dir.clone(), crate::paths::runtime_dir(&data_dir)],
+    ));
+    let layer = ToolLayer::build(config, None, &host.connection_private(None));
+    (host, Arc::new(layer))
 }
 
 /// What one client paid for a run: the numbers of the counts table.
@@ -133,22 +165,24 @@ struct Counts {
 /// Plays the model: calls tools as the MCP host does (same catalog, same
 /// call context, the arguments as JSON) and prints each call and result.
 struct ScriptedClient {
-    catalog: Catalog,
+    layer: Arc<ToolLayer>,
     cx: CallContext,
     counts: Counts,
 }
 
 impl ScriptedClient {
-    fn new(runtime: Arc<Runtime>, owner: Owner, cwd: &Path, settings: &Settings) -> Self {
+    /// A client with its own `owner`, whose session's directory is `cwd`,
+    /// calling the tools of `layer` on `host`'s runtime.
+    fn new(host: &Host, layer: &Arc<ToolLayer>, owner: Owner, cwd: &Path) -> Self {
         Self {
-            catalog: Catalog::new(Preset::Full, settings),
+            layer: layer.clone(),
             cx: CallContext {
                 owner,
                 cwd: cwd.to_path_buf(),
-                runtime,
+                runtime: host.runtime().clone(),
                 env: None,
                 progress: None,
-                confinement: Arc::new(tools_catalog::Confinement::none()),
+                confinement: layer.confinement.clone(),
                 ask: None,
                 resume: None,
             },
@@ -161,6 +195,7 @@ impl ScriptedClient {
     /// returned as an error (no step of a scenario is meant to fail).
     async fn call(&mut self, tool: &str, args: Value) -> anyhow::Result<ToolReply> {
         let handle = self
+            .layer
             .catalog
             .get(tool)
             .cloned()
@@ -310,22 +345,21 @@ async fn scenario_terminal(scratch: &Path) -> anyhow::Result<()> {
 fix and re-run),\nonce with only one-shot `bash`, once with a Python REPL in a terminal. \
 Each call shows the arguments JSON\nthe model sends (→) and the result text it reads (←).\n",
     );
-    let config = Config::default();
-    let runtime = runtime(&config);
-    let settings = config.settings();
+    let (host, layer) = host(&Config::default(), scratch);
+    let runtime = host.runtime();
 
     emit(
         "\n══ A1: one-shot bash — nothing survives a call, so every step resends the earlier code ══\n",
     );
     let bash_owner = Owner::new("demo-bash");
-    let mut bash = ScriptedClient::new(runtime.clone(), bash_owner.clone(), scratch, &settings);
+    let mut bash = ScriptedClient::new(&host, &layer, bash_owner.clone(), scratch);
     let bash_run = with_one_shot_bash(&mut bash).await;
     runtime.end_owner(&bash_owner).await;
     bash_run?;
 
     emit("\n══ A2: terminal — the REPL keeps `LOG`, `parse`, `users` between calls ══\n");
     let term_owner = Owner::new("demo-terminal");
-    let mut term = ScriptedClient::new(runtime.clone(), term_owner.clone(), scratch, &settings);
+    let mut term = ScriptedClient::new(&host, &layer, term_owner.clone(), scratch);
     let term_run = with_terminal(&mut term).await;
     runtime.end_owner(&term_owner).await;
     term_run?;
@@ -489,11 +523,11 @@ Each call shows the arguments JSON the model sends (→) and the result text it 
             .map(|s| s.command.clone())
             .unwrap_or_default()
     ));
-    let runtime = runtime(&config);
+    let (host, layer) = host(&config, scratch);
+    let runtime = host.runtime();
     let owner = Owner::new("demo-jobs");
-    let mut client =
-        ScriptedClient::new(runtime.clone(), owner.clone(), scratch, &config.settings());
-    let mut notes = notifications(&runtime, &owner);
+    let mut client = ScriptedClient::new(&host, &layer, owner.clone(), scratch);
+    let mut notes = notifications(runtime, &owner);
     let run = jobs_script(&mut client, &mut notes).await;
     runtime.end_owner(&owner).await;
     run?;
