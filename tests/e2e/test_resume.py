@@ -90,7 +90,7 @@ async def test_a_killed_client_resumes_with_nothing_lost(isolated_env, tmp_path)
         bridge.send({"jsonrpc": "2.0", "id": 999, "method": "tools/call",
                      "params": {"name": "terminal_send", "arguments": {
                          "id": repl["id"],
-                         "text": "import time; time.sleep(3); print('slept', x)"}}})
+                         "text": "import time; time.sleep(3); print('slept', x)"}}})  # sleep-ok: the program in the terminal sleeps, to be busy when the bridge dies
         waiting.wait_until(
             lambda: any(t["active_send"] for c in ps(env)["connections"]
                         for t in c["terminals"] if t["id"] == repl["id"]),

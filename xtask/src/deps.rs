@@ -82,17 +82,7 @@ pub const LAYERS: &[(&str, &[&str])] = &[
             "workspace-sled",
         ],
     ),
-    (
-        "dsh",
-        &[
-            "daemon",
-            "process-tree",
-            "sandbox",
-            "terminal-seam",
-            "tools-catalog",
-            "workspace",
-        ],
-    ),
+    ("dsh", &["daemon", "tools-catalog", "workspace"]),
     (
         "bench",
         &[

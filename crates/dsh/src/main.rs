@@ -92,6 +92,14 @@ enum Command {
         /// Print JSON instead of a table.
         #[arg(long)]
         json: bool,
+        /// End detached connection N's terminals and jobs now.
+        #[arg(long, value_name = "N", conflicts_with = "give")]
+        end: Option<u64>,
+        /// Give detached connection N's terminals and jobs to connected agent --to M.
+        #[arg(long, value_name = "N", requires = "to")]
+        give: Option<u64>,
+        #[arg(long, value_name = "M", requires = "give", hide = true)]
+        to: Option<u64>,
     },
     /// Watch an agent's terminal live in yours (q or Ctrl-C leaves); --write to type.
     #[command(after_help = ATTACH_HELP)]
@@ -343,7 +351,23 @@ fn run(cli: Cli) -> Result<(), Failure> {
             action: Some(DaemonAction::Stop),
             ..
         } => daemon_stop(&cli.paths()),
-        Command::Ps { json } => ps(&cli.paths(), json),
+        Command::Ps {
+            json,
+            end,
+            give,
+            to,
+        } => match end.or(give) {
+            Some(n) => {
+                let done =
+                    Client::new(cli.paths()).decide_detached(n, to.filter(|_| give.is_some()))?;
+                let what = [done.terminals, done.jobs].concat().join(", ");
+                Ok(output::emit(&format!(
+                    "connection {n}: {} ({what})\n",
+                    done.done
+                ))?)
+            }
+            None => ps(&cli.paths(), json),
+        },
         Command::Attach { id, write } => {
             let line = Client::new(cli.paths()).attach(&id, write)?;
             eprintln!("dsh: {line}");

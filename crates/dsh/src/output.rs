@@ -195,6 +195,14 @@ pub fn ps(snapshot: &Snapshot) -> String {
             c.preset,
             age(c.age_s)
         );
+        if let Some(d) = &c.detached {
+            let (away, left) = (age(d.for_s), age(d.left_s));
+            let _ = writeln!(
+                out,
+                "  detached: the client went away {away} ago; kept {left} more for the agent's resume key (dsh ps --end {} ends it now)",
+                c.id
+            );
+        }
         let _ = writeln!(
             out,
             "  workspace {} · {}",

@@ -13,13 +13,10 @@ use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, Utc};
 use daemon::protocol::registry::{
-    Archived, Created, RegistryOp, SessionWithWorkspace, SessionsWithWorkspaces,
-    WorkspaceWithSessions,
+    Archived, Created, RegistryOp, SessionJson, SessionWithWorkspace, SessionsWithWorkspaces,
+    WorkspaceJson, WorkspaceWithSessions, status_word,
 };
-use serde::Serialize;
-use workspace::{
-    ClientInfo, LogEntry, SessionId, SessionRecord, Workspace, WorkspaceId, WorkspaceStatus,
-};
+use workspace::{ClientInfo, LogEntry, SessionId, SessionRecord, Workspace, WorkspaceId};
 
 use daemon::client::RegistryAccess;
 
@@ -413,49 +410,6 @@ fn set_archived(
     } else {
         format!("{word} session {id}\n")
     })
-}
-
-/// A workspace as JSON: the registry's fields (in its order) plus the live
-/// `status` and what a command adds.
-#[derive(Serialize)]
-struct WorkspaceJson<'a> {
-    #[serde(flatten)]
-    workspace: &'a Workspace,
-    status: &'static str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    created: Option<bool>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    removed: Option<bool>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    sessions: Option<&'a [SessionRecord]>,
-}
-
-impl<'a> WorkspaceJson<'a> {
-    fn new(workspace: &'a Workspace) -> Self {
-        Self {
-            workspace,
-            status: status_word(workspace.status()),
-            created: None,
-            removed: None,
-            sessions: None,
-        }
-    }
-}
-
-/// One session as JSON: the registry's fields plus, for `show`, its log.
-#[derive(Serialize)]
-struct SessionJson<'a> {
-    #[serde(flatten)]
-    session: &'a SessionRecord,
-    log: &'a [LogEntry],
-    log_total: usize,
-}
-
-fn status_word(status: WorkspaceStatus) -> &'static str {
-    match status {
-        WorkspaceStatus::Ok => "ok",
-        WorkspaceStatus::MissingDir => "missing",
-    }
 }
 
 fn time(at: &DateTime<Utc>) -> String {

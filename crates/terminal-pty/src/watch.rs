@@ -11,8 +11,8 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant, SystemTime};
 
 use terminal_seam::{
-    BoxFuture, Color, OutputFeed, PersonKeys, PersonViews, Run, ScreenSnapshot, TerminalError,
-    TerminalId, TerminalWatch, WatchEvent, style,
+    AnswerError, BoxFuture, Color, OutputFeed, PersonKeys, PersonViews, Run, ScreenSnapshot,
+    TerminalError, TerminalId, TerminalWatch, WatchEvent, style,
 };
 use tokio::sync::broadcast::error::{RecvError, TryRecvError};
 
@@ -175,6 +175,35 @@ impl PersonViews for PtyTerminals {
             Ok(session) => session.is_closing() || session.lock().exit.is_some(),
             Err(_) => true,
         }
+    }
+
+    fn answer_secret<'a>(
+        &'a self,
+        id: TerminalId,
+        secret: &'a [u8],
+    ) -> BoxFuture<'a, Result<(), AnswerError>> {
+        Box::pin(async move {
+            let session = self.any_session(id)?;
+            let guard = session.acquire()?;
+            let waits = !session.is_closing()
+                && session.lock().exit.is_none()
+                && session.echoes() == Some(false)
+                && ready_for_input(&session);
+            if !waits {
+                return Err(AnswerError::NoSecretPrompt { id });
+            }
+            let mut line = zeroize::Zeroizing::new(Vec::with_capacity(secret.len() + 1));
+            line.extend_from_slice(secret);
+            line.push(b'\r');
+            let written = session.write_person_input(&line).await;
+            drop(guard);
+            written.map_err(|e| {
+                AnswerError::Terminal(TerminalError::SpawnFailed {
+                    command: session.spec.command.first().cloned().unwrap_or_default(),
+                    reason: format!("writing to the terminal failed: {e}"),
+                })
+            })
+        })
     }
 
     fn person_typing(&self, id: TerminalId) -> Result<Box<dyn PersonKeys>, TerminalError> {

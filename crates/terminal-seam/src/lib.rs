@@ -36,6 +36,6 @@ pub use types::{
     TerminalStatus,
 };
 pub use views::{
-    Color, OutputFeed, PersonKeys, PersonViews, Run, ScreenSnapshot, TerminalWatch, WatchEvent,
-    style,
+    AnswerError, Color, OutputFeed, PersonKeys, PersonViews, Run, ScreenSnapshot, TerminalWatch,
+    WatchEvent, style,
 };

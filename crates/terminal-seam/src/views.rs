@@ -129,6 +129,32 @@ pub trait PersonKeys: Send + Sync {
     fn holds_slot(&self) -> bool;
 }
 
+/// Why a person's answer to a secret prompt was not typed.
+#[derive(Debug, thiserror::Error)]
+pub enum AnswerError {
+    /// The terminal is unknown, over, or an agent's send holds it.
+    #[error(transparent)]
+    Terminal(#[from] TerminalError),
+    /// The terminal does not wait for a secret now.
+    #[error(
+        "{id} does not wait for a secret now (a program that asks for one reads the terminal with echo off); nothing was typed"
+    )]
+    NoSecretPrompt {
+        /// The terminal.
+        id: TerminalId,
+    },
+}
+
+impl AnswerError {
+    /// The stable code: the terminal's, or `NO_SECRET_PROMPT`.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::Terminal(e) => e.code(),
+            Self::NoSecretPrompt { .. } => "NO_SECRET_PROMPT",
+        }
+    }
+}
+
 /// The person's views of every terminal, whoever owns it.
 pub trait PersonViews: Send + Sync {
     /// Starts watching terminal `id`.
@@ -148,4 +174,14 @@ pub trait PersonViews: Send + Sync {
 
     /// Lets a person type into terminal `id`.
     fn person_typing(&self, id: TerminalId) -> Result<Box<dyn PersonKeys>, TerminalError>;
+
+    /// Types a person's answer to the secret prompt terminal `id` shows
+    /// now, and Enter, through the send slot (held only for the write):
+    /// refused while a send holds the terminal, and unless a program
+    /// waits to read it with echo off. The provider keeps nothing of it.
+    fn answer_secret<'a>(
+        &'a self,
+        id: TerminalId,
+        secret: &'a [u8],
+    ) -> BoxFuture<'a, Result<(), AnswerError>>;
 }

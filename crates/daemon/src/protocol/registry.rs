@@ -4,7 +4,9 @@
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
-use workspace::{SessionDetail, SessionId, SessionRecord, Workspace, WorkspaceId};
+use workspace::{
+    LogEntry, SessionDetail, SessionId, SessionRecord, Workspace, WorkspaceId, WorkspaceStatus,
+};
 
 /// One registry operation.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -123,4 +125,57 @@ pub struct Archived {
     pub was: bool,
     /// The session after.
     pub record: SessionRecord,
+}
+
+/// A workspace as `--json` prints it: the registry's fields (in its order) plus the live
+/// `status` and what a command adds.
+#[derive(Serialize)]
+pub struct WorkspaceJson<'a> {
+    /// The workspace.
+    #[serde(flatten)]
+    pub workspace: &'a Workspace,
+    /// `ok` or `missing` (its directory), as found now.
+    pub status: &'static str,
+    /// For `create`: whether it was created (else it existed).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub created: Option<bool>,
+    /// For `rm`: removed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub removed: Option<bool>,
+    /// For `show`: its sessions.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sessions: Option<&'a [SessionRecord]>,
+}
+
+impl<'a> WorkspaceJson<'a> {
+    /// The workspace with its status and nothing added.
+    pub fn new(workspace: &'a Workspace) -> Self {
+        Self {
+            workspace,
+            status: status_word(workspace.status()),
+            created: None,
+            removed: None,
+            sessions: None,
+        }
+    }
+}
+
+/// One session as JSON: the registry's fields plus, for `show`, its log.
+#[derive(Serialize)]
+pub struct SessionJson<'a> {
+    /// The session.
+    #[serde(flatten)]
+    pub session: &'a SessionRecord,
+    /// The part of its log shown.
+    pub log: &'a [LogEntry],
+    /// How many entries its log has.
+    pub log_total: usize,
+}
+
+/// A workspace's status as the CLI and the page print it.
+pub fn status_word(status: WorkspaceStatus) -> &'static str {
+    match status {
+        WorkspaceStatus::Ok => "ok",
+        WorkspaceStatus::MissingDir => "missing",
+    }
 }
