@@ -254,6 +254,16 @@ def live_in_session(sid: int):
     return [p for p in processes() if p[2] == sid and p[3] not in ("Z", "X")]
 
 
+def end_work_with_the_client(env):
+    """Sets this environment's default config so that a connection's
+    terminals and jobs end with it (`[daemon] detach_grace = "0s"`), for
+    tests of what a connection's end leaves behind. By default they are
+    kept detached for the agent to take back (see test_resume.py)."""
+    path = pathlib.Path(env["XDG_CONFIG_HOME"]) / "dsh" / "config.toml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text('[daemon]\ndetach_grace = "0s"\n')
+
+
 def write_config(tmp_path, text: str) -> str:
     """Writes a config file and returns its path."""
     path = tmp_path / "dsh-config.toml"

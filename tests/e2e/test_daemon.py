@@ -24,6 +24,7 @@ from conftest import (
     daemons_of,
     dsh,
     dsh_bin,
+    end_work_with_the_client,
     err,
     info,
     live_in_session,
@@ -131,6 +132,7 @@ def raw_hello(env, hello, extra=b""):
 
 
 async def test_two_bridges_share_one_daemon_and_each_keeps_its_environment(isolated_env, tmp_path):
+    end_work_with_the_client(isolated_env)
     env_a = dict(isolated_env, DSH_E2E_MARK="agent-a", DSH_E2E_ONLY_A="yes")
     env_b = dict(isolated_env, DSH_E2E_MARK="agent-b")
     (tmp_path / "a").mkdir()
@@ -542,6 +544,7 @@ def test_no_child_outlives_a_sigkilled_daemon(isolated_env, tmp_path):
 
 
 async def test_an_upgrade_hands_the_store_over_and_the_old_daemon_drains(isolated_env, tmp_path):
+    end_work_with_the_client(isolated_env)
     old_env = dict(isolated_env, DSH_TEST_VERSION="0.0.1-old")
     project = tmp_path / "proj"
     project.mkdir()

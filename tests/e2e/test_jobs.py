@@ -14,6 +14,7 @@ from mcp.client.stdio import stdio_client
 from conftest import (
     connect,
     deliver_until_the_server_exits,
+    end_work_with_the_client,
     dsh_bin,
     err,
     live_in_session,
@@ -191,6 +192,7 @@ async def test_errors_where_due(isolated_env, tmp_path):
 
 
 async def test_closing_the_connection_ends_its_jobs(isolated_env):
+    end_work_with_the_client(isolated_env)
     async with connect(isolated_env) as s:
         job = ok(await s.call_tool("bash", {
             "command": "echo $$; sleep 300 & sleep 301", "run_in_background": True}))["job_id"]
@@ -241,6 +243,7 @@ def test_disconnecting_during_a_waiting_call_still_ends_the_jobs(isolated_env):
     """The client closes stdin while a `job_output` wait is in flight: the
     server stops the call, ends the job's whole tree and exits promptly
     (clients kill a server that lingers)."""
+    end_work_with_the_client(isolated_env)
     import json
     import subprocess
     from test_foundation import _read_response, _rpc

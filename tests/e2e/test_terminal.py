@@ -7,7 +7,15 @@ import anyio
 import pytest
 from mcp.types import ServerNotification, ToolListChangedNotification
 
-from conftest import connect, dsh_children, err, live_in_session, ok, write_config
+from conftest import (
+    connect,
+    dsh_children,
+    end_work_with_the_client,
+    err,
+    live_in_session,
+    ok,
+    write_config,
+)
 from waiting import HANG, eventually, in_foreground, wait_until
 
 pytestmark = pytest.mark.anyio
@@ -144,6 +152,7 @@ async def test_one_send_at_a_time_and_errors(isolated_env):
 
 
 async def test_close_and_disconnect_leave_no_process(isolated_env):
+    end_work_with_the_client(isolated_env)
     async with connect(isolated_env) as s:
         ok(await s.call_tool("terminal_open", {}))
         r = ok(await s.call_tool("terminal_send", {"id": "pty-1", "text": "sleep 1000 & echo $$"}))

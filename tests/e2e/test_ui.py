@@ -17,7 +17,7 @@ import anyio
 import pytest
 
 import waiting
-from conftest import ROOT, connect, daemons_of, dsh_bin, err, ok, wait_settled
+from conftest import ROOT, connect, daemons_of, dsh, dsh_bin, err, ok, wait_settled
 
 pytestmark = pytest.mark.anyio
 
@@ -261,8 +261,15 @@ async def test_a_person_watches_an_agent_and_takes_the_keyboard(isolated_env, tm
             errors = (await browser.ado("url"))["console_errors"]
             assert errors == [], errors
 
-        # The agent left: the page says so by itself.
+        # The agent left: the page says so by itself — its work is kept,
+        # detached, for the agent to take back — and once a person ended
+        # it, that nothing is left.
         await browser.ado("goto", url=f"{base}/live")
+        await browser.ado("wait_text", selector="#live", text="Detached: the client went away")
+        rows = json.loads(dsh(isolated_env, "ps", "--json").stdout)["connections"]
+        assert [r["id"] for r in rows if r.get("detached")] == [r["id"] for r in rows]
+        for row in rows:
+            dsh(isolated_env, "ps", "--end", str(row["id"]))
         await browser.ado("wait_text", selector="#live", text="No agent is connected")
     finally:
         browser.close()

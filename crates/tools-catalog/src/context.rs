@@ -247,9 +247,21 @@ impl CallContext {
     pub(crate) fn with_resume_key(&self, mut reply: crate::ToolReply) -> crate::ToolReply {
         if let Some(resume) = &self.resume {
             let key = resume.key();
-            reply.text.push_str(&format!(
-                "\n[resume key {key}: if your client restarts, terminal_list with resume set to it gives this back]"
-            ));
+            let line = format!(
+                "[resume key {key}: if your client restarts, terminal_list with resume set to it gives this back]"
+            );
+            // The sandbox's footer stays the last line.
+            let at = match reply.text.rfind('\n') {
+                Some(i) if reply.text[i + 1..].starts_with("[sandbox:") => i + 1,
+                _ => {
+                    reply.text.push('\n');
+                    reply.text.len()
+                }
+            };
+            reply.text.insert_str(at, &format!("{line}\n"));
+            if reply.text.ends_with('\n') {
+                reply.text.pop();
+            }
             reply.structured["resume_key"] = serde_json::json!(key);
         }
         reply
