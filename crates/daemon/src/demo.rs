@@ -185,6 +185,7 @@ impl ScriptedClient {
                 confinement: layer.confinement.clone(),
                 ask: None,
                 resume: None,
+                secrets: None,
             },
             counts: Counts::default(),
         }

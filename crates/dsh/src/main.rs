@@ -101,6 +101,11 @@ enum Command {
         #[arg(long, value_name = "M", requires = "give", hide = true)]
         to: Option<u64>,
     },
+    /// Answer a program's secret prompt in an agent's terminal (read here with echo off; the agent never sees it).
+    Answer {
+        /// The terminal, as the agent's reply or `dsh ps` names it (`pty-N`).
+        id: String,
+    },
     /// Watch an agent's terminal live in yours (q or Ctrl-C leaves); --write to type.
     #[command(after_help = ATTACH_HELP)]
     Attach {
@@ -368,6 +373,14 @@ fn run(cli: Cli) -> Result<(), Failure> {
             }
             None => ps(&cli.paths(), json),
         },
+        Command::Answer { id } => {
+            let secret =
+                daemon::client::answer::read_secret(&format!("answer for {id} (not shown): "))
+                    .map_err(anyhow::Error::from)?;
+            let done = Client::new(cli.paths()).answer(&id, secret)?;
+            eprintln!("dsh: your answer was {}", done.how);
+            Ok(())
+        }
         Command::Attach { id, write } => {
             let line = Client::new(cli.paths()).attach(&id, write)?;
             eprintln!("dsh: {line}");

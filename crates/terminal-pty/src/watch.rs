@@ -22,6 +22,8 @@ use crate::session::{Session, SlotGuard};
 
 /// How long after a person's last keystroke the slot may be released.
 pub(crate) const PERSON_QUIET: Duration = Duration::from_secs(1);
+/// How long a person's answer waits for the program to read a secret.
+const ANSWER_GRACE: Duration = Duration::from_secs(2);
 /// How often a held person slot is checked for release.
 const RELEASE_CHECK: Duration = Duration::from_millis(100);
 
@@ -185,12 +187,20 @@ impl PersonViews for PtyTerminals {
         Box::pin(async move {
             let session = self.any_session(id)?;
             let guard = session.acquire()?;
-            let waits = !session.is_closing()
-                && session.lock().exit.is_none()
-                && session.echoes() == Some(false)
-                && ready_for_input(&session);
-            if !waits {
-                return Err(AnswerError::NoSecretPrompt { id });
+            let waits = || {
+                !session.is_closing()
+                    && session.lock().exit.is_none()
+                    && session.echoes() == Some(false)
+                    && ready_for_input(&session)
+            };
+            // A person who answers as the prompt appears may be a moment
+            // ahead of the program's read: give it that moment.
+            let deadline = Instant::now() + ANSWER_GRACE;
+            while !waits() {
+                if Instant::now() >= deadline {
+                    return Err(AnswerError::NoSecretPrompt { id });
+                }
+                tokio::time::sleep(RELEASE_CHECK / 5).await;
             }
             let mut line = zeroize::Zeroizing::new(Vec::with_capacity(secret.len() + 1));
             line.extend_from_slice(secret);

@@ -209,6 +209,46 @@ pub struct CallContext {
     /// Takes back the work of a detached agent (this agent before its
     /// client restarted); `None` when the host keeps no detached work.
     pub resume: Option<Arc<dyn Resume>>,
+    /// Has a person answer a program's secret prompt out of band; `None`
+    /// when the host cannot reach one.
+    pub secrets: Option<Arc<dyn SecretPrompts>>,
+}
+
+/// A person answers a program's secret prompt (a password, a passphrase)
+/// out of band: the model never sees, types or is handed the secret.
+pub trait SecretPrompts: Send + Sync + std::fmt::Debug {
+    /// Asks a person to answer the secret prompt terminal `id` of `owner`
+    /// shows (`prompt`: its last line; `sent`: what the agent typed that
+    /// led to it) and waits for them.
+    fn ask<'a>(
+        &'a self,
+        owner: &'a Owner,
+        id: terminal_seam::TerminalId,
+        prompt: &'a str,
+        sent: &'a str,
+    ) -> futures::future::BoxFuture<'a, SecretAsked>;
+}
+
+/// How asking a person for a secret went.
+pub enum SecretAsked {
+    /// They answered: the tool types it (a send, so what follows settles
+    /// as usual) and forgets it.
+    Answered(zeroize::Zeroizing<String>),
+    /// They declined.
+    Declined,
+    /// Nobody could be asked in the client; the words say how a person
+    /// answers instead (one line for the model).
+    NotAsked(String),
+}
+
+impl std::fmt::Debug for SecretAsked {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Answered(_) => f.write_str("Answered(..)"),
+            Self::Declined => f.write_str("Declined"),
+            Self::NotAsked(how) => f.debug_tuple("NotAsked").field(how).finish(),
+        }
+    }
 }
 
 /// Taking back the terminals and jobs of an agent whose client went away

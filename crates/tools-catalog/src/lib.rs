@@ -35,7 +35,8 @@ pub use confine::{
     ConfinedSpawn, Confinement, RefusalsJson, RefusedPathJson, SANDBOX_UNAVAILABLE, SandboxJson,
 };
 pub use context::{
-    Answer, Asker, CallContext, ProgressReport, ProgressSink, Resume, Resumed, Runtime, Settings,
+    Answer, Asker, CallContext, ProgressReport, ProgressSink, Resume, Resumed, Runtime,
+    SecretAsked, SecretPrompts, Settings,
 };
 pub use error::{ErrorCode, MAX_ERROR_MESSAGE_BYTES, ToolError};
 pub use job_tools::{SubagentSettings, settled_job_message};

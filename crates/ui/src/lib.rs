@@ -38,5 +38,6 @@ pub use accept::{AcceptBackoff, is_resource_error};
 pub use server::{UiError, UiServer, UiSettings, start};
 pub use source::{
     CallFeed, JobTail, LiveCall, LiveConnection, LiveJob, LiveTerminal, LiveView, Overview,
-    SessionSummary, SessionView, SourceError, UiSource, WatchingGuard, WorkspaceSummary,
+    PromptView, SessionSummary, SessionView, SourceError, UiSource, WatchingGuard,
+    WorkspaceSummary,
 };

@@ -15,7 +15,7 @@ use workspace::LogEntry;
 use crate::chart;
 use crate::html::{Nav, ago, esc, layout, short_id, span, time};
 use crate::source::{
-    JobTail, LiveConnection, LiveJob, LiveTerminal, LiveView, Overview, SessionSummary,
+    JobTail, LiveConnection, LiveJob, LiveTerminal, LiveView, Overview, PromptView, SessionSummary,
     SessionView, WorkspaceSummary,
 };
 
@@ -636,6 +636,46 @@ pub fn move_on(to: &str, link: &str, served: bool) -> String {
          <body><p><a href=\"{to}\">{}</a></p></body></html>\n",
         esc(link)
     )
+}
+
+/// The page where a person answers terminal `id`'s secret prompt.
+pub fn answer(id: &str, waiting: Option<&PromptView>, screen_line: Option<&str>) -> String {
+    let about = match waiting {
+        Some(p) => format!(
+            "<p>The agent <strong>{}</strong> waits: <span class=\"mono\">{}</span> in {} asks</p><p class=\"prompt mono\">{}</p>",
+            esc(&p.agent),
+            esc(&p.command),
+            esc(id),
+            esc(&p.prompt),
+        ),
+        None => format!(
+            "<p>No agent's send waits for an answer in {}. What you type is typed only if a program there reads a secret now (with echo off).</p>{}",
+            esc(id),
+            screen_line.map_or_else(String::new, |l| format!(
+                "<p class=\"prompt mono\">{}</p>",
+                esc(l)
+            )),
+        ),
+    };
+    let body = format!(
+        "<p class=\"crumbs\"><a href=\"/live\">Live</a> › <a href=\"/terminals/{0}\">{0}</a></p><h1>Answer {0}'s prompt</h1>{about}\
+<form method=\"post\" action=\"/answer/{0}\" class=\"answer\"><label>Answer <input type=\"password\" name=\"secret\" autocomplete=\"off\" autofocus required></label> \
+<button type=\"submit\">Answer</button></form>\
+<p class=\"hint\">The answer goes to the program only: the agent, its client, the session log and this page never see it.</p>",
+        esc(id),
+    );
+    layout(&format!("Answer {id}"), "answer", Nav::Live, &[], &body)
+}
+
+/// The page after a person answered.
+pub fn answered(id: &str, how: &str) -> String {
+    let body = format!(
+        "<h1>Answered</h1><p>Your answer to {} was {}. You can close this page.</p><p><a href=\"/terminals/{}\">Watch the terminal</a></p>",
+        esc(id),
+        esc(how),
+        esc(id),
+    );
+    layout("Answered", "answered", Nav::Live, &[], &body)
 }
 
 /// An error page: what went wrong and what to do.

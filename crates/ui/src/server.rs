@@ -148,6 +148,16 @@ impl UiServer {
         Ok(format!("{}/?login={code}", self.base))
     }
 
+    /// A fresh one-time sign-in link to the page at `path` (which starts
+    /// with `/`).
+    pub fn login_url_to(&self, path: &str) -> Result<String, UiError> {
+        let code = self
+            .access
+            .mint_login()
+            .map_err(|e| UiError::Token(e.to_string()))?;
+        Ok(format!("{}{path}?login={code}", self.base))
+    }
+
     /// The secret a signed-in request carries (its cookie's value, or an
     /// `Authorization: Bearer` header). Never put it in a URL, an argument
     /// or an environment variable: other users can read those.
@@ -414,6 +424,7 @@ fn router(app: Shared, access: Arc<Access>) -> Router {
         .route("/sessions/{id}/charts", get(session_charts))
         .route("/live", get(live_page))
         .route("/terminals/{id}", get(terminal_page))
+        .route("/answer/{id}", get(answer_page).post(answer_post))
         .route("/jobs/{id}", get(job_page))
         .route("/assets/{name}", get(asset))
         .route("/api/live", get(live_json))
@@ -604,6 +615,91 @@ async fn terminal_page(
         )
     })?;
     Ok(Html(pages::terminal(connection, terminal)))
+}
+
+/// The page where a person answers a terminal's secret prompt: what asks
+/// and a password box. What they type goes to the daemon and the terminal
+/// only; the page never shows it back.
+async fn answer_page(
+    State(app): State<Shared>,
+    Path(id): Path<String>,
+) -> Result<Html<String>, Failure> {
+    let tid = parse_terminal(&id)?;
+    let waiting = app.source.waiting_prompt(tid);
+    let screen_line = app.source.terminals().screen_copy(tid).ok().and_then(|s| {
+        s.lines
+            .iter()
+            .rev()
+            .map(|runs| runs.iter().map(|r| r.text.as_str()).collect::<String>())
+            .find(|l| !l.trim().is_empty())
+    });
+    Ok(Html(pages::answer(
+        &tid.to_string(),
+        waiting.as_ref(),
+        screen_line.as_deref(),
+    )))
+}
+
+/// The most bytes an answer may have.
+const MAX_ANSWER: usize = 4096;
+
+/// A person's answer, posted by the answer page's form.
+async fn answer_post(
+    State(app): State<Shared>,
+    Path(id): Path<String>,
+    body: axum::body::Bytes,
+) -> Result<Html<String>, Failure> {
+    let tid = parse_terminal(&id)?;
+    if body.len() > 3 * MAX_ANSWER + 16 {
+        return Err(Failure::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "INVALID_ARGUMENT",
+            format!("an answer is at most {MAX_ANSWER} bytes"),
+        ));
+    }
+    let secret = form_field(&body, "secret").ok_or_else(|| {
+        Failure::new(
+            StatusCode::BAD_REQUEST,
+            "INVALID_ARGUMENT",
+            "the form had no answer; type it in the box and press Answer",
+        )
+    })?;
+    let how = app.source.answer(tid, secret).await?;
+    Ok(Html(pages::answered(&tid.to_string(), &how)))
+}
+
+/// The value of `name` in a form-encoded body, decoded into memory that
+/// is wiped when dropped.
+fn form_field(body: &[u8], name: &str) -> Option<zeroize::Zeroizing<String>> {
+    body.split(|b| *b == b'&').find_map(|pair| {
+        let (key, value) = match pair.iter().position(|b| *b == b'=') {
+            Some(at) => (&pair[..at], &pair[at + 1..]),
+            None => (pair, &pair[pair.len()..]),
+        };
+        (key == name.as_bytes()).then(|| percent_decode(value))?
+    })
+}
+
+/// `application/x-www-form-urlencoded` decoding (`+` is a space); `None`
+/// for a malformed escape or text that is not UTF-8.
+fn percent_decode(value: &[u8]) -> Option<zeroize::Zeroizing<String>> {
+    let mut out = zeroize::Zeroizing::new(Vec::with_capacity(value.len()));
+    let mut i = 0;
+    while i < value.len() {
+        match value[i] {
+            b'+' => out.push(b' '),
+            b'%' => {
+                let hex = value.get(i + 1..i + 3)?;
+                let hex = std::str::from_utf8(hex).ok()?;
+                out.push(u8::from_str_radix(hex, 16).ok()?);
+                i += 2;
+            }
+            b => out.push(b),
+        }
+        i += 1;
+    }
+    let text = std::str::from_utf8(&out).ok()?;
+    Some(zeroize::Zeroizing::new(text.to_owned()))
 }
 
 async fn job_page(

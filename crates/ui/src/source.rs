@@ -256,4 +256,28 @@ pub trait UiSource: Send + Sync + 'static {
 
     /// Marks a person as watching until the guard is dropped.
     fn watching(&self) -> WatchingGuard;
+
+    /// The secret prompt of terminal `id` that an agent's send waits for a
+    /// person to answer; `None` when no send waits.
+    fn waiting_prompt(&self, id: terminal_seam::TerminalId) -> Option<PromptView>;
+
+    /// A person's answer to terminal `id`'s secret prompt: handed to the
+    /// send that waits for it, or typed at once while a program waits
+    /// with echo off (`NO_SECRET_PROMPT` otherwise). Says which.
+    fn answer(
+        &self,
+        id: terminal_seam::TerminalId,
+        secret: zeroize::Zeroizing<String>,
+    ) -> BoxFuture<'_, Result<String, SourceError>>;
+}
+
+/// A secret prompt an agent's send waits for a person to answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PromptView {
+    /// The prompt (the last line the program printed).
+    pub prompt: String,
+    /// The terminal's command.
+    pub command: String,
+    /// The agent (its client's name).
+    pub agent: String,
 }

@@ -118,6 +118,7 @@ async fn main() {
         confinement: Arc::new(tools_catalog::Confinement::none()),
         ask: None,
         resume: None,
+        secrets: None,
     };
     let tool = catalog.get("bash").cloned().expect("the bash tool");
     let mut samples: Vec<Vec<f64>> = vec![Vec::new(); SERIES.len()];

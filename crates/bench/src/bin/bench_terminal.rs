@@ -235,6 +235,7 @@ async fn tool_layer_python_settle(rounds: usize) -> Result<Vec<Duration>, BoxErr
         confinement: Arc::new(tools_catalog::Confinement::none()),
         ask: None,
         resume: None,
+        secrets: None,
     };
     let call = |name: &'static str, args: Value| {
         let tool = catalog.get(name).cloned();

@@ -157,6 +157,21 @@ impl Client {
         )
     }
 
+    /// `dsh answer`: a person's answer to terminal `id`'s secret prompt.
+    pub fn answer(
+        &self,
+        id: &str,
+        secret: zeroize::Zeroizing<String>,
+    ) -> Result<crate::protocol::replies::Answered, ClientError> {
+        decode(
+            &self.call(Request::Answer {
+                id: id.to_owned(),
+                secret: crate::protocol::Secret(secret),
+            })?,
+            "the daemon's",
+        )
+    }
+
     /// `dsh ui`: the page (started on the first request) and a fresh
     /// sign-in link.
     pub fn ui(&self) -> Result<UiPage, ClientError> {

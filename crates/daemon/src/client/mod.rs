@@ -21,6 +21,7 @@ use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+pub mod answer;
 mod api;
 pub mod attach;
 pub mod bridge;

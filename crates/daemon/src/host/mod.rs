@@ -33,8 +33,10 @@ use workspace::{ClientInfo, SessionHeader, SessionId};
 use crate::session_log::{LogPolicy, SessionRecorder};
 
 mod detach;
+mod secrets;
 pub use detach::{Agent, AgentCell, Detached, KEY_PREFIX};
 use detach::{ConnectionResume, current, new_agent};
+pub use secrets::{PageLinks, PromptView};
 
 use crate::config::HostConfig;
 use crate::store::StoreAccess;
@@ -178,6 +180,8 @@ pub struct Host {
     calls: Arc<crate::calls::CallHub>,
     /// The resume keys of detached work that was ended.
     expired: detach::Expired,
+    /// Secret prompts waiting for a person.
+    prompts: secrets::Prompts,
 }
 
 impl Host {
@@ -229,6 +233,7 @@ impl Host {
             private,
             calls: Arc::new(crate::calls::CallHub::default()),
             expired: detach::Expired::default(),
+            prompts: secrets::Prompts::default(),
         }
     }
 
@@ -520,6 +525,15 @@ impl ServerHandler for Connection {
                 }) as Arc<dyn tools_catalog::Resume>
             });
         let owner = current(&self.agent).0;
+        let secrets: Arc<dyn tools_catalog::SecretPrompts> = Arc::new(secrets::ConnectionSecrets {
+            host: self.host.clone(),
+            peer: self.peer.clone(),
+            agent: self
+                .peer
+                .get()
+                .and_then(|p| p.peer_info())
+                .map_or_else(|| owner.label().to_owned(), |i| i.client_info.name.clone()),
+        });
         let cx = CallContext {
             owner: owner.clone(),
             cwd: self.session_cwd().await,
@@ -529,6 +543,7 @@ impl ServerHandler for Connection {
             confinement: layer.confinement.clone(),
             ask: asker(&context.peer),
             resume,
+            secrets: Some(secrets),
         };
         let args = request.arguments.map(Value::Object).unwrap_or(Value::Null);
         let logged_args = args.clone();

@@ -107,6 +107,14 @@ pub enum Request {
     Reload,
     /// Every connection with its terminals and jobs (`dsh ps`).
     Ps,
+    /// A person answers a program's secret prompt in terminal `id` (`dsh
+    /// answer`).
+    Answer {
+        /// The terminal, `pty-N`.
+        id: String,
+        /// The answer.
+        secret: Secret,
+    },
     /// A person decides about detached work (`dsh ps --end N`, `dsh ps
     /// --give N --to M`).
     Detached {
@@ -149,6 +157,7 @@ impl Request {
             Request::Reload => "reload",
             Request::Ps => "ps",
             Request::Detached { .. } => "detached",
+            Request::Answer { .. } => "answer",
             Request::Ui => "ui",
             Request::Attach { .. } => "attach",
             Request::Handover { .. } => "handover",
@@ -164,12 +173,25 @@ impl Request {
             | Request::Reload
             | Request::Ps
             | Request::Detached { .. }
+            | Request::Answer { .. }
             | Request::Ui
             | Request::Attach { .. } => true,
             Request::Status | Request::Stop | Request::Handover { .. } | Request::Record { .. } => {
                 false
             }
         }
+    }
+}
+
+/// A secret on its way from a person to a terminal: never printed
+/// (`Debug` shows its length), wiped from memory when dropped.
+#[derive(Clone, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Secret(pub zeroize::Zeroizing<String>);
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Secret(<{} bytes>)", self.0.len())
     }
 }
 

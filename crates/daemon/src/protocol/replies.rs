@@ -106,3 +106,11 @@ pub struct AttachAccepted {
     /// Whether the person may type.
     pub write: bool,
 }
+
+/// What became of a person's answer (`dsh answer`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Answered {
+    /// `handed to the agent's waiting send, which typed it` or `typed
+    /// into the terminal`.
+    pub how: String,
+}

@@ -156,6 +156,7 @@ pub(super) async fn handle(shared: Arc<Shared>, stream: UnixStream) {
         | Request::Reload
         | Request::Ps
         | Request::Detached { .. }
+        | Request::Answer { .. }
         | Request::Ui
         | Request::Handover { .. }
         | Request::Record { .. } => true,
@@ -207,6 +208,10 @@ pub(super) async fn handle(shared: Arc<Shared>, stream: UnixStream) {
         } => {
             let _busy = Busy::new(&shared.busy);
             super::live::decide_detached(&shared.host, connection, give_to).await
+        }
+        Request::Answer { id, secret } => {
+            let _busy = Busy::new(&shared.busy);
+            answer(&shared, &id, secret).await
         }
         Request::Ui => {
             let _busy = Busy::new(&shared.busy);
@@ -344,6 +349,29 @@ async fn record(shared: &Shared, records: Vec<SessionRecordOp>) -> Reply {
 /// goes to a file only this user can read, beside the socket, for
 /// scripts; it is never in a reply, an argument or the environment.
 async fn serve_page(shared: &Shared) -> Result<UiPage, ui::UiError> {
+    serve_page_then(shared, |page| {
+        Ok(UiPage {
+            url: page.login_url()?,
+            address: page.addr().to_string(),
+            exposed: page.exposed(),
+            // Only a file that was written: scripts read the secret there.
+            token_file: page.token_file().map(Path::to_path_buf),
+        })
+    })
+    .await
+}
+
+/// A one-time sign-in link to the page at `path`, the page started first
+/// when it is not running.
+pub(super) async fn page_link(shared: &Shared, path: &str) -> Result<String, ui::UiError> {
+    serve_page_then(shared, |page| page.login_url_to(path)).await
+}
+
+/// Starts the page on the first call, then `then` with it.
+async fn serve_page_then<T>(
+    shared: &Shared,
+    then: impl FnOnce(&ui::UiServer) -> Result<T, ui::UiError>,
+) -> Result<T, ui::UiError> {
     let mut held = shared.ui.lock().await;
     let page = match &mut *held {
         Some(page) => page,
@@ -366,13 +394,7 @@ async fn serve_page(shared: &Shared) -> Result<UiPage, ui::UiError> {
             held.insert(server)
         }
     };
-    Ok(UiPage {
-        url: page.login_url()?,
-        address: page.addr().to_string(),
-        exposed: page.exposed(),
-        // Only a file that was written: scripts read the secret there.
-        token_file: page.token_file().map(Path::to_path_buf),
-    })
+    then(page)
 }
 
 /// Where the page's secret is kept for scripts: beside the socket, in the
@@ -412,5 +434,25 @@ async fn status(shared: &Shared) -> Status {
                 problem: s.problem,
             })
             .collect(),
+    }
+}
+
+/// `answer`: a person's answer to terminal `id`'s secret prompt.
+async fn answer(shared: &Shared, id: &str, secret: crate::protocol::Secret) -> Reply {
+    let id: terminal_seam::TerminalId = match id.parse() {
+        Ok(id) => id,
+        Err(e) => {
+            let e: terminal_seam::TerminalError = e;
+            return Reply::failed(e.code(), e.to_string());
+        }
+    };
+    match shared.host.person_answers(id, secret.0).await {
+        Ok(how) => {
+            tracing::info!(terminal = %id, "a person answered a secret prompt (dsh answer)");
+            Reply::of(&crate::protocol::replies::Answered {
+                how: how.to_owned(),
+            })
+        }
+        Err(e) => Reply::failed(e.code(), e.to_string()),
     }
 }

@@ -99,6 +99,24 @@ struct Shared {
     ui: tokio::sync::Mutex<Option<ui::UiServer>>,
 }
 
+/// Sign-in links to the page for the host's secret prompts (weak: the
+/// host must not keep the daemon's state alive).
+struct Links(std::sync::Weak<Shared>);
+
+impl crate::host::PageLinks for Links {
+    fn link_to<'a>(
+        &'a self,
+        path: &'a str,
+    ) -> futures::future::BoxFuture<'a, Result<String, String>> {
+        Box::pin(async move {
+            let shared = self.0.upgrade().ok_or("the daemon is stopping")?;
+            dispatch::page_link(&shared, path)
+                .await
+                .map_err(|e| e.to_string())
+        })
+    }
+}
+
 /// Runs the daemon until it is stopped, idle, or drained after a hand-over.
 /// Blocking: builds its own tokio runtime.
 pub fn run(options: DaemonOptions) -> Result<(), DaemonError> {
@@ -192,6 +210,7 @@ async fn serve(
         watchers: Arc::new(AtomicUsize::new(0)),
         ui: tokio::sync::Mutex::new(None),
     });
+    host.set_page_links(Arc::new(Links(Arc::downgrade(&shared))));
     tracing::info!(
         pid = std::process::id(),
         version = %version(),

@@ -242,6 +242,30 @@ impl UiSource for DaemonUiSource {
         })
     }
 
+    fn waiting_prompt(&self, id: terminal_seam::TerminalId) -> Option<ui::PromptView> {
+        self.host.waiting_prompt(id).map(|p| ui::PromptView {
+            prompt: p.prompt,
+            command: p.command,
+            agent: p.agent,
+        })
+    }
+
+    fn answer(
+        &self,
+        id: terminal_seam::TerminalId,
+        secret: zeroize::Zeroizing<String>,
+    ) -> BoxFuture<'_, Result<String, SourceError>> {
+        Box::pin(async move {
+            match self.host.person_answers(id, secret).await {
+                Ok(how) => {
+                    tracing::info!(terminal = %id, "a person answered a secret prompt in the page");
+                    Ok(how.to_owned())
+                }
+                Err(e) => Err(SourceError::new(e.code(), e.to_string())),
+            }
+        })
+    }
+
     fn terminals(&self) -> Arc<dyn terminal_seam::PersonViews> {
         self.host.terminals()
     }

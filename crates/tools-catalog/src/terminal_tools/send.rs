@@ -19,7 +19,8 @@ use super::{ECHO_OFF, TerminalSendTool, parse_id, status_json, terminal_error};
 use crate::context::JobSandbox;
 use crate::job_tools::{job_error, started_reply};
 use crate::{
-    CallContext, Preset, RefusalsJson, Tool, ToolFuture, ToolReply, ToolSpec, clamp_ms, parse_args,
+    CallContext, Preset, RefusalsJson, SecretAsked, Tool, ToolError, ToolFuture, ToolReply,
+    ToolSpec, clamp_ms, parse_args,
 };
 
 /// Arguments of `terminal_send`.
@@ -45,7 +46,7 @@ impl TerminalSendTool {
         Self(ToolSpec::new::<SendArgs>(
             "terminal_send",
             "Type text into a terminal and wait until it is ready for more input, the `until` pattern appears in the new output, the program exits, or `timeout_ms` passes — whichever comes first — then return everything it printed since (without the echo of your text). \
-`reason` says which: `prompt` (the shell is back; `exit_code` is the command's status), `input_wait` (the program is waiting to read, e.g. at a REPL prompt; `echo: false` means it asks for a secret: a password prompt, echo off), `pattern`, `exit`, `idle`, or `timeout` — a `timeout` does not mean the command stopped: it is still running, so read on with `terminal_read` or stop it with `terminal_signal`. \
+`reason` says which: `prompt` (the shell is back; `exit_code` is the command's status), `input_wait` (the program is waiting to read, e.g. at a REPL prompt; `echo: false` means it asks for a secret: dsh has a person answer it out of band — never type one you were not given; `answered_by_person` counts their answers, which you never see), `pattern`, `exit`, `idle`, or `timeout` — a `timeout` does not mean the command stopped: it is still running, so read on with `terminal_read` or stop it with `terminal_signal`. \
 Paths or connections the sandbox refused, as the output shows them, are named in `refusals`. \
 One send at a time per terminal.",
             &[Preset::Full],
@@ -214,6 +215,8 @@ impl Tool for TerminalSendTool {
                     }
                 }) as BoxFuture<'static, Option<String>>
             };
+            let timeout = request.timeout;
+            let sent: String = request.text.chars().take(200).collect();
             let outcome = crate::context::with_ticks(
                 cx.progress.as_ref(),
                 cx.runtime.terminals.send(&cx.owner, id, request),
@@ -221,13 +224,99 @@ impl Tool for TerminalSendTool {
             )
             .await
             .map_err(terminal_error)?;
+            let (outcome, answered) =
+                answer_secret_prompts(cx, id, &sent, outcome, timeout).await?;
             let refusals = cx
                 .runtime
                 .sandbox_of(&id.to_string())
                 .and_then(|s| RefusalsJson::find(&s.prepared, &outcome.output, &s.current_dir()));
-            Ok(send_reply(id, &outcome, clamped, refusals))
+            let mut reply = send_reply(id, &outcome, clamped, refusals);
+            if answered > 0 {
+                reply.structured["answered_by_person"] = json!(answered);
+            }
+            Ok(reply)
         })
     }
+}
+
+/// At most this many secret prompts of one send are put to a person (a
+/// passphrase and its confirmation; a retry after a typo).
+const MAX_SECRET_PROMPTS: usize = 3;
+
+/// While a send settles on a secret prompt (an input wait with echo off),
+/// has a person answer it out of band and types the answer with a send of
+/// its own, whose output follows; the model reads that a person answered,
+/// never what. Without a way to ask, or once the person declined, the
+/// reply says how a person answers instead. Returns the outcome and how
+/// many prompts a person answered.
+async fn answer_secret_prompts(
+    cx: &CallContext,
+    id: TerminalId,
+    sent: &str,
+    mut outcome: SendOutcome,
+    timeout: Duration,
+) -> Result<(SendOutcome, usize), ToolError> {
+    let mut answered = 0;
+    let mut output = String::new();
+    let mut note = None;
+    while outcome.reason == terminal_seam::SettleReason::InputWait
+        && outcome.echo == Some(false)
+        && answered < MAX_SECRET_PROMPTS
+    {
+        let Some(secrets) = &cx.secrets else { break };
+        let prompt = outcome
+            .output
+            .lines()
+            .last()
+            .unwrap_or_default()
+            .trim()
+            .to_owned();
+        match secrets.ask(&cx.owner, id, &prompt, sent).await {
+            SecretAsked::Answered(secret) => {
+                let request = SendRequest {
+                    text: secret.to_string(),
+                    submit: true,
+                    until: None,
+                    timeout,
+                };
+                drop(secret);
+                let next = cx
+                    .runtime
+                    .terminals
+                    .send(&cx.owner, id, request)
+                    .await
+                    .map_err(terminal_error)?;
+                answered += 1;
+                output.push_str(&outcome.output);
+                if !output.ends_with('\n') {
+                    output.push('\n');
+                }
+                output.push_str("[a person answered this prompt; the answer is not shown]\n");
+                outcome = SendOutcome {
+                    duration: outcome.duration + next.duration,
+                    total_bytes: outcome.total_bytes + next.total_bytes,
+                    truncated: outcome.truncated || next.truncated,
+                    ..next
+                };
+            }
+            SecretAsked::Declined => {
+                note = Some("the person declined to answer this prompt; it still waits".to_owned());
+                break;
+            }
+            SecretAsked::NotAsked(how) => {
+                note = Some(how);
+                break;
+            }
+        }
+    }
+    output.push_str(&outcome.output);
+    if let Some(note) = note {
+        if !output.ends_with('\n') {
+            output.push('\n');
+        }
+        output.push_str(&format!("[{note}]"));
+    }
+    Ok((SendOutcome { output, ..outcome }, answered))
 }
 
 /// A terminal send running as a background job (`pty-send-N`): the

@@ -61,6 +61,7 @@ impl Model {
                 confinement: Arc::new(Confinement::none()),
                 ask: None,
                 resume: None,
+                secrets: None,
             },
         }
     }

@@ -1,0 +1,44 @@
+//! The client half of `dsh answer`: the person types the answer to a
+//! program's secret prompt on their own terminal, with echo off, and it
+//! goes to the daemon over the private socket, never through an agent.
+
+use std::io::{BufRead as _, Write as _};
+
+use nix::sys::termios::{LocalFlags, SetArg, tcgetattr, tcsetattr};
+use zeroize::Zeroizing;
+
+/// Reads one line from the person's terminal (`/dev/tty`) with echo off,
+/// after writing `prompt` there; the terminal's modes are restored even
+/// when reading fails. Fails when there is no terminal: an answer is
+/// never read from a pipe an agent could fill.
+pub fn read_secret(prompt: &str) -> std::io::Result<Zeroizing<String>> {
+    let tty = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/tty")
+        .map_err(|e| {
+            std::io::Error::new(
+                e.kind(),
+                format!("dsh answer reads the answer from your terminal, and there is none: {e}"),
+            )
+        })?;
+    let saved = tcgetattr(&tty).map_err(std::io::Error::from)?;
+    let mut quiet = saved.clone();
+    quiet.local_flags.remove(LocalFlags::ECHO);
+    quiet.local_flags.insert(LocalFlags::ECHONL);
+    tcsetattr(&tty, SetArg::TCSAFLUSH, &quiet).map_err(std::io::Error::from)?;
+    let read = (|| -> std::io::Result<Zeroizing<String>> {
+        (&tty).write_all(prompt.as_bytes())?;
+        (&tty).flush()?;
+        let mut line = Zeroizing::new(String::new());
+        std::io::BufReader::new(&tty).read_line(&mut line)?;
+        Ok(line)
+    })();
+    let restored = tcsetattr(&tty, SetArg::TCSAFLUSH, &saved);
+    let mut line = read?;
+    restored.map_err(std::io::Error::from)?;
+    while line.ends_with('\n') || line.ends_with('\r') {
+        line.pop();
+    }
+    Ok(line)
+}

@@ -1,0 +1,256 @@
+//! Secret prompts are answered by a person, never through the model.
+//!
+//! When an agent's send settles on a secret prompt (a program reads the
+//! terminal with echo off: `sudo`, `ssh`, `ssh-keygen`, `gpg`, a database
+//! client), the tool layer asks [`ConnectionSecrets`]. Where the MCP client
+//! can do URL-mode elicitation (the protocol's mode for sensitive input:
+//! the client opens a URL and never sees what the person enters there),
+//! the person is sent to the page's `/answer/pty-N`, which shows the agent,
+//! the terminal, the prompt and the command beside a password box; what
+//! they type goes browser → daemon → the waiting send, which types it.
+//! Elsewhere the reply tells the model, in one line, how a person answers:
+//! `dsh answer pty-N` on their own terminal (read with echo off), the
+//! page, or `dsh attach pty-N --write`.
+//!
+//! A person's answer for a terminal with a waiting send goes to that send
+//! ([`Host::person_answers`]); otherwise it is typed at once, and only
+//! while a program waits with echo off. The answer is held in memory that
+//! is wiped when dropped, and never written to a log, the store or a reply.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use rmcp::{Peer, RoleServer};
+use terminal_seam::{AnswerError, TerminalId};
+use tokio::sync::oneshot;
+use tools_catalog::{Owner, SecretAsked, SecretPrompts};
+use zeroize::Zeroizing;
+
+use super::Host;
+
+/// How long the client may take to open the page (its reply to the
+/// elicitation).
+const OPEN_TIMEOUT: Duration = Duration::from_secs(120);
+/// How long a person may take to answer once the page is open.
+const ANSWER_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// Sign-in links to the page, given by the daemon once it can serve it.
+pub trait PageLinks: Send + Sync {
+    /// A one-time link that signs a person in and opens `path`.
+    fn link_to<'a>(&'a self, path: &'a str) -> BoxFuture<'a, Result<String, String>>;
+}
+
+/// A send waiting for a person's answer.
+struct Pending {
+    prompt: String,
+    command: String,
+    agent: String,
+    answer: oneshot::Sender<Zeroizing<String>>,
+}
+
+/// The prompts waiting for a person, by terminal.
+#[derive(Default)]
+pub struct Prompts {
+    pending: Mutex<HashMap<TerminalId, Pending>>,
+    links: OnceLock<Arc<dyn PageLinks>>,
+}
+
+/// What the page shows about a terminal's secret prompt.
+#[derive(Debug, Clone)]
+pub struct PromptView {
+    /// The prompt's text (the last line the program printed).
+    pub prompt: String,
+    /// The terminal's command.
+    pub command: String,
+    /// The agent (its client's name).
+    pub agent: String,
+    /// Whether an agent's send waits for this answer.
+    pub waiting: bool,
+}
+
+impl Prompts {
+    fn take(&self, id: TerminalId) -> Option<Pending> {
+        self.pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&id)
+    }
+}
+
+impl Host {
+    /// Lets secret prompts send people to the page (the daemon calls it
+    /// once; a standalone server has no page).
+    pub fn set_page_links(&self, links: Arc<dyn PageLinks>) {
+        let _ = self.prompts.links.set(links);
+    }
+
+    /// The prompt terminal `id` shows, when an agent's send waits for a
+    /// person to answer it.
+    pub fn waiting_prompt(&self, id: TerminalId) -> Option<PromptView> {
+        let pending = self
+            .prompts
+            .pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        pending.get(&id).map(|p| PromptView {
+            prompt: p.prompt.clone(),
+            command: p.command.clone(),
+            agent: p.agent.clone(),
+            waiting: true,
+        })
+    }
+
+    /// A person answers terminal `id`'s secret prompt: handed to the
+    /// agent's send that waits for it, or else typed at once (only while
+    /// a program waits with echo off). Says which.
+    pub async fn person_answers(
+        &self,
+        id: TerminalId,
+        secret: Zeroizing<String>,
+    ) -> Result<&'static str, AnswerError> {
+        let secret = match self.prompts.take(id) {
+            Some(pending) => match pending.answer.send(secret) {
+                Ok(()) => return Ok("handed to the agent's waiting send, which typed it"),
+                // The send gave up meanwhile: type it like any answer.
+                Err(secret) => secret,
+            },
+            None => secret,
+        };
+        terminal_seam::PersonViews::answer_secret(&*self.terminals, id, secret.as_bytes()).await?;
+        Ok("typed into the terminal")
+    }
+}
+
+/// A connection's side of [`SecretPrompts`].
+pub struct ConnectionSecrets {
+    pub(super) host: Arc<Host>,
+    pub(super) peer: Arc<OnceLock<Peer<RoleServer>>>,
+    pub(super) agent: String,
+}
+
+impl std::fmt::Debug for ConnectionSecrets {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConnectionSecrets")
+            .field("agent", &self.agent)
+            .finish_non_exhaustive()
+    }
+}
+
+/// How a person answers when the client cannot ask them.
+fn how_to_answer(id: TerminalId) -> String {
+    format!(
+        "a person must answer this prompt; you never see the answer: they run `dsh answer {id}` in their own terminal (it reads the answer with echo off), or use the page (`dsh ui`) or `dsh attach {id} --write`; then read what followed with terminal_read"
+    )
+}
+
+impl ConnectionSecrets {
+    async fn command_of(&self, owner: &Owner, id: TerminalId) -> String {
+        self.host
+            .runtime
+            .terminals
+            .list(owner)
+            .await
+            .into_iter()
+            .find(|t| t.id == id)
+            .map(|t| t.command.join(" "))
+            .unwrap_or_default()
+    }
+
+    async fn ask_in_client(
+        &self,
+        owner: &Owner,
+        id: TerminalId,
+        prompt: &str,
+        sent: &str,
+    ) -> SecretAsked {
+        let Some(links) = self.host.prompts.links.get() else {
+            return SecretAsked::NotAsked(
+                "a person must type the answer into the program; this dsh runs standalone, so it cannot ask them; you never see the answer".to_owned(),
+            );
+        };
+        let peer = self.peer.get().filter(|p| {
+            p.supported_elicitation_modes()
+                .contains(&rmcp::service::ElicitationMode::Url)
+        });
+        let Some(peer) = peer else {
+            return SecretAsked::NotAsked(how_to_answer(id));
+        };
+        let url = match links.link_to(&format!("/answer/{id}")).await {
+            Ok(url) => url,
+            Err(e) => {
+                tracing::warn!("no page for a secret prompt: {e}");
+                return SecretAsked::NotAsked(how_to_answer(id));
+            }
+        };
+        let command = match sent.trim() {
+            "" => self.command_of(owner, id).await,
+            sent => sent.to_owned(),
+        };
+        let (answer, answered) = oneshot::channel();
+        self.host
+            .prompts
+            .pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(
+                id,
+                Pending {
+                    prompt: prompt.to_owned(),
+                    command: command.clone(),
+                    agent: self.agent.clone(),
+                    answer,
+                },
+            );
+        let params = rmcp::model::ElicitRequestParams::UrlElicitationParams {
+            meta: None,
+            message: format!(
+                "{id} (`{command}`) asks for a secret: \u{ab}{prompt}\u{bb}. Answer it in the page this opens; the agent never sees it."
+            ),
+            url,
+            elicitation_id: format!("dsh-answer-{id}-{}", owner.serial()),
+        };
+        match peer
+            .create_elicitation_with_timeout(params, Some(OPEN_TIMEOUT))
+            .await
+        {
+            Ok(result) if result.action == rmcp::model::ElicitationAction::Accept => {}
+            Ok(_) => {
+                self.host.prompts.take(id);
+                return SecretAsked::Declined;
+            }
+            Err(e) => {
+                self.host.prompts.take(id);
+                tracing::info!("the client did not open the answer page: {e}");
+                return SecretAsked::NotAsked(how_to_answer(id));
+            }
+        }
+        match tokio::time::timeout(ANSWER_TIMEOUT, answered).await {
+            Ok(Ok(secret)) => {
+                tracing::info!(terminal = %id, "a person answered a secret prompt");
+                SecretAsked::Answered(secret)
+            }
+            Ok(Err(_)) | Err(_) => {
+                self.host.prompts.take(id);
+                SecretAsked::NotAsked(format!(
+                    "nobody answered in the page within {} min; {}",
+                    ANSWER_TIMEOUT.as_secs() / 60,
+                    how_to_answer(id)
+                ))
+            }
+        }
+    }
+}
+
+impl SecretPrompts for ConnectionSecrets {
+    fn ask<'a>(
+        &'a self,
+        owner: &'a Owner,
+        id: TerminalId,
+        prompt: &'a str,
+        sent: &'a str,
+    ) -> BoxFuture<'a, SecretAsked> {
+        Box::pin(self.ask_in_client(owner, id, prompt, sent))
+    }
+}

@@ -1,0 +1,215 @@
+"""Secret prompts are answered by a person, never through the model: a
+real ssh-keygen passphrase prompt and a password prompt read from
+/dev/tty (as sudo reads it) are answered through URL-mode elicitation in a
+real browser (the MCP Python SDK as the client), and through `dsh answer`
+run on a real terminal; the secret reaches no reply, notification, log,
+store file or page."""
+
+import fcntl
+import hashlib
+import json
+import os
+import pathlib
+import pty
+import select
+import subprocess
+import termios
+import time
+from urllib.parse import urlsplit
+
+import mcp.types as types
+import pytest
+
+from conftest import connect, dsh, dsh_bin, ok, text_of
+from waiting import eventually
+from test_ui import Browser
+
+pytestmark = pytest.mark.anyio
+
+SECRET = "Sesame-0pen 42%x&y"
+# The program checks the answer against its hash, so the secret is not in
+# the command the model sends.
+GETPASS = (
+    "python3 -c \"import getpass, hashlib; p = getpass.getpass('Password: '); "
+    "print('verified' if hashlib.sha256(p.encode()).hexdigest() == '"
+    + hashlib.sha256(SECRET.encode()).hexdigest()
+    + "' else 'wrong')\""
+)
+
+
+def data_dir(env) -> pathlib.Path:
+    return pathlib.Path(env["XDG_DATA_HOME"]) / "dsh"
+
+
+def assert_nowhere(env, texts):
+    """The secret is in none of `texts` (what the client received), the
+    daemon's log, the store's files, or the session log as the CLI shows
+    it."""
+    for text in texts:
+        assert SECRET not in text, text
+    for path in data_dir(env).rglob("*"):
+        if path.is_file():
+            assert SECRET.encode() not in path.read_bytes(), path
+    sessions = json.loads(dsh(env, "session", "list", "--json").stdout)
+    for s in sessions:
+        shown = dsh(env, "session", "show", s["id"], "--json").stdout
+        assert SECRET not in shown
+
+
+def answer_on_a_terminal(env, terminal_id):
+    """Runs `dsh answer ID` on a real terminal (a pty as its controlling
+    terminal), types the secret at its prompt, returns what it printed."""
+    master, slave = pty.openpty()
+
+    def controlling_tty():
+        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+    proc = subprocess.Popen(
+        [dsh_bin(), "answer", terminal_id],
+        stdin=slave, stdout=slave, stderr=slave, env=env,
+        start_new_session=True, preexec_fn=controlling_tty,
+    )
+    os.close(slave)
+    seen = b""
+    typed = False
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([master], [], [], 1)
+        if ready:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:
+                break  # the other side closed: dsh answer exited
+            if not chunk:
+                break
+            seen += chunk
+        if not typed and b"(not shown): " in seen:
+            os.write(master, SECRET.encode() + b"\n")
+            typed = True
+        if proc.poll() is not None and not ready:
+            break
+    os.close(master)
+    assert proc.wait(timeout=30) == 0, seen
+    return seen.decode(errors="replace")
+
+
+async def test_dsh_answer_types_a_persons_answer_the_model_never_sees(isolated_env, tmp_path):
+    env = isolated_env
+    received = []
+    async with connect(env, cwd=str(tmp_path)) as s:
+        opened = ok(await s.call_tool("terminal_open", {}))
+        r = await s.call_tool("terminal_send", {"id": opened["id"], "text": GETPASS})
+        received.append(text_of(r))
+        sent = ok(r)
+        # The client cannot ask: the reply says how a person answers.
+        assert sent["reason"] == "input_wait" and sent["echo"] is False, sent
+        assert f"`dsh answer {opened['id']}`" in text_of(r)
+        said = answer_on_a_terminal(env, opened["id"])
+        assert "typed into the terminal" in said, said
+        assert SECRET not in said  # echo was off on the person's terminal
+        # The program got the right answer, and nothing of it came back.
+        async def verified():
+            read = ok(await s.call_tool("terminal_read", {"id": opened["id"], "since": 0}))
+            received.append(json.dumps(read))
+            return "verified" in read["output"]
+
+        await eventually(verified, "the program to take the answer")
+        # ssh-keygen asks twice: the passphrase, then again to confirm.
+        key = tmp_path / "id_cli"
+        r = await s.call_tool("terminal_send", {
+            "id": opened["id"], "text": f"ssh-keygen -q -t ed25519 -C dsh-test -f {key}"})
+        received.append(text_of(r))
+        assert ok(r)["echo"] is False
+        assert "typed into the terminal" in answer_on_a_terminal(env, opened["id"])
+
+        async def asks_again():
+            read = ok(await s.call_tool("terminal_read", {"id": opened["id"], "mode": "screen"}))
+            received.append(json.dumps(read))
+            return "same passphrase again" in read["screen"]
+
+        # As a person would, answer the second prompt once it shows.
+        await eventually(asks_again, "ssh-keygen to ask for the passphrase again")
+        assert "typed into the terminal" in answer_on_a_terminal(env, opened["id"])
+
+        async def saved():
+            read = ok(await s.call_tool("terminal_read", {"id": opened["id"]}))
+            received.append(json.dumps(read))
+            return key.exists() and (tmp_path / "id_cli.pub").exists()
+
+        await eventually(saved, "ssh-keygen to save the key")
+        check = subprocess.run(["ssh-keygen", "-y", "-P", SECRET, "-f", str(key)],
+                               capture_output=True, text=True)
+        assert check.returncode == 0, check.stderr
+        ok(await s.call_tool("terminal_close", {"id": opened["id"]}))
+    assert_nowhere(env, received)
+
+
+async def test_a_person_answers_in_the_page_the_client_opens(isolated_env, tmp_path):
+    """URL-mode elicitation: the client is sent to the page's answer form,
+    a real browser types the passphrase; ssh-keygen asks twice (the
+    passphrase and its confirmation), a /dev/tty prompt once."""
+    env = isolated_env
+    browser = Browser(tmp_path)
+    asked = []
+    pages = []
+    base = []
+
+    async def elicitation(context, params):
+        assert params.mode == "url", params
+        asked.append(params.message)
+        parts = urlsplit(params.url)
+        assert parts.path.startswith("/answer/pty-") and "login=" in parts.query, params.url
+        base[:] = [f"{parts.scheme}://{parts.netloc}"]
+        await browser.ado("goto", url=params.url)
+        await browser.ado("wait_text", text="Answer")
+        pages.append((await browser.ado("text", selector="body"))["text"])
+        await browser.ado("click", selector="input[name=secret]")
+        await browser.ado("type", text=SECRET)
+        await browser.ado("click", selector="button[type=submit]")
+        await browser.ado("wait_text", text="Answered")
+        pages.append((await browser.ado("text", selector="body"))["text"])
+        return types.ElicitResult(action="accept")
+
+    received = []
+    key = tmp_path / "id_test"
+    try:
+        async with connect(env, cwd=str(tmp_path), elicitation_callback=elicitation) as s:
+            opened = ok(await s.call_tool("terminal_open", {}))
+            r = await s.call_tool("terminal_send", {
+                "id": opened["id"], "text": f"ssh-keygen -q -t ed25519 -C dsh-test -f {key}",
+                "timeout_ms": 120000,
+            })
+            received.append(text_of(r))
+            sent = ok(r)
+            assert sent.get("answered_by_person") == 2, (sent, asked)
+            assert sent["reason"] == "prompt", sent
+            assert text_of(r).count("[a person answered this prompt; the answer is not shown]") == 2
+            assert len(asked) == 2 and "passphrase" in asked[0].lower(), asked
+            assert "ssh-keygen" in asked[0]
+            # The key really is protected by what the person typed.
+            check = subprocess.run(
+                ["ssh-keygen", "-y", "-P", SECRET, "-f", str(key)],
+                capture_output=True, text=True,
+            )
+            assert check.returncode == 0, check.stderr
+            wrong = subprocess.run(
+                ["ssh-keygen", "-y", "-P", "not-it", "-f", str(key)],
+                capture_output=True, text=True,
+            )
+            assert wrong.returncode != 0
+            # A prompt read from /dev/tty, as sudo reads it.
+            r = await s.call_tool("terminal_send", {"id": opened["id"], "text": GETPASS})
+            received.append(text_of(r))
+            sent = ok(r)
+            assert sent["answered_by_person"] == 1, sent
+            assert "verified" in sent["output"], sent
+            # The page never shows the answer back.
+            await browser.ado("goto", url=base[0] + f"/terminals/{opened['id']}")
+            pages.append((await browser.ado("text", selector="body"))["text"])
+            await browser.ado("goto", url=base[0] + "/live")
+            pages.append((await browser.ado("text", selector="body"))["text"])
+            ok(await s.call_tool("terminal_close", {"id": opened["id"]}))
+    finally:
+        browser.close()
+    assert_nowhere(env, received + pages + asked)
+
