@@ -45,7 +45,7 @@ tasks:
                       then `bench all --quick`
   bench <name> [--quick]
                       run a benchmark: mcp, spawn, terminal, memory, jobs, lsp, lsp-real, workspace,
-                      sandbox, daemon, ui, corpus, all (--quick: a short smoke run on the debug build)";
+                      sandbox, daemon, ui, corpus, redact, all (--quick: a short smoke run on the debug build)";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -540,6 +540,7 @@ fn bench(name: &str, speed: Speed) -> anyhow::Result<()> {
             )
         }
         "workspace" => bin("bench_workspace"),
+        "redact" => bin("bench_redact"),
         "sandbox" => {
             bin("bench_sandbox")?;
             python(
@@ -562,6 +563,7 @@ fn bench(name: &str, speed: Speed) -> anyhow::Result<()> {
                 "daemon",
                 "ui",
                 "corpus",
+                "redact",
             ] {
                 bench(n, speed)?;
             }

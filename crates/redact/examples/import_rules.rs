@@ -39,6 +39,16 @@ const DENY: &[(&str, &str)] = &[
     ),
 ];
 
+/// Rules taken with a higher entropy floor than upstream's: (id, floor,
+/// why). The floor is a minimum Shannon entropy, in bits per byte.
+const TIGHTEN: &[(&str, f64, &str)] = &[(
+    "square-access-token",
+    5.0,
+    "`EAAA` is how base64 spells common runs of machine code (x86 padding), \
+     so base64 of a binary matches the format dozens of times per MB; a real \
+     token's 60 random characters are well above 5 bits (the rule matches 26 to 64 characters; the real tokens are 64)",
+)];
+
 /// The marker's wording for rule ids that start with these, first match wins.
 const LABELS: &[(&str, &str)] = &[
     ("github-", "github token"),
@@ -360,6 +370,10 @@ fn main() {
                 continue;
             }
         };
+        let mut discard = discard;
+        if let Some((_, floor, _)) = TIGHTEN.iter().find(|(t, _, _)| *t == id) {
+            discard.push(Clause::EntropyBelow(*floor));
+        }
         let regex = match translate(field("regex")) {
             Ok(r) => r,
             Err(why) => {
@@ -383,6 +397,10 @@ fn main() {
         .iter()
         .map(|(id, why)| format!("//! * `{id}`: {why}."))
         .collect();
+    let tighten: Vec<String> = TIGHTEN
+        .iter()
+        .map(|(id, floor, why)| format!("//! * `{id}`, entropy at least {floor}: {why}."))
+        .collect();
     let deny: Vec<String> = DENY
         .iter()
         .map(|(id, why)| format!("//! * `{id}`: {why}."))
@@ -395,6 +413,9 @@ fn main() {
          //! the crate doc for how to update). {taken} of its {} rules: those\n\
          //! marked `confidence = \"high\"`, less the ones the importer names on\n\
          //! stderr, plus:\n\
+         //!\n{}\n\
+         //!\n\
+         //! Taken with a higher entropy floor than upstream's:\n\
          //!\n{}\n\
          //!\n\
          //! Left out on purpose:\n\
@@ -434,6 +455,7 @@ fn main() {
          pub(crate) const RULES: &[RuleSpec] = &[\n{out}];\n",
         rules.len(),
         also.join("\n"),
+        tighten.join("\n"),
         deny.join("\n"),
         render(&global),
     );

@@ -25,10 +25,12 @@
 
 use std::sync::Arc;
 
-use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind as AcMatchKind};
+use aho_corasick::{AhoCorasick, AhoCorasickBuilder, AhoCorasickKind, MatchKind as AcMatchKind};
+use regex_automata::hybrid::LazyStateID;
 use regex_automata::hybrid::dfa::{Cache as DfaCache, DFA};
 use regex_automata::meta;
 use regex_automata::nfa::thompson::{self, WhichCaptures};
+use regex_automata::util::captures::Captures;
 use regex_automata::util::syntax;
 use regex_automata::{Anchored, Input, MatchKind, PatternID};
 use regex_syntax::hir::literal::Extractor;
@@ -163,10 +165,20 @@ pub struct Rule {
 /// Where a DFA run from a candidate start stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Walk {
-    /// No byte after `at` can change the match: decide now.
-    Dead,
-    /// Still alive at the end of the bytes given.
-    Alive,
+    /// No byte after this can change the match: decide now. `matched`:
+    /// whether the DFA passed through a match state (else there is none).
+    Dead {
+        /// The DFA saw a match on its way.
+        matched: bool,
+    },
+    /// Still alive at the end of the bytes given; resume from `state`
+    /// (from the start when `None`, after the DFA gave up).
+    Alive {
+        /// Where to resume.
+        state: Option<LazyStateID>,
+        /// The DFA saw a match on its way.
+        matched: bool,
+    },
 }
 
 impl Rule {
@@ -232,8 +244,8 @@ impl Rule {
     }
 
     /// Step the anchored DFA for a match starting at `start` over
-    /// `hay[from..end]`, from `state` (or the start state when `None`).
-    /// Returns where it stands and the state to resume from.
+    /// `hay[from..end]`, resuming from `resume` (a state and whether a
+    /// match was seen before it), or from the start state when `None`.
     pub fn walk(
         &self,
         cache: &mut DfaCache,
@@ -241,46 +253,66 @@ impl Rule {
         start: usize,
         from: usize,
         end: usize,
-        state: Option<regex_automata::hybrid::LazyStateID>,
-    ) -> (Walk, Option<regex_automata::hybrid::LazyStateID>) {
-        let mut sid = match state {
-            Some(sid) => sid,
+        resume: Option<(LazyStateID, bool)>,
+    ) -> Walk {
+        // A give-up is not a decision: the walk stays open and starts
+        // again (the caller decides at MAX_MATCH at the latest).
+        let gave_up = Walk::Alive {
+            state: None,
+            matched: false,
+        };
+        let (mut sid, mut matched) = match resume {
+            Some(resume) => resume,
             None => {
                 let input = Input::new(hay).range(start..end).anchored(Anchored::Yes);
                 match self.dfa.start_state_forward(cache, &input) {
-                    Ok(sid) => sid,
-                    // A give-up is not a decision: stay open (the caller
-                    // decides at MAX_MATCH at the latest).
-                    Err(_) => return (Walk::Alive, None),
+                    Ok(sid) => (sid, false),
+                    Err(_) => return gave_up,
                 }
             }
         };
         if sid.is_dead() {
-            return (Walk::Dead, None);
+            return Walk::Dead { matched };
         }
         for &b in &hay[from..end] {
             sid = match self.dfa.next_state(cache, sid, b) {
                 Ok(sid) => sid,
-                Err(_) => return (Walk::Alive, None),
+                Err(_) => return gave_up,
             };
-            if sid.is_dead() {
-                return (Walk::Dead, None);
-            }
-            if sid.is_quit() {
-                return (Walk::Alive, None);
+            if sid.is_tagged() {
+                if sid.is_dead() {
+                    return Walk::Dead { matched };
+                }
+                if sid.is_quit() {
+                    return gave_up;
+                }
+                matched |= sid.is_match();
             }
         }
-        (Walk::Alive, Some(sid))
+        Walk::Alive {
+            state: Some(sid),
+            matched,
+        }
+    }
+
+    /// A capture buffer for [`secret_at`](Rule::secret_at).
+    pub fn captures(&self) -> Captures {
+        self.regex.create_captures()
     }
 
     /// The secret of the match anchored at `start` in `hay[..end]`, if
     /// there is one and no discard test holds.
-    pub fn secret_at(&self, hay: &[u8], start: usize, end: usize) -> Option<(usize, usize)> {
+    pub fn secret_at(
+        &self,
+        caps: &mut Captures,
+        hay: &[u8],
+        start: usize,
+        end: usize,
+    ) -> Option<(usize, usize)> {
         let input = Input::new(&hay[..end])
             .range(start..end)
             .anchored(Anchored::Yes);
-        let mut caps = self.regex.create_captures();
-        self.regex.search_captures(&input, &mut caps);
+        self.regex.search_captures(&input, caps);
         let whole = caps.get_match()?;
         let span = self
             .secret_groups
@@ -347,9 +379,12 @@ impl RuleSet {
             None
         } else {
             Some(
+                // A DFA: about four times the speed of the default NFA
+                // over this many patterns, for about 1 MB.
                 AhoCorasickBuilder::new()
                     .ascii_case_insensitive(true)
                     .match_kind(AcMatchKind::Standard)
+                    .kind(Some(AhoCorasickKind::DFA))
                     .build(&patterns)
                     .map_err(|e| RedactError::Rule {
                         id: "triggers",

@@ -30,6 +30,7 @@ use std::sync::Arc;
 
 use regex_automata::hybrid::LazyStateID;
 use regex_automata::hybrid::dfa::Cache as DfaCache;
+use regex_automata::util::captures::Captures;
 
 use crate::known::KnownSet;
 use crate::rules::{MAX_MATCH, RuleSet, Walk};
@@ -62,6 +63,7 @@ struct Open {
     start: u64,
     walked_to: u64,
     state: Option<LazyStateID>,
+    matched: bool,
     clears: usize,
 }
 
@@ -70,6 +72,7 @@ pub struct Scanner {
     rules: Arc<RuleSet>,
     known: Arc<KnownSet>,
     caches: Vec<Option<DfaCache>>,
+    captures: Vec<Option<Captures>>,
     open: Vec<Open>,
     tried: HashSet<(usize, u64)>,
     spans: Vec<Span>,
@@ -112,10 +115,12 @@ impl Scanner {
     /// A scanner with nothing seen.
     pub fn new(rules: Arc<RuleSet>, known: Arc<KnownSet>) -> Scanner {
         let caches = rules.rules.iter().map(|_| None).collect();
+        let captures = rules.rules.iter().map(|_| None).collect();
         Scanner {
             rules,
             known,
             caches,
+            captures,
             open: Vec::new(),
             tried: HashSet::new(),
             spans: Vec::new(),
@@ -188,7 +193,10 @@ impl Scanner {
             for &rule in &rules.trigger_rules[m.pattern().as_usize()] {
                 let lead = rules.rules[rule].lead as u64;
                 for t in k.saturating_sub(lead).max(w.released)..=k {
-                    if !startable(t, w) || !self.tried.insert((rule, t)) {
+                    // A rule without a lead has one candidate per trigger
+                    // occurrence, each seen once; with a lead, the ranges
+                    // of nearby triggers overlap.
+                    if !startable(t, w) || (lead > 0 && !self.tried.insert((rule, t))) {
                         continue;
                     }
                     self.open.push(Open {
@@ -196,6 +204,7 @@ impl Scanner {
                         start: t,
                         walked_to: t,
                         state: None,
+                        matched: false,
                         clears: 0,
                     });
                     let last = self.open.len() - 1;
@@ -216,27 +225,42 @@ impl Scanner {
         let cap = o.start + MAX_MATCH as u64;
         let end = w.end().min(cap);
         let cache = self.caches[o.rule].get_or_insert_with(|| rule.dfa_cache());
-        let resume = o.state.filter(|_| cache.clear_count() == o.clears);
+        let resume = o
+            .state
+            .filter(|_| cache.clear_count() == o.clears)
+            .map(|state| (state, o.matched));
         let from = if resume.is_some() {
             o.walked_to
         } else {
             o.start
         };
-        let (walk, state) = rule.walk(cache, w.hay, w.at(o.start), w.at(from), w.at(end), resume);
-        if walk == Walk::Dead || end == cap || w.finished {
-            if let Some((s, e)) = rule.secret_at(w.hay, w.at(o.start), w.at(end)) {
-                self.spans.push(Span {
-                    start: w.base + s as u64,
-                    end: w.base + e as u64,
-                    kind: KindRef::Rule(o.rule),
-                });
+        let walk = rule.walk(cache, w.hay, w.at(o.start), w.at(from), w.at(end), resume);
+        let matched = match walk {
+            Walk::Dead { matched } => Some(matched),
+            Walk::Alive { .. } if end == cap || w.finished => Some(true),
+            Walk::Alive { .. } => None,
+        };
+        if let Some(matched) = matched {
+            // A DFA that died without a match state proves there is none.
+            if matched {
+                let caps = self.captures[o.rule].get_or_insert_with(|| rule.captures());
+                if let Some((s, e)) = rule.secret_at(caps, w.hay, w.at(o.start), w.at(end)) {
+                    self.spans.push(Span {
+                        start: w.base + s as u64,
+                        end: w.base + e as u64,
+                        kind: KindRef::Rule(o.rule),
+                    });
+                }
             }
             return true;
         }
         let clears = cache.clear_count();
         let o = &mut self.open[i];
-        o.walked_to = if state.is_some() { end } else { o.start };
-        o.state = state;
+        if let Walk::Alive { state, matched } = walk {
+            o.walked_to = if state.is_some() { end } else { o.start };
+            o.state = state;
+            o.matched = matched;
+        }
         o.clears = clears;
         false
     }
@@ -246,8 +270,8 @@ impl Scanner {
     fn alive(&mut self, rule: usize, t: u64, w: Window<'_>) -> bool {
         let r = &self.rules.rules[rule];
         let cache = self.caches[rule].get_or_insert_with(|| r.dfa_cache());
-        let (walk, _) = r.walk(cache, w.hay, w.at(t), w.at(t), w.hay.len(), None);
-        walk == Walk::Alive
+        let walk = r.walk(cache, w.hay, w.at(t), w.at(t), w.hay.len(), None);
+        matches!(walk, Walk::Alive { .. })
     }
 
     fn hold(&mut self, w: Window<'_>) -> u64 {
