@@ -23,7 +23,7 @@
 //! formats are ASCII, and the narrowed automata stay small (upstream's
 //! `[\w-]{50,1000}` is over the default size limit in Unicode mode).
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use aho_corasick::{AhoCorasick, AhoCorasickBuilder, AhoCorasickKind, MatchKind as AcMatchKind};
 use regex_automata::hybrid::LazyStateID;
@@ -103,7 +103,7 @@ pub fn entropy(bytes: &[u8]) -> f64 {
 }
 
 /// A compiled [`Discard`].
-enum Test {
+pub(crate) enum Test {
     EntropyBelow(f64),
     EntropyAtMost(f64),
     Matches(Vec<meta::Regex>),
@@ -112,7 +112,7 @@ enum Test {
 }
 
 impl Test {
-    fn compile(id: &'static str, d: &Discard) -> Result<Test, RedactError> {
+    pub(crate) fn compile(id: &'static str, d: &Discard) -> Result<Test, RedactError> {
         let many = |patterns: &[&str]| -> Result<Vec<meta::Regex>, RedactError> {
             patterns
                 .iter()
@@ -152,14 +152,64 @@ pub struct Rule {
     pub spec: RuleSpec,
     /// Every match starts at most this many bytes before a trigger.
     pub lead: usize,
+    /// A one-character context the pattern began with (`(?:^|[\s=:])`),
+    /// taken off it and checked as a look-behind instead, so that the
+    /// character before a secret is not held back as if it were part of
+    /// one.
+    behind: Option<Behind>,
     /// The lowercased literals one of which every match holds, `lead`
     /// bytes or fewer from its start.
     pub triggers: Vec<Vec<u8>>,
+    /// The narrowed pattern, compiled to `engines` on first use.
+    hir: Hir,
+    engines: OnceLock<Option<Engines>>,
+    tests: Vec<Test>,
+    /// Tests shared by every rule of the set (upstream's global filter).
+    global: Arc<Vec<Test>>,
+}
+
+/// A rule's automata, built the first time a candidate needs them: most
+/// rules never see one in a given process.
+struct Engines {
     regex: meta::Regex,
     dfa: DFA,
     /// Capture group indices that are unnamed, in order.
     secret_groups: Vec<usize>,
-    tests: Vec<Test>,
+}
+
+impl Engines {
+    fn build(hir: &Hir) -> Result<Engines, String> {
+        let regex = meta::Builder::new()
+            .configure(
+                meta::Config::new()
+                    .match_kind(MatchKind::LeftmostFirst)
+                    .utf8_empty(false),
+            )
+            .syntax(syntax::Config::new().utf8(false))
+            .build_from_hir(hir)
+            .map_err(|e| e.to_string())?;
+        let nfa = thompson::Compiler::new()
+            .configure(
+                thompson::Config::new()
+                    .which_captures(WhichCaptures::None)
+                    .utf8(false),
+            )
+            .build_from_hir(hir)
+            .map_err(|e| e.to_string())?;
+        let dfa = DFA::builder()
+            .configure(DFA::config().match_kind(MatchKind::LeftmostFirst))
+            .build_from_nfa(nfa)
+            .map_err(|e| e.to_string())?;
+        let info = regex.group_info();
+        let secret_groups = (1..info.group_len(PatternID::ZERO))
+            .filter(|&i| info.to_name(PatternID::ZERO, i).is_none())
+            .collect();
+        Ok(Engines {
+            regex,
+            dfa,
+            secret_groups,
+        })
+    }
 }
 
 /// Where a DFA run from a candidate start stands.
@@ -182,8 +232,8 @@ pub enum Walk {
 }
 
 impl Rule {
-    /// Compile `spec`, with `global` discards added to its own.
-    pub(crate) fn compile(spec: RuleSpec, global: &[Discard]) -> Result<Rule, RedactError> {
+    /// Compile `spec`; `global` tests apply too.
+    pub(crate) fn compile(spec: RuleSpec, global: Arc<Vec<Test>>) -> Result<Rule, RedactError> {
         let fail = |reason: String| RedactError::Rule {
             id: spec.id,
             reason,
@@ -192,55 +242,64 @@ impl Rule {
             .build()
             .parse(spec.regex)
             .map_err(|e| fail(e.to_string()))?;
-        let hir = narrow(&parsed);
+        let (hir, behind) = split_context(narrow(&parsed));
         let (triggers, lead) = triggers(&hir).ok_or_else(|| {
             fail("no literal every match starts near; it would be tried at every byte".into())
         })?;
-        let regex = meta::Builder::new()
-            .configure(
-                meta::Config::new()
-                    .match_kind(MatchKind::LeftmostFirst)
-                    .utf8_empty(false),
-            )
-            .syntax(syntax::Config::new().utf8(false))
-            .build_from_hir(&hir)
-            .map_err(|e| fail(e.to_string()))?;
-        let nfa = thompson::Compiler::new()
-            .configure(
-                thompson::Config::new()
-                    .which_captures(WhichCaptures::None)
-                    .utf8(false),
-            )
-            .build_from_hir(&hir)
-            .map_err(|e| fail(e.to_string()))?;
-        let dfa = DFA::builder()
-            .configure(DFA::config().match_kind(MatchKind::LeftmostFirst))
-            .build_from_nfa(nfa)
-            .map_err(|e| fail(e.to_string()))?;
-        let info = regex.group_info();
-        let secret_groups = (1..info.group_len(PatternID::ZERO))
-            .filter(|&i| info.to_name(PatternID::ZERO, i).is_none())
-            .collect();
         let tests = spec
             .discard
             .iter()
-            .chain(global)
             .map(|d| Test::compile(spec.id, d))
             .collect::<Result<_, _>>()?;
         Ok(Rule {
             spec,
             lead,
+            behind,
             triggers,
-            regex,
-            dfa,
-            secret_groups,
+            hir,
+            engines: OnceLock::new(),
             tests,
+            global,
         })
     }
 
+    /// Whether the context before `start` allows a match there.
+    pub fn context_ok(&self, hay: &[u8], start: usize) -> bool {
+        match &self.behind {
+            None => true,
+            Some(b) => match start.checked_sub(1) {
+                None => b.at_start,
+                Some(i) => b.bytes[usize::from(hay[i])],
+            },
+        }
+    }
+
+    /// Build this rule's automata now (they are built on first use
+    /// otherwise), and say why when they cannot be.
+    pub fn build(&self) -> Result<(), RedactError> {
+        if self.engines().is_some() {
+            return Ok(());
+        }
+        Engines::build(&self.hir)
+            .map(|_| ())
+            .map_err(|reason| RedactError::Rule {
+                id: self.spec.id,
+                reason,
+            })
+    }
+
+    /// The automata, built on first use; `None` if they cannot be built
+    /// (the crate's tests build every built-in rule, so that is for
+    /// patterns added later), and such a rule never matches.
+    fn engines(&self) -> Option<&Engines> {
+        self.engines
+            .get_or_init(|| Engines::build(&self.hir).ok())
+            .as_ref()
+    }
+
     /// A fresh DFA cache for this rule.
-    pub fn dfa_cache(&self) -> DfaCache {
-        self.dfa.create_cache()
+    pub fn dfa_cache(&self) -> Option<DfaCache> {
+        self.engines().map(|e| e.dfa.create_cache())
     }
 
     /// Step the anchored DFA for a match starting at `start` over
@@ -255,6 +314,9 @@ impl Rule {
         end: usize,
         resume: Option<(LazyStateID, bool)>,
     ) -> Walk {
+        let Some(Engines { dfa, .. }) = self.engines() else {
+            return Walk::Dead { matched: false };
+        };
         // A give-up is not a decision: the walk stays open and starts
         // again (the caller decides at MAX_MATCH at the latest).
         let gave_up = Walk::Alive {
@@ -265,7 +327,7 @@ impl Rule {
             Some(resume) => resume,
             None => {
                 let input = Input::new(hay).range(start..end).anchored(Anchored::Yes);
-                match self.dfa.start_state_forward(cache, &input) {
+                match dfa.start_state_forward(cache, &input) {
                     Ok(sid) => (sid, false),
                     Err(_) => return gave_up,
                 }
@@ -275,7 +337,7 @@ impl Rule {
             return Walk::Dead { matched };
         }
         for &b in &hay[from..end] {
-            sid = match self.dfa.next_state(cache, sid, b) {
+            sid = match dfa.next_state(cache, sid, b) {
                 Ok(sid) => sid,
                 Err(_) => return gave_up,
             };
@@ -296,8 +358,8 @@ impl Rule {
     }
 
     /// A capture buffer for [`secret_at`](Rule::secret_at).
-    pub fn captures(&self) -> Captures {
-        self.regex.create_captures()
+    pub fn captures(&self) -> Option<Captures> {
+        self.engines().map(|e| e.regex.create_captures())
     }
 
     /// The secret of the match anchored at `start` in `hay[..end]`, if
@@ -312,9 +374,10 @@ impl Rule {
         let input = Input::new(&hay[..end])
             .range(start..end)
             .anchored(Anchored::Yes);
-        self.regex.search_captures(&input, caps);
+        let engines = self.engines()?;
+        engines.regex.search_captures(&input, caps);
         let whole = caps.get_match()?;
-        let span = self
+        let span = engines
             .secret_groups
             .iter()
             .find_map(|&i| caps.get_group(i))
@@ -323,7 +386,12 @@ impl Rule {
             return None;
         }
         let secret = &hay[span.start..span.end];
-        if self.tests.iter().any(|t| t.holds(secret)) {
+        if self
+            .tests
+            .iter()
+            .chain(self.global.iter())
+            .any(|t| t.holds(secret))
+        {
             return None;
         }
         Some((span.start, span.end))
@@ -348,11 +416,22 @@ pub struct RuleSet {
 }
 
 impl RuleSet {
-    /// Compile `specs` (each with `global` discards added).
-    pub fn compile(specs: &[(RuleSpec, &[Discard])]) -> Result<RuleSet, RedactError> {
+    /// Compile `specs`; `global` discards apply to the rules whose flag
+    /// is set.
+    pub fn compile(specs: &[(RuleSpec, bool)], global: &[Discard]) -> Result<RuleSet, RedactError> {
+        let shared = Arc::new(
+            global
+                .iter()
+                .map(|d| Test::compile("global", d))
+                .collect::<Result<Vec<_>, _>>()?,
+        );
+        let none = Arc::new(Vec::new());
         let rules: Vec<Rule> = specs
             .iter()
-            .map(|(spec, global)| Rule::compile(*spec, global))
+            .map(|(spec, with_global)| {
+                let global = if *with_global { &shared } else { &none };
+                Rule::compile(*spec, Arc::clone(global))
+            })
             .collect::<Result<_, _>>()?;
         let mut patterns: Vec<Vec<u8>> = Vec::new();
         let mut trigger_rules: Vec<Vec<usize>> = Vec::new();
@@ -405,12 +484,88 @@ impl RuleSet {
 
     /// The built-in rules: the imported formats and the supplements.
     pub fn builtin() -> Result<Arc<RuleSet>, RedactError> {
-        let specs: Vec<(RuleSpec, &[Discard])> = crate::imported::RULES
+        let specs: Vec<(RuleSpec, bool)> = crate::imported::RULES
             .iter()
-            .map(|s| (*s, crate::imported::GLOBAL_DISCARD))
-            .chain(crate::supplement::RULES.iter().map(|s| (*s, &[][..])))
+            .map(|s| (*s, true))
+            .chain(crate::supplement::RULES.iter().map(|s| (*s, false)))
             .collect();
-        RuleSet::compile(&specs).map(Arc::new)
+        RuleSet::compile(&specs, crate::imported::GLOBAL_DISCARD).map(Arc::new)
+    }
+}
+
+/// A one-character context before a match.
+struct Behind {
+    /// The bytes that may precede it.
+    bytes: [bool; 256],
+    /// Whether the start of the text may.
+    at_start: bool,
+}
+
+/// `hir` without a leading one-character context (`(?:^|[class])`, or a
+/// bare class outside any group), and that context. The two match alike:
+/// the original matches at `t - 1` when the character there is in the
+/// class (or at the start of the text when `^` is allowed) and the rest
+/// matches at `t`; the secret is inside the rest.
+fn split_context(hir: Hir) -> (Hir, Option<Behind>) {
+    let HirKind::Concat(items) = hir.kind() else {
+        return (hir, None);
+    };
+    let first = &items[0];
+    let class_bytes = |h: &Hir| -> Option<[bool; 256]> {
+        let mut bytes = [false; 256];
+        match h.kind() {
+            HirKind::Class(Class::Unicode(c)) => {
+                for r in c.iter() {
+                    for ch in r.start()..=r.end() {
+                        bytes[usize::from(u8::try_from(u32::from(ch)).ok()?)] = true;
+                    }
+                }
+            }
+            HirKind::Class(Class::Bytes(c)) => {
+                for r in c.iter() {
+                    for b in r.start()..=r.end() {
+                        bytes[usize::from(b)] = true;
+                    }
+                }
+            }
+            HirKind::Empty
+            | HirKind::Literal(_)
+            | HirKind::Look(_)
+            | HirKind::Repetition(_)
+            | HirKind::Capture(_)
+            | HirKind::Concat(_)
+            | HirKind::Alternation(_) => return None,
+        }
+        Some(bytes)
+    };
+    let behind = match first.kind() {
+        HirKind::Alternation(alts) if alts.len() == 2 => {
+            let start = |h: &Hir| matches!(h.kind(), HirKind::Look(Look::Start));
+            match (&alts[0], &alts[1]) {
+                (a, b) if start(a) => class_bytes(b),
+                (a, b) if start(b) => class_bytes(a),
+                _ => None,
+            }
+            .map(|bytes| Behind {
+                bytes,
+                at_start: true,
+            })
+        }
+        HirKind::Class(_) => class_bytes(first).map(|bytes| Behind {
+            bytes,
+            at_start: false,
+        }),
+        HirKind::Empty
+        | HirKind::Literal(_)
+        | HirKind::Look(_)
+        | HirKind::Repetition(_)
+        | HirKind::Capture(_)
+        | HirKind::Concat(_)
+        | HirKind::Alternation(_) => None,
+    };
+    match behind {
+        Some(behind) if items.len() > 1 => (Hir::concat(items[1..].to_vec()), Some(behind)),
+        _ => (hir, None),
     }
 }
 
@@ -567,11 +722,15 @@ fn usable(literals: Vec<Vec<u8>>) -> Option<Vec<Vec<u8>>> {
             .collect();
         set.sort();
         set.dedup();
-        let shortest: Vec<Vec<u8>> = set
-            .iter()
-            .filter(|l| !set.iter().any(|o| o.len() < l.len() && l.starts_with(o)))
-            .cloned()
-            .collect();
+        // Sorted, a literal's prefixes come before it, and so does every
+        // literal between them and it: comparing with the last one kept
+        // drops each literal another one begins.
+        let mut shortest: Vec<Vec<u8>> = Vec::new();
+        for l in set {
+            if !shortest.last().is_some_and(|kept| l.starts_with(kept)) {
+                shortest.push(l);
+            }
+        }
         (shortest.len() <= MAX_TRIGGERS).then_some(shortest)
     })
 }

@@ -104,6 +104,17 @@ impl Window<'_> {
     }
 }
 
+/// The DFA cache of `rule` in `slot`, made on first use.
+fn cache_of<'a>(
+    slot: &'a mut Option<DfaCache>,
+    rule: &crate::rules::Rule,
+) -> Option<&'a mut DfaCache> {
+    if slot.is_none() {
+        *slot = rule.dfa_cache();
+    }
+    slot.as_mut()
+}
+
 /// Whether a match may be sought from `t`: not before what was released,
 /// and not at the window's first byte unless that is the stream's (there
 /// the window's edge would pass for the start of the text).
@@ -222,9 +233,14 @@ impl Scanner {
     fn decide(&mut self, i: usize, w: Window<'_>) -> bool {
         let o = &self.open[i];
         let rule = &self.rules.rules[o.rule];
+        if !rule.context_ok(w.hay, w.at(o.start)) {
+            return true;
+        }
         let cap = o.start + MAX_MATCH as u64;
         let end = w.end().min(cap);
-        let cache = self.caches[o.rule].get_or_insert_with(|| rule.dfa_cache());
+        let Some(cache) = cache_of(&mut self.caches[o.rule], rule) else {
+            return true;
+        };
         let resume = o
             .state
             .filter(|_| cache.clear_count() == o.clears)
@@ -243,8 +259,14 @@ impl Scanner {
         if let Some(matched) = matched {
             // A DFA that died without a match state proves there is none.
             if matched {
-                let caps = self.captures[o.rule].get_or_insert_with(|| rule.captures());
-                if let Some((s, e)) = rule.secret_at(caps, w.hay, w.at(o.start), w.at(end)) {
+                let caps = &mut self.captures[o.rule];
+                if caps.is_none() {
+                    *caps = rule.captures();
+                }
+                let found = caps
+                    .as_mut()
+                    .and_then(|caps| rule.secret_at(caps, w.hay, w.at(o.start), w.at(end)));
+                if let Some((s, e)) = found {
                     self.spans.push(Span {
                         start: w.base + s as u64,
                         end: w.base + e as u64,
@@ -269,7 +291,12 @@ impl Scanner {
     /// the bytes of `w`.
     fn alive(&mut self, rule: usize, t: u64, w: Window<'_>) -> bool {
         let r = &self.rules.rules[rule];
-        let cache = self.caches[rule].get_or_insert_with(|| r.dfa_cache());
+        if !r.context_ok(w.hay, w.at(t)) {
+            return false;
+        }
+        let Some(cache) = cache_of(&mut self.caches[rule], r) else {
+            return false;
+        };
         let walk = r.walk(cache, w.hay, w.at(t), w.at(t), w.hay.len(), None);
         matches!(walk, Walk::Alive { .. })
     }

@@ -23,7 +23,9 @@ pub(crate) const RULES: &[RuleSpec] = &[
     RuleSpec {
         id: "url-password",
         kind: "password in url",
-        regex: r#"\b[a-zA-Z][a-zA-Z0-9+.-]{1,20}://[^\s:/@'"`<>]{1,128}:([^\s/@'"`<>]{3,256})@[a-zA-Z0-9\[]"#,
+        // From `://` on: a scheme before it would make every word at the
+        // end of the output a possible start, held back until more comes.
+        regex: r#"://[^\s:/@'"`<>]{1,128}:([^\s/@'"`<>]{3,256})@[a-zA-Z0-9\[]"#,
         discard: &[Discard::Matches(&[
             r"(?i)^(?:password|passwd|pass|pwd|secret|changeme|token|x+|\*+|\.+)$",
             r"^\$\{?[A-Za-z_]",
