@@ -25,7 +25,7 @@ pub(crate) const RULES: &[RuleSpec] = &[
         kind: "password in url",
         // From `://` on: a scheme before it would make every word at the
         // end of the output a possible start, held back until more comes.
-        regex: r#"://[^\s:/@'"`<>]{1,128}:([^\s/@'"`<>]{3,256})@[a-zA-Z0-9\[]"#,
+        regex: r#"://[^\s:/@'"`<>]{1,128}:([^\s/@'"`<>]{6,256})@[a-zA-Z0-9\[]"#,
         discard: &[Discard::Matches(&[
             r"(?i)^(?:password|passwd|pass|pwd|secret|changeme|token|x+|\*+|\.+)$",
             r"^\$\{?[A-Za-z_]",

@@ -196,10 +196,10 @@ pub fn build() -> Vec<Source> {
         Ok(read_files(
             &["/usr/share/doc"],
             &|p| p.extension().is_none_or(|e| e != "gz" && e != "html"),
-            2 * MB,
+            3 * MB,
         )),
     );
-    add("base64 of /usr/bin binaries", Ok(base64_fixtures(MB)));
+    add("base64 of /usr/bin binaries", Ok(base64_fixtures(2 * MB)));
     add("JSON logs with UUIDs and hex ids", Ok(json_logs(MB)));
     add(
         "build script output under target/",
