@@ -8,9 +8,9 @@
 //!
 //! * `aws-secret-access-key`: the secret half of an AWS key pair; its 40-character value needs more entropy than any hex digest has.
 //!
-//! Taken with a higher entropy floor than upstream's:
+//! Taken with tests of our own added:
 //!
-//! * `square-access-token`, entropy at least 5: `EAAA` is how base64 spells common runs of machine code (x86 padding), so base64 of a binary matches the format dozens of times per MB; a real token's 60 random characters are well above 5 bits (the rule matches 26 to 64 characters; the real tokens are 64).
+//! * `square-access-token`, entropy at least 4.5, the whole secret `^(?:EAAA[\w-]{60}|sq0atp-[\w-]{22,60})$`: `EAAA` is how base64 spells common runs of machine code (x86 padding), so base64 of a binary matches the format dozens of times per MB; a real access token is `EAAA` and exactly 60 characters, above 4.6 bits.
 //!
 //! Left out on purpose:
 //!
@@ -1489,7 +1489,7 @@ pub(crate) const RULES: &[RuleSpec] = &[
         id: "square-access-token",
         kind: "square access token",
         regex: r#"\b((?:EAAA|sq0atp-)[\w-]{22,60})(?:\\?['"\x60]|[\s;]|\\[nr]|$)"#,
-        discard: &[Discard::EntropyAtMost(2.0), Discard::EntropyBelow(5.0)],
+        discard: &[Discard::EntropyAtMost(2.0), Discard::EntropyBelow(4.5), Discard::Unless(&[r#"^(?:EAAA[\w-]{60}|sq0atp-[\w-]{22,60})$"#])],
     },
     RuleSpec {
         id: "stripe-access-token",

@@ -11,7 +11,7 @@
 //!   [`KnownSecret::is_redactable`]).
 //! * **credential formats**: private-key PEM blocks, cloud keys (AWS, GCP,
 //!   Azure, …), forge, chat, payment and package-registry tokens, AI
-//!   provider keys, JWTs and some 300 more, each a regex with an entropy
+//!   provider keys, JWTs and some 250 more, each a regex with an entropy
 //!   threshold.
 //!
 //! It redacts a string ([`Redactor::redact`]), bytes
@@ -35,7 +35,7 @@
 //! (`path`), or whose filter calls a function this crate does not have (the
 //! token-efficiency test of the keyword-context rules); the generated
 //! file's doc lists the exceptions. Upstream's entropy thresholds and
-//! allow-patterns are kept as [`rules::Discard`] tests; its `keywords` are
+//! allow-patterns are kept as discard tests; its `keywords` are
 //! not used: the prefilter's literals are derived from each regex, so that
 //! text without one cannot hold a match. `src/supplement.rs` adds the two
 //! formats output needs and the file does not have (a bare crates.io token,
@@ -67,7 +67,7 @@
 
 mod json;
 mod known;
-pub mod rules;
+mod rules;
 mod scan;
 pub mod stream;
 

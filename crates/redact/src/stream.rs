@@ -10,8 +10,8 @@
 //! So released text never holds a secret that one-shot redaction of the
 //! whole would find, even one split across two chunks or two reads.
 //!
-//! To keep it, a push releases only what is decided (see
-//! [`scan`](crate::scan)): it holds back a tail that may still be the start
+//! To keep it, a push releases only what is decided (the scanner's module
+//! doc says how): it holds back a tail that may still be the start
 //! of a secret — a trigger begun but not complete, a match whose end has
 //! not arrived, the start of a known value. On ordinary output the hold is
 //! empty or a few bytes; it is at most [`MAX_MATCH`] bytes plus one chunk,

@@ -127,3 +127,33 @@ fn a_stream_holds_back_only_what_may_begin_a_secret() {
     assert_eq!(stream.held(), 0);
     assert_eq!(stream.count(), 1);
 }
+
+/// A candidate still open after `MAX_MATCH` bytes is decided on those
+/// bytes, in a stream as in one shot, and the stream never holds more
+/// than that plus a chunk.
+#[test]
+fn an_endless_candidate_is_decided_at_max_match() {
+    let r = Redactor::builtin().unwrap();
+    let mut text = String::from("$ cat key\n-----BEGIN RSA PRIVATE KEY-----\n");
+    let line = "MIIEowIBAAKCAQEAx3kq9Lr2Vt8pWbN5sQ0yF1mZcH7gJdT4uE6aK2nB9oP3rS5vY\n";
+    while text.len() < redact::MAX_MATCH + 10_000 {
+        text.push_str(line);
+    }
+    text.push_str("$ ");
+    let whole = r.redact_bytes(text.as_bytes()).bytes.into_owned();
+    let mut stream = r.stream();
+    let mut out = Vec::new();
+    for chunk in text.as_bytes().chunks(1000) {
+        out.extend(stream.push(chunk).text);
+        assert!(
+            stream.held() <= (redact::MAX_MATCH + 1000) as u64,
+            "{}",
+            stream.held()
+        );
+    }
+    out.extend(stream.finish().text);
+    assert_eq!(
+        String::from_utf8_lossy(&out),
+        String::from_utf8_lossy(&whole)
+    );
+}

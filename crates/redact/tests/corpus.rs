@@ -211,6 +211,13 @@ fn plants(rng: &mut Rng) -> Vec<Plant> {
         s,
         "grafana service account token",
     ));
+    // Square's format, with the entropy floor the importer raises.
+    let s = format!("EAAA{}", rng.pick(WORD_DASH, 60));
+    v.push(p(
+        format!("SQUARE_ACCESS_TOKEN: {s}"),
+        s,
+        "square access token",
+    ));
     // A value the caller knows: printed with no format to give it away.
     let s = format!("Tr0ub4dor&{}", rng.pick(ALNUM, 6));
     v.push(p(format!("DB_PASSWORD={s}"), s, "env DB_PASSWORD"));
