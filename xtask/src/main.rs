@@ -47,7 +47,7 @@ tasks:
                       then `bench all --quick`
   bench <name> [--quick]
                       run a benchmark: mcp, spawn, terminal, memory, jobs, lsp, lsp-real, workspace,
-                      sandbox, daemon, ui, corpus, all (--quick: a short smoke run on the debug build)";
+                      sandbox, daemon, ui, corpus, redact, all (--quick: a short smoke run on the debug build)";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -542,6 +542,7 @@ fn bench(name: &str, speed: Speed) -> anyhow::Result<()> {
             )
         }
         "workspace" => bin("bench_workspace"),
+        "redact" => bin("bench_redact"),
         "sandbox" => {
             bin("bench_sandbox")?;
             python(
@@ -564,6 +565,7 @@ fn bench(name: &str, speed: Speed) -> anyhow::Result<()> {
                 "daemon",
                 "ui",
                 "corpus",
+                "redact",
             ] {
                 bench(n, speed)?;
             }
