@@ -136,6 +136,11 @@ impl SessionRecorder {
         result: Option<&serde_json::Value>,
     ) {
         let summary = summarize(tool, arguments, self.policy);
+        // A secret typed into a command line is not kept either.
+        let summary = match redact::Redactor::builtin() {
+            Ok(r) => r.redact(&summary).text.into_owned(),
+            Err(_) => summary,
+        };
         let (reason, exit_code) = result.map_or((None, None), |r| settled(tool, r));
         let entry = LogEntry::new(at, tool, &summary, outcome, duration.as_millis() as u64)
             .with_result(reason.as_deref(), exit_code);

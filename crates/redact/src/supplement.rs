@@ -33,4 +33,13 @@ pub(crate) const RULES: &[RuleSpec] = &[
             r"^\{\{",
         ])],
     },
+    // Upstream's OpenAI rule ends the key with `\b`, so a key whose last
+    // character is `-` or `_` (base64url: one in 32) is missed. This one
+    // ends it at what follows a key on output instead.
+    RuleSpec {
+        id: "openai-api-key-any-end",
+        kind: "openai key",
+        regex: r#"\b(sk-(?:proj|svcacct|admin)-[A-Za-z0-9_-]{20,74}T3BlbkFJ[A-Za-z0-9_-]{20,74})(?:['"`\s;]|$)"#,
+        discard: &[Discard::EntropyAtMost(3.0)],
+    },
 ];

@@ -66,6 +66,18 @@ impl ConfinedSpawn {
 }
 
 impl Confinement {
+    /// The variables of `base` the `[env]` policy keeps from the
+    /// processes a caller starts (their values are secrets to redact).
+    pub fn withheld(&self, base: &[(String, String)]) -> Vec<(String, String)> {
+        let kept = self
+            .env
+            .apply(base.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+        base.iter()
+            .filter(|(name, _)| !kept.contains_key(std::ffi::OsStr::new(name)))
+            .cloned()
+            .collect()
+    }
+
     /// The confinement of `policy` and `env` on a kernel offering
     /// `availability` (`Err`: why the kernel could not be probed; every
     /// spawn is then refused unless `mode = "off"`). `private` names the

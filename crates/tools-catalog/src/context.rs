@@ -40,6 +40,9 @@ pub struct Runtime {
     /// The sandbox each recent background command and terminal ran in,
     /// so that `job_output` and `terminal_send` can name what it refused.
     sandboxes: Mutex<VecDeque<JobSandbox>>,
+    /// The built-in credential formats, compiled once (`None` when they
+    /// cannot be: then nothing is redacted, and the log says why).
+    redactor: std::sync::OnceLock<Option<redact::Redactor>>,
 }
 
 /// The sandbox a background command ran in and its directory.
@@ -100,7 +103,22 @@ impl Runtime {
             terminals,
             lsp,
             sandboxes: Mutex::new(VecDeque::new()),
+            redactor: std::sync::OnceLock::new(),
         }
+    }
+
+    /// The redactor of the built-in credential formats (see
+    /// [`crate::redaction`]), compiled on the first call.
+    pub fn redactor(&self) -> Option<redact::Redactor> {
+        self.redactor
+            .get_or_init(|| match redact::Redactor::builtin() {
+                Ok(r) => Some(r),
+                Err(e) => {
+                    tracing::error!("secrets in results cannot be redacted: {e}");
+                    None
+                }
+            })
+            .clone()
     }
 
     /// Remembers the sandbox background job `id` runs in.

@@ -352,6 +352,8 @@ impl Tool for JobOutputTool {
                 )
                 .await
                 .map_err(job_error)?;
+            let mut read = read;
+            read.output = job_output_redacted(cx, &args.job_id, &read).await;
             let mut text = read.output.clone();
             if !text.is_empty() && !text.ends_with('\n') {
                 text.push('\n');
@@ -630,4 +632,34 @@ impl Tool for SubagentTool {
             Ok(ToolReply::new(text, &result))
         })
     }
+}
+
+/// A job's output redacted together with what it printed before (see
+/// [`crate::redaction`]): a secret an earlier read cut is caught where it
+/// ends. No cursor of the owner moves for the look back.
+async fn job_output_redacted(cx: &CallContext, id: &str, read: &jobs::OutputRead) -> String {
+    let Some(redactor) = crate::redaction::redactor_for(cx, &Value::Null) else {
+        return read.output.clone();
+    };
+    let back = (crate::redaction::LOOKBEHIND as u64).min(read.from);
+    let context = if back == 0 || read.output.is_empty() {
+        String::new()
+    } else {
+        match cx
+            .runtime
+            .jobs
+            .output(
+                &cx.owner,
+                id,
+                Some(read.from - back),
+                Some(back as usize),
+                Duration::ZERO,
+            )
+            .await
+        {
+            Ok(before) if before.next == read.from => before.output,
+            _ => String::new(),
+        }
+    };
+    crate::redaction::redact_after(&redactor, &context, &read.output)
 }

@@ -23,6 +23,7 @@ mod context;
 mod error;
 mod job_tools;
 mod lsp_tool;
+pub mod redaction;
 mod reply;
 mod terminal_tools;
 

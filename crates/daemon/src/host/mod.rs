@@ -561,6 +561,9 @@ impl ServerHandler for Connection {
             () = context.ct.cancelled() => Err(ToolError::new("CANCELLED", "the client cancelled this call")),
             () = self.closed.cancelled() => Err(ToolError::new("CANCELLED", "the client disconnected")),
         };
+        // Secrets in what the model would read are replaced by markers.
+        let mut outcome = outcome;
+        tools_catalog::redaction::redact_outcome(&cx, &logged_args, &mut outcome);
         // Progress notifications queued during the call go out before its
         // reply.
         drop(cx);

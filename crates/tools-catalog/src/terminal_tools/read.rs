@@ -87,6 +87,13 @@ impl Tool for TerminalReadTool {
                 .read(&cx.owner, id, request)
                 .await
                 .map_err(terminal_error)?;
+            let outcome = match outcome {
+                ReadOutcome::Stream(mut chunk) => {
+                    chunk.output = redacted_with_lookbehind(cx, id, &chunk).await;
+                    ReadOutcome::Stream(chunk)
+                }
+                screen @ ReadOutcome::Screen(_) => screen,
+            };
             Ok(match outcome {
                 ReadOutcome::Stream(chunk) => {
                     let mut text = String::new();
@@ -171,4 +178,32 @@ impl Tool for TerminalReadTool {
             })
         })
     }
+}
+
+/// The chunk's text with secrets redacted together with the stream before
+/// it (see [`crate::redaction`]), so a secret an earlier read cut is
+/// caught where it ends. The central redaction of the reply catches the
+/// rest.
+async fn redacted_with_lookbehind(
+    cx: &CallContext,
+    id: terminal_seam::TerminalId,
+    chunk: &terminal_seam::StreamChunk,
+) -> String {
+    let Some(redactor) = crate::redaction::redactor_for(cx, &serde_json::Value::Null) else {
+        return chunk.output.clone();
+    };
+    let back = (crate::redaction::LOOKBEHIND as u64).min(chunk.from);
+    let context = if back == 0 || chunk.output.is_empty() {
+        String::new()
+    } else {
+        let request = ReadRequest::Stream {
+            since: Some(chunk.from - back),
+            max_bytes: Some(back as usize),
+        };
+        match cx.runtime.terminals.read(&cx.owner, id, request).await {
+            Ok(ReadOutcome::Stream(before)) if before.next == chunk.from => before.output,
+            _ => String::new(),
+        }
+    };
+    crate::redaction::redact_after(&redactor, &context, &chunk.output)
 }
