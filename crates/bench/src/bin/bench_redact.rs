@@ -182,4 +182,81 @@ fn main() {
         );
     }
     std::hint::black_box(out);
+    tool_layer_flood(if quick { 10 } else { 100 }, rounds);
+}
+
+/// The flood where dsh redacts it: a `terminal_send` of `mb` MB of base64
+/// through the tool layer (a real pty, the real `terminal_send` tool),
+/// its reply as it is and its reply redacted as the host redacts every
+/// result (`tools_catalog::redaction::redact_outcome`). The flood's bytes
+/// go to the terminal's ring unredacted; what is redacted is the reply,
+/// which the result limit bounds.
+fn tool_layer_flood(mb_out: usize, rounds: usize) {
+    use std::sync::Arc;
+    use tools_catalog::{CallContext, Catalog, JobsConfig, Owner, Preset, Runtime, Settings};
+
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let runtime = Arc::new(Runtime::new(
+            JobsConfig::default(),
+            Arc::new(terminal_pty::PtyTerminals::default()),
+            lsp_seam::Router::new(),
+        ));
+        let catalog = Catalog::new(Preset::Full, &Settings::default());
+        let cx = CallContext {
+            owner: Owner::new("bench-redact-flood"),
+            cwd: std::env::current_dir().unwrap(),
+            runtime: runtime.clone(),
+            env: None,
+            progress: None,
+            confinement: Arc::new(tools_catalog::Confinement::none()),
+            ask: None,
+            resume: None,
+            secrets: None,
+        };
+        let call = |name: &str, args: serde_json::Value| {
+            let tool = catalog.get(name).cloned().unwrap();
+            let cx = &cx;
+            async move { tool.call(cx, args).await }
+        };
+        let opened = call("terminal_open", serde_json::json!({})).await.unwrap();
+        let id = opened.structured["id"].as_str().unwrap().to_owned();
+        // Warm the rules, as the first call of a host does.
+        let _ = runtime.redactor();
+        let text = format!("head -c {} /dev/urandom | base64 -w 76", mb_out * 750_000);
+        let args = serde_json::json!({ "id": id, "text": text, "timeout_ms": 600_000 });
+        let (mut plain, mut redacted) = (Vec::new(), Vec::new());
+        for _ in 0..rounds {
+            let started = Instant::now();
+            let reply = call("terminal_send", args.clone()).await;
+            plain.push(started.elapsed());
+            assert!(reply.is_ok());
+            let started = Instant::now();
+            let mut reply = call("terminal_send", args.clone()).await;
+            tools_catalog::redaction::redact_outcome(&cx, &args, &mut reply);
+            redacted.push(started.elapsed());
+            assert!(reply.is_ok());
+        }
+        let _ = call("terminal_close", serde_json::json!({ "id": id })).await;
+        runtime.end_owner(&cx.owner).await;
+        let p = Stats::of(&mut plain).unwrap();
+        let r = Stats::of(&mut redacted).unwrap();
+        println!(
+            "\n`terminal_send` of {mb_out} MB of base64 through the tool layer, {rounds} rounds each, taking turns:\n"
+        );
+        println!("| series | median | p99 | × plain |");
+        println!("|---|---:|---:|---:|");
+        for (label, s) in [("reply as it is", &p), ("reply redacted (what the host sends)", &r)] {
+            println!(
+                "| {label} | {:.0} ms | {:.0} ms | {:.2}× |",
+                s.median.as_secs_f64() * 1e3,
+                s.p99.as_secs_f64() * 1e3,
+                p.median.as_secs_f64() / s.median.as_secs_f64(),
+            );
+        }
+    });
 }
