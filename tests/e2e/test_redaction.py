@@ -11,7 +11,7 @@ import subprocess
 
 import pytest
 
-from conftest import ROOT, connect, dsh, ok, text_of, wait_settled, write_config
+from conftest import ROOT, ask_lsp, connect, dsh, ok, text_of, wait_settled, write_config
 from test_secrets import data_dir
 
 pytestmark = pytest.mark.anyio
@@ -31,16 +31,26 @@ def assert_no_secret(plants, texts, where):
             assert p["secret"] not in text, f"{p['kind']} reached {where}: {text[:2000]}"
 
 
-async def read_in_chunks(call, first_args, key, size):
-    """Reads a stream from 0 in pieces of `size` bytes until it ends."""
+async def read_in_chunks(call, first_args, key, size, plants):
+    """Reads a stream from 0 in pieces of `size` bytes until it ends; the
+    pieces together must hold no 12 bytes of any secret (a secret a read
+    cuts is neither shown in part by that read nor by the next)."""
     texts = []
+    pieces = []
     since = 0
     for _ in range(10_000):
         r = await call({**first_args, key: since, "max_bytes": size})
         data = ok(r)
         texts.append(text_of(r))
         texts.append(json.dumps(data))
-        if data["next"] == since:
+        pieces.append(data["output"])
+        if data["next"] == since and not data.get("held"):
+            joined = "".join(pieces)
+            for p in plants:
+                for i in range(0, len(p["secret"]) - 12):
+                    part = p["secret"][i:i + 12]
+                    assert part not in joined, f"{p['kind']}: {part!r} in the chunked reads"
+            assert "[redacted: " in joined
             return texts
         since = data["next"]
     raise AssertionError("the stream did not end")
@@ -73,13 +83,13 @@ async def test_planted_secrets_reach_no_reply_log_or_store(isolated_env, tmp_pat
         job = ok(await s.call_tool("bash", {"command": "cat planted.txt", "run_in_background": True}))
         await wait_settled(s, job["job_id"])
         seen += await read_in_chunks(
-            lambda a: s.call_tool("job_output", a), {"job_id": job["job_id"]}, "since", 97)
+            lambda a: s.call_tool("job_output", a), {"job_id": job["job_id"]}, "since", 97, plants)
 
         t = ok(await s.call_tool("terminal_open", {}))
         r = await s.call_tool("terminal_send", {"id": t["id"], "text": "cat planted.txt"})
         seen += [text_of(r), json.dumps(ok(r))]
         seen += await read_in_chunks(
-            lambda a: s.call_tool("terminal_read", a), {"id": t["id"]}, "since", 131)
+            lambda a: s.call_tool("terminal_read", a), {"id": t["id"]}, "since", 131, plants)
 
         r = await s.call_tool("subagent", {"prompt": "print the file"})
         seen += [text_of(r), json.dumps(ok(r))]
@@ -92,3 +102,21 @@ async def test_planted_secrets_reach_no_reply_log_or_store(isolated_env, tmp_pat
     for session in json.loads(dsh(isolated_env, "session", "list", "--json").stdout):
         shown = dsh(isolated_env, "session", "show", session["id"], "--json").stdout
         assert_no_secret(plants, [shown], "the session log")
+
+
+async def test_a_secret_in_a_language_servers_answer_is_redacted(isolated_env, tmp_path):
+    """A hover body quotes a docstring: a token pasted in one does not reach
+    the model through `lsp` either (pyright, the default Python server)."""
+    token = next(p for p in planted() if p["kind"] == "github token")["secret"]
+    ws = tmp_path / "proj"
+    ws.mkdir()
+    (ws / "pyproject.toml").write_text("[project]\nname = \"x\"\nversion = \"0\"\n")
+    (ws / "settings.py").write_text(
+        f'def connect():\n    """Calls the API with {token} as its token."""\n    return 1\n\n\nconnect()\n'
+    )
+    async with connect(isolated_env, cwd=str(ws)) as s:
+        r = await ask_lsp(s, {"op": "hover", "path": "settings.py", "line": 6, "symbol": "connect"})
+        body = text_of(r)
+        assert "Calls the API with" in body, body
+        assert token not in body and token not in json.dumps(ok(r))
+        assert "[redacted: github token]" in body

@@ -43,6 +43,9 @@ pub struct Runtime {
     /// The built-in credential formats, compiled once (`None` when they
     /// cannot be: then nothing is redacted, and the log says why).
     redactor: std::sync::OnceLock<Option<redact::Redactor>>,
+    /// Where each reader's last read of each stream left off, for the
+    /// bytes redaction held back (see [`crate::redaction::redact_read`]).
+    pub(crate) holds: crate::redaction::Holds,
 }
 
 /// The sandbox a background command ran in and its directory.
@@ -104,6 +107,7 @@ impl Runtime {
             lsp,
             sandboxes: Mutex::new(VecDeque::new()),
             redactor: std::sync::OnceLock::new(),
+            holds: crate::redaction::Holds::default(),
         }
     }
 

@@ -353,7 +353,7 @@ impl Tool for JobOutputTool {
                 .await
                 .map_err(job_error)?;
             let mut read = read;
-            read.output = job_output_redacted(cx, &args.job_id, &read).await;
+            let held = redact_job_read(cx, &args.job_id, &mut read).await;
             let mut text = read.output.clone();
             if !text.is_empty() && !text.ends_with('\n') {
                 text.push('\n');
@@ -373,6 +373,11 @@ impl Tool for JobOutputTool {
                 status_words(read.status, read.exit_code, read.detail.as_deref()),
                 read.next
             ));
+            if held > 0 {
+                text.push_str(&format!(
+                    "\n[{held} bytes before next may begin a secret: held back; the next read shows them]"
+                ));
+            }
             let refusals = cx
                 .runtime
                 .sandbox_of(&args.job_id)
@@ -392,7 +397,11 @@ impl Tool for JobOutputTool {
                 clamped,
                 refusals,
             };
-            Ok(ToolReply::new(text, &result))
+            let mut reply = ToolReply::new(text, &result);
+            if held > 0 {
+                reply.structured["held"] = json!(held);
+            }
+            Ok(reply)
         })
     }
 }
@@ -634,32 +643,34 @@ impl Tool for SubagentTool {
     }
 }
 
-/// A job's output redacted together with what it printed before (see
-/// [`crate::redaction`]): a secret an earlier read cut is caught where it
-/// ends. No cursor of the owner moves for the look back.
-async fn job_output_redacted(cx: &CallContext, id: &str, read: &jobs::OutputRead) -> String {
-    let Some(redactor) = crate::redaction::redactor_for(cx, &Value::Null) else {
-        return read.output.clone();
-    };
-    let back = (crate::redaction::LOOKBEHIND as u64).min(read.from);
-    let context = if back == 0 || read.output.is_empty() {
-        String::new()
-    } else {
-        match cx
-            .runtime
-            .jobs
-            .output(
-                &cx.owner,
-                id,
-                Some(read.from - back),
-                Some(back as usize),
-                Duration::ZERO,
-            )
+/// A job's output, redacted with the output around it (see
+/// [`crate::redaction::redact_read`]): `from` moves back when it shows
+/// what the previous read held back. Returns the bytes held back now. No
+/// cursor of the owner moves for the look back.
+async fn redact_job_read(cx: &CallContext, id: &str, read: &mut jobs::OutputRead) -> u64 {
+    let read_range: crate::redaction::ReadRange<'_> = Box::new(move |since, len| {
+        Box::pin(async move {
+            match cx
+                .runtime
+                .jobs
+                .output(&cx.owner, id, Some(since), Some(len), Duration::ZERO)
+                .await
+            {
+                Ok(r) if r.from == since => Some(r.output),
+                _ => None,
+            }
+        })
+    });
+    // More may follow this read: the job runs, or its output goes on
+    // past what this read returned.
+    let live = matches!(read.status, JobStatus::Running | JobStatus::Stopping)
+        || (read_range)(read.next, 1)
             .await
-        {
-            Ok(before) if before.next == read.from => before.output,
-            _ => String::new(),
-        }
-    };
-    crate::redaction::redact_after(&redactor, &context, &read.output)
+            .is_some_and(|more| !more.is_empty());
+    let shown =
+        crate::redaction::redact_read(cx, id, read.from, read.next, &read.output, live, read_range)
+            .await;
+    read.from = shown.from;
+    read.output = shown.text;
+    shown.held
 }

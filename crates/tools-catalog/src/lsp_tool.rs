@@ -405,9 +405,40 @@ fn references_reply(
     }
 }
 
+/// Markdown with its backslash escapes of punctuation undone outside
+/// fenced code (`ghp\_abc` → `ghp_abc`): a model reads the text, not its
+/// rendering, and a secret a server escaped is then found by redaction
+/// as printed. Code blocks are left as they are.
+fn unescape_markdown(markdown: &str) -> String {
+    let mut out = String::with_capacity(markdown.len());
+    let mut in_code = false;
+    for line in markdown.split_inclusive('\n') {
+        if line.trim_start().starts_with("```") {
+            in_code = !in_code;
+            out.push_str(line);
+            continue;
+        }
+        if in_code {
+            out.push_str(line);
+            continue;
+        }
+        let mut chars = line.chars().peekable();
+        while let Some(c) = chars.next() {
+            match (c, chars.peek()) {
+                ('\\', Some(&next)) if next.is_ascii_punctuation() => {
+                    out.push(next);
+                    chars.next();
+                }
+                _ => out.push(c),
+            }
+        }
+    }
+    out
+}
+
 fn hover_reply(h: &HoverResult, base: &Path, budget: usize) -> ToolReply {
     let (markdown, source_line) = match &h.content {
-        HoverContent::Markdown(m) => (Some(m.trim().to_owned()), None),
+        HoverContent::Markdown(m) => (Some(unescape_markdown(m.trim())), None),
         HoverContent::SourceLine(l) => (None, Some(l.clone())),
     };
     let text = match (&markdown, &source_line) {
@@ -506,6 +537,16 @@ mod tests {
                 .trim_start(),
             "[withheld: 2 symbol(s), in files this session's sandbox does not let a command \
              read (`deny_read` entry `~/.ssh`)]"
+        );
+    }
+
+    #[test]
+    fn markdown_escapes_are_undone_outside_code() {
+        assert_eq!(
+            unescape_markdown(
+                "uses ghp\\_abc \\*not bold\\*\n```python\nx = \"\\\\\\_\"\n```\na\\nb"
+            ),
+            "uses ghp_abc *not bold*\n```python\nx = \"\\\\\\_\"\n```\na\\nb"
         );
     }
 }

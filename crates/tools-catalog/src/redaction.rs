@@ -11,10 +11,16 @@
 //! `env`, and the built-in credential formats.
 //!
 //! A stream read (`terminal_read`, `job_output`) is redacted together with
-//! what precedes it ([`LOOKBEHIND`] bytes), so a secret whose beginning an
-//! earlier read returned is still caught where it ends; what that earlier
-//! read showed of it stays shown (see the limits in secrets.md).
+//! what precedes it ([`LOOKBEHIND`] bytes), so a secret that straddles the
+//! read's start is caught; and when the end of what a read returns may be
+//! the beginning of a secret, those bytes are held back and the next read
+//! of the same stream shows them ([`redact_read`]). Cursors stay the raw
+//! stream's.
 
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use futures::future::BoxFuture;
 use serde_json::Value;
 
 use crate::{CallContext, ToolError, ToolReply};
@@ -87,29 +93,140 @@ pub fn redact_outcome(cx: &CallContext, args: &Value, outcome: &mut Result<ToolR
     }
 }
 
-/// `output`, the stream's text that follows `context` (the bytes before
-/// it), redacted as part of `context + output`: a secret that begins in
-/// `context` and ends in `output` is caught, and the part of it in
-/// `output` becomes its marker.
-pub fn redact_after(redactor: &redact::Redactor, context: &str, output: &str) -> String {
-    if context.is_empty() {
-        return redactor.redact(output).text.into_owned();
+/// Where the last read of each stream left off: per reader and stream,
+/// the read's end and where the bytes it held back begin.
+#[derive(Debug, Default)]
+pub struct Holds(Mutex<HashMap<(u64, String), (u64, u64)>>);
+
+impl Holds {
+    fn take(&self, key: &(u64, String), at: u64) -> Option<u64> {
+        let mut holds = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        match holds.remove(key) {
+            Some((next, held_from)) if next == at => Some(held_from),
+            _ => None,
+        }
     }
-    let mut whole = String::with_capacity(context.len() + output.len());
+
+    fn keep(&self, key: (u64, String), next: u64, held_from: u64) {
+        let mut holds = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        // Bounded: a reader of many streams forgets the oldest holds (it
+        // then sees those bytes only if it reads from before them).
+        if holds.len() >= 1024 {
+            holds.clear();
+        }
+        holds.insert(key, (next, held_from));
+    }
+}
+
+/// What a stream read shows, redacted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Shown {
+    /// The raw cursor of its first byte: the read's `from`, or earlier
+    /// when it shows what the previous read held back.
+    pub from: u64,
+    /// The text, redacted.
+    pub text: String,
+    /// Bytes at its end held back (they may begin a secret): the next
+    /// read shows them.
+    pub held: u64,
+}
+
+/// Reads `len` bytes of the stream from raw cursor `since` (`None` when
+/// it cannot: then no context is used).
+pub type ReadRange<'a> =
+    Box<dyn Fn(u64, usize) -> BoxFuture<'a, Option<String>> + Send + Sync + 'a>;
+
+/// Redacts a read of a stream (raw cursors `from..next`, its text
+/// `output`) for reader `reader` of stream `stream`: together with the
+/// [`LOOKBEHIND`] bytes before it, starting with what the previous read
+/// held back, and holding back the end when it may begin a secret and
+/// more output may follow (`live`).
+pub async fn redact_read(
+    cx: &CallContext,
+    stream: &str,
+    from: u64,
+    next: u64,
+    output: &str,
+    live: bool,
+    read_range: ReadRange<'_>,
+) -> Shown {
+    let Some(redactor) = redactor_for(cx, &Value::Null) else {
+        return Shown {
+            from,
+            text: output.to_owned(),
+            held: 0,
+        };
+    };
+    let key = (cx.owner.serial(), stream.to_owned());
+    let mut start = from;
+    let mut shown = String::new();
+    if let Some(held_from) = cx.runtime.holds.take(&key, from)
+        && let Some(carried) = read_range(held_from, (from - held_from) as usize).await
+        && carried.len() as u64 == from - held_from
+    {
+        start = held_from;
+        shown.push_str(&carried);
+    }
+    shown.push_str(output);
+    let back = (LOOKBEHIND as u64).min(start);
+    let context = match back {
+        0 => String::new(),
+        _ => read_range(start - back, back as usize)
+            .await
+            .filter(|c| c.len() as u64 == back)
+            .unwrap_or_default(),
+    };
+    let (text, held) = redact_window(&redactor, &context, &shown, live && !output.is_empty());
+    if held > 0 {
+        cx.runtime.holds.keep(key, next, next - held);
+    }
+    Shown {
+        from: start,
+        text,
+        held,
+    }
+}
+
+/// `shown` redacted as the text that follows `context` (what precedes it
+/// in the stream): a secret that straddles the two is caught and the part
+/// in `shown` becomes its marker. With `hold`, the end of `shown` that may
+/// begin a secret is left out and its length returned.
+pub fn redact_window(
+    redactor: &redact::Redactor,
+    context: &str,
+    shown: &str,
+    hold: bool,
+) -> (String, u64) {
+    let mut whole = String::with_capacity(context.len() + shown.len());
     whole.push_str(context);
-    whole.push_str(output);
+    whole.push_str(shown);
+    let boundary = context.len() as u64;
     let mut stream = redactor.stream();
     let first = stream.push(whole.as_bytes());
-    let rest = stream.finish();
-    let boundary = context.len() as u64;
-    let start = if boundary < first.raw.end || rest.raw.is_empty() {
-        first.out_offset(boundary).unwrap_or(first.text.len())
+    let hold = hold && stream.held() > 0;
+    let (text, released_to) = if hold {
+        let begin = if boundary <= first.raw.end {
+            first.out_offset(boundary).unwrap_or(first.text.len())
+        } else {
+            first.text.len()
+        };
+        (
+            first.text[begin.min(first.text.len())..].to_vec(),
+            first.raw.end,
+        )
     } else {
-        first.text.len() + rest.out_offset(boundary).unwrap_or(0)
+        let rest = stream.finish();
+        let begin = if boundary < first.raw.end || rest.raw.is_empty() {
+            first.out_offset(boundary).unwrap_or(first.text.len())
+        } else {
+            first.text.len() + rest.out_offset(boundary).unwrap_or(0)
+        };
+        let mut text = first.text;
+        text.extend_from_slice(&rest.text);
+        (text[begin.min(text.len())..].to_vec(), whole.len() as u64)
     };
-    let mut text = first.text;
-    text.extend_from_slice(&rest.text);
-    String::from_utf8_lossy(&text[start.min(text.len())..]).into_owned()
+    let held = (whole.len() as u64).saturating_sub(released_to.max(boundary));
+    (String::from_utf8_lossy(&text).into_owned(), held)
 }
 
 #[cfg(test)]
@@ -126,7 +243,7 @@ mod tests {
         let line = format!("export GITHUB_TOKEN={token}\nnext line\n");
         for cut in 1..line.len() {
             let (before, after) = line.split_at(cut);
-            let shown = redact_after(&redactor, before, after);
+            let (shown, _) = redact_window(&redactor, before, after, false);
             let start = line.find("ghp_").unwrap();
             let end = start + token.len();
             if cut >= end {
@@ -141,6 +258,45 @@ mod tests {
                 assert!(shown.contains("[redacted: github"), "cut {cut}: {shown:?}");
                 assert!(shown.ends_with("\nnext line\n"), "cut {cut}: {shown:?}");
             }
+        }
+    }
+
+    /// Read in pieces, with what one read holds back shown by the next,
+    /// the reads together show every byte but no secret's.
+    #[test]
+    fn held_bytes_are_shown_by_the_next_read_and_no_secret_is() {
+        let redactor = redact::Redactor::builtin().unwrap();
+        let token = format!("glpat-{}", "aB3dE5fG7hJ9kL1mN3pQ");
+        let stream = format!("ok\nexport GITLAB_TOKEN={token}\nmore output here\n");
+        for size in [3, 7, 11, 16, 29] {
+            let mut shown_all = String::new();
+            let mut at = 0;
+            let mut held_from: Option<usize> = None;
+            while at < stream.len() {
+                let end = (at + size).min(stream.len());
+                let start = held_from.take().unwrap_or(at);
+                let context = &stream[start.saturating_sub(LOOKBEHIND)..start];
+                let (text, held) = redact_window(&redactor, context, &stream[start..end], true);
+                assert!(!text.contains(&token[6..]), "size {size}: {text:?}");
+                shown_all.push_str(&text);
+                if held > 0 {
+                    held_from = Some(end - held as usize);
+                }
+                at = end;
+            }
+            if let Some(from) = held_from {
+                let context = &stream[from.saturating_sub(LOOKBEHIND)..from];
+                shown_all.push_str(&redact_window(&redactor, context, &stream[from..], false).0);
+            }
+            assert!(
+                !shown_all.contains("aB3dE5fG7h"),
+                "size {size}: {shown_all:?}"
+            );
+            assert_eq!(
+                shown_all,
+                stream.replace(&token, "[redacted: gitlab token]"),
+                "size {size}"
+            );
         }
     }
 }

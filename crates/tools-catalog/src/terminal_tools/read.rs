@@ -87,9 +87,10 @@ impl Tool for TerminalReadTool {
                 .read(&cx.owner, id, request)
                 .await
                 .map_err(terminal_error)?;
+            let mut held = 0;
             let outcome = match outcome {
                 ReadOutcome::Stream(mut chunk) => {
-                    chunk.output = redacted_with_lookbehind(cx, id, &chunk).await;
+                    held = redact_chunk(cx, id, &mut chunk).await;
                     ReadOutcome::Stream(chunk)
                 }
                 screen @ ReadOutcome::Screen(_) => screen,
@@ -123,6 +124,11 @@ impl Tool for TerminalReadTool {
                             c.field, c.from, c.to
                         ));
                     }
+                    if held > 0 {
+                        text.push_str(&format!(
+                            "\n[{held} bytes before next may begin a secret: held back; the next read shows them]"
+                        ));
+                    }
                     let mut structured = json!({
                         "output": chunk.output,
                         "from": chunk.from,
@@ -130,6 +136,9 @@ impl Tool for TerminalReadTool {
                         "dropped": chunk.dropped,
                         "truncated": chunk.truncated,
                     });
+                    if held > 0 {
+                        structured["held"] = json!(held);
+                    }
                     if let Some(c) = clamped {
                         structured["clamped"] = json!(c);
                     }
@@ -180,30 +189,37 @@ impl Tool for TerminalReadTool {
     }
 }
 
-/// The chunk's text with secrets redacted together with the stream before
-/// it (see [`crate::redaction`]), so a secret an earlier read cut is
-/// caught where it ends. The central redaction of the reply catches the
-/// rest.
-async fn redacted_with_lookbehind(
+/// The chunk, redacted with the stream around it (see
+/// [`crate::redaction::redact_read`]); `from` moves back when it shows
+/// what the previous read held back. Returns the bytes held back now.
+async fn redact_chunk(
     cx: &CallContext,
     id: terminal_seam::TerminalId,
-    chunk: &terminal_seam::StreamChunk,
-) -> String {
-    let Some(redactor) = crate::redaction::redactor_for(cx, &serde_json::Value::Null) else {
-        return chunk.output.clone();
-    };
-    let back = (crate::redaction::LOOKBEHIND as u64).min(chunk.from);
-    let context = if back == 0 || chunk.output.is_empty() {
-        String::new()
-    } else {
-        let request = ReadRequest::Stream {
-            since: Some(chunk.from - back),
-            max_bytes: Some(back as usize),
-        };
-        match cx.runtime.terminals.read(&cx.owner, id, request).await {
-            Ok(ReadOutcome::Stream(before)) if before.next == chunk.from => before.output,
-            _ => String::new(),
-        }
-    };
-    crate::redaction::redact_after(&redactor, &context, &chunk.output)
+    chunk: &mut terminal_seam::StreamChunk,
+) -> u64 {
+    let read_range: crate::redaction::ReadRange<'_> = Box::new(move |since, len| {
+        Box::pin(async move {
+            let request = ReadRequest::Stream {
+                since: Some(since),
+                max_bytes: Some(len),
+            };
+            match cx.runtime.terminals.read(&cx.owner, id, request).await {
+                Ok(ReadOutcome::Stream(c)) if c.from == since => Some(c.output),
+                _ => None,
+            }
+        })
+    });
+    let shown = crate::redaction::redact_read(
+        cx,
+        &id.to_string(),
+        chunk.from,
+        chunk.next,
+        &chunk.output,
+        true,
+        read_range,
+    )
+    .await;
+    chunk.from = shown.from;
+    chunk.output = shown.text;
+    shown.held
 }

@@ -224,7 +224,7 @@ impl Tool for TerminalSendTool {
             )
             .await
             .map_err(terminal_error)?;
-            let (outcome, answered) =
+            let (outcome, answered, note) =
                 answer_secret_prompts(cx, id, &sent, outcome, timeout).await?;
             let refusals = cx
                 .runtime
@@ -233,6 +233,10 @@ impl Tool for TerminalSendTool {
             let mut reply = send_reply(id, &outcome, clamped, refusals);
             if answered > 0 {
                 reply.structured["answered_by_person"] = json!(answered);
+            }
+            if let Some(note) = note {
+                reply.text.push_str(&format!("\n[{note}]"));
+                reply.structured["secret_prompt"] = json!(note);
             }
             Ok(reply)
         })
@@ -247,15 +251,16 @@ const MAX_SECRET_PROMPTS: usize = 3;
 /// has a person answer it out of band and types the answer with a send of
 /// its own, whose output follows; the model reads that a person answered,
 /// never what. Without a way to ask, or once the person declined, the
-/// reply says how a person answers instead. Returns the outcome and how
-/// many prompts a person answered.
+/// reply says how a person answers instead. Returns the outcome, how
+/// many prompts a person answered, and what to tell the model when a
+/// prompt is left waiting.
 async fn answer_secret_prompts(
     cx: &CallContext,
     id: TerminalId,
     sent: &str,
     mut outcome: SendOutcome,
     timeout: Duration,
-) -> Result<(SendOutcome, usize), ToolError> {
+) -> Result<(SendOutcome, usize, Option<String>), ToolError> {
     let mut answered = 0;
     let mut output = String::new();
     let mut note = None;
@@ -310,13 +315,7 @@ async fn answer_secret_prompts(
         }
     }
     output.push_str(&outcome.output);
-    if let Some(note) = note {
-        if !output.ends_with('\n') {
-            output.push('\n');
-        }
-        output.push_str(&format!("[{note}]"));
-    }
-    Ok((SendOutcome { output, ..outcome }, answered))
+    Ok((SendOutcome { output, ..outcome }, answered, note))
 }
 
 /// A terminal send running as a background job (`pty-send-N`): the
