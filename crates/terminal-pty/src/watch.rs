@@ -179,6 +179,11 @@ impl PersonViews for PtyTerminals {
         }
     }
 
+    fn waits_for_secret(&self, id: TerminalId) -> bool {
+        self.any_session(id)
+            .is_ok_and(|session| waits_for_secret(&session))
+    }
+
     fn answer_secret<'a>(
         &'a self,
         id: TerminalId,
@@ -187,12 +192,7 @@ impl PersonViews for PtyTerminals {
         Box::pin(async move {
             let session = self.any_session(id)?;
             let guard = session.acquire()?;
-            let waits = || {
-                !session.is_closing()
-                    && session.lock().exit.is_none()
-                    && session.echoes() == Some(false)
-                    && ready_for_input(&session)
-            };
+            let waits = || waits_for_secret(&session);
             // A person who answers as the prompt appears may be a moment
             // ahead of the program's read: give it that moment.
             let deadline = Instant::now() + ANSWER_GRACE;
@@ -272,6 +272,14 @@ impl std::fmt::Debug for PersonTyping {
             .field("id", &self.session.spec.id)
             .finish_non_exhaustive()
     }
+}
+
+/// Whether a program waits to read a secret from the terminal now.
+fn waits_for_secret(session: &Session) -> bool {
+    !session.is_closing()
+        && session.lock().exit.is_none()
+        && session.echoes() == Some(false)
+        && ready_for_input(session)
 }
 
 /// Whether the terminal waits for input now (its foreground process is

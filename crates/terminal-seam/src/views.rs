@@ -175,6 +175,11 @@ pub trait PersonViews: Send + Sync {
     /// Lets a person type into terminal `id`.
     fn person_typing(&self, id: TerminalId) -> Result<Box<dyn PersonKeys>, TerminalError>;
 
+    /// Whether a program in terminal `id` waits now to read a secret (the
+    /// terminal in canonical mode with echo off, its foreground process
+    /// blocked reading it).
+    fn waits_for_secret(&self, id: TerminalId) -> bool;
+
     /// Types a person's answer to the secret prompt terminal `id` shows
     /// now, and Enter, through the send slot (held only for the write):
     /// refused while a send holds the terminal, and unless a program

@@ -656,17 +656,22 @@ async fn redact_job_read(cx: &CallContext, id: &str, read: &mut jobs::OutputRead
                 .output(&cx.owner, id, Some(since), Some(len), Duration::ZERO)
                 .await
             {
-                Ok(r) if r.from == since => Some(r.output),
+                // A read returns at least a few bytes: keep what was asked.
+                Ok(r) if r.from == since => r.output.get(..len).map(str::to_owned),
                 _ => None,
             }
         })
     });
     // More may follow this read: the job runs, or its output goes on
     // past what this read returned.
-    let live = matches!(read.status, JobStatus::Running | JobStatus::Stopping)
-        || (read_range)(read.next, 1)
-            .await
-            .is_some_and(|more| !more.is_empty());
+    let total = cx
+        .runtime
+        .jobs
+        .list(&cx.owner, None)
+        .into_iter()
+        .find(|j| j.id == id)
+        .map_or(read.next, |j| j.output_bytes);
+    let live = matches!(read.status, JobStatus::Running | JobStatus::Stopping) || read.next < total;
     let shown =
         crate::redaction::redact_read(cx, id, read.from, read.next, &read.output, live, read_range)
             .await;

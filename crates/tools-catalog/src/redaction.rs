@@ -30,13 +30,16 @@ pub const LOOKBEHIND: usize = 4096;
 
 /// The known secrets of one call: withheld environment values and the
 /// values of the call's own `env` argument.
-fn known_secrets(cx: &CallContext, args: &Value) -> Vec<redact::KnownSecret> {
-    let base: Vec<(String, String)> = match &cx.env {
-        Some(env) => env.as_ref().clone(),
+fn known_secrets(
+    env: Option<&[(String, String)]>,
+    confinement: &crate::Confinement,
+    args: &Value,
+) -> Vec<redact::KnownSecret> {
+    let base: Vec<(String, String)> = match env {
+        Some(env) => env.to_vec(),
         None => std::env::vars().collect(),
     };
-    let mut known: Vec<redact::KnownSecret> = cx
-        .confinement
+    let mut known: Vec<redact::KnownSecret> = confinement
         .withheld(&base)
         .into_iter()
         .map(|(name, value)| redact::KnownSecret::new(format!("env {name}"), value))
@@ -53,8 +56,24 @@ fn known_secrets(cx: &CallContext, args: &Value) -> Vec<redact::KnownSecret> {
 
 /// The redactor of one call.
 pub fn redactor_for(cx: &CallContext, args: &Value) -> Option<redact::Redactor> {
-    let base = cx.runtime.redactor()?;
-    let known = known_secrets(cx, args);
+    redactor_of(
+        &cx.runtime,
+        cx.env.as_deref().map(Vec::as_slice),
+        &cx.confinement,
+        args,
+    )
+}
+
+/// The redactor of a call whose caller's processes start from `env`
+/// (`None`: this process's) under `confinement`, with arguments `args`.
+pub fn redactor_of(
+    runtime: &crate::Runtime,
+    env: Option<&[(String, String)]>,
+    confinement: &crate::Confinement,
+    args: &Value,
+) -> Option<redact::Redactor> {
+    let base = runtime.redactor()?;
+    let known = known_secrets(env, confinement, args);
     Some(if known.is_empty() {
         base
     } else {
@@ -64,9 +83,17 @@ pub fn redactor_for(cx: &CallContext, args: &Value) -> Option<redact::Redactor> 
 
 /// Redacts a call's outcome in place (`args`: the call's arguments).
 pub fn redact_outcome(cx: &CallContext, args: &Value, outcome: &mut Result<ToolReply, ToolError>) {
-    let Some(redactor) = redactor_for(cx, args) else {
-        return;
-    };
+    if let Some(redactor) = redactor_for(cx, args) {
+        redact_outcome_with(&redactor, outcome);
+    }
+}
+
+/// Redacts a call's outcome in place with `redactor`: the reply's text
+/// and data, or the error's message and details.
+pub fn redact_outcome_with(
+    redactor: &redact::Redactor,
+    outcome: &mut Result<ToolReply, ToolError>,
+) {
     match outcome {
         Ok(reply) => {
             let text = redactor.redact(&reply.text);
@@ -88,6 +115,11 @@ pub fn redact_outcome(cx: &CallContext, args: &Value, outcome: &mut Result<ToolR
             let message = redactor.redact(&error.message);
             if message.count > 0 {
                 error.message = message.text.into_owned();
+            }
+            let mut details = Value::Object(std::mem::take(&mut error.details));
+            redactor.redact_json(&mut details);
+            if let Value::Object(details) = details {
+                error.details = details;
             }
         }
     }
@@ -176,7 +208,15 @@ pub async fn redact_read(
             .filter(|c| c.len() as u64 == back)
             .unwrap_or_default(),
     };
-    let (text, held) = redact_window(&redactor, &context, &shown, live && !output.is_empty());
+    // Offsets are raw bytes: hold only when the text is the raw bytes (not
+    // widened by the replacement of bytes that are not UTF-8).
+    let exact = output.len() as u64 == next.saturating_sub(from);
+    let (text, held) = redact_window(
+        &redactor,
+        &context,
+        &shown,
+        live && exact && !output.is_empty(),
+    );
     if held > 0 {
         cx.runtime.holds.keep(key, next, next - held);
     }

@@ -9,8 +9,10 @@ use zeroize::Zeroizing;
 
 /// Reads one line from the person's terminal (`/dev/tty`) with echo off,
 /// after writing `prompt` there; the terminal's modes are restored even
-/// when reading fails. Fails when there is no terminal: an answer is
-/// never read from a pipe an agent could fill.
+/// when reading fails. Ctrl-C is read as a key (no signal may leave the
+/// terminal with echo off) and aborts; an empty answer or end of input is
+/// refused. Fails when there is no terminal: an answer is never read from
+/// a pipe an agent could fill.
 pub fn read_secret(prompt: &str) -> std::io::Result<Zeroizing<String>> {
     let tty = std::fs::OpenOptions::new()
         .read(true)
@@ -25,6 +27,7 @@ pub fn read_secret(prompt: &str) -> std::io::Result<Zeroizing<String>> {
     let saved = tcgetattr(&tty).map_err(std::io::Error::from)?;
     let mut quiet = saved.clone();
     quiet.local_flags.remove(LocalFlags::ECHO);
+    quiet.local_flags.remove(LocalFlags::ISIG);
     quiet.local_flags.insert(LocalFlags::ECHONL);
     tcsetattr(&tty, SetArg::TCSAFLUSH, &quiet).map_err(std::io::Error::from)?;
     let read = (|| -> std::io::Result<Zeroizing<String>> {
@@ -37,8 +40,21 @@ pub fn read_secret(prompt: &str) -> std::io::Result<Zeroizing<String>> {
     let restored = tcsetattr(&tty, SetArg::TCSAFLUSH, &saved);
     let mut line = read?;
     restored.map_err(std::io::Error::from)?;
+    let ended = !line.ends_with('\n');
     while line.ends_with('\n') || line.ends_with('\r') {
         line.pop();
+    }
+    if line.contains('\u{3}') {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::Interrupted,
+            "aborted with Ctrl-C; nothing was sent",
+        ));
+    }
+    if line.is_empty() || ended {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "no answer was typed (empty, or the input ended); nothing was sent",
+        ));
     }
     Ok(line)
 }

@@ -38,9 +38,21 @@ pub const KEY_PREFIX: &str = "dsh-rk-";
 pub struct Agent {
     /// Its owner.
     pub owner: Owner,
-    /// Its resume key.
+    /// Its resume key (empty when the system gave no randomness: then
+    /// none is shown and nothing can be taken back).
     pub key: String,
 }
+
+/// Whether `key` is `presented`, compared in constant time.
+fn same_key(key: &str, presented: &str) -> bool {
+    use subtle::ConstantTimeEq as _;
+    !key.is_empty() && bool::from(key.as_bytes().ct_eq(presented.as_bytes()))
+}
+
+/// Serialises the take-backs into one connection, and its end with them:
+/// a connection swaps its agent at most once at a time, and never while
+/// it is ending.
+pub type TakeBackLock = Arc<tokio::sync::Mutex<()>>;
 
 /// The agent a connection acts as; a resume swaps it.
 pub type AgentCell = Arc<Mutex<Agent>>;
@@ -227,7 +239,7 @@ impl Host {
     /// A person gives detached connection `id`'s work to connected agent
     /// `to`, as if that agent had presented the key.
     pub async fn give_detached(&self, id: u64, to: u64) -> Result<Resumed, ToolError> {
-        let (key, target, recorder) = {
+        let (key, target, recorder, lock) = {
             let entries = self.entries();
             let Some(from) = entries.get(&id).filter(|e| e.detached.is_some()) else {
                 return Err(ToolError::new(
@@ -245,9 +257,10 @@ impl Host {
                 current(&from.agent).1,
                 Arc::clone(&target.agent),
                 target.recorder.clone(),
+                Arc::clone(&target.take_back),
             )
         };
-        self.take_back(&key, &target, to, &recorder).await
+        self.take_back(&key, &target, to, &recorder, &lock).await
     }
 
     /// Makes the detached agent with `key` the agent of connection `id`
@@ -258,9 +271,11 @@ impl Host {
         into: &AgentCell,
         id: u64,
         recorder: &SessionRecorder,
+        lock: &TakeBackLock,
     ) -> Result<Resumed, ToolError> {
+        let _one_at_a_time = lock.lock().await;
         let (mine, my_key) = current(into);
-        if !key.is_empty() && key == my_key {
+        if same_key(&my_key, key) {
             return Ok(Resumed {
                 owner: mine,
                 detached_for: Duration::ZERO,
@@ -271,9 +286,7 @@ impl Host {
             let entries = self.entries();
             entries
                 .iter()
-                .find(|(_, e)| {
-                    e.detached.is_some() && !key.is_empty() && current(&e.agent).1 == key
-                })
+                .find(|(_, e)| e.detached.is_some() && same_key(&current(&e.agent).1, key))
                 .map(|(id, _)| *id)
         };
         let Some(from) = found else {
@@ -365,6 +378,7 @@ pub struct ConnectionResume {
     pub(super) agent: AgentCell,
     pub(super) id: u64,
     pub(super) recorder: SessionRecorder,
+    pub(super) lock: TakeBackLock,
 }
 
 impl std::fmt::Debug for ConnectionResume {
@@ -383,7 +397,7 @@ impl Resume for ConnectionResume {
     fn resume<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<Resumed, ToolError>> {
         Box::pin(
             self.host
-                .take_back(key, &self.agent, self.id, &self.recorder),
+                .take_back(key, &self.agent, self.id, &self.recorder, &self.lock),
         )
     }
 }

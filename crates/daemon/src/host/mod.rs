@@ -34,7 +34,7 @@ use crate::session_log::{LogPolicy, SessionRecorder};
 
 mod detach;
 mod secrets;
-pub use detach::{Agent, AgentCell, Detached, KEY_PREFIX};
+pub use detach::{Agent, AgentCell, Detached, KEY_PREFIX, TakeBackLock};
 use detach::{ConnectionResume, current, new_agent};
 pub use secrets::{PageLinks, PromptView};
 
@@ -139,6 +139,8 @@ pub struct ConnectionFacts {
 
 struct ConnectionEntry {
     agent: AgentCell,
+    /// Held while an agent is taken back into this connection.
+    take_back: TakeBackLock,
     detached: Option<Detached>,
     layer: Arc<ArcSwap<ToolLayer>>,
     config_path: Option<PathBuf>,
@@ -216,14 +218,20 @@ impl Host {
                 },
             );
         let terminals = Arc::new(terminal_pty::PtyTerminals::new(config.terminals.clone()));
+        let runtime = Arc::new(Runtime::new(
+            config.jobs.clone(),
+            Arc::clone(&terminals) as Arc<dyn terminal_seam::TerminalService>,
+            router,
+        ));
+        // The redactor's rules compile once, off the first call's path.
+        let warming = Arc::clone(&runtime);
+        let _ = std::thread::Builder::new()
+            .name("dsh-redact-warm".to_owned())
+            .spawn(move || drop(warming.redactor()));
         Self {
             warmups: Mutex::new(Vec::new()),
             lsp_providers,
-            runtime: Arc::new(Runtime::new(
-                config.jobs.clone(),
-                Arc::clone(&terminals) as Arc<dyn terminal_seam::TerminalService>,
-                router,
-            )),
+            runtime,
             terminals,
             store,
             config,
@@ -431,6 +439,8 @@ pub struct Connection {
     id: u64,
     /// The agent it acts as (a resume swaps it).
     agent: AgentCell,
+    /// Held while an agent is taken back into it, and while it ends.
+    take_back: TakeBackLock,
     layer: Arc<ArcSwap<ToolLayer>>,
     /// The session's directory: the client's first root, else the bridge's.
     /// `None` until the client has been asked for its roots.
@@ -514,16 +524,31 @@ impl ServerHandler for Connection {
                 None,
             ));
         };
-        let (progress, progress_sent) = mcp_progress(&request, &context);
+        let args = request
+            .arguments
+            .clone()
+            .map(Value::Object)
+            .unwrap_or(Value::Null);
+        // What the model must not read, in the reply and in progress.
+        let redactor = tools_catalog::redaction::redactor_of(
+            &self.host.runtime,
+            self.env.as_deref().map(Vec::as_slice),
+            &layer.confinement,
+            &args,
+        );
+        let (progress, progress_sent) = mcp_progress(&request, &context, redactor.clone());
         let resume: Option<Arc<dyn tools_catalog::Resume>> =
-            (!self.host.config.detach_grace.is_zero()).then(|| {
-                Arc::new(ConnectionResume {
-                    host: self.host.clone(),
-                    agent: self.agent.clone(),
-                    id: self.id,
-                    recorder: self.recorder.clone(),
-                }) as Arc<dyn tools_catalog::Resume>
-            });
+            (!self.host.config.detach_grace.is_zero() && !current(&self.agent).1.is_empty()).then(
+                || {
+                    Arc::new(ConnectionResume {
+                        host: self.host.clone(),
+                        agent: self.agent.clone(),
+                        id: self.id,
+                        recorder: self.recorder.clone(),
+                        lock: self.take_back.clone(),
+                    }) as Arc<dyn tools_catalog::Resume>
+                },
+            );
         let owner = current(&self.agent).0;
         let secrets: Arc<dyn tools_catalog::SecretPrompts> = Arc::new(secrets::ConnectionSecrets {
             host: self.host.clone(),
@@ -545,7 +570,6 @@ impl ServerHandler for Connection {
             resume,
             secrets: Some(secrets),
         };
-        let args = request.arguments.map(Value::Object).unwrap_or(Value::Null);
         let logged_args = args.clone();
         let at = chrono::Utc::now();
         let started = Instant::now();
@@ -563,7 +587,9 @@ impl ServerHandler for Connection {
         };
         // Secrets in what the model would read are replaced by markers.
         let mut outcome = outcome;
-        tools_catalog::redaction::redact_outcome(&cx, &logged_args, &mut outcome);
+        if let Some(redactor) = &redactor {
+            tools_catalog::redaction::redact_outcome_with(redactor, &mut outcome);
+        }
         // Progress notifications queued during the call go out before its
         // reply.
         drop(cx);
@@ -678,6 +704,7 @@ fn asker(peer: &Peer<RoleServer>) -> Option<Asker> {
 fn mcp_progress(
     request: &CallToolRequestParams,
     context: &RequestContext<RoleServer>,
+    redactor: Option<redact::Redactor>,
 ) -> (
     Option<tools_catalog::ProgressSink>,
     Option<tokio::task::JoinHandle<()>>,
@@ -697,9 +724,14 @@ fn mcp_progress(
         while let Some(report) = rx.recv().await {
             n += 1.0;
             let mut param = rmcp::model::ProgressNotificationParam::new(token.clone(), n);
+            // A running command's last line may hold a secret.
+            let message = match &redactor {
+                Some(r) => r.redact(&report.message).text.into_owned(),
+                None => report.message,
+            };
             param.message = Some(match report.percentage {
-                Some(p) if !report.message.contains('%') => format!("{} ({p}%)", report.message),
-                Some(_) | None => report.message,
+                Some(p) if !message.contains('%') => format!("{message} ({p}%)"),
+                Some(_) | None => message,
             });
             if let Err(e) = peer.notify_progress(param).await {
                 tracing::debug!("could not send a progress notification: {e}");
@@ -775,6 +807,10 @@ async fn forward_job_events(
         let Some(peer) = peer.get() else { continue };
         let job = &event.job;
         let message = tools_catalog::settled_job_message(job);
+        let message = match runtime.redactor() {
+            Some(r) => r.redact(&message).text.into_owned(),
+            None => message,
+        };
         let data = serde_json::json!({
             "job_id": job.id,
             "kind": job.kind.as_str(),
@@ -826,7 +862,9 @@ where
         .next_connection
         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let agent = new_agent(&setup.label);
+    let take_back: TakeBackLock = Arc::default();
     let connection = Connection {
+        take_back: take_back.clone(),
         recorder: SessionRecorder::start(host.store.clone(), policy).publishing(host.calls.clone()),
         id,
         agent: agent.clone(),
@@ -845,6 +883,7 @@ where
         id,
         ConnectionEntry {
             agent: agent.clone(),
+            take_back: take_back.clone(),
             detached: None,
             layer: layer.clone(),
             config_path: setup.config_path,
@@ -895,6 +934,9 @@ where
     // as a client may not wait long.
     closed.cancel();
     events.abort();
+    // A take-back under way finishes first: then the agent read here is
+    // the one this connection ends as.
+    let _ended = take_back.lock().await;
     let owner = current(&agent).0;
     let grace = host.config.detach_grace;
     if !grace.is_zero() && !stop.is_cancelled() {

@@ -44,6 +44,8 @@ pub trait PageLinks: Send + Sync {
 
 /// A send waiting for a person's answer.
 struct Pending {
+    /// Which ask it is (a later ask on the same terminal replaces it).
+    ask: u64,
     prompt: String,
     command: String,
     agent: String,
@@ -76,6 +78,28 @@ impl Prompts {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .remove(&id)
+    }
+}
+
+/// Removes an ask's entry when the ask ends, however it ends (answered,
+/// declined, timed out, or the call dropped), unless a later ask on the
+/// same terminal replaced it.
+struct AskGuard<'a> {
+    prompts: &'a Prompts,
+    id: TerminalId,
+    ask: u64,
+}
+
+impl Drop for AskGuard<'_> {
+    fn drop(&mut self) {
+        let mut pending = self
+            .prompts
+            .pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if pending.get(&self.id).is_some_and(|p| p.ask == self.ask) {
+            pending.remove(&self.id);
+        }
     }
 }
 
@@ -112,7 +136,11 @@ impl Host {
     ) -> Result<&'static str, AnswerError> {
         let secret = match self.prompts.take(id) {
             Some(pending) => match pending.answer.send(secret) {
-                Ok(()) => return Ok("handed to the agent's waiting send, which typed it"),
+                Ok(()) => {
+                    return Ok(
+                        "handed to the agent's waiting send, which types it if the program still asks for it",
+                    );
+                }
                 // The send gave up meanwhile: type it like any answer.
                 Err(secret) => secret,
             },
@@ -189,6 +217,8 @@ impl ConnectionSecrets {
             sent => sent.to_owned(),
         };
         let (answer, answered) = oneshot::channel();
+        static ASKS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        let ask = ASKS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self.host
             .prompts
             .pending
@@ -197,12 +227,18 @@ impl ConnectionSecrets {
             .insert(
                 id,
                 Pending {
+                    ask,
                     prompt: prompt.to_owned(),
                     command: command.clone(),
                     agent: self.agent.clone(),
                     answer,
                 },
             );
+        let _ask = AskGuard {
+            prompts: &self.host.prompts,
+            id,
+            ask,
+        };
         let params = rmcp::model::ElicitRequestParams::UrlElicitationParams {
             meta: None,
             message: format!(
@@ -216,29 +252,31 @@ impl ConnectionSecrets {
             .await
         {
             Ok(result) if result.action == rmcp::model::ElicitationAction::Accept => {}
-            Ok(_) => {
-                self.host.prompts.take(id);
-                return SecretAsked::Declined;
-            }
+            Ok(_) => return SecretAsked::Declined,
             Err(e) => {
-                self.host.prompts.take(id);
                 tracing::info!("the client did not open the answer page: {e}");
                 return SecretAsked::NotAsked(how_to_answer(id));
             }
         }
         match tokio::time::timeout(ANSWER_TIMEOUT, answered).await {
+            // The program may have given up meanwhile (a login's grace
+            // time): an answer is typed only where a secret is read.
+            Ok(Ok(_))
+                if !terminal_seam::PersonViews::waits_for_secret(&*self.host.terminals, id) =>
+            {
+                SecretAsked::NotAsked(format!(
+                    "the person answered, but {id} no longer waits for a secret (the program gave up or moved on), so nothing was typed; read it with terminal_read"
+                ))
+            }
             Ok(Ok(secret)) => {
                 tracing::info!(terminal = %id, "a person answered a secret prompt");
                 SecretAsked::Answered(secret)
             }
-            Ok(Err(_)) | Err(_) => {
-                self.host.prompts.take(id);
-                SecretAsked::NotAsked(format!(
-                    "nobody answered in the page within {} min; {}",
-                    ANSWER_TIMEOUT.as_secs() / 60,
-                    how_to_answer(id)
-                ))
-            }
+            Ok(Err(_)) | Err(_) => SecretAsked::NotAsked(format!(
+                "nobody answered in the page within {} min; {}",
+                ANSWER_TIMEOUT.as_secs() / 60,
+                how_to_answer(id)
+            )),
         }
     }
 }

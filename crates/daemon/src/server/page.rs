@@ -267,7 +267,10 @@ impl UiSource for DaemonUiSource {
     }
 
     fn terminals(&self) -> Arc<dyn terminal_seam::PersonViews> {
-        self.host.terminals()
+        Arc::new(RedactedScreens {
+            views: self.host.terminals(),
+            redactor: self.host.runtime().redactor(),
+        })
     }
 
     fn job(
@@ -286,9 +289,14 @@ impl UiSource for DaemonUiSource {
                 .watch_output(&id, since, max_bytes, wait)
                 .await
                 .map_err(|e| SourceError::new(e.code(), e.to_string()))?;
+            // The page shows no secret a job printed.
+            let output = match self.host.runtime().redactor() {
+                Some(r) => r.redact(&read.output).text.into_owned(),
+                None => read.output,
+            };
             Ok(JobTail {
                 job: job_row(&info),
-                output: read.output,
+                output,
                 from: read.from,
                 next: read.next,
                 dropped: read.dropped,
@@ -308,5 +316,79 @@ impl UiSource for DaemonUiSource {
     fn watching(&self) -> WatchingGuard {
         self.watchers.fetch_add(1, Ordering::AcqRel);
         Box::new(Watching(self.watchers.clone()))
+    }
+}
+
+/// The person's views as the page shows them: every screen with its
+/// secrets redacted row by row (a row that held one loses its colours);
+/// the rest as it is. `dsh attach` reads the views unredacted: it draws a
+/// person's own terminal.
+struct RedactedScreens {
+    views: Arc<dyn terminal_seam::PersonViews>,
+    redactor: Option<redact::Redactor>,
+}
+
+impl terminal_seam::PersonViews for RedactedScreens {
+    fn watch(
+        &self,
+        id: terminal_seam::TerminalId,
+    ) -> Result<terminal_seam::TerminalWatch, terminal_seam::TerminalError> {
+        self.views.watch(id)
+    }
+
+    fn screen_now(
+        &self,
+        id: terminal_seam::TerminalId,
+    ) -> Result<Vec<u8>, terminal_seam::TerminalError> {
+        self.views.screen_now(id)
+    }
+
+    fn screen_copy(
+        &self,
+        id: terminal_seam::TerminalId,
+    ) -> Result<terminal_seam::ScreenSnapshot, terminal_seam::TerminalError> {
+        let mut screen = self.views.screen_copy(id)?;
+        if let Some(redactor) = &self.redactor {
+            for runs in &mut screen.lines {
+                let row: String = runs.iter().map(|r| r.text.as_str()).collect();
+                let redacted = redactor.redact(&row);
+                if redacted.count > 0 {
+                    *runs = vec![terminal_seam::Run {
+                        text: redacted.text.into_owned(),
+                        fg: terminal_seam::Color::Default,
+                        bg: terminal_seam::Color::Default,
+                        flags: 0,
+                    }];
+                }
+            }
+        }
+        Ok(screen)
+    }
+
+    fn last_activity(&self, id: terminal_seam::TerminalId) -> Option<std::time::SystemTime> {
+        self.views.last_activity(id)
+    }
+
+    fn is_over(&self, id: terminal_seam::TerminalId) -> bool {
+        self.views.is_over(id)
+    }
+
+    fn person_typing(
+        &self,
+        id: terminal_seam::TerminalId,
+    ) -> Result<Box<dyn terminal_seam::PersonKeys>, terminal_seam::TerminalError> {
+        self.views.person_typing(id)
+    }
+
+    fn waits_for_secret(&self, id: terminal_seam::TerminalId) -> bool {
+        self.views.waits_for_secret(id)
+    }
+
+    fn answer_secret<'a>(
+        &'a self,
+        id: terminal_seam::TerminalId,
+        secret: &'a [u8],
+    ) -> terminal_seam::BoxFuture<'a, Result<(), terminal_seam::AnswerError>> {
+        self.views.answer_secret(id, secret)
     }
 }

@@ -204,7 +204,10 @@ async fn redact_chunk(
                 max_bytes: Some(len),
             };
             match cx.runtime.terminals.read(&cx.owner, id, request).await {
-                Ok(ReadOutcome::Stream(c)) if c.from == since => Some(c.output),
+                // A read returns at least a few bytes: keep what was asked.
+                Ok(ReadOutcome::Stream(c)) if c.from == since => {
+                    c.output.get(..len).map(str::to_owned)
+                }
                 _ => None,
             }
         })

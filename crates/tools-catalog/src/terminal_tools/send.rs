@@ -284,13 +284,20 @@ async fn answer_secret_prompts(
                     until: None,
                     timeout,
                 };
-                drop(secret);
-                let next = cx
+                let mut next = cx
                     .runtime
                     .terminals
                     .send(&cx.owner, id, request)
                     .await
                     .map_err(terminal_error)?;
+                // Should the program have echoed it after all, the
+                // answer is redacted like any secret the call knows.
+                if let Some(redactor) = cx.runtime.redactor() {
+                    let known =
+                        redactor.with_known([redact::KnownSecret::new("answer", secret.as_str())]);
+                    next.output = known.redact(&next.output).text.into_owned();
+                }
+                drop(secret);
                 answered += 1;
                 output.push_str(&outcome.output);
                 if !output.ends_with('\n') {
