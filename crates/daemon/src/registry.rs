@@ -94,6 +94,22 @@ fn run(registry: &mut SledRegistry, op: &RegistryOp) -> Result<serde_json::Value
             let workspace = detail.session.workspace_id.and_then(|w| registry.get(w));
             json(SessionWithWorkspace { detail, workspace })
         }
+        RegistryOp::SessionMove { id, before } => {
+            let Some(workspace) = registry
+                .list()
+                .into_iter()
+                .find(|w| w.session_ids.contains(id))
+            else {
+                // Unknown, or in no workspace.
+                registry.session_detail(*id)?;
+                return Err(WorkspaceError::WorkspaceMoveInvalid {
+                    reason: format!(
+                        "session {id} is in no workspace, and only a workspace's sessions are in an order"
+                    ),
+                });
+            };
+            json(registry.insert_session_before(workspace.id, *id, *before)?)
+        }
         RegistryOp::SessionArchive { id, archived } => {
             let was = registry.is_archived(*id);
             if *archived {
@@ -156,8 +172,10 @@ pub fn explain(error: WorkspaceError, data_dir: &Path) -> Failure {
         WorkspaceError::UnsupportedVersion { .. } => {
             format!("{error} (store: {dir}); use a newer dsh, or another --data-dir")
         }
+        WorkspaceError::WorkspaceMoveInvalid { .. } => format!(
+            "{error}; `dsh session list --workspace ID` lists a workspace's sessions in their order"
+        ),
         WorkspaceError::WorkspaceOrderInvalid { .. }
-        | WorkspaceError::WorkspaceMoveInvalid { .. }
         | WorkspaceError::SessionCwdMissing { .. }
         | WorkspaceError::SessionCwdUnresolvable { .. }
         | WorkspaceError::SessionCwdNotDirectory { .. }
