@@ -71,7 +71,7 @@ pub const LAYERS: &[(&str, &[&str])] = &[
             "terminal-seam",
         ],
     ),
-    ("ui", &["terminal-seam", "workspace"]),
+    ("ui", &["picker-seam", "terminal-seam", "workspace"]),
     (
         "daemon",
         &[
@@ -79,6 +79,8 @@ pub const LAYERS: &[(&str, &[&str])] = &[
             "lsp-rust-analyzer",
             "lsp-seam",
             "output-text",
+            "picker-fs",
+            "picker-seam",
             "process-tree",
             "sandbox",
             "terminal-pty",
