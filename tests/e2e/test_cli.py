@@ -402,6 +402,7 @@ COMMANDS = [
     ["session"],
     ["session", "list"],
     ["session", "show"],
+    ["session", "move"],
     ["session", "archive"],
     ["session", "unarchive"],
 ]
@@ -681,6 +682,46 @@ async def test_archive_and_unarchive(dsh, isolated_env, tmp_path):
     )
     assert dsh.json("session", "unarchive", sid) == session
     assert dsh.json("session", "list") == [session]
+
+
+@pytest.mark.anyio
+async def test_session_move_reorders_its_workspace_only(dsh, isolated_env, tmp_path):
+    proj, other = make_dirs(tmp_path, "proj", "other")
+    for cwd in (proj, proj, proj, other):
+        async with connect(isolated_env, "--data-dir", dsh.data_dir, cwd=cwd):
+            pass
+    sessions = await wait_for_sessions(dsh, 4)
+    ws = {w["path"]: w for w in dsh.json("workspace", "list")}
+    c, b, a = ws[proj]["session_ids"]  # newest first
+    (lone,) = ws[other]["session_ids"]
+
+    def order():
+        return [s["id"] for s in dsh.json("session", "list", "--workspace", ws[proj]["id"])]
+
+    assert dsh.out("session", "move", a, "--before", c) == (
+        f'moved session {a} to position 1 of 3 in workspace {ws[proj]["id"]} "proj"\n'
+    )
+    assert order() == [a, c, b]
+    moved = dsh.json("session", "move", c)
+    assert moved["session_ids"] == [a, b, c] and moved["id"] == ws[proj]["id"], moved
+    assert order() == [a, b, c]
+    # Refusals change nothing: an anchor of another workspace, an unknown session.
+    assert dsh.error("session", "move", b, "--before", lone) == (
+        f"invalid session move: anchor session {lone} is not in workspace {ws[proj]['id']}; "
+        "`dsh session list --workspace ID` lists a workspace's sessions in their order"
+    )
+    assert dsh.error("session", "move", UNKNOWN) == (
+        f"no session has id {UNKNOWN}; `dsh session list` shows the ids"
+    )
+    assert order() == [a, b, c]
+    assert {s["id"] for s in dsh.json("session", "list")} == {s["id"] for s in sessions}
+    # A session of no workspace has no order to move in.
+    dsh.out("workspace", "rm", ws[other]["id"])
+    assert dsh.error("session", "move", lone) == (
+        f"invalid session move: session {lone} is in no workspace, and only a workspace's "
+        "sessions are in an order; `dsh session list --workspace ID` lists a workspace's "
+        "sessions in their order"
+    )
 
 
 @pytest.mark.anyio

@@ -513,3 +513,341 @@ def test_open_signs_a_real_browser_in_through_a_file(isolated_env, tmp_path):
         assert all("401" in e for e in errors[1:]) and len(errors) <= 2, errors
     finally:
         browser.close()
+
+
+# ---- a person organises the workspaces on the page ----------------------------
+
+def registry_json(env, *args):
+    return json.loads(dsh_out(env, *args, "--json"))
+
+
+def workspace_ids(env):
+    return [w["id"] for w in registry_json(env, "workspace", "list")]
+
+
+class Page:
+    """One tab of the browser on the workspaces page, and the CLI's view
+    of the registry it must agree with."""
+
+    def __init__(self, browser, env, tab=0):
+        self.browser, self.env, self.tab = browser, env, tab
+
+    async def do(self, op, **args):
+        return await self.browser.ado(op, tab=self.tab, **args)
+
+    async def shows_workspaces(self, ids):
+        await self.do("wait_attrs", selector="section.workspace[data-workspace]",
+                      name="data-workspace", values=ids)
+
+    async def shows_sessions(self, workspace, ids):
+        await self.do("wait_attrs", selector=f'section[data-workspace="{workspace}"] tr[data-session]',
+                      name="data-session", values=ids)
+
+    async def said(self, code, text, where="#notice"):
+        await self.do("wait_selector", selector=f'{where}[data-code="{code}"]')
+        await self.do("wait_text", selector=where, text=text)
+
+    async def agrees(self, ids):
+        """The page shows workspaces `ids` in this order, and so does
+        `dsh workspace list --json`."""
+        await self.shows_workspaces(ids)
+        assert await anyio.to_thread.run_sync(workspace_ids, self.env) == ids
+
+
+def a_home_to_choose_from():
+    """$HOME for the daemon (short, for the screenshot; the caller removes
+    it): three project directories, a hidden one, a file, a symlink loop,
+    a symlink up, and a symlink into /proc."""
+    home = pathlib.Path(tempfile.mkdtemp(prefix="home-"))
+    for name in ["alpha", "beta", "gamma", ".dotted"]:
+        (home / name).mkdir(parents=True)
+    (home / "alpha" / "keep.txt").write_text("the directory and its files are never touched")
+    (home / "notes.txt").write_text("a file is not a workspace")
+    os.symlink(home / "loop-b", home / "loop-a")
+    os.symlink(home / "loop-a", home / "loop-b")
+    os.symlink("..", home / "up")
+    os.symlink("/proc", home / "kernel")
+    return pathlib.Path(os.path.realpath(home))
+
+
+async def sessions_of(env, workspace, n):
+    def listed():
+        ids = [s["id"] for s in registry_json(env, "session", "list", "--workspace", workspace)]
+        return ids if len(ids) == n else None
+
+    return await waiting.eventually(lambda: anyio.to_thread.run_sync(listed),
+                                    f"{n} sessions in workspace {workspace}")
+
+
+async def create_through_the_picker(page: Page, home: pathlib.Path):
+    """The picker lists $HOME: its directories, refused loops and device
+    trees, hidden ones on request; the registry's refusals show as they
+    are; the workspace is created for the directory the person opened."""
+    await page.do("click", selector="#new-workspace")
+    await page.do("wait_text", selector="#picker-where", text=str(home))
+    shown = '#picker-list li:not(.hidden-entry) button.dir'
+    assert (await page.do("attrs", selector=shown, name="data-path"))["values"] == [
+        str(home / n) for n in ["alpha", "beta", "gamma"]]
+    refused = (await page.do("attrs", selector="#picker-list li.refused", name="data-code"))["values"]
+    assert refused == ["PICKER_DEVICE_TREE", "PICKER_SYMLINK_LOOP", "PICKER_SYMLINK_LOOP",
+                       "PICKER_SYMLINK_LOOP"], refused
+    hidden = "getComputedStyle(document.querySelector('#picker-list li.hidden-entry')).display"
+    assert (await page.do("eval", script=hidden))["value"] == "none"
+    await page.do("click", selector="#picker-hidden")
+    assert (await page.do("eval", script=hidden))["value"] == "list-item"
+    await page.do("fill", selector="#picker-title", text="Beta project")
+    await page.do("screenshot", path=str(SHOTS / "picker.png"))
+    # A device tree typed as a path: the picker refuses to list it.
+    await page.do("fill", selector="#picker-path", text="/proc/self")
+    await page.do("press", key="Enter")
+    await page.said("PICKER_DEVICE_TREE", "device or kernel tree", where="#picker-notice")
+    # The registry's own refusals, as they are.
+    for path, code, words in [
+        (str(home / "notes.txt"), "NOT_A_DIRECTORY", "is not a directory"),
+        (str(home / "missing"), "PATH_NOT_FOUND", "does not exist"),
+        ("relative/dir", "INVALID_ARGUMENT", "not an absolute path"),
+    ]:
+        await page.do("fill", selector="#picker-path", text=path)
+        await page.do("click", selector="#picker-create")
+        await page.said(code, words, where="#picker-notice")
+    # Open beta (the list's button), then create it.
+    await page.do("click", selector=f'#picker-list button.dir[data-path="{home / "beta"}"]')
+    await page.do("wait_text", selector="#picker-where", text=str(home / "beta"))
+    value = "document.getElementById('picker-path').value"
+    assert (await page.do("eval", script=value))["value"] == str(home / "beta")
+    await page.do("click", selector="#picker-create")
+    await page.do("wait_selector", selector="dialog#picker:not([open])")
+    await page.said("OK", f"created workspace “Beta project” for {home / 'beta'}")
+
+
+async def test_a_person_organises_the_workspaces_on_the_page(isolated_env, tmp_path):
+    """Create through the picker, rename, drag a workspace above another,
+    move one by keyboard, drag a session, archive and unarchive it, see a
+    directory go missing and come back, remove a workspace — each change
+    durable (the CLI's `--json` agrees) and shown live on a second page."""
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    home = a_home_to_choose_from()
+    try:
+        await organise(isolated_env, tmp_path, home)
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+# Long on purpose: one person's session on the page, step by step, with
+# the CLI's view checked after each change.
+async def organise(isolated_env, tmp_path, home):
+    env = dict(isolated_env, HOME=str(home))
+    for n in range(2):
+        async with connect(env, cwd=str(home / "alpha")) as agent:
+            ok(await agent.call_tool("bash", {"command": f"echo session-{n}"}))
+    (alpha,) = await waiting.eventually(
+        lambda: anyio.to_thread.run_sync(lambda: workspace_ids(env) or None), "the agents' workspace")
+    newer, older = await sessions_of(env, alpha, 2)
+    url = ui_url(env)
+    base = url.split("/?login=")[0]
+    browser = Browser(tmp_path)
+    try:
+        one, two = Page(browser, env, 0), Page(browser, env, 1)
+        await one.do("goto", url=url)
+        await one.agrees([alpha])
+        await one.shows_sessions(alpha, [newer, older])
+
+        await create_through_the_picker(one, home)
+        beta = (await anyio.to_thread.run_sync(workspace_ids, env))[0]
+        await one.agrees([beta, alpha])
+        assert registry_json(env, "workspace", "show", beta)["title"] == "Beta project"
+        # The same directory again: the registry answers with its workspace, unchanged.
+        await one.do("click", selector="#new-workspace")
+        await one.do("fill", selector="#picker-path", text=str(home / "beta"))
+        await one.do("fill", selector="#picker-title", text="Another title")
+        await one.do("click", selector="#picker-create")
+        await one.said("OK", f"{home / 'beta'} is already workspace “Beta project”; nothing changed")
+        await one.agrees([beta, alpha])
+
+        # A second page shows what the first changes, and the CLI's changes, live.
+        assert (await browser.ado("open_tab"))["tab"] == 1
+        await two.do("goto", url=base + "/")
+        await two.agrees([beta, alpha])
+
+        # Rename: an empty title is the registry's INVALID_TITLE; then a new one.
+        title = f'section[data-workspace="{beta}"] h2 .title'
+        await one.do("click", selector=f'section[data-workspace="{beta}"] button.rename')
+        await one.do("fill", selector="input.title-edit", text="   ")
+        await one.do("press", key="Enter")
+        await one.said("INVALID_TITLE", "a title cannot be empty")
+        await one.do("wait_text", selector=title, text="Beta project")
+        await one.do("click", selector=f'section[data-workspace="{beta}"] button.rename')
+        await one.do("fill", selector="input.title-edit", text="Beta, renamed")
+        await one.do("press", key="Enter")
+        await one.said("OK", "renamed the workspace to “Beta, renamed”")
+        assert registry_json(env, "workspace", "show", beta)["title"] == "Beta, renamed"
+        await two.do("wait_text", selector=title, text="Beta, renamed")
+
+        # A workspace the CLI creates appears on both pages, on top.
+        dsh_out(env, "workspace", "create", str(home / "gamma"))
+        gamma = workspace_ids(env)[0]
+        await one.agrees([gamma, beta, alpha])
+        await two.shows_workspaces([gamma, beta, alpha])
+
+        # Drag beta above gamma (insertBefore), then move gamma down by keyboard.
+        await one.do("drag", source=f'section[data-workspace="{beta}"] h2 .handle',
+                     target=f'section[data-workspace="{gamma}"]', where="above")
+        await one.said("OK", "moved workspace “Beta, renamed” to place 1 of 3")
+        await one.agrees([beta, gamma, alpha])
+        await two.shows_workspaces([beta, gamma, alpha])
+        await two.do("focus", selector=f'section[data-workspace="{gamma}"] h2 .handle')
+        await two.do("press", key="ArrowDown")
+        await two.agrees([beta, alpha, gamma])
+        await one.shows_workspaces([beta, alpha, gamma])
+
+        # Drag the older session above the newer one (insertSessionBefore).
+        await one.do("drag", source=f'tr[data-session="{older}"] .handle',
+                     target=f'tr[data-session="{newer}"]', where="above")
+        await one.said("OK", f"moved session {older[:8]} to place 1 of 2 in “alpha”")
+        await one.shows_sessions(alpha, [older, newer])
+        assert [s["id"] for s in registry_json(env, "session", "list", "--workspace", alpha)] == [
+            older, newer]
+        await two.shows_sessions(alpha, [older, newer])
+
+        # Archive on one page, unarchive on the other.
+        def archived(sid):
+            return registry_json(env, "session", "show", sid)["archived"]
+
+        row = f'tr[data-session="{newer}"]'
+        await two.do("click", selector=f"{row} button.archive")
+        await one.do("wait_selector", selector=f"{row}.is-archived")
+        assert archived(newer) is True
+        await one.do("click", selector=f'{row} button.archive[data-archived="true"]')
+        await two.do("wait_selector", selector=f'{row}:not(.is-archived) button.archive[data-archived="false"]')
+        assert archived(newer) is False
+
+        # A directory that goes missing shows so, live, and the record stays.
+        missing = f'section[data-workspace="{gamma}"] .badge.missing'
+        (home / "gamma").rename(home / "gamma-away")
+        await one.do("wait_selector", selector=missing)
+        shown = registry_json(env, "workspace", "show", gamma)
+        assert shown["status"] == "missing" and shown["path"] == str(home / "gamma"), shown
+        (home / "gamma-away").rename(home / "gamma")
+        await one.do("wait_selector", selector=f'section[data-workspace="{gamma}"] h2:not(:has(.missing))')
+        await one.do("screenshot", path=str(SHOTS / "workspaces-organised.png"))
+
+        # Remove alpha: its sessions become sessions of no workspace; its
+        # directory, files and the sessions' logs stay.
+        logs = {s: registry_json(env, "session", "show", s)["log_total"] for s in (older, newer)}
+        await one.do("click", selector=f'section[data-workspace="{alpha}"] button.remove')
+        await one.do("wait_text", selector="#confirm-text", text="Remove workspace “alpha”")
+        await one.do("click", selector="#confirm-yes")
+        await one.said("OK", "removed workspace “alpha” from the registry")
+        await one.agrees([beta, gamma])
+        await two.shows_workspaces([beta, gamma])
+        await two.do("wait_selector", selector=f'section.ungrouped tr[data-session="{older}"]')
+        for s in (older, newer):
+            record = registry_json(env, "session", "show", s)
+            assert record["workspace_id"] is None and record["log_total"] == logs[s] > 0, record
+        assert (home / "alpha" / "keep.txt").read_text().startswith("the directory")
+
+        errors = (await browser.ado("url"))["console_errors"]
+        refused = [e for e in errors if not e.startswith("Failed to load resource")]
+        assert sorted(refused) == sorted([
+            f"409 {base}/api/picker?path=%2Fproc%2Fself",
+            f"409 {base}/api/changes", f"409 {base}/api/changes",
+            f"400 {base}/api/changes", f"409 {base}/api/changes",
+        ]), errors
+    finally:
+        browser.close()
+    assert (SHOTS / "picker.png").stat().st_size > 10_000
+
+
+class OtherSite:
+    """A page of another origin on this machine (another port of
+    127.0.0.1: the same site, so the browser sends the page's strict
+    cookie with what it asks), served by Python's own HTTP server."""
+
+    def __init__(self, root: pathlib.Path):
+        import functools
+        import http.server
+        root.mkdir()
+        (root / "index.html").write_text("<!doctype html><title>another site</title><p>another site</p>")
+        handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(root))
+        handler.log_message = lambda *args: None
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+async def test_a_change_needs_the_page_token_and_this_sites_origin(isolated_env, tmp_path):
+    """In the browser: a change without the page's token, or with a made-up
+    one, is refused (UI_PAGE_TOKEN_REFUSED) and the one with it goes
+    through; another origin — whose requests carry the page's cookie —
+    is refused (UI_ORIGIN_REFUSED) by fetch, by a preflight, and by a
+    form it submits, even with the page's token; nothing changes."""
+    project = tmp_path / "project"
+    project.mkdir()
+    created = json.loads(dsh_out(isolated_env, "workspace", "create", str(project), "--json"))
+    wid = created["id"]
+    url = ui_url(isolated_env)
+    base = url.split("/?login=")[0]
+    log = pathlib.Path(isolated_env["XDG_DATA_HOME"]) / "dsh" / "daemon.log"
+    other = OtherSite(tmp_path / "other-site")
+    browser = Browser(tmp_path)
+
+    def title():
+        return registry_json(isolated_env, "workspace", "show", wid)["title"]
+
+    def rename_script(token, to, target=""):
+        headers = {"content-type": "application/json"}
+        if token is not None:
+            headers["x-dsh-page-token"] = token
+        body = json.dumps({"op": "workspace_rename", "id": wid, "title": to})
+        return (f"fetch({json.dumps(target + '/api/changes')}, {{method: 'POST', "
+                f"credentials: 'include', headers: {json.dumps(headers)}, body: {json.dumps(body)}}})"
+                ".then(async (r) => [r.status, await r.text()])"
+                ".catch((e) => ['rejected', String(e)])")
+
+    try:
+        await browser.ado("goto", url=url)
+        await browser.ado("wait_selector", selector=f'section[data-workspace="{wid}"]')
+        token = (await browser.ado("attr", selector="body", name="data-page-token"))["value"]
+        assert len(token) == 64, token
+        for sent in [None, "0" * 64, token[:-1]]:
+            status, text = (await browser.ado("eval", script=rename_script(sent, "forged")))["value"]
+            assert status == 403 and text.startswith("UI_PAGE_TOKEN_REFUSED: "), (sent, status, text)
+            assert title() == "project"
+        # The page's own token: the change goes through (so the refusals above could fail).
+        status, text = (await browser.ado("eval", script=rename_script(token, "renamed")))["value"]
+        assert status == 200 and json.loads(text)["said"] == "renamed the workspace to “renamed”", text
+        assert title() == "renamed"
+
+        # Another origin, with the page's cookie (same site) and even its token.
+        await browser.ado("goto", url=other.url)
+        await browser.ado("wait_text", text="another site")
+        fetched = (await browser.ado("eval", script=rename_script(token, "hijacked", base)))["value"]
+        # A JSON request from another origin needs a preflight, which is refused.
+        assert fetched[0] == "rejected", fetched
+        opaque = ("fetch(%s, {method: 'POST', mode: 'no-cors', credentials: 'include', "
+                  "body: %s}).then((r) => r.type)" % (
+                      json.dumps(base + "/api/changes"),
+                      json.dumps(json.dumps({"op": "workspace_rename", "id": wid, "title": "hijacked"}))))
+        assert (await browser.ado("eval", script=opaque))["value"] == "opaque"
+        # A form's text/plain body that reads as JSON: NAME=VALUE.
+        name = json.dumps({"op": "workspace_rename", "id": wid, "title": "hijacked"})[:-1] + ', "x": "'
+        form = ("(() => { const f = document.createElement('form'); f.method = 'POST'; "
+                "f.action = %s; f.enctype = 'text/plain'; "
+                "const i = document.createElement('input'); i.name = %s; i.value = %s; "
+                "f.append(i); document.body.append(f); f.submit(); return true; })()") % (
+                    json.dumps(base + "/api/changes"), json.dumps(name), json.dumps('"}'))
+        await browser.ado("eval", script=form)
+        await browser.ado("wait_text", text="UI_ORIGIN_REFUSED")
+        assert title() == "renamed"
+        # The server refused them itself (the browser did send them).
+        text = await anyio.to_thread.run_sync(log.read_text)
+        assert text.count("refused a request from another origin") >= 3, text[-3000:]
+        assert text.count("refused a change without the token") == 3, text[-3000:]
+    finally:
+        browser.close()
+        other.close()

@@ -11,7 +11,16 @@
 // {"op": "wait_selector", "selector", "timeout_ms"?} · {"op": "click",
 // "selector"} · {"op": "type", "text"} · {"op": "press", "key"} ·
 // {"op": "text", "selector"} · {"op": "attr", "selector", "name"} ·
-// {"op": "screenshot", "path"} · {"op": "url"} · {"op": "close"}.
+// {"op": "screenshot", "path"} · {"op": "url"} · {"op": "fill",
+// "selector", "text"} · {"op": "focus", "selector"} · {"op": "drag",
+// "source", "target", "where": "above"|"below"} (a real drag: the mouse
+// from the source to the upper or lower part of the target) · {"op":
+// "attrs", "selector", "name"} (the attribute of every match, in order) ·
+// {"op": "wait_attrs", "selector", "name", "values", "timeout_ms"?} ·
+// {"op": "eval", "script"} (an expression, awaited; its JSON value) ·
+// {"op": "open_tab"} (another page in the same browser; answers its
+// number) · {"op": "close"}. Every command but close takes "tab" (0 by
+// default).
 
 import { createInterface } from "node:readline";
 import { chromium } from "playwright-core";
@@ -42,20 +51,25 @@ const context = await chromium.launchPersistentContext(userDataDir, {
   args: FLAGS,
   viewport: { width: 1280, height: 860 },
 });
-const page = context.pages()[0] || (await context.newPage());
 const consoleErrors = [];
-page.on("console", (m) => {
-  if (m.type() === "error") consoleErrors.push(m.text());
-});
-page.on("pageerror", (e) => consoleErrors.push(String(e)));
-page.on("response", (r) => {
-  if (r.status() >= 400) consoleErrors.push(`${r.status()} ${r.url()}`);
-});
+function watch(page) {
+  page.on("console", (m) => {
+    if (m.type() === "error") consoleErrors.push(m.text());
+  });
+  page.on("pageerror", (e) => consoleErrors.push(String(e)));
+  page.on("response", (r) => {
+    if (r.status() >= 400) consoleErrors.push(`${r.status()} ${r.url()}`);
+  });
+  return page;
+}
+const tabs = [watch(context.pages()[0] || (await context.newPage()))];
 
 const DEFAULT_TIMEOUT = 20000;
 
 async function run(cmd) {
   const timeout = cmd.timeout_ms || DEFAULT_TIMEOUT;
+  const page = tabs[cmd.tab || 0];
+  if (!page) throw new Error(`no tab ${cmd.tab}`);
   switch (cmd.op) {
     case "goto": {
       const r = await page.goto(cmd.url, { waitUntil: "load", timeout });
@@ -102,6 +116,47 @@ async function run(cmd) {
     case "url": {
       return { url: page.url(), console_errors: consoleErrors };
     }
+    case "fill": {
+      await page.fill(cmd.selector, cmd.text, { timeout });
+      return {};
+    }
+    case "focus": {
+      await page.focus(cmd.selector, { timeout });
+      return {};
+    }
+    case "drag": {
+      const target = page.locator(cmd.target);
+      const box = await target.boundingBox({ timeout });
+      if (!box) throw new Error(`${cmd.target} is not shown`);
+      const y = cmd.where === "below" ? box.height - 4 : 4;
+      await page.locator(cmd.source).dragTo(target, { targetPosition: { x: 40, y }, timeout });
+      return {};
+    }
+    case "attrs": {
+      const values = await page.$$eval(
+        cmd.selector,
+        (els, name) => els.map((el) => el.getAttribute(name)),
+        cmd.name,
+      );
+      return { values };
+    }
+    case "wait_attrs": {
+      await page.waitForFunction(
+        ([sel, name, want]) =>
+          JSON.stringify([...document.querySelectorAll(sel)].map((el) => el.getAttribute(name))) ===
+          JSON.stringify(want),
+        [cmd.selector, cmd.name, cmd.values],
+        { timeout, polling: 50 },
+      );
+      return {};
+    }
+    case "eval": {
+      return { value: await page.evaluate(cmd.script) };
+    }
+    case "open_tab": {
+      tabs.push(watch(await context.newPage()));
+      return { tab: tabs.length - 1 };
+    }
     default:
       throw new Error(`unknown op ${JSON.stringify(cmd.op)}`);
   }
@@ -117,6 +172,7 @@ for await (const line of lines) {
   try {
     answer = { ok: true, ...(await run(cmd)) };
   } catch (e) {
+    const page = tabs[cmd.tab || 0] || tabs[0];
     let seen = "";
     try {
       seen = (await page.innerText("body", { timeout: 1000 })).slice(0, 3000);

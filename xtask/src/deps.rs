@@ -29,13 +29,18 @@ pub struct Dep {
 }
 
 /// The providers: implementations of a seam, chosen by the host.
-pub const PROVIDERS: [&str; 3] = ["terminal-pty", "lsp-rust-analyzer", "workspace-sled"];
+pub const PROVIDERS: [&str; 4] = [
+    "terminal-pty",
+    "lsp-rust-analyzer",
+    "workspace-sled",
+    "picker-fs",
+];
 
 /// The crates that may name a provider in `[dependencies]`.
 pub const WIRING: [&str; 2] = ["daemon", "bench"];
 
 /// The seams, whose only dependency is `thiserror`.
-pub const SEAMS: [&str; 2] = ["terminal-seam", "lsp-seam"];
+pub const SEAMS: [&str; 3] = ["terminal-seam", "lsp-seam", "picker-seam"];
 
 /// The workspace crates each crate may name in `[dependencies]`.
 pub const LAYERS: &[(&str, &[&str])] = &[
@@ -44,6 +49,7 @@ pub const LAYERS: &[(&str, &[&str])] = &[
     ("test-support", &[]),
     ("terminal-seam", &[]),
     ("lsp-seam", &[]),
+    ("picker-seam", &[]),
     ("workspace", &[]),
     ("sandbox", &[]),
     ("redact", &[]),
@@ -54,6 +60,7 @@ pub const LAYERS: &[(&str, &[&str])] = &[
     ),
     ("lsp-rust-analyzer", &["lsp-seam", "process-tree"]),
     ("workspace-sled", &["workspace"]),
+    ("picker-fs", &["picker-seam"]),
     (
         "tools-catalog",
         &[
@@ -66,7 +73,7 @@ pub const LAYERS: &[(&str, &[&str])] = &[
             "terminal-seam",
         ],
     ),
-    ("ui", &["terminal-seam", "workspace"]),
+    ("ui", &["picker-seam", "terminal-seam", "workspace"]),
     (
         "daemon",
         &[
@@ -74,6 +81,8 @@ pub const LAYERS: &[(&str, &[&str])] = &[
             "lsp-rust-analyzer",
             "lsp-seam",
             "output-text",
+            "picker-fs",
+            "picker-seam",
             "process-tree",
             "redact",
             "sandbox",

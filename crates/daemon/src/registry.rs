@@ -1,7 +1,8 @@
 //! The registry operations behind `dsh workspace …` and `dsh session …`:
-//! what a daemon runs on its held store for the CLI (or the CLI runs on a
-//! store of its own with `--standalone`), and the one-line messages its
-//! errors become. The operations and their results are the protocol's
+//! what a daemon runs on its held store for the CLI and the page
+//! ([`execute_held`]; or the CLI runs on a store of its own with
+//! `--standalone`), and the one-line messages its errors become. The
+//! operations and their results are the protocol's
 //! ([`crate::protocol::registry`]).
 
 use std::path::Path;
@@ -14,7 +15,7 @@ use crate::protocol::registry::{
     Archived, Created, RegistryOp, SessionWithWorkspace, SessionsWithWorkspaces,
     WorkspaceWithSessions,
 };
-use crate::store::SledRegistry;
+use crate::store::{HeldStore, SledRegistry};
 
 fn json(value: impl Serialize) -> Result<serde_json::Value, WorkspaceError> {
     serde_json::to_value(value).map_err(|e| {
@@ -47,6 +48,21 @@ pub fn execute(
         },
         _ => explain(e, data_dir),
     })
+}
+
+/// Runs `op` on the daemon's held store (blocking: call it off the async
+/// workers): the one path of the CLI's registry commands and the page's
+/// changes. Every write is flushed before this returns, and then those
+/// who show the registry are told ([`HeldStore::changes`]).
+pub fn execute_held(held: &HeldStore, op: &RegistryOp) -> Result<serde_json::Value, Failure> {
+    let dir = held.dir();
+    let result = held
+        .with_registry(|r| Ok(execute(r, op, dir)))
+        .unwrap_or_else(|e| Err(explain(e, dir)));
+    if op.mutates() {
+        held.announce_change();
+    }
+    result
 }
 
 fn run(registry: &mut SledRegistry, op: &RegistryOp) -> Result<serde_json::Value, WorkspaceError> {
@@ -93,6 +109,22 @@ fn run(registry: &mut SledRegistry, op: &RegistryOp) -> Result<serde_json::Value
             let detail = registry.session_detail(*id)?;
             let workspace = detail.session.workspace_id.and_then(|w| registry.get(w));
             json(SessionWithWorkspace { detail, workspace })
+        }
+        RegistryOp::SessionMove { id, before } => {
+            let Some(workspace) = registry
+                .list()
+                .into_iter()
+                .find(|w| w.session_ids.contains(id))
+            else {
+                // Unknown, or in no workspace.
+                registry.session_detail(*id)?;
+                return Err(WorkspaceError::WorkspaceMoveInvalid {
+                    reason: format!(
+                        "session {id} is in no workspace, and only a workspace's sessions are in an order"
+                    ),
+                });
+            };
+            json(registry.insert_session_before(workspace.id, *id, *before)?)
         }
         RegistryOp::SessionArchive { id, archived } => {
             let was = registry.is_archived(*id);
@@ -156,8 +188,10 @@ pub fn explain(error: WorkspaceError, data_dir: &Path) -> Failure {
         WorkspaceError::UnsupportedVersion { .. } => {
             format!("{error} (store: {dir}); use a newer dsh, or another --data-dir")
         }
+        WorkspaceError::WorkspaceMoveInvalid { .. } => format!(
+            "{error}; `dsh session list --workspace ID` lists a workspace's sessions in their order"
+        ),
         WorkspaceError::WorkspaceOrderInvalid { .. }
-        | WorkspaceError::WorkspaceMoveInvalid { .. }
         | WorkspaceError::SessionCwdMissing { .. }
         | WorkspaceError::SessionCwdUnresolvable { .. }
         | WorkspaceError::SessionCwdNotDirectory { .. }

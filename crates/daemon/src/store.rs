@@ -10,7 +10,9 @@
 //! to a store that no longer opens). After an I/O error the handle is
 //! dropped and the next operation reopens it. When a daemon of another
 //! version takes the store over, this daemon's store forwards the session
-//! records of the connections it still serves to the new daemon.
+//! records of the connections it still serves to the new daemon. Those
+//! who show the registry (the page) learn of its changes through
+//! [`HeldStore::changes`].
 
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -42,6 +44,8 @@ pub struct HeldStore {
     dir: PathBuf,
     lock_wait: std::time::Duration,
     state: Mutex<Held>,
+    /// Moves on after each operation that may have changed the registry.
+    changed: tokio::sync::watch::Sender<u64>,
 }
 
 impl std::fmt::Debug for HeldStore {
@@ -79,6 +83,7 @@ impl HeldStore {
             dir: dir.to_path_buf(),
             lock_wait,
             state: Mutex::new(Held::Closed),
+            changed: tokio::sync::watch::Sender::new(0),
         };
         store.with_registry(|_| Ok(()))?;
         Ok(store)
@@ -87,6 +92,19 @@ impl HeldStore {
     /// The store's directory.
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// A receiver whose value moves on after each operation that may have
+    /// changed the registry (a registry command that mutates, a new
+    /// session).
+    pub fn changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.changed.subscribe()
+    }
+
+    /// Tells the receivers of [`HeldStore::changes`] that the registry
+    /// may have changed.
+    pub fn announce_change(&self) {
+        self.changed.send_modify(|n| *n = n.wrapping_add(1));
     }
 
     fn reopen(&self) -> Result<Box<SledRegistry>, WorkspaceError> {
@@ -148,13 +166,18 @@ impl HeldStore {
                 }
             }
         }
-        self.with_registry(|registry| match op {
+        let begins = matches!(op, SessionRecordOp::Begin { .. });
+        let recorded = self.with_registry(|registry| match op {
             SessionRecordOp::Begin { header } => registry.begin_session(&header).map(Some),
             SessionRecordOp::Log { session, entries } => {
                 registry.session_store().append_logs(session, &entries)?;
                 Ok(None)
             }
-        })
+        });
+        if begins {
+            self.announce_change();
+        }
+        recorded
     }
 
     /// Closes the store (every write was flushed when it was made) and

@@ -45,6 +45,9 @@ struct Page {
     server: Option<ui::UiServer>,
     port: u16,
     token: String,
+    held: Arc<HeldStore>,
+    /// The temp dir: the store is in `data/`, the picker starts here.
+    dir: PathBuf,
 }
 
 impl Page {
@@ -59,6 +62,36 @@ impl Page {
     async fn get(&self, path: &str) -> Response {
         let (k, v) = self.cookie();
         request(self.port, &get_text(self.port, path, &[(&k, &v)])).await
+    }
+
+    /// The token of a workspaces page rendered now.
+    async fn page_token(&self) -> String {
+        let home = self.get("/").await;
+        home.body
+            .split("data-page-token=\"")
+            .nth(1)
+            .and_then(|s| s.split('"').next())
+            .expect("the workspaces page carries its token")
+            .to_owned()
+    }
+
+    /// POSTs `body` to `path` with the cookie, the right Host and
+    /// `headers`.
+    async fn post(&self, path: &str, body: &str, headers: &[(&str, &str)]) -> Response {
+        let (k, v) = self.cookie();
+        let mut all = vec![(k.as_str(), v.as_str())];
+        all.extend_from_slice(headers);
+        request(self.port, &post_text(self.port, path, body, &all)).await
+    }
+
+    /// POSTs a change with the page token `token`, as the page does.
+    async fn change(&self, token: &str, change: serde_json::Value) -> Response {
+        let headers = [
+            ("x-dsh-page-token", token),
+            ("Content-Type", "application/json"),
+        ];
+        self.post("/api/changes", &change.to_string(), &headers)
+            .await
     }
 
     async fn stop(mut self) {
@@ -85,7 +118,9 @@ async fn page_with(fill: impl FnOnce(&HeldStore, &Path) + Send + 'static) -> Pag
         StoreAccess::Held(held.clone()),
         Vec::new(),
     ));
-    let source = DaemonUiSource::new(host, held, Arc::new(AtomicUsize::new(0)));
+    let dir = std::fs::canonicalize(tmp.path()).unwrap();
+    let source = DaemonUiSource::new(host, held.clone(), Arc::new(AtomicUsize::new(0)))
+        .with_picker(Arc::new(picker_fs::FsPicker::new(&dir)));
     let server = ui::start(
         Arc::new(source),
         &UiSettings::default(),
@@ -101,6 +136,8 @@ async fn page_with(fill: impl FnOnce(&HeldStore, &Path) + Send + 'static) -> Pag
         port: server.addr().port(),
         server: Some(server),
         token,
+        held,
+        dir,
     }
 }
 
@@ -127,6 +164,19 @@ fn get_text(port: u16, path: &str, headers: &[(&str, &str)]) -> String {
         text.push_str(&format!("{k}: {v}\r\n"));
     }
     text.push_str("\r\n");
+    text
+}
+
+fn post_text(port: u16, path: &str, body: &str, headers: &[(&str, &str)]) -> String {
+    let mut text = format!(
+        "POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    for (k, v) in headers {
+        text.push_str(&format!("{k}: {v}\r\n"));
+    }
+    text.push_str("\r\n");
+    text.push_str(body);
     text
 }
 
@@ -507,15 +557,18 @@ async fn malformed_requests_get_400() {
     )
     .await;
     assert_eq!(r.status, 400, "{}", r.body);
-    // Nothing but GET.
-    let r = request(
-        port,
-        &format!(
-            "POST /live HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n{ck}: {cv}\r\nContent-Length: 0\r\n\r\n"
-        ),
-    )
-    .await;
-    assert_eq!(r.status, 405);
+    // GET only, but for the changes; a POST to the API needs a page's
+    // token first, and then a route that takes it.
+    let r = page.post("/live", "", &[]).await;
+    assert_eq!(r.status, 405, "{}", r.body);
+    let r = page.post("/api/live", "", &[]).await;
+    assert_eq!(r.status, 403, "{}", r.body);
+    assert!(r.body.starts_with("UI_PAGE_TOKEN_REFUSED: "), "{}", r.body);
+    let token = page.page_token().await;
+    let r = page
+        .post("/api/live", "", &[("x-dsh-page-token", token.as_str())])
+        .await;
+    assert_eq!(r.status, 405, "{}", r.body);
     page.stop().await;
 }
 
@@ -699,4 +752,376 @@ async fn a_fixed_port_in_use_is_refused_with_its_code() {
     .unwrap_err();
     assert_eq!(err.code(), "UI_PORT_IN_USE");
     assert!(err.to_string().contains("[ui] port"), "{err}");
+}
+
+/// The one workspace of `one_session`.
+fn the_workspace(page: &Page) -> workspace::Workspace {
+    let list = page.held.with_registry(|r| Ok(r.list())).unwrap();
+    assert_eq!(list.len(), 1, "{list:?}");
+    list.into_iter().next().unwrap()
+}
+
+fn error_code(r: &Response) -> String {
+    let v: serde_json::Value = serde_json::from_str(&r.body).unwrap_or_default();
+    v["error"]["code"].as_str().unwrap_or("").to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_change_needs_the_page_token_this_origin_and_json() {
+    let page = page_with(one_session).await;
+    let port = page.port;
+    let ws = the_workspace(&page);
+    let token = page.page_token().await;
+    let rename =
+        serde_json::json!({"op": "workspace_rename", "id": ws.id, "title": "hijacked"}).to_string();
+    let json = ("Content-Type", "application/json");
+    let with_token = ("x-dsh-page-token", token.as_str());
+    let own = format!("http://127.0.0.1:{port}");
+    let next_port = format!("http://127.0.0.1:{}", port.wrapping_add(1));
+    let forged = "ab".repeat(32);
+    type Case<'a> = (&'a str, Vec<(&'a str, &'a str)>, u16, &'a str);
+    let cases: Vec<Case> = vec![
+        ("no page token", vec![json], 403, "UI_PAGE_TOKEN_REFUSED"),
+        (
+            "a made-up token",
+            vec![json, ("x-dsh-page-token", &forged)],
+            403,
+            "UI_PAGE_TOKEN_REFUSED",
+        ),
+        (
+            "another site",
+            vec![json, with_token, ("Origin", "http://evil.example")],
+            403,
+            "UI_ORIGIN_REFUSED",
+        ),
+        (
+            "another port",
+            vec![json, with_token, ("Origin", &next_port)],
+            403,
+            "UI_ORIGIN_REFUSED",
+        ),
+        (
+            "a cross-site navigation",
+            vec![
+                json,
+                with_token,
+                ("Sec-Fetch-Site", "cross-site"),
+                ("Sec-Fetch-Mode", "navigate"),
+            ],
+            403,
+            "UI_ORIGIN_REFUSED",
+        ),
+        (
+            "a form's body",
+            vec![with_token, ("Content-Type", "text/plain")],
+            415,
+            "INVALID_ARGUMENT",
+        ),
+    ];
+    for (what, headers, status, code) in cases {
+        let r = page.post("/api/changes", &rename, &headers).await;
+        assert_eq!(r.status, status, "{what}: {}", r.body);
+        assert!(
+            r.body.starts_with(&format!("{code}: ")) || error_code(&r) == code,
+            "{what}: {}",
+            r.body
+        );
+        assert_eq!(the_workspace(&page).title, "project", "{what}");
+    }
+    // Without the cookie: not signed in.
+    let r = request(
+        port,
+        &post_text(port, "/api/changes", &rename, &[json, with_token]),
+    )
+    .await;
+    assert_eq!(r.status, 401, "{}", r.body);
+    // Not a change the page knows.
+    for body in [
+        "{".to_owned(),
+        r#"{"op": "workspace_format"}"#.to_owned(),
+        serde_json::json!({"op": "workspace_rename", "id": ws.id, "title": "x", "more": 1})
+            .to_string(),
+        serde_json::json!({"op": "workspace_create", "path": "relative/dir"}).to_string(),
+        "x".repeat(ui::changes::MAX_CHANGE + 1),
+    ] {
+        let r = page.post("/api/changes", &body, &[json, with_token]).await;
+        assert_eq!(r.status, 400, "{body:.80}: {}", r.body);
+        assert_eq!(error_code(&r), "INVALID_ARGUMENT", "{}", r.body);
+    }
+    assert_eq!(the_workspace(&page).title, "project");
+    // The page's own origin and token: the change goes through.
+    let r = page
+        .post(
+            "/api/changes",
+            &rename.replace("hijacked", "renamed"),
+            &[json, with_token, ("Origin", &own)],
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(the_workspace(&page).title, "renamed");
+    page.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn changes_are_the_registrys_and_durable_before_the_answer() {
+    let page = page_with(one_session).await;
+    let token = page.page_token().await;
+    let mut changes = page.held.changes();
+    let seen = *changes.borrow_and_update();
+    let project = the_workspace(&page);
+    let other = page.dir.join("other");
+    std::fs::create_dir(&other).unwrap();
+    std::fs::write(page.dir.join("file.txt"), "").unwrap();
+
+    let r = page
+        .change(
+            &token,
+            serde_json::json!({"op": "workspace_create", "path": other, "title": "Other <b>"}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let answer: serde_json::Value = serde_json::from_str(&r.body).unwrap();
+    assert_eq!(
+        answer["said"],
+        format!("created workspace “Other <b>” for {}", other.display())
+    );
+    // The answer is the registry after the change, which is on disk.
+    let list = page.held.with_registry(|r| Ok(r.list())).unwrap();
+    let created = &list[0];
+    assert_eq!(
+        (created.title.as_str(), &created.path),
+        ("Other <b>", &other)
+    );
+    let html = answer["html"].as_str().unwrap();
+    assert!(html.contains(&format!("data-workspace=\"{}\"", created.id)));
+    assert!(html.contains("Other &lt;b&gt;") && !html.contains("Other <b>"));
+    assert!(html.contains("2 workspaces · 1 session"), "{html}");
+    assert!(
+        *changes.borrow_and_update() > seen,
+        "the page's stream is told"
+    );
+
+    // The registry's refusals, as they are.
+    let session = "11111111-2222-3333-4444-555555555555";
+    let unknown = "00000000-0000-4000-8000-000000000000";
+    for (change, status, code, words) in [
+        (
+            serde_json::json!({"op": "workspace_create", "path": page.dir.join("file.txt")}),
+            409,
+            "NOT_A_DIRECTORY",
+            "is not a directory; a workspace is a directory",
+        ),
+        (
+            serde_json::json!({"op": "workspace_create", "path": page.dir.join("gone")}),
+            409,
+            "PATH_NOT_FOUND",
+            "does not exist; give the path of an existing directory",
+        ),
+        (
+            serde_json::json!({"op": "workspace_create", "path": "/proc/self"}),
+            409,
+            "PICKER_DEVICE_TREE",
+            "is a device or kernel tree, not a place for a project",
+        ),
+        (
+            serde_json::json!({"op": "workspace_rename", "id": project.id, "title": " "}),
+            409,
+            "INVALID_TITLE",
+            "invalid title: a title cannot be empty",
+        ),
+        (
+            serde_json::json!({"op": "workspace_move", "id": project.id, "before": unknown}),
+            409,
+            "WORKSPACE_ORDER_INVALID",
+            "no workspace has that id",
+        ),
+        (
+            serde_json::json!({"op": "workspace_remove", "id": unknown}),
+            404,
+            "UNKNOWN_WORKSPACE",
+            "no workspace has id",
+        ),
+        (
+            serde_json::json!({"op": "session_move", "id": session, "before": unknown}),
+            409,
+            "WORKSPACE_MOVE_INVALID",
+            "is not in workspace",
+        ),
+        (
+            serde_json::json!({"op": "session_archive", "id": unknown, "archived": true}),
+            404,
+            "UNKNOWN_SESSION",
+            "no session has id",
+        ),
+    ] {
+        let r = page.change(&token, change.clone()).await;
+        assert_eq!(r.status, status, "{change}: {}", r.body);
+        assert_eq!(error_code(&r), code, "{}", r.body);
+        assert!(r.body.contains(words), "{change}: {}", r.body);
+    }
+    assert_eq!(page.held.with_registry(|r| Ok(r.list())).unwrap(), list);
+
+    // Move, archive, remove: each on disk when answered.
+    let r = page
+        .change(
+            &token,
+            serde_json::json!({"op": "workspace_move", "id": created.id, "before": null}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert!(
+        r.body
+            .contains("moved workspace “Other <b>” to place 2 of 2")
+    );
+    let order = page.held.with_registry(|r| Ok(r.order())).unwrap();
+    assert_eq!(order, vec![project.id, created.id]);
+    let sid: SessionId = session.parse().unwrap();
+    let archive = serde_json::json!({"op": "session_archive", "id": session, "archived": true});
+    let r = page.change(&token, archive.clone()).await;
+    assert!(
+        r.body.contains("\"said\":\"archived session 11111111\""),
+        "{}",
+        r.body
+    );
+    assert!(page.held.with_registry(|r| Ok(r.is_archived(sid))).unwrap());
+    let r = page.change(&token, archive).await;
+    assert!(
+        r.body.contains("was archived already; nothing changed"),
+        "{}",
+        r.body
+    );
+    let r = page
+        .change(
+            &token,
+            serde_json::json!({"op": "workspace_remove", "id": project.id}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert!(r.body.contains("Sessions in no workspace"), "{}", r.body);
+    let ids: Vec<_> = page
+        .held
+        .with_registry(|r| Ok(r.list()))
+        .unwrap()
+        .iter()
+        .map(|w| w.id)
+        .collect();
+    assert_eq!(ids, vec![created.id]);
+    page.stop().await;
+}
+
+/// Reads a server-sent event stream's events, one at a time.
+struct Events {
+    stream: tokio::net::TcpStream,
+    seen: String,
+}
+
+impl Events {
+    async fn open(page: &Page, path: &str) -> Self {
+        let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", page.port))
+            .await
+            .unwrap();
+        let (k, v) = page.cookie();
+        let text = get_text(page.port, path, &[(&k, &v)]);
+        stream.write_all(text.as_bytes()).await.unwrap();
+        Self {
+            stream,
+            seen: String::new(),
+        }
+    }
+
+    /// The data of the next event named `name`.
+    async fn next(&mut self, name: &str) -> serde_json::Value {
+        let marker = format!("event: {name}\ndata: ");
+        let read = async {
+            loop {
+                if let Some(at) = self.seen.find(&marker) {
+                    let rest = &self.seen[at + marker.len()..];
+                    if let Some(end) = rest.find('\n') {
+                        let data = serde_json::from_str(&rest[..end]).unwrap();
+                        self.seen = rest[end..].to_owned();
+                        return data;
+                    }
+                }
+                let mut chunk = [0u8; 65536];
+                let n = self.stream.read(&mut chunk).await.unwrap();
+                assert!(n > 0, "the stream ended: {}", self.seen);
+                self.seen.push_str(&String::from_utf8_lossy(&chunk[..n]));
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(30), read)
+            .await
+            .expect("an event within 30 s")
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_workspaces_stream_shows_every_change_and_a_missing_directory() {
+    let page = page_with(one_session).await;
+    let ws = the_workspace(&page);
+    let mut events = Events::open(&page, "/api/workspaces/events").await;
+    let first = events.next("workspaces").await;
+    assert!(first["html"].as_str().unwrap().contains(">project</a>"));
+    // A change through the CLI's path shows.
+    let held = page.held.clone();
+    let op = daemon::protocol::registry::RegistryOp::WorkspaceRename {
+        id: ws.id,
+        title: "by the CLI".into(),
+    };
+    tokio::task::spawn_blocking(move || daemon::registry::execute_held(&held, &op))
+        .await
+        .unwrap()
+        .unwrap();
+    let next = events.next("workspaces").await;
+    assert!(next["html"].as_str().unwrap().contains(">by the CLI</a>"));
+    // A directory gone away shows, though nothing told the stream.
+    std::fs::rename(&ws.path, page.dir.join("moved-away")).unwrap();
+    let next = events.next("workspaces").await;
+    assert!(
+        next["html"]
+            .as_str()
+            .unwrap()
+            .contains("badge missing\" title=\"the directory is not there now\">missing directory")
+    );
+    page.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_picker_lists_from_its_start_and_refuses_what_it_must() {
+    let page = page_with(one_session).await;
+    std::os::unix::fs::symlink("/proc", page.dir.join("kernel")).unwrap();
+    let r = page.get("/api/picker").await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let listing: serde_json::Value = serde_json::from_str(&r.body).unwrap();
+    let dir = page.dir.display().to_string();
+    assert_eq!(listing["dir"], dir.as_str());
+    let html = listing["html"].as_str().unwrap();
+    assert!(
+        html.contains(&format!(
+            "<button type=\"button\" class=\"dir\" data-path=\"{dir}/project\">project</button>"
+        )),
+        "{html}"
+    );
+    assert!(
+        html.contains("<li class=\"refused\" data-code=\"PICKER_DEVICE_TREE\"><span class=\"name\">kernel</span> <span class=\"dim\">→ /proc</span> <span class=\"why\">a device tree</span></li>"),
+        "{html}"
+    );
+    for (path, status, code) in [
+        ("/proc", 409, "PICKER_DEVICE_TREE"),
+        ("relative", 400, "INVALID_ARGUMENT"),
+        ("/no/such/dir", 404, "PICKER_NOT_FOUND"),
+    ] {
+        let r = page.get(&format!("/api/picker?path={path}")).await;
+        assert_eq!(r.status, status, "{path}: {}", r.body);
+        assert_eq!(error_code(&r), code, "{}", r.body);
+    }
+    // This picker browses: it asks nobody itself.
+    let token = page.page_token().await;
+    let r = page
+        .post("/api/picker/choose", "", &[("x-dsh-page-token", &token)])
+        .await;
+    assert_eq!(r.status, 409, "{}", r.body);
+    assert_eq!(error_code(&r), "PICKER_UNSUPPORTED");
+    let home = page.get("/").await;
+    assert!(home.body.contains("data-picker=\"browse\""));
+    page.stop().await;
 }

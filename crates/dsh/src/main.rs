@@ -177,7 +177,9 @@ you pause and the program waits for input again) the agent's sends get SEND_ACTI
 const UI_HELP: &str = "\
 The page: the workspaces and their sessions, each session's tool calls (with a timeline
 chart and each terminal send's latency and settle reason), and every connected agent's
-terminals (live screens) and jobs (live output).
+terminals (live screens) and jobs (live output). On it you create workspaces (choosing
+the directory in a picker), rename, drag to reorder and remove them, and drag and archive
+sessions, as `dsh workspace` and `dsh session` do; two pages show each other's changes.
 
 Where: the daemon (started if none runs) serves it on 127.0.0.1, on a free port unless
 `[ui] port` fixes one; `[ui] listen = \"IP\"` binds another address (a warning: anyone who
@@ -192,12 +194,10 @@ file only you can read, so the link never appears on a command line (`ps` shows 
 every user). Scripts send `Authorization: Bearer SECRET`, the secret read from the file
 dsh-*.ui-token beside the daemon's socket (0600). Every request without the cookie or the
 bearer token is refused (401), and so are a used link (401), another host name or
-another site (403).
+another site, and a change without the token of a page the server showed (403).
 
-Typing: terminals are read-only until you press \"Take the keyboard\"; then your keys
-follow the rule of `dsh attach --write`: refused while an agent's send is active, and
-while you type (until you pause and the program waits for input) the agent's sends get
-SEND_ACTIVE.
+Typing: terminals are read-only until you press \"Take the keyboard\"; then keys follow
+`dsh attach --write`: never into an agent's send, and its sends get SEND_ACTIVE as you type.
 
 Examples:
   dsh ui                 print a one-time sign-in link

@@ -84,14 +84,17 @@ Prints the session's fields, its workspace, and the last tool calls of its log
 Example:
   dsh session show 5f3c2a10-8d4e-4b7f-a1c2-9e8d7f6a5b4c --tail 50";
 
+const SESSION_MOVE_HELP: &str = "\
+Only the moved session changes position in its workspace; without --before, it goes last.
+
+Example:
+  dsh session move 5f3c2a10-8d4e-4b7f-a1c2-9e8d7f6a5b4c --before 9a8b7c6d-5e4f-4a3b-8c2d-1e0f9a8b7c6d";
+
 const SESSION_ARCHIVE_HELP: &str = "\
-Archiving only marks the session: its record, log and workspace membership stay.
+Archiving only marks the session (its record, log and membership stay); unarchive clears it.
 
 Example:
-  dsh session archive 5f3c2a10-8d4e-4b7f-a1c2-9e8d7f6a5b4c";
-
-const SESSION_UNARCHIVE_HELP: &str = "\
-Example:
+  dsh session archive 5f3c2a10-8d4e-4b7f-a1c2-9e8d7f6a5b4c
   dsh session unarchive 5f3c2a10-8d4e-4b7f-a1c2-9e8d7f6a5b4c";
 
 /// Output flags every registry command takes.
@@ -120,6 +123,26 @@ Example:
   dsh session list
   dsh session show 5f3c2a10-8d4e-4b7f-a1c2-9e8d7f6a5b4c";
 
+/// One workspace, named by its id.
+#[derive(Debug, clap::Args)]
+pub struct WorkspaceArgs {
+    /// The workspace id (`dsh workspace list` shows them).
+    #[arg(value_parser = parse_workspace_id)]
+    id: WorkspaceId,
+    #[command(flatten)]
+    output: OutputArgs,
+}
+
+/// One session, named by its id.
+#[derive(Debug, clap::Args)]
+pub struct SessionArgs {
+    /// The session id (`dsh session list` shows them).
+    #[arg(value_parser = parse_session_id)]
+    id: SessionId,
+    #[command(flatten)]
+    output: OutputArgs,
+}
+
 /// `dsh workspace` subcommands.
 #[derive(Debug, clap::Subcommand)]
 #[command(after_help = WORKSPACE_HELP)]
@@ -143,45 +166,27 @@ pub enum WorkspaceCommand {
     },
     /// Show one workspace and its sessions.
     #[command(after_help = WORKSPACE_SHOW_HELP)]
-    Show {
-        /// The workspace id (`dsh workspace list` shows them).
-        #[arg(value_parser = parse_workspace_id)]
-        id: WorkspaceId,
-        #[command(flatten)]
-        output: OutputArgs,
-    },
+    Show(WorkspaceArgs),
     /// Change a workspace's title.
     #[command(after_help = WORKSPACE_RENAME_HELP)]
     Rename {
-        /// The workspace id (`dsh workspace list` shows them).
-        #[arg(value_parser = parse_workspace_id)]
-        id: WorkspaceId,
+        #[command(flatten)]
+        ws: WorkspaceArgs,
         /// The new title.
         title: String,
-        #[command(flatten)]
-        output: OutputArgs,
     },
     /// Move a workspace before another one, or to the end of the list.
     #[command(after_help = WORKSPACE_MOVE_HELP)]
     Move {
-        /// The workspace to move.
-        #[arg(value_parser = parse_workspace_id)]
-        id: WorkspaceId,
+        #[command(flatten)]
+        ws: WorkspaceArgs,
         /// Put it just before this workspace [default: at the end].
         #[arg(long, value_name = "ID", value_parser = parse_workspace_id)]
         before: Option<WorkspaceId>,
-        #[command(flatten)]
-        output: OutputArgs,
     },
     /// Forget a workspace; its directory and its sessions' logs are kept.
     #[command(after_help = WORKSPACE_RM_HELP)]
-    Rm {
-        /// The workspace id (`dsh workspace list` shows them).
-        #[arg(value_parser = parse_workspace_id)]
-        id: WorkspaceId,
-        #[command(flatten)]
-        output: OutputArgs,
-    },
+    Rm(WorkspaceArgs),
 }
 
 /// `dsh session` subcommands.
@@ -200,33 +205,27 @@ pub enum SessionCommand {
     /// Show one session: its fields, its workspace and the tail of its log.
     #[command(after_help = SESSION_SHOW_HELP)]
     Show {
-        /// The session id (`dsh session list` shows them).
-        #[arg(value_parser = parse_session_id)]
-        id: SessionId,
+        #[command(flatten)]
+        session: SessionArgs,
         /// How many of the latest log entries to print [default: 20; with --json, all].
         #[arg(long, value_name = "N")]
         tail: Option<usize>,
+    },
+    /// Move a session before another of its workspace, or to the end.
+    #[command(after_help = SESSION_MOVE_HELP)]
+    Move {
         #[command(flatten)]
-        output: OutputArgs,
+        session: SessionArgs,
+        /// Put it just before this session [default: at the end].
+        #[arg(long, value_name = "ID", value_parser = parse_session_id)]
+        before: Option<SessionId>,
     },
     /// Mark a session archived (nothing is deleted).
     #[command(after_help = SESSION_ARCHIVE_HELP)]
-    Archive {
-        /// The session id (`dsh session list` shows them).
-        #[arg(value_parser = parse_session_id)]
-        id: SessionId,
-        #[command(flatten)]
-        output: OutputArgs,
-    },
+    Archive(SessionArgs),
     /// Clear a session's archived mark.
-    #[command(after_help = SESSION_UNARCHIVE_HELP)]
-    Unarchive {
-        /// The session id (`dsh session list` shows them).
-        #[arg(value_parser = parse_session_id)]
-        id: SessionId,
-        #[command(flatten)]
-        output: OutputArgs,
-    },
+    #[command(after_help = SESSION_ARCHIVE_HELP)]
+    Unarchive(SessionArgs),
 }
 
 fn parse_workspace_id(s: &str) -> Result<WorkspaceId, String> {
@@ -290,7 +289,7 @@ pub fn run_workspace(command: WorkspaceCommand, backend: &RegistryAccess) -> any
                 line
             }
         }
-        WorkspaceCommand::Show { id, output } => {
+        WorkspaceCommand::Show(WorkspaceArgs { id, output }) => {
             let WorkspaceWithSessions {
                 workspace,
                 sessions,
@@ -304,27 +303,23 @@ pub fn run_workspace(command: WorkspaceCommand, backend: &RegistryAccess) -> any
                 workspace_detail(&workspace, &sessions)
             }
         }
-        WorkspaceCommand::Rename { id, title, output } => {
-            let workspace: Workspace = backend.call(RegistryOp::WorkspaceRename { id, title })?;
-            if output.json {
-                to_json(&WorkspaceJson::new(&workspace))?
+        WorkspaceCommand::Rename { ws, title } => {
+            let w: Workspace = backend.call(RegistryOp::WorkspaceRename { id: ws.id, title })?;
+            if ws.output.json {
+                to_json(&WorkspaceJson::new(&w))?
             } else {
-                format!(
-                    "renamed workspace {} to \"{}\"\n",
-                    workspace.id,
-                    cell(&workspace.title)
-                )
+                format!("renamed workspace {} to \"{}\"\n", w.id, cell(&w.title))
             }
         }
-        WorkspaceCommand::Move { id, before, output } => {
-            let order: Vec<Workspace> = backend.call(RegistryOp::WorkspaceMove { id, before })?;
-            if output.json {
+        WorkspaceCommand::Move { ws, before } => {
+            let order: Vec<_> = backend.call(RegistryOp::WorkspaceMove { id: ws.id, before })?;
+            if ws.output.json {
                 to_json(&order.iter().map(WorkspaceJson::new).collect::<Vec<_>>())?
             } else {
-                move_confirmation(id, &order)
+                move_confirmation(ws.id, &order)
             }
         }
-        WorkspaceCommand::Rm { id, output } => {
+        WorkspaceCommand::Rm(WorkspaceArgs { id, output }) => {
             let removed: Workspace = backend.call(RegistryOp::WorkspaceRemove { id })?;
             if output.json {
                 to_json(&WorkspaceJson {
@@ -368,17 +363,17 @@ pub fn run_session(command: SessionCommand, backend: &RegistryAccess) -> anyhow:
                 session_table(&sessions, &workspaces)
             }
         }
-        SessionCommand::Show { id, tail, output } => {
+        SessionCommand::Show { session: a, tail } => {
             let SessionWithWorkspace { detail, workspace } =
-                backend.call(RegistryOp::SessionShow { id })?;
+                backend.call(RegistryOp::SessionShow { id: a.id })?;
             let total = detail.log.len();
-            let keep = match (tail, output.json) {
+            let keep = match (tail, a.output.json) {
                 (Some(n), _) => n.min(total),
                 (None, true) => total,
                 (None, false) => DEFAULT_TAIL.min(total),
             };
             let log = &detail.log[total - keep..];
-            if output.json {
+            if a.output.json {
                 to_json(&SessionJson {
                     session: &detail.session,
                     log,
@@ -388,24 +383,33 @@ pub fn run_session(command: SessionCommand, backend: &RegistryAccess) -> anyhow:
                 session_detail(&detail.session, workspace.as_ref(), log, total)
             }
         }
-        SessionCommand::Archive { id, output } => set_archived(backend, id, true, output)?,
-        SessionCommand::Unarchive { id, output } => set_archived(backend, id, false, output)?,
+        SessionCommand::Move { session: a, before } => {
+            let (id, output) = (a.id, a.output);
+            let w: Workspace = backend.call(RegistryOp::SessionMove { id, before })?;
+            let at = w.session_ids.iter().position(|s| *s == id);
+            let (at, n, title) = (at.map_or(0, |i| i + 1), w.session_ids.len(), &w.title);
+            if output.json {
+                to_json(&WorkspaceJson::new(&w))?
+            } else {
+                let ws = format!("{} \"{}\"", w.id, title_cell(title));
+                format!("moved session {id} to position {at} of {n} in workspace {ws}\n")
+            }
+        }
+        SessionCommand::Archive(a) => set_archived(backend, a, true)?,
+        SessionCommand::Unarchive(a) => set_archived(backend, a, false)?,
     };
     emit(&text)
 }
 
-fn set_archived(
-    backend: &RegistryAccess,
-    id: SessionId,
-    archived: bool,
-    output: OutputArgs,
-) -> anyhow::Result<String> {
-    let Archived { was, record } = backend.call(RegistryOp::SessionArchive { id, archived })?;
+/// Sets session `a`'s archived mark `to` and says so.
+fn set_archived(backend: &RegistryAccess, a: SessionArgs, to: bool) -> anyhow::Result<String> {
+    let SessionArgs { id, output } = a;
+    let Archived { was, record } = backend.call(RegistryOp::SessionArchive { id, archived: to })?;
     if output.json {
         return to_json(&record);
     }
-    let word = if archived { "archived" } else { "unarchived" };
-    Ok(if was == archived {
+    let word = if to { "archived" } else { "unarchived" };
+    Ok(if was == to {
         format!("session {id} was already {word}; nothing changed\n")
     } else {
         format!("{word} session {id}\n")
@@ -620,9 +624,7 @@ mod tests {
     fn cells_escape_control_characters_and_long_titles_are_cut() {
         assert_eq!(cell("a\nb\tc"), "a\\nb\\tc");
         assert_eq!(cell("plain"), "plain");
-        let long = "é".repeat(50);
-        let cut = title_cell(&long);
-        assert_eq!(cut.chars().count(), MAX_TITLE_CELL);
-        assert!(cut.ends_with('…'));
+        let cut = format!("{}…", "é".repeat(MAX_TITLE_CELL - 1));
+        assert_eq!(title_cell(&"é".repeat(50)), cut);
     }
 }

@@ -17,6 +17,13 @@
 //!    (scripts read it from a file only the user can read). Compared in
 //!    constant time. Missing or wrong: 401 and no data
 //!    (`UI_TOKEN_REQUIRED`).
+//! 4. A change through the API (any method but `GET` and `HEAD` under
+//!    `/api/`: the registry's changes) also carries the token of a page
+//!    this server rendered, in [`PAGE_TOKEN_HEADER`]: a fresh random one
+//!    per page ([`PageTokens`]), which no other site can read. Missing,
+//!    unknown or expired: 403 (`UI_PAGE_TOKEN_REFUSED`). A cross-site
+//!    request with any method but `GET` and `HEAD` is refused even as a
+//!    navigation.
 //!
 //! The secret never travels in a URL. A person signs in with a one-time
 //! link: `?login=CODE`, a fresh random code for each `dsh ui`, which dies
@@ -55,11 +62,60 @@ pub const LOGIN_TTL: Duration = Duration::from_secs(15 * 60);
 /// The most sign-in links alive at once; a newer one retires the oldest.
 pub const MAX_LOGINS: usize = 32;
 
+/// The header a change carries its page's token in.
+pub const PAGE_TOKEN_HEADER: &str = "x-dsh-page-token";
+
+/// The most page tokens alive at once; a newer one retires the oldest.
+pub const MAX_PAGE_TOKENS: usize = 1024;
+
+/// How long a page token lives after the page was rendered or last made
+/// a change.
+pub const PAGE_TOKEN_TTL: Duration = Duration::from_secs(24 * 3600);
+
 /// A fresh random token (the secret, or a sign-in code).
 pub fn new_token() -> Result<String, getrandom::Error> {
     let mut bytes = [0u8; TOKEN_BYTES];
     getrandom::fill(&mut bytes)?;
     Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// The tokens of the pages this server rendered: a page's changes carry
+/// its own (a per-page CSRF token). At most [`MAX_PAGE_TOKENS`] are kept,
+/// each for [`PAGE_TOKEN_TTL`] after its last use.
+#[derive(Debug, Default)]
+pub struct PageTokens {
+    live: Mutex<VecDeque<(String, Instant)>>,
+}
+
+impl PageTokens {
+    /// A fresh token for a page being rendered.
+    pub fn mint(&self) -> Result<String, getrandom::Error> {
+        let token = new_token()?;
+        let mut live = self.live.lock().unwrap_or_else(|p| p.into_inner());
+        live.retain(|(_, used)| used.elapsed() < PAGE_TOKEN_TTL);
+        while live.len() >= MAX_PAGE_TOKENS {
+            live.pop_front();
+        }
+        live.push_back((token.clone(), Instant::now()));
+        Ok(token)
+    }
+
+    /// Whether `candidate` is a live page token (each compared in
+    /// constant time); a match lives on from now.
+    pub fn check(&self, candidate: &str) -> bool {
+        let mut live = self.live.lock().unwrap_or_else(|p| p.into_inner());
+        live.retain(|(_, used)| used.elapsed() < PAGE_TOKEN_TTL);
+        let found = live
+            .iter()
+            .position(|(t, _)| bool::from(candidate.as_bytes().ct_eq(t.as_bytes())));
+        match found.and_then(|at| live.remove(at)) {
+            Some((token, _)) => {
+                live.push_back((token, Instant::now()));
+                true
+            }
+            None => false,
+        }
+    }
 }
 
 /// The access rules of one server.
@@ -73,6 +129,8 @@ pub struct Access {
     exposed: bool,
     /// The sign-in codes not used yet, oldest first.
     logins: Mutex<VecDeque<(String, Instant)>>,
+    /// The tokens of the pages rendered.
+    pages: Arc<PageTokens>,
 }
 
 /// Why a request was refused.
@@ -88,6 +146,8 @@ pub enum Refusal {
     Token,
     /// A sign-in code used already, expired or unknown (401).
     LoginUsed,
+    /// A change without the token of a page this server rendered (403).
+    PageToken,
     /// The signed-in connections are at their cap (503).
     Busy,
 }
@@ -101,6 +161,7 @@ impl Refusal {
             Refusal::Origin => "UI_ORIGIN_REFUSED",
             Refusal::Token => "UI_TOKEN_REQUIRED",
             Refusal::LoginUsed => "UI_LOGIN_USED",
+            Refusal::PageToken => "UI_PAGE_TOKEN_REFUSED",
             Refusal::Busy => "UI_BUSY",
         }
     }
@@ -109,7 +170,7 @@ impl Refusal {
     pub fn status(self) -> StatusCode {
         match self {
             Refusal::MalformedHost => StatusCode::BAD_REQUEST,
-            Refusal::Host | Refusal::Origin => StatusCode::FORBIDDEN,
+            Refusal::Host | Refusal::Origin | Refusal::PageToken => StatusCode::FORBIDDEN,
             Refusal::Token | Refusal::LoginUsed => StatusCode::UNAUTHORIZED,
             Refusal::Busy => StatusCode::SERVICE_UNAVAILABLE,
         }
@@ -130,6 +191,9 @@ impl Refusal {
             }
             Refusal::LoginUsed => {
                 "this sign-in link was used already or has expired: each link `dsh ui` prints opens the page once. Signed in in this browser already? Open the workspaces below. If not, run `dsh ui` again for a new link"
+            }
+            Refusal::PageToken => {
+                "a change needs the token of a page this server showed (the page is older than a day, or the daemon started again since): reload the page and try again"
             }
             Refusal::Busy => {
                 "the page has as many signed-in connections open as it serves; close some tabs and reload"
@@ -186,7 +250,13 @@ impl Access {
             port: addr.port(),
             exposed,
             logins: Mutex::new(VecDeque::new()),
+            pages: Arc::new(PageTokens::default()),
         }
+    }
+
+    /// The tokens of the pages this server renders.
+    pub fn page_tokens(&self) -> Arc<PageTokens> {
+        self.pages.clone()
     }
 
     /// The secret (the cookie's value, the bearer token).
@@ -409,7 +479,11 @@ pub async fn check(State(access): State<Arc<Access>>, request: Request, next: Ne
     let navigation = headers
         .get("sec-fetch-mode")
         .is_some_and(|v| v.as_bytes() == b"navigate");
-    if cross_site && !navigation {
+    let changes = !matches!(
+        *request.method(),
+        axum::http::Method::GET | axum::http::Method::HEAD
+    );
+    if cross_site && (changes || !navigation) {
         return refused(Refusal::Origin);
     }
     let (rest, login) = strip_login(request.uri().query());
@@ -432,6 +506,17 @@ pub async fn check(State(access): State<Arc<Access>>, request: Request, next: Ne
         && !slot.sign_in()
     {
         return refused(Refusal::Busy);
+    }
+    if changes
+        && request.uri().path().starts_with("/api/")
+        && !request
+            .headers()
+            .get(PAGE_TOKEN_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|t| access.pages.check(t))
+    {
+        tracing::warn!("ui: refused a change without the token of a page of this server");
+        return refused(Refusal::PageToken);
     }
     let cookie = by_login.then(|| {
         format!(
@@ -587,5 +672,31 @@ mod tests {
             .collect();
         assert!(!a.redeem(&codes[0]) && !a.redeem(&codes[1]));
         assert!(codes[2..].iter().all(|c| a.redeem(c)));
+    }
+
+    #[test]
+    fn a_page_token_lives_on_while_used_and_the_newest_stay() {
+        let tokens = PageTokens::default();
+        let first = tokens.mint().unwrap_or_default();
+        assert_eq!(first.len(), TOKEN_BYTES * 2);
+        assert!(
+            tokens.check(&first) && tokens.check(&first),
+            "used again and again"
+        );
+        assert!(!tokens.check(""));
+        assert!(!tokens.check(&first[1..]));
+        assert!(
+            !access(false).page_tokens().check(&first),
+            "another server's"
+        );
+        // Used last, the first token outlives the ones minted before its
+        // use; the oldest unused ones retire.
+        let more: Vec<String> = (0..MAX_PAGE_TOKENS - 1)
+            .map(|_| tokens.mint().unwrap_or_default())
+            .collect();
+        assert!(tokens.check(&first));
+        let newest = tokens.mint().unwrap_or_default();
+        assert!(!tokens.check(&more[0]), "the oldest unused one retired");
+        assert!(tokens.check(&first) && tokens.check(&more[1]) && tokens.check(&newest));
     }
 }

@@ -1,4 +1,5 @@
-//! The pages, rendered on the server: workspaces, one workspace, a
+//! The pages, rendered on the server: workspaces (with the controls that
+//! change them and the directory picker's dialog), one workspace, a
 //! session, live agents, a terminal, a job, and errors.
 //!
 //! Each function is pure: data in, HTML out. The live parts (a session's
@@ -10,6 +11,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use chrono::{DateTime, Utc};
+use picker_seam::{Capability, Listing};
 use workspace::LogEntry;
 
 use crate::chart;
@@ -37,14 +39,48 @@ fn status_badge(s: &SessionSummary) -> String {
     out
 }
 
-fn session_rows(sessions: &[SessionSummary], now: DateTime<Utc>) -> String {
+/// What a table of sessions offers besides reading.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Rows {
+    /// Nothing: a workspace's own page.
+    ReadOnly,
+    /// Archiving (sessions of no workspace).
+    Archive,
+    /// Archiving and moving (a workspace's sessions, in its order).
+    ArchiveAndMove,
+}
+
+fn session_rows(sessions: &[SessionSummary], now: DateTime<Utc>, rows: Rows) -> String {
     let mut out = String::new();
     for s in sessions {
         let id = s.id.to_string();
+        let mut classes = String::from("session");
+        if s.live {
+            classes.push_str(" is-live");
+        }
+        if s.archived {
+            classes.push_str(" is-archived");
+        }
+        let handle = match rows {
+            Rows::ReadOnly => String::new(),
+            Rows::Archive => "<td></td>".to_owned(),
+            Rows::ArchiveAndMove => format!(
+                "<td class=\"grip\"><button type=\"button\" class=\"handle\" draggable=\"true\" title=\"Drag to move this session (or press ↑ ↓)\" aria-label=\"Move session {}\">⠿</button></td>",
+                esc(short_id(&id))
+            ),
+        };
+        let archive = if rows == Rows::ReadOnly {
+            String::new()
+        } else {
+            format!(
+                "<td class=\"actions\"><button type=\"button\" class=\"archive\" data-archived=\"{}\">{}</button></td>",
+                s.archived,
+                if s.archived { "Unarchive" } else { "Archive" }
+            )
+        };
         let _ = write!(
             out,
-            "<tr class=\"session{}\" data-session=\"{}\"><td><a href=\"/sessions/{}\" title=\"{}\">{}</a></td><td>{}</td><td>{} <span class=\"dim\">{}</span></td><td>{}</td><td>{}</td></tr>",
-            if s.live { " is-live" } else { "" },
+            "<tr class=\"{classes}\" data-session=\"{}\">{handle}<td><a href=\"/sessions/{}\" title=\"{}\">{}</a></td><td>{}</td><td>{} <span class=\"dim\">{}</span></td><td>{}</td><td>{}</td>{archive}</tr>",
             esc(&id),
             esc(&id),
             esc(&id),
@@ -68,20 +104,38 @@ fn session_rows(sessions: &[SessionSummary], now: DateTime<Utc>) -> String {
     out
 }
 
-fn sessions_table(sessions: &[SessionSummary], now: DateTime<Utc>) -> String {
+/// A table of `sessions`; `after`, for a workspace's sessions cut short,
+/// is the one that follows the last shown (where a session moved to the
+/// end of the table goes before).
+fn sessions_table(
+    sessions: &[SessionSummary],
+    now: DateTime<Utc>,
+    rows: Rows,
+    after: Option<&SessionSummary>,
+) -> String {
     if sessions.is_empty() {
         return "<p class=\"empty\">No sessions yet.</p>".to_owned();
     }
+    let (before, behind) = match rows {
+        Rows::ReadOnly => ("", ""),
+        Rows::Archive | Rows::ArchiveAndMove => ("<th></th>", "<th></th>"),
+    };
+    let after = after.map_or_else(String::new, |s| {
+        format!(" data-after=\"{}\"", esc(&s.id.to_string()))
+    });
     format!(
-        "<table class=\"sessions\"><thead><tr><th>Session</th><th>Client</th><th>Started</th><th>Last activity</th><th>Status</th></tr></thead><tbody>{}</tbody></table>",
-        session_rows(sessions, now)
+        "<table class=\"sessions\"><thead><tr>{before}<th>Session</th><th>Client</th><th>Started</th><th>Last activity</th><th>Status</th>{behind}</tr></thead><tbody{after}>{}</tbody></table>",
+        session_rows(sessions, now, rows)
     )
 }
 
-fn workspace_heading(ws: &WorkspaceSummary, link: bool) -> String {
-    let title = if link {
+/// A workspace's heading; on the workspaces page (`overview`) its title
+/// links to its own page and it has the controls that change it.
+fn workspace_heading(ws: &WorkspaceSummary, overview: bool) -> String {
+    let title = if overview {
         format!(
-            "<a href=\"/workspaces/{}\">{}</a>",
+            "<button type=\"button\" class=\"handle\" draggable=\"true\" title=\"Drag to move this workspace (or press ↑ ↓)\" aria-label=\"Move workspace {}\">⠿</button><a class=\"title\" href=\"/workspaces/{}\">{}</a>",
+            esc(&ws.title),
             esc(&ws.id),
             esc(&ws.title)
         )
@@ -90,7 +144,7 @@ fn workspace_heading(ws: &WorkspaceSummary, link: bool) -> String {
     };
     let live = ws.sessions.iter().filter(|s| s.live).count();
     format!(
-        "<h2>{title} <span class=\"path\">{}</span>{}{}</h2>",
+        "<h2>{title} <span class=\"path\">{}</span>{}{}{}</h2>",
         esc(&ws.path.display().to_string()),
         if ws.missing_dir {
             " <span class=\"badge missing\" title=\"the directory is not there now\">missing directory</span>"
@@ -101,13 +155,50 @@ fn workspace_heading(ws: &WorkspaceSummary, link: bool) -> String {
             format!(" <span class=\"badge live\">{live} live</span>")
         } else {
             String::new()
+        },
+        if overview {
+            "<span class=\"actions\"><button type=\"button\" class=\"rename\">Rename</button><button type=\"button\" class=\"remove\">Remove</button></span>"
+        } else {
+            ""
         }
     )
 }
 
 /// The workspaces page: every workspace in the registry's order with its
-/// newest sessions, then the sessions of no workspace.
-pub fn workspaces(overview: &Overview, now: DateTime<Utc>) -> String {
+/// newest sessions, then the sessions of no workspace, and the controls
+/// that change them. `page_token` is what the page's changes carry;
+/// `picker` what its directory picker offers.
+pub fn workspaces(
+    overview: &Overview,
+    now: DateTime<Utc>,
+    page_token: &str,
+    picker: &Capability,
+) -> String {
+    let body = format!(
+        "<h1>Workspaces</h1><div class=\"toolbar\"><button type=\"button\" id=\"new-workspace\">New workspace…</button></div>\
+<div id=\"notice\" class=\"notice\" role=\"status\" aria-live=\"polite\"></div>\
+<div id=\"workspaces\">{}</div>{}{}",
+        workspaces_fragment(overview, now),
+        picker_dialog(),
+        confirm_dialog(),
+    );
+    let picker = match picker {
+        Capability::Browse { .. } => "browse",
+        Capability::Dialog => "dialog",
+    };
+    layout(
+        "Workspaces",
+        "workspaces",
+        Nav::Workspaces,
+        &[("page-token", page_token), ("picker", picker)],
+        &body,
+    )
+}
+
+/// The part of the workspaces page that changes: the counts, every
+/// workspace with its newest sessions, and the sessions of no workspace
+/// (what a change answers with and the page's stream pushes).
+pub fn workspaces_fragment(overview: &Overview, now: DateTime<Utc>) -> String {
     let total: usize = overview
         .workspaces
         .iter()
@@ -122,7 +213,7 @@ pub fn workspaces(overview: &Overview, now: DateTime<Utc>) -> String {
         .filter(|s| s.live)
         .count();
     let mut body = format!(
-        "<h1>Workspaces</h1><p class=\"summary\">{} workspace{} · {total} session{} · <span id=\"live-count\">{live}</span> live now</p>",
+        "<p class=\"summary\">{} workspace{} · {total} session{} · <span id=\"live-count\">{live}</span> live now</p>",
         overview.workspaces.len(),
         if overview.workspaces.len() == 1 {
             ""
@@ -133,18 +224,24 @@ pub fn workspaces(overview: &Overview, now: DateTime<Utc>) -> String {
     );
     if overview.workspaces.is_empty() && overview.ungrouped.is_empty() {
         body.push_str(
-            "<p class=\"empty\">No workspaces yet. One appears when an agent connects through <code>dsh mcp</code> in a directory, or with <code>dsh workspace create PATH</code>.</p>",
+            "<p class=\"empty\">No workspaces yet. Create one with “New workspace…”, or <code>dsh workspace create PATH</code>; agents that connect through <code>dsh mcp</code> add theirs.</p>",
         );
     }
     for ws in &overview.workspaces {
         let _ = write!(
             body,
-            "<section class=\"workspace\" id=\"ws-{}\">{}",
+            "<section class=\"workspace\" id=\"ws-{}\" data-workspace=\"{}\">{}",
+            esc(&ws.id),
             esc(&ws.id),
             workspace_heading(ws, true)
         );
         let shown = ws.sessions.len().min(SESSIONS_PER_WORKSPACE);
-        body.push_str(&sessions_table(&ws.sessions[..shown], now));
+        body.push_str(&sessions_table(
+            &ws.sessions[..shown],
+            now,
+            Rows::ArchiveAndMove,
+            ws.sessions.get(shown),
+        ));
         if ws.sessions.len() > shown {
             let _ = write!(
                 body,
@@ -161,10 +258,90 @@ pub fn workspaces(overview: &Overview, now: DateTime<Utc>) -> String {
             body,
             "<section class=\"workspace ungrouped\"><h2>Sessions in no workspace <span class=\"dim\">{}</span></h2>{}</section>",
             overview.ungrouped.len(),
-            sessions_table(&overview.ungrouped[..shown], now)
+            sessions_table(&overview.ungrouped[..shown], now, Rows::Archive, None)
         );
     }
-    layout("Workspaces", "workspaces", Nav::Workspaces, &[], &body)
+    body
+}
+
+/// The dialog of a new workspace: the directory picker (a list to walk
+/// for a picker that browses, a button for one that asks the person
+/// itself), the path and the title.
+fn picker_dialog() -> String {
+    "<dialog id=\"picker\" aria-labelledby=\"picker-heading\"><h2 id=\"picker-heading\">New workspace</h2>\
+<p class=\"hint\">Choose its directory — open directories below, or type a path — then create it. The title is the directory's name unless you give one.</p>\
+<div class=\"picker-bar\" data-for=\"browse\"><button type=\"button\" id=\"picker-up\">↑ Up</button><button type=\"button\" id=\"picker-home\">Home</button>\
+<label><input type=\"checkbox\" id=\"picker-hidden\"> Show hidden</label></div>\
+<p id=\"picker-where\" class=\"mono picker-where\" data-for=\"browse\"></p>\
+<ul id=\"picker-list\" class=\"picker-list\" data-for=\"browse\"></ul>\
+<div class=\"picker-bar\" data-for=\"dialog\"><button type=\"button\" id=\"picker-choose\">Choose a directory…</button></div>\
+<label class=\"field\">Directory <input id=\"picker-path\" class=\"mono\" type=\"text\" spellcheck=\"false\" autocomplete=\"off\"></label>\
+<label class=\"field\">Title <input id=\"picker-title\" type=\"text\" placeholder=\"the directory's name\" autocomplete=\"off\"></label>\
+<div id=\"picker-notice\" class=\"notice\" role=\"status\" aria-live=\"polite\"></div>\
+<div class=\"toolbar\"><button type=\"button\" id=\"picker-create\" class=\"primary\">Create workspace</button><button type=\"button\" id=\"picker-cancel\">Cancel</button></div></dialog>"
+        .to_owned()
+}
+
+/// The dialog that asks before a workspace is removed.
+fn confirm_dialog() -> String {
+    "<dialog id=\"confirm\" aria-labelledby=\"confirm-text\"><p id=\"confirm-text\"></p>\
+<p class=\"hint\">Only the registration goes: the directory, its files and its sessions' logs stay, and its sessions become sessions of no workspace.</p>\
+<div class=\"toolbar\"><button type=\"button\" id=\"confirm-yes\" class=\"danger\">Remove</button><button type=\"button\" id=\"confirm-no\">Cancel</button></div></dialog>"
+        .to_owned()
+}
+
+/// A directory picker's listing as the picker's list: a button per
+/// directory that opens it, refused ones with why, hidden ones marked
+/// (the page shows them on request).
+pub fn picker_entries(listing: &Listing) -> String {
+    let mut out = String::new();
+    for entry in &listing.entries {
+        let name = entry.name.to_string_lossy();
+        let hidden = if name.starts_with('.') {
+            " hidden-entry"
+        } else {
+            ""
+        };
+        // A symlink shows where it leads, unless it leads nowhere (a loop).
+        let link = if entry.symlink && entry.path != listing.dir.join(&entry.name) {
+            format!(
+                " <span class=\"dim\">→ {}</span>",
+                esc(&entry.path.display().to_string())
+            )
+        } else {
+            String::new()
+        };
+        let (code, why) = match (entry.refused, entry.path.to_str()) {
+            (Some(refusal), _) => (refusal.code(), refusal.words()),
+            (None, None) => (
+                "INVALID_ARGUMENT",
+                "its path is not UTF-8: use `dsh workspace create`",
+            ),
+            (None, Some(path)) => {
+                let _ = write!(
+                    out,
+                    "<li class=\"dir{hidden}\"><button type=\"button\" class=\"dir\" data-path=\"{}\">{}{link}</button></li>",
+                    esc(path),
+                    esc(&name)
+                );
+                continue;
+            }
+        };
+        let _ = write!(
+            out,
+            "<li class=\"refused{hidden}\" data-code=\"{code}\"><span class=\"name\">{}</span>{link} <span class=\"why\">{why}</span></li>",
+            esc(&name)
+        );
+    }
+    if listing.entries.is_empty() {
+        out.push_str("<li class=\"empty\">No directories here.</li>");
+    }
+    if listing.truncated {
+        out.push_str(
+            "<li class=\"dim\">More than a listing shows: type the path of the one you want.</li>",
+        );
+    }
+    out
 }
 
 /// One workspace with all its sessions, `page` (0-based) of
@@ -180,7 +357,12 @@ pub fn workspace(ws: &WorkspaceSummary, page: usize, now: DateTime<Utc>) -> Stri
         workspace_heading(ws, false),
         ws.sessions.len()
     );
-    body.push_str(&sessions_table(&ws.sessions[start..end], now));
+    body.push_str(&sessions_table(
+        &ws.sessions[start..end],
+        now,
+        Rows::ReadOnly,
+        None,
+    ));
     if pages > 1 {
         body.push_str("<p class=\"pages\">");
         for p in 0..pages {
@@ -747,5 +929,64 @@ mod tests {
         );
         let e = LogEntry::new(at, "terminal_send", "{}", "SEND_ACTIVE", 0);
         assert_eq!(outcome(&e), "SEND_ACTIVE");
+    }
+
+    #[test]
+    fn a_picker_listing_opens_directories_and_says_why_it_refuses_the_rest() {
+        use picker_seam::{Entry, Refusal};
+        use std::os::unix::ffi::OsStringExt as _;
+        use std::path::PathBuf;
+        let entry = |name: std::ffi::OsString, path: &str, symlink, refused| Entry {
+            name,
+            path: PathBuf::from(path),
+            symlink,
+            refused,
+        };
+        let listing = Listing {
+            dir: PathBuf::from("/home/me"),
+            parent: Some(PathBuf::from("/home")),
+            entries: vec![
+                entry(".config".into(), "/home/me/.config", false, None),
+                entry("a&b".into(), "/home/me/a&b", false, None),
+                entry("docs".into(), "/srv/docs", true, None),
+                entry("kernel".into(), "/proc", true, Some(Refusal::DeviceTree)),
+                entry(
+                    "loop".into(),
+                    "/home/me/loop",
+                    true,
+                    Some(Refusal::SymlinkLoop),
+                ),
+                entry(
+                    std::ffi::OsString::from_vec(b"bad\xff".to_vec()),
+                    "/home/me/bad\u{fffd}",
+                    false,
+                    None,
+                ),
+            ],
+            truncated: true,
+        };
+        let mut raw = listing.clone();
+        // A path that is not UTF-8 cannot go back to the server as text.
+        raw.entries[5].path =
+            PathBuf::from(std::ffi::OsString::from_vec(b"/home/me/bad\xff".to_vec()));
+        assert_eq!(
+            picker_entries(&raw),
+            "<li class=\"dir hidden-entry\"><button type=\"button\" class=\"dir\" data-path=\"/home/me/.config\">.config</button></li>\
+<li class=\"dir\"><button type=\"button\" class=\"dir\" data-path=\"/home/me/a&amp;b\">a&amp;b</button></li>\
+<li class=\"dir\"><button type=\"button\" class=\"dir\" data-path=\"/srv/docs\">docs <span class=\"dim\">→ /srv/docs</span></button></li>\
+<li class=\"refused\" data-code=\"PICKER_DEVICE_TREE\"><span class=\"name\">kernel</span> <span class=\"dim\">→ /proc</span> <span class=\"why\">a device tree</span></li>\
+<li class=\"refused\" data-code=\"PICKER_SYMLINK_LOOP\"><span class=\"name\">loop</span> <span class=\"why\">a symlink loop</span></li>\
+<li class=\"refused\" data-code=\"INVALID_ARGUMENT\"><span class=\"name\">bad\u{fffd}</span> <span class=\"why\">its path is not UTF-8: use `dsh workspace create`</span></li>\
+<li class=\"dim\">More than a listing shows: type the path of the one you want.</li>"
+        );
+        let empty = Listing {
+            entries: Vec::new(),
+            truncated: false,
+            ..listing
+        };
+        assert_eq!(
+            picker_entries(&empty),
+            "<li class=\"empty\">No directories here.</li>"
+        );
     }
 }

@@ -16,6 +16,10 @@
 //! | `GET /api/sessions/{id}/events` | server-sent events: a session's calls as they happen |
 //! | `GET /api/jobs/{id}/events` | server-sent events: a job's status and output |
 //! | `GET /ws/terminals/{id}` | WebSocket: a terminal's screens; the person's keys |
+//! | `GET /api/workspaces/events` | server-sent events: the workspaces when they change |
+//! | `GET /api/picker` | the directory picker's listing of `?path=` (default: its start) |
+//! | `POST /api/picker/choose` | a picker that asks the person itself: its choice |
+//! | `POST /api/changes` | one change to the registry (see [`crate::changes`]) |
 //!
 //! Streams are bounded: at most [`MAX_STREAMS`] at once (then 503
 //! `UI_BUSY`); each holds one frame or one chunk at a time and ends when
@@ -231,14 +235,16 @@ fn write_private(path: &std::path::Path, text: &str) -> std::io::Result<()> {
     written
 }
 
-struct App {
-    source: Arc<dyn UiSource>,
+pub(crate) struct App {
+    pub(crate) source: Arc<dyn UiSource>,
     feeds: ScreenFeeds,
     streams: Arc<Semaphore>,
-    stop: CancellationToken,
+    pub(crate) stop: CancellationToken,
+    /// The tokens the pages' changes carry.
+    pub(crate) page_tokens: Arc<guard::PageTokens>,
 }
 
-type Shared = Arc<App>;
+pub(crate) type Shared = Arc<App>;
 
 /// Starts serving the page for `source` on the address `settings` name;
 /// it stops when `stop` is cancelled (or [`UiServer::stop`]).
@@ -278,6 +284,7 @@ pub async fn start(
         feeds: ScreenFeeds::default(),
         streams: Arc::new(Semaphore::new(MAX_STREAMS)),
         stop: stop.clone(),
+        page_tokens: access.page_tokens(),
     });
     let router = router(app, access.clone());
     let conns = Conns::new(Limits::default(), nix::unistd::getuid().as_raw());
@@ -432,13 +439,14 @@ fn router(app: Shared, access: Arc<Access>) -> Router {
         .route("/api/sessions/{id}/events", get(session_events))
         .route("/api/jobs/{id}/events", get(job_events))
         .route("/ws/terminals/{id}", get(terminal_ws))
+        .merge(crate::changes::routes())
         .fallback(not_found)
         .with_state(app)
         .layer(axum::middleware::from_fn_with_state(access, guard::check))
 }
 
 /// A failure as a page (or JSON under `/api/`).
-struct Failure {
+pub(crate) struct Failure {
     status: StatusCode,
     code: String,
     message: String,
@@ -446,7 +454,7 @@ struct Failure {
 }
 
 impl Failure {
-    fn new(status: StatusCode, code: &str, message: impl Into<String>) -> Self {
+    pub(crate) fn new(status: StatusCode, code: &str, message: impl Into<String>) -> Self {
         Self {
             status,
             code: code.to_owned(),
@@ -455,7 +463,7 @@ impl Failure {
         }
     }
 
-    fn json(mut self) -> Self {
+    pub(crate) fn json(mut self) -> Self {
         self.json = true;
         self
     }
@@ -537,7 +545,20 @@ async fn not_found() -> Failure {
 
 async fn workspaces_page(State(app): State<Shared>) -> Result<Html<String>, Failure> {
     let overview = app.source.overview().await?;
-    Ok(Html(pages::workspaces(&overview, chrono::Utc::now())))
+    let token = app.page_tokens.mint().map_err(|e| {
+        Failure::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "UI_TOKEN_FAILED",
+            format!("cannot make the page's token: {e}"),
+        )
+    })?;
+    let picker = app.source.directory_picker().capability();
+    Ok(Html(pages::workspaces(
+        &overview,
+        chrono::Utc::now(),
+        &token,
+        &picker,
+    )))
 }
 
 #[derive(Debug, Deserialize)]
@@ -758,7 +779,7 @@ async fn live_json(State(app): State<Shared>) -> Response {
 
 /// An event whose data is JSON (which never carries a raw newline or
 /// carriage return, as SSE requires).
-fn event(name: &'static str, data: &serde_json::Value) -> Event {
+pub(crate) fn event(name: &'static str, data: &serde_json::Value) -> Event {
     Event::default().event(name).data(data.to_string())
 }
 
@@ -766,14 +787,14 @@ type EventStream = futures::stream::BoxStream<'static, Result<Event, Infallible>
 
 /// An event stream that holds a stream permit and a watching guard for
 /// its life.
-fn sse(stream: impl Stream<Item = Event> + Send + 'static) -> Response {
+pub(crate) fn sse(stream: impl Stream<Item = Event> + Send + 'static) -> Response {
     let boxed: EventStream = stream.map(Ok).boxed();
     Sse::new(boxed)
         .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
         .into_response()
 }
 
-fn permit(app: &App, json: bool) -> Result<OwnedSemaphorePermit, Failure> {
+pub(crate) fn permit(app: &App, json: bool) -> Result<OwnedSemaphorePermit, Failure> {
     app.streams.clone().try_acquire_owned().map_err(|_| {
         let f = busy();
         if json { f.json() } else { f }

@@ -1,18 +1,24 @@
-//! What the page reads: the [`UiSource`] trait the daemon implements, and
-//! the plain data it returns.
+//! What the page reads, and the changes a person makes on it: the
+//! [`UiSource`] trait the daemon implements, and the plain data it
+//! returns.
 //!
 //! The page never touches the store, the connections or the job registry
 //! itself: it asks its source, which answers from the daemon's held store
-//! and live state. Terminals are the exception — their screens and the
+//! and live state, and makes a [`Change`] through the same registry
+//! operations as the CLI. Directories to choose come from the source's
+//! [`DirectoryPicker`]. Terminals are the exception — their screens and the
 //! person's keyboard go through the terminal provider's person views
 //! (`TerminalWatch`, `PersonTyping`), exactly as `dsh attach` does.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use futures::future::BoxFuture;
-use workspace::{LogEntry, SessionId};
+use picker_seam::DirectoryPicker;
+use serde::Deserialize;
+use workspace::{LogEntry, SessionId, WorkspaceId};
 
 /// A failure of the source, with a stable code and a message that says
 /// what to do.
@@ -216,6 +222,61 @@ pub struct CallFeed {
     pub live: tokio::sync::broadcast::Receiver<LiveCall>,
 }
 
+/// A change a person makes on the workspaces page: each is the registry
+/// operation of a CLI command, and is durable when
+/// [`UiSource::change`] returns.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Change {
+    /// `dsh workspace create PATH [--title T]`.
+    WorkspaceCreate {
+        /// The directory (absolute).
+        path: PathBuf,
+        /// Its title; the directory's name when `None`.
+        title: Option<String>,
+    },
+    /// `dsh workspace rename ID TITLE`.
+    WorkspaceRename {
+        /// The workspace.
+        id: WorkspaceId,
+        /// The new title.
+        title: String,
+    },
+    /// `dsh workspace move ID [--before ID]`.
+    WorkspaceMove {
+        /// The workspace.
+        id: WorkspaceId,
+        /// The workspace it goes before; the end when `None`.
+        before: Option<WorkspaceId>,
+    },
+    /// `dsh workspace rm ID`.
+    WorkspaceRemove {
+        /// The workspace.
+        id: WorkspaceId,
+    },
+    /// `dsh session move ID [--before ID]`, within the session's workspace.
+    SessionMove {
+        /// The session.
+        id: SessionId,
+        /// The session it goes before; the end when `None`.
+        before: Option<SessionId>,
+    },
+    /// `dsh session archive ID` / `dsh session unarchive ID`.
+    SessionArchive {
+        /// The session.
+        id: SessionId,
+        /// The new mark.
+        archived: bool,
+    },
+}
+
+/// What a [`Change`] did, for the person.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Changed {
+    /// One line: what changed, or that nothing needed to.
+    pub said: String,
+}
+
 /// Something held while a person watches a live stream (the daemon counts
 /// it as activity, so it does not exit under a watching person).
 pub type WatchingGuard = Box<dyn Send + Sync>;
@@ -253,6 +314,19 @@ pub trait UiSource: Send + Sync + 'static {
 
     /// Resolves when an agent connects or disconnects.
     fn connections_changed(&self) -> BoxFuture<'_, ()>;
+
+    /// Makes `change` through the registry, as the CLI does; it is
+    /// durable when this resolves. The registry's refusals come back as
+    /// they are (their codes and messages).
+    fn change(&self, change: Change) -> BoxFuture<'_, Result<Changed, SourceError>>;
+
+    /// A receiver whose value moves on whenever the registry changed
+    /// (through the page, the CLI, or an agent's new session).
+    fn registry_changes(&self) -> tokio::sync::watch::Receiver<u64>;
+
+    /// The directory picker of this context: one for the source's life,
+    /// with one capability.
+    fn directory_picker(&self) -> Arc<dyn DirectoryPicker>;
 
     /// Marks a person as watching until the guard is dropped.
     fn watching(&self) -> WatchingGuard;

@@ -56,6 +56,13 @@ pub enum RegistryOp {
         /// The session.
         id: SessionId,
     },
+    /// Move a session before another of its workspace, or to the end.
+    SessionMove {
+        /// The session.
+        id: SessionId,
+        /// The anchor.
+        before: Option<SessionId>,
+    },
     /// Set or clear a session's archived mark.
     SessionArchive {
         /// The session.
@@ -77,6 +84,7 @@ impl RegistryOp {
             | RegistryOp::WorkspaceRename { .. }
             | RegistryOp::WorkspaceMove { .. }
             | RegistryOp::WorkspaceRemove { .. }
+            | RegistryOp::SessionMove { .. }
             | RegistryOp::SessionArchive { .. } => true,
         }
     }

@@ -295,18 +295,11 @@ async fn mcp_session(
 async fn registry(shared: &Shared, op: RegistryOp) -> Reply {
     let _busy = Busy::new(&shared.busy);
     let held = shared.held.clone();
-    let dir = shared.paths.data_dir.clone();
-    let result = tokio::task::spawn_blocking(move || {
-        held.with_registry(|r| Ok(crate::registry::execute(r, &op, &dir)))
-    })
-    .await;
+    let result =
+        tokio::task::spawn_blocking(move || crate::registry::execute_held(&held, &op)).await;
     match result {
-        Ok(Ok(Ok(data))) => Reply::ok(data),
-        Ok(Ok(Err(failure))) => Reply::failed(&failure.code, failure.message),
-        Ok(Err(e)) => {
-            let f = crate::registry::explain(e, &shared.paths.data_dir);
-            Reply::failed(&f.code, f.message)
-        }
+        Ok(Ok(data)) => Reply::ok(data),
+        Ok(Err(failure)) => Reply::failed(&failure.code, failure.message),
         Err(e) => Reply::failed(codes::INTERNAL, format!("the registry task failed: {e}")),
     }
 }

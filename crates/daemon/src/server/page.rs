@@ -1,7 +1,10 @@
 //! What the `dsh ui` page reads of this daemon: [`DaemonUiSource`]
 //! answers it from the held store, the host's live state (the snapshot of
 //! `server::live`, which `dsh ps` reads too) and the host's
-//! [`CallHub`](crate::calls::CallHub) of tool calls as they happen.
+//! [`CallHub`](crate::calls::CallHub) of tool calls as they happen. The
+//! page's changes are the registry operations of the CLI, run on the
+//! held store the same way ([`crate::registry::execute_held`]); its
+//! directory picker is `picker-fs`, from the daemon's `$HOME`.
 //!
 //! The page is served by the `ui` crate; the daemon starts it on the first
 //! `dsh ui` request (see `server::dispatch`).
@@ -12,16 +15,20 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
+use picker_seam::DirectoryPicker;
 use ui::{
-    CallFeed, JobTail, LiveConnection, LiveJob, LiveTerminal, LiveView, Overview, SessionSummary,
-    SessionView, SourceError, UiSource, WatchingGuard, WorkspaceSummary,
+    CallFeed, Change, Changed, JobTail, LiveConnection, LiveJob, LiveTerminal, LiveView, Overview,
+    SessionSummary, SessionView, SourceError, UiSource, WatchingGuard, WorkspaceSummary,
 };
-use workspace::{LogEntry, SessionId, SessionPersistence as _, SessionRecord, WorkspaceError};
+use workspace::{
+    LogEntry, SessionId, SessionPersistence as _, SessionRecord, Workspace, WorkspaceError,
+};
 
 use super::live::elapsed;
 use crate::calls::RECENT_CALLS;
 use crate::host::Host;
 use crate::protocol::codes;
+use crate::protocol::registry::{Archived, Created, RegistryOp};
 use crate::store::{HeldStore, SledRegistry};
 
 /// The page's view of this daemon.
@@ -29,17 +36,25 @@ pub struct DaemonUiSource {
     host: Arc<Host>,
     held: Arc<HeldStore>,
     watchers: Arc<AtomicUsize>,
+    picker: Arc<dyn DirectoryPicker>,
 }
 
 impl DaemonUiSource {
     /// The source of `host` and its store; `watchers` counts the people
     /// watching a live stream (the daemon does not idle-exit under them).
+    /// Its directory picker browses from `$HOME`.
     pub fn new(host: Arc<Host>, held: Arc<HeldStore>, watchers: Arc<AtomicUsize>) -> Self {
         Self {
             host,
             held,
             watchers,
+            picker: Arc::new(picker_fs::FsPicker::from_home()),
         }
+    }
+
+    /// The same source with another directory picker.
+    pub fn with_picker(self, picker: Arc<dyn DirectoryPicker>) -> Self {
+        Self { picker, ..self }
     }
 
     fn live_sessions(&self) -> HashSet<SessionId> {
@@ -116,6 +131,100 @@ fn job_row(info: &jobs::JobInfo) -> LiveJob {
         exit_code: info.exit_code,
         detail: info.detail.clone(),
     }
+}
+
+/// The registry operation of a page's change: the CLI's.
+fn registry_op(change: Change) -> RegistryOp {
+    match change {
+        Change::WorkspaceCreate { path, title } => RegistryOp::WorkspaceCreate { path, title },
+        Change::WorkspaceRename { id, title } => RegistryOp::WorkspaceRename { id, title },
+        Change::WorkspaceMove { id, before } => RegistryOp::WorkspaceMove { id, before },
+        Change::WorkspaceRemove { id } => RegistryOp::WorkspaceRemove { id },
+        Change::SessionMove { id, before } => RegistryOp::SessionMove { id, before },
+        Change::SessionArchive { id, archived } => RegistryOp::SessionArchive { id, archived },
+    }
+}
+
+fn decode<T: serde::de::DeserializeOwned>(data: serde_json::Value) -> Result<T, SourceError> {
+    serde_json::from_value(data).map_err(|e| {
+        SourceError::new(
+            codes::INTERNAL,
+            format!("the registry's answer did not decode: {e}"),
+        )
+    })
+}
+
+/// `1 of 3`: where `at` is in a list of `len`.
+fn position(at: Option<usize>, len: usize) -> String {
+    at.map_or_else(|| "?".to_owned(), |i| (i + 1).to_string()) + &format!(" of {len}")
+}
+
+/// What the registry's answer to `op` says, in one line for the person.
+fn said(op: &RegistryOp, data: serde_json::Value) -> Result<String, SourceError> {
+    Ok(match op {
+        RegistryOp::WorkspaceCreate { .. } => {
+            let Created { workspace, created } = decode(data)?;
+            if created {
+                format!(
+                    "created workspace “{}” for {}",
+                    workspace.title,
+                    workspace.path.display()
+                )
+            } else {
+                format!(
+                    "{} is already workspace “{}”; nothing changed",
+                    workspace.path.display(),
+                    workspace.title
+                )
+            }
+        }
+        RegistryOp::WorkspaceRename { .. } => {
+            let workspace: Workspace = decode(data)?;
+            format!("renamed the workspace to “{}”", workspace.title)
+        }
+        RegistryOp::WorkspaceMove { id, .. } => {
+            let order: Vec<Workspace> = decode(data)?;
+            let at = order.iter().position(|w| w.id == *id);
+            let title = at.map_or("", |i| order[i].title.as_str());
+            format!(
+                "moved workspace “{title}” to place {}",
+                position(at, order.len())
+            )
+        }
+        RegistryOp::WorkspaceRemove { .. } => {
+            let workspace: Workspace = decode(data)?;
+            format!(
+                "removed workspace “{}” from the registry; the directory {} and its sessions' logs are kept",
+                workspace.title,
+                workspace.path.display()
+            )
+        }
+        RegistryOp::SessionMove { id, .. } => {
+            let workspace: Workspace = decode(data)?;
+            let at = workspace.session_ids.iter().position(|s| s == id);
+            format!(
+                "moved session {} to place {} in “{}”",
+                ui::html::short_id(&id.to_string()),
+                position(at, workspace.session_ids.len()),
+                workspace.title
+            )
+        }
+        RegistryOp::SessionArchive { id, archived } => {
+            let Archived { was, .. } = decode(data)?;
+            let id = id.to_string();
+            let short = ui::html::short_id(&id);
+            match (was == *archived, *archived) {
+                (true, true) => format!("session {short} was archived already; nothing changed"),
+                (true, false) => format!("session {short} was not archived; nothing changed"),
+                (false, true) => format!("archived session {short}"),
+                (false, false) => format!("unarchived session {short}"),
+            }
+        }
+        RegistryOp::WorkspaceList
+        | RegistryOp::WorkspaceShow { .. }
+        | RegistryOp::SessionList { .. }
+        | RegistryOp::SessionShow { .. } => String::new(),
+    })
 }
 
 /// Counts one watching person while alive.
@@ -316,6 +425,32 @@ impl UiSource for DaemonUiSource {
     fn watching(&self) -> WatchingGuard {
         self.watchers.fetch_add(1, Ordering::AcqRel);
         Box::new(Watching(self.watchers.clone()))
+    }
+
+    fn change(&self, change: Change) -> BoxFuture<'_, Result<Changed, SourceError>> {
+        Box::pin(async move {
+            let op = registry_op(change);
+            let held = self.held.clone();
+            let run = op.clone();
+            let data =
+                tokio::task::spawn_blocking(move || crate::registry::execute_held(&held, &run))
+                    .await
+                    .map_err(|e| {
+                        SourceError::new(codes::INTERNAL, format!("the store task failed: {e}"))
+                    })?
+                    .map_err(|f| SourceError::new(&f.code, f.message))?;
+            Ok(Changed {
+                said: said(&op, data)?,
+            })
+        })
+    }
+
+    fn registry_changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.held.changes()
+    }
+
+    fn directory_picker(&self) -> Arc<dyn DirectoryPicker> {
+        self.picker.clone()
     }
 }
 
