@@ -184,6 +184,8 @@ pub struct Host {
     expired: detach::Expired,
     /// Secret prompts waiting for a person.
     prompts: secrets::Prompts,
+    /// Set once the redactor's rules began compiling.
+    redactor_warmed: std::sync::Once,
 }
 
 impl Host {
@@ -223,11 +225,6 @@ impl Host {
             Arc::clone(&terminals) as Arc<dyn terminal_seam::TerminalService>,
             router,
         ));
-        // The redactor's rules compile once, off the first call's path.
-        let warming = Arc::clone(&runtime);
-        let _ = std::thread::Builder::new()
-            .name("dsh-redact-warm".to_owned())
-            .spawn(move || drop(warming.redactor()));
         Self {
             warmups: Mutex::new(Vec::new()),
             lsp_providers,
@@ -242,7 +239,20 @@ impl Host {
             calls: Arc::new(crate::calls::CallHub::default()),
             expired: detach::Expired::default(),
             prompts: secrets::Prompts::default(),
+            redactor_warmed: std::sync::Once::new(),
         }
+    }
+
+    /// Compiles the redactor's rules off the first call's path, once,
+    /// when the first MCP connection comes (not at start: a daemon that
+    /// serves no agent spends nothing on them).
+    fn warm_redactor(&self) {
+        self.redactor_warmed.call_once(|| {
+            let runtime = Arc::clone(&self.runtime);
+            let _ = std::thread::Builder::new()
+                .name("dsh-redact-warm".to_owned())
+                .spawn(move || drop(runtime.redactor()));
+        });
     }
 
     /// Every connection's tool calls as they happen.
@@ -861,6 +871,7 @@ where
     let id = host
         .next_connection
         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    host.warm_redactor();
     let agent = new_agent(&setup.label);
     let take_back: TakeBackLock = Arc::default();
     let connection = Connection {
