@@ -168,7 +168,14 @@ fn what_the_person_cannot_list_is_never_listed() {
     std::fs::create_dir_all(dir.join("closed/inner")).unwrap();
     std::fs::set_permissions(dir.join("open"), std::fs::Permissions::from_mode(0o755)).unwrap();
     std::fs::set_permissions(dir.join("closed"), std::fs::Permissions::from_mode(0o700)).unwrap();
-    let mut copy = std::process::Command::new(std::env::current_exe().unwrap());
+    // The test binary, where another user may run it (a checkout under a
+    // private home is closed to `nobody`).
+    let bin = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(bin.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let exe = bin.path().join("listing-test");
+    std::fs::copy(std::env::current_exe().unwrap(), &exe).unwrap();
+    std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut copy = std::process::Command::new(&exe);
     copy.args([
         "--exact",
         "what_the_person_cannot_list_is_never_listed",
