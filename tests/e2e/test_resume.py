@@ -5,7 +5,6 @@ the resume key, and nothing is lost. Another agent with the ids but not
 the key gets nothing; after the grace period nothing is left."""
 
 import json
-import os
 import re
 import signal
 
@@ -14,28 +13,9 @@ import pytest
 import waiting
 from conftest import connect, dsh, err, ok, write_config
 from test_daemon import RawBridge
+from test_teardown import started_by
 
 pytestmark = pytest.mark.anyio
-
-
-def started_by(marker: str):
-    """Live processes whose environment carries `marker`, with their argv."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/environ", "rb") as f:
-                environ = f.read()
-            with open(f"/proc/{entry}/stat") as f:
-                state = f.read().rsplit(")", 1)[1].split()[0]
-            with open(f"/proc/{entry}/cmdline", "rb") as f:
-                argv = f.read().split(b"\0")
-        except OSError:
-            continue
-        if marker.encode() in environ and state not in ("Z", "X"):
-            found.append((int(entry), b" ".join(argv).decode(errors="replace").strip()))
-    return found
 
 
 def ps(env):
