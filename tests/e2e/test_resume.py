@@ -116,13 +116,23 @@ async def test_a_killed_client_resumes_with_nothing_lost(isolated_env, tmp_path)
                 listed = {t["id"]: t for t in back["terminals"]}
                 assert listed[server["id"]]["pid"] == server_pid
                 assert listed[server["id"]]["status"] == "running"
-                # Once taken, the key takes nothing a second time.
-                r = await other.call_tool("terminal_list", {"resume": key})
-                assert err(r)["code"] == "RESUME_NOT_EMPTY" or err(r)["code"] == "RESUME_KEY_UNKNOWN"
                 assert detached_rows(env) == []
-                ok(await s.call_tool("job_kill", {"job_id": job["job_id"]}))
+                # The key is the capability: presented from another
+                # connection while this one is still open (as a client
+                # does whose stream died without a word), it moves the
+                # work there; this connection then owns none of it.
+                moved = ok(await other.call_tool("terminal_list", {"resume": key}))
+                assert {t["id"] for t in moved["terminals"]} == {repl["id"], server["id"]}
+                r = await s.call_tool("terminal_read", {"id": repl["id"]})
+                assert err(r)["code"] == "FOREIGN_SESSION"
+                # A connection that has work of its own takes nothing.
+                r = await s.call_tool("terminal_open", {})
+                ok(r)
+                r = await s.call_tool("terminal_list", {"resume": key})
+                assert err(r)["code"] == "RESUME_NOT_EMPTY"
+                ok(await other.call_tool("job_kill", {"job_id": job["job_id"]}))
                 for t in (repl["id"], server["id"]):
-                    ok(await s.call_tool("terminal_close", {"id": t}))
+                    ok(await other.call_tool("terminal_close", {"id": t}))
     finally:
         if not killed:
             bridge.close()

@@ -43,11 +43,13 @@ usage: cargo xtask <task>
 
 tasks:
   codegen [--check]   write docs/tool-catalog.md from the code (--check: fail if stale)
+  static              build the self-contained dsh that `dsh mcp --remote` installs on targets
+                      (musl, statically linked, stripped) and print where it is and its size
   test                check fmt and clippy, install what the tests need, run every test,
                       then `bench all --quick`
   bench <name> [--quick]
                       run a benchmark: mcp, spawn, terminal, memory, jobs, lsp, lsp-real, workspace,
-                      sandbox, daemon, ui, corpus, redact, all (--quick: a short smoke run on the debug build)";
+                      sandbox, daemon, ui, corpus, redact, remote, all (--quick: a short smoke run on the debug build)";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -55,6 +57,7 @@ fn main() -> ExitCode {
     let result = match args.as_slice() {
         ["codegen"] => codegen(false),
         ["codegen", "--check"] => codegen(true),
+        ["static"] => build_static().map(drop),
         ["test"] => test(),
         ["bench", name] => bench(name, Speed::Full),
         ["bench", name, "--quick"] => bench(name, Speed::Quick),
@@ -203,6 +206,10 @@ const CORPUS_PROGRAMS: &[(&str, &str)] = &[
     ("gpgconf", "gpgconf"),
 ];
 
+/// The OpenSSH server the remote suite starts on loopback (Debian's
+/// package).
+const SSHD: &str = "/usr/sbin/sshd";
+
 /// The browser the `dsh ui` end-to-end test drives (Debian's package).
 const CHROMIUM: &str = "/usr/bin/chromium";
 
@@ -281,6 +288,12 @@ fn install_language_servers() -> anyhow::Result<Option<String>> {
     if !missing.is_empty() {
         apt_update()?;
         apt_install(&missing)?;
+    }
+    // The remote suite (tests/e2e/test_remote.py) reaches a real OpenSSH
+    // server it starts on loopback.
+    if !Path::new(SSHD).is_file() {
+        apt_update()?;
+        apt_install(&["openssh-server"])?;
     }
     // The `dsh ui` browser test drives Debian's Chromium, never one a
     // tool downloads.
@@ -365,6 +378,49 @@ fn style_gate(cargo: &str) -> anyhow::Result<()> {
     )
 }
 
+/// The Rust target of the static build: this machine's architecture, musl.
+fn static_triple() -> String {
+    format!("{}-unknown-linux-musl", std::env::consts::ARCH)
+}
+
+/// Builds the static `dsh` (`--profile static`: release, stripped) for
+/// remote targets and returns its path.
+fn build_static() -> anyhow::Result<PathBuf> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let triple = static_triple();
+    step(
+        &format!("install the Rust standard library for {triple}"),
+        Command::new("rustup").args(["target", "add", &triple]),
+    )?;
+    step(
+        &format!("build the static dsh ({triple}, profile static)"),
+        Command::new(&cargo).args([
+            "build",
+            "--locked",
+            "--profile",
+            "static",
+            "--target",
+            &triple,
+            "-p",
+            "dsh",
+        ]),
+    )?;
+    let path = root()
+        .join("target")
+        .join(&triple)
+        .join("static")
+        .join("dsh");
+    let size = std::fs::metadata(&path)
+        .map_err(|e| anyhow::anyhow!("the static build is not at {}: {e}", path.display()))?
+        .len();
+    eprintln!(
+        "\nthe static dsh: {} ({:.1} MB); `dsh mcp --remote` installs it when DSH_REMOTE_BINARY names it",
+        path.display(),
+        size as f64 / 1e6
+    );
+    Ok(path)
+}
+
 fn test() -> anyhow::Result<()> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     style_gate(&cargo)?;
@@ -389,10 +445,13 @@ fn test() -> anyhow::Result<()> {
     }
     step("run the Rust tests", &mut rust_tests)?;
     prepare_lsp_corpus()?;
+    // The remote suite installs the real static build on its targets.
+    let static_dsh = build_static()?;
     let mut e2e = Command::new(venv_bin().join("python"));
     e2e.args(["-m", "pytest", "tests/e2e", "-q", "-p", "no:cacheprovider"])
         .env("PATH", &path)
-        .env("DSH_BIN", root().join("target/debug/dsh"));
+        .env("DSH_BIN", root().join("target/debug/dsh"))
+        .env("DSH_REMOTE_BINARY", &static_dsh);
     if let Some(reason) = &go_unavailable {
         e2e.env("DSH_GO_UNAVAILABLE", reason);
     }
@@ -426,6 +485,7 @@ enum Speed {
     Quick,
 }
 
+// Long on purpose: one table of every benchmark, each arm a few lines.
 fn bench(name: &str, speed: Speed) -> anyhow::Result<()> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let path = path_with_venv();
@@ -551,6 +611,14 @@ fn bench(name: &str, speed: Speed) -> anyhow::Result<()> {
                 &[],
             )
         }
+        "remote" => {
+            let static_dsh = build_static()?.display().to_string();
+            python(
+                "bench_remote.py",
+                "calls over ssh to loopback vs the same calls local vs a bare `ssh host true`",
+                &[("DSH_REMOTE_BINARY", &static_dsh)],
+            )
+        }
         "all" => {
             for n in [
                 "mcp",
@@ -566,6 +634,7 @@ fn bench(name: &str, speed: Speed) -> anyhow::Result<()> {
                 "ui",
                 "corpus",
                 "redact",
+                "remote",
             ] {
                 bench(n, speed)?;
             }

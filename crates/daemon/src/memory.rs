@@ -12,6 +12,7 @@
 //! when they are freed.
 
 /// Blocks at least this big get their own mapping, always.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
 const MMAP_THRESHOLD: i32 = 256 * 1024;
 
 /// Applies the policy; call once, first thing, in a long-running command.

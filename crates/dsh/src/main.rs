@@ -10,11 +10,11 @@
 mod output;
 mod registry_cli;
 
-use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
+use daemon::client::remote::{RemoteOptions, target::Target};
 use daemon::client::{Client, ClientError, RegistryAccess, StartSpec, StatusReport, bridge};
 use daemon::demo::Scenario;
 use daemon::paths::DaemonPaths;
@@ -77,6 +77,9 @@ enum Command {
         /// Also append the log to FILE (with --standalone; the daemon logs to its own file).
         #[arg(long, value_name = "FILE")]
         log_file: Option<PathBuf>,
+        /// Serve from a dsh on another host: ssh://[user@]host[:port][/path] or exec:COMMAND.
+        #[arg(long, value_name = "TARGET", conflicts_with = "log_file", value_parser = Target::parse)]
+        remote: Option<Target>,
     },
     /// Run the per-user daemon in the foreground, or show or stop the running one.
     #[command(after_help = DAEMON_HELP)]
@@ -340,9 +343,18 @@ fn run(cli: Cli) -> Result<(), Failure> {
         command,
     } = cli;
     match command {
-        Command::Mcp { preset, log_file } if cli.standalone => {
-            mcp_standalone(&cli, preset.map(|p| p.0), log_file)
+        Command::Mcp {
+            preset,
+            remote: Some(target),
+            ..
+        } => {
+            first_contact_hint();
+            let preset = preset.map(|p| p.0.name().to_owned());
+            Ok(daemon::client::remote::run(RemoteOptions { target, preset }).map(drop)?)
         }
+        Command::Mcp {
+            preset, log_file, ..
+        } if cli.standalone => mcp_standalone(&cli, preset.map(|p| p.0), log_file),
         Command::Mcp { preset, .. } => mcp_bridge(&cli, preset.map(|p| p.0)),
         Command::Daemon {
             action: None,
@@ -366,20 +378,17 @@ fn run(cli: Cli) -> Result<(), Failure> {
                 let done =
                     Client::new(cli.paths()).decide_detached(n, to.filter(|_| give.is_some()))?;
                 let what = [done.terminals, done.jobs].concat().join(", ");
-                Ok(output::emit(&format!(
-                    "connection {n}: {} ({what})\n",
-                    done.done
-                ))?)
+                let line = format!("connection {n}: {} ({what})\n", done.done);
+                Ok(output::emit(&line)?)
             }
             None => ps(&cli.paths(), json),
         },
         Command::Answer { id } => {
+            let prompt = format!("answer for {id} (not shown): ");
             let secret =
-                daemon::client::answer::read_secret(&format!("answer for {id} (not shown): "))
-                    .map_err(anyhow::Error::from)?;
+                daemon::client::answer::read_secret(&prompt).map_err(anyhow::Error::from)?;
             let done = Client::new(cli.paths()).answer(&id, secret)?;
-            eprintln!("dsh: your answer was {}", done.how);
-            Ok(())
+            Ok(eprintln!("dsh: your answer was {}", done.how))
         }
         Command::Attach { id, write } => {
             let line = Client::new(cli.paths()).attach(&id, write)?;
@@ -397,14 +406,9 @@ fn run(cli: Cli) -> Result<(), Failure> {
         Command::Catalog { preset, format } => {
             let text = match format {
                 Format::Md => tools_catalog::catalog_markdown_for(preset.0),
-                Format::Json => {
-                    serde_json::to_string_pretty(&tools_catalog::catalog_json(preset.0))
-                        .map_err(|e| Failure::Other(e.into()))?
-                }
+                Format::Json => format!("{:#}", tools_catalog::catalog_json(preset.0)),
             };
-            let mut out = std::io::stdout().lock();
-            let _ = writeln!(out, "{text}");
-            Ok(())
+            Ok(output::emit(&format!("{text}\n"))?)
         }
     }
 }

@@ -97,6 +97,10 @@ fn cstring(path: &Path) -> io::Result<CString> {
 }
 
 /// The flags of the mount holding `path` that a remount must repeat.
+/// `ST_RELATIME` of `statvfs(3)`: the kernel's value, which the `libc`
+/// crate leaves out on musl.
+const ST_RELATIME: libc::c_ulong = 0x1000;
+
 fn locked_flags(path: &CString) -> io::Result<libc::c_ulong> {
     // SAFETY: a valid C string and a zeroed statvfs to fill.
     let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
@@ -109,7 +113,7 @@ fn locked_flags(path: &CString) -> io::Result<libc::c_ulong> {
         (libc::ST_NOEXEC, libc::MS_NOEXEC),
         (libc::ST_NOATIME, libc::MS_NOATIME),
         (libc::ST_NODIRATIME, libc::MS_NODIRATIME),
-        (libc::ST_RELATIME, libc::MS_RELATIME),
+        (ST_RELATIME, libc::MS_RELATIME),
     ];
     Ok(pairs
         .iter()
@@ -355,9 +359,9 @@ impl Namespaces {
                 if isolate_network {
                     let sock =
                         libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
-                    if sock < 0 || libc::ioctl(sock, libc::SIOCGIFFLAGS, &raw mut lo) != 0 || {
+                    if sock < 0 || libc::ioctl(sock, libc::SIOCGIFFLAGS as _, &raw mut lo) != 0 || {
                         lo.ifr_ifru.ifru_flags |= libc::IFF_UP as libc::c_short;
-                        libc::ioctl(sock, libc::SIOCSIFFLAGS, &raw mut lo) != 0
+                        libc::ioctl(sock, libc::SIOCSIFFLAGS as _, &raw mut lo) != 0
                     } {
                         report(out, 6, errno());
                         libc::_exit(1);

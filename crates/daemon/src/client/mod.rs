@@ -27,6 +27,7 @@ pub mod attach;
 pub mod bridge;
 pub mod open;
 mod registry;
+pub mod remote;
 
 pub use api::{Client, StatusReport, Stopped, Unreachable};
 pub use registry::RegistryAccess;

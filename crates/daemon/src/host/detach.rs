@@ -286,10 +286,10 @@ impl Host {
             let entries = self.entries();
             entries
                 .iter()
-                .find(|(_, e)| e.detached.is_some() && same_key(&current(&e.agent).1, key))
-                .map(|(id, _)| *id)
+                .find(|(other, e)| **other != id && same_key(&current(&e.agent).1, key))
+                .map(|(other, e)| (*other, e.detached.is_some(), Arc::clone(&e.take_back)))
         };
-        let Some(from) = found else {
+        let Some((from, detached, from_lock)) = found else {
             if self.expired.contains(key) {
                 return Err(ToolError::new(
                     "RESUME_EXPIRED",
@@ -311,6 +311,9 @@ impl Host {
                     work_words(terminals, jobs)
                 ),
             ));
+        }
+        if !detached {
+            return self.take_over(from, &from_lock, into, id, recorder).await;
         }
         let Some(entry) = self.entries().remove(&from) else {
             return Err(ToolError::new(
@@ -368,6 +371,80 @@ impl Host {
         Ok(Resumed {
             owner: taken,
             detached_for,
+        })
+    }
+}
+
+impl Host {
+    /// Takes the agent of connection `from`, which still counts as
+    /// connected, into connection `id`: its client presented the key from
+    /// a new connection, so the old one is a stream that died without a
+    /// word (a network gone quiet keeps a connection open for as long as
+    /// the transport takes to notice). The old connection keeps serving,
+    /// as the new connection's former, empty agent.
+    async fn take_over(
+        &self,
+        from: u64,
+        from_lock: &TakeBackLock,
+        into: &AgentCell,
+        id: u64,
+        recorder: &SessionRecorder,
+    ) -> Result<Resumed, ToolError> {
+        // The old connection is ending or taking back work of its own right
+        // now: then it is not the one to take from yet.
+        let Ok(_its_turn) = from_lock.try_lock() else {
+            return Err(ToolError::new(
+                "RESUME_KEY_UNKNOWN",
+                "the work of this key is changing hands right now; try again",
+            ));
+        };
+        let (from_agent, from_recorder) = {
+            let entries = self.entries();
+            match entries.get(&from).filter(|e| e.detached.is_none()) {
+                Some(e) => (Arc::clone(&e.agent), e.recorder.clone()),
+                None => {
+                    return Err(ToolError::new(
+                        "RESUME_KEY_UNKNOWN",
+                        "the work of this key is changing hands right now; try again",
+                    ));
+                }
+            }
+        };
+        let taken = {
+            let mut from_agent = from_agent.lock().unwrap_or_else(|e| e.into_inner());
+            let mut into_agent = into.lock().unwrap_or_else(|e| e.into_inner());
+            std::mem::swap(&mut *from_agent, &mut *into_agent);
+            into_agent.owner.clone()
+        };
+        // `mine` (empty) is the old connection's agent now: it goes on
+        // serving as it.
+        let (terminals, jobs) = self.work_of(&taken).await;
+        let old_session = from_recorder
+            .session_id()
+            .map_or_else(|| "?".to_owned(), |s| s.to_string());
+        from_recorder.event(
+            "resume",
+            &format!(
+                "taken over by connection {id}, whose client presented the resume key while this connection still seemed open: {}",
+                work_words(terminals, jobs)
+            ),
+        );
+        recorder.event(
+            "resume",
+            &format!(
+                "took over session {old_session} from connection {from}, which still seemed open: {}",
+                work_words(terminals, jobs)
+            ),
+        );
+        tracing::info!(
+            from,
+            to = id,
+            "terminals and jobs taken over from an open connection"
+        );
+        self.changed.notify_waiters();
+        Ok(Resumed {
+            owner: taken,
+            detached_for: Duration::ZERO,
         })
     }
 }

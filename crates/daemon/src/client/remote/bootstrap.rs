@@ -1,0 +1,500 @@
+//! Getting a `dsh mcp` running on the target, as VS Code Remote does: the
+//! bridge opens the stream, asks the target what it is, installs its own
+//! static build there when the target lacks it, and starts it.
+//!
+//! The far side is `sh -s`; the bridge writes one script to it and then
+//! says nothing until the script asks. The script is one function called
+//! on its last line, so every shell has read all of it before it runs,
+//! and whatever the shell buffered of its input is script, never an
+//! answer or the binary. The exchange, one line each way:
+//!
+//! ```text
+//! target: @dsh-remote os=Linux arch=x86_64 have=no
+//! bridge: send            (then exactly SIZE bytes)   — or: go
+//! target: @dsh-remote start                           — or: @dsh-remote error WHY
+//! ```
+//!
+//! After `start` the script `exec`s `dsh mcp` and the stream is MCP. The
+//! build lands in the remote user's data directory
+//! (`${XDG_DATA_HOME:-~/.local/share}/dsh/bin`, mode 0700, never
+//! system-wide), named by version and checksum, written to a temporary
+//! name, checked with `sha256sum` (or `shasum -a 256`) against the sum
+//! the bridge computed, and only then renamed into place. Nothing is sent
+//! before the target's system and architecture are confirmed to run the
+//! build. Lines a login script prints before ours are passed to stderr.
+
+use std::collections::VecDeque;
+use std::io::{BufRead as _, BufReader, Read as _, Write as _};
+use std::path::PathBuf;
+use std::process::{Child, ChildStdin, Stdio};
+use std::sync::{Arc, Mutex, mpsc};
+use std::time::{Duration, Instant};
+
+use sha2::Digest as _;
+
+use super::target::Target;
+
+/// The environment variable that names the static build to install on
+/// targets (by default: this executable, when it is statically linked).
+pub const BINARY_VAR: &str = "DSH_REMOTE_BINARY";
+
+/// The longest line read from the stream (a tool result is far smaller).
+pub const MAX_LINE: u64 = 64 * 1024 * 1024;
+
+/// How long the target may take to answer each step of the bootstrap.
+const STEP_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// How many lines of the transport's stderr are kept for messages.
+const STDERR_TAIL: usize = 6;
+
+/// The build installed on targets.
+#[derive(Debug, Clone)]
+pub struct Build {
+    /// The file.
+    pub path: PathBuf,
+    /// The name it is installed under: `dsh-VERSION-SHA256[..16]`.
+    pub name: String,
+    /// Its SHA-256, hex.
+    pub sha256: String,
+    /// Its size in bytes.
+    pub size: u64,
+    /// The architecture it is for, as `uname -m` names it.
+    pub arch: &'static str,
+}
+
+impl Build {
+    /// The build named by `$DSH_REMOTE_BINARY`, else this executable when
+    /// it is statically linked; the error says how to get one.
+    pub fn find() -> Result<Self, String> {
+        let path = match std::env::var_os(BINARY_VAR).filter(|v| !v.is_empty()) {
+            Some(path) => PathBuf::from(path),
+            None => {
+                let exe = std::env::current_exe()
+                    .map_err(|e| format!("cannot find this dsh executable: {e}"))?;
+                if static_arch(&exe)?.is_none() {
+                    return Err(format!(
+                        "this dsh ({}) is dynamically linked and may not run on the target; build the static one with `cargo xtask static` and name it in ${BINARY_VAR}",
+                        exe.display()
+                    ));
+                }
+                exe
+            }
+        };
+        let mut file = std::fs::File::open(&path)
+            .map_err(|e| format!("cannot read the build to install, {}: {e}", path.display()))?;
+        let Some(arch) = static_arch(&path)? else {
+            return Err(format!(
+                "{} (${BINARY_VAR}) is not a statically linked Linux executable; build one with `cargo xtask static`",
+                path.display()
+            ));
+        };
+        let mut hasher = sha2::Sha256::new();
+        let mut buf = vec![0u8; 256 * 1024];
+        let mut size = 0u64;
+        loop {
+            let n = file
+                .read(&mut buf)
+                .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+            if n == 0 {
+                break;
+            }
+            size += n as u64;
+            hasher.update(&buf[..n]);
+        }
+        let sha256: String = hasher
+            .finalize()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        let name = format!("dsh-{}-{}", env!("CARGO_PKG_VERSION"), &sha256[..16]);
+        Ok(Self {
+            path,
+            name,
+            sha256,
+            size,
+            arch,
+        })
+    }
+}
+
+/// The architecture of `path` when it is a 64-bit little-endian ELF
+/// executable with no program interpreter (statically linked), as every
+/// Linux build of dsh is; `None` for anything else. Reads the ELF header
+/// and the program headers only.
+fn static_arch(path: &std::path::Path) -> Result<Option<&'static str>, String> {
+    const PT_INTERP: u32 = 3;
+    let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let u16_at = |at: usize| {
+        bytes
+            .get(at..at + 2)
+            .map(|b| u16::from_le_bytes([b[0], b[1]]))
+    };
+    let u32_at = |at: usize| {
+        bytes
+            .get(at..at + 4)
+            .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    };
+    let u64_at = |at: usize| {
+        bytes
+            .get(at..at + 8)
+            .and_then(|b| <[u8; 8]>::try_from(b).ok())
+            .map(u64::from_le_bytes)
+    };
+    // ELF magic, 64-bit, little-endian.
+    if bytes.get(..6) != Some(b"\x7fELF\x02\x01".as_slice()) {
+        return Ok(None);
+    }
+    let arch = match u16_at(0x12) {
+        Some(62) => "x86_64",
+        Some(183) => "aarch64",
+        Some(243) => "riscv64",
+        _ => return Ok(None),
+    };
+    let (Some(phoff), Some(phentsize), Some(phnum)) = (u64_at(0x20), u16_at(0x36), u16_at(0x38))
+    else {
+        return Ok(None);
+    };
+    let interp = (0..usize::from(phnum)).any(|i| {
+        usize::try_from(phoff)
+            .ok()
+            .and_then(|off| u32_at(off + i * usize::from(phentsize)))
+            == Some(PT_INTERP)
+    });
+    Ok((!interp).then_some(arch))
+}
+
+/// `uname -m` as Rust names the architecture.
+fn normalised_arch(uname_m: &str) -> &str {
+    match uname_m {
+        "amd64" => "x86_64",
+        "arm64" | "armv8l" => "aarch64",
+        other => other,
+    }
+}
+
+/// The script the target's `sh -s` runs (see the module docs).
+fn script(build: &Build, path: Option<&str>, preset: Option<&str>) -> String {
+    let preset_args = preset.map_or(String::new(), |p| format!(" --preset {}", quote(p)));
+    format!(
+        r#"dsh_bootstrap() {{
+  name={name}; sum={sum}; size={size}; workdir={workdir}
+  dir="${{XDG_DATA_HOME:-$HOME/.local/share}}/dsh/bin"
+  bin="$dir/$name"
+  have=no; [ -x "$bin" ] && have=yes
+  echo "@dsh-remote os=$(uname -s) arch=$(uname -m) have=$have"
+  IFS= read -r answer || exit 1
+  case "$answer" in
+    send)
+      umask 077
+      mkdir -p "$dir" || {{ echo "@dsh-remote error cannot create $dir"; exit 1; }}
+      chmod 700 "$dir"
+      tmp="$bin.part.$$"
+      head -c "$size" > "$tmp" || {{ rm -f "$tmp"; echo "@dsh-remote error cannot write $tmp"; exit 1; }}
+      got=$( {{ sha256sum "$tmp" 2>/dev/null || shasum -a 256 "$tmp" 2>/dev/null; }} | cut -d ' ' -f 1)
+      if [ -z "$got" ]; then rm -f "$tmp"; echo "@dsh-remote error the target has neither sha256sum nor shasum to check the upload"; exit 1; fi
+      if [ "$got" != "$sum" ]; then rm -f "$tmp"; echo "@dsh-remote error the upload arrived damaged (sha256 $got, expected $sum)"; exit 1; fi
+      chmod 700 "$tmp" && mv -f "$tmp" "$bin" || {{ echo "@dsh-remote error cannot install $bin"; exit 1; }}
+      ;;
+    go) ;;
+    *) exit 1 ;;
+  esac
+  if [ -n "$workdir" ]; then
+    cd "$workdir" || {{ echo "@dsh-remote error the target has no directory $workdir"; exit 1; }}
+  fi
+  why=$("$bin" --version 2>&1) || {{ echo "@dsh-remote error $bin does not run on the target: $(echo "$why" | head -n 1) (a data directory on a noexec mount?)"; exit 1; }}
+  echo "@dsh-remote start"
+  exec "$bin" mcp{preset_args}
+}}
+dsh_bootstrap
+"#,
+        name = quote(&build.name),
+        sum = quote(&build.sha256),
+        size = build.size,
+        workdir = quote(path.unwrap_or("")),
+    )
+}
+
+/// A word for a POSIX shell, in single quotes.
+fn quote(word: &str) -> String {
+    format!("'{}'", word.replace('\'', r"'\''"))
+}
+
+/// One line from the stream, or its end.
+#[derive(Debug)]
+pub enum Line {
+    /// A line, without its newline.
+    Text(Vec<u8>),
+    /// The stream ended (or a line was too long to be MCP).
+    End(String),
+}
+
+/// A running stream to `dsh mcp` on the target.
+pub struct Stream {
+    /// The transport (ssh, or the exec command).
+    pub child: Child,
+    /// Its stdin: MCP to the target.
+    pub stdin: ChildStdin,
+    /// Its stdout, line by line.
+    pub lines: mpsc::Receiver<Line>,
+    /// The last lines it wrote to stderr (also passed to ours).
+    pub stderr: Arc<Mutex<VecDeque<String>>>,
+}
+
+impl Stream {
+    /// What the transport last said on stderr, for a message.
+    pub fn stderr_tail(&self) -> String {
+        tail_of(&self.stderr)
+    }
+
+    /// Ends the transport and reaps it.
+    pub fn end(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn tail_of(lines: &Mutex<VecDeque<String>>) -> String {
+    lines
+        .lock()
+        .map(|l| l.iter().cloned().collect::<Vec<_>>().join(" / "))
+        .unwrap_or_default()
+}
+
+/// Opens the stream, bootstraps the target and starts `dsh mcp` there;
+/// `say` reports progress to the person (stderr). The error says what
+/// failed and why, in words a model can act on.
+pub fn open(
+    target: &Target,
+    build: &Build,
+    preset: Option<&str>,
+    say: &dyn Fn(&str),
+) -> Result<Stream, String> {
+    let host = target.host();
+    let mut command = target.command();
+    command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = command
+        .spawn()
+        .map_err(|e| format!("cannot start the stream to {host}: {e}"))?;
+    let (Some(stdin), Some(stdout), Some(stderr)) =
+        (child.stdin.take(), child.stdout.take(), child.stderr.take())
+    else {
+        let _ = child.kill();
+        let _ = child.wait();
+        return Err(format!("cannot start the stream to {host}: no pipes"));
+    };
+    let tail = Arc::new(Mutex::new(VecDeque::new()));
+    {
+        let tail = tail.clone();
+        let host = host.clone();
+        std::thread::spawn(move || relay_stderr(stderr, &tail, &host));
+    }
+    let (tx, lines) = mpsc::channel();
+    std::thread::spawn(move || read_lines(stdout, &tx));
+    let mut stream = Stream {
+        child,
+        stdin,
+        lines,
+        stderr: tail,
+    };
+    match handshake(&mut stream, &host, target, build, preset, say) {
+        Ok(()) => Ok(stream),
+        Err(e) => {
+            stream.end();
+            Err(e)
+        }
+    }
+}
+
+fn handshake(
+    stream: &mut Stream,
+    host: &str,
+    target: &Target,
+    build: &Build,
+    preset: Option<&str>,
+    say: &dyn Fn(&str),
+) -> Result<(), String> {
+    let write = |stdin: &mut ChildStdin, bytes: &[u8], stream_tail: &Mutex<VecDeque<String>>| {
+        stdin
+            .write_all(bytes)
+            .and_then(|()| stdin.flush())
+            .map_err(|e| {
+                format!(
+                    "the stream to {host} closed during the bootstrap ({e}){}",
+                    said(&tail_of(stream_tail))
+                )
+            })
+    };
+    write(
+        &mut stream.stdin,
+        script(build, target.path(), preset).as_bytes(),
+        &stream.stderr,
+    )?;
+    let hello = expect(stream, host)?;
+    let fields: std::collections::HashMap<&str, &str> = hello
+        .split_whitespace()
+        .filter_map(|f| f.split_once('='))
+        .collect();
+    let os = fields.get("os").copied().unwrap_or("?");
+    let arch = normalised_arch(fields.get("arch").copied().unwrap_or("?"));
+    if os != "Linux" {
+        return Err(format!(
+            "{host} runs {os}; dsh's daemon runs on Linux only, so it cannot be the remote end"
+        ));
+    }
+    if arch != build.arch {
+        return Err(format!(
+            "{host} is {arch}, and the build this dsh installs ({}) is {}: name a static {arch} build of dsh in ${BINARY_VAR}",
+            build.path.display(),
+            build.arch
+        ));
+    }
+    if fields.get("have") == Some(&"yes") {
+        write(&mut stream.stdin, b"go\n", &stream.stderr)?;
+    } else {
+        say(&format!(
+            "installing dsh on {host} ({:.1} MB, {})",
+            build.size as f64 / 1e6,
+            build.name
+        ));
+        write(&mut stream.stdin, b"send\n", &stream.stderr)?;
+        let mut file = std::fs::File::open(&build.path)
+            .map_err(|e| format!("cannot read {}: {e}", build.path.display()))?;
+        std::io::copy(&mut (&mut file).take(build.size), &mut stream.stdin).map_err(|e| {
+            format!(
+                "the stream to {host} closed while dsh was installed there ({e}){}",
+                said(&stream.stderr_tail())
+            )
+        })?;
+        let _ = stream.stdin.flush();
+    }
+    let started = expect(stream, host)?;
+    if started.trim() == "start" {
+        Ok(())
+    } else {
+        Err(format!(
+            "dsh could not start on {host}: {}",
+            started.trim_start_matches("error").trim()
+        ))
+    }
+}
+
+/// The next `@dsh-remote` line's rest; other lines (a login script's
+/// greeting) go to stderr.
+fn expect(stream: &mut Stream, host: &str) -> Result<String, String> {
+    let deadline = Instant::now() + STEP_TIMEOUT;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match stream.lines.recv_timeout(left) {
+            Ok(Line::Text(line)) => {
+                let line = String::from_utf8_lossy(&line);
+                match line.strip_prefix("@dsh-remote ") {
+                    Some(rest) if rest.starts_with("error") => {
+                        return Err(format!(
+                            "dsh could not start on {host}: {}",
+                            rest.trim_start_matches("error").trim()
+                        ));
+                    }
+                    Some(rest) => return Ok(rest.to_owned()),
+                    None => eprintln!("dsh: {host} printed: {line}"),
+                }
+            }
+            Ok(Line::End(why)) => {
+                let status = stream
+                    .child
+                    .wait()
+                    .map(|s| format!(", {s}"))
+                    .unwrap_or_default();
+                return Err(format!(
+                    "the stream to {host} ended before dsh started there ({why}{status}){}",
+                    said(&stream.stderr_tail())
+                ));
+            }
+            Err(_) => {
+                return Err(format!(
+                    "{host} did not answer within {} s{}",
+                    STEP_TIMEOUT.as_secs(),
+                    said(&stream.stderr_tail())
+                ));
+            }
+        }
+    }
+}
+
+fn said(tail: &str) -> String {
+    if tail.is_empty() {
+        String::new()
+    } else {
+        format!("; it said: {tail}")
+    }
+}
+
+fn read_lines(stdout: std::process::ChildStdout, tx: &mpsc::Sender<Line>) {
+    let mut reader = BufReader::with_capacity(64 * 1024, stdout);
+    loop {
+        let mut line = Vec::new();
+        match (&mut reader).take(MAX_LINE).read_until(b'\n', &mut line) {
+            Ok(0) => {
+                let _ = tx.send(Line::End("end of stream".into()));
+                return;
+            }
+            Ok(_) if line.last() == Some(&b'\n') => {
+                line.pop();
+                if tx.send(Line::Text(line)).is_err() {
+                    return;
+                }
+            }
+            Ok(_) => {
+                let _ = tx.send(Line::End(format!(
+                    "a line longer than {} MiB, or cut off",
+                    MAX_LINE / (1024 * 1024)
+                )));
+                return;
+            }
+            Err(e) => {
+                let _ = tx.send(Line::End(format!("read failed: {e}")));
+                return;
+            }
+        }
+    }
+}
+
+fn relay_stderr(stderr: std::process::ChildStderr, tail: &Mutex<VecDeque<String>>, host: &str) {
+    let reader = BufReader::new(stderr);
+    for line in reader.split(b'\n') {
+        let Ok(line) = line else { return };
+        let line = String::from_utf8_lossy(&line).trim_end().to_owned();
+        if line.is_empty() {
+            continue;
+        }
+        eprintln!("dsh: [{host}] {line}");
+        if let Ok(mut tail) = tail.lock() {
+            if tail.len() == STDERR_TAIL {
+                tail.pop_front();
+            }
+            tail.push_back(line);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn words_are_quoted_for_sh() {
+        assert_eq!(quote("a b"), "'a b'");
+        assert_eq!(quote("it's"), r"'it'\''s'");
+    }
+
+    #[test]
+    fn this_test_binary_is_not_taken_for_a_static_build() {
+        // Test binaries are linked dynamically against glibc.
+        let exe = std::env::current_exe().unwrap();
+        assert_eq!(static_arch(&exe).unwrap(), None);
+        assert_eq!(static_arch(std::path::Path::new("/bin/sh")).unwrap(), None);
+    }
+}

@@ -1,0 +1,529 @@
+//! `dsh mcp --remote TARGET`: the agent's MCP client here, the daemon
+//! where the code is.
+//!
+//! The bridge opens a stream to the target ([`target`]: the user's own
+//! `ssh`, or any command that gives a stdio stream such as `docker exec
+//! -i`), installs and starts `dsh mcp` there ([`bootstrap`]), and relays
+//! MCP between the client's stdio and that stream. On the far side `dsh
+//! mcp` is the ordinary bridge to the target's own daemon, which owns the
+//! terminals, jobs, language servers, sandbox and store in the remote
+//! user's directories. Nothing of this machine crosses but the client's
+//! MCP messages and, once, the build: not its environment, config, keys
+//! or passwords.
+//!
+//! The relay reads each message only as far as JSON-RPC needs, so that a
+//! dropped stream is never a hang:
+//!
+//! * every request still unanswered when the stream ends gets an answer at
+//!   once: a `tools/call` a tool error `REMOTE_DISCONNECTED` (retryable;
+//!   the call may have run), anything else a JSON-RPC error;
+//! * the bridge then reconnects (a few tries with back-off, and again at
+//!   the next request), replays the client's `initialize`, and takes the
+//!   agent's terminals and jobs back with the last resume key the target
+//!   gave it (`terminal_list {resume}`), so they keep their ids;
+//! * a request that arrives while the target cannot be reached gets
+//!   `REMOTE_UNREACHABLE` with the reason (ssh's own words).
+
+pub mod bootstrap;
+pub mod target;
+
+use std::collections::HashMap;
+use std::io::Write as _;
+use std::process::ChildStdin;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{SigSet, Signal};
+use serde_json::{Value, json};
+
+use self::bootstrap::{Build, Line, Stream};
+use self::target::Target;
+use super::ClientError;
+use super::bridge::BridgeEnd;
+
+/// How `dsh mcp --remote` was started.
+#[derive(Debug, Clone)]
+pub struct RemoteOptions {
+    /// Where to.
+    pub target: Target,
+    /// `--preset`, passed to `dsh mcp` on the target.
+    pub preset: Option<String>,
+}
+
+/// The waits between reconnection tries after a drop.
+const BACKOFF: [Duration; 4] = [
+    Duration::from_millis(250),
+    Duration::from_secs(1),
+    Duration::from_secs(3),
+    Duration::from_secs(6),
+];
+
+/// How long a replayed `initialize` or the resume may take on the target.
+const REPLAY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How long the bridge retries a resume the target does not know yet (the
+/// target's daemon sees the old connection end a moment after the drop).
+const RESUME_PATIENCE: Duration = Duration::from_secs(10);
+
+/// The prefix of a resume key in a reply (see the daemon's host).
+const KEY_PREFIX: &str = "dsh-rk-";
+
+enum Event {
+    Client(Vec<u8>),
+    ClientClosed,
+    Remote(u64, Line),
+    Stop,
+}
+
+/// The live stream and its generation (lines of an older one are stale).
+struct Live {
+    generation: u64,
+    stdin: ChildStdin,
+    stream_child: std::process::Child,
+    stderr: std::sync::Arc<std::sync::Mutex<std::collections::VecDeque<String>>>,
+}
+
+struct Relay {
+    options: RemoteOptions,
+    build: Build,
+    host: String,
+    events: mpsc::Sender<Event>,
+    live: Option<Live>,
+    generation: u64,
+    /// The client's `initialize` request, replayed on every new stream.
+    initialize: Option<Value>,
+    /// Requests of the client not answered yet: id (as JSON) → method.
+    pending: HashMap<String, String>,
+    /// The last resume key the target gave this agent.
+    resume_key: Option<String>,
+    /// Why the last connection attempt failed.
+    last_error: String,
+    /// Numbers the bridge's own requests.
+    own_ids: u64,
+}
+
+/// Runs the bridge until the client closes or is stopped.
+pub fn run(options: RemoteOptions) -> Result<BridgeEnd, ClientError> {
+    let mut signals = SigSet::empty();
+    signals.add(Signal::SIGHUP);
+    signals.add(Signal::SIGTERM);
+    signals.add(Signal::SIGINT);
+    let _ = signals.thread_block();
+    let build = Build::find().map_err(ClientError::Unreachable)?;
+    let (events, inbox) = mpsc::channel();
+    spawn_client_reader(events.clone());
+    {
+        let events = events.clone();
+        std::thread::spawn(move || {
+            while let Ok(signal) = signals.wait() {
+                if signal != Signal::SIGHUP {
+                    let _ = events.send(Event::Stop);
+                    return;
+                }
+            }
+        });
+    }
+    let host = options.target.host();
+    let mut relay = Relay {
+        options,
+        build,
+        host,
+        events,
+        live: None,
+        generation: 0,
+        initialize: None,
+        pending: HashMap::new(),
+        resume_key: None,
+        last_error: String::new(),
+        own_ids: 0,
+    };
+    relay.connect();
+    while let Ok(event) = inbox.recv() {
+        match event {
+            Event::Client(line) => relay.on_client_line(line),
+            Event::Remote(generation, line) => relay.on_remote_line(generation, line),
+            Event::ClientClosed | Event::Stop => break,
+        }
+    }
+    relay.close();
+    Ok(BridgeEnd::Closed)
+}
+
+fn spawn_client_reader(events: mpsc::Sender<Event>) {
+    std::thread::spawn(move || {
+        use std::io::{BufRead as _, Read as _};
+        let mut stdin = std::io::stdin().lock();
+        loop {
+            let mut line = Vec::new();
+            match (&mut stdin)
+                .take(bootstrap::MAX_LINE)
+                .read_until(b'\n', &mut line)
+            {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {
+                    if line.last() == Some(&b'\n') {
+                        line.pop();
+                    }
+                    if !line.iter().all(u8::is_ascii_whitespace)
+                        && events.send(Event::Client(line)).is_err()
+                    {
+                        return;
+                    }
+                }
+            }
+        }
+        let _ = events.send(Event::ClientClosed);
+    });
+}
+
+/// The id of a message, as a map key.
+fn id_key(message: &Value) -> Option<String> {
+    message
+        .get("id")
+        .filter(|id| !id.is_null())
+        .map(Value::to_string)
+}
+
+impl Relay {
+    fn say(&self, what: &str) {
+        eprintln!("dsh: {what}");
+    }
+
+    fn write_client(&self, line: &[u8]) {
+        let mut out = std::io::stdout().lock();
+        let _ = out.write_all(line);
+        let _ = out.write_all(b"\n");
+        let _ = out.flush();
+    }
+
+    /// Opens a stream and starts `dsh mcp` on it; on a reconnect, replays
+    /// the client's `initialize` and takes the agent's work back.
+    fn connect(&mut self) -> bool {
+        let say = |what: &str| eprintln!("dsh: {what}");
+        let stream = match bootstrap::open(
+            &self.options.target,
+            &self.build,
+            self.options.preset.as_deref(),
+            &say,
+        ) {
+            Ok(stream) => stream,
+            Err(e) => {
+                self.say(&e);
+                self.last_error = e;
+                return false;
+            }
+        };
+        let Stream {
+            child,
+            stdin,
+            lines,
+            stderr,
+        } = stream;
+        self.generation += 1;
+        let mut live = Live {
+            generation: self.generation,
+            stdin,
+            stream_child: child,
+            stderr,
+        };
+        if let Some(initialize) = self.initialize.clone()
+            && let Err(e) = self.replay(&mut live, &lines, initialize)
+        {
+            self.last_error = format!("{} answered the reconnection badly: {e}", self.host);
+            self.say(&self.last_error);
+            let _ = live.stream_child.kill();
+            let _ = live.stream_child.wait();
+            return false;
+        }
+        let events = self.events.clone();
+        let generation = self.generation;
+        std::thread::spawn(move || {
+            for line in lines {
+                let end = matches!(line, Line::End(_));
+                if events.send(Event::Remote(generation, line)).is_err() || end {
+                    return;
+                }
+            }
+            let _ = events.send(Event::Remote(generation, Line::End("end of stream".into())));
+        });
+        self.live = Some(live);
+        true
+    }
+
+    /// A request of the bridge's own on `live`, answered synchronously.
+    fn ask(
+        &mut self,
+        live: &mut Live,
+        lines: &mpsc::Receiver<Line>,
+        mut message: Value,
+    ) -> Result<Value, String> {
+        self.own_ids += 1;
+        let id = format!("dsh-bridge-{}", self.own_ids);
+        message["id"] = json!(id);
+        send(&mut live.stdin, &message)?;
+        let deadline = Instant::now() + REPLAY_TIMEOUT;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match lines.recv_timeout(left) {
+                Ok(Line::Text(line)) => {
+                    let Ok(reply) = serde_json::from_slice::<Value>(&line) else {
+                        continue;
+                    };
+                    if reply.get("id") == Some(&json!(id)) && reply.get("method").is_none() {
+                        return Ok(reply);
+                    }
+                    // A notification or request of the target's, meanwhile.
+                    self.write_client(&line);
+                }
+                Ok(Line::End(why)) => return Err(why),
+                Err(_) => return Err(format!("no answer within {} s", REPLAY_TIMEOUT.as_secs())),
+            }
+        }
+    }
+
+    fn replay(
+        &mut self,
+        live: &mut Live,
+        lines: &mpsc::Receiver<Line>,
+        initialize: Value,
+    ) -> Result<(), String> {
+        let reply = self.ask(live, lines, initialize)?;
+        if let Some(error) = reply.get("error") {
+            return Err(format!("initialize failed: {error}"));
+        }
+        send(
+            &mut live.stdin,
+            &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        )?;
+        let Some(key) = self.resume_key.clone() else {
+            return Ok(());
+        };
+        let deadline = Instant::now() + RESUME_PATIENCE;
+        loop {
+            let reply = self.ask(
+                live,
+                lines,
+                json!({"jsonrpc": "2.0", "method": "tools/call",
+                       "params": {"name": "terminal_list", "arguments": {"resume": key}}}),
+            )?;
+            let code = reply
+                .pointer("/result/structuredContent/error/code")
+                .and_then(Value::as_str)
+                .map(str::to_owned);
+            match code.as_deref() {
+                None => {
+                    self.say(&format!(
+                        "reconnected to {}; the agent's terminals and jobs there are its own again",
+                        self.host
+                    ));
+                    return Ok(());
+                }
+                // The target's daemon has not seen the old connection end yet.
+                Some("RESUME_KEY_UNKNOWN") if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(200)); // sleep-ok: a bounded retry while the target notices the old stream's end
+                }
+                Some(code) => {
+                    let message = reply
+                        .pointer("/result/structuredContent/error/message")
+                        .and_then(Value::as_str)
+                        .unwrap_or("");
+                    self.say(&format!(
+                        "reconnected to {}, but its terminals and jobs could not be taken back: [{code}] {message}",
+                        self.host
+                    ));
+                    return Ok(());
+                }
+            }
+        }
+    }
+
+    fn on_client_line(&mut self, line: Vec<u8>) {
+        let message: Option<Value> = serde_json::from_slice(&line).ok();
+        let method = message
+            .as_ref()
+            .and_then(|m| m.get("method"))
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        let id = message.as_ref().and_then(id_key);
+        if let (Some(message), Some("initialize")) = (&message, method.as_deref()) {
+            self.initialize = Some(message.clone());
+        }
+        let request = match (&id, &method) {
+            (Some(id), Some(method)) => Some((id.clone(), method.clone())),
+            _ => None,
+        };
+        if self.live.is_none() && request.is_some() && !self.connect() {
+            if let (Some((_, method)), Some(message)) = (&request, &message) {
+                let reason = format!(
+                    "{} cannot be reached: {}. Check the host and its ssh access, then call again",
+                    self.host, self.last_error
+                );
+                self.answer_failed(message, method, "REMOTE_UNREACHABLE", &reason);
+            }
+            return;
+        }
+        if let Some((id, method)) = request {
+            self.pending.insert(id, method);
+        }
+        let Some(live) = self.live.as_mut() else {
+            return;
+        };
+        let written = live
+            .stdin
+            .write_all(&line)
+            .and_then(|()| live.stdin.write_all(b"\n"))
+            .and_then(|()| live.stdin.flush());
+        if written.is_err() {
+            // The reader reports the end; its handling answers this request.
+        }
+    }
+
+    fn on_remote_line(&mut self, generation: u64, line: Line) {
+        if self.live.as_ref().map(|l| l.generation) != Some(generation) {
+            return;
+        }
+        match line {
+            Line::Text(text) => {
+                if let Ok(message) = serde_json::from_slice::<Value>(&text)
+                    && message.get("method").is_none()
+                {
+                    if let Some(id) = id_key(&message) {
+                        self.pending.remove(&id);
+                    }
+                    if let Some(key) = resume_key_of(&message) {
+                        self.resume_key = Some(key);
+                    }
+                }
+                self.write_client(&text);
+            }
+            Line::End(why) => self.dropped(&why),
+        }
+    }
+
+    /// The stream ended under a live client: answer what is pending, then
+    /// reconnect.
+    fn dropped(&mut self, why: &str) {
+        let Some(mut live) = self.live.take() else {
+            return;
+        };
+        let _ = live.stream_child.kill();
+        let status = live
+            .stream_child
+            .wait()
+            .map(|s| format!(", {s}"))
+            .unwrap_or_default();
+        let said = live
+            .stderr
+            .lock()
+            .map(|t| t.iter().cloned().collect::<Vec<_>>().join(" / "))
+            .unwrap_or_default();
+        let said = if said.is_empty() {
+            String::new()
+        } else {
+            format!("; it said: {said}")
+        };
+        let reason = format!(
+            "the connection to {} dropped ({why}{status}{said}) before this call finished; it may have run there. dsh reconnects and keeps your terminals and jobs on {} under their ids: look (terminal_read, job_output) before you repeat a send",
+            self.host, self.host
+        );
+        self.say(&format!(
+            "the connection to {} dropped ({why}{status})",
+            self.host
+        ));
+        for (id, method) in std::mem::take(&mut self.pending) {
+            if let Ok(id) = serde_json::from_str::<Value>(&id) {
+                let message = json!({ "id": id });
+                self.answer_failed(&message, &method, "REMOTE_DISCONNECTED", &reason);
+            }
+        }
+        for wait in BACKOFF {
+            std::thread::sleep(wait); // sleep-ok: back-off between reconnection tries
+            if self.connect() {
+                return;
+            }
+        }
+        self.say(&format!(
+            "{} stays unreachable; the next call tries again",
+            self.host
+        ));
+    }
+
+    /// Answers `request` with an error: a tool error for `tools/call` (the
+    /// model reads it), a JSON-RPC error otherwise.
+    fn answer_failed(&self, request: &Value, method: &str, code: &str, message: &str) {
+        let Some(id) = request.get("id") else { return };
+        let reply = if method == "tools/call" {
+            json!({"jsonrpc": "2.0", "id": id, "result": {
+                "content": [{"type": "text", "text": format!("[error {code}] {message}")}],
+                "structuredContent": {"error": {"code": code, "message": message, "retryable": true}},
+                "isError": true,
+            }})
+        } else {
+            json!({"jsonrpc": "2.0", "id": id, "error": {
+                "code": -32000, "message": format!("{code}: {message}"),
+            }})
+        };
+        self.write_client(reply.to_string().as_bytes());
+    }
+
+    /// The client is gone: let the target's `dsh mcp` see the end of its
+    /// input and finish (its daemon keeps or ends the work as for any
+    /// client), then make sure the stream is over.
+    fn close(&mut self) {
+        let Some(Live {
+            stdin,
+            mut stream_child,
+            ..
+        }) = self.live.take()
+        else {
+            return;
+        };
+        drop(stdin);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = stream_child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20)); // sleep-ok: a bounded wait for the stream to finish
+        }
+        let _ = stream_child.kill();
+        let _ = stream_child.wait();
+    }
+}
+
+fn send(stdin: &mut ChildStdin, message: &Value) -> Result<(), String> {
+    let mut line = message.to_string().into_bytes();
+    line.push(b'\n');
+    stdin
+        .write_all(&line)
+        .and_then(|()| stdin.flush())
+        .map_err(|e| format!("the stream closed ({e})"))
+}
+
+/// The resume key a tool's reply carries (`structuredContent.resume_key`,
+/// where the target's daemon puts it; never a key-shaped string in
+/// program output).
+fn resume_key_of(reply: &Value) -> Option<String> {
+    let key = reply
+        .pointer("/result/structuredContent/resume_key")?
+        .as_str()?;
+    let hex = key.strip_prefix(KEY_PREFIX)?;
+    (hex.len() == 32 && hex.bytes().all(|b| b.is_ascii_hexdigit())).then(|| key.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn a_resume_key_is_found_in_a_reply() {
+        let key = format!("{KEY_PREFIX}{}", "ab12".repeat(8));
+        let reply = json!({"result": {"structuredContent": {"resume_key": key}}});
+        assert_eq!(resume_key_of(&reply), Some(key.clone()));
+        let printed = json!({"result": {"structuredContent": {"output": key}}});
+        assert_eq!(resume_key_of(&printed), None);
+        let short = json!({"result": {"structuredContent": {"resume_key": "dsh-rk-abc"}}});
+        assert_eq!(resume_key_of(&short), None);
+    }
+}

@@ -1,0 +1,245 @@
+//! Where `dsh mcp --remote TARGET` goes, and the local command that opens
+//! a stdio stream there.
+//!
+//! dsh has no network protocol of its own: the stream is the user's own
+//! OpenSSH client (its config, keys, agent, jump hosts and known_hosts;
+//! dsh never sees a password or a key) or any command that gives a stdio
+//! stream into the target (`docker exec -i NAME`, `kubectl exec -i POD
+//! --`). Either way the far side runs `sh -s`, and the bridge writes its
+//! bootstrap script to that shell's stdin (see [`super::bootstrap`]): no
+//! word of it passes through the remote login shell's quoting rules, which
+//! differ between sh, csh and fish.
+
+use std::process::Command;
+
+/// The environment variable that replaces `ssh` as the command that opens
+/// the stream, as `GIT_SSH_COMMAND` does for git (run by `sh -c`, so it may
+/// carry options: `ssh -F ~/work/ssh_config`).
+pub const SSH_COMMAND_VAR: &str = "DSH_SSH_COMMAND";
+
+/// The options dsh adds to every `ssh`: no terminal, no escape character
+/// (the stream is binary-clean JSON-RPC), never a password prompt on a
+/// stream an MCP client owns, a host that does not answer given up after
+/// 15 s, and a dead peer noticed within ~15 s.
+const SSH_OPTIONS: &[&str] = &[
+    "-T",
+    "-e",
+    "none",
+    "-o",
+    "BatchMode=yes",
+    "-o",
+    "ServerAliveInterval=5",
+    "-o",
+    "ServerAliveCountMax=3",
+    "-o",
+    "ConnectTimeout=15",
+];
+
+/// A parsed `--remote` target.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// `ssh://[user@]host[:port][/path]`.
+    Ssh {
+        /// `[user@]host`, as ssh takes it (a `Host` of the user's ssh
+        /// config works too).
+        destination: String,
+        /// `:port`, when given.
+        port: Option<u16>,
+        /// The workspace on the target (`/path`), when given.
+        path: Option<String>,
+    },
+    /// `exec:COMMAND`: a local command (run by `sh -c`) whose stdio is a
+    /// stream into the target; `sh -s` is appended to it.
+    Exec {
+        /// The command, as given.
+        command: String,
+    },
+}
+
+impl Target {
+    /// Parses TARGET; the error says what form is expected.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        const FORMS: &str = "expected ssh://[user@]host[:port][/path] or exec:COMMAND (for example exec:docker exec -i NAME)";
+        if let Some(command) = text.strip_prefix("exec:") {
+            let command = command.trim();
+            if command.is_empty() {
+                return Err(format!("`{text}` names no command; {FORMS}"));
+            }
+            return Ok(Self::Exec {
+                command: command.to_owned(),
+            });
+        }
+        let Some(rest) = text.strip_prefix("ssh://") else {
+            return Err(format!("`{text}` is not a remote target; {FORMS}"));
+        };
+        let (authority, path) = match rest.find('/') {
+            Some(at) => (&rest[..at], Some(&rest[at..])),
+            None => (rest, None),
+        };
+        let (user, host_port) = match authority.rsplit_once('@') {
+            Some((user, host_port)) => (Some(user), host_port),
+            None => (None, authority),
+        };
+        let (host, port) = split_port(host_port).map_err(|e| format!("`{text}`: {e}; {FORMS}"))?;
+        if host.is_empty()
+            || host.starts_with('-')
+            || user.is_some_and(|u| u.is_empty() || u.starts_with('-'))
+        {
+            return Err(format!("`{text}` names no usable host; {FORMS}"));
+        }
+        let destination = match user {
+            Some(user) => format!("{user}@{host}"),
+            None => host.to_owned(),
+        };
+        let path = path
+            .filter(|p| *p != "/")
+            .map(|p| percent_decode(p).map_err(|e| format!("`{text}`: {e}")))
+            .transpose()?;
+        Ok(Self::Ssh {
+            destination,
+            port,
+            path,
+        })
+    }
+
+    /// The target as rows and messages name it: the host, or the exec
+    /// command.
+    pub fn host(&self) -> String {
+        match self {
+            Self::Ssh { destination, .. } => destination
+                .rsplit_once('@')
+                .map_or(destination.as_str(), |(_, host)| host)
+                .to_owned(),
+            Self::Exec { command } => format!("exec:{command}"),
+        }
+    }
+
+    /// The workspace directory on the target, when the target names one.
+    pub fn path(&self) -> Option<&str> {
+        match self {
+            Self::Ssh { path, .. } => path.as_deref(),
+            Self::Exec { .. } => None,
+        }
+    }
+
+    /// The local command whose stdin and stdout are a stream to `sh -s` on
+    /// the target.
+    pub fn command(&self) -> Command {
+        let mut command = Command::new("/bin/sh");
+        match self {
+            Self::Ssh {
+                destination, port, ..
+            } => {
+                let ssh = std::env::var(SSH_COMMAND_VAR)
+                    .ok()
+                    .filter(|s| !s.trim().is_empty())
+                    .unwrap_or_else(|| "ssh".to_owned());
+                command.arg("-c").arg(format!("{ssh} \"$@\"")).arg("ssh");
+                command.args(SSH_OPTIONS);
+                if let Some(port) = port {
+                    command.arg("-p").arg(port.to_string());
+                }
+                command.arg("--").arg(destination).arg("sh -s");
+            }
+            Self::Exec { command: exec } => {
+                command.arg("-c").arg(format!("{exec} \"$@\"")).arg("exec");
+                command.args(["sh", "-s"]);
+            }
+        }
+        command
+    }
+}
+
+/// `host[:port]`, with `[v6]:port` for an IPv6 literal.
+fn split_port(text: &str) -> Result<(&str, Option<u16>), String> {
+    let (host, port) = if let Some(rest) = text.strip_prefix('[') {
+        match rest.split_once(']') {
+            Some((host, "")) => (host, None),
+            Some((host, port)) => match port.strip_prefix(':') {
+                Some(port) => (host, Some(port)),
+                None => return Err("a bracketed address must be followed by :port".into()),
+            },
+            None => return Err("an unclosed [".into()),
+        }
+    } else {
+        match text.rsplit_once(':') {
+            Some((host, port)) => (host, Some(port)),
+            None => (text, None),
+        }
+    };
+    let port = port
+        .map(|p| {
+            p.parse::<u16>()
+                .ok()
+                .filter(|p| *p > 0)
+                .ok_or_else(|| format!("`{p}` is not a port"))
+        })
+        .transpose()?;
+    Ok((host, port))
+}
+
+/// `%20` and friends in the path of an `ssh://` URL.
+fn percent_decode(path: &str) -> Result<String, String> {
+    percent_encoding::percent_decode_str(path)
+        .decode_utf8()
+        .map(|p| p.into_owned())
+        .map_err(|_| format!("`{path}` is not UTF-8 once decoded"))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn ssh_targets_parse_into_their_parts() {
+        assert_eq!(
+            Target::parse("ssh://alice@dev.example:2222/home/alice/src%20x").unwrap(),
+            Target::Ssh {
+                destination: "alice@dev.example".into(),
+                port: Some(2222),
+                path: Some("/home/alice/src x".into()),
+            }
+        );
+        assert_eq!(
+            Target::parse("ssh://devbox").unwrap(),
+            Target::Ssh {
+                destination: "devbox".into(),
+                port: None,
+                path: None,
+            }
+        );
+        assert_eq!(
+            Target::parse("ssh://[::1]:22/w").unwrap(),
+            Target::Ssh {
+                destination: "::1".into(),
+                port: Some(22),
+                path: Some("/w".into()),
+            }
+        );
+        assert_eq!(Target::parse("ssh://devbox").unwrap().host(), "devbox");
+    }
+
+    #[test]
+    fn exec_targets_keep_their_command() {
+        let t = Target::parse("exec:docker exec -i box").unwrap();
+        assert_eq!(t.host(), "exec:docker exec -i box");
+        assert_eq!(t.path(), None);
+    }
+
+    #[test]
+    fn bad_targets_say_what_is_expected() {
+        for bad in [
+            "devbox",
+            "ssh://",
+            "ssh://-oProxyCommand=x",
+            "ssh://h:0",
+            "ssh://h:x",
+            "exec:",
+            "ssh://[::1",
+        ] {
+            let e = Target::parse(bad).unwrap_err();
+            assert!(e.contains("ssh://[user@]host"), "{bad}: {e}");
+        }
+    }
+}

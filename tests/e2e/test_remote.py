@@ -1,0 +1,354 @@
+"""dsh beyond one machine: `dsh mcp --remote` through a real OpenSSH
+server on loopback (its own port, a throwaway host key and user key, the
+remote side's directories its own) and through `exec:` with a local
+command standing in for `docker exec`. The build installed on the target
+is the real static one (`cargo xtask static`, named by DSH_REMOTE_BINARY).
+No test reaches an address outside loopback."""
+
+import contextlib
+import hashlib
+import json
+import os
+import pathlib
+import shutil
+import signal
+import stat
+import subprocess
+import tempfile
+import re
+
+import anyio
+import pytest
+
+from loopback_ssh import HOST, LoopbackSshd, free_port
+from conftest import ROOT, ask_lsp, connect, wait_settled, dsh_bin, err, ok, processes, text_of
+from waiting import eventually, wait_until
+
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(300)]
+
+RUST_WORKSPACE = ROOT / "tests" / "fixtures" / "lsp" / "rust-workspace"
+
+
+def static_build() -> str:
+    path = os.environ.get("DSH_REMOTE_BINARY", "")
+    if not path or not os.path.isfile(path):
+        pytest.fail(
+            "DSH_REMOTE_BINARY names no static dsh: build it with `cargo xtask static` "
+            "(`cargo xtask test` does) and name target/x86_64-unknown-linux-musl/static/dsh"
+        )
+    return path
+
+
+class Remote:
+    """The remote side's own directories (what its user's XDG dirs would be)."""
+
+    def __init__(self, root: pathlib.Path):
+        self.root = root
+        self.data = root / "data"
+        self.env = {
+            "XDG_DATA_HOME": str(root / "data"),
+            "XDG_CONFIG_HOME": str(root / "config"),
+            "XDG_STATE_HOME": str(root / "state"),
+            # short: a socket path must fit in 108 bytes
+            "DSH_RUNTIME_DIR": tempfile.mkdtemp(prefix="dsh-remote-run-"),
+            "DSH_LOG": "warn",
+        }
+
+    def installed(self):
+        return sorted((self.data / "dsh" / "bin").glob("dsh-*"))
+
+    def daemons(self):
+        """The remote daemons: processes run from the installed build
+        whose environment names the remote runtime dir."""
+        marker = f"DSH_RUNTIME_DIR={self.env['DSH_RUNTIME_DIR']}".encode()
+        out = []
+        for pid, _ppid, _sid, state in processes():
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    argv = f.read().split(b"\0")
+                with open(f"/proc/{pid}/environ", "rb") as f:
+                    environ = f.read().split(b"\0")
+            except OSError:
+                continue
+            if b"daemon" in argv and marker in environ and state not in ("Z", "X"):
+                out.append(pid)
+        return out
+
+    def stop(self):
+        for pid in self.daemons():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
+        with contextlib.suppress(AssertionError):
+            wait_until(lambda: not self.daemons(), "the remote daemons to exit")
+        for pid in self.daemons():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        shutil.rmtree(self.env["DSH_RUNTIME_DIR"], ignore_errors=True)
+
+
+@pytest.fixture
+def remote(tmp_path):
+    r = Remote(tmp_path / "remote")
+    r.root.mkdir()
+    try:
+        yield r
+    finally:
+        r.stop()
+
+
+@pytest.fixture
+def sshd(tmp_path, remote):
+    """A real OpenSSH server on loopback whose logins get the remote
+    side's directories, and the local environment that reaches it."""
+    with LoopbackSshd(tmp_path / "ssh", {**remote.env, "PATH": os.environ["PATH"]}) as server:
+        env = local_env(tmp_path)
+        env["DSH_SSH_COMMAND"] = server.ssh_command
+        yield {"env": env, "port": server.port, "log": server.log, "pid": server.server.pid}
+
+
+def local_env(tmp_path):
+    """The local side: the test's own XDG dirs (no local daemon is needed
+    or started) and the static build to install."""
+    env = dict(os.environ)
+    xdg = tmp_path / "local-xdg"
+    env.update(
+        XDG_CONFIG_HOME=str(xdg / "config"),
+        XDG_DATA_HOME=str(xdg / "data"),
+        XDG_STATE_HOME=str(xdg / "state"),
+        DSH_RUNTIME_DIR=str(xdg / "run"),
+        DSH_REMOTE_BINARY=static_build(),
+    )
+    env.pop("XDG_RUNTIME_DIR", None)
+    return env
+
+
+def sha256(path) -> str:
+    return hashlib.sha256(pathlib.Path(path).read_bytes()).hexdigest()
+
+
+def ssh_of_bridge():
+    """The `ssh` processes started by this test's `dsh mcp` bridges."""
+    me = os.getpid()
+    table = {pid: ppid for pid, ppid, _sid, _state in processes()}
+
+    def descends_from_me(pid):
+        seen = 0
+        while pid in table and seen < 64:
+            pid = table[pid]
+            if pid == me:
+                return True
+            seen += 1
+        return False
+
+    out = []
+    for pid in table:
+        try:
+            comm = pathlib.Path(f"/proc/{pid}/comm").read_text().strip()
+        except OSError:
+            continue
+        if comm == "ssh" and descends_from_me(pid):
+            out.append(pid)
+    return out
+
+
+async def test_ssh_bootstraps_an_empty_host_and_serves_every_tool_there(sshd, remote, tmp_path):
+    ws = remote.root / "work space"  # a path that needs quoting on the far side
+    shutil.copytree(RUST_WORKSPACE, ws)
+    assert remote.installed() == []
+    target = f"ssh://{HOST}{str(ws).replace(' ', '%20')}"
+    errlog = tmp_path / "bridge.err"
+    with open(errlog, "w+") as errors:
+        async with connect(sshd["env"], "--remote", target, errlog=errors) as s:
+            # the bridge installed the static build in the remote user's data dir, checked
+            [installed] = remote.installed()
+            assert sha256(installed) == sha256(static_build())
+            assert installed.name.startswith("dsh-") and sha256(installed)[:16] in installed.name
+            assert stat.S_IMODE(installed.parent.stat().st_mode) == 0o700
+            assert f"installing dsh on {HOST}" in errlog.read_text()
+
+            # bash runs on the far side, in the remote workspace, with the remote user's dirs
+            r = await s.call_tool("bash", {"command": "pwd; echo $XDG_DATA_HOME"})
+            out = text_of(r)
+            assert f"{ws}\n{remote.data}\n" in out, out
+            assert "\n[sandbox: " in out  # the sandbox line of the far side's sandbox
+
+            # a terminal keeps its state there
+            t = ok(await s.call_tool("terminal_open", {"command": ["python3", "-q"]}))
+            assert t["resume_key"].startswith("dsh-rk-")
+            ok(await s.call_tool("terminal_send", {"id": t["id"], "text": "x = 6 * 7"}))
+            r = ok(await s.call_tool("terminal_send", {"id": t["id"], "text": "print(x)"}))
+            assert "42" in r["output"]
+
+            # a job
+            j = ok(await s.call_tool("bash", {"command": "echo from-a-job", "run_in_background": True}))
+            assert (await wait_settled(s, j["job_id"]))["status"] == "completed"
+            r = ok(await s.call_tool("job_output", {"job_id": j["job_id"], "since": 0}))
+            assert "from-a-job" in r["output"], r
+
+            # a language server query, answered by rust-analyzer on the far side
+            r = await ask_lsp(s, {"op": "symbols", "path": "shapes/src/lib.rs"})
+            assert not r.isError, err(r)
+            kinds = {x["name"]: x["kind"] for x in r.structuredContent["symbols"]}
+            assert kinds["Circle"] == "struct"
+            ok(await s.call_tool("terminal_close", {"id": t["id"]}))
+        assert remote.daemons(), "the daemon on the target serves the next connection"
+
+    # a second connection finds the build in place: nothing is sent again
+    errlog2 = tmp_path / "bridge2.err"
+    with open(errlog2, "w+") as errors:
+        async with connect(sshd["env"], "--remote", f"ssh://{HOST}", errlog=errors) as s:
+            r = ok(await s.call_tool("bash", {"command": "echo again"}))
+            assert "again" in r["output"]
+    assert "installing" not in errlog2.read_text()
+    assert len(remote.installed()) == 1
+
+
+async def test_a_dropped_stream_answers_at_once_and_the_agent_gets_its_work_back(sshd, remote, tmp_path):
+    ws = remote.root / "ws"
+    ws.mkdir()
+    started = tmp_path / "started"
+    async with connect(sshd["env"], "--remote", f"ssh://{HOST}{ws}") as s:
+        t = ok(await s.call_tool("terminal_open", {"command": ["python3", "-q"]}))
+        ok(await s.call_tool("terminal_send", {"id": t["id"], "text": "x = 41 + 1"}))
+        program = (
+            "import time, pathlib\n"
+            f"pathlib.Path({str(started)!r}).write_text('y')\n"
+            "for i in range(40):\n"
+            "    print('tick', i, flush=True)\n"
+            "    time.sleep(0.1)  # sleep-ok: the program under test prints for four seconds\n"
+            "\n"
+        )
+        result = {}
+
+        async def long_send():
+            result["r"] = await s.call_tool("terminal_send", {"id": t["id"], "text": program, "timeout_ms": 60000})
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(long_send)
+            await anyio.to_thread.run_sync(lambda: wait_until(started.exists, "the send to start on the far side"))
+            [ssh] = ssh_of_bridge()
+            os.kill(ssh, signal.SIGKILL)
+        # the call in flight is answered at once, with what to do
+        e = err(result["r"])
+        assert e["code"] == "REMOTE_DISCONNECTED" and e["retryable"] is True
+        assert "terminal_read" in e["message"]
+
+        # the bridge reconnected and took the terminal back: same id
+        listed = ok(await s.call_tool("terminal_list", {}))
+        assert [x["id"] for x in listed["terminals"]] == [t["id"]]
+        assert len(ssh_of_bridge()) == 1
+
+        # nothing the program printed while the stream was down is lost
+        async def every_tick():
+            r = ok(await s.call_tool("terminal_read", {"id": t["id"], "since": 0}))
+            return "tick 39" in r["output"] and r["output"]
+
+        output = await eventually(every_tick, "the program's last line")
+        assert re.findall(r"^tick (\d+)$", output, re.M) == [str(i) for i in range(40)]
+        # and the REPL kept its state
+        r = ok(await s.call_tool("terminal_send", {"id": t["id"], "text": "print(x)"}))
+        assert "42" in r["output"]
+
+
+def descendants(root):
+    table = {}
+    for pid, ppid, _sid, _state in processes():
+        table.setdefault(ppid, []).append(pid)
+    out, todo = [], [root]
+    while todo:
+        for child in table.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+async def test_a_stream_gone_quiet_is_noticed_and_the_work_taken_over(sshd, remote, tmp_path):
+    """A network that goes quiet (a laptop asleep, a new Wi-Fi) sends no
+    end to either side: the far side's connection stays open as far as
+    its daemon knows. The bridge notices through ssh's keep-alives,
+    answers the call in flight, reconnects, and the resume key takes the
+    work over from the connection that still seems open."""
+    ws = remote.root / "ws"
+    ws.mkdir()
+    async with connect(sshd["env"], "--remote", f"ssh://{HOST}{ws}") as s:
+        t = ok(await s.call_tool("terminal_open", {"command": ["python3", "-q"]}))
+        ok(await s.call_tool("terminal_send", {"id": t["id"], "text": "x = 41 + 1"}))
+        # The server side of this connection stops answering; the far
+        # side's `dsh mcp` is untouched, so its daemon sees it open.
+        quiet = [p for p in descendants(sshd["pid"])
+                 if pathlib.Path(f"/proc/{p}/comm").read_text().strip() == "sshd"]
+        assert quiet
+        for pid in quiet:
+            os.kill(pid, signal.SIGSTOP)
+        try:
+            r = await s.call_tool("terminal_send", {"id": t["id"], "text": "print(x)", "timeout_ms": 120000})
+            e = err(r)
+            assert e["code"] == "REMOTE_DISCONNECTED", e
+            listed = ok(await s.call_tool("terminal_list", {}))
+            assert [x["id"] for x in listed["terminals"]] == [t["id"]]
+            r = ok(await s.call_tool("terminal_send", {"id": t["id"], "text": "print(x * 2)"}))
+            assert "84" in r["output"]
+        finally:
+            for pid in quiet:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+
+
+async def test_exec_streams_work_like_docker_exec(remote, tmp_path):
+    env = local_env(tmp_path)
+    # `env VAR=… ` stands in for `docker exec -i NAME`: a command whose
+    # stdio is a stream into "the target" (here, the remote side's dirs).
+    assign = " ".join(f"{k}={v}" for k, v in remote.env.items())
+    async with connect(env, "--remote", f"exec:env {assign}") as s:
+        r = ok(await s.call_tool("bash", {"command": "echo $XDG_DATA_HOME"}))
+        assert str(remote.data) in r["output"]
+        t = ok(await s.call_tool("terminal_open", {"command": ["bash", "--norc"]}))
+        r = ok(await s.call_tool("terminal_send", {"id": t["id"], "text": "echo $((6 * 7))"}))
+        assert "42" in r["output"]
+    assert len(remote.installed()) == 1
+
+
+def raw_initialize(env, *args):
+    """`dsh mcp ARGS` given an initialize request: its reply (or None), its
+    exit status and stderr."""
+    proc = subprocess.Popen(
+        [dsh_bin(), "mcp", *args], env=env,
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )
+    request = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+    out, errors = proc.communicate((json.dumps(request) + "\n").encode(), timeout=120)
+    lines = [json.loads(x) for x in out.decode().splitlines() if x.strip()]
+    return (lines[0] if lines else None), proc.returncode, errors.decode()
+
+
+def test_an_unreachable_host_is_an_answer_that_says_why(sshd, tmp_path):
+    closed = free_port()
+    reply, code, errors = raw_initialize(sshd["env"], "--remote", f"ssh://{HOST}:{closed}")
+    assert code == 0
+    assert reply["id"] == 1 and "REMOTE_UNREACHABLE" in reply["error"]["message"]
+    assert "Connection refused" in reply["error"]["message"], reply
+
+
+def test_a_target_of_another_architecture_is_refused_before_anything_is_sent(remote, tmp_path):
+    fake = tmp_path / "fakebin"
+    fake.mkdir()
+    (fake / "uname").write_text('#!/bin/sh\ncase "$1" in -m) echo aarch64;; *) echo Linux;; esac\n')
+    (fake / "uname").chmod(0o755)
+    env = local_env(tmp_path)
+    assign = " ".join(f"{k}={v}" for k, v in remote.env.items())
+    reply, _code, errors = raw_initialize(env, "--remote", f"exec:env PATH={fake}:{os.environ['PATH']} {assign}")
+    message = reply["error"]["message"]
+    assert "is aarch64" in message and "x86_64" in message, message
+    assert remote.installed() == [] and not (remote.data / "dsh").exists()
+
+
+def test_bad_targets_and_builds_are_usage_errors(tmp_path):
+    env = local_env(tmp_path)
+    p = subprocess.run([dsh_bin(), "mcp", "--remote", "devbox"], env=env, capture_output=True, text=True,
+                       stdin=subprocess.DEVNULL)
+    assert p.returncode == 2 and "ssh://[user@]host" in p.stderr, p.stderr
+    env["DSH_REMOTE_BINARY"] = dsh_bin()  # the debug build: dynamically linked
+    p = subprocess.run([dsh_bin(), "mcp", "--remote", "exec:true"], env=env, capture_output=True, text=True,
+                       stdin=subprocess.DEVNULL)
+    assert p.returncode == 1 and "not a statically linked" in p.stderr, p.stderr
