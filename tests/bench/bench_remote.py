@@ -13,9 +13,10 @@ Series, taking turns in ROUNDS rounds:
 * the first call of a new remote connection: connect, the bootstrap
   handshake with the build already installed, `initialize`, one `bash`.
 
-Both sides are this machine, so the ssh series show what the transport
-adds (encryption, sshd, the relay), not network latency; add the round
-trip of a real link to each remote call.
+Both sides are this machine and run the same build (the static one,
+which the target gets), so the ssh series show what the transport adds
+(the relay, ssh and sshd, encryption), not network latency; add the
+round trip of a real link to each remote call.
 
 Run with `cargo xtask bench remote [--quick]` (needs the static build,
 which the xtask makes, and Debian's openssh-server)."""
@@ -55,8 +56,8 @@ def row(name, samples, base):
 
 
 @contextlib.asynccontextmanager
-async def session(env, args, cwd):
-    params = StdioServerParameters(command=DSH, args=["mcp", *args], env=env, cwd=cwd)
+async def session(env, args, cwd, command=DSH):
+    params = StdioServerParameters(command=command, args=["mcp", *args], env=env, cwd=cwd)
     with open(os.devnull, "w") as errlog:
         async with stdio_client(params, errlog=errlog) as (r, w):
             async with ClientSession(r, w) as s:
@@ -72,8 +73,8 @@ async def timed(out, key, call):
     return res
 
 
-async def series(out, env, args, cwd, tag):
-    async with session(env, args, cwd) as s:
+async def series(out, env, args, cwd, tag, command=DSH):
+    async with session(env, args, cwd, command) as s:
         repl = (await s.call_tool("terminal_open", {"command": ["python3", "-q"]})).structuredContent
         for _ in range(WARM_UP):
             await s.call_tool("bash", {"command": "true"})
@@ -126,13 +127,13 @@ def main():
                         t = time.perf_counter()
                         subprocess.run(ssh, check=True, env=local)
                         out["ssh"].append((time.perf_counter() - t) * 1000)
-                    anyio.run(series, out, local, [], str(ws), "local")
+                    anyio.run(series, out, local, [], str(ws), "local", static)
                     anyio.run(series, out, local, target, str(ws), "ssh")
                     for _ in range(CONNECTS // ROUNDS):
                         anyio.run(first_call, out, local, target, str(ws))
             finally:
                 for env in (local, remote):
-                    subprocess.run([DSH if env is local else static, "daemon", "stop"],
+                    subprocess.run([static, "daemon", "stop"],
                                    env={**os.environ, **env}, capture_output=True)
     note = "; --quick: a smoke run, not figures to quote" if QUICK else ""
     print(f"\nover ssh to loopback vs local: {N} calls each, {CONNECTS} connections, milliseconds{note}\n")

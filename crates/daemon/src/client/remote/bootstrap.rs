@@ -203,6 +203,9 @@ fn script(build: &Build, path: Option<&str>, preset: Option<&str>) -> String {
   fi
   why=$("$bin" --version 2>&1) || {{ echo "@dsh-remote error $bin does not run on the target: $(echo "$why" | head -n 1) (a data directory on a noexec mount?)"; exit 1; }}
   echo "@dsh-remote start"
+  # With SSH_CLIENT set, bash reads ~/.bashrc even to run one command: the
+  # agent's commands would each pay for the login's start-up files.
+  unset SSH_CLIENT SSH2_CLIENT
   exec "$bin" mcp{preset_args}
 }}
 dsh_bootstrap
