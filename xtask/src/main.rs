@@ -49,7 +49,7 @@ tasks:
                       then `bench all --quick`
   bench <name> [--quick]
                       run a benchmark: mcp, spawn, terminal, memory, jobs, lsp, lsp-real, workspace,
-                      sandbox, daemon, ui, corpus, redact, remote, all (--quick: a short smoke run on the debug build)";
+                      sandbox, daemon, ui, corpus, redact, remote, resume, all (--quick: a short smoke run on the debug build)";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -619,6 +619,11 @@ fn bench(name: &str, speed: Speed) -> anyhow::Result<()> {
                 &[("DSH_REMOTE_BINARY", &static_dsh)],
             )
         }
+        "resume" => python(
+            "bench_resume.py",
+            "a SIGKILLed client's work resumed, and the daemon and guardian SIGKILLed together",
+            &[],
+        ),
         "all" => {
             for n in [
                 "mcp",
@@ -635,6 +640,7 @@ fn bench(name: &str, speed: Speed) -> anyhow::Result<()> {
                 "corpus",
                 "redact",
                 "remote",
+                "resume",
             ] {
                 bench(n, speed)?;
             }
