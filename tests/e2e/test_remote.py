@@ -16,12 +16,14 @@ import stat
 import subprocess
 import tempfile
 import re
+import shlex
 
 import anyio
 import pytest
 
 from loopback_ssh import HOST, LoopbackSshd, free_port
-from conftest import ROOT, ask_lsp, connect, wait_settled, dsh_bin, err, ok, processes, text_of
+from conftest import ROOT, ask_lsp, connect, dsh, wait_settled, dsh_bin, err, ok, processes, text_of
+from test_daemon import Tmux
 from waiting import eventually, wait_until
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(300)]
@@ -115,7 +117,8 @@ def local_env(tmp_path):
         XDG_CONFIG_HOME=str(xdg / "config"),
         XDG_DATA_HOME=str(xdg / "data"),
         XDG_STATE_HOME=str(xdg / "state"),
-        DSH_RUNTIME_DIR=str(xdg / "run"),
+        # short: ssh's control socket lives there, and a socket path must fit in 108 bytes
+        DSH_RUNTIME_DIR=tempfile.mkdtemp(prefix="dsh-run-"),
         DSH_REMOTE_BINARY=static_build(),
     )
     env.pop("XDG_RUNTIME_DIR", None)
@@ -292,6 +295,48 @@ async def test_a_stream_gone_quiet_is_noticed_and_the_work_taken_over(sshd, remo
             for pid in quiet:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
+
+
+async def test_people_here_see_the_remote_host_and_attach_across_it(sshd, remote, tmp_path):
+    ws = remote.root / "ws"
+    ws.mkdir()
+    env = sshd["env"]
+    logins = lambda: sum("Accepted publickey" in line for line in sshd["log"])  # noqa: E731
+    async with connect(env, "--remote", f"ssh://{HOST}{ws}") as s:
+        t = ok(await s.call_tool("terminal_open", {"command": ["python3", "-q"]}))
+        ok(await s.call_tool("terminal_send", {"id": t["id"], "text": "x = 41"}))
+        before = logins()
+        # `dsh ps` here shows the host's agents, the host in every row
+        shown = json.loads(dsh(env, "ps", "--json").stdout)
+        [r] = shown["remotes"]
+        assert r["host"] == HOST and r["target"] == f"ssh://{HOST}{ws}"
+        connections = r["snapshot"]["connections"]
+        assert connections and all(c["host"] == HOST for c in connections)
+        assert f"{HOST}:{t['id']}" in [x["id"] for c in connections for x in c["terminals"]]
+        table = dsh(env, "ps").stdout
+        assert f"{HOST}:{t['id']}" in table and f"on {HOST}" in table, table
+        # over the bridge's own ssh connection: no new login
+        assert logins() == before
+
+        # `dsh attach HOST:pty-N` watches the far side's terminal live
+        tmux = Tmux(tmp_path)
+        try:
+            exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items()
+                               if k in ("DSH_RUNTIME_DIR", "DSH_SSH_COMMAND", "XDG_DATA_HOME", "XDG_CONFIG_HOME"))
+            tmux.run("new-session", "-d", "-s", "view", "-x", "160", "-y", "50",
+                     f"env {exports} {shlex.quote(dsh_bin())} attach {HOST}:{t['id']}; sleep 600")  # sleep-ok: keeps the pane for capture
+            tmux.wait_for("view", "x = 41")
+            r = ok(await s.call_tool("terminal_send", {"id": t["id"], "text": "print('seen-' + str(x + 1))"}))
+            assert "seen-42" in r["output"]
+            tmux.wait_for("view", "seen-42")
+            tmux.keys("view", "q")
+            tmux.wait_for("view", f"left {HOST}:{t['id']}")
+        finally:
+            tmux.close()
+        assert logins() == before
+    # once its bridge is gone, the host is gone from `dsh ps`
+    shown = json.loads(dsh(env, "ps", "--json").stdout)
+    assert "remotes" not in shown
 
 
 async def test_exec_streams_work_like_docker_exec(remote, tmp_path):

@@ -138,7 +138,8 @@ mod tests {
     }
 
     /// The binary stays a thin command line: parsing and printing only
-    /// (ARCHITECTURE.md), under 1,500 lines with its tests.
+    /// (ARCHITECTURE.md), under 1,550 lines with its tests (1,500 until
+    /// it printed the hosts of remote bridges too).
     #[test]
     fn the_binary_stays_thin() {
         let mut files = Vec::new();
@@ -149,7 +150,7 @@ mod tests {
             .sum();
         assert!(!files.is_empty());
         assert!(
-            lines < 1_500,
+            lines < 1_550,
             "crates/dsh has {lines} lines: what runs belongs in the daemon, and what it prints in one place"
         );
     }

@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
-use daemon::client::remote::{RemoteOptions, target::Target};
+use daemon::client::remote::{RemoteOptions, hosts, target::Target};
 use daemon::client::{Client, ClientError, RegistryAccess, StartSpec, StatusReport, bridge};
 use daemon::demo::Scenario;
 use daemon::paths::DaemonPaths;
@@ -350,7 +350,13 @@ fn run(cli: Cli) -> Result<(), Failure> {
         } => {
             first_contact_hint();
             let preset = preset.map(|p| p.0.name().to_owned());
-            Ok(daemon::client::remote::run(RemoteOptions { target, preset }).map(drop)?)
+            let runtime_dir = cli.paths().runtime_dir;
+            let options = RemoteOptions {
+                target,
+                preset,
+                runtime_dir,
+            };
+            Ok(daemon::client::remote::run(options).map(drop)?)
         }
         Command::Mcp {
             preset, log_file, ..
@@ -501,15 +507,18 @@ fn daemon_stop(paths: &DaemonPaths) -> Result<(), Failure> {
 
 /// `dsh ps`.
 fn ps(paths: &DaemonPaths, json: bool) -> Result<(), Failure> {
+    let remotes = hosts::snapshots(&paths.runtime_dir);
     let text = match Client::new(paths.clone()).ps() {
-        Ok(snapshot) if json => output::to_json(&snapshot)?,
-        Ok(snapshot) => output::ps(&snapshot),
+        Ok(snapshot) if json => output::to_json(&hosts::with_remotes(&snapshot, &remotes))?,
+        Ok(snapshot) => output::ps(&snapshot) + &output::remotes(&remotes),
         Err(ClientError::NotRunning { .. }) if json => {
-            "{\"daemon\": null, \"connections\": []}\n".to_owned()
+            let none = serde_json::json!({"daemon": null, "connections": []});
+            output::to_json(&hosts::with_remotes(&none, &remotes))?
         }
         Err(ClientError::NotRunning { data_dir, .. }) => format!(
-            "no dsh daemon is running for {}, so no agent is connected\n",
-            data_dir.display()
+            "no dsh daemon is running for {}, so no agent is connected here\n{}",
+            data_dir.display(),
+            output::remotes(&remotes)
         ),
         Err(e) => return Err(e.into()),
     };

@@ -7,6 +7,7 @@
 use std::fmt::Write as _;
 use std::io::Write as _;
 
+use daemon::client::remote::hosts::RemoteSnapshot;
 use daemon::protocol::ps::Snapshot;
 use daemon::protocol::replies::Status;
 use serde::Serialize;
@@ -152,6 +153,26 @@ fn age(secs: u64) -> String {
 }
 
 /// The snapshot for a person: one block per connection.
+/// The hosts of live `dsh mcp --remote` bridges, after this machine's.
+pub fn remotes(remotes: &[RemoteSnapshot]) -> String {
+    let mut out = String::new();
+    for r in remotes {
+        let _ = write!(
+            out,
+            "\n── {} (dsh mcp --remote, bridge pid {}) ── ",
+            cell(&r.host),
+            r.bridge_pid
+        );
+        match (&r.snapshot, &r.error) {
+            (Some(s), _) => out.push_str(&ps(s)),
+            (None, e) => {
+                let _ = writeln!(out, "{}", cell(e.as_deref().unwrap_or("no answer")));
+            }
+        }
+    }
+    out
+}
+
 pub fn ps(snapshot: &Snapshot) -> String {
     let mut out = String::new();
     let _ = writeln!(
@@ -188,8 +209,12 @@ pub fn ps(snapshot: &Snapshot) -> String {
         out.push('\n');
         let _ = writeln!(
             out,
-            "connection {} · {} · pid {} · {} · up {}",
+            "connection {}{} · {} · pid {} · {} · up {}",
             c.id,
+            c.host
+                .as_deref()
+                .map(|h| format!(" on {}", cell(h)))
+                .unwrap_or_default(),
             cell(c.client.as_deref().unwrap_or("(client not named yet)")),
             c.pid.map_or_else(|| "?".to_owned(), |p| p.to_string()),
             c.preset,

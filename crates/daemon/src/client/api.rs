@@ -187,7 +187,19 @@ impl Client {
     /// `dsh attach`: a live view of terminal `id` until the person
     /// leaves; the line to print then.
     pub fn attach(&self, id: &str, writable: bool) -> Result<String, ClientError> {
-        super::attach::run(&self.paths, id, writable)
+        match id.split_once(':') {
+            // `HOST:pty-N`: a terminal of a remote bridge's host.
+            Some((host, pty)) => {
+                super::remote::hosts::attach(&self.paths.runtime_dir, host, pty, writable)
+                    .unwrap_or_else(|| {
+                        Err(format!(
+                            "no dsh mcp --remote bridge here serves {host} (dsh ps lists the hosts)"
+                        ))
+                    })
+                    .map_err(ClientError::Unreachable)
+            }
+            None => super::attach::run(&self.paths, id, writable),
+        }
     }
 }
 

@@ -68,6 +68,11 @@ pub struct ConnectionRow {
     /// Set when its client went away and its work is kept detached.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub detached: Option<DetachedRow>,
+    /// The host of a remote daemon's connection, as `dsh ps` here shows
+    /// it (its ids are qualified with it: `devbox:pty-3`); none for this
+    /// machine's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
 }
 
 /// What a person's decision about detached work did.

@@ -92,6 +92,7 @@ pub async fn ps(host: &Host, started_at: SystemTime) -> Snapshot {
                 workspace: workspace.map(|w| w.1.clone()),
                 preset: facts.preset.to_string(),
                 age_s: elapsed(facts.connected_at).as_secs(),
+                host: None,
                 detached: facts.detached.as_ref().map(|d| DetachedRow {
                     for_s: elapsed(d.since).as_secs(),
                     left_s: d

@@ -270,10 +270,11 @@ pub fn open(
     target: &Target,
     build: &Build,
     preset: Option<&str>,
+    control: Option<&std::path::Path>,
     say: &dyn Fn(&str),
 ) -> Result<Stream, String> {
     let host = target.host();
-    let mut command = target.command();
+    let mut command = target.command(control);
     command
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

@@ -25,10 +25,12 @@
 //!   `REMOTE_UNREACHABLE` with the reason (ssh's own words).
 
 pub mod bootstrap;
+pub mod hosts;
 pub mod target;
 
 use std::collections::HashMap;
 use std::io::Write as _;
+use std::path::PathBuf;
 use std::process::ChildStdin;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -48,6 +50,9 @@ pub struct RemoteOptions {
     pub target: Target,
     /// `--preset`, passed to `dsh mcp` on the target.
     pub preset: Option<String>,
+    /// The local runtime directory, where the bridge registers itself for
+    /// `dsh ps` and `dsh attach` (see [`hosts`]).
+    pub runtime_dir: PathBuf,
 }
 
 /// The waits between reconnection tries after a drop.
@@ -100,6 +105,8 @@ struct Relay {
     last_error: String,
     /// Numbers the bridge's own requests.
     own_ids: u64,
+    /// This bridge's registration for `dsh ps` and `dsh attach`.
+    registered: Option<hosts::Registered>,
 }
 
 /// Runs the bridge until the client closes or is stopped.
@@ -124,6 +131,16 @@ pub fn run(options: RemoteOptions) -> Result<BridgeEnd, ClientError> {
         });
     }
     let host = options.target.host();
+    let registered = hosts::Registered::new(
+        &options.runtime_dir,
+        hosts::Registration {
+            pid: std::process::id(),
+            target: options.target.text(),
+            host: host.clone(),
+            build: build.name.clone(),
+            control: None,
+        },
+    );
     let mut relay = Relay {
         options,
         build,
@@ -136,6 +153,7 @@ pub fn run(options: RemoteOptions) -> Result<BridgeEnd, ClientError> {
         resume_key: None,
         last_error: String::new(),
         own_ids: 0,
+        registered,
     };
     relay.connect();
     while let Ok(event) = inbox.recv() {
@@ -200,10 +218,17 @@ impl Relay {
     /// the client's `initialize` and takes the agent's work back.
     fn connect(&mut self) -> bool {
         let say = |what: &str| eprintln!("dsh: {what}");
+        // Over ssh, each connection is a multiplexing master on a socket of
+        // its own, for `dsh ps` and `dsh attach` to ride.
+        let control = match (&self.options.target, &self.registered) {
+            (Target::Ssh { .. }, Some(r)) => r.control_for(self.generation + 1),
+            _ => None,
+        };
         let stream = match bootstrap::open(
             &self.options.target,
             &self.build,
             self.options.preset.as_deref(),
+            control.as_deref(),
             &say,
         ) {
             Ok(stream) => stream,
@@ -247,6 +272,9 @@ impl Relay {
             let _ = events.send(Event::Remote(generation, Line::End("end of stream".into())));
         });
         self.live = Some(live);
+        if let Some(r) = &mut self.registered {
+            r.set_control(control);
+        }
         true
     }
 

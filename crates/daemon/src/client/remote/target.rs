@@ -10,6 +10,7 @@
 //! word of it passes through the remote login shell's quoting rules, which
 //! differ between sh, csh and fish.
 
+use std::path::Path;
 use std::process::Command;
 
 /// The environment variable that replaces `ssh` as the command that opens
@@ -34,6 +35,14 @@ const SSH_OPTIONS: &[&str] = &[
     "-o",
     "ConnectTimeout=15",
 ];
+
+/// What a path in an `ssh://` URL escapes.
+const PATH_ESCAPES: &percent_encoding::AsciiSet = &percent_encoding::CONTROLS
+    .add(b' ')
+    .add(b'%')
+    .add(b'#')
+    .add(b'?')
+    .add(b'"');
 
 /// A parsed `--remote` target.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -114,6 +123,30 @@ impl Target {
         }
     }
 
+    /// The target as `--remote` takes it (parsing it again gives it back).
+    pub fn text(&self) -> String {
+        match self {
+            Self::Ssh {
+                destination,
+                port,
+                path,
+            } => {
+                let host = match destination.rsplit_once('@') {
+                    Some((user, host)) if host.contains(':') => format!("{user}@[{host}]"),
+                    None if destination.contains(':') => format!("[{destination}]"),
+                    _ => destination.clone(),
+                };
+                let port = port.map(|p| format!(":{p}")).unwrap_or_default();
+                let path = path
+                    .as_deref()
+                    .map(|p| percent_encoding::utf8_percent_encode(p, PATH_ESCAPES).to_string())
+                    .unwrap_or_default();
+                format!("ssh://{host}{port}{path}")
+            }
+            Self::Exec { command } => format!("exec:{command}"),
+        }
+    }
+
     /// The workspace directory on the target, when the target names one.
     pub fn path(&self) -> Option<&str> {
         match self {
@@ -123,8 +156,26 @@ impl Target {
     }
 
     /// The local command whose stdin and stdout are a stream to `sh -s` on
-    /// the target.
-    pub fn command(&self) -> Command {
+    /// the target; over ssh, the connection is a multiplexing master on
+    /// `control` (see [`super::hosts`]) when given.
+    pub fn command(&self, control: Option<&Path>) -> Command {
+        let mut command = self.base(control.map(|c| (c, true)), false);
+        match self {
+            Self::Ssh { .. } => command.arg("sh -s"),
+            Self::Exec { .. } => command.args(["sh", "-s"]),
+        };
+        command
+    }
+
+    /// The local command that runs a command (the caller adds it: one
+    /// argument over ssh, words for exec) on the target, through the
+    /// bridge's ssh connection on `control` when there is one, with a
+    /// terminal when `tty`.
+    pub fn command_via(&self, control: Option<&Path>, tty: bool) -> Command {
+        self.base(control.map(|c| (c, false)), tty)
+    }
+
+    fn base(&self, control: Option<(&Path, bool)>, tty: bool) -> Command {
         let mut command = Command::new("/bin/sh");
         match self {
             Self::Ssh {
@@ -136,14 +187,25 @@ impl Target {
                     .unwrap_or_else(|| "ssh".to_owned());
                 command.arg("-c").arg(format!("{ssh} \"$@\"")).arg("ssh");
                 command.args(SSH_OPTIONS);
+                if tty {
+                    command.arg("-tt");
+                }
+                if let Some((path, master)) = control {
+                    let mode = if master { "auto" } else { "no" };
+                    command
+                        .arg("-o")
+                        .arg(format!("ControlMaster={mode}"))
+                        .arg("-o")
+                        .arg(format!("ControlPath={}", path.display()))
+                        .args(["-o", "ControlPersist=no"]);
+                }
                 if let Some(port) = port {
                     command.arg("-p").arg(port.to_string());
                 }
-                command.arg("--").arg(destination).arg("sh -s");
+                command.arg("--").arg(destination);
             }
             Self::Exec { command: exec } => {
                 command.arg("-c").arg(format!("{exec} \"$@\"")).arg("exec");
-                command.args(["sh", "-s"]);
             }
         }
         command
@@ -218,6 +280,14 @@ mod tests {
             }
         );
         assert_eq!(Target::parse("ssh://devbox").unwrap().host(), "devbox");
+        for text in [
+            "ssh://alice@dev:2222/a%20b",
+            "ssh://[::1]:22/w",
+            "ssh://devbox",
+            "exec:docker exec -i b",
+        ] {
+            assert_eq!(Target::parse(text).unwrap().text(), text);
+        }
     }
 
     #[test]
