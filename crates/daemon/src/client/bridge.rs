@@ -165,7 +165,7 @@ pub fn run(options: BridgeOptions) -> Result<BridgeEnd, ClientError> {
         std::thread::sleep(Duration::from_millis(10));
     }
     let state = if pid_alive(daemon_pid) {
-        "is stopping and closed this connection"
+        "closed this connection (it is stopping, or a new connection took this agent's work with its resume key)"
     } else {
         "exited"
     };

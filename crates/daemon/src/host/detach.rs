@@ -313,7 +313,9 @@ impl Host {
             ));
         }
         if !detached {
-            return self.take_over(from, &from_lock, into, id, recorder).await;
+            return self
+                .take_over(key, from, &from_lock, into, id, recorder)
+                .await;
         }
         let Some(entry) = self.entries().remove(&from) else {
             return Err(ToolError::new(
@@ -380,44 +382,46 @@ impl Host {
     /// connected, into connection `id`: its client presented the key from
     /// a new connection, so the old one is a stream that died without a
     /// word (a network gone quiet keeps a connection open for as long as
-    /// the transport takes to notice). The old connection keeps serving,
-    /// as the new connection's former, empty agent.
+    /// the transport takes to notice). The old connection is ended; its
+    /// agent is the new connection's former, empty one.
     async fn take_over(
         &self,
+        key: &str,
         from: u64,
         from_lock: &TakeBackLock,
         into: &AgentCell,
         id: u64,
         recorder: &SessionRecorder,
     ) -> Result<Resumed, ToolError> {
+        let busy = || {
+            ToolError::retryable(
+                "RESUME_BUSY",
+                "the work of this key is changing hands right now (its old connection is ending); try again in a moment",
+            )
+        };
         // The old connection is ending or taking back work of its own right
         // now: then it is not the one to take from yet.
         let Ok(_its_turn) = from_lock.try_lock() else {
-            return Err(ToolError::new(
-                "RESUME_KEY_UNKNOWN",
-                "the work of this key is changing hands right now; try again",
-            ));
+            return Err(busy());
         };
-        let (from_agent, from_recorder) = {
+        let (from_agent, from_recorder, from_closed) = {
             let entries = self.entries();
             match entries.get(&from).filter(|e| e.detached.is_none()) {
-                Some(e) => (Arc::clone(&e.agent), e.recorder.clone()),
-                None => {
-                    return Err(ToolError::new(
-                        "RESUME_KEY_UNKNOWN",
-                        "the work of this key is changing hands right now; try again",
-                    ));
-                }
+                Some(e) => (Arc::clone(&e.agent), e.recorder.clone(), e.closed.clone()),
+                None => return Err(busy()),
             }
         };
+        // Under its lock, the old connection's agent is still the one whose
+        // key was presented (it did not take back another meanwhile).
+        if !same_key(&current(&from_agent).1, key) {
+            return Err(busy());
+        }
         let taken = {
             let mut from_agent = from_agent.lock().unwrap_or_else(|e| e.into_inner());
             let mut into_agent = into.lock().unwrap_or_else(|e| e.into_inner());
             std::mem::swap(&mut *from_agent, &mut *into_agent);
             into_agent.owner.clone()
         };
-        // `mine` (empty) is the old connection's agent now: it goes on
-        // serving as it.
         let (terminals, jobs) = self.work_of(&taken).await;
         let old_session = from_recorder
             .session_id()
@@ -436,6 +440,10 @@ impl Host {
                 work_words(terminals, jobs)
             ),
         );
+        // The old connection ends: its calls in flight stop at once (the
+        // sends they made go on, their output kept for the new owner), and
+        // its client, if one is still there, sees the connection close.
+        from_closed.cancel();
         tracing::info!(
             from,
             to = id,

@@ -139,6 +139,8 @@ pub struct ConnectionFacts {
 
 struct ConnectionEntry {
     agent: AgentCell,
+    /// Cancelled when the connection ends, or to end it.
+    closed: CancellationToken,
     /// Held while an agent is taken back into this connection.
     take_back: TakeBackLock,
     detached: Option<Detached>,
@@ -894,6 +896,7 @@ where
         id,
         ConnectionEntry {
             agent: agent.clone(),
+            closed: closed.clone(),
             take_back: take_back.clone(),
             detached: None,
             layer: layer.clone(),
@@ -931,6 +934,11 @@ where
                     tracing::info!(connection = id, "client disconnected: {reason:?}");
                 }
                 () = stop.cancelled() => {
+                    cancel.cancel();
+                    let _ = waiting.await;
+                }
+                // Ended from outside: its agent was taken over.
+                () = closed.cancelled() => {
                     cancel.cancel();
                     let _ = waiting.await;
                 }

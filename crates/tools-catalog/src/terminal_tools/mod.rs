@@ -212,6 +212,7 @@ After your client restarted, pass `resume` (the resume key an earlier reply gave
                 "RESUME_KEY_UNKNOWN",
                 "RESUME_EXPIRED",
                 "RESUME_NOT_EMPTY",
+                "RESUME_BUSY",
             ],
         ))
     }

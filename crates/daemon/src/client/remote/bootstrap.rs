@@ -189,13 +189,15 @@ fn script(build: &Build, path: Option<&str>, preset: Option<&str>) -> String {
       mkdir -p "$dir" || {{ echo "@dsh-remote error cannot create $dir"; exit 1; }}
       chmod 700 "$dir"
       tmp="$bin.part.$$"
+      trap 'rm -f "$tmp"' EXIT HUP INT TERM
       head -c "$size" > "$tmp" || {{ rm -f "$tmp"; echo "@dsh-remote error cannot write $tmp"; exit 1; }}
       got=$( {{ sha256sum "$tmp" 2>/dev/null || shasum -a 256 "$tmp" 2>/dev/null; }} | cut -d ' ' -f 1)
       if [ -z "$got" ]; then rm -f "$tmp"; echo "@dsh-remote error the target has neither sha256sum nor shasum to check the upload"; exit 1; fi
       if [ "$got" != "$sum" ]; then rm -f "$tmp"; echo "@dsh-remote error the upload arrived damaged (sha256 $got, expected $sum)"; exit 1; fi
       chmod 700 "$tmp" && mv -f "$tmp" "$bin" || {{ echo "@dsh-remote error cannot install $bin"; exit 1; }}
+      trap - EXIT HUP INT TERM
       ;;
-    go) ;;
+    go) chmod 700 "$dir" ;;
     *) exit 1 ;;
   esac
   if [ -n "$workdir" ]; then
@@ -241,6 +243,8 @@ pub struct Stream {
     pub lines: mpsc::Receiver<Line>,
     /// The last lines it wrote to stderr (also passed to ours).
     pub stderr: Arc<Mutex<VecDeque<String>>>,
+    /// Closed once its stderr reached its end.
+    pub stderr_done: mpsc::Receiver<()>,
 }
 
 impl Stream {
@@ -251,8 +255,37 @@ impl Stream {
 
     /// Ends the transport and reaps it.
     pub fn end(mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        let _ = finish(&mut self.child, &self.stderr_done);
+    }
+}
+
+/// The transport after its stream ended: how it exited (waiting a moment
+/// for it, then ending its process group) once its last words on stderr
+/// are in. Never blocks for long.
+pub fn finish(child: &mut Child, stderr_done: &mpsc::Receiver<()>) -> String {
+    let deadline = Instant::now() + Duration::from_secs(2);
+    let mut status = None;
+    while Instant::now() < deadline {
+        if let Ok(Some(s)) = child.try_wait() {
+            status = Some(s);
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10)); // sleep-ok: a bounded wait for an exiting child that has no exit event here
+    }
+    // Its whole process group: `sh -c`, ssh, or what an exec command started.
+    if let Ok(pid) = i32::try_from(child.id()) {
+        let _ = nix::sys::signal::killpg(
+            nix::unistd::Pid::from_raw(pid),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+    let waited = child.wait();
+    let _ = stderr_done.recv_timeout(Duration::from_secs(1));
+    match status {
+        Some(s) => format!(", {s}"),
+        None => waited
+            .map(|_| ", ended by dsh".to_owned())
+            .unwrap_or_default(),
     }
 }
 
@@ -275,6 +308,9 @@ pub fn open(
 ) -> Result<Stream, String> {
     let host = target.host();
     let mut command = target.command(control);
+    // A group of its own: ending the stream ends all of it, and a Ctrl-C
+    // meant for the bridge does not reach ssh.
+    std::os::unix::process::CommandExt::process_group(&mut command, 0);
     command
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -290,10 +326,14 @@ pub fn open(
         return Err(format!("cannot start the stream to {host}: no pipes"));
     };
     let tail = Arc::new(Mutex::new(VecDeque::new()));
+    let (done, stderr_done) = mpsc::channel();
     {
         let tail = tail.clone();
         let host = host.clone();
-        std::thread::spawn(move || relay_stderr(stderr, &tail, &host));
+        std::thread::spawn(move || {
+            relay_stderr(stderr, &tail, &host);
+            drop(done);
+        });
     }
     let (tx, lines) = mpsc::channel();
     std::thread::spawn(move || read_lines(stdout, &tx));
@@ -302,6 +342,7 @@ pub fn open(
         stdin,
         lines,
         stderr: tail,
+        stderr_done,
     };
     match handshake(&mut stream, &host, target, build, preset, say) {
         Ok(()) => Ok(stream),
@@ -366,12 +407,16 @@ fn handshake(
         write(&mut stream.stdin, b"send\n", &stream.stderr)?;
         let mut file = std::fs::File::open(&build.path)
             .map_err(|e| format!("cannot read {}: {e}", build.path.display()))?;
-        std::io::copy(&mut (&mut file).take(build.size), &mut stream.stdin).map_err(|e| {
-            format!(
-                "the stream to {host} closed while dsh was installed there ({e}){}",
-                said(&stream.stderr_tail())
-            )
-        })?;
+        if let Err(e) = std::io::copy(&mut (&mut file).take(build.size), &mut stream.stdin) {
+            // The script may have said why it stopped reading (a full disk).
+            return Err(match expect(stream, host) {
+                Err(why) if why.starts_with("dsh could not start") => why,
+                _ => format!(
+                    "the stream to {host} closed while dsh was installed there ({e}){}",
+                    said(&stream.stderr_tail())
+                ),
+            });
+        }
         let _ = stream.stdin.flush();
     }
     let started = expect(stream, host)?;
@@ -402,15 +447,11 @@ fn expect(stream: &mut Stream, host: &str) -> Result<String, String> {
                         ));
                     }
                     Some(rest) => return Ok(rest.to_owned()),
-                    None => eprintln!("dsh: {host} printed: {line}"),
+                    None => eprintln!("dsh: {host} printed: {}", line.escape_debug()),
                 }
             }
             Ok(Line::End(why)) => {
-                let status = stream
-                    .child
-                    .wait()
-                    .map(|s| format!(", {s}"))
-                    .unwrap_or_default();
+                let status = finish(&mut stream.child, &stream.stderr_done);
                 return Err(format!(
                     "the stream to {host} ended before dsh started there ({why}{status}){}",
                     said(&stream.stderr_tail())
@@ -473,7 +514,7 @@ fn relay_stderr(stderr: std::process::ChildStderr, tail: &Mutex<VecDeque<String>
         if line.is_empty() {
             continue;
         }
-        eprintln!("dsh: [{host}] {line}");
+        eprintln!("dsh: [{host}] {}", line.escape_debug());
         if let Ok(mut tail) = tail.lock() {
             if tail.len() == STDERR_TAIL {
                 tail.pop_front();

@@ -28,10 +28,12 @@ pub mod bootstrap;
 pub mod hosts;
 pub mod target;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ChildStdin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -86,6 +88,7 @@ struct Live {
     stdin: ChildStdin,
     stream_child: std::process::Child,
     stderr: std::sync::Arc<std::sync::Mutex<std::collections::VecDeque<String>>>,
+    stderr_done: mpsc::Receiver<()>,
 }
 
 struct Relay {
@@ -107,6 +110,15 @@ struct Relay {
     own_ids: u64,
     /// This bridge's registration for `dsh ps` and `dsh attach`.
     registered: Option<hosts::Registered>,
+    /// Requests of the target's (an elicitation) the client has not
+    /// answered yet, on the live stream.
+    server_pending: HashSet<String>,
+    /// The client's `terminal_list {resume}` calls in flight: id → key.
+    resuming: HashMap<String, String>,
+    /// When the last round of reconnection tries failed.
+    failed_at: Option<Instant>,
+    /// Set by SIGTERM or SIGINT: stop trying to reconnect.
+    stopping: Arc<AtomicBool>,
 }
 
 /// Runs the bridge until the client closes or is stopped.
@@ -119,11 +131,14 @@ pub fn run(options: RemoteOptions) -> Result<BridgeEnd, ClientError> {
     let build = Build::find().map_err(ClientError::Unreachable)?;
     let (events, inbox) = mpsc::channel();
     spawn_client_reader(events.clone());
+    let stopping = Arc::new(AtomicBool::new(false));
     {
         let events = events.clone();
+        let stopping = stopping.clone();
         std::thread::spawn(move || {
             while let Ok(signal) = signals.wait() {
                 if signal != Signal::SIGHUP {
+                    stopping.store(true, Ordering::Release);
                     let _ = events.send(Event::Stop);
                     return;
                 }
@@ -154,6 +169,10 @@ pub fn run(options: RemoteOptions) -> Result<BridgeEnd, ClientError> {
         last_error: String::new(),
         own_ids: 0,
         registered,
+        server_pending: HashSet::new(),
+        resuming: HashMap::new(),
+        failed_at: None,
+        stopping: stopping.clone(),
     };
     relay.connect();
     while let Ok(event) = inbox.recv() {
@@ -243,6 +262,7 @@ impl Relay {
             stdin,
             lines,
             stderr,
+            stderr_done,
         } = stream;
         self.generation += 1;
         let mut live = Live {
@@ -250,14 +270,14 @@ impl Relay {
             stdin,
             stream_child: child,
             stderr,
+            stderr_done,
         };
         if let Some(initialize) = self.initialize.clone()
             && let Err(e) = self.replay(&mut live, &lines, initialize)
         {
             self.last_error = format!("{} answered the reconnection badly: {e}", self.host);
             self.say(&self.last_error);
-            let _ = live.stream_child.kill();
-            let _ = live.stream_child.wait();
+            bootstrap::finish(&mut live.stream_child, &live.stderr_done);
             return false;
         }
         let events = self.events.clone();
@@ -272,6 +292,7 @@ impl Relay {
             let _ = events.send(Event::Remote(generation, Line::End("end of stream".into())));
         });
         self.live = Some(live);
+        self.failed_at = None;
         if let Some(r) = &mut self.registered {
             r.set_control(control);
         }
@@ -301,6 +322,11 @@ impl Relay {
                         return Ok(reply);
                     }
                     // A notification or request of the target's, meanwhile.
+                    if reply.get("method").is_some()
+                        && let Some(id) = id_key(&reply)
+                    {
+                        self.server_pending.insert(id);
+                    }
                     self.write_client(&line);
                 }
                 Ok(Line::End(why)) => return Err(why),
@@ -334,10 +360,13 @@ impl Relay {
                 json!({"jsonrpc": "2.0", "method": "tools/call",
                        "params": {"name": "terminal_list", "arguments": {"resume": key}}}),
             )?;
+            let failed = reply.get("error").is_some()
+                || reply.pointer("/result/isError") == Some(&json!(true));
             let code = reply
                 .pointer("/result/structuredContent/error/code")
                 .and_then(Value::as_str)
-                .map(str::to_owned);
+                .map(str::to_owned)
+                .or_else(|| failed.then(|| "ERROR".to_owned()));
             match code.as_deref() {
                 None => {
                     self.say(&format!(
@@ -346,13 +375,14 @@ impl Relay {
                     ));
                     return Ok(());
                 }
-                // The target's daemon has not seen the old connection end yet.
-                Some("RESUME_KEY_UNKNOWN") if Instant::now() < deadline => {
+                // The old connection is ending on the target right now.
+                Some("RESUME_BUSY") if Instant::now() < deadline => {
                     std::thread::sleep(Duration::from_millis(200)); // sleep-ok: a bounded retry while the target notices the old stream's end
                 }
                 Some(code) => {
                     let message = reply
                         .pointer("/result/structuredContent/error/message")
+                        .or_else(|| reply.pointer("/error/message"))
                         .and_then(Value::as_str)
                         .unwrap_or("");
                     self.say(&format!(
@@ -365,44 +395,81 @@ impl Relay {
         }
     }
 
-    fn on_client_line(&mut self, line: Vec<u8>) {
-        let message: Option<Value> = serde_json::from_slice(&line).ok();
+    fn on_client_line(&mut self, mut line: Vec<u8>) {
+        let mut message: Option<Value> = serde_json::from_slice(&line).ok();
         let method = message
             .as_ref()
             .and_then(|m| m.get("method"))
             .and_then(Value::as_str)
             .map(str::to_owned);
         let id = message.as_ref().and_then(id_key);
-        if let (Some(message), Some("initialize")) = (&message, method.as_deref()) {
-            self.initialize = Some(message.clone());
+        if let (Some(m), Some("initialize")) = (&mut message, method.as_deref()) {
+            // The client's roots are paths of this machine: the target's
+            // workspace is the URL's path, and a roots/list asked during a
+            // reconnect would wait behind the relay.
+            if let Some(map) = m
+                .pointer_mut("/params/capabilities")
+                .and_then(Value::as_object_mut)
+            {
+                map.remove("roots");
+            }
+            line = m.to_string().into_bytes();
         }
-        let request = match (&id, &method) {
-            (Some(id), Some(method)) => Some((id.clone(), method.clone())),
-            _ => None,
+        let Some(id) = id else {
+            // A notification: to the live stream, if any.
+            self.write_live(&line);
+            return;
         };
-        if self.live.is_none() && request.is_some() && !self.connect() {
-            if let (Some((_, method)), Some(message)) = (&request, &message) {
-                let reason = format!(
-                    "{} cannot be reached: {}. Check the host and its ssh access, then call again",
-                    self.host, self.last_error
-                );
-                self.answer_failed(message, method, "REMOTE_UNREACHABLE", &reason);
+        let Some(method) = method else {
+            // An answer to a request of the target's: only to the stream
+            // that asked (an old stream's request was cancelled at its drop).
+            if self.server_pending.remove(&id) {
+                self.write_live(&line);
             }
             return;
-        }
-        if let Some((id, method)) = request {
-            self.pending.insert(id, method);
-        }
-        let Some(live) = self.live.as_mut() else {
-            return;
         };
-        let written = live
-            .stdin
-            .write_all(&line)
-            .and_then(|()| live.stdin.write_all(b"\n"))
-            .and_then(|()| live.stdin.flush());
-        if written.is_err() {
-            // The reader reports the end; its handling answers this request.
+        let message = message.unwrap_or(Value::Null);
+        if self.live.is_none() {
+            let failed_lately = self
+                .failed_at
+                .is_some_and(|at| at.elapsed() < Duration::from_secs(5));
+            if failed_lately || !self.connect() {
+                let hint = match self.options.target {
+                    Target::Ssh { .. } => "check the host and your ssh access to it",
+                    Target::Exec { .. } => "check that the exec command reaches the target",
+                };
+                let reason = format!(
+                    "{} cannot be reached: {}; {hint}, then call again",
+                    self.host, self.last_error
+                );
+                self.answer_failed(&message, &method, "REMOTE_UNREACHABLE", &reason);
+                return;
+            }
+        }
+        if method == "initialize" {
+            self.initialize = Some(message.clone());
+        }
+        if method == "tools/call"
+            && message.pointer("/params/name") == Some(&json!("terminal_list"))
+            && let Some(key) = message
+                .pointer("/params/arguments/resume")
+                .and_then(Value::as_str)
+        {
+            self.resuming.insert(id.clone(), key.to_owned());
+        }
+        self.pending.insert(id, method);
+        self.write_live(&line);
+    }
+
+    /// Writes a line to the live stream; a failed write is the stream's
+    /// end, which its reader reports (and that answers what is pending).
+    fn write_live(&mut self, line: &[u8]) {
+        if let Some(live) = self.live.as_mut() {
+            let _ = live
+                .stdin
+                .write_all(line)
+                .and_then(|()| live.stdin.write_all(b"\n"))
+                .and_then(|()| live.stdin.flush());
         }
     }
 
@@ -412,14 +479,23 @@ impl Relay {
         }
         match line {
             Line::Text(text) => {
-                if let Ok(message) = serde_json::from_slice::<Value>(&text)
-                    && message.get("method").is_none()
-                {
-                    if let Some(id) = id_key(&message) {
-                        self.pending.remove(&id);
-                    }
-                    if let Some(key) = resume_key_of(&message) {
-                        self.resume_key = Some(key);
+                if let Ok(message) = serde_json::from_slice::<Value>(&text) {
+                    match (id_key(&message), message.get("method").is_some()) {
+                        (Some(id), true) => {
+                            self.server_pending.insert(id);
+                        }
+                        (Some(id), false) => {
+                            self.pending.remove(&id);
+                            let failed = message.get("error").is_some()
+                                || message.pointer("/result/isError") == Some(&json!(true));
+                            if let Some(key) = self.resuming.remove(&id).filter(|_| !failed) {
+                                self.resume_key = Some(key);
+                            }
+                            if let Some(key) = resume_key_of(&message) {
+                                self.resume_key = Some(key);
+                            }
+                        }
+                        (None, _) => {}
                     }
                 }
                 self.write_client(&text);
@@ -434,12 +510,7 @@ impl Relay {
         let Some(mut live) = self.live.take() else {
             return;
         };
-        let _ = live.stream_child.kill();
-        let status = live
-            .stream_child
-            .wait()
-            .map(|s| format!(", {s}"))
-            .unwrap_or_default();
+        let status = bootstrap::finish(&mut live.stream_child, &live.stderr_done);
         let said = live
             .stderr
             .lock()
@@ -464,14 +535,33 @@ impl Relay {
                 self.answer_failed(&message, &method, "REMOTE_DISCONNECTED", &reason);
             }
         }
+        self.resuming.clear();
+        // The target's questions to the client (an elicitation) died with
+        // the stream: the client is told, and a late answer goes nowhere.
+        for id in std::mem::take(&mut self.server_pending) {
+            if let Ok(id) = serde_json::from_str::<Value>(&id) {
+                let cancelled = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                    "params": {"requestId": id, "reason": format!("the connection to {} dropped", self.host)}});
+                self.write_client(cancelled.to_string().as_bytes());
+            }
+        }
         for wait in BACKOFF {
-            std::thread::sleep(wait); // sleep-ok: back-off between reconnection tries
-            if self.connect() {
+            let until = Instant::now() + wait;
+            while Instant::now() < until {
+                if self.stopping.load(Ordering::Acquire) {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(50)); // sleep-ok: back-off between reconnection tries, watching for a stop
+            }
+            if self.stopping.load(Ordering::Acquire) || self.connect() {
                 return;
             }
         }
+        // Calls in the next moments are answered at once rather than each
+        // waiting out another try.
+        self.failed_at = Some(Instant::now());
         self.say(&format!(
-            "{} stays unreachable; the next call tries again",
+            "{} stays unreachable; a call from 5 s on tries again",
             self.host
         ));
     }
@@ -501,6 +591,7 @@ impl Relay {
         let Some(Live {
             stdin,
             mut stream_child,
+            stderr_done,
             ..
         }) = self.live.take()
         else {
@@ -510,12 +601,11 @@ impl Relay {
         let deadline = Instant::now() + Duration::from_secs(10);
         while Instant::now() < deadline {
             if let Ok(Some(_)) = stream_child.try_wait() {
-                return;
+                break;
             }
             std::thread::sleep(Duration::from_millis(20)); // sleep-ok: a bounded wait for the stream to finish
         }
-        let _ = stream_child.kill();
-        let _ = stream_child.wait();
+        bootstrap::finish(&mut stream_child, &stderr_done);
     }
 }
 

@@ -185,7 +185,10 @@ impl Target {
                     .ok()
                     .filter(|s| !s.trim().is_empty())
                     .unwrap_or_else(|| "ssh".to_owned());
-                command.arg("-c").arg(format!("{ssh} \"$@\"")).arg("ssh");
+                command
+                    .arg("-c")
+                    .arg(format!("exec {ssh} \"$@\""))
+                    .arg("ssh");
                 command.args(SSH_OPTIONS);
                 if tty {
                     command.arg("-tt");
