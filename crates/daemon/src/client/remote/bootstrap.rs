@@ -272,8 +272,9 @@ pub fn finish(child: &mut Child, stderr_done: &mpsc::Receiver<()>) -> String {
         }
         std::thread::sleep(Duration::from_millis(10)); // sleep-ok: a bounded wait for an exiting child that has no exit event here
     }
-    // Its whole process group: `sh -c`, ssh, or what an exec command started.
-    if let Ok(pid) = i32::try_from(child.id()) {
+    // Its whole process group (ssh, or what an exec command started) —
+    // only while the leader is unreaped, so the group's id is still ours.
+    if let (None, Ok(pid)) = (status, i32::try_from(child.id())) {
         let _ = nix::sys::signal::killpg(
             nix::unistd::Pid::from_raw(pid),
             nix::sys::signal::Signal::SIGKILL,
