@@ -24,6 +24,7 @@ which the xtask makes, and Debian's openssh-server)."""
 import contextlib
 import os
 import pathlib
+import shutil
 import statistics
 import subprocess
 import sys
@@ -135,6 +136,7 @@ def main():
                 for env in (local, remote):
                     subprocess.run([static, "daemon", "stop"],
                                    env={**os.environ, **env}, capture_output=True)
+                    shutil.rmtree(env["DSH_RUNTIME_DIR"], ignore_errors=True)
     note = "; --quick: a smoke run, not figures to quote" if QUICK else ""
     print(f"\nover ssh to loopback vs local: {N} calls each, {CONNECTS} connections, milliseconds{note}\n")
     print("| what                                                 |    median |       p90 | vs local |")

@@ -108,6 +108,17 @@ def sshd(tmp_path, remote):
         yield {"env": env, "port": server.port, "log": server.log, "pid": server.server.pid}
 
 
+# The short runtime dirs local_env makes, removed after each test.
+_RUN_DIRS = []
+
+
+@pytest.fixture(autouse=True)
+def _remove_run_dirs():
+    yield
+    while _RUN_DIRS:
+        shutil.rmtree(_RUN_DIRS.pop(), ignore_errors=True)
+
+
 def local_env(tmp_path):
     """The local side: the test's own XDG dirs (no local daemon is needed
     or started) and the static build to install."""
@@ -119,8 +130,9 @@ def local_env(tmp_path):
         XDG_STATE_HOME=str(xdg / "state"),
         # short: ssh's control socket lives there, and a socket path must fit in 108 bytes
         DSH_RUNTIME_DIR=tempfile.mkdtemp(prefix="dsh-run-"),
-        DSH_REMOTE_BINARY=static_build(),
     )
+    _RUN_DIRS.append(env["DSH_RUNTIME_DIR"])
+    env["DSH_REMOTE_BINARY"] = static_build()
     env.pop("XDG_RUNTIME_DIR", None)
     return env
 
