@@ -24,6 +24,7 @@ import pytest
 from loopback_ssh import HOST, LoopbackSshd, free_port
 from conftest import ROOT, ask_lsp, connect, dsh, wait_settled, dsh_bin, err, ok, processes, text_of
 from test_daemon import Tmux
+from test_ui import SHOTS, Browser, ui_url
 from waiting import eventually, wait_until
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(300)]
@@ -265,6 +266,39 @@ async def test_a_dropped_stream_answers_at_once_and_the_agent_gets_its_work_back
         assert "42" in r["output"]
 
 
+async def test_work_that_cannot_be_taken_back_is_said_to_the_model(sshd, remote, tmp_path):
+    """The target's daemon went away (a reboot, an upgrade) and with it the
+    agent's work: the bridge reconnects to a new daemon, whose answer to the
+    resume key is a refusal. The model hears it in its next tool result,
+    once, with what to do, rather than meeting ids that are gone."""
+    ws = remote.root / "ws"
+    ws.mkdir()
+    async with connect(sshd["env"], "--remote", f"ssh://{HOST}{ws}") as s:
+        t = ok(await s.call_tool("terminal_open", {"command": ["python3", "-q"]}))
+        [daemon] = remote.daemons()
+        os.kill(daemon, signal.SIGTERM)
+        await anyio.to_thread.run_sync(lambda: wait_until(lambda: not remote.daemons(), "the far daemon to exit"))
+
+        # Calls that meet the dropping stream are answered REMOTE_DISCONNECTED;
+        # the first one answered after the reconnection carries the notice.
+        async def answered():
+            r = await s.call_tool("terminal_list", {})
+            return None if r.isError and err(r)["code"] == "REMOTE_DISCONNECTED" else r
+
+        r = await eventually(answered, "a call answered after the reconnection")
+        assert not r.isError, r
+        notice = r.content[0].text
+        assert notice.startswith("[dsh]") and "could not be taken back" in notice, notice
+        assert "terminal_list" in notice
+        assert ok(r)["terminals"] == []
+        # once only
+        again = await s.call_tool("terminal_list", {})
+        assert "could not be taken back" not in text_of(again)
+        # and the id it had is refused as unknown, not hung
+        e = err(await s.call_tool("terminal_read", {"id": t["id"]}))
+        assert e["code"] != "REMOTE_DISCONNECTED", e
+
+
 def descendants(root):
     table = {}
     for pid, ppid, _sid, _state in processes():
@@ -346,9 +380,39 @@ async def test_people_here_see_the_remote_host_and_attach_across_it(sshd, remote
         finally:
             tmux.close()
         assert logins() == before
-    # once its bridge is gone, the host is gone from `dsh ps`
+
+        # the page here (`dsh ui`, in a real browser) shows the host too:
+        # its section, the host in every agent's heading and row id
+        browser = Browser(tmp_path)
+        try:
+            url = ui_url(env)
+            base = url.split("/?login=")[0]
+            await browser.ado("goto", url=url)
+            await browser.ado("goto", url=base + "/live")
+            row = f'#live section.remote[data-host="{HOST}"] tr[data-terminal="{HOST}:{t["id"]}"]'
+            await browser.ado("wait_selector", selector=row)
+            agent = (await browser.ado("text", selector=f'#live section.remote[data-host="{HOST}"] section.agent h2'))["text"]
+            assert f"on {HOST}" in agent, agent
+            await browser.ado("wait_text", selector="#live", text=f"dsh attach {HOST}:pty-N")
+            await browser.ado("screenshot", path=str(SHOTS / "live-remote.png"))
+            assert logins() == before
+            assert (await browser.ado("url"))["console_errors"] == []
+        except BaseException:
+            browser.close()
+            raise
+    # once its bridge is gone, the host is gone from `dsh ps` and the page
     shown = json.loads(dsh(env, "ps", "--json").stdout)
     assert "remotes" not in shown
+
+    async def host_gone():
+        script = "document.querySelector('#live section.remote') === null"
+        return (await browser.ado("eval", script=script))["value"]
+
+    try:
+        await eventually(host_gone, "the page to drop the host whose bridge ended")
+        await browser.ado("wait_text", selector="#live", text="No agent is connected to this dsh daemon")
+    finally:
+        browser.close()
 
 
 async def test_exec_streams_work_like_docker_exec(remote, tmp_path):
@@ -363,6 +427,47 @@ async def test_exec_streams_work_like_docker_exec(remote, tmp_path):
         r = ok(await s.call_tool("terminal_send", {"id": t["id"], "text": "echo $((6 * 7))"}))
         assert "42" in r["output"]
     assert len(remote.installed()) == 1
+
+
+def far_bridges(remote):
+    """The far side's `dsh mcp` processes: the installed build, run as `mcp`."""
+    out = []
+    for pid, _ppid, _sid, state in processes():
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        if argv[0].startswith(str(remote.data).encode()) and b"mcp" in argv and state not in ("Z", "X"):
+            out.append(pid)
+    return out
+
+
+async def test_a_stalled_exec_peer_is_ended_and_the_work_taken_back(remote, tmp_path):
+    """An exec stream has no keep-alive of its own: a peer that stops
+    reading and answering (a paused container) would hold calls forever.
+    With calls in flight and the target quiet, the bridge asks an MCP
+    `ping`; unanswered, the stream is ended, the call answered, and the
+    work taken back on a new stream. A long call of a target that still
+    answers is left alone."""
+    env = local_env(tmp_path)
+    assign = " ".join(f"{k}={v}" for k, v in remote.env.items())
+    async with connect(env, "--remote", f"exec:env {assign}") as s:
+        t = ok(await s.call_tool("terminal_open", {"command": ["python3", "-q"]}))
+        # longer than the quiet spell after which the bridge pings: answered, kept
+        slow = "import time; time.sleep(8); print('slept')"  # sleep-ok: the program under test is busy for 8 s
+        r = ok(await s.call_tool("terminal_send", {"id": t["id"], "text": slow, "timeout_ms": 60000}))
+        assert "slept" in r["output"], r
+        [bridge] = far_bridges(remote)
+        os.kill(bridge, signal.SIGSTOP)
+        e = err(await s.call_tool("terminal_list", {}))
+        assert e["code"] == "REMOTE_DISCONNECTED", e
+        assert "not even a ping" in e["message"], e
+        listed = ok(await s.call_tool("terminal_list", {}))
+        assert [x["id"] for x in listed["terminals"]] == [t["id"]]
+        assert bridge not in far_bridges(remote)
+        r = ok(await s.call_tool("terminal_send", {"id": t["id"], "text": "print(6 * 7)"}))
+        assert "42" in r["output"]
 
 
 def raw_initialize(env, *args):

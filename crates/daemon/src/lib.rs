@@ -14,7 +14,11 @@
 //! * [`client`] — reaching the daemon (starting it when needed) and the
 //!   typed [`client::Client`] the CLI uses; where a registry command runs
 //!   ([`client::RegistryAccess`]); the client halves of `dsh attach` and
-//!   `dsh mcp` (the bridge).
+//!   `dsh mcp` (the bridge), and `dsh mcp --remote` ([`client::remote`]).
+//! * [`remotes`] — the remote hosts that live `dsh mcp --remote` bridges
+//!   serve: where each goes ([`remotes::target`]), the bridges'
+//!   registrations, and what each host's daemon runs, read by `dsh ps`,
+//!   `dsh attach` and the page alike.
 //! * [`server`] — `dsh daemon`: its files, the listener, the peer check
 //!   ([`server::peer`]), one function per request kind, the live snapshot
 //!   that `dsh ps` and the page both read, and the page's source.
@@ -51,6 +55,7 @@ pub mod paths;
 pub mod processes;
 pub mod protocol;
 pub mod registry;
+pub mod remotes;
 pub mod server;
 pub mod session_log;
 pub mod standalone;

@@ -14,10 +14,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
-use daemon::client::remote::{RemoteOptions, hosts, target::Target};
+use daemon::client::remote::RemoteOptions;
 use daemon::client::{Client, ClientError, RegistryAccess, StartSpec, StatusReport, bridge};
 use daemon::demo::Scenario;
 use daemon::paths::DaemonPaths;
+use daemon::remotes::{self as hosts, target::Target};
 use tools_catalog::Preset;
 
 const ABOUT: &str = "Tools for AI coding agents — one-shot bash, persistent terminals, \

@@ -7,9 +7,9 @@
 use std::fmt::Write as _;
 use std::io::Write as _;
 
-use daemon::client::remote::hosts::RemoteSnapshot;
 use daemon::protocol::ps::Snapshot;
 use daemon::protocol::replies::Status;
+use daemon::remotes::RemoteSnapshot;
 use serde::Serialize;
 
 /// Writes `text` to stdout; a closed pipe (`| head`) is not an error.

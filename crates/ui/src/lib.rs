@@ -47,7 +47,7 @@ pub use accept::{AcceptBackoff, is_resource_error};
 pub use server::{UiError, UiServer, UiSettings, start};
 pub use source::{
     CallFeed, JobTail, LiveCall, LiveConnection, LiveJob, LiveTerminal, LiveView, Overview,
-    PromptView, SessionSummary, SessionView, SourceError, UiSource, WatchingGuard,
+    PromptView, RemoteHost, SessionSummary, SessionView, SourceError, UiSource, WatchingGuard,
     WorkspaceSummary,
 };
 pub use source::{Change, Changed};

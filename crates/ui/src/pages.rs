@@ -17,8 +17,8 @@ use workspace::LogEntry;
 use crate::chart;
 use crate::html::{Nav, ago, esc, layout, short_id, span, time};
 use crate::source::{
-    JobTail, LiveConnection, LiveJob, LiveTerminal, LiveView, Overview, PromptView, SessionSummary,
-    SessionView, WorkspaceSummary,
+    JobTail, LiveConnection, LiveJob, LiveTerminal, LiveView, Overview, PromptView, RemoteHost,
+    SessionSummary, SessionView, WorkspaceSummary,
 };
 
 /// Sessions listed per workspace on the workspaces page (the rest are on
@@ -612,12 +612,22 @@ pub fn session(view: &SessionView, tool: Option<&str>, now: DateTime<Utc>) -> St
     )
 }
 
-fn terminal_row(t: &LiveTerminal) -> String {
+/// The id cell of a terminal or job row: a link to its page here, or, on
+/// a remote host (whose screens and output this page does not carry), the
+/// qualified id as text.
+fn id_cell(kind: &str, id: &str, remote: bool) -> String {
+    if remote {
+        format!("<span class=\"mono\">{}</span>", esc(id))
+    } else {
+        format!("<a href=\"/{kind}/{}\">{}</a>", esc(id), esc(id))
+    }
+}
+
+fn terminal_row(t: &LiveTerminal, remote: bool) -> String {
     format!(
-        "<tr data-terminal=\"{}\"><td><a href=\"/terminals/{}\">{}</a></td><td>{}</td><td class=\"mono\">{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+        "<tr data-terminal=\"{}\"><td>{}</td><td>{}</td><td class=\"mono\">{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
         esc(&t.id),
-        esc(&t.id),
-        esc(&t.id),
+        id_cell("terminals", &t.id, remote),
         t.name.as_deref().map_or_else(String::new, esc),
         esc(&t.command),
         esc(&t.status),
@@ -630,12 +640,11 @@ fn terminal_row(t: &LiveTerminal) -> String {
     )
 }
 
-fn job_row(j: &LiveJob) -> String {
+fn job_row(j: &LiveJob, remote: bool) -> String {
     format!(
-        "<tr data-job=\"{}\"><td><a href=\"/jobs/{}\">{}</a></td><td>{}</td><td><span class=\"badge job-{}\">{}</span></td><td class=\"mono\">{}</td><td>{}</td></tr>",
+        "<tr data-job=\"{}\"><td>{}</td><td>{}</td><td><span class=\"badge job-{}\">{}</span></td><td class=\"mono\">{}</td><td>{}</td></tr>",
         esc(&j.id),
-        esc(&j.id),
-        esc(&j.id),
+        id_cell("jobs", &j.id, remote),
         esc(&j.kind),
         esc(&j.status),
         esc(&j.status),
@@ -645,24 +654,30 @@ fn job_row(j: &LiveJob) -> String {
     )
 }
 
-fn connection_section(c: &LiveConnection) -> String {
+/// A connected agent's section; `host` names the remote host it is
+/// connected on, `None` for this machine's daemon.
+fn connection_section(c: &LiveConnection, host: Option<&str>) -> String {
+    let remote = host.is_some();
     let mut out = format!(
-        "<section class=\"agent\" data-connection=\"{}\"><h2>{} <span class=\"dim\">connection {} · pid {} · connected {}</span></h2>",
+        "<section class=\"agent\" data-connection=\"{}\"{}><h2>{} <span class=\"dim\">connection {}{} · pid {} · connected {}</span></h2>",
         c.id,
+        host.map_or_else(String::new, |h| format!(" data-host=\"{}\"", esc(h))),
         c.client
             .as_deref()
             .map_or_else(|| "unnamed client".to_owned(), esc),
         c.id,
+        host.map_or_else(String::new, |h| format!(" on {}", esc(h))),
         c.pid.map_or_else(|| "?".to_owned(), |p| p.to_string()),
         esc(&span(c.age)),
     );
     if let Some((away, left)) = c.detached {
         let _ = write!(
             out,
-            "<p class=\"detached\">Detached: the client went away {} ago; its terminals and jobs are kept for the agent to take back for {} more (<span class=\"mono\">dsh ps --end {}</span> ends them now).</p>",
+            "<p class=\"detached\">Detached: the client went away {} ago; its terminals and jobs are kept for the agent to take back for {} more (<span class=\"mono\">dsh ps --end {}</span>{} ends them now).</p>",
             esc(&span(away)),
             esc(&span(left)),
             c.id,
+            host.map_or_else(String::new, |h| format!(" on {}", esc(h))),
         );
     }
     let _ = write!(
@@ -681,11 +696,16 @@ fn connection_section(c: &LiveConnection) -> String {
         ),
         c.session.map_or_else(String::new, |s| {
             let s = s.to_string();
-            format!(
-                " · <a href=\"/sessions/{}\">session {}</a>",
-                esc(&s),
-                esc(short_id(&s))
-            )
+            if remote {
+                // Its log is in the host's store, not in this one.
+                format!(" · session {}", esc(short_id(&s)))
+            } else {
+                format!(
+                    " · <a href=\"/sessions/{}\">session {}</a>",
+                    esc(&s),
+                    esc(short_id(&s))
+                )
+            }
         }),
     );
     if c.terminals.is_empty() {
@@ -694,7 +714,10 @@ fn connection_section(c: &LiveConnection) -> String {
         let _ = write!(
             out,
             "<table class=\"terminals\"><thead><tr><th>Terminal</th><th>Name</th><th>Command</th><th>Status</th><th></th><th>Idle</th></tr></thead><tbody>{}</tbody></table>",
-            c.terminals.iter().map(terminal_row).collect::<String>()
+            c.terminals
+                .iter()
+                .map(|t| terminal_row(t, remote))
+                .collect::<String>()
         );
     }
     if c.jobs.is_empty() {
@@ -703,25 +726,76 @@ fn connection_section(c: &LiveConnection) -> String {
         let _ = write!(
             out,
             "<table class=\"jobs\"><thead><tr><th>Job</th><th>Kind</th><th>Status</th><th>Runs</th><th>Exit</th></tr></thead><tbody>{}</tbody></table>",
-            c.jobs.iter().map(job_row).collect::<String>()
+            c.jobs
+                .iter()
+                .map(|j| job_row(j, remote))
+                .collect::<String>()
         );
     }
     out.push_str("</section>");
     out
 }
 
-/// The live list: every connected agent with its terminals and jobs.
-pub fn live_fragment(view: &LiveView) -> String {
-    if view.connections.is_empty() {
-        return "<p class=\"empty\">No agent is connected to this dsh daemon now.</p>".to_owned();
+/// A remote host's section: what its daemon showed, or why it could not
+/// be asked.
+fn remote_section(r: &RemoteHost) -> String {
+    let mut out = format!(
+        "<section class=\"remote\" data-host=\"{}\"><h2 class=\"host\">{} <span class=\"dim\">remote host · <span class=\"mono\">{}</span> · bridge pid {}</span></h2>",
+        esc(&r.host),
+        esc(&r.host),
+        esc(&r.target),
+        r.bridge_pid,
+    );
+    if let Some(error) = &r.error {
+        let _ = write!(
+            out,
+            "<p class=\"error\">{} could not be asked: {}</p>",
+            esc(&r.host),
+            esc(error)
+        );
+    } else if !r.answered {
+        let _ = write!(out, "<p class=\"empty\">Asking {}…</p>", esc(&r.host));
+    } else if r.connections.is_empty() {
+        let _ = write!(
+            out,
+            "<p class=\"empty\">No agent is connected to dsh on {} now.</p>",
+            esc(&r.host)
+        );
+    } else {
+        let _ = write!(
+            out,
+            "<p class=\"hint\">Watch a terminal of {0} from this machine with <span class=\"mono\">dsh attach {0}:pty-N</span> (add <span class=\"mono\">--write</span> to type).</p>",
+            esc(&r.host)
+        );
+        for c in &r.connections {
+            out.push_str(&connection_section(c, Some(&r.host)));
+        }
     }
-    view.connections.iter().map(connection_section).collect()
+    out.push_str("</section>");
+    out
+}
+
+/// The live list: every connected agent with its terminals and jobs, then
+/// every remote host served from here with its own.
+pub fn live_fragment(view: &LiveView) -> String {
+    let mut out = if view.connections.is_empty() {
+        "<p class=\"empty\">No agent is connected to this dsh daemon now.</p>".to_owned()
+    } else {
+        view.connections
+            .iter()
+            .map(|c| connection_section(c, None))
+            .collect()
+    };
+    for r in &view.remotes {
+        out.push_str(&remote_section(r));
+    }
+    out
 }
 
 /// The live page.
 pub fn live(view: &LiveView) -> String {
     let body = format!(
-        "<h1>Live</h1><p class=\"summary\">Every agent connected to this dsh daemon, its terminals and its jobs. Updates by itself.</p><div id=\"live\">{}</div>",
+        "<h1>Live</h1><p class=\"summary\">Every agent connected to this dsh daemon, its terminals and its jobs, and those on the remote hosts that <span class=\"mono\">dsh mcp --remote</span> bridges here serve. Updates by itself.</p><div id=\"live\">{}</div>",
         live_fragment(view)
     );
     layout("Live", "live", Nav::Live, &[], &body)
@@ -874,6 +948,71 @@ pub fn error(code: &str, message: &str) -> String {
 mod tests {
     use super::*;
     use pretty_assertions::assert_eq;
+    use std::time::Duration;
+    use workspace::SessionId;
+
+    fn remote(answered: bool, error: Option<&str>, connections: Vec<LiveConnection>) -> LiveView {
+        LiveView {
+            connections: Vec::new(),
+            remotes: vec![RemoteHost {
+                host: "devbox".into(),
+                target: "ssh://devbox/src".into(),
+                bridge_pid: 7,
+                connections,
+                answered,
+                error: error.map(str::to_owned),
+            }],
+        }
+    }
+
+    #[test]
+    fn a_remote_host_shows_each_of_its_states_and_links_nothing_of_this_daemon() {
+        let asking = live_fragment(&remote(false, None, Vec::new()));
+        assert!(asking.contains("No agent is connected to this dsh daemon"));
+        assert!(asking.contains("data-host=\"devbox\"") && asking.contains("Asking devbox…"));
+        let failed = live_fragment(&remote(
+            false,
+            Some("devbox did not answer within 15 s"),
+            Vec::new(),
+        ));
+        assert!(failed.contains("devbox could not be asked: devbox did not answer within 15 s"));
+        let idle = live_fragment(&remote(true, None, Vec::new()));
+        assert!(idle.contains("No agent is connected to dsh on devbox now."));
+        let agent = LiveConnection {
+            id: 3,
+            client: Some("claude-code".into()),
+            pid: Some(42),
+            cwd: None,
+            session: Some(SessionId::new_random()),
+            workspace: None,
+            age: Duration::from_secs(5),
+            terminals: vec![LiveTerminal {
+                id: "devbox:pty-1".into(),
+                name: None,
+                command: "python3 -q".into(),
+                status: "running".into(),
+                active_send: false,
+                idle: Duration::from_secs(1),
+            }],
+            jobs: vec![LiveJob {
+                id: "devbox:bash-2".into(),
+                kind: "bash".into(),
+                status: "running".into(),
+                label: "cargo build".into(),
+                exit_code: None,
+                detail: None,
+            }],
+            detached: None,
+        };
+        let busy = live_fragment(&remote(true, None, vec![agent]));
+        assert!(busy.contains("connection 3 on devbox"), "{busy}");
+        assert!(busy.contains("dsh attach devbox:pty-N"));
+        // The host's terminals, jobs and sessions have no page here.
+        assert!(busy.contains("devbox:pty-1") && busy.contains("devbox:bash-2"));
+        for here in ["href=\"/terminals/", "href=\"/jobs/", "href=\"/sessions/"] {
+            assert!(!busy.contains(here), "{here} in {busy}");
+        }
+    }
 
     #[test]
     fn the_argument_that_matters_is_picked() {

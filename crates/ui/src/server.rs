@@ -745,7 +745,20 @@ async fn asset(Path(name): Path<String>) -> Response {
 
 fn live_json_value(view: &LiveView) -> serde_json::Value {
     serde_json::json!({
-        "connections": view.connections.iter().map(|c| serde_json::json!({
+        "connections": view.connections.iter().map(connection_json).collect::<Vec<_>>(),
+        "remotes": view.remotes.iter().map(|r| serde_json::json!({
+            "host": r.host,
+            "target": r.target,
+            "bridge_pid": r.bridge_pid,
+            "answered": r.answered,
+            "error": r.error,
+            "connections": r.connections.iter().map(connection_json).collect::<Vec<_>>(),
+        })).collect::<Vec<_>>(),
+    })
+}
+
+fn connection_json(c: &crate::source::LiveConnection) -> serde_json::Value {
+    serde_json::json!({
             "id": c.id,
             "client": c.client,
             "pid": c.pid,
@@ -764,7 +777,6 @@ fn live_json_value(view: &LiveView) -> serde_json::Value {
                 "id": j.id, "kind": j.kind, "status": j.status, "label": j.label,
                 "exit_code": j.exit_code, "detail": j.detail,
             })).collect::<Vec<_>>(),
-        })).collect::<Vec<_>>(),
     })
 }
 

@@ -160,11 +160,35 @@ pub struct LiveConnection {
     pub detached: Option<(Duration, Duration)>,
 }
 
-/// Every connected agent, oldest first.
+/// A remote host that a live `dsh mcp --remote` bridge on this machine
+/// serves, with what its own daemon showed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RemoteHost {
+    /// The host, as its rows name it (`devbox`).
+    pub host: String,
+    /// The bridge's target (`ssh://devbox/src/app`, `exec:…`).
+    pub target: String,
+    /// The bridge's pid on this machine.
+    pub bridge_pid: u32,
+    /// The agents connected to the host's daemon; their terminal and job
+    /// ids are qualified with the host (`devbox:pty-3`), as `dsh attach`
+    /// takes them here. Empty while the host is first asked.
+    pub connections: Vec<LiveConnection>,
+    /// Whether the host has answered yet.
+    pub answered: bool,
+    /// Why the host could not be asked, when it could not.
+    pub error: Option<String>,
+}
+
+/// Every connected agent, oldest first, and the remote hosts served from
+/// here.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct LiveView {
     /// The connections.
     pub connections: Vec<LiveConnection>,
+    /// The remote hosts of live `dsh mcp --remote` bridges, oldest bridge
+    /// first.
+    pub remotes: Vec<RemoteHost>,
 }
 
 impl LiveView {

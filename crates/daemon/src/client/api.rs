@@ -190,7 +190,7 @@ impl Client {
         match id.split_once(':') {
             // `HOST:pty-N`: a terminal of a remote bridge's host.
             Some((host, pty)) => {
-                super::remote::hosts::attach(&self.paths.runtime_dir, host, pty, writable)
+                crate::remotes::attach(&self.paths.runtime_dir, host, pty, writable)
                     .unwrap_or_else(|| {
                         Err(format!(
                             "no dsh mcp --remote bridge here serves {host} (dsh ps lists the hosts)"

@@ -373,7 +373,8 @@ async fn serve_page_then<T>(
                 shared.host.clone(),
                 shared.held.clone(),
                 shared.watchers.clone(),
-            );
+            )
+            .with_remotes(shared.paths.runtime_dir.clone());
             let settings = shared.host.config().ui.clone();
             let mut server =
                 ui::start(Arc::new(source), &settings, shared.stop.child_token()).await?;

@@ -18,7 +18,8 @@ use futures::future::BoxFuture;
 use picker_seam::DirectoryPicker;
 use ui::{
     CallFeed, Change, Changed, JobTail, LiveConnection, LiveJob, LiveTerminal, LiveView, Overview,
-    SessionSummary, SessionView, SourceError, UiSource, WatchingGuard, WorkspaceSummary,
+    RemoteHost, SessionSummary, SessionView, SourceError, UiSource, WatchingGuard,
+    WorkspaceSummary,
 };
 use workspace::{
     LogEntry, SessionId, SessionPersistence as _, SessionRecord, Workspace, WorkspaceError,
@@ -37,6 +38,7 @@ pub struct DaemonUiSource {
     held: Arc<HeldStore>,
     watchers: Arc<AtomicUsize>,
     picker: Arc<dyn DirectoryPicker>,
+    remotes: Option<Arc<crate::remotes::Watch>>,
 }
 
 impl DaemonUiSource {
@@ -49,6 +51,16 @@ impl DaemonUiSource {
             held,
             watchers,
             picker: Arc::new(picker_fs::FsPicker::from_home()),
+            remotes: None,
+        }
+    }
+
+    /// The same source showing the remote hosts of the `dsh mcp --remote`
+    /// bridges registered under `runtime_dir` too.
+    pub fn with_remotes(self, runtime_dir: std::path::PathBuf) -> Self {
+        Self {
+            remotes: Some(Arc::new(crate::remotes::Watch::new(runtime_dir))),
+            ..self
         }
     }
 
@@ -130,6 +142,63 @@ fn job_row(info: &jobs::JobInfo) -> LiveJob {
         label: info.label.clone(),
         exit_code: info.exit_code,
         detail: info.detail.clone(),
+    }
+}
+
+/// A remote host as the page shows it, from what its daemon answered to
+/// `dsh ps` (ids already qualified with the host).
+fn remote_host(r: crate::remotes::RemoteSnapshot) -> RemoteHost {
+    let secs = Duration::from_secs;
+    let connections = r
+        .snapshot
+        .as_ref()
+        .map(|s| {
+            s.connections
+                .iter()
+                .map(|c| LiveConnection {
+                    id: c.id,
+                    client: c.client.clone(),
+                    pid: c.pid,
+                    cwd: c.cwd.as_ref().map(std::path::PathBuf::from),
+                    session: c.session_id.as_deref().and_then(|s| s.parse().ok()),
+                    workspace: c.workspace.clone(),
+                    age: secs(c.age_s),
+                    terminals: c
+                        .terminals
+                        .iter()
+                        .map(|t| LiveTerminal {
+                            id: t.id.clone(),
+                            name: t.name.clone(),
+                            command: t.command.clone(),
+                            status: t.status.clone(),
+                            active_send: t.active_send,
+                            idle: secs(t.idle_s),
+                        })
+                        .collect(),
+                    jobs: c
+                        .jobs
+                        .iter()
+                        .map(|j| LiveJob {
+                            id: j.id.clone(),
+                            kind: j.kind.clone(),
+                            status: j.status.clone(),
+                            label: j.label.clone(),
+                            exit_code: None,
+                            detail: None,
+                        })
+                        .collect(),
+                    detached: c.detached.as_ref().map(|d| (secs(d.for_s), secs(d.left_s))),
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    RemoteHost {
+        answered: r.snapshot.is_some(),
+        host: r.host,
+        target: r.target,
+        bridge_pid: r.bridge_pid,
+        connections,
+        error: r.error,
     }
 }
 
@@ -347,7 +416,15 @@ impl UiSource for DaemonUiSource {
                     }
                 })
                 .collect();
-            LiveView { connections }
+            let remotes = self
+                .remotes
+                .as_ref()
+                .map(|w| w.latest().into_iter().map(remote_host).collect())
+                .unwrap_or_default();
+            LiveView {
+                connections,
+                remotes,
+            }
         })
     }
 

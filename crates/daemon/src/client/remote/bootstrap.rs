@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 
 use sha2::Digest as _;
 
-use super::target::Target;
+use crate::remotes::target::Target;
 
 /// The environment variable that names the static build to install on
 /// targets (by default: this executable, when it is statically linked).
@@ -362,21 +362,10 @@ fn handshake(
     preset: Option<&str>,
     say: &dyn Fn(&str),
 ) -> Result<(), String> {
-    let write = |stdin: &mut ChildStdin, bytes: &[u8], stream_tail: &Mutex<VecDeque<String>>| {
-        stdin
-            .write_all(bytes)
-            .and_then(|()| stdin.flush())
-            .map_err(|e| {
-                format!(
-                    "the stream to {host} closed during the bootstrap ({e}){}",
-                    said(&tail_of(stream_tail))
-                )
-            })
-    };
-    write(
-        &mut stream.stdin,
+    write_to(
+        stream,
+        host,
         script(build, target.path(), preset).as_bytes(),
-        &stream.stderr,
     )?;
     let hello = expect(stream, host)?;
     let fields: std::collections::HashMap<&str, &str> = hello
@@ -398,24 +387,27 @@ fn handshake(
         ));
     }
     if fields.get("have") == Some(&"yes") {
-        write(&mut stream.stdin, b"go\n", &stream.stderr)?;
+        write_to(stream, host, b"go\n")?;
     } else {
         say(&format!(
             "installing dsh on {host} ({:.1} MB, {})",
             build.size as f64 / 1e6,
             build.name
         ));
-        write(&mut stream.stdin, b"send\n", &stream.stderr)?;
+        write_to(stream, host, b"send\n")?;
         let mut file = std::fs::File::open(&build.path)
             .map_err(|e| format!("cannot read {}: {e}", build.path.display()))?;
         if let Err(e) = std::io::copy(&mut (&mut file).take(build.size), &mut stream.stdin) {
             // The script may have said why it stopped reading (a full disk).
             return Err(match expect(stream, host) {
                 Err(why) if why.starts_with("dsh could not start") => why,
-                _ => format!(
-                    "the stream to {host} closed while dsh was installed there ({e}){}",
-                    said(&stream.stderr_tail())
-                ),
+                _ => {
+                    let status = finish(&mut stream.child, &stream.stderr_done);
+                    format!(
+                        "the stream to {host} closed while dsh was installed there ({e}{status}){}",
+                        said(&stream.stderr_tail())
+                    )
+                }
             });
         }
         let _ = stream.stdin.flush();
@@ -467,6 +459,23 @@ fn expect(stream: &mut Stream, host: &str) -> Result<String, String> {
             }
         }
     }
+}
+
+/// Writes `bytes` to the target; a stream that closed meanwhile is an
+/// error with the transport's exit and its last words (all of them: its
+/// stderr is read to its end first).
+fn write_to(stream: &mut Stream, host: &str, bytes: &[u8]) -> Result<(), String> {
+    stream
+        .stdin
+        .write_all(bytes)
+        .and_then(|()| stream.stdin.flush())
+        .map_err(|e| {
+            let status = finish(&mut stream.child, &stream.stderr_done);
+            format!(
+                "the stream to {host} closed during the bootstrap ({e}{status}){}",
+                said(&stream.stderr_tail())
+            )
+        })
 }
 
 fn said(tail: &str) -> String {

@@ -25,8 +25,6 @@
 //!   `REMOTE_UNREACHABLE` with the reason (ssh's own words).
 
 pub mod bootstrap;
-pub mod hosts;
-pub mod target;
 
 use std::collections::{HashMap, HashSet};
 use std::io::Write as _;
@@ -41,9 +39,9 @@ use nix::sys::signal::{SigSet, Signal};
 use serde_json::{Value, json};
 
 use self::bootstrap::{Build, Line, Stream};
-use self::target::Target;
 use super::ClientError;
 use super::bridge::BridgeEnd;
+use crate::remotes::{self as hosts, target::Target};
 
 /// How `dsh mcp --remote` was started.
 #[derive(Debug, Clone)]
@@ -75,6 +73,22 @@ const RESUME_PATIENCE: Duration = Duration::from_secs(10);
 /// The prefix of a resume key in a reply (see the daemon's host).
 const KEY_PREFIX: &str = "dsh-rk-";
 
+/// How often the relay looks at whether a stream still answers.
+const TICK: Duration = Duration::from_secs(1);
+
+/// With calls in flight and nothing heard from the target for this long,
+/// the bridge asks it an MCP `ping`.
+const QUIET: Duration = Duration::from_secs(5);
+
+/// A target that does not answer that `ping` within this long has stalled
+/// (a paused container, a peer that stopped reading): its stream is ended,
+/// which answers the calls in flight and reconnects.
+const PING_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The most lines queued for a target that does not read them; one more
+/// is a stalled stream, ended like an unanswered `ping`.
+const WRITE_QUEUE: usize = 1024;
+
 enum Event {
     Client(Vec<u8>),
     ClientClosed,
@@ -85,7 +99,15 @@ enum Event {
 /// The live stream and its generation (lines of an older one are stale).
 struct Live {
     generation: u64,
-    stdin: ChildStdin,
+    /// Lines to the target, written by a thread of their own (a target
+    /// that stops reading never blocks the relay).
+    writer: mpsc::SyncSender<Vec<u8>>,
+    /// When the target last said anything.
+    heard: Instant,
+    /// The bridge's `ping` in flight: its id and when it was sent.
+    ping: Option<(String, Instant)>,
+    /// Why the bridge ended the stream itself, when it did.
+    stalled: Option<String>,
     stream_child: std::process::Child,
     stderr: std::sync::Arc<std::sync::Mutex<std::collections::VecDeque<String>>>,
     stderr_done: mpsc::Receiver<()>,
@@ -119,6 +141,9 @@ struct Relay {
     failed_at: Option<Instant>,
     /// Set by SIGTERM or SIGINT: stop trying to reconnect.
     stopping: Arc<AtomicBool>,
+    /// What the model must hear in its next tool result: a reconnection
+    /// that could not take its work back.
+    notice: Option<String>,
 }
 
 /// Runs the bridge until the client closes or is stopped.
@@ -173,14 +198,19 @@ pub fn run(options: RemoteOptions) -> Result<BridgeEnd, ClientError> {
         resuming: HashMap::new(),
         failed_at: None,
         stopping: stopping.clone(),
+        notice: None,
     };
     relay.connect();
-    while let Ok(event) = inbox.recv() {
-        match event {
-            Event::Client(line) => relay.on_client_line(line),
-            Event::Remote(generation, line) => relay.on_remote_line(generation, line),
-            Event::ClientClosed | Event::Stop => break,
+    loop {
+        match inbox.recv_timeout(TICK) {
+            Ok(Event::Client(line)) => relay.on_client_line(line),
+            Ok(Event::Remote(generation, line)) => relay.on_remote_line(generation, line),
+            Ok(Event::ClientClosed | Event::Stop) | Err(mpsc::RecvTimeoutError::Disconnected) => {
+                break;
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
         }
+        relay.check_liveness();
     }
     relay.close();
     Ok(BridgeEnd::Closed)
@@ -267,7 +297,10 @@ impl Relay {
         self.generation += 1;
         let mut live = Live {
             generation: self.generation,
-            stdin,
+            writer: spawn_writer(stdin),
+            heard: Instant::now(),
+            ping: None,
+            stalled: None,
             stream_child: child,
             stderr,
             stderr_done,
@@ -309,7 +342,7 @@ impl Relay {
         self.own_ids += 1;
         let id = format!("dsh-bridge-{}", self.own_ids);
         message["id"] = json!(id);
-        send(&mut live.stdin, &message)?;
+        send(live, &message)?;
         let deadline = Instant::now() + REPLAY_TIMEOUT;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
@@ -346,7 +379,7 @@ impl Relay {
             return Err(format!("initialize failed: {error}"));
         }
         send(
-            &mut live.stdin,
+            live,
             &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
         )?;
         let Some(key) = self.resume_key.clone() else {
@@ -387,6 +420,10 @@ impl Relay {
                         .unwrap_or("");
                     self.say(&format!(
                         "reconnected to {}, but its terminals and jobs could not be taken back: [{code}] {message}",
+                        self.host
+                    ));
+                    self.notice = Some(format!(
+                        "[dsh] The connection to {} dropped and came back, but your terminals and jobs there could not be taken back ([{code}] {message}): they may have ended with the host's dsh daemon or been ended by a person there. terminal_list and job_list show what you have now.",
                         self.host
                     ));
                     return Ok(());
@@ -461,31 +498,98 @@ impl Relay {
         self.write_live(&line);
     }
 
-    /// Writes a line to the live stream; a failed write is the stream's
-    /// end, which its reader reports (and that answers what is pending).
+    /// Queues a line for the live stream; a failed write is the stream's
+    /// end, which its reader reports (and that answers what is pending). A
+    /// target that stopped reading has stalled: its stream is ended.
     fn write_live(&mut self, line: &[u8]) {
-        if let Some(live) = self.live.as_mut() {
-            let _ = live
-                .stdin
-                .write_all(line)
-                .and_then(|()| live.stdin.write_all(b"\n"))
-                .and_then(|()| live.stdin.flush());
+        if let Some(live) = self.live.as_mut()
+            && let Err(mpsc::TrySendError::Full(_)) = live.writer.try_send(line.to_vec())
+        {
+            let why = format!("it read none of the last {WRITE_QUEUE} messages");
+            self.stall(why);
+        }
+    }
+
+    /// Asks a quiet target with calls in flight whether it still answers,
+    /// and ends the stream of one that does not.
+    fn check_liveness(&mut self) {
+        let busy = !self.pending.is_empty();
+        let Some(live) = self.live.as_mut() else {
+            return;
+        };
+        match &live.ping {
+            None if busy && live.heard.elapsed() >= QUIET => {
+                self.own_ids += 1;
+                let id = format!("dsh-bridge-ping-{}", self.own_ids);
+                let ping = json!({"jsonrpc": "2.0", "id": id, "method": "ping"});
+                live.ping = Some((id, Instant::now()));
+                self.write_live(ping.to_string().as_bytes());
+            }
+            Some((_, sent)) if sent.elapsed() >= PING_TIMEOUT => {
+                let why = format!(
+                    "it answered nothing for {} s, not even a ping",
+                    (QUIET + PING_TIMEOUT).as_secs()
+                );
+                self.stall(why);
+            }
+            _ => {}
+        }
+    }
+
+    /// Ends a stalled stream: its whole transport, so its reader sees the
+    /// end and the calls in flight are answered.
+    fn stall(&mut self, why: String) {
+        let Some(live) = self.live.as_mut() else {
+            return;
+        };
+        if live.stalled.is_some() {
+            return;
+        }
+        eprintln!("dsh: {} stalled: {why}; ending the stream", self.host);
+        live.stalled = Some(why);
+        // Only while the leader is unreaped (it is until `dropped` waits
+        // for it), so the group's id is still ours.
+        if let Ok(pid) = i32::try_from(live.stream_child.id()) {
+            let _ = nix::sys::signal::killpg(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
         }
     }
 
     fn on_remote_line(&mut self, generation: u64, line: Line) {
-        if self.live.as_ref().map(|l| l.generation) != Some(generation) {
+        let Some(live) = self.live.as_mut().filter(|l| l.generation == generation) else {
             return;
-        }
+        };
+        live.heard = Instant::now();
         match line {
-            Line::Text(text) => {
+            Line::Text(mut text) => {
                 if let Ok(message) = serde_json::from_slice::<Value>(&text) {
+                    // The answer to the bridge's own ping is the bridge's.
+                    if live
+                        .ping
+                        .as_ref()
+                        .is_some_and(|(id, _)| message.get("id") == Some(&json!(id)))
+                    {
+                        live.ping = None;
+                        return;
+                    }
                     match (id_key(&message), message.get("method").is_some()) {
                         (Some(id), true) => {
                             self.server_pending.insert(id);
                         }
                         (Some(id), false) => {
-                            self.pending.remove(&id);
+                            let method = self.pending.remove(&id);
+                            if method.as_deref() == Some("tools/call")
+                                && message
+                                    .pointer("/result/content")
+                                    .is_some_and(Value::is_array)
+                                && let Some(notice) = self.notice.take()
+                            {
+                                text = with_notice(message.clone(), &notice)
+                                    .to_string()
+                                    .into_bytes();
+                            }
                             let failed = message.get("error").is_some()
                                 || message.pointer("/result/isError") == Some(&json!(true));
                             if let Some(key) = self.resuming.remove(&id).filter(|_| !failed) {
@@ -510,6 +614,7 @@ impl Relay {
         let Some(mut live) = self.live.take() else {
             return;
         };
+        let why = live.stalled.take().unwrap_or_else(|| why.to_owned());
         let status = bootstrap::finish(&mut live.stream_child, &live.stderr_done);
         let said = live
             .stderr
@@ -589,7 +694,7 @@ impl Relay {
     /// client), then make sure the stream is over.
     fn close(&mut self) {
         let Some(Live {
-            stdin,
+            writer,
             mut stream_child,
             stderr_done,
             ..
@@ -597,7 +702,9 @@ impl Relay {
         else {
             return;
         };
-        drop(stdin);
+        // The writer ends once it wrote what is queued, closing the
+        // stream's input.
+        drop(writer);
         let deadline = Instant::now() + Duration::from_secs(10);
         while Instant::now() < deadline {
             if let Ok(Some(_)) = stream_child.try_wait() {
@@ -609,13 +716,42 @@ impl Relay {
     }
 }
 
-fn send(stdin: &mut ChildStdin, message: &Value) -> Result<(), String> {
-    let mut line = message.to_string().into_bytes();
-    line.push(b'\n');
-    stdin
-        .write_all(&line)
-        .and_then(|()| stdin.flush())
-        .map_err(|e| format!("the stream closed ({e})"))
+/// Queues `message` for `live`'s target.
+fn send(live: &Live, message: &Value) -> Result<(), String> {
+    live.writer
+        .try_send(message.to_string().into_bytes())
+        .map_err(|e| match e {
+            mpsc::TrySendError::Full(_) => "the stream reads nothing".to_owned(),
+            mpsc::TrySendError::Disconnected(_) => "the stream closed".to_owned(),
+        })
+}
+
+/// The thread that writes lines to the target's `stdin`, in order; it
+/// ends at the first failed write (the stream's end, which its reader
+/// reports) or when the relay drops its sender.
+fn spawn_writer(mut stdin: ChildStdin) -> mpsc::SyncSender<Vec<u8>> {
+    let (lines, queue) = mpsc::sync_channel::<Vec<u8>>(WRITE_QUEUE);
+    std::thread::spawn(move || {
+        for mut line in queue {
+            line.push(b'\n');
+            if stdin.write_all(&line).and_then(|()| stdin.flush()).is_err() {
+                return;
+            }
+        }
+    });
+    lines
+}
+
+/// A tool's `reply` with `notice` as its first text (the model reads the
+/// content).
+fn with_notice(mut reply: Value, notice: &str) -> Value {
+    if let Some(content) = reply
+        .pointer_mut("/result/content")
+        .and_then(Value::as_array_mut)
+    {
+        content.insert(0, json!({"type": "text", "text": notice}));
+    }
+    reply
 }
 
 /// The resume key a tool's reply carries (`structuredContent.resume_key`,
@@ -633,6 +769,17 @@ fn resume_key_of(reply: &Value) -> Option<String> {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    #[test]
+    fn a_notice_comes_first_in_the_content_and_keeps_the_rest() {
+        let reply = json!({"id": 3, "result": {"content": [{"type": "text", "text": "out"}],
+            "structuredContent": {"output": "out"}}});
+        let said = with_notice(reply, "[dsh] lost");
+        assert_eq!(said["result"]["content"][0]["text"], "[dsh] lost");
+        assert_eq!(said["result"]["content"][1]["text"], "out");
+        assert_eq!(said["result"]["structuredContent"]["output"], "out");
+        assert_eq!(said["id"], 3);
+    }
 
     #[test]
     fn a_resume_key_is_found_in_a_reply() {

@@ -1,5 +1,10 @@
-//! People see every host: `dsh ps` and `dsh attach` here reach the
-//! daemons of the targets that live `dsh mcp --remote` bridges serve.
+//! The remote hosts live `dsh mcp --remote` bridges serve, as this
+//! machine's other dsh processes see them: [`target`] names where a bridge
+//! goes and opens the stream there; this module keeps the bridges'
+//! registrations and asks their hosts what they run. People see every
+//! host: `dsh ps`, `dsh attach` and the page here reach the daemons of
+//! those targets. The client (the bridge, `dsh ps`, `dsh attach`) and the
+//! server (the page) both use it; it uses neither.
 //!
 //! Each bridge registers itself while it runs: `RUNTIME/remotes/PID.json`
 //! (the runtime directory is private, the file 0600) names its target, its
@@ -21,7 +26,9 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use super::target::Target;
+pub mod target;
+
+use self::target::Target;
 use crate::protocol::ps::Snapshot;
 
 /// How long a host may take to answer `dsh ps`.
@@ -189,22 +196,95 @@ fn command(record: &Registration, tty: bool) -> Result<(Command, Target), String
 
 /// What every live bridge's host shows.
 pub fn snapshots(runtime_dir: &Path) -> Vec<RemoteSnapshot> {
-    live(runtime_dir)
-        .into_iter()
-        .map(|record| {
-            let (snapshot, error) = match ask_ps(&record) {
-                Ok(s) => (Some(s), None),
-                Err(e) => (None, Some(e)),
-            };
-            RemoteSnapshot {
-                host: record.host.clone(),
-                target: record.target.clone(),
-                bridge_pid: record.pid,
-                snapshot,
-                error,
-            }
-        })
-        .collect()
+    live(runtime_dir).iter().map(snapshot_of).collect()
+}
+
+fn snapshot_of(record: &Registration) -> RemoteSnapshot {
+    let (snapshot, error) = match ask_ps(record) {
+        Ok(s) => (Some(s), None),
+        Err(e) => (None, Some(e)),
+    };
+    RemoteSnapshot {
+        host: record.host.clone(),
+        target: record.target.clone(),
+        bridge_pid: record.pid,
+        snapshot,
+        error,
+    }
+}
+
+/// How old the hosts' answers may get before [`Watch`] asks again.
+const FRESH: Duration = Duration::from_secs(2);
+
+/// The hosts' answers for the page, which reads them every second while a
+/// person watches: asked on a thread of their own, at most every
+/// [`FRESH`], so a host that is slow to answer (up to [`PS_TIMEOUT`])
+/// never holds a page up.
+pub struct Watch {
+    runtime_dir: PathBuf,
+    state: std::sync::Arc<std::sync::Mutex<WatchState>>,
+}
+
+#[derive(Default)]
+struct WatchState {
+    asked_at: Option<Instant>,
+    asking: bool,
+    latest: Vec<RemoteSnapshot>,
+}
+
+impl Watch {
+    /// Watches the bridges registered under `runtime_dir`.
+    pub fn new(runtime_dir: PathBuf) -> Self {
+        Self {
+            runtime_dir,
+            state: std::sync::Arc::default(),
+        }
+    }
+
+    /// One entry per live bridge, oldest first: its host's latest answer,
+    /// or neither a snapshot nor an error while the host is first asked.
+    /// Asks the hosts again in the background when the answers are stale.
+    pub fn latest(&self) -> Vec<RemoteSnapshot> {
+        let records = live(&self.runtime_dir);
+        let mut state = self
+            .state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let stale = state.asked_at.is_none_or(|at| at.elapsed() >= FRESH);
+        if stale && !state.asking && !records.is_empty() {
+            let shared = self.state.clone();
+            let asked = records.clone();
+            let started = std::thread::Builder::new()
+                .name("remote-ps".into())
+                .spawn(move || {
+                    let answers = asked.iter().map(snapshot_of).collect();
+                    let mut state = shared
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner);
+                    state.latest = answers;
+                    state.asked_at = Some(Instant::now());
+                    state.asking = false;
+                });
+            state.asking = started.is_ok();
+        }
+        records
+            .iter()
+            .map(|r| {
+                state
+                    .latest
+                    .iter()
+                    .find(|s| s.bridge_pid == r.pid && s.target == r.target)
+                    .cloned()
+                    .unwrap_or_else(|| RemoteSnapshot {
+                        host: r.host.clone(),
+                        target: r.target.clone(),
+                        bridge_pid: r.pid,
+                        snapshot: None,
+                        error: None,
+                    })
+            })
+            .collect()
+    }
 }
 
 fn ask_ps(record: &Registration) -> Result<Snapshot, String> {

@@ -6,7 +6,7 @@
 //! dsh never sees a password or a key) or any command that gives a stdio
 //! stream into the target (`docker exec -i NAME`, `kubectl exec -i POD
 //! --`). Either way the far side runs `sh -s`, and the bridge writes its
-//! bootstrap script to that shell's stdin (see [`super::bootstrap`]): no
+//! bootstrap script to that shell's stdin (see `client::remote::bootstrap`): no
 //! word of it passes through the remote login shell's quoting rules, which
 //! differ between sh, csh and fish.
 
@@ -157,7 +157,7 @@ impl Target {
 
     /// The local command whose stdin and stdout are a stream to `sh -s` on
     /// the target; over ssh, the connection is a multiplexing master on
-    /// `control` (see [`super::hosts`]) when given.
+    /// `control` (see [`super`]) when given.
     pub fn command(&self, control: Option<&Path>) -> Command {
         let mut command = self.base(control.map(|c| (c, true)), false);
         match self {
