@@ -39,15 +39,12 @@ from conftest import connect, stop_daemons  # noqa: E402
 from corpus import PROGRAMS, missing, raw_env, server_env, strip_ansi  # noqa: E402
 from waiting import eventually  # noqa: E402
 
+from common import pct  # noqa: E402
+
 QUICK = "--quick" in sys.argv[1:]
 ROUNDS = int(os.environ.get("BENCH_N", "1" if QUICK else "7"))
 TIMEOUT_S = 5.0
 os.environ.setdefault("DSH_BIN", os.path.abspath("target/release/dsh"))
-
-
-def pct(samples, q):
-    s = sorted(samples)
-    return s[min(len(s) - 1, int(q * len(s)))]
 
 
 def bench_index(program):

@@ -19,16 +19,14 @@ import json
 import os
 import pathlib
 import shutil
-import signal
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 
 import anyio
-from mcp import ClientSession, StdioServerParameters
-from mcp.client.stdio import stdio_client
+
+from common import pct, session as common_session
 
 N = int(os.environ.get("BENCH_N", "300"))
 N_REGISTRY = int(os.environ.get("BENCH_N_REGISTRY", "40"))
@@ -38,11 +36,6 @@ DSH = os.environ.get("DSH_BIN", "target/release/dsh")
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "tests" / "fixtures" / "lsp" / "rust-workspace"
 QUERY = {"op": "definition", "path": "app/src/main.rs", "line": 9, "symbol": "total_area"}
-
-
-def pct(samples, q):
-    s = sorted(samples)
-    return s[min(len(s) - 1, int(q * len(s)))]
 
 
 def table(title, rows):
@@ -75,14 +68,8 @@ def finish(env):
     shutil.rmtree(env["DSH_RUNTIME_DIR"], ignore_errors=True)
 
 
-@contextlib.asynccontextmanager
-async def session(env, *args, cwd=None):
-    params = StdioServerParameters(command=DSH, args=["mcp", *args], env=env, cwd=cwd)
-    with open(os.devnull, "w") as errlog:
-        async with stdio_client(params, errlog=errlog) as (r, w):
-            async with ClientSession(r, w) as s:
-                await s.initialize()
-                yield s
+def session(env, *args, cwd=None):
+    return common_session(DSH, args, env, cwd)
 
 
 async def bash_true():

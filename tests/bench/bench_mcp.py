@@ -36,29 +36,14 @@ import anyio
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
+from common import row, timed
+
 QUICK = "--quick" in sys.argv[1:]
 N = int(os.environ.get("BENCH_N", "20" if QUICK else "300"))
 WARM_UP = 5 if QUICK else 20
 # How many times the series take turns.
 ROUNDS = 2
 DSH = os.path.abspath(os.environ.get("DSH_BIN", "target/release/dsh"))
-
-
-def pct(samples, q):
-    s = sorted(samples)
-    return s[min(len(s) - 1, int(q * len(s)))]
-
-
-def row(name, samples, floor):
-    med = statistics.median(samples)
-    return f"| {name:<46} | {med:9.3f} | {pct(samples, 0.99):9.3f} | {med / floor:6.2f}x |"
-
-
-async def timed(out, key, call):
-    t = time.perf_counter()
-    res = await call()
-    out[key].append((time.perf_counter() - t) * 1000)
-    return res
 
 
 @contextlib.asynccontextmanager

@@ -21,7 +21,6 @@ round trip of a real link to each remote call.
 Run with `cargo xtask bench remote [--quick]` (needs the static build,
 which the xtask makes, and Debian's openssh-server)."""
 
-import contextlib
 import os
 import pathlib
 import shutil
@@ -32,11 +31,11 @@ import tempfile
 import time
 
 import anyio
-from mcp import ClientSession, StdioServerParameters
-from mcp.client.stdio import stdio_client
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "e2e"))
 from loopback_ssh import HOST, LoopbackSshd  # noqa: E402
+
+from common import row as common_row, session as common_session, timed as common_timed  # noqa: E402
 
 QUICK = "--quick" in sys.argv[1:]
 N = int(os.environ.get("BENCH_N", "10" if QUICK else "200"))
@@ -46,32 +45,16 @@ ROUNDS = 2
 DSH = os.path.abspath(os.environ.get("DSH_BIN", "target/release/dsh"))
 
 
-def pct(samples, q):
-    s = sorted(samples)
-    return s[min(len(s) - 1, int(q * len(s)))]
-
-
 def row(name, samples, base):
-    med = statistics.median(samples)
-    return f"| {name:<52} | {med:9.3f} | {pct(samples, 0.9):9.3f} | {med / base:7.2f}x |"
+    return common_row(name, samples, base, q=0.9, width=52)
 
 
-@contextlib.asynccontextmanager
-async def session(env, args, cwd, command=DSH):
-    params = StdioServerParameters(command=command, args=["mcp", *args], env=env, cwd=cwd)
-    with open(os.devnull, "w") as errlog:
-        async with stdio_client(params, errlog=errlog) as (r, w):
-            async with ClientSession(r, w) as s:
-                await s.initialize()
-                yield s
+def session(env, args, cwd, command=DSH):
+    return common_session(command, args, env, cwd)
 
 
 async def timed(out, key, call):
-    t = time.perf_counter()
-    res = await call()
-    out[key].append((time.perf_counter() - t) * 1000)
-    assert not res.isError, res.content[0].text
-    return res
+    return await common_timed(out, key, call, check=True)
 
 
 async def series(out, env, args, cwd, tag, command=DSH):

@@ -35,7 +35,7 @@ import anyio
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "e2e"))
 from conftest import connect, make_env, stop_daemons  # noqa: E402
 from test_daemon import RawBridge  # noqa: E402
-from test_teardown import started_by  # noqa: E402
+from test_teardown import kill_left, started_by  # noqa: E402
 
 QUICK = "--quick" in sys.argv[1:]
 ROUNDS = 1 if QUICK else 5
@@ -172,13 +172,7 @@ def kill_round(tmp):
     deadline = time.monotonic() + SETTLE_S
     while time.monotonic() < deadline and work_processes(marker):
         time.sleep(0.05)  # sleep-ok: the kernel's and the survivors' time to end, bounded
-    left = work_processes(marker)
-    for pid, _ in left:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    return left
+    return kill_left(work_processes(marker))
 
 
 def main():

@@ -22,6 +22,8 @@ import anyio
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
+from common import pct
+
 QUICK = "--quick" in sys.argv[1:]
 N = int(os.environ.get("BENCH_N", "20" if QUICK else "300"))
 WARM_UP = 5 if QUICK else 20
@@ -33,11 +35,6 @@ SETUPS = [
     ("workspace-write, network off", "network = false"),
     ("read-only", 'mode = "read-only"'),
 ]
-
-
-def pct(samples, q):
-    s = sorted(samples)
-    return s[min(len(s) - 1, int(q * len(s)))]
 
 
 @contextlib.asynccontextmanager

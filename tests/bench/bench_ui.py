@@ -24,6 +24,7 @@ from mcp.client.stdio import stdio_client
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "e2e"))
+from common import pct  # noqa: E402
 from ui_load import (  # noqa: E402
     RssPeak,
     cpu_s,
@@ -40,11 +41,6 @@ ROUNDS = int(os.environ.get("BENCH_UI_ROUNDS", "2" if QUICK else "5"))
 VIEWERS = 20
 STALLED = 5
 DSH = os.environ.get("DSH_BIN", str(ROOT / "target" / "release" / "dsh"))
-
-
-def pct(samples, q):
-    s = sorted(samples)
-    return s[min(len(s) - 1, int(q * len(s)))]
 
 
 def daemon_pid(env):

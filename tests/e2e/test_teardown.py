@@ -16,6 +16,17 @@ from waiting import eventually
 pytestmark = pytest.mark.anyio
 
 
+def kill_left(processes):
+    """SIGKILLs `processes` ((pid, command) pairs: what a test found
+    still running), so a failed run leaves nothing behind; returns them."""
+    for pid, _ in processes:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    return processes
+
+
 def started_by(marker: str):
     """Live processes whose environment carries `marker` (the test's temp
     dir): dsh and everything it started, never anyone else's."""
@@ -103,12 +114,7 @@ async def test_a_sigkilled_server_leaves_nothing_behind(isolated_env, tmp_path, 
     try:
         await eventually(all_gone, "everything dsh started to end after it was killed")
     except AssertionError:
-        left = started_by(marker)
-        for pid, _ in left:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        left = kill_left(started_by(marker))
         raise AssertionError(f"still running after dsh was killed: {left} (before: {before})")
 
 

@@ -18,8 +18,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use nix::sys::signal::{SigSet, Signal};
-
 use super::{Client, ClientError, StartSpec, connect};
 use crate::holder::pid_alive;
 use crate::paths::DaemonPaths;
@@ -75,11 +73,7 @@ fn environment() -> Vec<(String, String)> {
 pub fn run(options: BridgeOptions) -> Result<BridgeEnd, ClientError> {
     // Signals are taken by one thread with sigwait: block them everywhere
     // first (threads inherit the mask).
-    let mut signals = SigSet::empty();
-    signals.add(Signal::SIGHUP);
-    signals.add(Signal::SIGTERM);
-    signals.add(Signal::SIGINT);
-    let _ = signals.thread_block();
+    let signals = super::block_stop_signals();
 
     let hello = Hello::new(Request::Mcp(McpHello {
         preset: options.preset.clone(),
@@ -124,27 +118,22 @@ pub fn run(options: BridgeOptions) -> Result<BridgeEnd, ClientError> {
     {
         let paths = options.paths.clone();
         let closer = closer.try_clone().ok();
-        std::thread::spawn(move || {
-            loop {
-                match signals.wait() {
-                    Ok(Signal::SIGHUP) => {
-                        let paths = paths.clone();
-                        std::thread::spawn(move || match Client::new(paths).reload() {
-                            Ok(_) => {}
-                            Err(e) => eprintln!("dsh: reload failed: {e}"),
-                        });
-                    }
-                    Ok(_) => {
-                        if let Some(closer) = &closer {
-                            let _ = closer.shutdown(Shutdown::Write);
-                        }
-                        let _ = events_tx.send(Event::Stop);
-                        return;
-                    }
-                    Err(_) => return,
+        super::on_stop_signals(
+            signals,
+            move || {
+                let paths = paths.clone();
+                std::thread::spawn(move || match Client::new(paths).reload() {
+                    Ok(_) => {}
+                    Err(e) => eprintln!("dsh: reload failed: {e}"),
+                });
+            },
+            move || {
+                if let Some(closer) = &closer {
+                    let _ = closer.shutdown(Shutdown::Write);
                 }
-            }
-        });
+                let _ = events_tx.send(Event::Stop);
+            },
+        );
     }
     let stopping = match events.recv() {
         Ok(Event::DaemonClosed) | Err(_) => false,

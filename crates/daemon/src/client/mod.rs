@@ -48,6 +48,42 @@ pub const HELLO_PATIENCE: Duration = Duration::from_secs(15);
 /// How long a client waits for a daemon it started to answer.
 pub const START_TIMEOUT: Duration = Duration::from_secs(15);
 
+/// Blocks SIGHUP, SIGTERM and SIGINT in the calling thread, and so in
+/// every thread it starts afterwards (threads inherit the mask), for one
+/// thread to take them with [`on_stop_signals`]. Call it before starting
+/// any other thread.
+pub(crate) fn block_stop_signals() -> nix::sys::signal::SigSet {
+    use nix::sys::signal::{SigSet, Signal};
+    let mut signals = SigSet::empty();
+    signals.add(Signal::SIGHUP);
+    signals.add(Signal::SIGTERM);
+    signals.add(Signal::SIGINT);
+    let _ = signals.thread_block();
+    signals
+}
+
+/// Takes the `signals` [`block_stop_signals`] blocked on a thread of
+/// their own: `on_hup` for each SIGHUP, then `on_stop` for the first
+/// SIGTERM or SIGINT, which ends the thread.
+pub(crate) fn on_stop_signals(
+    signals: nix::sys::signal::SigSet,
+    on_hup: impl Fn() + Send + 'static,
+    on_stop: impl FnOnce() + Send + 'static,
+) {
+    std::thread::spawn(move || {
+        loop {
+            match signals.wait() {
+                Ok(nix::sys::signal::Signal::SIGHUP) => on_hup(),
+                Ok(_) => {
+                    on_stop();
+                    return;
+                }
+                Err(_) => return,
+            }
+        }
+    });
+}
+
 /// Why the daemon could not be reached, or refused.
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {

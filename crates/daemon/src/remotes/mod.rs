@@ -298,23 +298,14 @@ fn ask_ps(record: &Registration) -> Result<Snapshot, String> {
     if let Some(mut stdin) = child.stdin.take() {
         let _ = stdin.write_all(format!("{}\n", installed(record, "ps --json")).as_bytes());
     }
-    let deadline = Instant::now() + PS_TIMEOUT;
-    loop {
-        match child.try_wait() {
-            Ok(Some(_)) => break,
-            Ok(None) if Instant::now() < deadline => {
-                std::thread::sleep(Duration::from_millis(10)); // sleep-ok: a bounded wait for a child with no exit event here
-            }
-            _ => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(format!(
-                    "{} did not answer within {} s",
-                    record.host,
-                    PS_TIMEOUT.as_secs()
-                ));
-            }
-        }
+    if wait_within(&mut child, PS_TIMEOUT).is_none() {
+        let _ = child.kill();
+        let _ = child.wait();
+        return Err(format!(
+            "{} did not answer within {} s",
+            record.host,
+            PS_TIMEOUT.as_secs()
+        ));
     }
     let mut out = Vec::new();
     let mut err = String::new();
@@ -341,6 +332,25 @@ fn ask_ps(record: &Registration) -> Result<Snapshot, String> {
         }
     }
     Ok(snapshot)
+}
+
+/// How `child` exited, if it does within `within` (`None` also when it
+/// cannot be waited for): a bounded wait for a child of a thread with no
+/// exit event to wait on. The child stays unreaped when it does not exit.
+pub fn wait_within(
+    child: &mut std::process::Child,
+    within: Duration,
+) -> Option<std::process::ExitStatus> {
+    let deadline = Instant::now() + within;
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) => return Some(status),
+            Ok(None) if Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(10)); // sleep-ok: a bounded wait for a child with no exit event here
+            }
+            _ => return None,
+        }
+    }
 }
 
 /// `dsh attach HOST:pty-N`: the far side's `dsh attach`, through the

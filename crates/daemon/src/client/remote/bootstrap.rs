@@ -263,15 +263,7 @@ impl Stream {
 /// for it, then ending its process group) once its last words on stderr
 /// are in. Never blocks for long.
 pub fn finish(child: &mut Child, stderr_done: &mpsc::Receiver<()>) -> String {
-    let deadline = Instant::now() + Duration::from_secs(2);
-    let mut status = None;
-    while Instant::now() < deadline {
-        if let Ok(Some(s)) = child.try_wait() {
-            status = Some(s);
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(10)); // sleep-ok: a bounded wait for an exiting child that has no exit event here
-    }
+    let status = crate::remotes::wait_within(child, Duration::from_secs(2));
     // Its whole process group (ssh, or what an exec command started) —
     // only while the leader is unreaped, so the group's id is still ours.
     if let (None, Ok(pid)) = (status, i32::try_from(child.id())) {

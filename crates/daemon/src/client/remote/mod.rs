@@ -35,7 +35,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::{SigSet, Signal};
 use serde_json::{Value, json};
 
 use self::bootstrap::{Build, Line, Stream};
@@ -148,11 +147,7 @@ struct Relay {
 
 /// Runs the bridge until the client closes or is stopped.
 pub fn run(options: RemoteOptions) -> Result<BridgeEnd, ClientError> {
-    let mut signals = SigSet::empty();
-    signals.add(Signal::SIGHUP);
-    signals.add(Signal::SIGTERM);
-    signals.add(Signal::SIGINT);
-    let _ = signals.thread_block();
+    let signals = super::block_stop_signals();
     let build = Build::find().map_err(ClientError::Unreachable)?;
     let (events, inbox) = mpsc::channel();
     spawn_client_reader(events.clone());
@@ -160,15 +155,15 @@ pub fn run(options: RemoteOptions) -> Result<BridgeEnd, ClientError> {
     {
         let events = events.clone();
         let stopping = stopping.clone();
-        std::thread::spawn(move || {
-            while let Ok(signal) = signals.wait() {
-                if signal != Signal::SIGHUP {
-                    stopping.store(true, Ordering::Release);
-                    let _ = events.send(Event::Stop);
-                    return;
-                }
-            }
-        });
+        // SIGHUP (a reload) is the target daemon's business, not the bridge's.
+        super::on_stop_signals(
+            signals,
+            || {},
+            move || {
+                stopping.store(true, Ordering::Release);
+                let _ = events.send(Event::Stop);
+            },
+        );
     }
     let host = options.target.host();
     let registered = hosts::Registered::new(
@@ -705,13 +700,7 @@ impl Relay {
         // The writer ends once it wrote what is queued, closing the
         // stream's input.
         drop(writer);
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = stream_child.try_wait() {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(20)); // sleep-ok: a bounded wait for the stream to finish
-        }
+        crate::remotes::wait_within(&mut stream_child, Duration::from_secs(10));
         bootstrap::finish(&mut stream_child, &stderr_done);
     }
 }
