@@ -470,6 +470,68 @@ async def test_a_stalled_exec_peer_is_ended_and_the_work_taken_back(remote, tmp_
         assert "42" in r["output"]
 
 
+def test_a_question_open_at_a_drop_is_cancelled_to_the_client(sshd, remote, tmp_path):
+    """The target asks the person (an elicitation, for a password prompt)
+    and the stream drops before an answer: the client is told the question
+    is cancelled, the send is answered, and a late answer to the old
+    question reaches nothing (the work comes back on the new stream)."""
+    ws = remote.root / "ws"
+    ws.mkdir()
+    proc = subprocess.Popen([dsh_bin(), "mcp", "--remote", f"ssh://{HOST}{ws}"], env=sshd["env"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    seen = []
+
+    def send(message):
+        proc.stdin.write((json.dumps({"jsonrpc": "2.0", **message}) + "\n").encode())
+        proc.stdin.flush()
+
+    def read_until(what, found):
+        while not found(seen):
+            line = proc.stdout.readline()
+            assert line, f"the bridge closed stdout waiting for {what}: {proc.stderr.read().decode()[-3000:]}"
+            seen.append(json.loads(line))
+        return found(seen)
+
+    def by_id(msg_id):
+        return lambda msgs: next((m for m in msgs if m.get("id") == msg_id and "method" not in m), None)
+
+    try:
+        send({"id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {"elicitation": {"form": {}, "url": {}}},
+            "clientInfo": {"name": "asked", "version": "1"}}})
+        read_until("the initialize reply", by_id(1))
+        send({"method": "notifications/initialized"})
+        send({"id": 2, "method": "tools/call", "params": {"name": "terminal_open", "arguments": {}}})
+        term = read_until("terminal_open", by_id(2))["result"]["structuredContent"]["id"]
+        prompt = "python3 -c \"import getpass; getpass.getpass('Password: ')\""
+        send({"id": 3, "method": "tools/call", "params": {"name": "terminal_send", "arguments": {
+            "id": term, "text": prompt, "timeout_ms": 120000}}})
+        ask = read_until("the question", lambda msgs: next(
+            (m for m in msgs if m.get("method") == "elicitation/create"), None))
+        [ssh] = ssh_of_bridge()
+        os.kill(ssh, signal.SIGKILL)
+        cancelled = read_until("the cancel", lambda msgs: next(
+            (m for m in msgs if m.get("method") == "notifications/cancelled"
+             and m["params"]["requestId"] == ask["id"]), None))
+        assert "dropped" in cancelled["params"]["reason"]
+        answer = read_until("the send's answer", by_id(3))
+        assert answer["result"]["structuredContent"]["error"]["code"] == "REMOTE_DISCONNECTED", answer
+        # the person answers late: it goes nowhere, and the next call is
+        # answered on the new stream, with the terminal back
+        send({"id": ask["id"], "result": {"action": "cancel"}})
+        send({"id": 4, "method": "tools/call", "params": {"name": "terminal_list", "arguments": {}}})
+        listed = read_until("terminal_list", by_id(4))["result"]
+        assert not listed.get("isError"), listed
+        assert [x["id"] for x in listed["structuredContent"]["terminals"]] == [term]
+    finally:
+        proc.stdin.close()
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
 def raw_initialize(env, *args):
     """`dsh mcp ARGS` given an initialize request: its reply (or None), its
     exit status and stderr."""
