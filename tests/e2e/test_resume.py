@@ -8,6 +8,7 @@ import json
 import re
 import signal
 
+import anyio
 import pytest
 from mcp.shared.exceptions import McpError
 
@@ -199,3 +200,60 @@ async def test_a_person_ends_or_gives_detached_work(isolated_env, tmp_path):
         assert detached_rows(env) == []
         r = await taker.call_tool("terminal_read", {"id": t2["id"]})
         assert err(r)["code"] in ("NO_SESSION", "FOREIGN_SESSION")
+
+
+async def test_racing_resumes_never_split_the_work(isolated_env, tmp_path):
+    """Three connections present the same key at once — clients whose
+    streams died without a word, all reconnecting — first while the key's
+    connection still seems open (a take-over), then while the work is
+    detached. Each is answered with the whole work, the retryable
+    `RESUME_BUSY`, or (taken over in turn by a later presenter) the end of
+    its connection; the work is never split or lost, and afterwards
+    exactly one connection holds all of it."""
+    env = isolated_env
+    ws = tmp_path / "ws"
+    ws.mkdir()
+
+    async def holds(s):
+        """The terminals `s` holds; None once its connection was ended."""
+        try:
+            r = await s.call_tool("terminal_list", {})
+        except (McpError, anyio.ClosedResourceError):
+            return None
+        return {t["id"] for t in ok(r)["terminals"]}
+
+    async with connect(env, cwd=str(ws)) as owner:
+        first = ok(await owner.call_tool("terminal_open", {}))
+        second = ok(await owner.call_tool("terminal_open", {}))
+        key = first["resume_key"]
+        work = {first["id"], second["id"]}
+        for _round in range(3):
+            async with connect(env) as c1, connect(env) as c2, connect(env) as c3:
+                answers = []
+
+                async def resume(s):
+                    try:
+                        answers.append(await s.call_tool("terminal_list", {"resume": key}))
+                    except (McpError, anyio.ClosedResourceError):
+                        # Taken over in turn by a later presenter of the key
+                        # before its own answer was sent: its connection ended.
+                        answers.append(None)
+
+                async with anyio.create_task_group() as tg:
+                    for s in (c1, c2, c3):
+                        tg.start_soon(resume, s)
+                for r in filter(None, answers):
+                    if r.isError:
+                        assert err(r)["code"] == "RESUME_BUSY" and err(r)["retryable"], r
+                    else:
+                        assert {t["id"] for t in ok(r)["terminals"]} == work, r
+                assert any(r is not None and not r.isError for r in answers), answers
+                held = [h for h in [await holds(s) for s in (c1, c2, c3)] if h]
+                assert held == [work], held
+            # The holder's client left: the work is detached for the next round.
+        assert await holds(owner) is None, "the connection taken over is ended"
+    async with connect(env) as last:
+        back = ok(await last.call_tool("terminal_list", {"resume": key}))
+        assert {t["id"] for t in back["terminals"]} == work
+        for t in work:
+            ok(await last.call_tool("terminal_close", {"id": t}))
