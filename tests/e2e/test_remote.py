@@ -20,10 +20,12 @@ import shlex
 
 import anyio
 import pytest
+from mcp import types
 
 from loopback_ssh import HOST, LoopbackSshd, free_port
 from conftest import ROOT, ask_lsp, connect, dsh, wait_settled, dsh_bin, err, ok, processes, text_of
 from test_daemon import Tmux
+from test_secrets import GETPASS, SECRET, answer_on_a_terminal
 from test_ui import SHOTS, Browser, ui_url
 from waiting import eventually, wait_until
 
@@ -471,10 +473,11 @@ async def test_a_stalled_exec_peer_is_ended_and_the_work_taken_back(remote, tmp_
 
 
 def test_a_question_open_at_a_drop_is_cancelled_to_the_client(sshd, remote, tmp_path):
-    """The target asks the person (an elicitation, for a password prompt)
-    and the stream drops before an answer: the client is told the question
-    is cancelled, the send is answered, and a late answer to the old
-    question reaches nothing (the work comes back on the new stream)."""
+    """The target asks the person (an elicitation: may a command run
+    outside the sandbox?) and the stream drops before an answer: the
+    client is told the question is cancelled, the call is answered, and a
+    late answer to the old question reaches nothing (the work comes back on
+    the new stream)."""
     ws = remote.root / "ws"
     ws.mkdir()
     proc = subprocess.Popen([dsh_bin(), "mcp", "--remote", f"ssh://{HOST}{ws}"], env=sshd["env"],
@@ -503,9 +506,8 @@ def test_a_question_open_at_a_drop_is_cancelled_to_the_client(sshd, remote, tmp_
         send({"method": "notifications/initialized"})
         send({"id": 2, "method": "tools/call", "params": {"name": "terminal_open", "arguments": {}}})
         term = read_until("terminal_open", by_id(2))["result"]["structuredContent"]["id"]
-        prompt = "python3 -c \"import getpass; getpass.getpass('Password: ')\""
-        send({"id": 3, "method": "tools/call", "params": {"name": "terminal_send", "arguments": {
-            "id": term, "text": prompt, "timeout_ms": 120000}}})
+        send({"id": 3, "method": "tools/call", "params": {"name": "bash", "arguments": {
+            "command": "true", "sandbox": "off"}}})
         ask = read_until("the question", lambda msgs: next(
             (m for m in msgs if m.get("method") == "elicitation/create"), None))
         [ssh] = ssh_of_bridge()
@@ -530,6 +532,44 @@ def test_a_question_open_at_a_drop_is_cancelled_to_the_client(sshd, remote, tmp_
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+async def test_a_password_prompt_on_the_host_is_answered_here(sshd, remote, tmp_path):
+    """A program on the host reads a password with echo off. The host's
+    answer page is on the host's loopback, which no browser here reaches,
+    so the bridge does not offer the client's URL-mode elicitation; the
+    reply tells the model how a person answers, in the words that work
+    here (`dsh answer HOST:pty-N`), and the person does, on their own
+    terminal: the answer crosses only inside ssh, and the model never sees
+    it."""
+    ws = remote.root / "ws"
+    ws.mkdir()
+    env = sshd["env"]
+    asked = []
+
+    async def elicitation(context, params):
+        asked.append(params)
+        return types.ElicitResult(action="decline")
+
+    received = []
+    async with connect(env, "--remote", f"ssh://{HOST}{ws}", elicitation_callback=elicitation) as s:
+        t = ok(await s.call_tool("terminal_open", {}))
+        r = await s.call_tool("terminal_send", {"id": t["id"], "text": GETPASS, "timeout_ms": 60000})
+        received.append(text_of(r))
+        assert ok(r)["echo"] is False, ok(r)
+        assert f"`dsh answer {HOST}:{t['id']}`" in text_of(r), text_of(r)
+        assert asked == [], "no URL to the host's loopback reached the client"
+        said = await anyio.to_thread.run_sync(lambda: answer_on_a_terminal(env, f"{HOST}:{t['id']}"))
+        assert "typed into the terminal" in said, said
+        assert SECRET not in said
+
+        async def verified():
+            read = ok(await s.call_tool("terminal_read", {"id": t["id"], "since": 0}))
+            received.append(json.dumps(read))
+            return "verified" in read["output"]
+
+        await eventually(verified, "the program on the host to take the answer")
+    assert not any(SECRET in x for x in received)
 
 
 def raw_initialize(env, *args):

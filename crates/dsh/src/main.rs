@@ -107,7 +107,7 @@ enum Command {
     },
     /// Answer a program's secret prompt in an agent's terminal (read here with echo off; the agent never sees it).
     Answer {
-        /// The terminal, as the agent's reply or `dsh ps` names it (`pty-N`).
+        /// The terminal, as the agent's reply or `dsh ps` names it (`pty-N`; `HOST:pty-N` for a remote host's).
         id: String,
     },
     /// Watch an agent's terminal live in yours (q or Ctrl-C leaves); --write to type.
@@ -391,6 +391,16 @@ fn run(cli: Cli) -> Result<(), Failure> {
             None => ps(&cli.paths(), json),
         },
         Command::Answer { id } => {
+            if let Some((host, pty)) = id.split_once(':') {
+                // A remote host's terminal: its own `dsh answer` reads it.
+                return Ok(hosts::answer(&cli.paths().runtime_dir, host, pty)
+                    .unwrap_or_else(|| {
+                        Err(format!(
+                            "no dsh mcp --remote bridge here serves {host} (dsh ps lists the hosts)"
+                        ))
+                    })
+                    .map_err(anyhow::Error::msg)?);
+            }
             let prompt = format!("answer for {id} (not shown): ");
             let secret =
                 daemon::client::answer::read_secret(&prompt).map_err(anyhow::Error::from)?;

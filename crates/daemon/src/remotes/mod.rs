@@ -363,32 +363,48 @@ pub fn attach(
     write: bool,
 ) -> Option<Result<String, String>> {
     let record = live(runtime_dir).into_iter().find(|r| r.host == host)?;
-    Some(run_attach(&record, id, write))
+    let args = if write {
+        format!("attach {id} --write")
+    } else {
+        format!("attach {id}")
+    };
+    Some(with_terminal(&record, id, "attach", &args).map(|()| format!("left {}:{id}", record.host)))
 }
 
-fn run_attach(record: &Registration, id: &str, write: bool) -> Result<String, String> {
+/// `dsh answer HOST:pty-N`: the far side's `dsh answer`, through the
+/// bridge's connection with a terminal, so the far side reads the answer
+/// from this person's terminal with echo off and it crosses only inside
+/// ssh. `None` when no live bridge serves HOST.
+pub fn answer(runtime_dir: &Path, host: &str, id: &str) -> Option<Result<(), String>> {
+    let record = live(runtime_dir).into_iter().find(|r| r.host == host)?;
+    Some(with_terminal(
+        &record,
+        id,
+        "answer",
+        &format!("answer {id}"),
+    ))
+}
+
+/// Runs the installed build with `args` on `record`'s host, over its
+/// bridge's connection with this terminal as the far side's.
+fn with_terminal(record: &Registration, id: &str, verb: &str, args: &str) -> Result<(), String> {
     if !id.starts_with("pty-") || !id[4..].bytes().all(|b| b.is_ascii_digit()) {
         return Err(format!("`{id}` is not a terminal id (pty-N)"));
     }
     let (mut command, target) = command(record, true)?;
     if matches!(target, Target::Exec { .. }) {
         return Err(format!(
-            "{} is an exec: target, which has no terminal to attach through; run `dsh attach {id}` inside it (e.g. with docker exec -it)",
+            "{} is an exec: target, which has no terminal to {verb} through; run `dsh {verb} {id}` inside it (e.g. with docker exec -it)",
             record.host
         ));
     }
-    let args = if write {
-        format!("attach {id} --write")
-    } else {
-        format!("attach {id}")
-    };
-    command.arg(installed(record, &args));
+    command.arg(installed(record, args));
     let status = command
         .status()
         .map_err(|e| format!("cannot reach {}: {e}", record.host))?;
     if status.success() {
-        Ok(format!("left {}:{id}", record.host))
+        Ok(())
     } else {
-        Err(format!("dsh attach on {} ended: {status}", record.host))
+        Err(format!("dsh {verb} on {} ended: {status}", record.host))
     }
 }

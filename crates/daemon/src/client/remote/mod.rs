@@ -444,6 +444,14 @@ impl Relay {
                 .and_then(Value::as_object_mut)
             {
                 map.remove("roots");
+                // URL-mode elicitation sends the person to the target's own
+                // page, on the target's loopback, which this machine's
+                // browser cannot reach: the target says instead how a
+                // person answers (`dsh answer HOST:pty-N`, here).
+                if let Some(elicitation) = map.get_mut("elicitation").and_then(Value::as_object_mut)
+                {
+                    elicitation.remove("url");
+                }
             }
             line = m.to_string().into_bytes();
         }
@@ -575,15 +583,23 @@ impl Relay {
                         }
                         (Some(id), false) => {
                             let method = self.pending.remove(&id);
-                            if method.as_deref() == Some("tools/call")
-                                && message
+                            if method.as_deref() == Some("tools/call") {
+                                let mut reply = message.clone();
+                                let mut changed = false;
+                                if matches!(self.options.target, Target::Ssh { .. }) {
+                                    changed = qualify_commands(&mut reply, &self.host);
+                                }
+                                if reply
                                     .pointer("/result/content")
                                     .is_some_and(Value::is_array)
-                                && let Some(notice) = self.notice.take()
-                            {
-                                text = with_notice(message.clone(), &notice)
-                                    .to_string()
-                                    .into_bytes();
+                                    && let Some(notice) = self.notice.take()
+                                {
+                                    reply = with_notice(reply, &notice);
+                                    changed = true;
+                                }
+                                if changed {
+                                    text = reply.to_string().into_bytes();
+                                }
                             }
                             let failed = message.get("error").is_some()
                                 || message.pointer("/result/isError") == Some(&json!(true));
@@ -731,6 +747,32 @@ fn spawn_writer(mut stdin: ChildStdin) -> mpsc::SyncSender<Vec<u8>> {
     lines
 }
 
+/// The target's words for a person's commands on its own terminals
+/// (`dsh answer pty-3`, `dsh attach pty-3 --write`), in `reply`'s result,
+/// made the commands a person runs here (`dsh answer devbox:pty-3`).
+/// Whether any changed.
+fn qualify_commands(reply: &mut Value, host: &str) -> bool {
+    fn walk(value: &mut Value, host: &str) -> bool {
+        match value {
+            Value::String(s) => {
+                let mut changed = false;
+                for verb in ["answer", "attach"] {
+                    let from = format!("`dsh {verb} pty-");
+                    if s.contains(&from) {
+                        *s = s.replace(&from, &format!("`dsh {verb} {host}:pty-"));
+                        changed = true;
+                    }
+                }
+                changed
+            }
+            Value::Array(items) => items.iter_mut().fold(false, |c, v| walk(v, host) | c),
+            Value::Object(map) => map.values_mut().fold(false, |c, v| walk(v, host) | c),
+            _ => false,
+        }
+    }
+    reply.get_mut("result").is_some_and(|r| walk(r, host))
+}
+
 /// A tool's `reply` with `notice` as its first text (the model reads the
 /// content).
 fn with_notice(mut reply: Value, notice: &str) -> Value {
@@ -768,6 +810,29 @@ mod tests {
         assert_eq!(said["result"]["content"][1]["text"], "out");
         assert_eq!(said["result"]["structuredContent"]["output"], "out");
         assert_eq!(said["id"], 3);
+    }
+
+    #[test]
+    fn a_persons_commands_name_the_host() {
+        let mut reply = json!({"result": {"content": [{"type": "text",
+            "text": "they run `dsh answer pty-3` in their own terminal, or `dsh attach pty-3 --write`"}],
+            "structuredContent": {"output": "dsh answer pty-3", "hint": "`dsh answer pty-3`"}}});
+        assert!(qualify_commands(&mut reply, "devbox"));
+        assert_eq!(
+            reply["result"]["content"][0]["text"],
+            "they run `dsh answer devbox:pty-3` in their own terminal, or `dsh attach devbox:pty-3 --write`"
+        );
+        // Words without the backquotes of a command are left alone.
+        assert_eq!(
+            reply["result"]["structuredContent"]["output"],
+            "dsh answer pty-3"
+        );
+        assert_eq!(
+            reply["result"]["structuredContent"]["hint"],
+            "`dsh answer devbox:pty-3`"
+        );
+        let mut plain = json!({"result": {"content": [{"type": "text", "text": "42"}]}});
+        assert!(!qualify_commands(&mut plain, "devbox"));
     }
 
     #[test]
