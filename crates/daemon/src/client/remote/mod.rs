@@ -767,7 +767,7 @@ fn qualify_commands(reply: &mut Value, host: &str) -> bool {
             }
             Value::Array(items) => items.iter_mut().fold(false, |c, v| walk(v, host) | c),
             Value::Object(map) => map.values_mut().fold(false, |c, v| walk(v, host) | c),
-            _ => false,
+            Value::Null | Value::Bool(_) | Value::Number(_) => false,
         }
     }
     reply.get_mut("result").is_some_and(|r| walk(r, host))
