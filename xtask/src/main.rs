@@ -12,11 +12,16 @@
 //!   the browser of the `dsh ui` test: Debian's chromium, driven by
 //!   playwright-core from `tests/node`, which never downloads a browser;
 //!   and the programs of the conformance corpus, from Debian and IPython
-//!   from pip), prepares the real-project LSP corpus
+//!   from pip; the OpenSSH server of the remote suite, from Debian),
+//!   prepares the real-project LSP corpus
 //!   (`tests/lsp_real/prepare.py`: pinned projects from the registries and
-//!   their oracles, once, in `target/lsp-corpus`) and runs every test: the
-//!   Rust workspace, the end-to-end MCP suite, then every benchmark in its
-//!   `--quick` mode so none can rot;
+//!   their oracles, once, in `target/lsp-corpus`), builds the static `dsh`
+//!   the remote suite installs on its targets (`--profile static-test`:
+//!   unoptimised, in a third of the release build's time) and runs every
+//!   test: the Rust workspace, the end-to-end MCP suite, then every
+//!   benchmark in its `--quick` mode so none can rot;
+//! * `static` builds the self-contained `dsh` that `dsh mcp --remote`
+//!   installs on a target (musl, `--profile static`: release, stripped);
 //! * `bench <name> [--quick]` runs a benchmark (release build) and prints
 //!   its table — a binary of the `crates/bench` crate, or a Python script
 //!   of `tests/bench` against the `dsh` binary; `--quick` runs a short
@@ -57,7 +62,7 @@ fn main() -> ExitCode {
     let result = match args.as_slice() {
         ["codegen"] => codegen(false),
         ["codegen", "--check"] => codegen(true),
-        ["static"] => build_static().map(drop),
+        ["static"] => build_static(StaticProfile::Release).map(drop),
         ["test"] => test(),
         ["bench", name] => bench(name, Speed::Full),
         ["bench", name, "--quick"] => bench(name, Speed::Quick),
@@ -383,22 +388,43 @@ fn static_triple() -> String {
     format!("{}-unknown-linux-musl", std::env::consts::ARCH)
 }
 
-/// Builds the static `dsh` (`--profile static`: release, stripped) for
-/// remote targets and returns its path.
-fn build_static() -> anyhow::Result<PathBuf> {
+/// Which static build.
+#[derive(Clone, Copy)]
+enum StaticProfile {
+    /// `static`: release, stripped; what `cargo xtask static` ships and
+    /// the full benchmark measures.
+    Release,
+    /// `static-test`: unoptimised, stripped; what the tests install on
+    /// their remote targets, built in a third of the time.
+    Test,
+}
+
+impl StaticProfile {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Release => "static",
+            Self::Test => "static-test",
+        }
+    }
+}
+
+/// Builds the static `dsh` (musl, stripped) for remote targets and
+/// returns its path.
+fn build_static(profile: StaticProfile) -> anyhow::Result<PathBuf> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let triple = static_triple();
+    let profile = profile.name();
     step(
         &format!("install the Rust standard library for {triple}"),
         Command::new("rustup").args(["target", "add", &triple]),
     )?;
     step(
-        &format!("build the static dsh ({triple}, profile static)"),
+        &format!("build the static dsh ({triple}, profile {profile})"),
         Command::new(&cargo).args([
             "build",
             "--locked",
             "--profile",
-            "static",
+            profile,
             "--target",
             &triple,
             "-p",
@@ -408,7 +434,7 @@ fn build_static() -> anyhow::Result<PathBuf> {
     let path = root()
         .join("target")
         .join(&triple)
-        .join("static")
+        .join(profile)
         .join("dsh");
     let size = std::fs::metadata(&path)
         .map_err(|e| anyhow::anyhow!("the static build is not at {}: {e}", path.display()))?
@@ -445,8 +471,8 @@ fn test() -> anyhow::Result<()> {
     }
     step("run the Rust tests", &mut rust_tests)?;
     prepare_lsp_corpus()?;
-    // The remote suite installs the real static build on its targets.
-    let static_dsh = build_static()?;
+    // The remote suite installs a real static build on its targets.
+    let static_dsh = build_static(StaticProfile::Test)?;
     let mut e2e = Command::new(venv_bin().join("python"));
     e2e.args(["-m", "pytest", "tests/e2e", "-q", "-p", "no:cacheprovider"])
         .env("PATH", &path)
@@ -612,7 +638,12 @@ fn bench(name: &str, speed: Speed) -> anyhow::Result<()> {
             )
         }
         "remote" => {
-            let static_dsh = build_static()?.display().to_string();
+            let profile = if quick {
+                StaticProfile::Test
+            } else {
+                StaticProfile::Release
+            };
+            let static_dsh = build_static(profile)?.display().to_string();
             python(
                 "bench_remote.py",
                 "calls over ssh to loopback vs the same calls local vs a bare `ssh host true`",

@@ -583,12 +583,15 @@ impl Relay {
                         }
                         (Some(id), false) => {
                             let method = self.pending.remove(&id);
-                            if method.as_deref() == Some("tools/call") {
+                            // Most replies need neither: they pass as they came.
+                            let call = method.as_deref() == Some("tools/call");
+                            let qualify = call
+                                && matches!(self.options.target, Target::Ssh { .. })
+                                && text.windows(6).any(|w| w == b"`dsh a");
+                            if call && (qualify || self.notice.is_some()) {
                                 let mut reply = message.clone();
-                                let mut changed = false;
-                                if matches!(self.options.target, Target::Ssh { .. }) {
-                                    changed = qualify_commands(&mut reply, &self.host);
-                                }
+                                let mut changed =
+                                    qualify && qualify_commands(&mut reply, &self.host);
                                 if reply
                                     .pointer("/result/content")
                                     .is_some_and(Value::is_array)
