@@ -474,10 +474,18 @@ fn test() -> anyhow::Result<()> {
     // The remote suite installs a real static build on its targets.
     let static_dsh = build_static(StaticProfile::Test)?;
     let mut e2e = Command::new(venv_bin().join("python"));
-    e2e.args(["-m", "pytest", "tests/e2e", "-q", "-p", "no:cacheprovider"])
-        .env("PATH", &path)
-        .env("DSH_BIN", root().join("target/debug/dsh"))
-        .env("DSH_REMOTE_BINARY", &static_dsh);
+    e2e.args([
+        "-m",
+        "pytest",
+        "tests/e2e",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "--durations=15",
+    ])
+    .env("PATH", &path)
+    .env("DSH_BIN", root().join("target/debug/dsh"))
+    .env("DSH_REMOTE_BINARY", &static_dsh);
     if let Some(reason) = &go_unavailable {
         e2e.env("DSH_GO_UNAVAILABLE", reason);
     }
@@ -516,30 +524,41 @@ fn bench(name: &str, speed: Speed) -> anyhow::Result<()> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let path = path_with_venv();
     let quick = speed == Speed::Quick;
-    let (profile_args, profile_dir): (&[&str], &str) = if quick {
-        (&[], "debug")
-    } else {
-        (&["--release"], "release")
+    let profile_dir = if quick { "debug" } else { "release" };
+    // The quick runs use the debug build of the whole workspace, built
+    // as `cargo xtask test` builds it (so there, nothing is built again:
+    // building one package alone would unify features anew and rebuild);
+    // the full runs build what they run in release.
+    let build_dsh = || {
+        if quick {
+            step(
+                "build the workspace (debug)",
+                Command::new(&cargo).args(["build", "--workspace", "--all-targets", "--locked"]),
+            )
+        } else {
+            step(
+                "build dsh (release)",
+                Command::new(&cargo).args(["build", "--release", "--locked", "-p", "dsh"]),
+            )
+        }
     };
     // A benchmark binary of the `bench` crate.
-    let bin = |name: &str| -> anyhow::Result<()> {
-        let mut command = Command::new(&cargo);
-        command
-            .arg("run")
-            .args(profile_args)
-            .args(["--quiet", "-p", "bench", "--bin", name]);
+    let bench_bin = |name: &str| -> anyhow::Result<Command> {
         if quick {
-            command.args(["--", "--quick"]);
+            build_dsh()?;
+            let mut command = Command::new(root().join("target/debug").join(name));
+            command.arg("--quick");
+            Ok(command)
+        } else {
+            let mut command = Command::new(&cargo);
+            command.args(["run", "--release", "--quiet", "-p", "bench", "--bin", name]);
+            Ok(command)
         }
-        step(&format!("benchmark: {name}"), command.env("PATH", &path))
     };
-    let build_dsh = || {
+    let bin = |name: &str| -> anyhow::Result<()> {
         step(
-            &format!("build dsh ({profile_dir})"),
-            Command::new(&cargo)
-                .arg("build")
-                .args(profile_args)
-                .args(["-p", "dsh"]),
+            &format!("benchmark: {name}"),
+            bench_bin(name)?.env("PATH", &path),
         )
     };
     let dsh_bin = root().join("target").join(profile_dir).join("dsh");
@@ -572,17 +591,7 @@ fn bench(name: &str, speed: Speed) -> anyhow::Result<()> {
         }
         "memory" => {
             build_dsh()?;
-            let mut command = Command::new(&cargo);
-            command.arg("run").args(profile_args).args([
-                "--quiet",
-                "-p",
-                "bench",
-                "--bin",
-                "bench_dsh_memory",
-            ]);
-            if quick {
-                command.args(["--", "--quick"]);
-            }
+            let mut command = bench_bin("bench_dsh_memory")?;
             step(
                 "benchmark: what a long-running dsh server keeps after terminals close",
                 command.env("PATH", &path).env("DSH_BIN", &dsh_bin),
