@@ -23,7 +23,8 @@ import pytest
 from mcp import types
 
 from loopback_ssh import HOST, LoopbackSshd, free_port
-from conftest import ROOT, ask_lsp, connect, dsh, wait_settled, dsh_bin, err, ok, processes, text_of
+from conftest import (ROOT, ask_lsp, connect, dsh, dsh_bin, err, ok, processes, stop_daemons,
+                      text_of, wait_settled)
 from test_daemon import Tmux
 from test_secrets import GETPASS, SECRET, answer_on_a_terminal
 from test_ui import SHOTS, Browser, ui_url
@@ -111,15 +112,19 @@ def sshd(tmp_path, remote):
         yield {"env": env, "port": server.port, "log": server.log, "pid": server.server.pid}
 
 
-# The short runtime dirs local_env makes, removed after each test.
-_RUN_DIRS = []
+# The local environments local_env makes: after each test, a local daemon
+# one of them started (`dsh ui` does) is stopped and its short runtime dir
+# removed.
+_LOCAL_ENVS = []
 
 
 @pytest.fixture(autouse=True)
-def _remove_run_dirs():
+def _end_local_sides():
     yield
-    while _RUN_DIRS:
-        shutil.rmtree(_RUN_DIRS.pop(), ignore_errors=True)
+    while _LOCAL_ENVS:
+        env = _LOCAL_ENVS.pop()
+        stop_daemons(env)
+        shutil.rmtree(env["DSH_RUNTIME_DIR"], ignore_errors=True)
 
 
 def local_env(tmp_path):
@@ -134,9 +139,9 @@ def local_env(tmp_path):
         # short: ssh's control socket lives there, and a socket path must fit in 108 bytes
         DSH_RUNTIME_DIR=tempfile.mkdtemp(prefix="dsh-run-"),
     )
-    _RUN_DIRS.append(env["DSH_RUNTIME_DIR"])
     env["DSH_REMOTE_BINARY"] = static_build()
     env.pop("XDG_RUNTIME_DIR", None)
+    _LOCAL_ENVS.append(env)
     return env
 
 

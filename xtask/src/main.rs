@@ -481,6 +481,11 @@ fn test() -> anyhow::Result<()> {
         "-q",
         "-p",
         "no:cacheprovider",
+        // Two workers: most tests wait on programs, servers and browsers
+        // rather than compute, and each test has its own directories,
+        // daemons and ports.
+        "-n",
+        "2",
         "--durations=15",
     ])
     .env("PATH", &path)

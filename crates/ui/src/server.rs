@@ -743,18 +743,29 @@ async fn asset(Path(name): Path<String>) -> Response {
     ([(header::CONTENT_TYPE, kind)], body).into_response()
 }
 
+/// The live list as JSON; `remotes` only when a `dsh mcp --remote` bridge
+/// here serves a host (as in `dsh ps --json`).
 fn live_json_value(view: &LiveView) -> serde_json::Value {
-    serde_json::json!({
+    let mut value = serde_json::json!({
         "connections": view.connections.iter().map(connection_json).collect::<Vec<_>>(),
-        "remotes": view.remotes.iter().map(|r| serde_json::json!({
-            "host": r.host,
-            "target": r.target,
-            "bridge_pid": r.bridge_pid,
-            "answered": r.answered,
-            "error": r.error,
-            "connections": r.connections.iter().map(connection_json).collect::<Vec<_>>(),
-        })).collect::<Vec<_>>(),
-    })
+    });
+    if !view.remotes.is_empty() {
+        value["remotes"] = view
+            .remotes
+            .iter()
+            .map(|r| {
+                serde_json::json!({
+                    "host": r.host,
+                    "target": r.target,
+                    "bridge_pid": r.bridge_pid,
+                    "answered": r.answered,
+                    "error": r.error,
+                    "connections": r.connections.iter().map(connection_json).collect::<Vec<_>>(),
+                })
+            })
+            .collect();
+    }
+    value
 }
 
 fn connection_json(c: &crate::source::LiveConnection) -> serde_json::Value {
