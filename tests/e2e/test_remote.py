@@ -395,6 +395,8 @@ async def test_people_here_see_the_remote_host_and_attach_across_it(sshd, remote
             url = ui_url(env)
             base = url.split("/?login=")[0]
             await browser.ado("goto", url=url)
+            # signed in: the one-time link lands on the workspaces page
+            await browser.ado("wait_selector", selector='body[data-page="workspaces"]')
             await browser.ado("goto", url=base + "/live")
             row = f'#live section.remote[data-host="{HOST}"] tr[data-terminal="{HOST}:{t["id"]}"]'
             await browser.ado("wait_selector", selector=row)
