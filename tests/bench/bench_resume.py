@@ -23,6 +23,7 @@ import json
 import os
 import pathlib
 import re
+import shutil
 import signal
 import statistics
 import subprocess
@@ -148,6 +149,7 @@ async def resume_round(tmp):
         pass
     row["left"] = len(work_processes(str(tmp)))
     stop_daemons(env)
+    shutil.rmtree(env["DSH_RUNTIME_DIR"], ignore_errors=True)
     return row
 
 
@@ -172,6 +174,7 @@ def kill_round(tmp):
     deadline = time.monotonic() + SETTLE_S
     while time.monotonic() < deadline and work_processes(marker):
         time.sleep(0.05)  # sleep-ok: the kernel's and the survivors' time to end, bounded
+    shutil.rmtree(env["DSH_RUNTIME_DIR"], ignore_errors=True)
     return kill_left(work_processes(marker))
 
 
