@@ -250,6 +250,49 @@ def processes():
     return out
 
 
+def session_of(needle: str, timeout_s: float = 30.0) -> int:
+    """The session id (as the host numbers it) of the live process whose
+    command line is `needle` (e.g. `sleep 1000.3`, unique in the suite).
+    Terminals and jobs run in PID namespaces of their own, so `$$` inside
+    is not the host's number."""
+    from waiting import wait_until
+
+    found = []
+
+    def look():
+        for pid, _ppid, sid, state in processes():
+            if state in ("Z", "X"):
+                continue
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    cmdline = f.read().rstrip(b"\0").replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            if cmdline == needle:
+                found.append(sid)
+                return True
+        return False
+
+    wait_until(look, f"a process `{needle}` runs", timeout_s=timeout_s)
+    return found[0]
+
+
+def live_named(needle: str):
+    """The live processes whose command line is `needle`."""
+    out = []
+    for p in processes():
+        if p[3] in ("Z", "X"):
+            continue
+        try:
+            with open(f"/proc/{p[0]}/cmdline", "rb") as f:
+                cmdline = f.read().rstrip(b"\0").replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if cmdline == needle:
+            out.append(p)
+    return out
+
+
 def live_in_session(sid: int):
     return [p for p in processes() if p[2] == sid and p[3] not in ("Z", "X")]
 

@@ -20,6 +20,8 @@ import waiting
 from mcp.client.session import DEFAULT_CLIENT_INFO
 
 from conftest import (
+    live_named,
+    session_of,
     connect,
     daemons_of,
     dsh,
@@ -367,12 +369,11 @@ def test_a_client_of_another_version_never_exchanges_mcp(isolated_env):
 async def test_a_client_that_disconnects_mid_call_leaves_the_others_served(isolated_env):
     async with connect(isolated_env) as keeper:
         bridge = RawBridge(isolated_env)
-        r = bridge.tool("bash", {"command": "echo $$; sleep 1000 &", "run_in_background": False})
-        sid = int(r["output"].split()[0])
+        bridge.tool("bash", {"command": "sleep 1000.21 &", "run_in_background": False})
         bridge.send({"jsonrpc": "2.0", "id": 99, "method": "tools/call",
                      "params": {"name": "bash", "arguments": {"command": "echo $$ > /dev/stderr; sleep 1000"}}})
         # call 99's command runs (in a session of its own) before the bridge dies
-        wait_until(lambda: [p for p in processes() if p[3] != "Z" and p[2] != sid
+        wait_until(lambda: [p for p in processes() if p[3] != "Z"
                             and _cmdline(p[0]) == b"sleep\x001000\x00"
                             and _env_has(p[0], isolated_env["DSH_RUNTIME_DIR"])],
                    what="the call's command to run")
@@ -380,7 +381,7 @@ async def test_a_client_that_disconnects_mid_call_leaves_the_others_served(isola
         bridge.proc.wait()
         r = ok(await keeper.call_tool("bash", {"command": "echo still"}))
         assert r["output"] == "still\n"
-        assert live_in_session(sid) == []
+        assert live_named("sleep 1000.21") == []
         # the killed bridge's connection ended and took its command with it
         wait_until(lambda: len(json.loads(dsh(isolated_env, "ps", "--json").stdout)["connections"]) == 1,
                    what="the dropped connection to end")
@@ -430,11 +431,10 @@ async def test_sigterm_ends_every_terminal_and_job_and_removes_the_socket(isolat
     sids = []
     try:
         a.tool("terminal_open", {})
-        r = a.tool("terminal_send", {"id": "pty-1", "text": "sleep 1000 & echo $$"})
-        sids.append(int(r["output"].split()[-1]))
-        job = b.tool("bash", {"command": "echo $$; sleep 1000", "run_in_background": True})
-        out = b.tool("job_output", {"job_id": job["job_id"], "wait_ms": 10000})
-        sids.append(int(out["output"].split()[0]))
+        a.tool("terminal_send", {"id": "pty-1", "text": "sleep 1000.22 &"})
+        sids.append(session_of("sleep 1000.22"))
+        b.tool("bash", {"command": "sleep 1000.23", "run_in_background": True})
+        sids.append(session_of("sleep 1000.23"))
         dsh(isolated_env, "workspace", "create", str(tmp_path))
         assert all(live_in_session(s) for s in sids)
         pid = info(isolated_env)["pid"]
@@ -464,12 +464,12 @@ def _sigkill_round(env, tmp_path, round_no, acknowledged, sids):
     try:
         for bridge in (a, b):
             bridge.tool("terminal_open", {})
-            r = bridge.tool("terminal_send", {"id": "pty-1" if bridge is a else "pty-2",
-                                              "text": "sleep 1000 & echo $$"})
-            sids.append(int(r["output"].split()[-1]))
-            job = bridge.tool("bash", {"command": "echo $$; sleep 1000", "run_in_background": True})
-            out = bridge.tool("job_output", {"job_id": job["job_id"], "wait_ms": 10000})
-            sids.append(int(out["output"].split()[0]))
+            k = 1 if bridge is a else 2
+            bridge.tool("terminal_send", {"id": "pty-1" if bridge is a else "pty-2",
+                                          "text": f"sleep 1000.{round_no}{k}1 &"})
+            sids.append(session_of(f"sleep 1000.{round_no}{k}1"))
+            bridge.tool("bash", {"command": f"sleep 1000.{round_no}{k}2", "run_in_background": True})
+            sids.append(session_of(f"sleep 1000.{round_no}{k}2"))
         pid = info(env)["pid"]
         stop = threading.Event()
         attempts = [0, 0]

@@ -12,12 +12,12 @@ import pytest
 from mcp.shared.exceptions import McpError
 
 from conftest import (
+    live_named,
     catalog,
     connect,
     dsh_bin,
     dsh_children,
     err,
-    live_in_session,
     ok,
     processes,
     text_of,
@@ -106,18 +106,19 @@ async def test_bash_end_to_end_and_the_server_keeps_serving(isolated_env, tmp_pa
         # a timeout kills the whole tree, background children included (the
         # deadline leaves bash time to print its pid and start them under load)
         r = ok(await s.call_tool("bash", {
-            "command": "echo $$; sleep 300 & sleep 301 & sleep 30",
+            "command": "echo started; sleep 300.31 & sleep 301.31 & sleep 30",
             "timeout_ms": 3000,
         }))
         assert r["timed_out"] is True
         assert r["exit_code"] is None
-        sid = int(r["output"].split()[0])
-        assert live_in_session(sid) == []
+        assert r["output"].startswith("started")
+        assert live_named("sleep 300.31") == [] and live_named("sleep 301.31") == []
 
         # a command that exits leaves nothing running in the background
-        r = ok(await s.call_tool("bash", {"command": "echo $$; sleep 300 &"}))
+        r = ok(await s.call_tool("bash", {"command": "echo started; sleep 300.32 &"}))
         assert r["exit_code"] == 0 and r["timed_out"] is False
-        assert live_in_session(int(r["output"].split()[0])) == []
+        assert r["output"].startswith("started")
+        assert live_named("sleep 300.32") == []
 
         # no zombie is left under the server (adopted orphans are reaped
         # once their burst of SIGCHLD is over)

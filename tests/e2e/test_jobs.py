@@ -12,6 +12,8 @@ from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 from conftest import (
+    live_named,
+    session_of,
     connect,
     deliver_until_the_server_exits,
     end_work_with_the_client,
@@ -134,12 +136,13 @@ async def test_statuses_never_lie(isolated_env):
         # past its deadline: timed_out, the whole tree gone (the deadline
         # leaves bash time to print its pid and start both sleeps under load)
         job = ok(await s.call_tool("bash", {
-            "command": "echo $$; sleep 300 & sleep 301", "timeout_ms": 3000,
+            "command": "echo started; sleep 300.41 & sleep 301.41", "timeout_ms": 3000,
             "run_in_background": True}))["job_id"]
         done = await wait_settled(s, job)
         assert done["status"] == "timed_out" and done.get("exit_code") is None
-        sid = int(ok(await s.call_tool("job_output", {"job_id": job, "since": 0}))["output"].split()[0])
-        assert live_in_session(sid) == []
+        out = ok(await s.call_tool("job_output", {"job_id": job, "since": 0}))["output"]
+        assert out.startswith("started")
+        assert live_named("sleep 300.41") == [] and live_named("sleep 301.41") == []
 
         # killed mid-run: killed, never completed, even if it traps SIGINT and exits 0
         job = ok(await s.call_tool("bash", {
@@ -195,10 +198,8 @@ async def test_closing_the_connection_ends_its_jobs(isolated_env):
     end_work_with_the_client(isolated_env)
     async with connect(isolated_env) as s:
         job = ok(await s.call_tool("bash", {
-            "command": "echo $$; sleep 300 & sleep 301", "run_in_background": True}))["job_id"]
-        r = ok(await s.call_tool("job_output", {"job_id": job, "wait_ms": 20000}))
-        sid = int(r["output"].split()[0])
-        # bash printed its pid before it started the sleeps
+            "command": "sleep 300.42 & sleep 301.42", "run_in_background": True}))["job_id"]
+        sid = session_of("sleep 301.42")
         wait_until(lambda: len(live_in_session(sid)) >= 2, "the job's sleeps run")
     # the server ends the connection's jobs before it exits
     wait_until(lambda: live_in_session(sid) == [], f"session {sid} is empty")
@@ -258,11 +259,11 @@ def test_disconnecting_during_a_waiting_call_still_ends_the_jobs(isolated_env):
         _rpc(proc, {"jsonrpc": "2.0", "method": "notifications/initialized"})
         call = lambda i, name, args: _rpc(proc, {"jsonrpc": "2.0", "id": i, "method": "tools/call",
                                                  "params": {"name": name, "arguments": args}})
-        call(2, "bash", {"command": "echo $$; sleep 300 & sleep 301", "run_in_background": True})
+        call(2, "bash", {"command": "echo started; sleep 300.43 & sleep 301.43", "run_in_background": True})
         job = _read_response(proc, 2)["result"]["structuredContent"]["job_id"]
         call(3, "job_output", {"job_id": job, "wait_ms": 20000})
         first = _read_response(proc, 3)["result"]["structuredContent"]
-        sid = int(first["output"].split()[0])
+        sid = session_of("sleep 301.43")
         call(4, "job_output", {"job_id": job, "since": first["next"], "wait_ms": 600000})
         # the reply to a ping sent after it proves the server took up call 4
         _rpc(proc, {"jsonrpc": "2.0", "id": 5, "method": "ping"})

@@ -154,16 +154,14 @@ async def test_one_send_at_a_time_and_errors(isolated_env):
 async def test_close_and_disconnect_leave_no_process(isolated_env):
     end_work_with_the_client(isolated_env)
     async with connect(isolated_env) as s:
-        ok(await s.call_tool("terminal_open", {}))
-        r = ok(await s.call_tool("terminal_send", {"id": "pty-1", "text": "sleep 1000 & echo $$"}))
-        sid1 = int(r["output"].split()[-1])
+        sid1 = ok(await s.call_tool("terminal_open", {}))["pid"]
+        ok(await s.call_tool("terminal_send", {"id": "pty-1", "text": "sleep 1000 &"}))
         assert len(live_in_session(sid1)) >= 2
         ok(await s.call_tool("terminal_close", {"id": "pty-1"}))
         assert live_in_session(sid1) == []
 
-        ok(await s.call_tool("terminal_open", {}))
-        r = ok(await s.call_tool("terminal_send", {"id": "pty-2", "text": "set -m; sleep 1001 & echo $$"}))
-        sid2 = int(r["output"].split()[-1])
+        sid2 = ok(await s.call_tool("terminal_open", {}))["pid"]
+        ok(await s.call_tool("terminal_send", {"id": "pty-2", "text": "set -m; sleep 1001 &"}))
     wait_until(lambda: live_in_session(sid2) == [], f"session {sid2} is empty after the disconnect")
 
 

@@ -29,6 +29,13 @@ pub fn start() {
             "could not start the guardian ({e}): if dsh is killed, what its terminals and jobs started in the background keeps running"
         ),
     }
+    // Terminals and jobs run in PID namespaces whose init is this binary:
+    // the kernel ends them when dsh dies, even with the guardian.
+    if let Err(e) = process_tree::pidns::set_helper(std::path::Path::new("/proc/self/exe")) {
+        tracing::warn!(
+            "cannot open this binary to serve as PID namespaces' init ({e}): terminals and jobs run without one"
+        );
+    }
     match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::child()) {
         Ok(mut sigchld) => {
             tokio::spawn(async move {

@@ -77,9 +77,14 @@ pub struct CommandSpec {
     /// How processes the command leaves running when it exits are ended
     /// (default [`process_tree::TERM_THEN_KILL`]).
     pub leftover_steps: &'static [Step],
-    /// A step the child runs last before `exec` (a sandbox's); `None`:
-    /// none.
+    /// A step the program's process runs last before `exec` (a
+    /// sandbox's); `None`: none.
     pub pre_exec: Option<ChildStep>,
+    /// Run the command's processes in a PID namespace of their own, after
+    /// this step (a sandbox's entry into its user namespace, when it has
+    /// one), so that the kernel ends them all when the host dies; `None`:
+    /// no namespace.
+    pub pid_namespace: Option<Option<ChildStep>>,
 }
 
 /// A step run in a command's child last before `exec`, such as entering a
@@ -124,6 +129,7 @@ impl CommandSpec {
             stdin: None,
             leftover_steps: process_tree::TERM_THEN_KILL,
             pre_exec: None,
+            pid_namespace: None,
         })
     }
 
@@ -143,6 +149,7 @@ impl CommandSpec {
             label: command.to_owned(),
             leftover_steps: process_tree::TERM_THEN_KILL,
             pre_exec: None,
+            pid_namespace: None,
         }
     }
 
@@ -193,6 +200,17 @@ impl CommandSpec {
     /// (async-signal-safe; it runs in the host's memory).
     pub unsafe fn with_pre_exec(mut self, step: process_tree::PreExecStep) -> Self {
         self.pre_exec = Some(ChildStep(step));
+        self
+    }
+
+    /// Runs the command in a PID namespace of its own (see
+    /// [`process_tree::SessionCommand::pid_namespace`]), after `enter`.
+    ///
+    /// # Safety
+    ///
+    /// `enter` must keep the rules of [`process_tree::PreExecStep`].
+    pub unsafe fn with_pid_namespace(mut self, enter: Option<process_tree::PreExecStep>) -> Self {
+        self.pid_namespace = Some(enter.map(ChildStep));
         self
     }
 
@@ -412,9 +430,14 @@ fn spawn_command(
     // The spawn path drops the command, and with it our copies of the
     // pipe's write end, so the output reaches end-of-file when the
     // command's processes close theirs.
+    if let Some(enter) = &spec.pid_namespace {
+        // SAFETY: `with_pid_namespace`'s caller promised an
+        // async-signal-safe step.
+        session = unsafe { session.pid_namespace(enter.as_ref().map(|s| s.0.clone())) };
+    }
     if let Some(step) = &spec.pre_exec {
         // SAFETY: `with_pre_exec`'s caller promised an async-signal-safe step.
-        session = unsafe { session.pre_exec(step.0.clone()) };
+        session = unsafe { session.program_pre_exec(step.0.clone()) };
     }
     let spawned = session.spawn().map_err(fail)?;
     let leader = Arc::new(spawned.leader);

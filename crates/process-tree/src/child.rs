@@ -102,8 +102,51 @@ pub(crate) struct Plan {
     stdio: [Option<OwnedFd>; 3],
     /// The host's ends of piped streams.
     parent_ends: [Option<OwnedFd>; 3],
+    /// Run in the leader, before the namespace (if any) is made.
     steps: Vec<PreExecStep>,
+    /// Run in the program's process, last before `exec`.
+    program_steps: Vec<PreExecStep>,
+    /// The PID namespace to run the program in (see [`crate::pidns`]).
+    namespace: Option<NamespacePlan>,
     parent_death: Option<(libc::c_int, libc::pid_t)>,
+}
+
+/// What the leader needs to put the program in a PID namespace.
+pub(crate) struct NamespacePlan {
+    /// The step that gives the right to make one (a sandbox's entry into
+    /// its user namespace), run first.
+    pub(crate) enter: Option<PreExecStep>,
+    /// The helper binary (`O_PATH`), `exec`ed as the init and the waiter.
+    pub(crate) helper: RawFd,
+}
+
+/// What the child tells the parent, in the memory they share.
+struct Slots {
+    /// The errno of a failed step or `exec`; [`DIED_BEFORE_EXEC`] until
+    /// the program is about to `exec`; 0 after.
+    failure: AtomicI32,
+    /// The pid of the process that runs the program (0: the leader).
+    program: AtomicI32,
+    /// Why `unshare` of the namespaces failed (0: it did not, or was not
+    /// asked for).
+    unshare_errno: AtomicI32,
+    /// Why the namespace's `/proc` was not mounted (0: it was).
+    proc_errno: AtomicI32,
+    /// Why the init could not become the helper (0: it did).
+    init_errno: AtomicI32,
+}
+
+/// How a child started (see [`Plan::start`]).
+pub(crate) struct Started {
+    /// The leader.
+    pub(crate) pid: libc::pid_t,
+    /// The process that runs the program (the leader without a namespace).
+    pub(crate) program: libc::pid_t,
+    /// Why a namespace that was asked for was not made (0: made, or not
+    /// asked for).
+    pub(crate) unshare_errno: i32,
+    /// Why the namespace's `/proc` is the host's (0: its own).
+    pub(crate) proc_errno: i32,
 }
 
 fn c_string(bytes: &[u8]) -> io::Result<CString> {
@@ -151,6 +194,8 @@ pub(crate) struct Request<'a> {
     pub(crate) cwd: Option<&'a Path>,
     pub(crate) stdio: [ChildIo; 3],
     pub(crate) steps: Vec<PreExecStep>,
+    pub(crate) program_steps: Vec<PreExecStep>,
+    pub(crate) namespace: Option<NamespacePlan>,
 }
 
 impl Plan {
@@ -244,6 +289,8 @@ impl Plan {
             stdio,
             parent_ends,
             steps: request.steps,
+            program_steps: request.program_steps,
+            namespace: request.namespace,
             parent_death: parent_death.map(|signal| (signal, parent)),
         })
     }
@@ -256,17 +303,31 @@ impl Plan {
     /// Starts the child and returns its pid once it has `exec`ed; the
     /// child's `errno` when a step or the `exec` failed (the child is
     /// reaped then).
-    pub(crate) fn start(&self) -> io::Result<libc::pid_t> {
-        let failure = AtomicI32::new(DIED_BEFORE_EXEC);
+    pub(crate) fn start(&self) -> io::Result<Started> {
+        let slots = Slots {
+            failure: AtomicI32::new(DIED_BEFORE_EXEC),
+            program: AtomicI32::new(0),
+            unshare_errno: AtomicI32::new(0),
+            proc_errno: AtomicI32::new(0),
+            init_errno: AtomicI32::new(0),
+        };
+        let failure = &slots.failure;
         let mut stack = Stack::new(STACK_BYTES)?;
+        // The init's and then the program's stack, when the leader starts
+        // them (one at a time: each runs until it `exec`s).
+        let mut inner_stack = match &self.namespace {
+            Some(_) => Some(Stack::new(STACK_BYTES)?),
+            None => None,
+        };
+        let inner_top = inner_stack.as_mut().map(Stack::top);
         let blocked = BlockedSignals::all()?;
         // SAFETY: the child runs `child_main` on its own stack and only
-        // reads the plan and writes `failure` (see the module docs); the
+        // reads the plan and writes the slots (see the module docs); the
         // closure lives until `clone` returns, which with CLONE_VFORK is
         // after the child has exec'd or exited.
         let cloned = unsafe {
             nix::sched::clone(
-                Box::new(|| child_main(self, &failure)),
+                Box::new(|| child_main(self, &slots, inner_top)),
                 stack.usable(),
                 CloneFlags::CLONE_VM | CloneFlags::CLONE_VFORK,
                 Some(libc::SIGCHLD),
@@ -290,7 +351,18 @@ impl Plan {
                 io::Error::from_raw_os_error(errno)
             });
         }
-        Ok(pid)
+        drop(inner_stack);
+        let program = slots.program.load(Ordering::Acquire);
+        Ok(Started {
+            pid,
+            program: if program > 0 { program } else { pid },
+            unshare_errno: slots.unshare_errno.load(Ordering::Acquire),
+            proc_errno: if program > 0 {
+                slots.proc_errno.load(Ordering::Acquire)
+            } else {
+                0
+            },
+        })
     }
 }
 
@@ -298,12 +370,12 @@ impl Plan {
 /// the plan's prepared memory, and the steps (whose contract is the
 /// same). Returns (and the child exits with) 127 only on failure, with
 /// the errno stored in `failure`.
-fn child_main(plan: &Plan, failure: &AtomicI32) -> isize {
-    let errno = match prepare_and_exec(plan, failure) {
+fn child_main(plan: &Plan, slots: &Slots, inner_stack: Option<*mut libc::c_void>) -> isize {
+    let errno = match prepare_and_exec(plan, slots, inner_stack) {
         Ok(never) => match never {},
         Err(errno) => errno,
     };
-    failure.store(
+    slots.failure.store(
         if errno == 0 { libc::EINVAL } else { errno },
         Ordering::Release,
     );
@@ -320,7 +392,11 @@ fn check(rc: libc::c_int) -> Result<(), i32> {
     if rc < 0 { Err(last_errno()) } else { Ok(()) }
 }
 
-fn prepare_and_exec(plan: &Plan, failure: &AtomicI32) -> Result<std::convert::Infallible, i32> {
+fn prepare_and_exec(
+    plan: &Plan,
+    slots: &Slots,
+    inner_stack: Option<*mut libc::c_void>,
+) -> Result<std::convert::Infallible, i32> {
     for (target, source) in plan.stdio.iter().enumerate() {
         if let Some(fd) = source {
             // Every source is 3 or above: no dup2 clobbers another's source.
@@ -345,6 +421,25 @@ fn prepare_and_exec(plan: &Plan, failure: &AtomicI32) -> Result<std::convert::In
         }
     }
     for step in &plan.steps {
+        step().map_err(|e| e.raw_os_error().unwrap_or(libc::EINVAL))?;
+    }
+    if let (Some(ns), Some(stack)) = (&plan.namespace, inner_stack) {
+        if let Some(enter) = &ns.enter {
+            enter().map_err(|e| e.raw_os_error().unwrap_or(libc::EINVAL))?;
+        }
+        // SAFETY: plain system call.
+        if unsafe { libc::unshare(libc::CLONE_NEWPID | libc::CLONE_NEWNS) } == 0 {
+            return namespaced(plan, ns, slots, stack);
+        }
+        // Not allowed here (no user namespace, not root): run as before.
+        slots.unshare_errno.store(last_errno(), Ordering::Release);
+    }
+    run_program(plan, &slots.failure)
+}
+
+/// The program's part of the child: its steps, the signal mask, `exec`.
+fn run_program(plan: &Plan, failure: &AtomicI32) -> Result<std::convert::Infallible, i32> {
+    for step in &plan.program_steps {
         step().map_err(|e| e.raw_os_error().unwrap_or(libc::EINVAL))?;
     }
     // Every action is the default now (but the C library's own two,
@@ -380,6 +475,229 @@ fn prepare_and_exec(plan: &Plan, failure: &AtomicI32) -> Result<std::convert::In
         }
     }
     Err(if seen_eacces { libc::EACCES } else { last })
+}
+
+/// What the init needs (on the leader's stack while it runs).
+struct InitArgs<'a> {
+    plan: &'a NamespacePlan,
+    slots: &'a Slots,
+    /// A pidfd of the leader (-1 without pidfds).
+    leader: RawFd,
+    /// Whether the new mount namespace stopped sending mounts back, so
+    /// mounting `/proc` in it changes nothing outside.
+    may_mount: bool,
+}
+
+/// What the program's process needs.
+struct ProgramArgs<'a> {
+    plan: &'a Plan,
+    slots: &'a Slots,
+}
+
+/// The leader's part once it has unshared the namespaces: start the init
+/// and the program (each sharing this memory, as the leader shares the
+/// host's, until it `exec`s), then become the waiter. Returns only on
+/// failure, having killed what it started.
+fn namespaced(
+    plan: &Plan,
+    ns: &NamespacePlan,
+    slots: &Slots,
+    stack: *mut libc::c_void,
+) -> Result<std::convert::Infallible, i32> {
+    // SAFETY: plain system calls with constant C strings.
+    let may_mount = unsafe {
+        libc::mount(
+            std::ptr::null(),
+            c"/".as_ptr(),
+            std::ptr::null(),
+            libc::MS_REC | libc::MS_SLAVE,
+            std::ptr::null(),
+        )
+    } == 0;
+    // SAFETY: plain system calls.
+    let leader = unsafe { libc::syscall(libc::SYS_pidfd_open, libc::getpid(), 0) } as RawFd;
+    let init_args = InitArgs {
+        plan: ns,
+        slots,
+        leader,
+        may_mount,
+    };
+    // SAFETY: the init runs `init_child` on the spare stack, reads
+    // `init_args` and writes the slots, and `exec`s or exits before
+    // `clone` returns (CLONE_VFORK).
+    let init = unsafe {
+        libc::clone(
+            init_child,
+            stack,
+            libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+            (&raw const init_args).cast_mut().cast(),
+        )
+    };
+    let errno = last_errno();
+    if leader >= 0 {
+        // SAFETY: our own descriptor.
+        unsafe { libc::close(leader) };
+    }
+    if init < 0 {
+        return Err(errno);
+    }
+    let end_init = || {
+        // SAFETY: our own unreaped child.
+        unsafe {
+            libc::kill(init, libc::SIGKILL);
+            libc::waitpid(init, std::ptr::null_mut(), 0);
+        }
+    };
+    let init_errno = slots.init_errno.load(Ordering::Acquire);
+    if init_errno != 0 {
+        end_init();
+        return Err(init_errno);
+    }
+    let program_args = ProgramArgs { plan, slots };
+    // SAFETY: as for the init; the program's process runs the rest of the
+    // chain and `exec`s the program (or stores why not and exits).
+    let program = unsafe {
+        libc::clone(
+            program_child,
+            stack,
+            libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+            (&raw const program_args).cast_mut().cast(),
+        )
+    };
+    if program < 0 {
+        let errno = last_errno();
+        end_init();
+        return Err(errno);
+    }
+    let failed = slots.failure.load(Ordering::Acquire);
+    if failed != 0 {
+        end_init();
+        // SAFETY: our own child, dead or dying with the namespace.
+        unsafe { libc::waitpid(program, std::ptr::null_mut(), 0) };
+        return Err(failed);
+    }
+    slots.program.store(program, Ordering::Release);
+    let (mut program_text, mut init_text) = ([0u8; 16], [0u8; 16]);
+    crate::pidns::write_pid(&mut program_text, program);
+    crate::pidns::write_pid(&mut init_text, init);
+    let argv = [
+        crate::pidns::HELPER_NAME.as_ptr(),
+        crate::pidns::WAIT_ARG_C.as_ptr(),
+        program_text.as_ptr().cast(),
+        init_text.as_ptr().cast(),
+        std::ptr::null(),
+    ];
+    let envp: [*const libc::c_char; 1] = [std::ptr::null()];
+    // SAFETY: NUL-terminated vectors on this stack; the helper's descriptor.
+    unsafe {
+        libc::syscall(
+            libc::SYS_execveat,
+            ns.helper,
+            c"".as_ptr(),
+            argv.as_ptr(),
+            envp.as_ptr(),
+            libc::AT_EMPTY_PATH,
+        )
+    };
+    let errno = last_errno();
+    end_init();
+    // SAFETY: our own child, killed with the namespace.
+    unsafe { libc::waitpid(program, std::ptr::null_mut(), 0) };
+    Err(errno)
+}
+
+/// The init, from `clone` to `exec` of the helper: armed to die with the
+/// leader, it mounts the namespace's `/proc`. Async-signal-safe.
+extern "C" fn init_child(arg: *mut libc::c_void) -> libc::c_int {
+    // SAFETY: `arg` points at the leader's `InitArgs`, alive until this
+    // process `exec`s or exits (the leader waits: CLONE_VFORK).
+    let args = unsafe { &*arg.cast::<InitArgs<'_>>() };
+    // SAFETY: prctl with integer arguments.
+    unsafe {
+        libc::prctl(
+            libc::PR_SET_PDEATHSIG,
+            libc::SIGKILL as libc::c_ulong,
+            0,
+            0,
+            0,
+        )
+    };
+    if args.leader >= 0 {
+        // The leader may have been killed before the signal was armed.
+        let mut leader = libc::pollfd {
+            fd: args.leader,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: poll on one local pollfd, without waiting.
+        if unsafe { libc::poll(&mut leader, 1, 0) } > 0 {
+            // SAFETY: plain system call.
+            unsafe { libc::_exit(1) };
+        }
+    }
+    let proc_errno = if !args.may_mount {
+        libc::EPERM
+    } else {
+        // SAFETY: constant C strings.
+        let rc = unsafe {
+            libc::mount(
+                c"proc".as_ptr(),
+                c"/proc".as_ptr(),
+                c"proc".as_ptr(),
+                libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+                std::ptr::null(),
+            )
+        };
+        if rc == 0 { 0 } else { last_errno() }
+    };
+    args.slots.proc_errno.store(proc_errno, Ordering::Release);
+    let argv = [
+        crate::pidns::HELPER_NAME.as_ptr(),
+        crate::pidns::INIT_ARG_C.as_ptr(),
+        std::ptr::null(),
+    ];
+    let envp: [*const libc::c_char; 1] = [std::ptr::null()];
+    // SAFETY: NUL-terminated vectors on this stack; the helper's descriptor.
+    unsafe {
+        libc::syscall(
+            libc::SYS_execveat,
+            args.plan.helper,
+            c"".as_ptr(),
+            argv.as_ptr(),
+            envp.as_ptr(),
+            libc::AT_EMPTY_PATH,
+        )
+    };
+    args.slots.init_errno.store(last_errno(), Ordering::Release);
+    // SAFETY: plain system call.
+    unsafe { libc::_exit(127) }
+}
+
+/// The program's process, from `clone` to `exec`: a process group of its
+/// own, in the terminal's foreground when its stdin is one, so that the
+/// waiter and the init never count as what the terminal runs; then the
+/// program's steps and `exec`. Async-signal-safe.
+extern "C" fn program_child(arg: *mut libc::c_void) -> libc::c_int {
+    // SAFETY: `arg` points at the leader's `ProgramArgs`, alive until this
+    // process `exec`s or exits (CLONE_VFORK).
+    let args = unsafe { &*arg.cast::<ProgramArgs<'_>>() };
+    // SAFETY: plain system calls; every signal is still blocked, so
+    // `tcsetpgrp` from a background group raises no SIGTTOU. Without a
+    // controlling terminal on stdin it fails, and nothing changes.
+    unsafe {
+        libc::setpgid(0, 0);
+        libc::tcsetpgrp(0, libc::getpid());
+    }
+    let errno = match run_program(args.plan, &args.slots.failure) {
+        Ok(never) => match never {},
+        Err(errno) => errno,
+    };
+    args.slots.failure.store(
+        if errno == 0 { libc::EINVAL } else { errno },
+        Ordering::Release,
+    );
+    // SAFETY: plain system call.
+    unsafe { libc::_exit(127) }
 }
 
 /// Gives every signal its default action in the child. `exec` resets
@@ -481,6 +799,13 @@ impl Stack {
             return Err(io::Error::last_os_error());
         }
         Ok(stack)
+    }
+
+    /// The top of the writable part (stacks grow down), 16-byte aligned.
+    fn top(&mut self) -> *mut libc::c_void {
+        let usable = self.usable();
+        let end = usable.as_mut_ptr_range().end as usize;
+        (end & !15) as *mut libc::c_void
     }
 
     /// The writable part.

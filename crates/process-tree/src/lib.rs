@@ -24,7 +24,10 @@
 //!   descendants and [`reap_adopted`] reaps every zombie child no
 //!   [`Leader`] holds — including orphans that called `setsid`.
 //! * **Nothing outlives the host**: a [`guardian`] process, told of every
-//!   session, ends them all when the host dies.
+//!   session, ends them all when the host dies; and a session that asks
+//!   for one runs its program in a PID namespace whose init dies with the
+//!   host ([`pidns`]), so the kernel ends the rest even when the guardian
+//!   dies with it.
 //!
 //! The core is synchronous and runtime-free: the waits are short sleeps,
 //! so async callers run [`end_session`] on a blocking thread. The `tokio`
@@ -40,6 +43,7 @@ mod child;
 mod end;
 pub mod guardian;
 mod peer;
+pub mod pidns;
 mod reap;
 mod scan;
 mod spawn;

@@ -29,7 +29,7 @@ use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
 use nix::sys::signal::Signal;
 
-use crate::child::{ChildIo, Plan, Request};
+use crate::child::{ChildIo, NamespacePlan, Plan, Request, Started};
 use crate::end::{EndReport, Step, Survivors, pidfd_open};
 use crate::scan::{ProcessInfo, live_session_members, process_info};
 
@@ -118,6 +118,9 @@ pub struct SessionCommand {
     cwd: Option<PathBuf>,
     stdio: [ChildIo; 3],
     steps: Vec<PreExecStep>,
+    program_steps: Vec<PreExecStep>,
+    /// `Some`: run the program in a PID namespace, after this step.
+    pid_namespace: Option<Option<PreExecStep>>,
     parent_death: Option<Signal>,
 }
 
@@ -128,6 +131,8 @@ impl std::fmt::Debug for SessionCommand {
             .field("args", &self.args)
             .field("cwd", &self.cwd)
             .field("steps", &self.steps.len())
+            .field("program_steps", &self.program_steps.len())
+            .field("pid_namespace", &self.pid_namespace.is_some())
             .field("parent_death", &self.parent_death)
             .finish_non_exhaustive()
     }
@@ -139,6 +144,11 @@ impl std::fmt::Debug for SessionCommand {
 pub struct Spawned {
     /// The session's leader, held unreaped.
     pub leader: Leader,
+    /// The pid of the process that runs the program: the leader's, unless
+    /// the program runs in a PID namespace of its own (see
+    /// [`SessionCommand::pid_namespace`]). A member of the leader's
+    /// session either way.
+    pub program: i32,
     /// The child's stdin, when piped.
     pub stdin: Option<ChildStdin>,
     /// The child's stdout, when piped.
@@ -166,6 +176,8 @@ impl SessionCommand {
             cwd: None,
             stdio: Default::default(),
             steps: Vec::new(),
+            program_steps: Vec::new(),
+            pid_namespace: None,
             parent_death: Some(Signal::SIGKILL),
         }
     }
@@ -258,6 +270,37 @@ impl SessionCommand {
         self
     }
 
+    /// Adds a step run in the process that runs the program, last before
+    /// `exec` and before the host's steps: a sandbox's restrictions. The
+    /// same process as [`SessionCommand::pre_exec`]'s steps unless the
+    /// program runs in a PID namespace, where these run in the program's
+    /// process inside it and those in the leader outside.
+    ///
+    /// # Safety
+    ///
+    /// As [`SessionCommand::pre_exec`].
+    pub unsafe fn program_pre_exec(mut self, step: PreExecStep) -> Self {
+        self.program_steps.push(step);
+        self
+    }
+
+    /// Runs the program in a PID namespace of its own whose init dies with
+    /// the leader, so that the kernel ends every process of the session
+    /// when the host dies, whatever else dies with it (see the `pidns`
+    /// module). `enter` runs in the leader after its own steps, before the
+    /// namespace is made: a step that gives the right to make one (a
+    /// sandbox's entry into its user namespace). Without a helper binary
+    /// ([`crate::pidns::set_helper`]), or where the kernel refuses the
+    /// namespace, the session runs without one.
+    ///
+    /// # Safety
+    ///
+    /// As [`SessionCommand::pre_exec`], for `enter`.
+    pub unsafe fn pid_namespace(mut self, enter: Option<PreExecStep>) -> Self {
+        self.pid_namespace = Some(enter);
+        self
+    }
+
     /// The signal the child gets when the host dies (`None`: none).
     pub fn parent_death(mut self, signal: Option<Signal>) -> Self {
         self.parent_death = signal;
@@ -267,7 +310,7 @@ impl SessionCommand {
     /// Starts the child on the spawner thread and returns the held leader.
     pub fn spawn(self) -> io::Result<Spawned> {
         let mut command = self;
-        command.steps.extend(
+        command.program_steps.extend(
             HOST_STEPS
                 .read()
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -315,8 +358,20 @@ fn spawn_here(command: SessionCommand, parent_death: Option<Signal>) -> io::Resu
         cwd,
         stdio,
         steps,
+        program_steps,
+        pid_namespace,
         parent_death: _,
     } = command;
+    let mut steps = steps;
+    let namespace = match (pid_namespace, crate::pidns::helper_fd()) {
+        (Some(enter), Some(helper)) => Some(NamespacePlan { enter, helper }),
+        (Some(enter), None) => {
+            // No helper: the entry step still runs, where it would have.
+            steps.extend(enter);
+            None
+        }
+        (None, _) => None,
+    };
     let plan = Plan::new(
         Request {
             program: &program,
@@ -326,13 +381,17 @@ fn spawn_here(command: SessionCommand, parent_death: Option<Signal>) -> io::Resu
             cwd: cwd.as_deref(),
             stdio,
             steps,
+            program_steps,
+            namespace,
         },
         parent_death.map(|s| s as libc::c_int),
     )?;
     // Held from clone to registration: the orphan reaper never mistakes a
     // child that exits at once for an orphan.
     let mut held = crate::reap::held();
-    let pid = plan.start()?;
+    let started = plan.start()?;
+    let pid = started.pid;
+    note_namespace(&started);
     // The child is ours and unreaped: its pid, stat and pidfd are its own.
     let start_time = process_info(pid).map_or(0, |p| p.start_time);
     held.insert(pid, start_time);
@@ -341,6 +400,7 @@ fn spawn_here(command: SessionCommand, parent_death: Option<Signal>) -> io::Resu
     let pidfd = pidfd_open(pid).ok();
     crate::guardian::session_started(pid, start_time);
     Ok(Spawned {
+        program: started.program,
         leader: Leader {
             pid,
             start_time,
@@ -351,6 +411,27 @@ fn spawn_here(command: SessionCommand, parent_death: Option<Signal>) -> io::Resu
         stdout: stdout.map(ChildStdout::from),
         stderr: stderr.map(ChildStderr::from),
     })
+}
+
+/// Says once, in the log, why sessions run without their own PID
+/// namespace or `/proc`.
+fn note_namespace(started: &Started) {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    static UNSHARE: AtomicBool = AtomicBool::new(false);
+    static PROC: AtomicBool = AtomicBool::new(false);
+    if started.unshare_errno != 0 && !UNSHARE.swap(true, Ordering::Relaxed) {
+        tracing::warn!(
+            error = %io::Error::from_raw_os_error(started.unshare_errno),
+            "the kernel refused a PID namespace: background processes of terminals and jobs \
+             are ended by the guardian when the host dies, not by the kernel"
+        );
+    }
+    if started.proc_errno != 0 && !PROC.swap(true, Ordering::Relaxed) {
+        tracing::warn!(
+            error = %io::Error::from_raw_os_error(started.proc_errno),
+            "a PID namespace's own /proc could not be mounted: its processes see the host's"
+        );
+    }
 }
 
 #[derive(Debug, Default)]

@@ -63,7 +63,17 @@ struct CacheEntry {
     context: SpawnContext,
     prepared: Prepared,
     last_used: u64,
+    /// Spawns served: each in a PID namespace adds its `/proc` to the
+    /// ruleset (see [`Prepared::restrict_step`]), so after
+    /// [`MAX_USES`] the preparation is made anew.
+    uses: u32,
 }
+
+/// How many spawns one preparation serves before it is made anew: each
+/// spawn in a PID namespace leaves a rule (for a `/proc` that is gone once
+/// the namespace is) in the shared ruleset, and every later process's
+/// Landlock domain copies the ruleset's rules.
+const MAX_USES: u32 = 256;
 
 impl Sandbox {
     /// A sandbox for `policy` on a kernel that offers `availability`.
@@ -101,8 +111,9 @@ impl Sandbox {
         let mut previous = None;
         if let Some(i) = cache.entries.iter().position(|e| &e.context == context) {
             let entry = &mut cache.entries[i];
-            if entry.prepared.is_fresh() {
+            if entry.uses < MAX_USES && entry.prepared.is_fresh() {
                 entry.last_used = now;
+                entry.uses += 1;
                 return Ok(entry.prepared.clone());
             }
             previous = Some(cache.entries.swap_remove(i).prepared);
@@ -128,6 +139,7 @@ impl Sandbox {
             context: context.clone(),
             prepared: prepared.clone(),
             last_used: now,
+            uses: 1,
         });
         Ok(prepared)
     }
@@ -216,6 +228,9 @@ struct Inner {
     seccomp_nested: Option<BpfProgram>,
     /// The namespaces that hold `.git` read-only.
     namespaces: Option<Arc<Namespaces>>,
+    /// The Landlock rights a process gets on a `/proc` of its own (a PID
+    /// namespace's), as on the host's; 0: none.
+    proc_access: u64,
     access: AccessMap,
     /// Each read hole (`access.read_holes`) and the rule it comes from.
     hole_rules: Vec<(PathBuf, ReadRule)>,
@@ -235,6 +250,7 @@ impl Prepared {
             guard: None,
             seccomp_nested: None,
             namespaces: None,
+            proc_access: 0,
             access: AccessMap {
                 write_roots: vec![PathBuf::from("/")],
                 ..AccessMap::default()
@@ -287,6 +303,39 @@ impl Prepared {
     pub fn pre_exec_step(&self) -> impl Fn() -> io::Result<()> + Send + Sync + 'static {
         let inner = Arc::clone(&self.0);
         move || apply(&inner)
+    }
+
+    /// The first half of [`Prepared::pre_exec_step`], for a child that
+    /// makes namespaces of its own in between: entering the sandbox's
+    /// namespaces (its user namespace gives the right to make more).
+    /// `None` when the sandbox has none.
+    pub fn enter_step(&self) -> Option<impl Fn() -> io::Result<()> + Send + Sync + 'static> {
+        let inner = Arc::clone(&self.0);
+        self.0
+            .namespaces
+            .is_some()
+            .then(move || move || enter(&inner))
+    }
+
+    /// The second half: `no_new_privs`, Landlock and seccomp, in a child
+    /// that ran [`Prepared::enter_step`] (or needs no entry). With
+    /// `own_proc`, the child has mounted a `/proc` of its own (a PID
+    /// namespace's) over the host's, which Landlock judges by its own
+    /// rules, not by those of the `/proc` it hides: the step first grants
+    /// it what the host's had (one rule added to the shared ruleset; see
+    /// `MAX_USES`). It opens that one directory and allocates nothing.
+    pub fn restrict_step(
+        &self,
+        own_proc: bool,
+    ) -> impl Fn() -> io::Result<()> + Send + Sync + 'static {
+        let inner = Arc::clone(&self.0);
+        move || restrict(&inner, own_proc)
+    }
+
+    /// Whether the sandbox runs its processes in a user namespace of its
+    /// own (where they may make further namespaces).
+    pub fn has_user_namespace(&self) -> bool {
+        self.0.namespaces.is_some()
     }
 
     /// Runs the same step as [`Prepared::pre_exec_step`] in the calling
@@ -367,11 +416,75 @@ impl Prepared {
 /// The child step. Async-signal-safe: system calls on memory prepared by
 /// the parent.
 fn apply(inner: &Inner) -> io::Result<()> {
-    if let Some(ns) = &inner.namespaces {
-        ns.enter()?;
+    enter(inner)?;
+    restrict(inner, false)
+}
+
+/// The child step's first half: the namespaces.
+fn enter(inner: &Inner) -> io::Result<()> {
+    match &inner.namespaces {
+        Some(ns) => ns.enter(),
+        None => Ok(()),
     }
+}
+
+/// Landlock's `struct landlock_path_beneath_attr` (packed).
+#[repr(C, packed)]
+struct PathBeneathAttr {
+    allowed_access: u64,
+    parent_fd: i32,
+}
+
+/// The kernel's `LANDLOCK_RULE_PATH_BENEATH`.
+const RULE_PATH_BENEATH: libc::c_int = 1;
+
+/// Adds `/proc` (as this process sees it) to `ruleset` with `access`.
+/// Async-signal-safe.
+fn grant_own_proc(ruleset: &OwnedFd, access: u64) -> io::Result<()> {
+    // SAFETY: a constant C string; the descriptor is closed below.
+    let proc_dir = unsafe {
+        libc::open(
+            c"/proc".as_ptr(),
+            libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
+        )
+    };
+    if proc_dir < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let attr = PathBeneathAttr {
+        allowed_access: access,
+        parent_fd: proc_dir,
+    };
+    // SAFETY: the ruleset we own and an attribute on this stack.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_add_rule,
+            ruleset.as_raw_fd(),
+            RULE_PATH_BENEATH,
+            &raw const attr,
+            0u32,
+        )
+    };
+    let result = if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    };
+    // SAFETY: the descriptor opened above.
+    unsafe { libc::close(proc_dir) };
+    result
+}
+
+/// The child step's second half: the restrictions.
+fn restrict(inner: &Inner, own_proc: bool) -> io::Result<()> {
     if inner.landlock.is_none() && inner.seccomp.is_none() {
         return Ok(());
+    }
+    if own_proc
+        && inner.proc_access != 0
+        && let Some(ruleset) = &inner.landlock
+    {
+        grant_own_proc(ruleset, inner.proc_access)?;
     }
     // SAFETY: prctl with integer arguments.
     if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
@@ -611,6 +724,20 @@ fn build(
         .as_ref()
         .map(|ns: &Arc<Namespaces>| ns.read_only.iter().map(|(p, _)| p.clone()).collect())
         .unwrap_or_default();
+    let access = AccessMap {
+        write_roots,
+        write_holes,
+        read_only,
+        read_holes,
+        devices,
+    };
+    // As a path of the host's /proc would have them (Landlock checks a
+    // new /proc mounted over it against its own rules, not the host's).
+    let proc_access = if access.can_read(Path::new("/proc/self/status")) {
+        (AccessFs::ReadFile | AccessFs::Execute | AccessFs::ReadDir).bits()
+    } else {
+        0
+    };
     Ok(Prepared(Arc::new(Inner {
         status,
         landlock: Some(ruleset),
@@ -618,13 +745,8 @@ fn build(
         guard,
         seccomp_nested,
         namespaces,
-        access: AccessMap {
-            write_roots,
-            write_holes,
-            read_only,
-            read_holes,
-            devices,
-        },
+        proc_access,
+        access,
         hole_rules,
         home,
         stamps,

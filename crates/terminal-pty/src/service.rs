@@ -443,13 +443,19 @@ impl PtyTerminals {
             .stderr(pair.slave);
         // SAFETY: the step is a raw ioctl, async-signal-safe.
         let mut session = unsafe { command.pre_exec(take_controlling_terminal()) };
+        if let Some(namespace) = &request.pid_namespace {
+            // SAFETY: the entry step is async-signal-safe (its contract).
+            session =
+                unsafe { session.pid_namespace(namespace.enter.as_ref().map(|s| s.0.clone())) };
+        }
         if let Some(step) = &request.pre_exec {
             // SAFETY: the request's step is async-signal-safe (its contract);
             // it runs after TIOCSCTTY, which a sandbox may forbid.
-            session = unsafe { session.pre_exec(step.0.clone()) };
+            session = unsafe { session.program_pre_exec(step.0.clone()) };
         }
         let spawned = session.spawn().map_err(spawn_failed)?;
-        let pid = spawned.leader.pid() as u32;
+        let sid = spawned.leader.pid();
+        let pid = spawned.program as u32;
         let id = {
             let mut registry = inner.lock();
             let id = TerminalId(registry.next_id);
@@ -463,6 +469,7 @@ impl PtyTerminals {
             command: argv.clone(),
             cwd,
             pid: pid as i32,
+            sid,
             our_shell,
             tty: pair.tty,
             rows: request.rows,
@@ -504,7 +511,7 @@ impl PtyTerminals {
         Ok(Opened {
             id,
             name: request.name,
-            pid,
+            pid: sid as u32,
             status: outcome.status,
             output: outcome.output,
             reason: outcome.reason,
@@ -607,7 +614,7 @@ impl PtyTerminals {
                 TerminalInfo {
                     id: s.spec.id,
                     name: s.spec.name.clone(),
-                    pid: s.spec.pid as u32,
+                    pid: s.spec.sid as u32,
                     command: s.spec.command.clone(),
                     cwd: s.spec.cwd.clone(),
                     status,

@@ -86,7 +86,11 @@ pub(crate) struct SessionSpec {
     pub name: Option<String>,
     pub command: Vec<String>,
     pub cwd: PathBuf,
+    /// The program's process (the shell): the session's leader, unless
+    /// the terminal runs in a PID namespace of its own.
     pub pid: i32,
+    /// The session id: the leader's pid.
+    pub sid: i32,
     pub our_shell: bool,
     pub tty: Tty,
     pub rows: u16,

@@ -434,7 +434,7 @@ impl Watch<'_> {
                         now - t >= (since_write / 4).clamp(GROUP_SCAN_EVERY, MAX_GROUP_SCAN_PAUSE)
                     })
                 {
-                    self.group = group_members(session.spec.pid, fg);
+                    self.group = group_members(session.spec.sid, fg);
                     self.last_group_scan = Some(now);
                 }
                 let others = self.group.iter().copied().filter(|p| *p != fg);

@@ -31,9 +31,9 @@ pub use types::{
     ChildStep, CloseKind, CloseOutcome, CursorPosition, DEFAULT_COLS, DEFAULT_ROWS,
     DEFAULT_SEND_TIMEOUT, ExitStatus, InputCut, LineCut, MAX_CANON_LINE, MAX_CELLS, MAX_COLS,
     MAX_ROWS, MAX_SEND_TIMEOUT, MAX_UNTIL_BYTES, MIN_COLS, MIN_ROWS, MIN_SEND_TIMEOUT, OpenRequest,
-    Opened, PtyDir, ReadOutcome, ReadRequest, ScreenView, SendOutcome, SendRequest, SettleReason,
-    SignalOutcome, StreamChunk, SurvivingProcess, TerminalId, TerminalInfo, TerminalSignal,
-    TerminalStatus,
+    Opened, PidNamespace, PtyDir, ReadOutcome, ReadRequest, ScreenView, SendOutcome, SendRequest,
+    SettleReason, SignalOutcome, StreamChunk, SurvivingProcess, TerminalId, TerminalInfo,
+    TerminalSignal, TerminalStatus,
 };
 pub use views::{
     AnswerError, Color, OutputFeed, PersonKeys, PersonViews, Run, ScreenSnapshot, TerminalWatch,

@@ -77,10 +77,14 @@ pub struct OpenRequest {
     /// daemon passes the one its connection's client gave); `None`: the
     /// host's.
     pub base_env: Option<Vec<(String, String)>>,
-    /// A step the terminal's first process runs last before `exec` (a
+    /// A step the terminal's program runs last before `exec` (a
     /// sandbox's), inherited by everything started in the terminal;
     /// `None`: none.
     pub pre_exec: Option<ChildStep>,
+    /// Run the terminal's processes in a PID namespace of their own whose
+    /// first process dies with the host, so that the kernel ends them all
+    /// when the host dies; `None`: none.
+    pub pid_namespace: Option<PidNamespace>,
     /// The directory of the `devpts` instance to allocate the terminal's
     /// pty in (`ptmx` inside it): a sandbox's private one, so that the pty
     /// is visible by name to the confined processes and the host's are
@@ -99,6 +103,16 @@ impl PartialEq for PtyDir {
 }
 
 impl Eq for PtyDir {}
+
+/// A PID namespace for a terminal's processes (see
+/// [`OpenRequest::pid_namespace`]).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct PidNamespace {
+    /// A step run before the namespace is made, that gives the right to
+    /// make one (a sandbox's entry into its user namespace); `None`: none
+    /// (the host may make one itself).
+    pub enter: Option<ChildStep>,
+}
 
 /// A step run in a child between `fork` and `exec`; it must be
 /// async-signal-safe (no allocation, no locks). Compared by identity.
@@ -130,6 +144,7 @@ impl Default for OpenRequest {
             cols: DEFAULT_COLS,
             base_env: None,
             pre_exec: None,
+            pid_namespace: None,
             pty_dir: None,
         }
     }

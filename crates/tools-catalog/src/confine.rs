@@ -50,6 +50,14 @@ pub struct ConfinedSpawn {
     pub env: Vec<(String, String)>,
 }
 
+/// The steps of one spawn (see [`ConfinedSpawn::child_steps`]).
+pub struct ChildSteps {
+    /// `Some`: run the program in a PID namespace, after this entry step.
+    pub pid_namespace: Option<Option<process_tree::PreExecStep>>,
+    /// The step the program runs last before `exec`.
+    pub program: Option<process_tree::PreExecStep>,
+}
+
 impl ConfinedSpawn {
     /// The step to run in the child last before `exec`, when the sandbox
     /// confines anything.
@@ -57,6 +65,36 @@ impl ConfinedSpawn {
         self.prepared
             .confines()
             .then(|| Arc::new(self.prepared.pre_exec_step()) as process_tree::PreExecStep)
+    }
+
+    /// How the spawn's processes are started: `pid_namespace` (`Some`:
+    /// in a PID namespace of their own, after its entry step) and the step
+    /// the program runs last before `exec`.
+    ///
+    /// A namespace is asked for where one can be made: inside the
+    /// sandbox's user namespace, or as root; the kernel may still refuse
+    /// it (a container without `CAP_SYS_ADMIN`), and the program then runs
+    /// without one, as it does elsewhere (see `process_tree::pidns`).
+    pub fn child_steps(&self) -> ChildSteps {
+        let namespaced = process_tree::pidns::helper_is_set()
+            && (self.prepared.has_user_namespace() || nix::unistd::geteuid().is_root());
+        if !namespaced {
+            return ChildSteps {
+                pid_namespace: None,
+                program: self.step(),
+            };
+        }
+        ChildSteps {
+            pid_namespace: Some(
+                self.prepared
+                    .enter_step()
+                    .map(|step| Arc::new(step) as process_tree::PreExecStep),
+            ),
+            program: self
+                .prepared
+                .confines()
+                .then(|| Arc::new(self.prepared.restrict_step(true)) as process_tree::PreExecStep),
+        }
     }
 
     /// The status results report.

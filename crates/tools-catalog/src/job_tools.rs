@@ -46,8 +46,13 @@ pub(crate) async fn run_command(
     let mut spec = spec;
     let spec_cwd = spec.cwd.clone();
     spec.base_env = Some(confined.env.clone());
-    if let Some(step) = confined.step() {
-        // SAFETY: a prepared sandbox's step only makes system calls.
+    let steps = confined.child_steps();
+    if let Some(enter) = steps.pid_namespace {
+        // SAFETY: a prepared sandbox's steps only make system calls.
+        spec = unsafe { spec.with_pid_namespace(enter) };
+    }
+    if let Some(step) = steps.program {
+        // SAFETY: as above.
         spec = unsafe { spec.with_pre_exec(step) };
     }
     if background {

@@ -13,7 +13,8 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use terminal_seam::{
-    ChildStep, ExitStatus, OpenRequest, Owner, PtyDir, TerminalError, TerminalId, TerminalStatus,
+    ChildStep, ExitStatus, OpenRequest, Owner, PidNamespace, PtyDir, TerminalError, TerminalId,
+    TerminalStatus,
 };
 
 use crate::bash::resolve_cwd;
@@ -125,6 +126,7 @@ impl Tool for TerminalOpenTool {
                 .prepare(&cx.cwd, cx.env.clone(), false)
                 .await?;
             let sandbox = confined.status();
+            let steps = confined.child_steps();
             let defaults = OpenRequest::default();
             let request = OpenRequest {
                 command: args.command,
@@ -134,7 +136,10 @@ impl Tool for TerminalOpenTool {
                 rows: args.rows.unwrap_or(defaults.rows),
                 cols: args.cols.unwrap_or(defaults.cols),
                 base_env: Some(confined.env.clone()),
-                pre_exec: confined.step().map(ChildStep),
+                pre_exec: steps.program.map(ChildStep),
+                pid_namespace: steps.pid_namespace.map(|enter| PidNamespace {
+                    enter: enter.map(ChildStep),
+                }),
                 pty_dir: confined.prepared.pty_dir().map(PtyDir),
             };
             let opened = cx

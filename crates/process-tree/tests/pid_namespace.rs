@@ -1,0 +1,156 @@
+//! A session whose program runs in a PID namespace of its own: the
+//! program sees itself inside (its own `/proc`), the leader exits as the
+//! program did, what the program leaves ends with it, and a SIGKILLed host
+//! with no guardian leaves nothing — the kernel ends it.
+//!
+//! The binary is its own helper (init and waiter), so it has no libtest
+//! harness: `main` runs the helper when asked, then each check in turn.
+//! Making a PID namespace takes root or a user namespace that gives
+//! `CAP_SYS_ADMIN`; where neither is at hand the checks say so and pass
+//! only the part that still holds (the session runs without one).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::process::ExitStatusExt;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+const ROLE: &str = "PROCESS_TREE_PIDNS_TEST_ROLE";
+
+fn until(what: &str, check: impl FnMut() -> bool) {
+    test_support::wait_until(what, check);
+}
+
+fn namespaced(script: &str) -> process_tree::Spawned {
+    let command = process_tree::SessionCommand::new("sh")
+        .args(["-c", script])
+        .stdout(process_tree::ChildIo::Piped);
+    // SAFETY: no entry step.
+    let command = unsafe { command.pid_namespace(None) };
+    process_tree::spawn_session(command).unwrap()
+}
+
+/// Whether this machine gives a PID namespace without a sandbox (root).
+fn namespaces_here() -> bool {
+    // SAFETY: plain system call.
+    unsafe { libc::geteuid() == 0 }
+}
+
+fn the_program_runs_inside_and_the_leader_exits_as_it_did() {
+    let spawned =
+        namespaced("echo $$; tr '\\0' ' ' </proc/1/cmdline; echo; sleep 1000 & echo $!; exit 3");
+    let mut out = String::new();
+    let leader = spawned.leader;
+    BufReader::new(spawned.stdout.unwrap())
+        .read_to_string(&mut out)
+        .unwrap();
+    let status = leader.wait_exit().unwrap();
+    assert_eq!(status.code(), Some(3), "{out}");
+    let lines: Vec<&str> = out.lines().collect();
+    if namespaces_here() {
+        assert_ne!(spawned.program, leader.pid());
+        // pid 1 is the init; the program is the first process after it.
+        assert_eq!(lines.first(), Some(&"2"), "{out}");
+        // Its own /proc, where pid 1 is the init, not the host's init.
+        assert_eq!(
+            lines.get(1).map(|l| l.trim()),
+            Some("dsh --dsh-pid-namespace-init"),
+            "{out}"
+        );
+        // What the program starts is numbered inside too.
+        let background: i32 = lines.get(2).unwrap().parse().unwrap();
+        assert!((3..100).contains(&background), "{out}");
+    } else {
+        assert_eq!(spawned.program, leader.pid());
+    }
+    // The background `sleep` ended with the program: nothing is left.
+    until("the session to be over", || leader.session_is_over());
+    leader.reap();
+}
+
+fn a_program_killed_by_a_signal_kills_its_leader_the_same_way() {
+    let spawned = namespaced("kill -TERM $$; sleep 5");
+    let leader = spawned.leader;
+    let status = leader.wait_exit().unwrap();
+    assert_eq!(status.signal(), Some(libc::SIGTERM), "{status:?}");
+    until("the session to be over", || leader.session_is_over());
+    leader.reap();
+}
+
+fn a_sigkilled_host_without_a_guardian_leaves_nothing() {
+    let mut host = Command::new(std::env::current_exe().unwrap())
+        .env(ROLE, "host")
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(host.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let sid: i32 = line.trim().parse().expect(&line);
+    let sleeping = || {
+        process_tree::live_session_members(sid)
+            .iter()
+            .filter(|p| process_tree::command_line(p.pid).starts_with("sleep"))
+            .count()
+    };
+    until("both sleeps to run", || sleeping() == 2);
+    host.kill().unwrap();
+    host.wait().unwrap();
+    // No guardian: only the kernel can end the background `sleep 1000`.
+    // The dead are adopted here (a subreaper): an init that dies waits for
+    // its namespace's last zombies to be reaped before it is gone.
+    until("every process of the session to be gone", || {
+        process_tree::reap_adopted();
+        process_tree::live_session_members(sid).is_empty()
+    });
+}
+
+/// The host: one session in a namespace, its leader's pid printed, then
+/// it waits to be killed.
+fn host() -> ! {
+    let spawned = namespaced("sleep 1000 & exec sleep 1001");
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{}", spawned.leader.pid()).unwrap();
+    out.flush().unwrap();
+    drop(out);
+    std::mem::forget(spawned);
+    loop {
+        // sleep-ok: this process only waits to be killed
+        std::thread::sleep(Duration::from_secs(60));
+    }
+}
+
+fn main() {
+    process_tree::pidns::run_helper_if_asked();
+    process_tree::pidns::set_helper(&std::env::current_exe().unwrap()).unwrap();
+    if std::env::var(ROLE).as_deref() == Ok("host") {
+        host();
+    }
+    process_tree::become_subreaper().unwrap();
+    let checks: [(&str, fn()); 3] = [
+        (
+            "the_program_runs_inside_and_the_leader_exits_as_it_did",
+            the_program_runs_inside_and_the_leader_exits_as_it_did,
+        ),
+        (
+            "a_program_killed_by_a_signal_kills_its_leader_the_same_way",
+            a_program_killed_by_a_signal_kills_its_leader_the_same_way,
+        ),
+        (
+            "a_sigkilled_host_without_a_guardian_leaves_nothing",
+            a_sigkilled_host_without_a_guardian_leaves_nothing,
+        ),
+    ];
+    if !namespaces_here() {
+        println!("not root: sessions run without a PID namespace here");
+    }
+    for (name, check) in checks {
+        if !namespaces_here() && name.starts_with("a_sigkilled") {
+            println!("test {name} ... skipped (needs a PID namespace)");
+            continue;
+        }
+        check();
+        println!("test {name} ... ok");
+    }
+}
