@@ -512,6 +512,7 @@ impl PtyTerminals {
             id,
             name: request.name,
             pid: sid as u32,
+            program_pid: pid,
             status: outcome.status,
             output: outcome.output,
             reason: outcome.reason,

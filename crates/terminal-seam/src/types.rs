@@ -159,6 +159,10 @@ pub struct Opened {
     pub name: Option<String>,
     /// Process id of the terminal's first process (the session leader).
     pub pid: u32,
+    /// Process id of the process that runs the terminal's program (the
+    /// shell): `pid`, unless the terminal runs in a PID namespace of its
+    /// own.
+    pub program_pid: u32,
     /// Its status after the startup settled.
     pub status: TerminalStatus,
     /// The startup text up to the first settle (sanitized, possibly truncated).

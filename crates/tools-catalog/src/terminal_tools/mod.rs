@@ -152,8 +152,8 @@ impl Tool for TerminalOpenTool {
                 id: opened.id.to_string(),
                 prepared: confined.prepared.clone(),
                 cwd,
-                leader: process_tree::process_info(opened.pid as i32)
-                    .map(|p| (opened.pid, p.start_time)),
+                leader: process_tree::process_info(opened.program_pid as i32)
+                    .map(|p| (opened.program_pid, p.start_time)),
             });
             let mut text = opened.output.clone();
             if !text.is_empty() && !text.ends_with('\n') {
