@@ -4,6 +4,11 @@
 
 use std::time::Duration;
 
+/// Runs this binary's part in a PID namespace (its init, or a leader's
+/// waiter) when it was started as one, and never returns then; returns at
+/// once otherwise. `main` calls it first (see `process_tree::pidns`).
+pub use process_tree::pidns::run_helper_if_asked;
+
 /// The hidden subcommand of the `dsh` binary that runs the guardian (see
 /// [`start`] and [`serve_guardian`]).
 pub const GUARDIAN_SUBCOMMAND: &str = "__guardian";

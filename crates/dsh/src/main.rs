@@ -264,7 +264,7 @@ enum Format {
 fn main() -> ExitCode {
     // A PID namespace's init or waiter (see `process_tree::pidns`): never
     // returns then.
-    process_tree::pidns::run_helper_if_asked();
+    daemon::processes::run_helper_if_asked();
     let cli = Cli::parse();
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,

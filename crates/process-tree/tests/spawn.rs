@@ -200,6 +200,7 @@ fn streams_are_null_piped_or_a_given_descriptor() {
     stdin.write_all(b"hello\n").unwrap();
     let Spawned {
         leader,
+        program,
         stdout,
         stdin,
         stderr,
@@ -207,6 +208,7 @@ fn streams_are_null_piped_or_a_given_descriptor() {
     drop(stdin);
     assert!(stderr.is_none(), "stderr was not piped");
     let (out, code) = finish(Spawned {
+        program,
         leader,
         stdin: None,
         stdout,
