@@ -1,7 +1,8 @@
 """Nothing outlives a killed dsh: SIGKILL the real server — a standalone
-`dsh mcp`, or the daemon behind a `dsh mcp` bridge — while a terminal has a
-background process that ignores hangups and a background bash job runs, and
-every process dsh started (its guardian included) is gone soon after."""
+`dsh mcp`, or the daemon behind a `dsh mcp` bridge, alone or with its
+guardian in the same instant — while a terminal has a background process
+that ignores hangups and a background bash job runs, and every process dsh
+started (its guardian included) is gone soon after."""
 
 import json
 import os
@@ -67,8 +68,15 @@ def server_pid(env, marker: str, standalone: bool) -> int:
     raise AssertionError(f"no dsh mcp --standalone among {started_by(marker)}")
 
 
-@pytest.mark.parametrize("standalone", [True, False], ids=["standalone", "daemon"])
-async def test_a_sigkilled_server_leaves_nothing_behind(isolated_env, tmp_path, standalone):
+@pytest.mark.parametrize(
+    "standalone,with_guardian",
+    [(True, False), (False, False), (True, True), (False, True)],
+    ids=["standalone", "daemon", "standalone-and-guardian", "daemon-and-guardian"],
+)
+async def test_a_sigkilled_server_leaves_nothing_behind(isolated_env, tmp_path, standalone, with_guardian):
+    """With its guardian killed in the same instant, only the kernel can end
+    the background processes: each terminal and job runs in a PID namespace
+    whose init dies with dsh."""
     marker = str(tmp_path)
     env = {k: v for k, v in isolated_env.items() if k != "DSH_E2E_MCP_ARGS"}
     killed = False
@@ -99,7 +107,13 @@ async def test_a_sigkilled_server_leaves_nothing_behind(isolated_env, tmp_path, 
 
             await eventually(all_started, "the terminal's and the job's sleeps to run")
             before = started_by(marker)
-            os.kill(server_pid(env, marker, standalone), signal.SIGKILL)
+            victims = [server_pid(env, marker, standalone)]
+            if with_guardian:
+                guardians = [p for p, c in before if c.endswith("__guardian")]
+                assert len(guardians) == 1, before
+                victims = guardians + victims
+            for pid in victims:
+                os.kill(pid, signal.SIGKILL)
             killed = True
             # The client's session ends with the server: leave it.
             raise _ServerKilled()

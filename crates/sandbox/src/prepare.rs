@@ -311,10 +311,7 @@ impl Prepared {
     /// `None` when the sandbox has none.
     pub fn enter_step(&self) -> Option<impl Fn() -> io::Result<()> + Send + Sync + 'static> {
         let inner = Arc::clone(&self.0);
-        self.0
-            .namespaces
-            .is_some()
-            .then(move || move || enter(&inner))
+        self.0.namespaces.is_some().then_some(move || enter(&inner))
     }
 
     /// The second half: `no_new_privs`, Landlock and seccomp, in a child

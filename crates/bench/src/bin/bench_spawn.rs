@@ -11,6 +11,12 @@
 //! size of a running `dsh mcp` (17 MB touched, 16 threads) — the size a
 //! `fork` pays for in page tables, and `clone(CLONE_VM)` does not.
 //!
+//! A fourth series runs the program in a PID namespace of its own, as
+//! terminals and jobs do (`process_tree::pidns`): two more `clone`s and two
+//! `exec`s of the helper binary (`$DSH_BIN` when set, as the daemon uses
+//! its own binary; else this one). It needs root here (inside a sandbox,
+//! the sandbox's user namespace gives the right); without, it is skipped.
+//!
 //! Run: `cargo xtask bench spawn` (release build; `--quick` for a short
 //! smoke run on the debug build), or
 //! `cargo run --release -p bench --bin bench_spawn [-- --quick]`.
@@ -60,27 +66,61 @@ fn spawn_path() {
     assert!(spawned.leader.reap().is_some());
 }
 
+fn namespaced() {
+    let command = SessionCommand::new("bash")
+        .args(["-c", "true"])
+        .stdin(ChildIo::Null)
+        .stdout(ChildIo::Null)
+        .stderr(ChildIo::Null);
+    // SAFETY: no entry step.
+    let spawned = unsafe { command.pid_namespace(None) }.spawn().unwrap();
+    assert_ne!(
+        spawned.program,
+        spawned.leader.pid(),
+        "no PID namespace was made"
+    );
+    assert!(spawned.leader.wait_exit().unwrap().success());
+    while !spawned.leader.session_is_over() {
+        // The waiter exits as soon as the program has; the init is being
+        // killed then, and is gone a moment later.
+        std::thread::yield_now();
+    }
+    assert!(spawned.leader.reap().is_some());
+}
+
 type Series = (&'static str, fn());
 
-const SERIES: [Series; 3] = [
+const SERIES: [Series; 4] = [
     ("std posix_spawn (no pre_exec): the floor", floor),
     ("std fork (a setsid pre_exec)", forked),
     ("process_tree::SessionCommand + proof", spawn_path),
+    ("… in a PID namespace of its own + proof", namespaced),
 ];
+
+/// Whether this process may make a PID namespace (root).
+fn namespaces_here() -> bool {
+    // SAFETY: plain system call.
+    unsafe { libc::geteuid() == 0 }
+}
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[((sorted.len() - 1) as f64 * p).round() as usize]
 }
 
 fn measure(n: usize, rounds: usize) {
-    let mut samples: Vec<Vec<f64>> = vec![Vec::new(); SERIES.len()];
-    for (_, run) in SERIES {
+    let series = if namespaces_here() {
+        &SERIES[..]
+    } else {
+        &SERIES[..3]
+    };
+    let mut samples: Vec<Vec<f64>> = vec![Vec::new(); series.len()];
+    for (_, run) in series {
         for _ in 0..n / 10 {
             run();
         }
     }
     for _ in 0..rounds {
-        for (i, (_, run)) in SERIES.iter().enumerate() {
+        for (i, (_, run)) in series.iter().enumerate() {
             for _ in 0..n / rounds {
                 let start = Instant::now();
                 run();
@@ -91,7 +131,7 @@ fn measure(n: usize, rounds: usize) {
     println!("| what | median ms | p99 ms | ratio |");
     println!("|---|---|---|---|");
     let mut floor_median = 0.0;
-    for (i, (name, _)) in SERIES.iter().enumerate() {
+    for (i, (name, _)) in series.iter().enumerate() {
         let s = &mut samples[i];
         s.sort_by(f64::total_cmp);
         let median = percentile(s, 0.5);
@@ -107,9 +147,23 @@ fn measure(n: usize, rounds: usize) {
 }
 
 fn main() {
+    process_tree::pidns::run_helper_if_asked();
+    let helper = std::env::var_os("DSH_BIN")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| std::env::current_exe().unwrap());
+    process_tree::pidns::set_helper(&helper).unwrap();
     let quick = std::env::args().any(|a| a == "--quick");
     let (n, rounds) = if quick { (30, 3) } else { (300, 3) };
     println!("`bash -c true`, spawned, waited for and reaped: {n} each, in {rounds} rounds\n");
+    if namespaces_here() {
+        println!(
+            "the PID namespace's helper: {} ({} MB)\n",
+            helper.display(),
+            std::fs::metadata(&helper).map_or(0, |m| m.len() >> 20)
+        );
+    } else {
+        println!("not root: the PID namespace series is skipped\n");
+    }
     println!(
         "this process as it starts ({} KiB resident):\n",
         process_tree::resident_kib()
