@@ -87,6 +87,35 @@ def work_processes(marker):
     return out
 
 
+def session_of(pid):
+    """The session id of `pid` (None once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    return int(stat[stat.rfind(")") + 2 :].split()[3])
+
+
+def in_sessions(sessions):
+    """Live (not zombie) processes of `sessions`, as (pid, command line)."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                stat = f.read()
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                cmd = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(")") + 2 :].split()
+        if int(fields[3]) in sessions and fields[0] not in ("Z", "X"):
+            out.append((int(entry), cmd))
+    return out
+
+
 def tool(bridge, name, arguments):
     result = bridge.call("tools/call", {"name": name, "arguments": arguments})["result"]
     assert not result.get("isError"), result
@@ -166,16 +195,21 @@ def kill_round(tmp):
                           "run_in_background": True})
     marker = str(tmp)
     wait_until(lambda: {"sleep 4711", "sleep 4712"} <= {c for _, c in work_processes(marker)})
+    # The sessions of the work: their members without the marker (a PID
+    # namespace's init and its leader's waiter start with an empty
+    # environment) are counted too.
+    sessions = {session_of(p) for p, _ in work_processes(marker)} - {None}
     daemon = [p for p, c in started_by(marker) if c.endswith("daemon --spawned") or " daemon" in c]
     guardian = [p for p, c in started_by(marker) if "__guardian" in c]
     for pid in guardian + daemon:
         os.kill(pid, signal.SIGKILL)
     bridge.proc.wait()
     deadline = time.monotonic() + SETTLE_S
-    while time.monotonic() < deadline and work_processes(marker):
+    left = lambda: sorted(set(work_processes(marker)) | set(in_sessions(sessions)))
+    while time.monotonic() < deadline and left():
         time.sleep(0.05)  # sleep-ok: the kernel's and the survivors' time to end, bounded
     shutil.rmtree(env["DSH_RUNTIME_DIR"], ignore_errors=True)
-    return kill_left(work_processes(marker))
+    return kill_left(left())
 
 
 def main():
