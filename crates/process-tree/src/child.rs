@@ -16,7 +16,10 @@
 //!
 //! * only reads what the parent prepared (argument and environment
 //!   vectors, candidate paths, descriptors) and writes only its own stack
-//!   and the one failure slot the parent reads after `clone` returns;
+//!   and the slots (a failure, the program's pid) the parent reads after
+//!   `clone` returns (the init and the program's process that a leader
+//!   starts for a PID namespace share this memory too, and keep the same
+//!   rules);
 //! * allocates nothing, takes no lock and never panics (the steps' own
 //!   contract: a panic would run the host's panic hook on the host's
 //!   memory); a child that dies before `exec` all the same fails the

@@ -108,8 +108,12 @@ fn on_spawner<T: Send + 'static>(job: impl FnOnce() -> T + Send + 'static) -> Op
 /// `posix_spawn` starts one, not forked: no copy of the host's page tables
 /// (see the `child` module). In the child, in this order: the standard
 /// streams, the working directory, `setsid`, every signal's default
-/// action, the parent-death signal, the site's steps, the host's steps,
-/// an empty signal mask, `exec`.
+/// action, the parent-death signal, the site's steps
+/// ([`SessionCommand::pre_exec`]); with a PID namespace, its entry step
+/// and the namespace (see [`crate::pidns`]: the rest runs in the
+/// program's process inside it, in a process group of its own); the
+/// program's steps ([`SessionCommand::program_pre_exec`]), the host's
+/// steps, an empty signal mask, `exec`.
 pub struct SessionCommand {
     program: OsString,
     args: Vec<OsString>,
