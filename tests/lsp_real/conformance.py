@@ -131,6 +131,15 @@ class BuildLoop:
         while not self.stop_event.is_set():
             for cmd in self._commands():
                 r = self._run(cmd)
+                # `cargo clean` removes the whole target directory, where the
+                # language server's own `cargo check` is writing meanwhile: a
+                # directory rustc removed between cargo's listing and its
+                # removal fails the clean (ENOENT). Cleaning again is what a
+                # person would do.
+                for _ in range(3):
+                    if r is None or r[0] == 0 or "clean" not in cmd or "No such file or directory" not in r[1]:
+                        break
+                    r = self._run(cmd)
                 if r is None:
                     return
                 code, stderr = r

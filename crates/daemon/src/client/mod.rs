@@ -383,6 +383,14 @@ fn check_peer(paths: &DaemonPaths, stream: &UnixStream) -> Result<(), NoAnswer> 
     if peer.is_some() && peer == recorded {
         return Ok(());
     }
+    // Pid 0: the holder is outside this process's PID namespace (this
+    // client runs in a dsh terminal or job, each in a namespace of its
+    // own), where no pid of the daemon can be compared. The daemon checks
+    // who connected, and refuses a confined client, before it reads the
+    // hello or serves anything.
+    if peer == Some(0) && recorded.is_some() {
+        return Ok(());
+    }
     let who = peer.map_or_else(|| "an unknown process".to_owned(), |p| format!("pid {p}"));
     let expected = recorded.map_or_else(
         || format!("no daemon is recorded in {}", paths.info.display()),
