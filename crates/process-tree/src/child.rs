@@ -130,6 +130,8 @@ struct Slots {
     failure: AtomicI32,
     /// The pid of the process that runs the program (0: the leader).
     program: AtomicI32,
+    /// The pid of the namespace's init (0: none).
+    init: AtomicI32,
     /// Why `unshare` of the namespaces failed (0: it did not, or was not
     /// asked for).
     unshare_errno: AtomicI32,
@@ -145,6 +147,8 @@ pub(crate) struct Started {
     pub(crate) pid: libc::pid_t,
     /// The process that runs the program (the leader without a namespace).
     pub(crate) program: libc::pid_t,
+    /// The namespace's init, a child of the host (0: no namespace).
+    pub(crate) init: libc::pid_t,
     /// Why a namespace that was asked for was not made (0: made, or not
     /// asked for).
     pub(crate) unshare_errno: i32,
@@ -310,6 +314,7 @@ impl Plan {
         let slots = Slots {
             failure: AtomicI32::new(DIED_BEFORE_EXEC),
             program: AtomicI32::new(0),
+            init: AtomicI32::new(0),
             unshare_errno: AtomicI32::new(0),
             proc_errno: AtomicI32::new(0),
             init_errno: AtomicI32::new(0),
@@ -339,14 +344,12 @@ impl Plan {
         drop(blocked);
         let pid = cloned.map_err(io::Error::from)?.as_raw();
         let errno = failure.load(Ordering::Acquire);
+        let init = slots.init.load(Ordering::Acquire);
         if errno != 0 {
-            // The child has exited (or is exiting): reap it.
-            loop {
-                // SAFETY: waitpid on our own child.
-                let rc = unsafe { libc::waitpid(pid, std::ptr::null_mut(), 0) };
-                if rc >= 0 || io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
-                    break;
-                }
+            // The child has exited (or is exiting), and so has the init it
+            // started (a child of ours too), which it killed: reap both.
+            for child in [pid, init].into_iter().filter(|&p| p > 0) {
+                reap_child(child);
             }
             return Err(if errno == DIED_BEFORE_EXEC {
                 io::Error::other("the new process died before it could run the program")
@@ -359,6 +362,7 @@ impl Plan {
         Ok(Started {
             pid,
             program: if program > 0 { program } else { pid },
+            init: if program > 0 { init } else { 0 },
             unshare_errno: slots.unshare_errno.load(Ordering::Acquire),
             proc_errno: if program > 0 {
                 slots.proc_errno.load(Ordering::Acquire)
@@ -366,6 +370,17 @@ impl Plan {
                 0
             },
         })
+    }
+}
+
+/// Waits for our own child `pid` to exit and reaps it.
+fn reap_child(pid: libc::pid_t) {
+    loop {
+        // SAFETY: waitpid on our own child.
+        let rc = unsafe { libc::waitpid(pid, std::ptr::null_mut(), 0) };
+        if rc >= 0 || io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
+            break;
+        }
     }
 }
 
@@ -484,8 +499,8 @@ fn run_program(plan: &Plan, failure: &AtomicI32) -> Result<std::convert::Infalli
 struct InitArgs<'a> {
     plan: &'a NamespacePlan,
     slots: &'a Slots,
-    /// A pidfd of the leader (-1 without pidfds).
-    leader: RawFd,
+    /// A pidfd of the host, the init's parent (-1 without pidfds).
+    host: RawFd,
     /// Whether the new mount namespace stopped sending mounts back, so
     /// mounting `/proc` in it changes nothing outside.
     may_mount: bool,
@@ -518,38 +533,40 @@ fn namespaced(
         )
     } == 0;
     // SAFETY: plain system calls.
-    let leader = unsafe { libc::syscall(libc::SYS_pidfd_open, libc::getpid(), 0) } as RawFd;
+    let host = unsafe { libc::syscall(libc::SYS_pidfd_open, libc::getppid(), 0) } as RawFd;
     let init_args = InitArgs {
         plan: ns,
         slots,
-        leader,
+        host,
         may_mount,
     };
     // SAFETY: the init runs `init_child` on the spare stack, reads
     // `init_args` and writes the slots, and `exec`s or exits before
-    // `clone` returns (CLONE_VFORK).
+    // `clone` returns (CLONE_VFORK). CLONE_PARENT makes it the host's
+    // child (a sibling of the leader): it outlives the leader until the
+    // host has ended what the program left, and dies with the host.
     let init = unsafe {
         libc::clone(
             init_child,
             stack,
-            libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+            libc::CLONE_VM | libc::CLONE_VFORK | libc::CLONE_PARENT | libc::SIGCHLD,
             (&raw const init_args).cast_mut().cast(),
         )
     };
     let errno = last_errno();
-    if leader >= 0 {
+    if host >= 0 {
         // SAFETY: our own descriptor.
-        unsafe { libc::close(leader) };
+        unsafe { libc::close(host) };
     }
     if init < 0 {
         return Err(errno);
     }
+    slots.init.store(init, Ordering::Release);
+    // The host reaps the init (its child) when the start fails.
     let end_init = || {
-        // SAFETY: our own unreaped child.
-        unsafe {
-            libc::kill(init, libc::SIGKILL);
-            libc::waitpid(init, std::ptr::null_mut(), 0);
-        }
+        // SAFETY: the init this process started, not yet reaped (the host
+        // reaps it only after this process has exited).
+        unsafe { libc::kill(init, libc::SIGKILL) };
     };
     let init_errno = slots.init_errno.load(Ordering::Acquire);
     if init_errno != 0 {
@@ -580,14 +597,12 @@ fn namespaced(
         return Err(failed);
     }
     slots.program.store(program, Ordering::Release);
-    let (mut program_text, mut init_text) = ([0u8; 16], [0u8; 16]);
+    let mut program_text = [0u8; 16];
     crate::pidns::write_pid(&mut program_text, program);
-    crate::pidns::write_pid(&mut init_text, init);
     let argv = [
         crate::pidns::HELPER_NAME.as_ptr(),
         crate::pidns::WAIT_ARG_C.as_ptr(),
         program_text.as_ptr().cast(),
-        init_text.as_ptr().cast(),
         std::ptr::null(),
     ];
     let envp: [*const libc::c_char; 1] = [std::ptr::null()];
@@ -610,7 +625,8 @@ fn namespaced(
 }
 
 /// The init, from `clone` to `exec` of the helper: armed to die with the
-/// leader, it mounts the namespace's `/proc`. Async-signal-safe.
+/// host (its parent), it mounts the namespace's `/proc`.
+/// Async-signal-safe.
 extern "C" fn init_child(arg: *mut libc::c_void) -> libc::c_int {
     // SAFETY: `arg` points at the leader's `InitArgs`, alive until this
     // process `exec`s or exits (the leader waits: CLONE_VFORK).
@@ -625,15 +641,15 @@ extern "C" fn init_child(arg: *mut libc::c_void) -> libc::c_int {
             0,
         )
     };
-    if args.leader >= 0 {
-        // The leader may have been killed before the signal was armed.
-        let mut leader = libc::pollfd {
-            fd: args.leader,
+    if args.host >= 0 {
+        // The host may have died before the signal was armed.
+        let mut host = libc::pollfd {
+            fd: args.host,
             events: libc::POLLIN,
             revents: 0,
         };
         // SAFETY: poll on one local pollfd, without waiting.
-        if unsafe { libc::poll(&mut leader, 1, 0) } > 0 {
+        if unsafe { libc::poll(&mut host, 1, 0) } > 0 {
             // SAFETY: plain system call.
             unsafe { libc::_exit(1) };
         }

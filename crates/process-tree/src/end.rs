@@ -161,8 +161,18 @@ pub fn signal_session(sid: i32, signal: Signal) -> usize {
 /// graces. The caller must know `sid` is still the session it means (see
 /// [`signal_session`]); [`crate::Leader::end_session`] does.
 pub fn end_session(sid: i32, steps: &[Step]) -> Result<EndReport, Survivors> {
+    end_members(sid, steps, &|| live_session_members(sid))
+}
+
+/// [`end_session`] for the processes `members` lists each time it is
+/// called (the live ones), named `sid`'s in a report.
+pub(crate) fn end_members(
+    sid: i32,
+    steps: &[Step],
+    members: &dyn Fn() -> Vec<ProcessInfo>,
+) -> Result<EndReport, Survivors> {
     let mut report = EndReport::default();
-    let first = live_session_members(sid);
+    let first = members();
     if first.is_empty() {
         // The common case after a command exits on its own: one scan.
         return Ok(report);
@@ -186,18 +196,18 @@ pub fn end_session(sid: i32, steps: &[Step]) -> Result<EndReport, Survivors> {
         }
         report.signals_sent.push(step.signal);
         last_signal = Some(step.signal);
-        if wait_until_empty(sid, step.grace) {
+        if wait_until_none(members, step.grace) {
             live = Vec::new();
             break;
         }
-        live = live_session_members(sid);
+        live = members();
         if live.is_empty() {
             break;
         }
     }
     crate::reap::reap_adopted();
     if !live.is_empty() {
-        live = live_session_members(sid);
+        live = members();
     }
     for p in &live {
         note(p, false);
@@ -229,10 +239,16 @@ pub fn end_session(sid: i32, steps: &[Step]) -> Result<EndReport, Survivors> {
 /// Polls until session `sid` has no live member or `grace` passes; true
 /// when it emptied. Polls tightly at first and backs off.
 pub fn wait_until_empty(sid: i32, grace: Duration) -> bool {
+    wait_until_none(&|| live_session_members(sid), grace)
+}
+
+/// Polls until `members` lists nothing or `grace` passes; true when it
+/// did.
+pub(crate) fn wait_until_none(members: &dyn Fn() -> Vec<ProcessInfo>, grace: Duration) -> bool {
     let deadline = Instant::now() + grace;
     let mut pause = Duration::from_micros(200);
     loop {
-        if live_session_members(sid).is_empty() {
+        if members().is_empty() {
             return true;
         }
         let now = Instant::now();

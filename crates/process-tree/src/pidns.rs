@@ -19,18 +19,25 @@
 //!   *waiter* — this helper binary with [`WAIT_ARG`] — which waits for the
 //!   program and exits the way it did (the same code, or killed by the same
 //!   signal), so the host sees what it always saw;
-//! * the *init* (pid 1 inside): armed to die with the leader, it mounts the
-//!   namespace's own `/proc` (so `ps`, `kill` and pid files inside agree)
-//!   and becomes this binary with [`INIT_ARG`], which only reaps orphans;
+//! * the *init* (pid 1 inside), started with `CLONE_PARENT` so that it is
+//!   the host's child, not the leader's: armed to die with the host, it
+//!   mounts the namespace's own `/proc` (so `ps`, `kill` and pid files
+//!   inside agree) and becomes this binary with [`INIT_ARG`], which only
+//!   reaps orphans;
 //! * the *program* (pid 2 inside), in a process group of its own that it
 //!   puts in the terminal's foreground, runs the program's steps (the
 //!   sandbox's restrictions) and `exec`s it.
 //!
-//! When the program exits the waiter kills the init, so what the program
-//! left running ends with it, as it did when the host ended the session
-//! after the leader's exit. When the host dies, its spawner thread's death
-//! kills the leader (parent-death signal), whose death kills the init
-//! (parent-death signal), whose death makes the kernel kill the rest.
+//! When the program exits, so does the waiter, and the host ends what the
+//! program left as it always did — with its escalation, and counted
+//! ("1 background process(es) still running at exit were ended") — but
+//! now also what left the session inside the namespace (`setsid cmd &`),
+//! and then kills the init ([`crate::Leader::end_session`]). The init
+//! outlives the leader for that: were it the leader's child, its death
+//! signal would end the namespace, unsignalled and uncounted, the moment
+//! the program exits. When the host dies, its spawner thread's death
+//! kills the leader and the init (parent-death signals), and the init's
+//! death makes the kernel kill the rest.
 //!
 //! **Cost.** Two more `clone`s sharing the host's memory (as the leader's
 //! own) and two `exec`s of this binary, which does nothing before its
@@ -107,8 +114,7 @@ pub fn run_helper_if_asked() {
                     .and_then(|a| a.to_str().and_then(|a| a.parse::<libc::pid_t>().ok()))
                     .unwrap_or(0)
             };
-            let (program, init) = (pid(), pid());
-            wait_main(program, init)
+            wait_main(pid())
         }
         Some(_) | None => {}
     }
@@ -122,7 +128,8 @@ fn close_all() {
 }
 
 /// The namespace's init: reaps every orphan the namespace gives it until
-/// it is killed (by the waiter, or by its parent-death signal). Every
+/// it is killed (by the host once it has ended what the program left, or
+/// by its parent-death signal). Every
 /// signal stays blocked (as the leader left them): as pid 1 it ignores
 /// what it does not catch anyway.
 fn init_main() -> ! {
@@ -146,12 +153,11 @@ fn init_main() -> ! {
     }
 }
 
-/// The leader's waiter: waits for the program, then kills the init (and
-/// with it whatever the program left), and exits as the program did.
-/// Every signal stays blocked (as the leader left them), so a Ctrl-C or a
+/// The leader's waiter: waits for the program and exits as it did. Every
+/// signal stays blocked (as the leader left them), so a Ctrl-C or a
 /// SIGTERM to the session reaches the program only; SIGKILL ends the
-/// waiter, and its death the namespace.
-fn wait_main(program: libc::pid_t, init: libc::pid_t) -> ! {
+/// waiter (the program, orphaned, is the init's then).
+fn wait_main(program: libc::pid_t) -> ! {
     close_all();
     let no_core = libc::rlimit {
         rlim_cur: 0,
@@ -161,7 +167,7 @@ fn wait_main(program: libc::pid_t, init: libc::pid_t) -> ! {
     // must not write a core file of the waiter.
     unsafe { libc::setrlimit(libc::RLIMIT_CORE, &no_core) };
     let mut program_status = None;
-    if program <= 0 || init <= 0 {
+    if program <= 0 {
         // SAFETY: plain system call.
         unsafe { libc::_exit(127) };
     }
@@ -171,8 +177,6 @@ fn wait_main(program: libc::pid_t, init: libc::pid_t) -> ! {
         let rc = unsafe { libc::waitpid(-1, &mut status, 0) };
         if rc == program {
             program_status = Some(status);
-            // SAFETY: our own unreaped child.
-            unsafe { libc::kill(init, libc::SIGKILL) };
         } else if rc < 0 {
             if io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
                 continue;

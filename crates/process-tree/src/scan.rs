@@ -137,6 +137,79 @@ pub fn live_session_members(sid: i32) -> Vec<ProcessInfo> {
         .collect()
 }
 
+/// The live processes descended from `root` (not `root` itself), when
+/// `root` is still the process it names (its pid and start time): what
+/// runs in a PID namespace whose init `root` is, a session left with
+/// `setsid` included. Follows each process's `children` lists; where the
+/// kernel has none (built without them), reads every `stat` once.
+pub fn live_descendants(root: &ProcessInfo) -> Vec<ProcessInfo> {
+    let same = |p: &ProcessInfo| p.start_time == root.start_time && !p.is_zombie();
+    if !process_info(root.pid).is_some_and(|p| same(&p)) {
+        return Vec::new();
+    }
+    let mut found = Vec::new();
+    let mut todo = vec![root.pid];
+    // Bounded by the process table: a pid is listed under one parent.
+    let mut seen = std::collections::BTreeSet::new();
+    while let Some(parent) = todo.pop() {
+        let Some(children) = children_of(parent) else {
+            return descendants_by_scan(root);
+        };
+        for child in children {
+            if !seen.insert(child) {
+                continue;
+            }
+            if let Some(info) = process_info(child).filter(|p| p.ppid == parent) {
+                if !info.is_zombie() {
+                    found.push(info);
+                }
+                todo.push(child);
+            }
+        }
+    }
+    found
+}
+
+/// The children of `pid` from its threads' `children` lists; `None` when
+/// the kernel keeps no such list (a process that is gone has none).
+fn children_of(pid: i32) -> Option<Vec<i32>> {
+    let tasks = match fs::read_dir(format!("/proc/{pid}/task")) {
+        Ok(tasks) => tasks,
+        Err(_) => return Some(Vec::new()),
+    };
+    let mut children = Vec::new();
+    for task in tasks.flatten() {
+        match fs::read_to_string(task.path().join("children")) {
+            Ok(text) => children.extend(
+                text.split_whitespace()
+                    .filter_map(|p| p.parse::<i32>().ok()),
+            ),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && task.path().exists() => {
+                return None;
+            }
+            Err(_) => {}
+        }
+    }
+    Some(children)
+}
+
+/// [`live_descendants`] from one read of every process.
+fn descendants_by_scan(root: &ProcessInfo) -> Vec<ProcessInfo> {
+    let all = all_processes();
+    let mut found: Vec<ProcessInfo> = Vec::new();
+    let mut parents = vec![root.pid];
+    while let Some(parent) = parents.pop() {
+        for p in all.iter().filter(|p| p.ppid == parent) {
+            if found.iter().all(|f| f.pid != p.pid) {
+                found.push(*p);
+                parents.push(p.pid);
+            }
+        }
+    }
+    found.retain(|p| !p.is_zombie());
+    found
+}
+
 /// The longest command line [`command_line`] returns, in characters.
 const COMMAND_CHARS: usize = 80;
 

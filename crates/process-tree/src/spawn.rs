@@ -26,12 +26,13 @@ use std::process::Command;
 use std::process::{ChildStderr, ChildStdin, ChildStdout, ExitStatus};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
+use std::time::Duration;
 
 use nix::sys::signal::Signal;
 
 use crate::child::{ChildIo, NamespacePlan, Plan, Request, Started};
 use crate::end::{EndReport, Step, Survivors, pidfd_open};
-use crate::scan::{ProcessInfo, live_session_members, process_info};
+use crate::scan::{ProcessInfo, live_descendants, live_session_members, process_info};
 
 /// A step run in the child between its start and `exec`.
 ///
@@ -289,7 +290,8 @@ impl SessionCommand {
     }
 
     /// Runs the program in a PID namespace of its own whose init dies with
-    /// the leader, so that the kernel ends every process of the session
+    /// the host (or when [`Leader::end_session`] is done with the rest),
+    /// so that the kernel ends every process of the session
     /// when the host dies, whatever else dies with it (see the `pidns`
     /// module). `enter` runs in the leader after its own steps, before the
     /// namespace is made: a step that gives the right to make one (a
@@ -402,6 +404,10 @@ fn spawn_here(command: SessionCommand, parent_death: Option<Signal>) -> io::Resu
     drop(held);
     let [stdin, stdout, stderr] = plan.into_parent_ends();
     let pidfd = pidfd_open(pid).ok();
+    // A member of the session (and our child) until the leader ends it.
+    let init = (started.init > 0)
+        .then(|| process_info(started.init))
+        .flatten();
     crate::guardian::session_started(pid, start_time);
     Ok(Spawned {
         program: started.program,
@@ -409,6 +415,7 @@ fn spawn_here(command: SessionCommand, parent_death: Option<Signal>) -> io::Resu
             pid,
             start_time,
             pidfd,
+            init,
             state: Mutex::new(LeaderState::default()),
         },
         stdin: stdin.map(ChildStdin::from),
@@ -457,6 +464,10 @@ pub struct Leader {
     pid: i32,
     start_time: u64,
     pidfd: Option<OwnedFd>,
+    /// The init of the program's PID namespace, if it has one: a member
+    /// of the session that outlives the leader until [`Leader::end_session`]
+    /// has ended the rest (see [`crate::pidns`]).
+    init: Option<ProcessInfo>,
     state: Mutex<LeaderState>,
 }
 
@@ -537,12 +548,45 @@ impl Leader {
         Ok(*self.state().exit.get_or_insert(status))
     }
 
-    /// The live processes of the session (none once reaped).
+    /// The live processes of the session (none once reaped): with a PID
+    /// namespace, every process in it but its init, the ones that left
+    /// the session included.
     pub fn members(&self) -> Vec<ProcessInfo> {
         if self.state().reaped {
             return Vec::new();
         }
-        live_session_members(self.pid)
+        self.live_members()
+    }
+
+    fn live_members(&self) -> Vec<ProcessInfo> {
+        let mut members = live_session_members(self.pid);
+        if let Some(init) = &self.init {
+            members.retain(|p| p.pid != init.pid);
+            for p in live_descendants(init) {
+                if members.iter().all(|m| m.pid != p.pid) {
+                    members.push(p);
+                }
+            }
+        }
+        members
+    }
+
+    /// Kills the namespace's init (the kernel kills what is left in it),
+    /// waits until it has exited (at most 3 s) and reaps it.
+    fn end_init(&self) {
+        let Some(init) = &self.init else {
+            return;
+        };
+        if crate::end::signal_process(init, Signal::SIGKILL) {
+            let alive = || {
+                process_info(init.pid)
+                    .filter(|p| p.start_time == init.start_time && !p.is_zombie())
+                    .into_iter()
+                    .collect()
+            };
+            crate::end::wait_until_none(&alive, Duration::from_secs(3));
+        }
+        crate::reap::reap_adopted();
     }
 
     /// Reaped, or its session known to be over: nothing of it is ever
@@ -553,7 +597,8 @@ impl Leader {
     }
 
     /// Whether the leader has exited and no process of its session is
-    /// left alive: one pass over `/proc` (see [`crate::session_members`]).
+    /// left alive (with a PID namespace: none but its init, which is
+    /// killed then): one pass over `/proc` (see [`crate::session_members`]).
     /// Then no process can join the session again (only a member's fork
     /// could), and it is never signalled by this value again, as after
     /// [`Leader::end_session`]. False while the leader runs or a member
@@ -562,21 +607,32 @@ impl Leader {
         if self.done_with_session() {
             return true;
         }
-        if self.try_exit().is_none() || !live_session_members(self.pid).is_empty() {
+        if self.try_exit().is_none() || !self.live_members().is_empty() {
             return false;
         }
+        // Only the init is left, with nothing to reap: it ends here.
+        self.end_init();
         self.state().session_over = true;
         true
     }
 
     /// Ends every process of the session, verified (see
-    /// [`crate::end_session`]). Safe against pid reuse: the leader is held.
+    /// [`crate::end_session`]); with a PID namespace, every process in it
+    /// too (one that left the session included), and then its init. Safe
+    /// against pid reuse: the leader is held.
     /// After [`Leader::reap`] it signals nothing and reports nothing.
     pub fn end_session(&self, steps: &[Step]) -> Result<EndReport, Survivors> {
         if self.done_with_session() {
             return Ok(EndReport::default());
         }
-        let report = crate::end::end_session(self.pid, steps)?;
+        let report = match &self.init {
+            None => crate::end::end_session(self.pid, steps),
+            Some(_) => {
+                let report = crate::end::end_members(self.pid, steps, &|| self.live_members());
+                self.end_init();
+                report
+            }
+        }?;
         if self.try_exit().is_some() {
             // The leader is dead and nothing of the session is alive: no
             // process can join it again.

@@ -1,7 +1,9 @@
 //! A session whose program runs in a PID namespace of its own: the
 //! program sees itself inside (its own `/proc`), the leader exits as the
-//! program did, what the program leaves ends with it, and a SIGKILLed host
-//! with no guardian leaves nothing — the kernel ends it.
+//! program did, what the program leaves is ended and counted by the host
+//! (what left the session with `setsid` included) and the init with it,
+//! and a SIGKILLed host with no guardian leaves nothing — the kernel ends
+//! it.
 //!
 //! The binary is its own helper (init and waiter), so it has no libtest
 //! harness: `main` runs the helper when asked, then each check in turn.
@@ -37,8 +39,9 @@ fn namespaces_here() -> bool {
 }
 
 fn the_program_runs_inside_and_the_leader_exits_as_it_did() {
-    let spawned =
-        namespaced("echo $$; tr '\\0' ' ' </proc/1/cmdline; echo; sleep 1000 & echo $!; exit 3");
+    let spawned = namespaced(
+        "echo $$; tr '\\0' ' ' </proc/1/cmdline; echo; sleep 1000 >/dev/null & echo $!; exit 3",
+    );
     let mut out = String::new();
     let leader = spawned.leader;
     BufReader::new(spawned.stdout.unwrap())
@@ -63,8 +66,47 @@ fn the_program_runs_inside_and_the_leader_exits_as_it_did() {
     } else {
         assert_eq!(spawned.program, leader.pid());
     }
-    // The background `sleep` ended with the program: nothing is left.
-    until("the session to be over", || leader.session_is_over());
+    // The background `sleep` outlives the program until the host ends
+    // it, as without a namespace: it is counted, and then nothing is left.
+    let report = leader.end_session(process_tree::TERM_THEN_KILL).unwrap();
+    let ended: Vec<&str> = report.ended.iter().map(|m| m.command.as_str()).collect();
+    assert_eq!(ended, ["sleep 1000"], "{report:?}");
+    assert!(leader.session_is_over());
+    assert_eq!(inits(), 0, "the init is gone");
+    leader.reap();
+}
+
+/// The live namespace inits this process started.
+fn inits() -> usize {
+    let me = std::process::id() as i32;
+    process_tree::all_processes()
+        .iter()
+        .filter(|p| p.ppid == me && !p.is_zombie())
+        .filter(|p| process_tree::command_line(p.pid).contains(process_tree::pidns::INIT_ARG))
+        .count()
+}
+
+fn what_left_the_session_inside_the_namespace_is_ended_and_counted() {
+    // The program waits until the sleep has a session of its own (field 6
+    // of its stat), then exits.
+    let spawned = namespaced(
+        "setsid sleep 1002 >/dev/null & until [ \"$(cut -d' ' -f6 /proc/$!/stat)\" = \"$!\" ]; do :; done",
+    );
+    let leader = spawned.leader;
+    assert_eq!(leader.wait_exit().unwrap().code(), Some(0));
+    let members: Vec<String> = leader
+        .members()
+        .iter()
+        .map(|p| process_tree::command_line(p.pid))
+        .collect();
+    assert_eq!(members, ["sleep 1002"]);
+    assert!(!leader.session_is_over(), "a process still runs inside");
+    let report = leader.end_session(process_tree::TERM_THEN_KILL).unwrap();
+    let ended: Vec<&str> = report.ended.iter().map(|m| m.command.as_str()).collect();
+    assert_eq!(ended, ["sleep 1002"], "{report:?}");
+    // SIGTERM was enough: it was asked to end before it was killed.
+    assert_eq!(report.signals_sent, [nix::sys::signal::Signal::SIGTERM]);
+    assert_eq!(inits(), 0, "the init is gone");
     leader.reap();
 }
 
@@ -73,7 +115,9 @@ fn a_program_killed_by_a_signal_kills_its_leader_the_same_way() {
     let leader = spawned.leader;
     let status = leader.wait_exit().unwrap();
     assert_eq!(status.signal(), Some(libc::SIGTERM), "{status:?}");
+    // Nothing else ran: the session is over, and the init ended with it.
     until("the session to be over", || leader.session_is_over());
+    assert_eq!(inits(), 0, "the init is gone");
     leader.reap();
 }
 
@@ -128,10 +172,14 @@ fn main() {
         host();
     }
     process_tree::become_subreaper().unwrap();
-    let checks: [(&str, fn()); 3] = [
+    let checks: [(&str, fn()); 4] = [
         (
             "the_program_runs_inside_and_the_leader_exits_as_it_did",
             the_program_runs_inside_and_the_leader_exits_as_it_did,
+        ),
+        (
+            "what_left_the_session_inside_the_namespace_is_ended_and_counted",
+            what_left_the_session_inside_the_namespace_is_ended_and_counted,
         ),
         (
             "a_program_killed_by_a_signal_kills_its_leader_the_same_way",
@@ -146,7 +194,10 @@ fn main() {
         println!("not root: sessions run without a PID namespace here");
     }
     for (name, check) in checks {
-        if !namespaces_here() && name.starts_with("a_sigkilled") {
+        // Without one, a process that left the session is not the
+        // session's to end, and only the guardian outlives a killed host.
+        if !namespaces_here() && (name.starts_with("a_sigkilled") || name.starts_with("what_left"))
+        {
             println!("test {name} ... skipped (needs a PID namespace)");
             continue;
         }

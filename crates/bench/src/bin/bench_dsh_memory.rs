@@ -10,8 +10,11 @@
 //!   that leaves the terminal's session but keeps the terminal open) →
 //!   `terminal_close`.
 //!
-//! The escaped sleeps are not dsh's to end; the benchmark kills them at the
-//! end and checks that dsh reaps every one (no zombie). Each scenario runs
+//! Where the terminal's processes run in a PID namespace of their own (the
+//! default where the kernel allows it), the close ends the escaped sleep
+//! with the namespace; without one, the escaped sleeps are not dsh's to
+//! end, and the benchmark kills whatever is left at the end and checks
+//! that dsh reaps every one (no zombie). Each scenario runs
 //! in a fresh server whose working directory is an empty temp dir (so no
 //! language server starts). `--quick` runs 10 and 100 cycles.
 //!
@@ -210,7 +213,8 @@ impl Scenario {
         server.call("terminal_send", json!({ "id": id, "text": text }))?;
         if self == Scenario::Escape {
             // `setsid` forks first: wait until the sleep has left the
-            // terminal's session (adopted by dsh), or the close ends it.
+            // terminal's session (adopted by dsh or by the namespace's
+            // init), or the close ends it.
             let deadline = Instant::now() + Duration::from_secs(10);
             while escaped(server.pid()).len() <= escaped_before {
                 if Instant::now() > deadline {
@@ -227,12 +231,26 @@ impl Scenario {
     }
 }
 
-/// Escaped sleeps adopted by the server, in sessions of their own.
+/// Escaped sleeps under the server (adopted by it, or by the init of a
+/// terminal's PID namespace), in sessions of their own.
 fn escaped(pid: i32) -> Vec<process_tree::ProcessInfo> {
-    process_tree::all_processes()
-        .into_iter()
-        .filter(|p| p.ppid == pid && p.sid == p.pid && !p.is_zombie())
+    let all = process_tree::all_processes();
+    let parent: std::collections::HashMap<i32, i32> = all.iter().map(|p| (p.pid, p.ppid)).collect();
+    let under_server = |mut p: i32| {
+        // Bounded: a parent chain is never longer than the process table.
+        for _ in 0..all.len() {
+            match parent.get(&p) {
+                Some(&pp) if pp == pid => return true,
+                Some(&pp) if pp > 1 => p = pp,
+                _ => return false,
+            }
+        }
+        false
+    };
+    all.iter()
+        .filter(|p| p.sid == p.pid && !p.is_zombie() && under_server(p.pid))
         .filter(|p| process_tree::command_line(p.pid) == "sleep 1e9")
+        .cloned()
         .collect()
 }
 
@@ -270,7 +288,7 @@ fn run(bin: &Path, scenario: Scenario, checkpoints: &[usize]) -> Result<Vec<Stri
         std::thread::sleep(SETTLE);
         rows.push(row(
             scenario,
-            &format!("{count} escaped sleeps killed"),
+            &format!("{count} escaped sleeps left, killed"),
             reading(pid)?,
             Some(idle),
         ));

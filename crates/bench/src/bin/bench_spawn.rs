@@ -81,8 +81,8 @@ fn namespaced() {
     );
     assert!(spawned.leader.wait_exit().unwrap().success());
     while !spawned.leader.session_is_over() {
-        // The waiter exits as soon as the program has; the init is being
-        // killed then, and is gone a moment later.
+        // The waiter exits as soon as the program has; the init is killed
+        // by the first look that finds nothing else.
         std::thread::yield_now();
     }
     assert!(spawned.leader.reap().is_some());
