@@ -5,7 +5,7 @@
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use landlock::{
     ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, PathBeneath, Ruleset,
@@ -155,7 +155,7 @@ enum Watch {
 }
 
 /// Which paths a confined process may read and write, as enforced.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub(crate) struct AccessMap {
     /// Where writing is granted.
     pub(crate) write_roots: Vec<PathBuf>,
@@ -238,6 +238,11 @@ struct Inner {
     stamps: Vec<(PathBuf, Stamp, Watch)>,
     /// When the stamps were taken (nanoseconds since the epoch).
     taken_at: i128,
+    /// Whether this is the rules-only view of a preparation that confines
+    /// (see [`Prepared::rules`]).
+    view_of_confining: bool,
+    /// The rules-only view, made once.
+    rules: OnceLock<Prepared>,
 }
 
 impl Prepared {
@@ -259,7 +264,45 @@ impl Prepared {
             home: home.to_path_buf(),
             stamps: Vec::new(),
             taken_at: 0,
+            view_of_confining: false,
+            rules: OnceLock::new(),
         }))
+    }
+
+    /// This preparation's rules without what enforces them (its Landlock
+    /// ruleset, filters, guard of `connect` and namespaces): what naming a
+    /// refusal needs ([`Prepared::read_refusal`], [`Prepared::refusals`],
+    /// [`Prepared::confines`], [`Prepared::status`]), to keep for as long
+    /// as a job's or a terminal's output may be read, without holding the
+    /// guard's thread and the descriptors of a preparation that has since
+    /// been made anew. Made once per preparation. Not for spawning: its
+    /// steps confine nothing.
+    pub fn rules(&self) -> Prepared {
+        if self.0.view_of_confining || !self.confines() {
+            return self.clone();
+        }
+        self.0
+            .rules
+            .get_or_init(|| {
+                let inner = &self.0;
+                Prepared(Arc::new(Inner {
+                    status: inner.status.clone(),
+                    landlock: None,
+                    seccomp: None,
+                    guard: None,
+                    seccomp_nested: None,
+                    namespaces: None,
+                    proc_access: inner.proc_access,
+                    access: inner.access.clone(),
+                    hole_rules: inner.hole_rules.clone(),
+                    home: inner.home.clone(),
+                    stamps: Vec::new(),
+                    taken_at: inner.taken_at,
+                    view_of_confining: true,
+                    rules: OnceLock::new(),
+                }))
+            })
+            .clone()
     }
 
     /// What results report about this sandbox.
@@ -277,7 +320,10 @@ impl Prepared {
 
     /// Whether the child step confines anything (false when unconfined).
     pub fn confines(&self) -> bool {
-        self.0.landlock.is_some() || self.0.seccomp.is_some() || self.0.namespaces.is_some()
+        self.0.landlock.is_some()
+            || self.0.seccomp.is_some()
+            || self.0.namespaces.is_some()
+            || self.0.view_of_confining
     }
 
     /// The step to add to a `Command`'s `pre_exec` chain, after every
@@ -748,6 +794,8 @@ fn build(
         home,
         stamps,
         taken_at,
+        view_of_confining: false,
+        rules: OnceLock::new(),
     })))
 }
 

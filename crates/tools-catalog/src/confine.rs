@@ -347,7 +347,7 @@ impl Confinement {
     ) -> Result<ReadRules, ToolError> {
         let spawn = self.prepare(root, base, false).await?;
         Ok(ReadRules {
-            prepared: spawn.prepared,
+            prepared: spawn.prepared.rules(),
         })
     }
 

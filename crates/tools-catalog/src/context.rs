@@ -135,8 +135,11 @@ impl Runtime {
         });
     }
 
-    /// Remembers a sandbox under its id (a job's, or a terminal's).
-    pub(crate) fn remember(&self, sandbox: JobSandbox) {
+    /// Remembers a sandbox under its id (a job's, or a terminal's): its
+    /// rules only (see [`sandbox::Prepared::rules`]), so that what is
+    /// remembered holds no thread or descriptor of the sandbox.
+    pub(crate) fn remember(&self, mut sandbox: JobSandbox) {
+        sandbox.prepared = sandbox.prepared.rules();
         if let Ok(mut kept) = self.sandboxes.lock() {
             if kept.len() >= SANDBOXES_KEPT {
                 kept.pop_front();
