@@ -401,13 +401,17 @@ fn spawn_here(command: SessionCommand, parent_death: Option<Signal>) -> io::Resu
     // The child is ours and unreaped: its pid, stat and pidfd are its own.
     let start_time = process_info(pid).map_or(0, |p| p.start_time);
     held.insert(pid, start_time);
+    // The init, our child in the leader's session, read while the lock
+    // keeps the orphan reaper from reaping it: its pid cannot have been
+    // reused, so its start time names it.
+    let me = std::process::id() as i32;
+    let init = (started.init > 0)
+        .then(|| process_info(started.init))
+        .flatten()
+        .filter(|p| p.ppid == me && p.sid == pid);
     drop(held);
     let [stdin, stdout, stderr] = plan.into_parent_ends();
     let pidfd = pidfd_open(pid).ok();
-    // A member of the session (and our child) until the leader ends it.
-    let init = (started.init > 0)
-        .then(|| process_info(started.init))
-        .flatten();
     crate::guardian::session_started(pid, start_time);
     Ok(Spawned {
         program: started.program,
