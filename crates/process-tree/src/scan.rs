@@ -141,29 +141,39 @@ pub fn live_session_members(sid: i32) -> Vec<ProcessInfo> {
 /// `root` is still the process it names (its pid and start time): what
 /// runs in a PID namespace whose init `root` is, a session left with
 /// `setsid` included. Follows each process's `children` lists; where the
-/// kernel has none (built without them), reads every `stat` once.
+/// kernel has none (built without them), reads every `stat` once instead.
 pub fn live_descendants(root: &ProcessInfo) -> Vec<ProcessInfo> {
     let same = |p: &ProcessInfo| p.start_time == root.start_time && !p.is_zombie();
     if !process_info(root.pid).is_some_and(|p| same(&p)) {
         return Vec::new();
     }
+    // Every process, read once, when the kernel keeps no children lists.
+    let mut table: Option<Vec<ProcessInfo>> = None;
     let mut found = Vec::new();
     let mut todo = vec![root.pid];
     // Bounded by the process table: a pid is listed under one parent.
     let mut seen = std::collections::BTreeSet::new();
     while let Some(parent) = todo.pop() {
-        let Some(children) = children_of(parent) else {
-            return descendants_by_scan(root);
+        let listed = if table.is_none() {
+            children_of(parent)
+        } else {
+            None
         };
-        for child in children {
-            if !seen.insert(child) {
-                continue;
-            }
-            if let Some(info) = process_info(child).filter(|p| p.ppid == parent) {
-                if !info.is_zombie() {
-                    found.push(info);
+        let children: Vec<ProcessInfo> = match listed {
+            Some(pids) => pids.into_iter().filter_map(process_info).collect(),
+            None => table
+                .get_or_insert_with(all_processes)
+                .iter()
+                .filter(|p| p.ppid == parent)
+                .copied()
+                .collect(),
+        };
+        for child in children.into_iter().filter(|p| p.ppid == parent) {
+            if seen.insert(child.pid) {
+                if !child.is_zombie() {
+                    found.push(child);
                 }
-                todo.push(child);
+                todo.push(child.pid);
             }
         }
     }
@@ -191,23 +201,6 @@ fn children_of(pid: i32) -> Option<Vec<i32>> {
         }
     }
     Some(children)
-}
-
-/// [`live_descendants`] from one read of every process.
-fn descendants_by_scan(root: &ProcessInfo) -> Vec<ProcessInfo> {
-    let all = all_processes();
-    let mut found: Vec<ProcessInfo> = Vec::new();
-    let mut parents = vec![root.pid];
-    while let Some(parent) = parents.pop() {
-        for p in all.iter().filter(|p| p.ppid == parent) {
-            if found.iter().all(|f| f.pid != p.pid) {
-                found.push(*p);
-                parents.push(p.pid);
-            }
-        }
-    }
-    found.retain(|p| !p.is_zombie());
-    found
 }
 
 /// The longest command line [`command_line`] returns, in characters.

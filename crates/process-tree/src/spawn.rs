@@ -629,14 +629,9 @@ impl Leader {
         if self.done_with_session() {
             return Ok(EndReport::default());
         }
-        let report = match &self.init {
-            None => crate::end::end_session(self.pid, steps),
-            Some(_) => {
-                let report = crate::end::end_members(self.pid, steps, &|| self.live_members());
-                self.end_init();
-                report
-            }
-        }?;
+        let report = crate::end::end_members(self.pid, steps, &|| self.live_members());
+        self.end_init();
+        let report = report?;
         if self.try_exit().is_some() {
             // The leader is dead and nothing of the session is alive: no
             // process can join it again.

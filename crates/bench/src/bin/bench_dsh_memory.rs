@@ -234,23 +234,12 @@ impl Scenario {
 /// Escaped sleeps under the server (adopted by it, or by the init of a
 /// terminal's PID namespace), in sessions of their own.
 fn escaped(pid: i32) -> Vec<process_tree::ProcessInfo> {
-    let all = process_tree::all_processes();
-    let parent: std::collections::HashMap<i32, i32> = all.iter().map(|p| (p.pid, p.ppid)).collect();
-    let under_server = |mut p: i32| {
-        // Bounded: a parent chain is never longer than the process table.
-        for _ in 0..all.len() {
-            match parent.get(&p) {
-                Some(&pp) if pp == pid => return true,
-                Some(&pp) if pp > 1 => p = pp,
-                _ => return false,
-            }
-        }
-        false
-    };
-    all.iter()
-        .filter(|p| p.sid == p.pid && !p.is_zombie() && under_server(p.pid))
+    process_tree::process_info(pid)
+        .map(|server| process_tree::live_descendants(&server))
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|p| p.sid == p.pid)
         .filter(|p| process_tree::command_line(p.pid) == "sleep 1e9")
-        .cloned()
         .collect()
 }
 
