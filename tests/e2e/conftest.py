@@ -164,20 +164,25 @@ async def connect(env, *args, cwd=None, errlog=None, **session_kwargs):
         async with anyio.create_task_group() as tg:
             async with stdio_client(params, errlog=errlog) as (read, write):
                 to_session, session_read = anyio.create_memory_object_stream(0)
-                tg.start_soon(deliver_until_the_server_exits, read, to_session)
+                gone = anyio.Event()
+                tg.start_soon(deliver_until_the_server_exits, read, to_session, None, gone)
                 async with ClientSession(session_read, write, **session_kwargs) as session:
                     # the server's answer, for tests of the handshake itself
                     session.initialize_result = await session.initialize()
+                    # set once the server has closed its output (it ended
+                    # the connection, or exited)
+                    session.server_gone = gone
                     yield session
 
 
-async def deliver_until_the_server_exits(read, to_session, dropped=None):
+async def deliver_until_the_server_exits(read, to_session, dropped=None, gone=None):
     """Hands the server's messages to the client session, and once the
     session has closed keeps reading them until the server exits, dropping
-    them (into `dropped`, when given). A server may send a notification at
-    any time (a job settling as the test ends); the SDK's stdio transport
-    fails with BrokenResourceError when a message arrives after the session
-    stopped reading, so something must read until the end."""
+    them (into `dropped`, when given); then sets `gone` (an event), when
+    given. A server may send a notification at any time (a job settling as
+    the test ends); the SDK's stdio transport fails with
+    BrokenResourceError when a message arrives after the session stopped
+    reading, so something must read until the end."""
     async with to_session:
         try:
             async for message in read:
@@ -189,6 +194,9 @@ async def deliver_until_the_server_exits(read, to_session, dropped=None):
                         dropped.append(message)
         except anyio.ClosedResourceError:
             pass  # the transport closed its end as the server exited
+        finally:
+            if gone is not None:
+                gone.set()
 
 
 def text_of(result) -> str:

@@ -206,7 +206,8 @@ async def test_racing_resumes_never_split_the_work(isolated_env, tmp_path):
     """Three connections present the same key at once — clients whose
     streams died without a word, all reconnecting — first while the key's
     connection still seems open (a take-over), then while the work is
-    detached. Each is answered with the whole work, the retryable
+    detached (its client just left, so its connection may still be
+    ending). Each is answered with the whole work, the retryable
     `RESUME_BUSY`, or (taken over in turn by a later presenter) the end of
     its connection; the work is never split or lost, and afterwards
     exactly one connection holds all of it."""
@@ -214,13 +215,13 @@ async def test_racing_resumes_never_split_the_work(isolated_env, tmp_path):
     ws = tmp_path / "ws"
     ws.mkdir()
 
-    async def holds(s):
-        """The terminals `s` holds; None once its connection was ended."""
-        try:
-            r = await s.call_tool("terminal_list", {})
-        except (McpError, anyio.ClosedResourceError):
-            return None
-        return {t["id"] for t in ok(r)["terminals"]}
+    def holders():
+        """The work each connection the daemon counts as connected holds."""
+        return [
+            {t["id"] for t in c["terminals"]}
+            for c in ps(env)["connections"]
+            if c["terminals"] and not c.get("detached")
+        ]
 
     async with connect(env, cwd=str(ws)) as owner:
         first = ok(await owner.call_tool("terminal_open", {}))
@@ -233,25 +234,47 @@ async def test_racing_resumes_never_split_the_work(isolated_env, tmp_path):
 
                 async def resume(s):
                     try:
-                        answers.append(await s.call_tool("terminal_list", {"resume": key}))
+                        r = await s.call_tool("terminal_list", {"resume": key})
                     except (McpError, anyio.ClosedResourceError):
                         # Taken over in turn by a later presenter of the key
                         # before its own answer was sent: its connection ended.
-                        answers.append(None)
+                        r = None
+                    answers.append((s, r))
 
                 async with anyio.create_task_group() as tg:
                     for s in (c1, c2, c3):
                         tg.start_soon(resume, s)
-                for r in filter(None, answers):
+                given = [s for s, r in answers if r is not None and not r.isError]
+                assert given, answers
+                for s, r in answers:
+                    if r is None:
+                        continue
                     if r.isError:
                         assert err(r)["code"] == "RESUME_BUSY" and err(r)["retryable"], r
                     else:
                         assert {t["id"] for t in ok(r)["terminals"]} == work, r
-                assert any(r is not None and not r.isError for r in answers), answers
-                held = [h for h in [await holds(s) for s in (c1, c2, c3)] if h]
-                assert held == [work], held
-            # The holder's client left: the work is detached for the next round.
-        assert await holds(owner) is None, "the connection taken over is ended"
+                # Never split: one connection holds all of it, at once.
+                assert holders() == [work]
+                # Each presenter given the work but taken over by a later one
+                # sees its connection ended; the last one keeps it.
+                taken = len(given) - 1 + sum(r is None for _, r in answers)
+
+                async def ended():
+                    gone = [s for s, _ in answers if s.server_gone.is_set()]
+                    return (gone,) if len(gone) >= taken else None
+
+                (gone,) = await waiting.eventually(ended, "the connections taken over to end")
+                keeper = [s for s in given if s not in gone]
+                assert len(gone) == taken and len(keeper) == 1, (answers, gone)
+                mine = ok(await keeper[0].call_tool("terminal_list", {}))
+                assert {t["id"] for t in mine["terminals"]} == work
+                for s, r in answers:
+                    if r is not None and r.isError:
+                        left = ok(await s.call_tool("terminal_list", {}))
+                        assert left["terminals"] == [], "a busy presenter got nothing"
+            # The keeper's client left: the work is detached for the next round.
+        with anyio.fail_after(waiting.HANG):
+            await owner.server_gone.wait()  # the connection taken over is ended
     async with connect(env) as last:
         back = ok(await last.call_tool("terminal_list", {"resume": key}))
         assert {t["id"] for t in back["terminals"]} == work

@@ -22,12 +22,16 @@ use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 use tools_catalog::{Owner, Resume, Resumed, ToolError};
 
-use super::Host;
+use super::{ConnectionEntry, Host};
 use crate::session_log::SessionRecorder;
 
 /// Resume keys of expired agents remembered, to say "expired" rather than
 /// "unknown".
 const EXPIRED_KEPT: usize = 256;
+
+/// How long a key's presenter waits for the connection that has the key
+/// to finish ending, before it is answered `RESUME_BUSY`.
+const ENDING_WAIT: Duration = Duration::from_secs(3);
 
 /// The prefix of every resume key.
 pub const KEY_PREFIX: &str = "dsh-rk-";
@@ -187,7 +191,11 @@ impl Host {
         let taken = {
             let mut entries = self.entries();
             match entries.get(&id) {
-                Some(e) if e.detached.is_some() => entries.remove(&id),
+                Some(e) if e.detached.is_some() => entries.remove(&id).inspect(|e| {
+                    // In the same hold: a key presented meanwhile is found
+                    // either detached or expired, never unknown.
+                    self.expired.remember(current(&e.agent).1);
+                }),
                 _ => None,
             }
         };
@@ -195,8 +203,7 @@ impl Host {
         if let Some(d) = &entry.detached {
             d.cancel.cancel();
         }
-        let (owner, key) = current(&entry.agent);
-        self.expired.remember(key);
+        let owner = current(&entry.agent).0;
         let (terminals, jobs) = self.work_of(&owner).await;
         let summary = match why {
             "expire" => "the grace period ended",
@@ -282,61 +289,68 @@ impl Host {
             });
         }
         let (terminals, jobs) = self.work_of(&mine).await;
-        let found = {
-            let entries = self.entries();
-            entries
-                .iter()
-                .find(|(other, e)| **other != id && same_key(&current(&e.agent).1, key))
-                .map(|(other, e)| (*other, e.detached.is_some(), Arc::clone(&e.take_back)))
-        };
-        let Some((from, detached, from_lock)) = found else {
-            if self.expired.contains(key) {
+        let mut claim = self.claim(key, into, id, terminals + jobs > 0);
+        // A connection that is ending holds its lock for moments, until
+        // its work is detached: wait for that, a while, rather than answer
+        // busy to the client that reconnected for it.
+        let deadline = tokio::time::Instant::now() + ENDING_WAIT;
+        while let Claim::Ending(its_lock) = &claim {
+            if tokio::time::timeout_at(deadline, its_lock.lock())
+                .await
+                .is_err()
+            {
+                claim = Claim::Busy;
+                break;
+            }
+            claim = self.claim(key, into, id, terminals + jobs > 0);
+        }
+        let (from, entry, taken) = match claim {
+            Claim::Detached { from, entry, taken } => (from, entry, taken),
+            Claim::TakenOver {
+                from,
+                recorder: from_recorder,
+                closed,
+                taken,
+            } => {
+                return Ok(self
+                    .taken_over(from, from_recorder, closed, taken, id, recorder)
+                    .await);
+            }
+            Claim::Busy | Claim::Ending(_) => {
+                return Err(ToolError::retryable(
+                    "RESUME_BUSY",
+                    "the work of this key is changing hands right now; try again in a moment",
+                ));
+            }
+            Claim::NotEmpty => {
+                return Err(ToolError::new(
+                    "RESUME_NOT_EMPTY",
+                    format!(
+                        "this connection already has work of its own ({}); resume before starting any, or in a new connection",
+                        work_words(terminals, jobs)
+                    ),
+                ));
+            }
+            Claim::Unknown if self.expired.contains(key) => {
                 return Err(ToolError::new(
                     "RESUME_EXPIRED",
                     "the grace period of this resume key ended: its terminals and jobs were closed; start new ones",
                 ));
             }
-            return Err(ToolError::new(
-                "RESUME_KEY_UNKNOWN",
-                format!(
-                    "no detached work has this resume key; pass the key ({KEY_PREFIX}…) exactly as an earlier reply of yours gave it"
-                ),
-            ));
-        };
-        if terminals + jobs > 0 {
-            return Err(ToolError::new(
-                "RESUME_NOT_EMPTY",
-                format!(
-                    "this connection already has work of its own ({}); resume before starting any, or in a new connection",
-                    work_words(terminals, jobs)
-                ),
-            ));
-        }
-        if !detached {
-            return self
-                .take_over(key, from, &from_lock, into, id, recorder)
-                .await;
-        }
-        let Some(entry) = self.entries().remove(&from) else {
-            return Err(ToolError::new(
-                "RESUME_KEY_UNKNOWN",
-                "the detached work of this key was just ended or taken back",
-            ));
+            Claim::Unknown => {
+                return Err(ToolError::new(
+                    "RESUME_KEY_UNKNOWN",
+                    format!(
+                        "no detached work has this resume key; pass the key ({KEY_PREFIX}…) exactly as an earlier reply of yours gave it"
+                    ),
+                ));
+            }
         };
         let detached_for = entry
             .detached
             .as_ref()
-            .map(|d| {
-                d.cancel.cancel();
-                d.since.elapsed().unwrap_or_default()
-            })
+            .map(|d| d.since.elapsed().unwrap_or_default())
             .unwrap_or_default();
-        let taken = {
-            let mut from_agent = entry.agent.lock().unwrap_or_else(|e| e.into_inner());
-            let mut into_agent = into.lock().unwrap_or_else(|e| e.into_inner());
-            std::mem::swap(&mut *from_agent, &mut *into_agent);
-            into_agent.owner.clone()
-        };
         // The connection's own (empty) agent is over.
         self.runtime.end_owner(&mine).await;
         let (terminals, jobs) = self.work_of(&taken).await;
@@ -377,51 +391,98 @@ impl Host {
     }
 }
 
-impl Host {
-    /// Takes the agent of connection `from`, which still counts as
-    /// connected, into connection `id`: its client presented the key from
-    /// a new connection, so the old one is a stream that died without a
-    /// word (a network gone quiet keeps a connection open for as long as
-    /// the transport takes to notice). The old connection is ended; its
-    /// agent is the new connection's former, empty one.
-    async fn take_over(
-        &self,
-        key: &str,
+/// What presenting a key found. It is decided, and the agents swapped,
+/// in one hold of the connections: a key changing hands between two
+/// connections is never missed by a look in between.
+enum Claim {
+    /// No connection's agent has the key.
+    Unknown,
+    /// Found, but the presenting connection has work of its own.
+    NotEmpty,
+    /// The connection that has it is taking back work right now.
+    Busy,
+    /// The connection that has it is ending right now; it holds this lock
+    /// until its work is detached.
+    Ending(TakeBackLock),
+    /// Taken from detached connection `from`, whose entry is removed.
+    Detached {
         from: u64,
-        from_lock: &TakeBackLock,
-        into: &AgentCell,
+        entry: ConnectionEntry,
+        taken: Owner,
+    },
+    /// Taken over from connection `from`, which still counts as connected.
+    TakenOver {
+        from: u64,
+        recorder: SessionRecorder,
+        closed: CancellationToken,
+        taken: Owner,
+    },
+}
+
+/// Swaps the agents of `a` and `b`; the owner now in `b`.
+fn swap_agents(a: &AgentCell, b: &AgentCell) -> Owner {
+    let mut a = a.lock().unwrap_or_else(|e| e.into_inner());
+    let mut b = b.lock().unwrap_or_else(|e| e.into_inner());
+    std::mem::swap(&mut *a, &mut *b);
+    b.owner.clone()
+}
+
+impl Host {
+    /// Finds the connection other than `id` whose agent has `key` and,
+    /// unless `has_work`, swaps that agent into `into`.
+    fn claim(&self, key: &str, into: &AgentCell, id: u64, has_work: bool) -> Claim {
+        let mut entries = self.entries();
+        let Some((&from, entry)) = entries
+            .iter()
+            .find(|(other, e)| **other != id && same_key(&current(&e.agent).1, key))
+        else {
+            return Claim::Unknown;
+        };
+        if has_work {
+            return Claim::NotEmpty;
+        }
+        if entry.detached.is_none() {
+            // Its client presented the key from a new connection, so the old
+            // one is a stream that died without a word (a network gone quiet
+            // keeps a connection open for as long as the transport takes to
+            // notice). Unless it is ending or taking back work of its own
+            // right now: then it is not the one to take from yet.
+            let Ok(_its_turn) = entry.take_back.try_lock() else {
+                return if entry.closed.is_cancelled() {
+                    Claim::Ending(Arc::clone(&entry.take_back))
+                } else {
+                    Claim::Busy
+                };
+            };
+            return Claim::TakenOver {
+                from,
+                recorder: entry.recorder.clone(),
+                closed: entry.closed.clone(),
+                taken: swap_agents(&entry.agent, into),
+            };
+        }
+        let Some(entry) = entries.remove(&from) else {
+            return Claim::Unknown;
+        };
+        if let Some(d) = &entry.detached {
+            d.cancel.cancel();
+        }
+        let taken = swap_agents(&entry.agent, into);
+        Claim::Detached { from, entry, taken }
+    }
+
+    /// Connection `id` took over the agent `taken` of connection `from`:
+    /// records it and ends the old connection, whose agent is now the new
+    /// connection's former, empty one.
+    async fn taken_over(
+        &self,
+        from: u64,
+        from_recorder: SessionRecorder,
+        from_closed: CancellationToken,
+        taken: Owner,
         id: u64,
         recorder: &SessionRecorder,
-    ) -> Result<Resumed, ToolError> {
-        let busy = || {
-            ToolError::retryable(
-                "RESUME_BUSY",
-                "the work of this key is changing hands right now (its old connection is ending); try again in a moment",
-            )
-        };
-        // The old connection is ending or taking back work of its own right
-        // now: then it is not the one to take from yet.
-        let Ok(_its_turn) = from_lock.try_lock() else {
-            return Err(busy());
-        };
-        let (from_agent, from_recorder, from_closed) = {
-            let entries = self.entries();
-            match entries.get(&from).filter(|e| e.detached.is_none()) {
-                Some(e) => (Arc::clone(&e.agent), e.recorder.clone(), e.closed.clone()),
-                None => return Err(busy()),
-            }
-        };
-        // Under its lock, the old connection's agent is still the one whose
-        // key was presented (it did not take back another meanwhile).
-        if !same_key(&current(&from_agent).1, key) {
-            return Err(busy());
-        }
-        let taken = {
-            let mut from_agent = from_agent.lock().unwrap_or_else(|e| e.into_inner());
-            let mut into_agent = into.lock().unwrap_or_else(|e| e.into_inner());
-            std::mem::swap(&mut *from_agent, &mut *into_agent);
-            into_agent.owner.clone()
-        };
+    ) -> Resumed {
         let (terminals, jobs) = self.work_of(&taken).await;
         let old_session = from_recorder
             .session_id()
@@ -450,10 +511,10 @@ impl Host {
             "terminals and jobs taken over from an open connection"
         );
         self.changed.notify_waiters();
-        Ok(Resumed {
+        Resumed {
             owner: taken,
             detached_for: Duration::ZERO,
-        })
+        }
     }
 }
 
