@@ -144,6 +144,16 @@ async def test_dsh_answer_types_a_persons_answer_the_model_never_sees(isolated_e
     assert_nowhere(env, received)
 
 
+# Answers posted from the answer page's own script, one without the
+# page's token and one with a made-up token.
+FORGED_ANSWERS = (
+    "Promise.all([null, '0'.repeat(64)].map((t) => fetch(location.pathname, {method: 'POST', "
+    "headers: {'content-type': 'application/x-www-form-urlencoded'}, "
+    "body: 'secret=not-it' + (t ? '&page_token=' + t : '')})"
+    ".then(async (r) => [r.status, await r.text()])))"
+)
+
+
 async def test_a_person_answers_in_the_page_the_client_opens(isolated_env, tmp_path):
     """URL-mode elicitation: the client is sent to the page's answer form,
     a real browser types the passphrase; ssh-keygen asks twice (the
@@ -163,6 +173,12 @@ async def test_a_person_answers_in_the_page_the_client_opens(isolated_env, tmp_p
         await browser.ado("goto", url=params.url)
         await browser.ado("wait_text", text="Answer")
         pages.append((await browser.ado("text", selector="body"))["text"])
+        if len(asked) == 1:
+            # From this very page and with its cookie, but without the page's
+            # token (or with a made-up one): refused, and typed nowhere (a
+            # wrong passphrase typed would fail the checks below).
+            for status, text in (await browser.ado("eval", script=FORGED_ANSWERS))["value"]:
+                assert status == 403 and "UI_PAGE_TOKEN_REFUSED" in text, (status, text)
         await browser.ado("click", selector="input[name=secret]")
         await browser.ado("type", text=SECRET)
         await browser.ado("click", selector="button[type=submit]")

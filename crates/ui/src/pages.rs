@@ -895,7 +895,12 @@ pub fn move_on(to: &str, link: &str, served: bool) -> String {
 }
 
 /// The page where a person answers terminal `id`'s secret prompt.
-pub fn answer(id: &str, waiting: Option<&PromptView>, screen_line: Option<&str>) -> String {
+pub fn answer(
+    id: &str,
+    waiting: Option<&PromptView>,
+    screen_line: Option<&str>,
+    page_token: &str,
+) -> String {
     let about = match waiting {
         Some(p) => format!(
             "<p>The agent <strong>{}</strong> waits: <span class=\"mono\">{}</span> in {} asks</p><p class=\"prompt mono\">{}</p>",
@@ -915,10 +920,11 @@ pub fn answer(id: &str, waiting: Option<&PromptView>, screen_line: Option<&str>)
     };
     let body = format!(
         "<p class=\"crumbs\"><a href=\"/live\">Live</a> › <a href=\"/terminals/{0}\">{0}</a></p><h1>Answer {0}'s prompt</h1>{about}\
-<form method=\"post\" action=\"/answer/{0}\" class=\"answer\"><label>Answer <input type=\"password\" name=\"secret\" autocomplete=\"off\" autofocus required></label> \
+<form method=\"post\" action=\"/answer/{0}\" class=\"answer\"><input type=\"hidden\" name=\"page_token\" value=\"{token}\"><label>Answer <input type=\"password\" name=\"secret\" autocomplete=\"off\" autofocus required></label> \
 <button type=\"submit\">Answer</button></form>\
 <p class=\"hint\">The answer goes to the program only: the agent, its client, the session log and this page never see it.</p>",
         esc(id),
+        token = esc(page_token),
     );
     layout(&format!("Answer {id}"), "answer", Nav::Live, &[], &body)
 }

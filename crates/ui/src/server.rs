@@ -10,6 +10,8 @@
 //! | `GET /sessions/{id}/charts` | the pictures alone (refreshed by the page) |
 //! | `GET /live` | every connected agent, its terminals and jobs |
 //! | `GET /terminals/{id}` | a terminal's live screen |
+//! | `GET /answer/{id}` | the form where a person answers a terminal's secret prompt |
+//! | `POST /answer/{id}` | that answer (with the form's page token) |
 //! | `GET /jobs/{id}` | a job's status and output |
 //! | `GET /api/live` | the live list as JSON |
 //! | `GET /api/live/events` | server-sent events: the live list when it changes |
@@ -543,15 +545,20 @@ async fn not_found() -> Failure {
     )
 }
 
-async fn workspaces_page(State(app): State<Shared>) -> Result<Html<String>, Failure> {
-    let overview = app.source.overview().await?;
-    let token = app.page_tokens.mint().map_err(|e| {
+/// A fresh token for a page being rendered, which its changes carry.
+fn mint_page_token(app: &Shared) -> Result<String, Failure> {
+    app.page_tokens.mint().map_err(|e| {
         Failure::new(
             StatusCode::INTERNAL_SERVER_ERROR,
             "UI_TOKEN_FAILED",
             format!("cannot make the page's token: {e}"),
         )
-    })?;
+    })
+}
+
+async fn workspaces_page(State(app): State<Shared>) -> Result<Html<String>, Failure> {
+    let overview = app.source.overview().await?;
+    let token = mint_page_token(&app)?;
     let picker = app.source.directory_picker().capability();
     Ok(Html(pages::workspaces(
         &overview,
@@ -646,6 +653,7 @@ async fn answer_page(
     Path(id): Path<String>,
 ) -> Result<Html<String>, Failure> {
     let tid = parse_terminal(&id)?;
+    let token = mint_page_token(&app)?;
     let waiting = app.source.waiting_prompt(tid);
     let screen_line = app.source.terminals().screen_copy(tid).ok().and_then(|s| {
         s.lines
@@ -658,6 +666,7 @@ async fn answer_page(
         &tid.to_string(),
         waiting.as_ref(),
         screen_line.as_deref(),
+        &token,
     )))
 }
 
@@ -676,6 +685,18 @@ async fn answer_post(
             StatusCode::PAYLOAD_TOO_LARGE,
             "INVALID_ARGUMENT",
             format!("an answer is at most {MAX_ANSWER} bytes"),
+        ));
+    }
+    // A change, like those under /api/: it carries the token of a page
+    // this server showed (here in the form, as a form cannot set headers).
+    let by_a_page = form_field(&body, "page_token").is_some_and(|t| app.page_tokens.check(&t));
+    if !by_a_page {
+        tracing::warn!("ui: refused an answer without the token of a page of this server");
+        let refusal = guard::Refusal::PageToken;
+        return Err(Failure::new(
+            refusal.status(),
+            refusal.code(),
+            refusal.message(),
         ));
     }
     let secret = form_field(&body, "secret").ok_or_else(|| {
