@@ -381,3 +381,20 @@ def no_server_outlives_its_test():
     for pid in left:
         _end_server(pid)
     assert not left, f"dsh server(s) {left} outlived the test; they were ended"
+
+
+@pytest.fixture(autouse=True, scope="session")
+def an_empty_directory_to_run_in():
+    """The tests run in an empty directory of their own, which is the
+    session directory of every `dsh mcp` started without `cwd`: run from
+    this repository, every such session would start rust-analyzer on it
+    (its language servers start with a session in a project) and build
+    the whole workspace in the background of every test."""
+    here = os.getcwd()
+    empty = tempfile.mkdtemp(prefix="dsh-e2e-cwd-")
+    os.chdir(empty)
+    try:
+        yield
+    finally:
+        os.chdir(here)
+        shutil.rmtree(empty, ignore_errors=True)

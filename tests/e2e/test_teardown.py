@@ -132,5 +132,56 @@ async def test_a_sigkilled_server_leaves_nothing_behind(isolated_env, tmp_path, 
         raise AssertionError(f"still running after dsh was killed: {left} (before: {before})")
 
 
+@pytest.mark.parametrize("standalone", [True, False], ids=["standalone", "daemon"])
+async def test_a_language_servers_work_ends_with_a_killed_dsh_and_guardian(isolated_env, tmp_path, standalone):
+    """rust-analyzer starts `cargo check`, which runs the project's build
+    script; none of them is a terminal or a job, and none has a death
+    signal of its own. With dsh and its guardian SIGKILLed while the build
+    script runs, the kernel ends them all: the language server runs in a
+    PID namespace whose init dies with dsh."""
+    marker = str(tmp_path)
+    env = {k: v for k, v in isolated_env.items() if k != "DSH_E2E_MCP_ARGS"}
+    proj = tmp_path / "proj"
+    (proj / "src").mkdir(parents=True)
+    (proj / "Cargo.toml").write_text(
+        '[package]\nname = "slow_build"\nversion = "0.1.0"\nedition = "2021"\n'
+    )
+    (proj / "src" / "lib.rs").write_text("pub fn one() -> u32 { 1 }\n")
+    (proj / "build.rs").write_text(
+        'fn main() { let _ = std::process::Command::new("sleep").arg("1003").status(); }\n'
+    )
+    killed = False
+    before = None
+    try:
+        # The session's directory is a Cargo project: its language server
+        # starts at once, and with it the build.
+        async with connect(env, *(["--standalone"] if standalone else []), cwd=str(proj)):
+
+            async def building():
+                return any(c == "sleep 1003" for _, c in started_by(marker))
+
+            await eventually(building, "rust-analyzer's cargo to run the build script", timeout_s=120)
+            before = started_by(marker)
+            guardians = [p for p, c in before if c.endswith("__guardian")]
+            assert len(guardians) == 1, before
+            for pid in guardians + [server_pid(env, marker, standalone)]:
+                os.kill(pid, signal.SIGKILL)
+            killed = True
+            raise _ServerKilled()
+    except BaseException:  # noqa: BLE001 - whatever the broken session raises
+        if not killed:
+            raise
+    assert killed
+
+    async def all_gone():
+        return not started_by(marker)
+
+    try:
+        await eventually(all_gone, "everything dsh started to end after it was killed")
+    except AssertionError:
+        left = kill_left(started_by(marker))
+        raise AssertionError(f"still running after dsh was killed: {left} (before: {before})")
+
+
 class _ServerKilled(Exception):
     """Leaves the client's context once the server is killed on purpose."""

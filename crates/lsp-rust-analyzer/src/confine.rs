@@ -11,6 +11,11 @@ use std::sync::Arc;
 pub struct Confined {
     /// A step the server runs last before `exec`; `None`: none.
     pub pre_exec: Option<process_tree::PreExecStep>,
+    /// `Some`: the server runs in a PID namespace of its own, after this
+    /// entry step (see [`process_tree::SessionCommand::pid_namespace`]),
+    /// so what it starts (`cargo check`, a proc-macro server) ends with
+    /// it, and with the host, by the kernel's hand.
+    pub pid_namespace: Option<Option<process_tree::PreExecStep>>,
     /// The whole environment the server starts from in place of the
     /// host's (the server's configured `env` is added on top); `None`:
     /// the host's.
@@ -21,6 +26,7 @@ impl std::fmt::Debug for Confined {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Confined")
             .field("pre_exec", &self.pre_exec.is_some())
+            .field("pid_namespace", &self.pid_namespace.is_some())
             .field("env", &self.env.as_ref().map(Vec::len))
             .finish()
     }

@@ -201,8 +201,10 @@ impl Host {
             let spawn = servers
                 .prepare_blocking(root, None, false, true)
                 .map_err(|e| format!("{}: {}", e.code, e.message))?;
+            let steps = spawn.child_steps();
             Ok(lsp_rust_analyzer::Confined {
-                pre_exec: spawn.step(),
+                pre_exec: steps.program,
+                pid_namespace: steps.pid_namespace,
                 env: Some(
                     spawn
                         .env

@@ -90,18 +90,26 @@ pub(super) fn spawn(
         ),
     };
     // The one spawn path: a session of its own, killed if the host dies
-    // (and its whole session ended by the host's guardian).
+    // (and its whole session ended by the host's guardian; in a PID
+    // namespace, when the hook gives one, by the kernel even if the
+    // guardian dies too).
     // A confined server may not signal the host (the sandbox scopes
     // signals), so it cannot probe the host's pid with `kill(pid, 0)`:
-    // pyright took the EPERM for a dead client and exited. It is told
-    // no pid then; the parent-death signal and the guardian end it if
-    // the host dies.
-    let client_pid = confined.pre_exec.is_none().then(std::process::id);
+    // pyright took the EPERM for a dead client and exited. In a PID
+    // namespace the host's pid names no process at all. It is told no
+    // pid then; the parent-death signal, the guardian and the namespace
+    // end it if the host dies.
+    let client_pid =
+        (confined.pre_exec.is_none() && confined.pid_namespace.is_none()).then(std::process::id);
     // SAFETY: `setpriority` is a plain system call, async-signal-safe.
     session = unsafe { session.pre_exec(Arc::new(background_priority)) };
     if let Some(step) = confined.pre_exec {
         // SAFETY: a `Confine` hook returns async-signal-safe steps only.
         session = unsafe { session.pre_exec(step) };
+    }
+    if let Some(enter) = confined.pid_namespace {
+        // SAFETY: as above.
+        session = unsafe { session.pid_namespace(enter) };
     }
     let spawned = session.spawn().map_err(spawn_failed)?;
     let leader = Arc::new(spawned.leader);
