@@ -50,6 +50,20 @@ def started_by(marker: str):
     return found
 
 
+async def nothing_left(marker: str, before):
+    """Waits until no process dsh started (by `marker`) lives; fails naming
+    those left (and ends them), with what ran `before` the kill."""
+
+    async def all_gone():
+        return not started_by(marker)
+
+    try:
+        await eventually(all_gone, "everything dsh started to end after it was killed")
+    except AssertionError:
+        left = kill_left(started_by(marker))
+        raise AssertionError(f"still running after dsh was killed: {left} (before: {before})")
+
+
 def server_pid(env, marker: str, standalone: bool) -> int:
     """The process that serves the tools: the standalone `dsh mcp`, or the
     daemon its bridge reached."""
@@ -121,15 +135,7 @@ async def test_a_sigkilled_server_leaves_nothing_behind(isolated_env, tmp_path, 
         if not killed:
             raise
     assert killed
-
-    async def all_gone():
-        return not started_by(marker)
-
-    try:
-        await eventually(all_gone, "everything dsh started to end after it was killed")
-    except AssertionError:
-        left = kill_left(started_by(marker))
-        raise AssertionError(f"still running after dsh was killed: {left} (before: {before})")
+    await nothing_left(marker, before)
 
 
 @pytest.mark.parametrize("standalone", [True, False], ids=["standalone", "daemon"])
@@ -172,15 +178,7 @@ async def test_a_language_servers_work_ends_with_a_killed_dsh_and_guardian(isola
         if not killed:
             raise
     assert killed
-
-    async def all_gone():
-        return not started_by(marker)
-
-    try:
-        await eventually(all_gone, "everything dsh started to end after it was killed")
-    except AssertionError:
-        left = kill_left(started_by(marker))
-        raise AssertionError(f"still running after dsh was killed: {left} (before: {before})")
+    await nothing_left(marker, before)
 
 
 class _ServerKilled(Exception):
