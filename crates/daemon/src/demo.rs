@@ -699,6 +699,9 @@ async fn jobs_script(
     if (field(&killed, "outcome"), field(&killed, "status")) != ("killed", "killed") {
         bail!("job_kill of {watch} did not kill it: {}", killed.text);
     }
+    // The kill's answer and its notification travel separately; wait for
+    // the notification here so it is told where it belongs.
+    await_notices(notes, &mut seen, &[&watch]).await?;
     let reply = client
         .call(
             "terminal_send",
