@@ -75,13 +75,13 @@ def alive(pid):
     return state not in ("Z", "X")
 
 
-def daemons_of(env, marker=None):
-    """Pids of the `dsh daemon` processes whose environment holds
-    `marker` (bytes, `NAME=value`), from /proc; by default this
-    environment's runtime dir."""
+def daemons_of(env, marker=None, binary=None):
+    """Pids of the `dsh daemon` processes (of `binary`, by default the dsh
+    under test) whose environment holds `marker` (bytes, `NAME=value`),
+    from /proc; by default this environment's runtime dir."""
     if marker is None:
         marker = f"DSH_RUNTIME_DIR={env['DSH_RUNTIME_DIR']}".encode()
-    real = os.path.realpath(dsh_bin())
+    real = os.path.realpath(binary or dsh_bin())
     out = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -102,18 +102,18 @@ def daemons_of(env, marker=None):
     return out
 
 
-def stop_daemons(env, timeout=30, marker=None):
+def stop_daemons(env, timeout=30, marker=None, binary=None):
     """Stops every daemon of this environment (or whose environment holds
-    `marker`, as for daemons_of): SIGTERM (which ends its terminals and
-    jobs), then SIGKILL what is left."""
-    pids = daemons_of(env, marker)
+    `marker`, of `binary`, as for daemons_of): SIGTERM (which ends its
+    terminals and jobs), then SIGKILL what is left."""
+    pids = daemons_of(env, marker, binary)
     for pid in pids:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout
-    while daemons_of(env, marker) and time.monotonic() < deadline:
+    while daemons_of(env, marker, binary) and time.monotonic() < deadline:
         time.sleep(0.05)  # sleep-ok: polls /proc for the daemons to exit; SIGKILL follows
-    for pid in daemons_of(env, marker):
+    for pid in daemons_of(env, marker, binary):
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
 
@@ -149,14 +149,16 @@ def box(isolated_env, tmp_path):
 
 
 @contextlib.asynccontextmanager
-async def connect(env, *args, cwd=None, errlog=None, **session_kwargs):
+async def connect(env, *args, cwd=None, errlog=None, command=None, **session_kwargs):
     """A client session with a `dsh mcp` server started for it; the
-    server's stderr goes to `errlog` (a file) when given."""
+    server's stderr goes to `errlog` (a file) when given. `command` is
+    what runs `mcp ARGS` (a list; by default the dsh binary)."""
     # DSH_E2E_MCP_ARGS (read by this harness only) adds arguments such as
     # --standalone to every `dsh mcp` a test starts.
     extra = env.get("DSH_E2E_MCP_ARGS", "").split()
+    program, *before = command or [dsh_bin()]
     params = StdioServerParameters(
-        command=dsh_bin(), args=["mcp", *extra, *args], env=env, cwd=cwd
+        command=program, args=[*before, "mcp", *extra, *args], env=env, cwd=cwd
     )
     with contextlib.ExitStack() as files:
         if errlog is None:

@@ -5,6 +5,7 @@ real browser (the MCP Python SDK as the client), and through `dsh answer`
 run on a real terminal; the secret reaches no reply, notification, log,
 store file or page."""
 
+import contextlib
 import fcntl
 import hashlib
 import json
@@ -12,7 +13,10 @@ import os
 import pathlib
 import pty
 import select
+import shutil
+import stat
 import subprocess
+import tempfile
 import termios
 import time
 from urllib.parse import urlsplit
@@ -20,7 +24,7 @@ from urllib.parse import urlsplit
 import mcp.types as types
 import pytest
 
-from conftest import connect, dsh, dsh_bin, ok, text_of
+from conftest import connect, dsh, dsh_bin, ok, stop_daemons, text_of
 from waiting import eventually
 from test_ui import Browser
 
@@ -41,33 +45,36 @@ def data_dir(env) -> pathlib.Path:
     return pathlib.Path(env["XDG_DATA_HOME"]) / "dsh"
 
 
-def assert_nowhere(env, texts):
+def assert_nowhere(env, texts, cli=dsh):
     """The secret is in none of `texts` (what the client received), the
     daemon's log, the store's files, or the session log as the CLI shows
-    it."""
+    it (`cli(env, *args)` runs it)."""
     for text in texts:
         assert SECRET not in text, text
     for path in data_dir(env).rglob("*"):
         if path.is_file():
             assert SECRET.encode() not in path.read_bytes(), path
-    sessions = json.loads(dsh(env, "session", "list", "--json").stdout)
+    sessions = json.loads(cli(env, "session", "list", "--json").stdout)
     for s in sessions:
-        shown = dsh(env, "session", "show", s["id"], "--json").stdout
+        shown = cli(env, "session", "show", s["id"], "--json").stdout
         assert SECRET not in shown
 
 
-def answer_on_a_terminal(env, terminal_id):
+def answer_on_a_terminal(env, terminal_id, binary=None, user=None):
     """Runs `dsh answer ID` on a real terminal (a pty as its controlling
-    terminal), types the secret at its prompt, returns what it printed."""
+    terminal), types the secret at its prompt, returns what it printed.
+    `binary` and `user` (a uid, also the gid) run another dsh, as another
+    user."""
     master, slave = pty.openpty()
 
     def controlling_tty():
         fcntl.ioctl(0, termios.TIOCSCTTY, 0)
 
+    as_user = {} if user is None else {"user": user, "group": user, "extra_groups": []}
     proc = subprocess.Popen(
-        [dsh_bin(), "answer", terminal_id],
+        [binary or dsh_bin(), "answer", terminal_id],
         stdin=slave, stdout=slave, stderr=slave, env=env,
-        start_new_session=True, preexec_fn=controlling_tty,
+        start_new_session=True, preexec_fn=controlling_tty, **as_user,
     )
     os.close(slave)
     seen = b""
@@ -229,3 +236,104 @@ async def test_a_person_answers_in_the_page_the_client_opens(isolated_env, tmp_p
         browser.close()
     assert_nowhere(env, received + pages + asked)
 
+
+
+# ---- a set-uid program's prompt, for a dsh run by a regular user -------------
+
+NOBODY = 65534
+
+
+def set_uid_su():
+    """The path of `su` when it is set-uid root (it asks a regular user
+    for a password), else None."""
+    path = shutil.which("su", path="/usr/bin:/bin")
+    if path is None:
+        return None
+    st = os.stat(path)
+    return path if st.st_uid == 0 and st.st_mode & stat.S_ISUID else None
+
+
+@contextlib.contextmanager
+def a_regular_users_dsh():
+    """A dsh of the user nobody: its own copy of the binary (this checkout
+    may be closed to other users), HOME, XDG dirs and runtime dir, and the
+    sandbox off (in a sandbox, no_new_privs keeps a set-uid program from
+    its privileges). Yields (env, binary, workspace, cli); ends every
+    process of that binary, and removes it all, at exit."""
+    base = tempfile.mkdtemp(prefix="dsh-user-")
+    os.chmod(base, 0o755)
+    binary = os.path.join(base, "dsh")
+    run = os.path.join(base, "run")
+    try:
+        shutil.copy2(dsh_bin(), binary)
+        os.chmod(binary, 0o755)
+        dirs = {}
+        for name in ("home", "config", "data", "state", "ws"):
+            dirs[name] = os.path.join(base, name)
+            os.mkdir(dirs[name], 0o700)
+        os.mkdir(run, 0o700)
+        os.mkdir(os.path.join(dirs["config"], "dsh"), 0o700)
+        with open(os.path.join(dirs["config"], "dsh", "config.toml"), "w") as f:
+            f.write('[sandbox]\nmode = "off"\n')
+        for root, subdirs, files in os.walk(base):
+            for name in subdirs + files:
+                if os.path.join(root, name) != binary:
+                    os.chown(os.path.join(root, name), NOBODY, NOBODY)
+        env = {
+            "PATH": "/usr/local/bin:/usr/bin:/bin",
+            "HOME": dirs["home"],
+            "LANG": "C.UTF-8",
+            "XDG_CONFIG_HOME": dirs["config"],
+            "XDG_DATA_HOME": dirs["data"],
+            "XDG_STATE_HOME": dirs["state"],
+            "DSH_RUNTIME_DIR": run,
+            "DSH_LOG": "warn",
+        }
+        as_nobody = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
+
+        def cli(env, *args):
+            proc = subprocess.run([*as_nobody, binary, *args], env=env,
+                                  capture_output=True, text=True, timeout=60)
+            assert proc.returncode == 0, f"dsh {args}: {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
+            return proc
+
+        yield env, [*as_nobody, binary], dirs["ws"], cli
+    finally:
+        stop_daemons({"DSH_RUNTIME_DIR": run}, binary=binary)
+        shutil.rmtree(base, ignore_errors=True)
+
+
+async def test_a_set_uid_password_prompt_is_answered_by_a_person(tmp_path):
+    """`su` run by a regular user is set-uid root: /proc closes its system
+    call and descriptors to that user's dsh. Its password prompt still
+    settles as a secret prompt (`input_wait`, echo off, not `idle` after
+    the quiet fallback), and `dsh answer` types a person's answer into it,
+    which su checks (root's password is not the secret: it refuses)."""
+    if os.getuid() != 0:
+        pytest.skip("needs root, to run dsh as another user")
+    if set_uid_su() is None:
+        pytest.skip("no set-uid su here")
+    received = []
+    with a_regular_users_dsh() as (env, command, ws, cli):
+        async with connect(env, cwd=ws, command=command) as s:
+            opened = ok(await s.call_tool("terminal_open", {}))
+            assert opened["sandbox"]["mode"] == "off", opened
+            r = await s.call_tool("terminal_send", {
+                "id": opened["id"], "text": "su root -c 'echo su-$((40 + 2))'", "timeout_ms": 60000})
+            received.append(text_of(r))
+            sent = ok(r)
+            assert sent["reason"] == "input_wait" and sent["echo"] is False, sent
+            assert "Password" in sent["output"], sent
+            assert f"`dsh answer {opened['id']}`" in text_of(r)
+            said = answer_on_a_terminal(env, opened["id"], binary=command[-1], user=NOBODY)
+            assert "typed into the terminal" in said, said
+
+            async def refused():
+                read = ok(await s.call_tool("terminal_read", {"id": opened["id"], "since": 0}))
+                received.append(json.dumps(read))
+                return "Authentication failure" in read["output"]
+
+            await eventually(refused, "su to check the answer and refuse it")
+            assert "su-42" not in received[-1]
+            ok(await s.call_tool("terminal_close", {"id": opened["id"]}))
+        assert_nowhere(env, received, cli=cli)

@@ -15,9 +15,14 @@
 //! controlling terminal. Password prompts (`getpass`, `read -s < /dev/tty`,
 //! `ssh-keygen`, `ssh`) and the perl debugger read `/dev/tty`, whose link
 //! names neither the terminal nor its number; comparing inodes and device
-//! numbers (`stat` through the `/proc/<pid>/fd` link) sees them all. (A
-//! set-uid program such as `sudo` started by another user stays
-//! unobservable: its `/proc` entries are closed to us.)
+//! numbers (`stat` through the `/proc/<pid>/fd` link) sees them all.
+//!
+//! A set-uid program such as `sudo` or `su` started by a regular user
+//! closes `syscall`, `fd` and its memory to us, but not `stat` and
+//! `status`: [`sleeps_on_its_terminal`] says whether it sleeps with this
+//! terminal as its controlling terminal, which the settle ladder takes,
+//! with the terminal in canonical mode and echo off, as a password
+//! prompt (see `settle`).
 
 use std::fs;
 use std::os::fd::{AsRawFd as _, BorrowedFd};
@@ -276,10 +281,22 @@ fn device(rdev: u64) -> (u32, u32) {
     (libc::major(rdev), libc::minor(rdev))
 }
 
+/// Whether `pid` sleeps (state `S`: an interruptible wait, as a read of
+/// a terminal is) and `tty` is its controlling terminal. Read from
+/// `/proc/<pid>/stat`, which stays open when `syscall` is closed to us.
+pub(crate) fn sleeps_on_its_terminal(pid: i32, tty: &Tty) -> bool {
+    process_tree::process_info(pid)
+        .is_some_and(|p| p.state == 'S' && terminal_of(p.tty_nr) == Some(device(tty.rdev)))
+}
+
 /// The (major, minor) of process `pid`'s controlling terminal (`tty_nr`
 /// in `/proc/<pid>/stat`); `None` without one.
 fn controlling_terminal(pid: i32) -> Option<(u32, u32)> {
-    let tty_nr = process_tree::process_info(pid)?.tty_nr;
+    terminal_of(process_tree::process_info(pid)?.tty_nr)
+}
+
+/// The (major, minor) a `tty_nr` names; `None` for 0 (no terminal).
+fn terminal_of(tty_nr: u32) -> Option<(u32, u32)> {
     // The kernel's encoding: minor bits 0-7 and 20-31, major bits 8-19.
     (tty_nr != 0).then_some((
         (tty_nr >> 8) & 0xfff,

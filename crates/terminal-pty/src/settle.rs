@@ -13,7 +13,9 @@ use crate::canon;
 use crate::echo::{sent_lines, strip_echo};
 use crate::interrupt::{Interrupt, SettledOnDrop};
 use crate::output::Marker;
-use crate::probe::{Tty, WaitState, group_members, voluntary_switches, wait_state};
+use crate::probe::{
+    Tty, WaitState, group_members, sleeps_on_its_terminal, voluntary_switches, wait_state,
+};
 use crate::session::{Session, SlotGuard, switch_counts};
 
 /// How long the watch spins (yielding) after a write or new output.
@@ -49,6 +51,15 @@ const SHORT_TIMED_WAIT: Duration = Duration::from_millis(250);
 /// Added to a short wait's limit before it counts: the time the program
 /// needs to print once its wait ran out.
 const TIMED_WAIT_MARGIN: Duration = Duration::from_millis(25);
+
+/// How long a wait seen only from outside must hold, with no output and
+/// the process not woken, to count: a set-uid program's password prompt
+/// (`sudo`, `su` run by a regular user), whose system call is closed to
+/// us, seen asleep on the terminal while the terminal is in canonical
+/// mode with echo off (see [`crate::probe::sleeps_on_its_terminal`]).
+/// Longer than [`INPUT_WAIT_CONFIRM`]: what it sleeps in is not seen, and
+/// a program that turned echo off may sleep a moment before it reads.
+const INFERRED_WAIT_HOLD: Duration = Duration::from_millis(100);
 
 /// How often, at most, the whole foreground group is scanned from /proc
 /// (the leader is probed on every step); backing off to
@@ -112,6 +123,8 @@ struct WaitSeen {
     hold: Duration,
     /// The time limit of a short timed wait (see [`SHORT_TIMED_WAIT`]).
     timed: Option<Duration>,
+    /// Seen only from outside (see [`INFERRED_WAIT_HOLD`]).
+    inferred: bool,
 }
 
 impl WaitSeen {
@@ -119,17 +132,24 @@ impl WaitSeen {
         tid: i32,
         switches: Option<u64>,
         limit: Option<Duration>,
+        inferred: bool,
         now: Instant,
         generation: u64,
     ) -> Self {
         let timed = limit.filter(|l| *l <= SHORT_TIMED_WAIT);
+        let hold = match timed {
+            Some(limit) => limit + TIMED_WAIT_MARGIN,
+            None if inferred => INFERRED_WAIT_HOLD,
+            None => INPUT_WAIT_CONFIRM,
+        };
         Self {
             tid,
             switches,
             since: now,
             generation,
-            hold: timed.map_or(INPUT_WAIT_CONFIRM, |l| l + TIMED_WAIT_MARGIN),
+            hold,
             timed,
+            inferred,
         }
     }
 }
@@ -428,6 +448,8 @@ impl Watch<'_> {
         if probe_due {
             self.last_probe = Some(now);
             let mut found = None;
+            // Read once per probe, only for a process /proc hides.
+            let mut secret_modes = None;
             if let Some(fg) = session.foreground_pgid() {
                 if since_write >= TIGHT_PHASE
                     && self.last_group_scan.is_none_or(|t| {
@@ -439,7 +461,28 @@ impl Watch<'_> {
                 }
                 let others = self.group.iter().copied().filter(|p| *p != fg);
                 for pid in std::iter::once(fg).chain(others) {
-                    match wait_state(pid, self.tty) {
+                    let (state, inferred) = match wait_state(pid, self.tty) {
+                        WaitState::Unobservable => {
+                            self.unobservable = true;
+                            // A set-uid program's password prompt: asleep
+                            // on the terminal, canonical with echo off.
+                            if *secret_modes.get_or_insert_with(|| session.echoes() == Some(false))
+                                && sleeps_on_its_terminal(pid, self.tty)
+                            {
+                                let wait = WaitState::OnTerminal {
+                                    tid: pid,
+                                    limit: None,
+                                };
+                                (wait, true)
+                            } else {
+                                (WaitState::Unobservable, false)
+                            }
+                        }
+                        state @ (WaitState::OnTerminal { .. }
+                        | WaitState::Other
+                        | WaitState::Gone) => (state, false),
+                    };
+                    match state {
                         WaitState::OnTerminal { tid, limit } => {
                             let switches = voluntary_switches(tid);
                             // Not woken since the terminal answered its
@@ -457,12 +500,11 @@ impl Watch<'_> {
                                     }
                                 };
                             if fresh {
-                                found = Some((tid, switches, limit));
+                                found = Some((tid, switches, limit, inferred));
                                 break;
                             }
                         }
-                        WaitState::Unobservable => self.unobservable = true,
-                        WaitState::Other | WaitState::Gone => {}
+                        WaitState::Other | WaitState::Unobservable | WaitState::Gone => {}
                     }
                 }
             }
@@ -471,8 +513,9 @@ impl Watch<'_> {
                 // held long enough. A program waiting in short timed
                 // waits is followed from one to the next (its switches
                 // move each time); a longer one starts the hold again.
-                (Some((tid, switches, limit)), Some(seen))
+                (Some((tid, switches, limit, inferred)), Some(seen))
                     if seen.tid == tid
+                        && seen.inferred == inferred
                         && seen.generation == generation
                         && (seen.switches == switches
                             || (seen.timed.is_some()
@@ -480,7 +523,7 @@ impl Watch<'_> {
                 {
                     match (seen.timed, limit) {
                         (Some(held), Some(new)) if new > held => {
-                            *seen = WaitSeen::new(tid, switches, limit, now, generation);
+                            *seen = WaitSeen::new(tid, switches, limit, inferred, now, generation);
                         }
                         _ => {
                             if now - seen.since >= seen.hold {
@@ -497,8 +540,10 @@ impl Watch<'_> {
                         }
                     }
                 }
-                (Some((tid, switches, limit)), _) => {
-                    self.wait_seen = Some(WaitSeen::new(tid, switches, limit, now, generation));
+                (Some((tid, switches, limit, inferred)), _) => {
+                    self.wait_seen = Some(WaitSeen::new(
+                        tid, switches, limit, inferred, now, generation,
+                    ));
                 }
                 // Between two short timed waits of a program that prints
                 // nothing: still the same quiet stretch.
@@ -525,8 +570,9 @@ impl Watch<'_> {
         }
         match self.wait_seen {
             // Confirming a wait: spin, the answer is a moment away.
-            Some(seen) if seen.timed.is_none() => return Step::Spin,
-            // A short timed wait: look again as its limit runs out.
+            Some(seen) if seen.timed.is_none() && !seen.inferred => return Step::Spin,
+            // A short timed wait, or one seen from outside: look again as
+            // its hold runs out.
             Some(seen) if !tight => {
                 let left = (seen.since + seen.hold).saturating_duration_since(now);
                 return Step::Pause(
