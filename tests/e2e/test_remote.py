@@ -226,6 +226,28 @@ async def test_ssh_bootstraps_an_empty_host_and_serves_every_tool_there(sshd, re
     assert len(remote.installed()) == 1
 
 
+def test_the_typescript_sdk_drives_a_dsh_across_ssh(sshd, remote, tmp_path):
+    """The second real client, the official TypeScript SDK
+    (`tests/node/mcp_client.mjs`, as in test_ts_client.py), through `dsh
+    mcp --remote ssh://…` and a real sshd: every message of the far side
+    (tool list, progress, results, errors) passes its schemas."""
+    if shutil.which("node") is None:
+        raise AssertionError("node is not installed: the TypeScript SDK test needs Node.js 20+")
+    node = ROOT / "tests" / "node"
+    project = remote.root / "python project"  # a path that needs quoting on the far side
+    shutil.copytree(ROOT / "tests" / "fixtures" / "lsp" / "langs" / "python", project)
+    target = f"ssh://{HOST}{str(project).replace(' ', '%20')}"
+    env = dict(sshd["env"], DSH_BIN=dsh_bin(), PROJECT=str(tmp_path),
+               DSH_MCP_ARGS=json.dumps(["--remote", target]))
+    p = subprocess.run(["node", str(node / "mcp_client.mjs")], env=env,
+                       capture_output=True, text=True, timeout=240)
+    print(p.stdout)
+    assert p.returncode == 0, f"stdout:\n{p.stdout}\nstderr:\n{p.stderr}"
+    assert "typescript sdk client: ok" in p.stdout
+    # the tools ran on the far side: its build was installed there
+    assert len(remote.installed()) == 1
+
+
 async def test_a_dropped_stream_answers_at_once_and_the_agent_gets_its_work_back(sshd, remote, tmp_path):
     ws = remote.root / "ws"
     ws.mkdir()

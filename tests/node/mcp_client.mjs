@@ -4,6 +4,9 @@
 // notification it rejects fails this script (exit status 1).
 //
 // Usage: DSH_BIN=path/to/dsh PROJECT=dir node mcp_client.mjs
+// DSH_MCP_ARGS (a JSON array) adds arguments to `dsh mcp`, such as
+// ["--remote", "ssh://host/dir"]: PROJECT is then the directory on the
+// far side that the target names.
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import assert from "node:assert/strict";
@@ -14,7 +17,7 @@ assert.ok(dsh && project, "set DSH_BIN and PROJECT");
 
 const transport = new StdioClientTransport({
   command: dsh,
-  args: ["mcp"],
+  args: ["mcp", ...JSON.parse(process.env.DSH_MCP_ARGS ?? "[]")],
   cwd: project,
   env: { ...process.env, DSH_LOG: "warn" },
   stderr: "inherit",
