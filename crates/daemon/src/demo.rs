@@ -718,6 +718,9 @@ async fn jobs_script(
     drain_notices(notes, &mut seen);
 
     emit("\n# 7. the test run and the subagent end; the server says so\n");
+    if [&bash, &agent].iter().all(|id| seen.contains(id)) {
+        emit("\n  (both were announced above, while the watch loop was stopped)\n");
+    }
     await_notices(notes, &mut seen, &[&bash, &agent]).await?;
 
     emit("\n# 8. read each one's output\n");
