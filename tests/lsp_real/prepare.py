@@ -257,9 +257,13 @@ def oracle_rust(spec, root):
     # concurrent build of the suite need no network
     run(["cargo", "fetch", "--quiet"], cwd=root)
     files = Files(root)
-    lsif = subprocess.run(
-        ["rust-analyzer", "lsif", "."], cwd=root, check=True, capture_output=True, text=True
-    ).stdout
+    # a temp dir of its own: its proc-macro server leaves a directory in
+    # TMPDIR behind
+    with tempfile.TemporaryDirectory(prefix="lsp-oracle-") as temp:
+        lsif = subprocess.run(
+            ["rust-analyzer", "lsif", "."], cwd=root, check=True, capture_output=True, text=True,
+            env=dict(os.environ, TMPDIR=temp),
+        ).stdout
     docs, ranges, hovers = {}, {}, {}
     nxt, def_e, ref_e, hov_e, range_doc = {}, {}, {}, {}, {}
     items = defaultdict(list)
