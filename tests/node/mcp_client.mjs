@@ -5,8 +5,8 @@
 //
 // Usage: DSH_BIN=path/to/dsh PROJECT=dir node mcp_client.mjs
 // DSH_MCP_ARGS (a JSON array) adds arguments to `dsh mcp`, such as
-// ["--remote", "ssh://host/dir"]: PROJECT is then the directory on the
-// far side that the target names.
+// ["--remote", "ssh://host/dir"]: the session's directory is then the one
+// the target names on the far side, and PROJECT only where the bridge runs.
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import assert from "node:assert/strict";
