@@ -23,7 +23,8 @@ use tokio::sync::Notify;
 
 use crate::output::Output;
 use crate::probe::{
-    Tty, WaitState, switches_and_threads, thread_ids, voluntary_switches, wait_state,
+    Tty, WaitState, sleeps_on_its_terminal, switches_and_threads, thread_ids, voluntary_switches,
+    wait_state,
 };
 
 /// Raw reads per drain, so a flood cannot hold the lock forever.
@@ -349,6 +350,15 @@ impl Session {
         let modes = self.modes()?;
         let canonical = modes.c_lflag & libc::ICANON != 0;
         Some(!canonical || modes.c_lflag & libc::ECHO != 0)
+    }
+
+    /// Whether `pid`, a process whose wait `/proc` hides from us (a
+    /// set-uid program run by a regular user), is at a password prompt as
+    /// far as can be seen from outside: it sleeps with this terminal as
+    /// its controlling terminal while the terminal is in canonical mode
+    /// with echo off.
+    pub(crate) fn hidden_prompt(&self, pid: i32) -> bool {
+        self.echoes() == Some(false) && sleeps_on_its_terminal(pid, &self.spec.tty)
     }
 
     /// Waits until the program took the piece of a long line just written

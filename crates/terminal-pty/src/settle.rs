@@ -13,9 +13,7 @@ use crate::canon;
 use crate::echo::{sent_lines, strip_echo};
 use crate::interrupt::{Interrupt, SettledOnDrop};
 use crate::output::Marker;
-use crate::probe::{
-    Tty, WaitState, group_members, sleeps_on_its_terminal, voluntary_switches, wait_state,
-};
+use crate::probe::{Tty, WaitState, group_members, voluntary_switches, wait_state};
 use crate::session::{Session, SlotGuard, switch_counts};
 
 /// How long the watch spins (yielding) after a write or new output.
@@ -56,7 +54,7 @@ const TIMED_WAIT_MARGIN: Duration = Duration::from_millis(25);
 /// the process not woken, to count: a set-uid program's password prompt
 /// (`sudo`, `su` run by a regular user), whose system call is closed to
 /// us, seen asleep on the terminal while the terminal is in canonical
-/// mode with echo off (see [`crate::probe::sleeps_on_its_terminal`]).
+/// mode with echo off (see `Session::hidden_prompt`).
 /// Longer than [`INPUT_WAIT_CONFIRM`]: what it sleeps in is not seen, and
 /// a program that turned echo off may sleep a moment before it reads.
 const INFERRED_WAIT_HOLD: Duration = Duration::from_millis(100);
@@ -448,8 +446,6 @@ impl Watch<'_> {
         if probe_due {
             self.last_probe = Some(now);
             let mut found = None;
-            // Read once per probe, only for a process /proc hides.
-            let mut secret_modes = None;
             if let Some(fg) = session.foreground_pgid() {
                 if since_write >= TIGHT_PHASE
                     && self.last_group_scan.is_none_or(|t| {
@@ -466,9 +462,7 @@ impl Watch<'_> {
                             self.unobservable = true;
                             // A set-uid program's password prompt: asleep
                             // on the terminal, canonical with echo off.
-                            if *secret_modes.get_or_insert_with(|| session.echoes() == Some(false))
-                                && sleeps_on_its_terminal(pid, self.tty)
-                            {
+                            if session.hidden_prompt(pid) {
                                 let wait = WaitState::OnTerminal {
                                     tid: pid,
                                     limit: None,

@@ -16,7 +16,7 @@ use terminal_seam::{
 };
 use tokio::sync::broadcast::error::{RecvError, TryRecvError};
 
-use crate::probe::{WaitState, sleeps_on_its_terminal, wait_state};
+use crate::probe::{WaitState, wait_state};
 use crate::service::PtyTerminals;
 use crate::session::{Session, SlotGuard};
 
@@ -296,9 +296,7 @@ fn ready_for_input(session: &Session) -> bool {
         WaitState::Other => false,
         // A set-uid program's password prompt, seen from outside (as the
         // settle ladder sees it).
-        WaitState::Unobservable => {
-            session.echoes() == Some(false) && sleeps_on_its_terminal(pgid, &session.spec.tty)
-        }
+        WaitState::Unobservable => session.hidden_prompt(pgid),
     }
 }
 
