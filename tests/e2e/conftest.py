@@ -49,10 +49,12 @@ def make_env(tmp_path):
     return env
 
 
-def dsh(env, *args, timeout=60, check=True, cwd=None):
-    """Runs `dsh ARGS` with `env`; with `check`, it must exit 0."""
+def dsh(env, *args, timeout=60, check=True, cwd=None, command=None):
+    """Runs `dsh ARGS` with `env`; with `check`, it must exit 0. `command`
+    is what runs ARGS (a list; by default the dsh binary)."""
     proc = subprocess.run(
-        [dsh_bin(), *args], env=env, capture_output=True, text=True, timeout=timeout, cwd=cwd
+        [*(command or [dsh_bin()]), *args], env=env, capture_output=True, text=True,
+        timeout=timeout, cwd=cwd,
     )
     if check:
         assert proc.returncode == 0, f"dsh {args}: {proc.returncode}\n{proc.stdout}\n{proc.stderr}"

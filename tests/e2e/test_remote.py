@@ -27,6 +27,7 @@ from conftest import (ROOT, ask_lsp, connect, dsh, dsh_bin, err, ok, processes, 
                       text_of, wait_settled)
 from test_daemon import Tmux
 from test_secrets import GETPASS, SECRET, answer_on_a_terminal
+from test_ts_client import FIXTURES, run_ts_client
 from test_ui import SHOTS, Browser, ui_url
 from waiting import eventually, wait_until
 
@@ -231,19 +232,12 @@ def test_the_typescript_sdk_drives_a_dsh_across_ssh(sshd, remote, tmp_path):
     (`tests/node/mcp_client.mjs`, as in test_ts_client.py), through `dsh
     mcp --remote ssh://…` and a real sshd: every message of the far side
     (tool list, progress, results, errors) passes its schemas."""
-    if shutil.which("node") is None:
-        raise AssertionError("node is not installed: the TypeScript SDK test needs Node.js 20+")
-    node = ROOT / "tests" / "node"
     project = remote.root / "python project"  # a path that needs quoting on the far side
-    shutil.copytree(ROOT / "tests" / "fixtures" / "lsp" / "langs" / "python", project)
+    shutil.copytree(FIXTURES / "python", project)
     target = f"ssh://{HOST}{str(project).replace(' ', '%20')}"
     env = dict(sshd["env"], DSH_BIN=dsh_bin(), PROJECT=str(tmp_path),
                DSH_MCP_ARGS=json.dumps(["--remote", target]))
-    p = subprocess.run(["node", str(node / "mcp_client.mjs")], env=env,
-                       capture_output=True, text=True, timeout=240)
-    print(p.stdout)
-    assert p.returncode == 0, f"stdout:\n{p.stdout}\nstderr:\n{p.stderr}"
-    assert "typescript sdk client: ok" in p.stdout
+    run_ts_client("mcp_client.mjs", env, "typescript sdk client: ok")
     # the tools ran on the far side: its build was installed there
     assert len(remote.installed()) == 1
 

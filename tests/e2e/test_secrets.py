@@ -45,36 +45,34 @@ def data_dir(env) -> pathlib.Path:
     return pathlib.Path(env["XDG_DATA_HOME"]) / "dsh"
 
 
-def assert_nowhere(env, texts, cli=dsh):
+def assert_nowhere(env, texts, command=None):
     """The secret is in none of `texts` (what the client received), the
-    daemon's log, the store's files, or the session log as the CLI shows
-    it (`cli(env, *args)` runs it)."""
+    daemon's log, the store's files, or the session log as the CLI
+    (`command`, as for conftest.dsh) shows it."""
     for text in texts:
         assert SECRET not in text, text
     for path in data_dir(env).rglob("*"):
         if path.is_file():
             assert SECRET.encode() not in path.read_bytes(), path
-    sessions = json.loads(cli(env, "session", "list", "--json").stdout)
+    sessions = json.loads(dsh(env, "session", "list", "--json", command=command).stdout)
     for s in sessions:
-        shown = cli(env, "session", "show", s["id"], "--json").stdout
+        shown = dsh(env, "session", "show", s["id"], "--json", command=command).stdout
         assert SECRET not in shown
 
 
-def answer_on_a_terminal(env, terminal_id, binary=None, user=None):
+def answer_on_a_terminal(env, terminal_id, command=None):
     """Runs `dsh answer ID` on a real terminal (a pty as its controlling
     terminal), types the secret at its prompt, returns what it printed.
-    `binary` and `user` (a uid, also the gid) run another dsh, as another
-    user."""
+    `command` is what runs `answer ID` (as for conftest.dsh)."""
     master, slave = pty.openpty()
 
     def controlling_tty():
         fcntl.ioctl(0, termios.TIOCSCTTY, 0)
 
-    as_user = {} if user is None else {"user": user, "group": user, "extra_groups": []}
     proc = subprocess.Popen(
-        [binary or dsh_bin(), "answer", terminal_id],
+        [*(command or [dsh_bin()]), "answer", terminal_id],
         stdin=slave, stdout=slave, stderr=slave, env=env,
-        start_new_session=True, preexec_fn=controlling_tty, **as_user,
+        start_new_session=True, preexec_fn=controlling_tty,
     )
     os.close(slave)
     seen = b""
@@ -274,8 +272,9 @@ def a_regular_users_dsh():
     """A dsh of the user nobody: its own copy of the binary (this checkout
     may be closed to other users), HOME, XDG dirs and runtime dir, and the
     sandbox off (in a sandbox, no_new_privs keeps a set-uid program from
-    its privileges). Yields (env, binary, workspace, cli); ends every
-    process of that binary, and removes it all, at exit."""
+    its privileges). Yields (env, command, workspace), where `command`
+    runs that dsh as nobody; ends every process of that binary, and
+    removes it all, at exit."""
     base = tempfile.mkdtemp(prefix="dsh-user-")
     os.chmod(base, 0o755)
     binary = os.path.join(base, "dsh")
@@ -306,14 +305,7 @@ def a_regular_users_dsh():
             "DSH_LOG": "warn",
         }
         as_nobody = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
-
-        def cli(env, *args):
-            proc = subprocess.run([*as_nobody, binary, *args], env=env,
-                                  capture_output=True, text=True, timeout=60)
-            assert proc.returncode == 0, f"dsh {args}: {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
-            return proc
-
-        yield env, [*as_nobody, binary], dirs["ws"], cli
+        yield env, [*as_nobody, binary], dirs["ws"]
     finally:
         stop_daemons({"DSH_RUNTIME_DIR": run}, binary=binary)
         shutil.rmtree(base, ignore_errors=True)
@@ -330,7 +322,7 @@ async def test_a_set_uid_password_prompt_is_answered_by_a_person(tmp_path):
     if set_uid_su() is None:
         pytest.skip("no set-uid su here")
     received = []
-    with a_regular_users_dsh() as (env, command, ws, cli):
+    with a_regular_users_dsh() as (env, command, ws):
         async with connect(env, cwd=ws, command=command) as s:
             opened = ok(await s.call_tool("terminal_open", {}))
             assert opened["sandbox"]["mode"] == "off", opened
@@ -345,7 +337,7 @@ async def test_a_set_uid_password_prompt_is_answered_by_a_person(tmp_path):
             if not set_uid_su_of(NOBODY):
                 pytest.skip("su runs without its set-uid privileges here (nosuid or no_new_privs)")
             assert f"`dsh answer {opened['id']}`" in text_of(r)
-            said = answer_on_a_terminal(env, opened["id"], binary=command[-1], user=NOBODY)
+            said = answer_on_a_terminal(env, opened["id"], command=command)
             assert "typed into the terminal" in said, said
 
             async def refused():
@@ -356,4 +348,4 @@ async def test_a_set_uid_password_prompt_is_answered_by_a_person(tmp_path):
             await eventually(refused, "su to check the answer and refuse it")
             assert "su-42" not in received[-1]
             ok(await s.call_tool("terminal_close", {"id": opened["id"]}))
-        assert_nowhere(env, received, cli=cli)
+        assert_nowhere(env, received, command=command)
