@@ -262,6 +262,19 @@ def processes():
     return out
 
 
+def descendants(root):
+    """The pids of every process under `root` (children, theirs, …)."""
+    table = {}
+    for pid, ppid, _sid, _state in processes():
+        table.setdefault(ppid, []).append(pid)
+    out, todo = [], [root]
+    while todo:
+        for child in table.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
 def session_of(needle: str, timeout_s: float = 30.0) -> int:
     """The session id (as the host numbers it) of the live process whose
     command line is `needle` (e.g. `sleep 1000.3`, unique in the suite).

@@ -20,6 +20,8 @@ import waiting
 from mcp.client.session import DEFAULT_CLIENT_INFO
 
 from conftest import (
+    alive,
+    descendants,
     live_named,
     session_of,
     connect,
@@ -745,16 +747,9 @@ def test_attach_to_an_unknown_terminal_says_so(isolated_env):
 def rust_analyzers_of(daemon_pid):
     """The live rust-analyzer processes under the daemon (a language
     server runs in a PID namespace of its own, under its session leader)."""
-    table = [(pid, ppid, state) for pid, ppid, _sid, state in processes()]
-    under = {daemon_pid}
-    grew = True
-    while grew:
-        more = {pid for pid, ppid, _ in table if ppid in under} - under
-        under |= more
-        grew = bool(more)
     out = []
-    for pid, _ppid, state in table:
-        if pid == daemon_pid or pid not in under or state in ("Z", "X"):
+    for pid in descendants(daemon_pid):
+        if not alive(pid):
             continue
         try:
             with open(f"/proc/{pid}/comm") as f:

@@ -23,7 +23,7 @@ import pytest
 from mcp import types
 
 from loopback_ssh import HOST, LoopbackSshd, free_port
-from conftest import (ROOT, ask_lsp, connect, dsh, dsh_bin, err, ok, processes, stop_daemons,
+from conftest import (ROOT, ask_lsp, connect, descendants, dsh, dsh_bin, err, ok, processes, stop_daemons,
                       text_of, wait_settled)
 from test_daemon import Tmux
 from test_secrets import GETPASS, SECRET, answer_on_a_terminal
@@ -320,18 +320,6 @@ async def test_work_that_cannot_be_taken_back_is_said_to_the_model(sshd, remote,
         # and the id it had is refused as unknown, not hung
         e = err(await s.call_tool("terminal_read", {"id": t["id"]}))
         assert e["code"] != "REMOTE_DISCONNECTED", e
-
-
-def descendants(root):
-    table = {}
-    for pid, ppid, _sid, _state in processes():
-        table.setdefault(ppid, []).append(pid)
-    out, todo = [], [root]
-    while todo:
-        for child in table.get(todo.pop(), []):
-            out.append(child)
-            todo.append(child)
-    return out
 
 
 async def test_a_stream_gone_quiet_is_noticed_and_the_work_taken_over(sshd, remote, tmp_path):
