@@ -148,20 +148,27 @@ struct ConnectionEntry {
     config_path: Option<PathBuf>,
     preset: Option<Preset>,
     peer: Arc<OnceLock<Peer<RoleServer>>>,
+    client: Arc<OnceLock<ClientInfo>>,
+    listeners: Listeners,
     cwd: watch::Receiver<Option<PathBuf>>,
     recorder: SessionRecorder,
     connected_at: SystemTime,
     peer_pid: Option<i32>,
 }
 
-/// What a reload needs of one connection: its config file, preset, layer
-/// and peer.
+/// What a reload needs of one connection: its config file, preset, layer,
+/// peer and `subscriptions/listen` streams.
 type ReloadTarget = (
     Option<PathBuf>,
     Option<Preset>,
     Arc<ArcSwap<ToolLayer>>,
     Arc<OnceLock<Peer<RoleServer>>>,
+    Listeners,
 );
+
+/// The open `subscriptions/listen` streams of a connection (MCP 2026-07-28
+/// and later), where its tool-list changes are announced.
+type Listeners = Arc<Mutex<Vec<(rmcp::service::SubscriptionSink, CancellationToken)>>>;
 
 /// The long-lived part of the server: one per process.
 pub struct Host {
@@ -308,14 +315,7 @@ impl Host {
         self.entries()
             .iter()
             .map(|(id, e)| {
-                let client = e
-                    .peer
-                    .get()
-                    .and_then(|p| p.peer_info())
-                    .map(|i| ClientInfo {
-                        name: i.client_info.name.clone(),
-                        version: i.client_info.version.clone(),
-                    });
+                let client = e.client.get().cloned();
                 ConnectionFacts {
                     id: *id,
                     owner: current(&e.agent).0,
@@ -392,11 +392,12 @@ impl Host {
                     e.preset,
                     e.layer.clone(),
                     e.peer.clone(),
+                    e.listeners.clone(),
                 )
             })
             .collect();
         let mut reloaded = 0;
-        for (path, preset, layer, peer) in targets {
+        for (path, preset, layer, peer, listeners) in targets {
             let config = match self.load_config(path.as_deref()) {
                 Ok(config) => config,
                 Err(e) => {
@@ -416,10 +417,8 @@ impl Host {
             layer.store(Arc::new(new));
             reloaded += 1;
             tracing::info!(tools_changed = changed, "config reloaded");
-            if let (true, Some(peer)) = (changed, peer.get())
-                && let Err(e) = peer.notify_tool_list_changed().await
-            {
-                tracing::warn!("could not announce the new tool list: {e}");
+            if changed {
+                announce_tool_list_changed(peer.get(), &listeners).await;
             }
         }
         reloaded
@@ -463,6 +462,11 @@ pub struct Connection {
     fallback_cwd: PathBuf,
     env: Option<Arc<Vec<(String, String)>>>,
     peer: Arc<OnceLock<Peer<RoleServer>>>,
+    /// Who the client is, once it said so (in `initialize`, or on its
+    /// first request of MCP 2026-07-28).
+    client: Arc<OnceLock<ClientInfo>>,
+    /// Its `subscriptions/listen` streams.
+    listeners: Listeners,
     recorder: SessionRecorder,
     /// Cancelled when the client closes its end: calls still running stop
     /// at once, so teardown starts before a client gives up waiting.
@@ -477,6 +481,76 @@ impl Connection {
         match waited {
             Ok(Ok(cwd)) => cwd.clone().unwrap_or_else(|| self.fallback_cwd.clone()),
             _ => self.fallback_cwd.clone(),
+        }
+    }
+
+    /// Begins the session: its directory is known from now on, its
+    /// language servers warm up, and it is recorded in the registry.
+    fn begin(&self, cwd: PathBuf) {
+        self.cwd_tx.send_replace(Some(cwd.clone()));
+        self.host.warm_language_servers(&cwd);
+        self.recorder.begin(SessionHeader {
+            id: SessionId::new_random(),
+            cwd: Some(cwd),
+            created_at: chrono::Utc::now(),
+            client: self.client.get().cloned(),
+        });
+    }
+
+    /// A client of MCP 2026-07-28 or later sends no `initialize` and no
+    /// `initialized`: it says who it is and what it can do on every
+    /// request, in `_meta`. Its first request (whichever it is) begins
+    /// the session at once, in the bridge's directory — the directory the
+    /// client started `dsh mcp` in — so no call ever waits for a
+    /// handshake that does not come. (A server of this protocol cannot
+    /// send requests of its own, so it cannot ask for the client's roots
+    /// outside a call.)
+    fn begin_stateless(&self, context: &RequestContext<RoleServer>) {
+        if !is_stateless(context) || self.peer.set(context.peer.clone()).is_err() {
+            return;
+        }
+        if let Some(info) = context.client_info() {
+            let _ = self.client.set(ClientInfo {
+                name: info.name,
+                version: info.version,
+            });
+        }
+        self.begin(self.fallback_cwd.clone());
+    }
+}
+
+/// Whether a request declares, in its own `_meta`, a protocol without the
+/// `initialize` handshake (2026-07-28 and later).
+fn is_stateless(context: &RequestContext<RoleServer>) -> bool {
+    context
+        .meta
+        .protocol_version()
+        .is_some_and(|v| !v.has_initialize())
+}
+
+/// Tells a connection's client that its tool list changed: by the
+/// notification of the `initialize` protocols, or on each of its
+/// `subscriptions/listen` streams (2026-07-28 and later), which close as
+/// their requests end.
+async fn announce_tool_list_changed(peer: Option<&Peer<RoleServer>>, listeners: &Listeners) {
+    if let Some(peer) = peer.filter(|p| p.peer_info().is_some())
+        && let Err(e) = peer.notify_tool_list_changed().await
+    {
+        tracing::warn!("could not announce the new tool list: {e}");
+    }
+    let sinks: Vec<rmcp::service::SubscriptionSink> = listeners
+        .lock()
+        .map(|mut l| {
+            l.retain(|(_, ended)| !ended.is_cancelled());
+            l.iter().map(|(sink, _)| sink.clone()).collect()
+        })
+        .unwrap_or_default();
+    for sink in sinks {
+        let notification = rmcp::model::ServerNotification::ToolListChangedNotification(
+            rmcp::model::ToolListChangedNotification::default(),
+        );
+        if let Err(e) = sink.send(notification).await {
+            tracing::debug!("could not announce the new tool list on a listen stream: {e}");
         }
     }
 }
@@ -515,8 +589,9 @@ impl ServerHandler for Connection {
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
+        self.begin_stateless(&context);
         Ok(ListToolsResult::with_all_items(
             self.layer.load().mcp_tools(),
         ))
@@ -527,6 +602,7 @@ impl ServerHandler for Connection {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
+        self.begin_stateless(&context);
         let layer = self.layer.load_full();
         let Some(tool) = layer.catalog.get(&request.name).cloned() else {
             return Err(McpError::invalid_params(
@@ -568,10 +644,9 @@ impl ServerHandler for Connection {
             host: self.host.clone(),
             peer: self.peer.clone(),
             agent: self
-                .peer
+                .client
                 .get()
-                .and_then(|p| p.peer_info())
-                .map_or_else(|| owner.label().to_owned(), |i| i.client_info.name.clone()),
+                .map_or_else(|| owner.label().to_owned(), |c| c.name.clone()),
         });
         let cx = CallContext {
             owner: owner.clone(),
@@ -633,29 +708,18 @@ impl ServerHandler for Connection {
         let peer = context.peer.clone();
         let _ = self.peer.set(peer.clone());
         let info = peer.peer_info();
-        let client = info.as_ref().map(|i| ClientInfo {
-            name: i.client_info.name.clone(),
-            version: i.client_info.version.clone(),
-        });
-        let wants_roots = info.is_some_and(|i| i.capabilities.roots.is_some());
-        let tx = self.cwd_tx.clone();
-        let recorder = self.recorder.clone();
-        let host = self.host.clone();
-        let fallback = self.fallback_cwd.clone();
-        let begin = move |cwd: PathBuf| {
-            tx.send_replace(Some(cwd.clone()));
-            host.warm_language_servers(&cwd);
-            recorder.begin(SessionHeader {
-                id: SessionId::new_random(),
-                cwd: Some(cwd),
-                created_at: chrono::Utc::now(),
-                client,
+        if let Some(i) = &info {
+            let _ = self.client.set(ClientInfo {
+                name: i.client_info.name.clone(),
+                version: i.client_info.version.clone(),
             });
-        };
+        }
+        let wants_roots = info.is_some_and(|i| i.capabilities.roots.is_some());
         if !wants_roots {
-            begin(fallback);
+            self.begin(self.fallback_cwd.clone());
             return;
         }
+        let connection = self.clone();
         #[allow(deprecated)]
         tokio::spawn(async move {
             let roots = tokio::time::timeout(Duration::from_secs(2), peer.list_roots()).await;
@@ -663,8 +727,44 @@ impl ServerHandler for Connection {
                 Ok(Ok(result)) => result.roots.first().and_then(|r| root_path(&r.uri)),
                 _ => None,
             };
-            begin(cwd.unwrap_or(fallback));
+            connection.begin(cwd.unwrap_or_else(|| connection.fallback_cwd.clone()));
         });
+    }
+
+    async fn discover(
+        &self,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::DiscoverResult, McpError> {
+        self.begin_stateless(&context);
+        Ok(rmcp::model::DiscoverResult::from_server_info(
+            self.supported_protocol_versions().into_owned(),
+            self.get_info(),
+        ))
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        _requested: &rmcp::model::SubscriptionFilter,
+    ) -> Option<rmcp::model::SubscriptionFilter> {
+        Some(
+            rmcp::model::SubscriptionFilter::builder()
+                .tools_list_changed()
+                .build(),
+        )
+    }
+
+    async fn listen(&self, context: rmcp::service::SubscriptionContext) -> Result<(), McpError> {
+        self.begin_stateless(context.request_context());
+        let ended = CancellationToken::new();
+        if let Ok(mut listeners) = self.listeners.lock() {
+            listeners.push((context.sink().clone(), ended.clone()));
+        }
+        tokio::select! {
+            () = context.cancelled() => {}
+            () = self.closed.cancelled() => {}
+        }
+        ended.cancel();
+        Ok(())
     }
 }
 
@@ -889,6 +989,8 @@ where
         fallback_cwd: setup.fallback_cwd.unwrap_or_else(server_cwd),
         env: setup.env,
         peer: Arc::new(OnceLock::new()),
+        client: Arc::new(OnceLock::new()),
+        listeners: Listeners::default(),
         closed: CancellationToken::new(),
         host: host.clone(),
     };
@@ -905,6 +1007,8 @@ where
             config_path: setup.config_path,
             preset: setup.preset,
             peer: connection.peer.clone(),
+            client: connection.client.clone(),
+            listeners: connection.listeners.clone(),
             cwd,
             recorder: recorder.clone(),
             connected_at: SystemTime::now(),
