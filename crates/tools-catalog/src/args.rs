@@ -5,13 +5,28 @@ use serde::de::DeserializeOwned;
 
 use crate::ToolError;
 
+/// Arguments that MCP clients add to every tool's schema and send on the
+/// model's behalf, none of them an argument of a dsh tool: Gemini CLI's
+/// `wait_for_previous` (a boolean asking it to order parallel calls). They
+/// are dropped before parsing, so a call is never refused for what its
+/// client added, while the model's own unknown fields still are.
+const CLIENT_ADDED_ARGUMENTS: &[&str] = &["wait_for_previous"];
+
 /// Parses a tool's JSON arguments; a failure is `INVALID_ARGUMENT` naming
 /// the offending field (`timeout_ms: invalid type: string "x", expected u64`).
 pub fn parse_args<T: DeserializeOwned>(args: serde_json::Value) -> Result<T, ToolError> {
-    let args = if args.is_null() {
-        serde_json::Value::Object(Default::default())
-    } else {
-        args
+    let args = match args {
+        serde_json::Value::Null => serde_json::Value::Object(Default::default()),
+        serde_json::Value::Object(mut fields) => {
+            fields.retain(|name, value| {
+                !(value.is_boolean() && CLIENT_ADDED_ARGUMENTS.contains(&name.as_str()))
+            });
+            serde_json::Value::Object(fields)
+        }
+        other @ (serde_json::Value::Bool(_)
+        | serde_json::Value::Number(_)
+        | serde_json::Value::String(_)
+        | serde_json::Value::Array(_)) => other,
     };
     serde_path_to_error::deserialize(args).map_err(|err| {
         let path = err.path().to_string();
@@ -82,6 +97,28 @@ mod tests {
         let err = parse_args::<Args>(serde_json::json!({"command": "x", "cmd": 1})).unwrap_err();
         assert!(
             err.message.contains("unknown field `cmd`"),
+            "{}",
+            err.message
+        );
+    }
+
+    #[test]
+    fn what_a_client_adds_is_dropped_and_the_model_s_own_mistakes_are_not() {
+        let args: Args =
+            parse_args(serde_json::json!({"command": "x", "wait_for_previous": true})).unwrap();
+        assert_eq!(
+            args,
+            Args {
+                command: "x".to_owned(),
+                timeout_ms: None
+            }
+        );
+        // Not the shape a client adds: the model's own mistake, named.
+        let err =
+            parse_args::<Args>(serde_json::json!({"command": "x", "wait_for_previous": "yes"}))
+                .unwrap_err();
+        assert!(
+            err.message.contains("unknown field `wait_for_previous`"),
             "{}",
             err.message
         );
