@@ -256,6 +256,54 @@ impl HeadTail {
     }
 }
 
+/// Fits a text already rendered (possibly cut before, with its own
+/// marker) to about `limit` bytes: head + one marker + tail. A marker the
+/// new cut removes is counted in the new one, so its number stays the
+/// bytes of output the reader does not see. `None` when it fits already.
+pub fn fit_rendered(text: &str, limit: usize) -> Option<String> {
+    if text.len() <= limit {
+        return None;
+    }
+    let cut = truncate_middle(text, limit);
+    let marker = omission_marker(cut.omitted_bytes);
+    let at = cut.text.find(&marker)?;
+    // The head and tail kept, as they stand in `text` (the cut may have
+    // put a line break between each and the marker).
+    let head = &cut.text[..at];
+    let head = if text.starts_with(head) {
+        head
+    } else {
+        head.strip_suffix('\n').unwrap_or(head)
+    };
+    let tail = &cut.text[at + marker.len()..];
+    let tail = if text.ends_with(tail) {
+        tail
+    } else {
+        tail.strip_prefix('\n').unwrap_or(tail)
+    };
+    let removed = text.get(head.len()..text.len().saturating_sub(tail.len()))?;
+    // Each earlier marker the cut removed stands for its own bytes: count
+    // those instead of the marker's.
+    const OPEN: &str = "[… ";
+    const CLOSE: &str = " bytes omitted …]";
+    let earlier: u64 = removed
+        .match_indices(OPEN)
+        .filter_map(|(i, _)| {
+            let rest = &removed[i + OPEN.len()..];
+            let end = rest.find(CLOSE)?;
+            let n: u64 = rest[..end].parse().ok()?;
+            Some(n.saturating_sub((OPEN.len() + end + CLOSE.len()) as u64))
+        })
+        .sum();
+    if earlier == 0 {
+        return Some(cut.text);
+    }
+    Some(
+        cut.text
+            .replacen(&marker, &omission_marker(cut.omitted_bytes + earlier), 1),
+    )
+}
+
 /// Truncates a complete text to about `limit` bytes, head + marker + tail.
 pub fn truncate_middle(text: &str, limit: usize) -> Rendered {
     let mut ht = HeadTail::new(limit);
@@ -275,6 +323,33 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
     use pretty_assertions::assert_eq;
+
+    #[test]
+    fn a_second_cut_counts_what_the_first_omitted() {
+        let whole: String = (0..5000).map(|i| format!("line {i}\n")).collect();
+        let first = truncate_middle(&whole, 8000);
+        assert!(first.truncated);
+        let second = fit_rendered(&first.text, 2000).unwrap();
+        assert!(second.len() < 2100, "{}", second.len());
+        let n: u64 = second
+            .split("[… ")
+            .nth(1)
+            .and_then(|r| r.split(' ').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap();
+        // What the reader sees plus what the marker says is the whole, but
+        // for the line breaks each cut put around its marker.
+        let kept = second.len() - omission_marker(n).len();
+        let kept_lines = second.lines().filter(|l| l.starts_with("line ")).count();
+        assert_eq!(second.matches("bytes omitted").count(), 1, "{second}");
+        assert!(
+            (n as i64 + kept as i64 - whole.len() as i64).abs() <= 4,
+            "{n} + {kept} vs {}; {kept_lines} lines kept",
+            whole.len()
+        );
+        assert!(second.starts_with("line 0\n") && second.ends_with("line 4999\n"));
+        assert_eq!(fit_rendered(&first.text, 100_000), None);
+    }
 
     #[test]
     fn plain_runs_sanitize_exactly_as_one_character_at_a_time() {

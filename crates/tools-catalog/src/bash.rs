@@ -10,8 +10,8 @@ use serde_json::Value;
 
 use crate::job_tools::{CommandCall, run_command, started_reply};
 use crate::{
-    Answer, CallContext, Clamped, Preset, RefusalsJson, SANDBOX_UNAVAILABLE, SandboxJson, Settings,
-    Tool, ToolError, ToolFuture, ToolReply, ToolSpec, clamp_ms, parse_args,
+    Answer, CallContext, Clamped, Effect, Preset, RefusalsJson, SANDBOX_UNAVAILABLE, SandboxJson,
+    Settings, Tool, ToolError, ToolFuture, ToolReply, ToolSpec, clamp_ms, parse_args,
 };
 
 const DESCRIPTION: &str = "Run a command with `bash -c` and return its combined stdout and stderr once it exits. \
@@ -96,6 +96,7 @@ impl BashTool {
                     SANDBOX_ESCALATION_UNAVAILABLE,
                     SANDBOX_ESCALATION_DECLINED,
                 ],
+                Effect::RunsCommands,
             ),
             max_result_bytes: settings.max_result_bytes,
         }

@@ -56,6 +56,8 @@ pub struct ToolSpec {
     pub error_codes: &'static [&'static str],
     /// The JSON Schema of the arguments.
     pub input_schema: Map<String, Value>,
+    /// What a call does to the world, as clients are told.
+    pub effect: Effect,
 }
 
 impl ToolSpec {
@@ -65,6 +67,7 @@ impl ToolSpec {
         description: &'static str,
         presets: &'static [Preset],
         error_codes: &'static [&'static str],
+        effect: Effect,
     ) -> Self {
         Self {
             name,
@@ -72,6 +75,88 @@ impl ToolSpec {
             presets,
             error_codes,
             input_schema: input_schema::<T>(),
+            effect,
+        }
+    }
+}
+
+/// What a tool's call does to the world: the MCP tool annotations
+/// (`readOnlyHint`, `destructiveHint`, `idempotentHint`, `openWorldHint`)
+/// clients decide by whether a tool runs without asking, in a read-only
+/// (plan) mode, or in parallel with others. Every tool declares one; the
+/// hints are stated in full, never left to a client's defaults.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Effect {
+    /// Reads what dsh holds (output, lists, a language server's answers)
+    /// and changes nothing.
+    ReadOnly,
+    /// Ends or signals work the caller started (its own terminals and
+    /// jobs), and nothing else; `idempotent` when a repeat changes nothing
+    /// more.
+    EndsOwnWork {
+        /// A second identical call has no further effect.
+        idempotent: bool,
+    },
+    /// Runs what the caller asks (commands, programs, an agent): anything
+    /// the sandbox allows, on the machine and the network.
+    RunsCommands,
+}
+
+/// The four hints of an [`Effect`], in the order MCP names them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Hints {
+    /// `readOnlyHint`.
+    pub read_only: bool,
+    /// `destructiveHint`.
+    pub destructive: bool,
+    /// `idempotentHint`.
+    pub idempotent: bool,
+    /// `openWorldHint`.
+    pub open_world: bool,
+}
+
+impl Hints {
+    /// As the `annotations` object of an MCP tool.
+    pub fn to_json(self) -> Value {
+        json!({
+            "readOnlyHint": self.read_only,
+            "destructiveHint": self.destructive,
+            "idempotentHint": self.idempotent,
+            "openWorldHint": self.open_world,
+        })
+    }
+
+    /// As the rendered catalog states them.
+    fn describe(self) -> String {
+        format!(
+            "`readOnlyHint` {}, `destructiveHint` {}, `idempotentHint` {}, `openWorldHint` {}",
+            self.read_only, self.destructive, self.idempotent, self.open_world
+        )
+    }
+}
+
+impl Effect {
+    /// The hints clients read.
+    pub const fn hints(self) -> Hints {
+        match self {
+            Effect::ReadOnly => Hints {
+                read_only: true,
+                destructive: false,
+                idempotent: true,
+                open_world: false,
+            },
+            Effect::EndsOwnWork { idempotent } => Hints {
+                read_only: false,
+                destructive: true,
+                idempotent,
+                open_world: false,
+            },
+            Effect::RunsCommands => Hints {
+                read_only: false,
+                destructive: true,
+                idempotent: false,
+                open_world: true,
+            },
         }
     }
 }
@@ -310,6 +395,7 @@ pub fn catalog_json(preset: Preset) -> Value {
                 "presets": s.presets.iter().map(|p| p.name()).collect::<Vec<_>>(),
                 "error_codes": s.error_codes,
                 "input_schema": s.input_schema,
+                "annotations": s.effect.hints().to_json(),
             })
         })
         .collect();
@@ -382,7 +468,7 @@ fn render_markdown(only: Option<Preset>) -> String {
         let list = |items: Vec<String>| items.join(", ");
         let _ = write!(
             out,
-            "\n## `{}`\n\nPresets: {}.\n\n{}\n\nErrors: {}.\n\n```json\n{}\n```\n",
+            "\n## `{}`\n\nPresets: {}. Annotations: {}.\n\n{}\n\nErrors: {}.\n\n```json\n{}\n```\n",
             s.name,
             list(
                 s.presets
@@ -390,6 +476,7 @@ fn render_markdown(only: Option<Preset>) -> String {
                     .map(|p| format!("`{}`", p.name()))
                     .collect()
             ),
+            s.effect.hints().describe(),
             s.description,
             list(s.error_codes.iter().map(|c| format!("`{c}`")).collect()),
             schema

@@ -11,8 +11,8 @@ use serde_json::{Value, json};
 
 use crate::bash::{MAX_ARG_BYTES, resolve_cwd};
 use crate::{
-    CallContext, Clamped, ConfinedSpawn, Preset, RefusalsJson, SANDBOX_UNAVAILABLE, SandboxJson,
-    Settings, Tool, ToolError, ToolFuture, ToolReply, ToolSpec, clamp_ms, parse_args,
+    CallContext, Clamped, ConfinedSpawn, Effect, Preset, RefusalsJson, SANDBOX_UNAVAILABLE,
+    SandboxJson, Settings, Tool, ToolError, ToolFuture, ToolReply, ToolSpec, clamp_ms, parse_args,
 };
 
 /// Converts a registry error to the contract's envelope.
@@ -245,6 +245,7 @@ impl JobListTool {
             "List your background jobs (from `bash`, `terminal_send` and `subagent` with `run_in_background`), oldest first, with their status and how much output each has.",
             &[Preset::Full],
             &["INVALID_ARGUMENT"],
+            Effect::ReadOnly,
         ))
     }
 }
@@ -327,6 +328,7 @@ With `wait_ms` the call waits until new output arrives or the job ends, so never
 Paths or connections the sandbox refused, as the output shows them, are named in `refusals`.",
                 &[Preset::Full],
                 &["NO_JOB", "FOREIGN_JOB", "INVALID_ARGUMENT"],
+                Effect::ReadOnly,
             ),
             settings.max_result_bytes,
         )
@@ -428,6 +430,7 @@ impl JobKillTool {
             "Stop a background job: SIGINT, then SIGTERM, then SIGKILL to every process it started; return once none is left. A background `terminal_send` is interrupted instead; its terminal stays open. A job that already ended reports `already_finished`.",
             &[Preset::Full],
             &["NO_JOB", "FOREIGN_JOB", "INVALID_ARGUMENT"],
+            Effect::EndsOwnWork { idempotent: true },
         ))
     }
 }
@@ -558,6 +561,7 @@ The agent runs in `bash`'s sandbox (the result reports it): it too writes only i
                     "JOB_LIMIT",
                     SANDBOX_UNAVAILABLE,
                 ],
+                Effect::RunsCommands,
             ),
             settings: settings.subagent.clone(),
             max_result_bytes: settings.max_result_bytes,

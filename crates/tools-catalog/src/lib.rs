@@ -29,7 +29,7 @@ mod terminal_tools;
 
 pub use args::{Clamped, clamp_ms, parse_args};
 pub use catalog::{
-    Catalog, Preset, Tool, ToolFuture, ToolSpec, catalog_json, catalog_markdown,
+    Catalog, Effect, Hints, Preset, Tool, ToolFuture, ToolSpec, catalog_json, catalog_markdown,
     catalog_markdown_for, input_schema,
 };
 pub use confine::{

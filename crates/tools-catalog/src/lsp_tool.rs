@@ -13,8 +13,8 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::{
-    CallContext, Preset, SANDBOX_UNAVAILABLE, Settings, Tool, ToolError, ToolFuture, ToolReply,
-    ToolSpec, parse_args,
+    CallContext, Effect, Preset, SANDBOX_UNAVAILABLE, Settings, Tool, ToolError, ToolFuture,
+    ToolReply, ToolSpec, parse_args,
 };
 
 const DESCRIPTION: &str = "Ask the language server for `path` one semantic question: \
@@ -96,6 +96,7 @@ impl LspTool {
                     SANDBOX_UNAVAILABLE,
                     "INVALID_ARGUMENT",
                 ],
+                Effect::ReadOnly,
             ),
             max_result_bytes: settings.max_result_bytes,
         }

@@ -107,10 +107,42 @@ fn mcp_tools(catalog: &Catalog) -> Vec<rmcp::model::Tool> {
         .iter()
         .map(|t| {
             let s = t.spec();
-            rmcp::model::Tool::new(s.name, s.description, Arc::new(s.input_schema.clone()))
+            let mut tool =
+                rmcp::model::Tool::new(s.name, s.description, Arc::new(s.input_schema.clone()))
+                    .annotate(annotations(s.effect.hints()));
+            if ALWAYS_LOADED.contains(&s.name) {
+                let mut meta = rmcp::model::MetaObject::default();
+                meta.insert("anthropic/alwaysLoad".to_owned(), Value::Bool(true));
+                tool.meta = Some(meta);
+            }
+            tool
         })
         .collect()
 }
+
+/// A tool's hints as `tools/list` states them. `readOnlyHint` always
+/// (every client reads it); each other hint where it differs from the
+/// protocol's default for a tool that states none (`destructiveHint` true,
+/// `idempotentHint` false, `openWorldHint` true), and `destructiveHint` and
+/// `idempotentHint` only where `readOnlyHint` is false, the only case
+/// where the protocol gives them a meaning. What is left out means the
+/// same to every client, and the catalog is paid for on every request.
+fn annotations(hints: tools_catalog::Hints) -> rmcp::model::ToolAnnotations {
+    let mut stated = rmcp::model::ToolAnnotations::new();
+    stated.read_only_hint = Some(hints.read_only);
+    if !hints.read_only {
+        stated.destructive_hint = (!hints.destructive).then_some(false);
+        stated.idempotent_hint = hints.idempotent.then_some(true);
+    }
+    stated.open_world_hint = (!hints.open_world).then_some(false);
+    stated
+}
+
+/// The tools Claude Code lists to the model from the first turn instead of
+/// behind its tool-search step (`_meta["anthropic/alwaysLoad"]`): the
+/// shell, which nearly every task starts with, so the model does not spend
+/// a whole turn finding it. The others load on demand.
+const ALWAYS_LOADED: &[&str] = &["bash"];
 
 /// What a connection is, as `dsh ps` shows it.
 #[derive(Debug, Clone)]
@@ -701,7 +733,12 @@ impl ServerHandler for Connection {
             owner = owner.serial(),
             "tool call"
         );
-        Ok(CallToolResponse::from(to_mcp_result(outcome)))
+        let client = context
+            .client_info()
+            .map(|c| c.name)
+            .or_else(|| self.client.get().map(|c| c.name.clone()));
+        let view = ModelView::of(client.as_deref());
+        Ok(CallToolResponse::from(to_mcp_result(outcome, view)))
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
@@ -860,17 +897,73 @@ fn mcp_progress(
     (Some(sink), Some(sending))
 }
 
-fn to_mcp_result(outcome: Result<tools_catalog::ToolReply, ToolError>) -> CallToolResult {
-    match outcome {
-        Ok(reply) => {
-            let mut result = CallToolResult::structured(reply.structured);
-            result.content = vec![ContentBlock::text(reply.text)];
+/// What a client shows its model of a tool result, as measured in each
+/// (docs/tool-catalog.md, *What the model reads*).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ModelView {
+    /// The text, with `structuredContent` beside it for programs: the
+    /// protocol's own shape, kept for every client not known to differ
+    /// (the SDK clients read both).
+    TextAndStructured,
+    /// The text alone. Claude Code and Codex show the model a result's
+    /// `structuredContent` serialised as JSON *instead of* its text when
+    /// it has one, losing every sentence of the text at 1.3–1.7× its
+    /// bytes; Gemini CLI shows the text, but on an error the whole raw
+    /// result escaped into one sentence. Without `structuredContent` all
+    /// three show dsh's text. `cut`: the client cuts a longer result in
+    /// its middle with a marker of its own, so dsh cuts first, to this many
+    /// bytes, and its own marker (with the count) is what the model reads.
+    TextOnly {
+        /// The most bytes of text the client shows whole.
+        cut: Option<usize>,
+    },
+}
+
+/// The bytes of a result's text that Codex shows whole: it cuts a longer
+/// one in the middle to about 12,000 characters, prefix included.
+const CODEX_WHOLE_BYTES: usize = 10_000;
+
+impl ModelView {
+    /// The view of the client named `client` (its `clientInfo.name`).
+    fn of(client: Option<&str>) -> Self {
+        match client {
+            Some("claude-code" | "gemini-cli-mcp-client") => Self::TextOnly { cut: None },
+            Some("codex-mcp-client") => Self::TextOnly {
+                cut: Some(CODEX_WHOLE_BYTES),
+            },
+            Some(_) | None => Self::TextAndStructured,
+        }
+    }
+}
+
+fn to_mcp_result(
+    outcome: Result<tools_catalog::ToolReply, ToolError>,
+    view: ModelView,
+) -> CallToolResult {
+    let (text, structured, is_error) = match outcome {
+        Ok(reply) => (reply.text, reply.structured, false),
+        Err(err) => (err.text(), err.structured(), true),
+    };
+    match view {
+        ModelView::TextAndStructured => {
+            let mut result = if is_error {
+                CallToolResult::structured_error(structured)
+            } else {
+                CallToolResult::structured(structured)
+            };
+            result.content = vec![ContentBlock::text(text)];
             result
         }
-        Err(err) => {
-            let mut result = CallToolResult::structured_error(err.structured());
-            result.content = vec![ContentBlock::text(err.text())];
-            result
+        ModelView::TextOnly { cut } => {
+            let text = match cut.and_then(|cut| tools_catalog::render::fit_rendered(&text, cut)) {
+                Some(fitted) => fitted,
+                None => text,
+            };
+            if is_error {
+                CallToolResult::error(vec![ContentBlock::text(text)])
+            } else {
+                CallToolResult::success(vec![ContentBlock::text(text)])
+            }
         }
     }
 }
@@ -1084,6 +1177,106 @@ where
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    /// Read-only tools say so (Codex runs only those without asking, and
+    /// Claude Code runs them in plan mode and in parallel); the others
+    /// say what they do, in the fewest bytes that mean it.
+    #[test]
+    fn every_tool_states_its_hints() {
+        let catalog = Catalog::new(Preset::Full, &tools_catalog::Settings::default());
+        let listed = serde_json::to_value(mcp_tools(&catalog)).unwrap();
+        let of = |name: &str| {
+            listed
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|t| t["name"] == name)
+                .unwrap()["annotations"]
+                .clone()
+        };
+        let read_only = serde_json::json!({"readOnlyHint": true, "openWorldHint": false});
+        for name in [
+            "terminal_read",
+            "terminal_list",
+            "job_list",
+            "job_output",
+            "lsp",
+        ] {
+            assert_eq!(of(name), read_only, "{name}");
+        }
+        for name in ["bash", "terminal_open", "terminal_send", "subagent"] {
+            assert_eq!(
+                of(name),
+                serde_json::json!({"readOnlyHint": false}),
+                "{name}"
+            );
+        }
+        for name in ["terminal_close", "job_kill"] {
+            assert_eq!(
+                of(name),
+                serde_json::json!({"readOnlyHint": false, "idempotentHint": true, "openWorldHint": false}),
+                "{name}"
+            );
+        }
+        assert_eq!(
+            of("terminal_signal"),
+            serde_json::json!({"readOnlyHint": false, "openWorldHint": false})
+        );
+        let always: Vec<_> = listed
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|t| t["_meta"]["anthropic/alwaysLoad"] == true)
+            .map(|t| t["name"].clone())
+            .collect();
+        assert_eq!(always, vec![serde_json::json!("bash")]);
+    }
+
+    /// The agent clients that show `structuredContent` instead of the text
+    /// get the text alone; Codex's fits inside its own cut, with dsh's
+    /// marker; every other client gets both, as before.
+    #[test]
+    fn each_client_gets_the_result_its_model_can_read() {
+        let reply = |text: String| {
+            Ok(tools_catalog::ToolReply {
+                text,
+                structured: serde_json::json!({"exit_code": 0}),
+            })
+        };
+        let sdk = to_mcp_result(
+            reply("hi\n[exit 0 · 1 ms]".into()),
+            ModelView::of(Some("mcp")),
+        );
+        assert_eq!(
+            sdk.structured_content,
+            Some(serde_json::json!({"exit_code": 0}))
+        );
+        for client in ["claude-code", "codex-mcp-client", "gemini-cli-mcp-client"] {
+            let r = to_mcp_result(
+                reply("hi\n[exit 0 · 1 ms]".into()),
+                ModelView::of(Some(client)),
+            );
+            assert_eq!(r.structured_content, None, "{client}");
+            assert_eq!(r.content[0].as_text().unwrap().text, "hi\n[exit 0 · 1 ms]");
+            let e = to_mcp_result(
+                Err(ToolError::new("NO_JOB", "no job bash-9")),
+                ModelView::of(Some(client)),
+            );
+            assert_eq!(e.is_error, Some(true));
+            assert_eq!(e.structured_content, None);
+            assert_eq!(
+                e.content[0].as_text().unwrap().text,
+                "[error NO_JOB] no job bash-9"
+            );
+        }
+        let long: String = (0..20_000).map(|i| format!("{i}\n")).collect();
+        let codex = to_mcp_result(reply(long.clone()), ModelView::of(Some("codex-mcp-client")));
+        let text = &codex.content[0].as_text().unwrap().text;
+        assert!(text.len() <= CODEX_WHOLE_BYTES + 64, "{}", text.len());
+        assert!(text.contains(" bytes omitted …]") && text.ends_with("19999\n"));
+        let claude = to_mcp_result(reply(long.clone()), ModelView::of(Some("claude-code")));
+        assert_eq!(claude.content[0].as_text().unwrap().text, long);
+    }
 
     /// The most bytes the `tools` array of a `tools/list` result may take:
     /// every client pays for it on every request it makes.

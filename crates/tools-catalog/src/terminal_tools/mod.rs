@@ -20,8 +20,8 @@ use terminal_seam::{
 use crate::bash::resolve_cwd;
 use crate::context::JobSandbox;
 use crate::{
-    CallContext, Preset, SANDBOX_UNAVAILABLE, Tool, ToolError, ToolFuture, ToolReply, ToolSpec,
-    parse_args,
+    CallContext, Effect, Preset, SANDBOX_UNAVAILABLE, Tool, ToolError, ToolFuture, ToolReply,
+    ToolSpec, parse_args,
 };
 
 fn terminal_error(e: TerminalError) -> ToolError {
@@ -108,6 +108,7 @@ The program and everything typed into it run in `bash`'s sandbox, reported in th
                 "INVALID_ARGUMENT",
                 SANDBOX_UNAVAILABLE,
             ],
+            Effect::RunsCommands,
         ))
     }
 }
@@ -219,6 +220,7 @@ After your client restarted, pass `resume` (the resume key an earlier reply gave
                 "RESUME_NOT_EMPTY",
                 "RESUME_BUSY",
             ],
+            Effect::ReadOnly,
         ))
     }
 }

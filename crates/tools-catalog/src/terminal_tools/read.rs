@@ -7,7 +7,8 @@ use terminal_seam::{ReadOutcome, ReadRequest};
 
 use super::{TERMINAL_ERRORS, parse_id, terminal_error};
 use crate::{
-    CallContext, Preset, Settings, Tool, ToolFuture, ToolReply, ToolSpec, clamp_ms, parse_args,
+    CallContext, Effect, Preset, Settings, Tool, ToolFuture, ToolReply, ToolSpec, clamp_ms,
+    parse_args,
 };
 
 /// Which view `terminal_read` returns.
@@ -51,6 +52,7 @@ impl TerminalReadTool {
 `screen` returns what the screen shows now, for full-screen programs such as editors, pagers and `top`.",
                 &[Preset::Full],
                 TERMINAL_ERRORS,
+                Effect::ReadOnly,
             ),
             max_result_bytes: settings.max_result_bytes,
         }

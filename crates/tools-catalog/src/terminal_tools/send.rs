@@ -19,7 +19,7 @@ use super::{ECHO_OFF, TerminalSendTool, parse_id, status_json, terminal_error};
 use crate::context::JobSandbox;
 use crate::job_tools::{job_error, started_reply};
 use crate::{
-    CallContext, Preset, RefusalsJson, SecretAsked, Tool, ToolError, ToolFuture, ToolReply,
+    CallContext, Effect, Preset, RefusalsJson, SecretAsked, Tool, ToolError, ToolFuture, ToolReply,
     ToolSpec, clamp_ms, parse_args,
 };
 
@@ -59,6 +59,7 @@ One send at a time per terminal.",
                 "JOB_LIMIT",
                 "INVALID_ARGUMENT",
             ],
+            Effect::RunsCommands,
         ))
     }
 }

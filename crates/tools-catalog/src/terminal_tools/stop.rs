@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 use terminal_seam::{CloseKind, TerminalId, TerminalSignal};
 
 use super::{TerminalCloseTool, TerminalSignalTool, exit_json, parse_id, terminal_error};
-use crate::{CallContext, Preset, Tool, ToolFuture, ToolReply, ToolSpec, parse_args};
+use crate::{CallContext, Effect, Preset, Tool, ToolFuture, ToolReply, ToolSpec, parse_args};
 
 /// A signal the model may send.
 #[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
@@ -74,6 +74,7 @@ SIGKILL is refused for the terminal's own shell: to end the terminal use `termin
                 "USE_CLOSE",
                 "INVALID_ARGUMENT",
             ],
+            Effect::EndsOwnWork { idempotent: false },
         ))
     }
 }
@@ -121,6 +122,7 @@ impl TerminalCloseTool {
             "Close a terminal: end every process of its session, background jobs included, and return once none is left (any that cannot be ended are named); the terminal is hung up.",
             &[Preset::Full],
             &["NO_SESSION", "FOREIGN_SESSION", "INVALID_ARGUMENT"],
+            Effect::EndsOwnWork { idempotent: true },
         ))
     }
 }
