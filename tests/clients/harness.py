@@ -138,11 +138,9 @@ def toml_str(s: str) -> str:
     return json.dumps(s)  # a JSON string is a TOML basic string
 
 
-def setup_claude(base: pathlib.Path, url: str, server: list, server_env: dict, options: dict):
+def setup_claude(base: pathlib.Path, url: str, server: list, server_env: dict, options: dict,
+                 workdir: pathlib.Path):
     home = base / "home"
-    config = base / "mcp.json"
-    config.write_text(json.dumps({"mcpServers": {"dsh": {
-        "type": "stdio", "command": server[0], "args": server[1:], "env": server_env}}}, indent=2))
     env = {
         "HOME": str(home),
         "CLAUDE_CONFIG_DIR": str(home / ".claude"),
@@ -153,15 +151,23 @@ def setup_claude(base: pathlib.Path, url: str, server: list, server_env: dict, o
         "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
         "DISABLE_AUTOUPDATER": "1",
     }
-    command = [client_bin("claude"), "-p", PROMPT, "--mcp-config", str(config), "--strict-mcp-config"]
+    # Registered as the README says (`claude mcp add dsh -- …/dsh mcp`),
+    # behind the logging proxy, with the test's own dsh directories.
+    add = [client_bin("claude"), "mcp", "add", "dsh"]
+    for key, value in server_env.items():
+        add += ["-e", f"{key}={value}"]
+    add += ["--", *server]
+    subprocess.run(add, env={**os.environ, **env}, cwd=workdir, check=True,
+                   capture_output=True, timeout=60)
+    command = [client_bin("claude"), "-p", PROMPT]
     if options.get("allow", True):
         # what a user grants to run one server's tools headless
         command += ["--allowedTools", "mcp__dsh"]
     command += options.get("extra_args", [])
-    return command, env, {"mcp_config": str(config)}
+    return command, env, {"claude_config": str(home / ".claude.json")}
 
 
-def setup_codex(base: pathlib.Path, url: str, server: list, server_env: dict, options: dict):
+def setup_codex(base: pathlib.Path, url: str, server: list, server_env: dict, options: dict, _workdir):
     home = base / "home"
     codex_home = home / ".codex"
     codex_home.mkdir(parents=True, exist_ok=True)
@@ -190,7 +196,7 @@ def setup_codex(base: pathlib.Path, url: str, server: list, server_env: dict, op
     return command, env, {"codex_config": str(config)}
 
 
-def setup_gemini(base: pathlib.Path, url: str, server: list, server_env: dict, options: dict):
+def setup_gemini(base: pathlib.Path, url: str, server: list, server_env: dict, options: dict, _workdir):
     home = base / "home"
     settings_dir = home / ".gemini"
     settings_dir.mkdir(parents=True, exist_ok=True)
@@ -398,7 +404,7 @@ def run_client(client: str, script: list, workdir: pathlib.Path, dsh_env: dict,
     server_env = {k: dsh_env[k] for k in DSH_VARS if k in dsh_env}
     api = ModelApi(Script(script), str(model_log)).start()
     try:
-        command, client_env, files = SETUP[client](base, api.url, proxy_command(mcp_log), server_env, options)
+        command, client_env, files = SETUP[client](base, api.url, proxy_command(mcp_log), server_env, options, cwd)
         env = dict(dsh_env)
         for k in list(env):
             # the clients' own settings from the calling environment do not apply

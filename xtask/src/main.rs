@@ -8,7 +8,8 @@
 //!   python-lsp-server, and the language servers of the built-in
 //!   languages: pyright, typescript-language-server, TypeScript 5 and 7
 //!   and the TypeScript MCP SDK from npm into `tests/node`, clangd and
-//!   Go's gopls from Debian;
+//!   Go's gopls from Debian; the real agent clients Claude Code, Codex
+//!   and Gemini CLI from npm into `tests/clients`;
 //!   the browser of the `dsh ui` test: Debian's chromium, driven by
 //!   playwright-core from `tests/node`, which never downloads a browser;
 //!   and the programs of the conformance corpus, from Debian and IPython
@@ -20,6 +21,9 @@
 //!   unoptimised, in a third of the release build's time) and runs every
 //!   test: the Rust workspace, the end-to-end MCP suite, then every
 //!   benchmark in its `--quick` mode so none can rot;
+//! * `clients [PACKAGE@VERSION ...]` moves the pins of the real agent
+//!   clients the conformance suite drives (`tests/clients`: Claude Code,
+//!   Codex, Gemini CLI) to their newest releases or the versions named;
 //! * `static` builds the self-contained `dsh` that `dsh mcp --remote`
 //!   installs on a target (musl, `--profile static`: release, stripped);
 //! * `bench <name> [--quick]` runs a benchmark (release build) and prints
@@ -52,6 +56,9 @@ tasks:
                       (musl, statically linked, stripped) and print where it is and its size
   test                check fmt and clippy, install what the tests need, run every test,
                       then `bench all --quick`
+  clients [PACKAGE@VERSION ...]
+                      move the pinned agent clients of the real-client suite (Claude Code,
+                      Codex, Gemini CLI) to their newest releases, or to the versions named
   bench <name> [--quick]
                       run a benchmark: mcp, spawn, terminal, memory, jobs, lsp, lsp-real, workspace,
                       sandbox, daemon, ui, corpus, redact, remote, resume, all (--quick: a short smoke run on the debug build)";
@@ -63,6 +70,7 @@ fn main() -> ExitCode {
         ["codegen"] => codegen(false),
         ["codegen", "--check"] => codegen(true),
         ["static"] => build_static(StaticProfile::Release).map(drop),
+        ["clients", pins @ ..] => update_agent_clients(pins),
         ["test"] => test(),
         ["bench", name] => bench(name, Speed::Full),
         ["bench", name, "--quick"] => bench(name, Speed::Quick),
@@ -225,7 +233,8 @@ const GO_CORPUS_PACKAGE: &str = "golang-github-google-uuid-dev=1.3.0-1";
 const GO_CORPUS_SOURCE: &str = "/usr/share/gocode/src/github.com/google/uuid";
 
 /// Installs the language servers of the built-in languages for the tests:
-/// npm packages into `tests/node` (from the committed lock file), clangd
+/// npm packages into `tests/node` and the agent clients into
+/// `tests/clients` (each from its committed lock file), clangd
 /// and Go's pair from Debian when missing (CI runs as root), the programs
 /// of the conformance corpus from Debian when missing, and Debian's
 /// chromium for the `dsh ui` browser test. Returns why Go
@@ -250,6 +259,7 @@ fn install_language_servers() -> anyhow::Result<Option<String>> {
                 .current_dir(node_dir()),
         )?;
     }
+    install_agent_clients()?;
     let apt_install = |packages: &[&str]| -> anyhow::Result<()> {
         step(
             &format!("install {} (Debian packages)", packages.join(" ")),
@@ -337,6 +347,75 @@ fn install_language_servers() -> anyhow::Result<Option<String>> {
         return Ok(Some("`gopls version` fails after installing gopls".into()));
     }
     Ok(None)
+}
+
+/// Where npm installs the real agent clients of the conformance suite
+/// (`tests/e2e/test_real_clients.py`), pinned by its lock file.
+fn clients_dir() -> PathBuf {
+    root().join("tests").join("clients")
+}
+
+/// Installs Claude Code, Codex and Gemini CLI from npm into
+/// `tests/clients` (from the committed lock file), when missing or older
+/// than the lock file. `cargo xtask clients` moves the pins.
+fn install_agent_clients() -> anyhow::Result<()> {
+    let installed = clients_dir()
+        .join("node_modules")
+        .join(".package-lock.json");
+    let lock = clients_dir().join("package-lock.json");
+    let stale = match (std::fs::metadata(&installed), std::fs::metadata(&lock)) {
+        (Ok(i), Ok(l)) => match (i.modified(), l.modified()) {
+            (Ok(i), Ok(l)) => i < l,
+            _ => true,
+        },
+        _ => true,
+    };
+    if stale {
+        step(
+            "install the real agent clients: Claude Code, Codex, Gemini CLI (npm ci in tests/clients)",
+            Command::new("npm")
+                .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
+                .current_dir(clients_dir()),
+        )?;
+    }
+    Ok(())
+}
+
+/// Moves the pinned agent clients to their newest releases (or to the
+/// versions named, `PACKAGE@VERSION`), rewriting `tests/clients`'
+/// package.json and lock file; the suite then runs against them.
+fn update_agent_clients(pins: &[&str]) -> anyhow::Result<()> {
+    let packages = [
+        "@anthropic-ai/claude-code",
+        "@openai/codex",
+        "@google/gemini-cli",
+    ];
+    let mut wanted: Vec<String> = packages.iter().map(|p| format!("{p}@latest")).collect();
+    for pin in pins {
+        let Some(at) = pin.rfind('@').filter(|&i| i > 0) else {
+            bail!("{pin:?} is not PACKAGE@VERSION");
+        };
+        let Some(slot) = packages.iter().position(|p| *p == &pin[..at]) else {
+            bail!(
+                "{pin:?} is not one of the pinned clients: {}",
+                packages.join(", ")
+            );
+        };
+        wanted[slot] = (*pin).to_owned();
+    }
+    step(
+        "pin the agent clients (npm install --save-exact in tests/clients)",
+        Command::new("npm")
+            .args([
+                "install",
+                "--save-exact",
+                "--no-audit",
+                "--no-fund",
+                "--loglevel=error",
+            ])
+            .args(&wanted)
+            .current_dir(clients_dir()),
+    )
 }
 
 /// Fetches the pinned real projects of the LSP conformance suite and builds

@@ -423,6 +423,31 @@ filtered by `[env]` (default: every variable but those whose names contain `KEY`
 `TOKEN` or `PASSWORD`), then the tool's own variables on top.
 ";
 
+/// What each client shows its model of a result, and what dsh sends it,
+/// for the rendered catalog (measured with each client run headless
+/// against a scripted model: `tests/e2e/test_real_clients.py`).
+const MODEL_READS: &str = "
+## What the model reads
+
+Every result is one text block rendered for the model and, for programs, `structuredContent` \
+with the fields each tool names. Which of the two a model reads is its client's choice:
+
+| client | protocol | its model is shown | dsh sends |
+|---|---|---|---|
+| Claude Code | 2026-07-28 (`server/discover`, `_meta` on every request) | `structuredContent` as JSON when a result has it, else the text | the text alone |
+| Codex | 2025-06-18 | the same, after `Wall time: … Output:`, cut in the middle to about 12 KB | the text alone, cut by dsh to 10,000 bytes so its own `[… N bytes omitted …]` marker is read |
+| Gemini CLI | 2025-06-18 | the text, inside `<untrusted_context>`; on an error the whole raw result, escaped | the text alone |
+| any other client (the MCP SDKs) | any | its own choice | the text and `structuredContent` |
+
+So in each of the three the model reads every sentence dsh writes for it (the exit and timing \
+line, the sandbox line, how to read a job, the resume sentence, the omission marker), at the \
+size of dsh's own text. Each tool states its annotations below: Codex runs only the read-only \
+ones without asking in its default mode, and Claude Code runs those in plan mode and in \
+parallel. Claude Code lists `bash` from the first turn (`_meta[\"anthropic/alwaysLoad\"]`) and \
+the others behind its tool search. Gemini CLI adds a `wait_for_previous` argument to every \
+tool; dsh accepts it and ignores it.
+";
+
 fn render_markdown(only: Option<Preset>) -> String {
     let shown = Catalog::new(only.unwrap_or(Preset::Full), &Settings::default());
     let mut out = String::new();
@@ -462,6 +487,9 @@ fn render_markdown(only: Option<Preset>) -> String {
         );
     }
     out.push_str(CHILD_ENVIRONMENT);
+    if only.is_none() {
+        out.push_str(MODEL_READS);
+    }
     for tool in shown.tools() {
         let s = tool.spec();
         let schema = serde_json::to_string_pretty(&s.input_schema).unwrap_or_default();
