@@ -8,11 +8,14 @@ test asserts on the logged model requests, and on the JSON-RPC traffic
 between the client and dsh for what dsh sent. A client that is not
 installed fails the test (run `npm ci` in tests/clients)."""
 
+import json
 import pathlib
 import re
 import sys
 
 import pytest
+
+from conftest import dsh
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "clients"))
 import harness  # noqa: E402
@@ -141,3 +144,19 @@ def test_each_client_gets_read_only_annotations(run, client):
     assert not missing, (
         f"tools without readOnlyHint true as {client} received them: {missing}; "
         f"annotations: { {n: tools.get(n, {}).get('annotations') for n in READ_ONLY} }")
+
+
+# The name each client gives itself, in `initialize` or (Claude Code,
+# MCP 2026-07-28) in every request's `_meta`.
+CLIENT_NAMES = {"claude": "claude-code", "codex": "codex-mcp-client", "gemini": "gemini-cli-mcp-client"}
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_a_session_is_recorded_for_each_client(run, client, isolated_env):
+    r = run(client, [{"tool": "bash", "arguments": {"command": "true"}}], **RUNS_EVERY_TOOL[client])
+    seen_and_sent(r, r.calls[0])
+    sessions = json.loads(dsh(isolated_env, "session", "list", "--json").stdout)
+    names = [(s.get("client") or {}).get("name") for s in sessions]
+    assert CLIENT_NAMES[client] in names, f"sessions recorded: {sessions}"
+    [session] = [s for s in sessions if (s.get("client") or {}).get("name") == CLIENT_NAMES[client]]
+    assert session["cwd"], session
