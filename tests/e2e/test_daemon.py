@@ -34,6 +34,7 @@ from conftest import (
     live_in_session,
     ok,
     processes,
+    stop_daemons,
     write_config,
 )
 
@@ -191,6 +192,77 @@ def test_ten_bridges_started_at_once_make_exactly_one_daemon(isolated_env):
         for bridge in bridges:
             bridge.close()
     assert [b.proc.returncode for b in bridges] == [0] * 10
+
+
+@pytest.fixture
+def runtime_dirs(isolated_env):
+    """The environments of two clients of one data dir: `xdg` with an
+    XDG_RUNTIME_DIR of its own (a desktop session's), `none` without one (an
+    ssh session, or an MCP client that passes on only part of the
+    environment, as Codex does); neither sets DSH_RUNTIME_DIR. The data dir
+    sits in a short directory (`DATA/run/` holds the socket of the second:
+    a socket path must fit in 108 bytes). Their daemons, told apart by
+    XDG_DATA_HOME, are stopped at teardown."""
+    import shutil
+    import tempfile
+    root = pathlib.Path(tempfile.mkdtemp(prefix="dsh-rd-"))
+    (root / "ws").mkdir()
+    base = dict(isolated_env, XDG_DATA_HOME=str(root / "data"))
+    base.pop("DSH_RUNTIME_DIR")
+    run = root / "xdg-run"
+    run.mkdir(mode=0o700)
+    marker = f"XDG_DATA_HOME={base['XDG_DATA_HOME']}".encode()
+    try:
+        yield {"xdg": dict(base, XDG_RUNTIME_DIR=str(run)), "none": base,
+               "run": run, "ws": root / "ws", "marker": marker}
+    finally:
+        stop_daemons(base, marker=marker)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.mark.parametrize("first", ["xdg", "none"])
+async def test_bridges_whose_runtime_dirs_differ_reach_one_daemon(runtime_dirs, first):
+    """The second bridge computes another socket path than the daemon's; it
+    finds the daemon through the daemon.json the daemon wrote (instead of
+    failing with `its DSH_RUNTIME_DIR or XDG_RUNTIME_DIR differs`), and so
+    do `dsh ps`, `dsh daemon status` and `dsh attach` run with either
+    environment."""
+    import tempfile
+    second = "none" if first == "xdg" else "xdg"
+    envs = runtime_dirs
+    data_dir = pathlib.Path(envs["none"]["XDG_DATA_HOME"]) / "dsh"
+    where = {"xdg": envs["run"] / "dsh", "none": data_dir / "run"}
+    with tempfile.TemporaryFile("w+") as errlog:
+        async with connect(envs[first], cwd=envs["ws"]) as a:
+            assert ok(await a.call_tool("bash", {"command": "echo first"}))["output"] == "first\n"
+            record = info(envs[first])
+            assert pathlib.Path(record["socket"]).parent == where[first], record
+            try:
+                async with connect(envs[second], cwd=envs["ws"], errlog=errlog) as b:
+                    r = ok(await b.call_tool("bash", {"command": "echo second"}))
+                    assert r["output"] == "second\n"
+                    assert daemons_of(envs[first], envs["marker"]) == [record["pid"]]
+                    assert info(envs[first]) == record
+                    for env in (envs["xdg"], envs["none"]):
+                        ps = json.loads(dsh(env, "ps", "--json").stdout)
+                        assert len(ps["connections"]) == 2, ps
+                        status = json.loads(dsh(env, "daemon", "status", "--json").stdout)
+                        assert (status["pid"], status["socket"]) == (record["pid"], record["socket"])
+                        # the daemon's answer, not "no dsh daemon is running"
+                        p = dsh(env, "attach", "pty-9", check=False)
+                        assert p.stderr.startswith("dsh: no terminal pty-9;"), p.stderr
+            except Exception as e:
+                errlog.seek(0)
+                raise AssertionError(f"the second bridge's stderr: {errlog.read()!r}") from e
+    # no daemon was started for the second, not even one that left at once:
+    # every `dsh daemon` warns once, at start, that its runtime dir is in
+    # the temp dir (both are here)
+    log = (data_dir / "daemon.log").read_text()
+    assert log.count("the runtime directory is inside the temp directory") == 1, log
+    assert not os.path.exists(where[second] / pathlib.Path(record["socket"]).name)
+    assert dsh(envs[second], "daemon", "stop").stdout.startswith(
+        f"stopped the dsh daemon (pid {record['pid']}); ")
+    assert daemons_of(envs[first], envs["marker"]) == []
 
 
 def test_a_second_daemon_refuses_at_once_naming_the_first(isolated_env):

@@ -10,6 +10,12 @@
 //! writable to the commands it confines, and a command that can remove or
 //! replace the daemon's socket can cut every client off it. The data
 //! directory is closed to them.
+//!
+//! A client whose runtime directory differs from the daemon's (another
+//! login, or an MCP client that passes on only part of the environment)
+//! finds the socket through `daemon.json`, which the daemon writes in the
+//! data directory: [`check_recorded_socket`] is what such a socket must
+//! pass before it is used.
 
 use std::os::unix::fs::{DirBuilderExt as _, MetadataExt as _, PermissionsExt as _};
 use std::path::{Path, PathBuf};
@@ -65,6 +71,21 @@ pub enum PathsError {
         len: usize,
         /// The longest path that fits.
         max: usize,
+    },
+    /// The socket a daemon recorded is no longer there, or is not the
+    /// file it bound.
+    #[error("the socket {socket} is gone or is not the one the daemon bound")]
+    SocketGone {
+        /// The socket.
+        socket: PathBuf,
+    },
+    /// The socket a daemon recorded cannot be used as it is.
+    #[error("the socket {socket} cannot be used: {reason}")]
+    UnusableSocket {
+        /// The socket.
+        socket: PathBuf,
+        /// What is wrong with it.
+        reason: String,
     },
     /// Its mode lets other users in.
     #[error(
@@ -122,6 +143,20 @@ impl DaemonPaths {
     /// process. Nothing is created.
     pub fn new(data_dir: &Path) -> Self {
         Self::with_runtime_dir(data_dir, &runtime_dir(data_dir))
+    }
+
+    /// The paths of the same daemon with `socket`, the one it recorded in
+    /// `daemon.json`, in place of the one this process computed (its
+    /// runtime directory is the socket's). Check it first with
+    /// [`check_recorded_socket`].
+    pub fn at_socket(&self, socket: &Path) -> Self {
+        Self {
+            runtime_dir: socket
+                .parent()
+                .map_or_else(|| self.runtime_dir.clone(), Path::to_path_buf),
+            socket: socket.to_path_buf(),
+            ..self.clone()
+        }
     }
 
     /// The paths for `data_dir` under `runtime_dir`.
@@ -184,6 +219,16 @@ pub fn ensure_private_dir(dir: &Path) -> Result<(), PathsError> {
     {
         return Err(unusable(e));
     }
+    check_private_dir(dir)
+}
+
+/// Checks, creating nothing, that `dir` is a directory of this user that
+/// no one else may enter (the checks of [`ensure_private_dir`]).
+pub fn check_private_dir(dir: &Path) -> Result<(), PathsError> {
+    let unusable = |e: std::io::Error| PathsError::Unusable {
+        dir: dir.to_path_buf(),
+        reason: e.to_string(),
+    };
     let meta = std::fs::symlink_metadata(dir).map_err(unusable)?;
     if !meta.is_dir() {
         return Err(PathsError::Unusable {
@@ -205,6 +250,58 @@ pub fn ensure_private_dir(dir: &Path) -> Result<(), PathsError> {
             dir: dir.to_path_buf(),
             mode,
         });
+    }
+    Ok(())
+}
+
+/// Checks the socket a daemon recorded in `daemon.json` (`bound`: the
+/// identity, device and inode, it recorded for it) before a client whose
+/// own runtime directory is another uses it: an absolute path that fits
+/// in a socket address, in a directory that passes [`check_private_dir`]
+/// (this user's, closed to others), naming a socket of this user that is
+/// still the file the daemon bound. Creates nothing. The client still
+/// checks, once connected, that the process listening is the daemon
+/// `daemon.json` names, before it sends anything.
+pub fn check_recorded_socket(socket: &Path, bound: Option<(u64, u64)>) -> Result<(), PathsError> {
+    let unusable = |reason: String| PathsError::UnusableSocket {
+        socket: socket.to_path_buf(),
+        reason,
+    };
+    if !socket.is_absolute() {
+        return Err(unusable(
+            "it is a relative path, which names another file from here".to_owned(),
+        ));
+    }
+    let len = socket.as_os_str().len();
+    if len > MAX_SOCKET_PATH {
+        return Err(PathsError::SocketTooLong {
+            socket: socket.to_path_buf(),
+            len,
+            max: MAX_SOCKET_PATH,
+        });
+    }
+    let Some(dir) = socket.parent() else {
+        return Err(unusable("it has no directory".to_owned()));
+    };
+    check_private_dir(dir)?;
+    let gone = || PathsError::SocketGone {
+        socket: socket.to_path_buf(),
+    };
+    let meta = match std::fs::symlink_metadata(socket) {
+        Ok(meta) => meta,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(gone()),
+        Err(e) => return Err(unusable(e.to_string())),
+    };
+    use std::os::unix::fs::FileTypeExt as _;
+    if !meta.file_type().is_socket() || bound.is_some_and(|id| id != (meta.dev(), meta.ino())) {
+        return Err(gone());
+    }
+    let me = nix::unistd::getuid().as_raw();
+    if meta.uid() != me {
+        return Err(unusable(format!(
+            "it belongs to uid {}, not to you (uid {me})",
+            meta.uid()
+        )));
     }
     Ok(())
 }
@@ -313,6 +410,55 @@ mod tests {
         assert!(in_shared_temp(&std::env::temp_dir().join("dsh-run-x")));
         assert!(in_shared_temp(Path::new("/tmp/dsh-0")));
         assert!(in_shared_temp(Path::new("/dev/shm/x")));
+    }
+
+    #[test]
+    fn a_recorded_socket_is_used_only_when_it_is_the_daemons_in_a_private_dir() {
+        let tmp = tempfile::tempdir().unwrap();
+        let paths = DaemonPaths::with_runtime_dir(&tmp.path().join("data"), &tmp.path().join("r"));
+        paths.ensure_runtime_dir().unwrap();
+        let socket = paths.socket.clone();
+        // nothing there yet
+        assert!(matches!(
+            check_recorded_socket(&socket, None),
+            Err(PathsError::SocketGone { .. })
+        ));
+        let _listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+        let meta = std::fs::metadata(&socket).unwrap();
+        let bound = (meta.dev(), meta.ino());
+        check_recorded_socket(&socket, Some(bound)).unwrap();
+        // another file than the one the daemon bound
+        assert!(matches!(
+            check_recorded_socket(&socket, Some((bound.0, bound.1 + 1))),
+            Err(PathsError::SocketGone { .. })
+        ));
+        // a relative path names another file from another directory
+        let err = check_recorded_socket(Path::new("r/dsh-1.sock"), None).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "the socket r/dsh-1.sock cannot be used: it is a relative path, which names another file from here"
+        );
+        // a directory open to others: the same refusal, with the same fix,
+        // as for the runtime directory of this process; nothing is changed
+        std::fs::set_permissions(&paths.runtime_dir, std::fs::Permissions::from_mode(0o755))
+            .unwrap();
+        let err = check_recorded_socket(&socket, Some(bound)).unwrap_err();
+        assert!(
+            matches!(err, PathsError::TooOpen { mode: 0o755, .. }),
+            "{err}"
+        );
+        let mode = std::fs::metadata(&paths.runtime_dir)
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777;
+        assert_eq!(mode, 0o755);
+        // the daemon's paths there: its socket, its directory, the same files
+        let there = DaemonPaths::with_runtime_dir(&tmp.path().join("data"), &tmp.path().join("o"))
+            .at_socket(&socket);
+        assert_eq!(there.socket, socket);
+        assert_eq!(there.runtime_dir, paths.runtime_dir);
+        assert_eq!((&there.lock, &there.info), (&paths.lock, &paths.info));
     }
 
     #[test]

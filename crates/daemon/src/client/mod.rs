@@ -96,8 +96,9 @@ pub enum ClientError {
         socket: PathBuf,
     },
     /// A daemon holds the data directory (found through its lock and
-    /// `daemon.json`) but does not listen where this client looks: its
-    /// socket was removed, or the client's runtime directory is another.
+    /// `daemon.json`) but cannot be reached: its socket was removed or
+    /// replaced, or it listens where another runtime directory leads and
+    /// that socket fails the checks a client makes before it goes there.
     #[error("{message}")]
     SocketLost {
         /// The daemon, as found and checked (see
@@ -158,21 +159,34 @@ fn daemon_pid_hint(paths: &DaemonPaths) -> String {
 /// Connects and says `hello`. With `start`, a daemon is started when none
 /// answers (or when the one that answers is of another version) and
 /// waited for.
+///
+/// The daemon of `paths`' data directory is reached where it listens: at
+/// the socket it recorded in `daemon.json` when that is not the one this
+/// process computed (its runtime directory differs from the daemon's) and
+/// the daemon is found through its lock, the socket checked
+/// ([`recorded_elsewhere`]); else at `paths.socket`. This process's own
+/// runtime directory is needed only in the second case.
 pub(crate) fn connect(
     paths: &DaemonPaths,
     hello: &Hello,
     start: Option<&StartSpec>,
 ) -> Result<Connected, ClientError> {
-    paths
-        .ensure_runtime_dir()
-        .map_err(|e| ClientError::Unreachable(e.to_string()))?;
+    let own_dir = paths.ensure_runtime_dir().map_err(|e| e.to_string());
     let began = Instant::now();
     let mut started: Option<std::process::Child> = None;
+    // Whether this client started a daemon (candidate) at all.
+    let mut spawned = false;
     let mut last_mismatch: Option<Reply> = None;
     let mut first_gone: Option<Instant> = None;
     loop {
-        match UnixStream::connect(&paths.socket) {
-            Ok(stream) => match say_hello(paths, stream, hello) {
+        let followed = recorded_elsewhere(paths);
+        let target = match (&followed, &own_dir) {
+            (Some(recorded), _) => recorded,
+            (None, Ok(())) => paths,
+            (None, Err(e)) => return Err(ClientError::Unreachable(e.clone())),
+        };
+        match UnixStream::connect(&target.socket) {
+            Ok(stream) => match say_hello(target, stream, hello) {
                 // The daemon closed the connection unanswered: it was
                 // exiting (killed, stopping) as this client connected, and
                 // its socket is about to be stale. Connect again: that is
@@ -225,7 +239,7 @@ pub(crate) fn connect(
             Err(e) => {
                 return Err(ClientError::Unreachable(format!(
                     "cannot connect to the dsh daemon at {}: {e}",
-                    paths.socket.display()
+                    target.socket.display()
                 )));
             }
         }
@@ -236,7 +250,21 @@ pub(crate) fn connect(
             });
         };
         match &mut started {
-            None => started = Some(spawn_daemon(paths, spec)?),
+            // A daemon is started only when none holds the lock, or to
+            // take over from one of another version. One that holds it
+            // and does not answer is starting (it answers once it
+            // listens, wherever that is), stopping (it releases the lock,
+            // and then one is started), or has lost its socket (said at
+            // once).
+            None if last_mismatch.is_none() && crate::holder::lock_is_held(paths) => {
+                if let Some(lost) = lost_socket(paths) {
+                    return Err(lost);
+                }
+            }
+            None => {
+                started = Some(spawn_daemon(paths, spec)?);
+                spawned = true;
+            }
             Some(child) => match child.try_wait() {
                 Ok(Some(status)) if !status.success() => {
                     return Err(ClientError::Unreachable(format!(
@@ -279,9 +307,17 @@ pub(crate) fn connect(
                     START_TIMEOUT.as_secs(),
                     log_tail(&paths.log)
                 ),
-                None => format!(
+                None if spawned => format!(
                     "a dsh daemon was started but did not answer on {} within {} s: {}",
                     paths.socket.display(),
+                    START_TIMEOUT.as_secs(),
+                    log_tail(&paths.log)
+                ),
+                None => format!(
+                    "the dsh daemon{} that holds {} did not start listening within {} s (see \
+                     `dsh daemon status`): {}",
+                    daemon_pid_hint(paths),
+                    paths.lock.display(),
                     START_TIMEOUT.as_secs(),
                     log_tail(&paths.log)
                 ),
@@ -302,47 +338,86 @@ pub fn holder_of(paths: &DaemonPaths, error: &ClientError) -> Option<crate::hold
     crate::holder::find_holder(paths)
 }
 
+/// The paths of the daemon of `paths`' data directory at the socket it
+/// recorded in `daemon.json`, when that is not `paths.socket` (the
+/// daemon was started with another `DSH_RUNTIME_DIR` or
+/// `XDG_RUNTIME_DIR`, or with none) and may be used: the daemon listens,
+/// it is found through its lock and checked to be the process the file
+/// names ([`crate::holder::find_holder`]), and the socket passes
+/// [`crate::paths::check_recorded_socket`]. `None` otherwise: the client
+/// looks where it computed.
+fn recorded_elsewhere(paths: &DaemonPaths) -> Option<DaemonPaths> {
+    // Read cheaply first: where the daemon listens where this process
+    // looks (the usual case), nothing else is read.
+    let recorded = crate::protocol::info::read_info(&paths.info)?;
+    if !recorded.listening || recorded.socket == paths.socket {
+        return None;
+    }
+    let holder = crate::holder::find_holder(paths)?;
+    let info = &holder.info;
+    if !info.listening || info.socket == paths.socket {
+        return None;
+    }
+    crate::paths::check_recorded_socket(&info.socket, info.socket_id).ok()?;
+    Some(paths.at_socket(&info.socket))
+}
+
 /// The error for a daemon that holds the data directory and has bound a
-/// socket, but not the one this client looks for: its socket was removed
-/// while it ran (or replaced: the client then found no listener), or it
-/// was started with another runtime directory.
+/// socket no client can use: its socket was removed while it ran (or
+/// replaced: the client then found no listener), or, when it listens
+/// where another runtime directory leads, that socket fails the checks of
+/// [`crate::paths::check_recorded_socket`].
 fn lost_socket(paths: &DaemonPaths) -> Option<ClientError> {
     lost_socket_of(paths, crate::holder::find_holder(paths)?)
 }
 
 /// [`lost_socket`] for the daemon `holder`, found already.
 fn lost_socket_of(paths: &DaemonPaths, holder: crate::holder::Holder) -> Option<ClientError> {
-    use std::os::unix::fs::MetadataExt as _;
+    use crate::paths::PathsError;
     if !holder.info.listening {
         return None;
     }
     let pid = holder.info.pid;
-    let message = if holder.info.socket == paths.socket {
+    let socket = &holder.info.socket;
+    let checked = if *socket == paths.socket {
         // Recorded after the bind: a file with another identity (or none)
         // is not the daemon's socket, however recently this client looked.
-        let now = std::fs::symlink_metadata(&paths.socket)
-            .ok()
-            .map(|m| (m.dev(), m.ino()));
-        if holder.info.socket_id.is_none() || now == holder.info.socket_id {
-            return None;
+        // (A daemon that recorded no identity is taken at its word.)
+        match holder.info.socket_id {
+            None => return None,
+            Some(bound) => {
+                use std::os::unix::fs::MetadataExt as _;
+                let now = std::fs::symlink_metadata(socket)
+                    .ok()
+                    .map(|m| (m.dev(), m.ino()));
+                if now == Some(bound) {
+                    return None;
+                }
+                Err(PathsError::SocketGone {
+                    socket: socket.clone(),
+                })
+            }
         }
-        format!(
+    } else {
+        crate::paths::check_recorded_socket(socket, holder.info.socket_id)
+    };
+    let message = match checked {
+        // It can be reached there: the caller goes there.
+        Ok(()) => return None,
+        Err(PathsError::SocketGone { .. }) => format!(
             "the dsh daemon (pid {pid}) of {} no longer has its socket {} (it was removed or \
              replaced while the daemon ran), so no client can reach it: run `dsh daemon stop`, \
              which finds the daemon through its lock, and try again",
             paths.data_dir.display(),
-            paths.socket.display()
-        )
-    } else {
-        format!(
-            "the dsh daemon (pid {pid}) of {} listens on {}, but this command looks for {}: its \
-             DSH_RUNTIME_DIR or XDG_RUNTIME_DIR differs from this command's. Run the command \
-             with the daemon's, or run `dsh daemon stop`, which finds the daemon through its \
-             lock, and try again",
+            socket.display()
+        ),
+        Err(e) => format!(
+            "the dsh daemon (pid {pid}) of {} listens on {}, which this command will not use: \
+             {e}. Fix that, or run `dsh daemon stop`, which finds the daemon through its lock, \
+             and try again",
             paths.data_dir.display(),
-            holder.info.socket.display(),
-            paths.socket.display()
-        )
+            socket.display()
+        ),
     };
     Some(ClientError::SocketLost {
         holder: Box::new(holder),
@@ -667,23 +742,99 @@ mod tests {
         assert_eq!(connected.reply.error, None);
     }
 
-    /// A candidate that leaves because the lock is held, by a process
-    /// that does not pass for the daemon `daemon.json` names (here none
-    /// is named), is not started again while the lock stays held.
-    #[test]
-    fn no_candidate_is_started_again_while_anyone_holds_the_lock() {
+    /// Records this process in `daemon.json` as the daemon of `paths`,
+    /// listening on `socket` (bound already, with identity `socket_id`).
+    fn record_this_process(paths: &DaemonPaths, socket: &Path, socket_id: Option<(u64, u64)>) {
+        let me = std::process::id();
+        let info = crate::protocol::info::DaemonInfo {
+            pid: me,
+            version: version_of_test(),
+            socket: socket.to_path_buf(),
+            started_at: "2000-01-01T00:00:00Z".into(),
+            start_time: process_tree::process_info(me as i32).map(|p| p.start_time),
+            listening: true,
+            socket_id,
+        };
+        std::fs::write(&paths.info, serde_json::to_string(&info).unwrap()).unwrap();
+    }
+
+    /// Takes `paths`' daemon lock, as a daemon does.
+    fn take_lock(paths: &DaemonPaths) -> nix::fcntl::Flock<std::fs::File> {
         use nix::fcntl::{Flock, FlockArg};
-        use std::os::unix::fs::PermissionsExt as _;
-        let dir = tempfile::tempdir().unwrap();
-        let paths = paths_in(dir.path());
-        let lock = Flock::lock(
+        Flock::lock(
             std::fs::File::create(&paths.lock).unwrap(),
             FlockArg::LockExclusiveNonblock,
         )
         .map_err(|(_, e)| e)
-        .unwrap();
-        // a candidate that finds the lock held and leaves: it counts its
-        // starts
+        .unwrap()
+    }
+
+    /// A daemon whose runtime directory is not this client's (another
+    /// `XDG_RUNTIME_DIR`, or none) is reached at the socket it recorded,
+    /// once found through its lock; one whose socket's directory is open
+    /// to others is not, and the client says why and what to do.
+    #[test]
+    fn a_daemon_in_another_runtime_dir_is_reached_through_its_record() {
+        use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
+        let dir = tempfile::tempdir().unwrap();
+        let paths = paths_in(dir.path());
+        let theirs = DaemonPaths::with_runtime_dir(&paths.data_dir, &dir.path().join("other"));
+        theirs.ensure_runtime_dir().unwrap();
+        assert_ne!(theirs.socket, paths.socket);
+        let _lock = take_lock(&paths);
+        let listener = UnixListener::bind(&theirs.socket).unwrap();
+        let meta = std::fs::metadata(&theirs.socket).unwrap();
+        record_this_process(&paths, &theirs.socket, Some((meta.dev(), meta.ino())));
+        let accepting = listener.try_clone().unwrap();
+        let daemon = std::thread::spawn(move || {
+            let (stream, _) = accepting.accept().unwrap();
+            let mut reader = BufReader::new(&stream);
+            let _: Hello = read_line_blocking(&mut reader, MAX_REPLY_LINE).unwrap();
+            let mut writer = &stream;
+            write_line_blocking(&mut writer, &Reply::ok(serde_json::json!({}))).unwrap();
+        });
+        let got = connect(&paths, &Hello::new(Request::Status), None);
+        let connected = got.map_err(|e| e.to_string()).unwrap();
+        daemon.join().unwrap();
+        assert_eq!(connected.reply.error, None);
+        assert!(
+            !paths.socket.exists(),
+            "nothing listens where this client looked"
+        );
+
+        std::fs::set_permissions(&theirs.runtime_dir, std::fs::Permissions::from_mode(0o755))
+            .unwrap();
+        let got = connect(&paths, &Hello::new(Request::Status), None);
+        drop(listener);
+        let Err(ClientError::SocketLost { message, .. }) = got else {
+            panic!("{:?}", got.err());
+        };
+        assert_eq!(
+            message,
+            format!(
+                "the dsh daemon (pid {}) of {} listens on {}, which this command will not use: \
+                 the runtime directory {dir} has mode 0755; it must be private (0700): run `chmod \
+                 700 {dir}`. Fix that, or run `dsh daemon stop`, which finds the daemon through \
+                 its lock, and try again",
+                std::process::id(),
+                paths.data_dir.display(),
+                theirs.socket.display(),
+                dir = theirs.runtime_dir.display(),
+            )
+        );
+    }
+
+    /// While anyone holds the lock, by a process that does not pass for
+    /// the daemon `daemon.json` names (here none is named), no candidate
+    /// is started: the holder is starting or stopping.
+    #[test]
+    fn no_candidate_is_started_while_anyone_holds_the_lock() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = tempfile::tempdir().unwrap();
+        let paths = paths_in(dir.path());
+        let lock = take_lock(&paths);
+        // a candidate that would find the lock held and leave: it counts
+        // its starts
         let starts = dir.path().join("starts");
         let candidate = dir.path().join("candidate");
         std::fs::write(
@@ -700,33 +851,15 @@ mod tests {
             let paths = paths.clone();
             std::thread::spawn(move || connect(&paths, &Hello::new(Request::Status), Some(&spec)))
         };
-        let count = || {
-            std::fs::read_to_string(&starts)
-                .map(|t| t.lines().count())
-                .unwrap_or(0)
-        };
-        let began = Instant::now();
-        while count() == 0 {
-            assert!(began.elapsed() < START_TIMEOUT, "no candidate was started");
-            std::thread::sleep(Duration::from_millis(10));
-        }
         // sleep-ok: what is checked is that no candidate starts meanwhile
         // (one would every 10 ms)
         std::thread::sleep(Duration::from_millis(500));
-        let started = count();
+        let started = std::fs::read_to_string(&starts)
+            .map(|t| t.lines().count())
+            .unwrap_or(0);
         // the holder turns out to be a daemon whose socket is gone: the
         // client says so and returns
-        let me = std::process::id();
-        let info = crate::protocol::info::DaemonInfo {
-            pid: me,
-            version: version_of_test(),
-            socket: paths.socket.clone(),
-            started_at: "2000-01-01T00:00:00Z".into(),
-            start_time: process_tree::process_info(me as i32).map(|p| p.start_time),
-            listening: true,
-            socket_id: Some((0, 0)),
-        };
-        std::fs::write(&paths.info, serde_json::to_string(&info).unwrap()).unwrap();
+        record_this_process(&paths, &paths.socket, Some((0, 0)));
         let got = client.join().unwrap();
         drop(lock);
         assert!(
@@ -734,7 +867,7 @@ mod tests {
             "{:?}",
             got.err()
         );
-        assert_eq!(started, 1, "candidates started while the lock was held");
+        assert_eq!(started, 0, "candidates started while the lock was held");
     }
 
     fn version_of_test() -> String {
