@@ -15,6 +15,7 @@ import signal
 import stat
 import subprocess
 import tempfile
+import time
 import re
 import shlex
 
@@ -483,12 +484,12 @@ async def test_a_stalled_exec_peer_is_ended_and_the_work_taken_back(remote, tmp_
         assert "42" in r["output"]
 
 
-def test_a_question_open_at_a_drop_is_cancelled_to_the_client(sshd, remote, tmp_path):
-    """The target asks the person (an elicitation: may a command run
-    outside the sandbox?) and the stream drops before an answer: the
-    client is told the question is cancelled, the call is answered, and a
-    late answer to the old question reaches nothing (the work comes back on
-    the new stream)."""
+def test_a_call_waiting_for_a_person_at_a_drop_is_answered(sshd, remote, tmp_path):
+    """A command on the host waits for a person to approve it outside the
+    sandbox (the host's approval page is on its loopback, so the bridge
+    offers the client no URL elicitation and no question crosses: a form's
+    accept would approve nothing) and the stream drops before a decision:
+    the call is answered, and the work comes back on the new stream."""
     ws = remote.root / "ws"
     ws.mkdir()
     proc = subprocess.Popen([dsh_bin(), "mcp", "--remote", f"ssh://{HOST}{ws}"], env=sshd["env"],
@@ -519,19 +520,13 @@ def test_a_question_open_at_a_drop_is_cancelled_to_the_client(sshd, remote, tmp_
         term = read_until("terminal_open", by_id(2))["result"]["structuredContent"]["id"]
         send({"id": 3, "method": "tools/call", "params": {"name": "bash", "arguments": {
             "command": "true", "sandbox": "off"}}})
-        ask = read_until("the question", lambda msgs: next(
-            (m for m in msgs if m.get("method") == "elicitation/create"), None))
+        time.sleep(2)  # the call reaches the host and waits there
         [ssh] = ssh_of_bridge()
         os.kill(ssh, signal.SIGKILL)
-        cancelled = read_until("the cancel", lambda msgs: next(
-            (m for m in msgs if m.get("method") == "notifications/cancelled"
-             and m["params"]["requestId"] == ask["id"]), None))
-        assert "dropped" in cancelled["params"]["reason"]
-        answer = read_until("the send's answer", by_id(3))
+        answer = read_until("the call's answer", by_id(3))
         assert answer["result"]["structuredContent"]["error"]["code"] == "REMOTE_DISCONNECTED", answer
-        # the person answers late: it goes nowhere, and the next call is
-        # answered on the new stream, with the terminal back
-        send({"id": ask["id"], "result": {"action": "cancel"}})
+        assert not any(m.get("method") == "elicitation/create" for m in seen), seen
+        # the next call is answered on the new stream, with the terminal back
         send({"id": 4, "method": "tools/call", "params": {"name": "terminal_list", "arguments": {}}})
         listed = read_until("terminal_list", by_id(4))["result"]
         assert not listed.get("isError"), listed

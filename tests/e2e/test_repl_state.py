@@ -16,6 +16,7 @@ import shutil
 import sqlite3
 import sys
 
+import anyio
 import mcp.types as types
 import pytest
 
@@ -159,7 +160,22 @@ async def test_a_confined_command_cannot_plant_ipython_startup_code_that_runs_ou
             f"{shlex.quote(sys.executable)} -m IPython --no-banner "
             "-c \"print('PLANTED', globals().get('PLANTED', 'absent'))\""
         )
-        res = ok(await s.call_tool("bash", {"command": probe, "sandbox": "off"}))
+        # (the person approves it with `dsh approve`; the client's accept
+        # of the link approves nothing)
+        from test_approvals import decide_on_a_terminal, one_waiting
+
+        async with anyio.create_task_group() as tg:
+            result = {}
+
+            async def call():
+                result["r"] = await s.call_tool("bash", {"command": probe, "sandbox": "off"})
+
+            tg.start_soon(call)
+            a = await one_waiting(box["env"])
+            code, said = await anyio.to_thread.run_sync(
+                lambda: decide_on_a_terminal(box["env"], a["id"], "yes"))
+            assert code == 0, said
+        res = ok(result["r"])
         assert res["sandbox"]["mode"] == "off", res
         assert "IPYTHONDIR=unset" in res["output"] and "PLANTED absent" in res["output"], res
     assert len(asked) == 1

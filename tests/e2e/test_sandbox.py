@@ -284,11 +284,28 @@ def elicitation(answer, asked):
 
 
 async def test_sandbox_off_runs_unconfined_only_after_the_person_approves(box):
+    """The client is sent the approval page's link and accepts it; that
+    runs nothing: the person's yes in `dsh approve` on their terminal
+    does."""
+    from test_approvals import decide_on_a_terminal, one_waiting
+
     home = box["home"]
     asked = []
     command = 'touch "$HOME/approved" && echo ran'
     async with connect(box["env"], cwd=box["ws"], elicitation_callback=elicitation("accept", asked)) as s:
-        r = await bash(s, command, sandbox="off")
+        async with anyio.create_task_group() as tg:
+            result = {}
+
+            async def call():
+                result["r"] = await bash(s, command, sandbox="off")
+
+            tg.start_soon(call)
+            a = await one_waiting(box["env"])
+            assert command in a["question"] and "OUTSIDE the sandbox" in a["question"]
+            code, said = await anyio.to_thread.run_sync(
+                lambda: decide_on_a_terminal(box["env"], a["id"], "yes"))
+            assert code == 0, said
+        r = result["r"]
         res = ok(r)
         assert res["output"] == "ran\n" and res["exit_code"] == 0
         assert res["sandbox"]["mode"] == "off" and res["sandbox"]["enforced"] is False
@@ -297,28 +314,35 @@ async def test_sandbox_off_runs_unconfined_only_after_the_person_approves(box):
         # the next command is confined again
         again = ok(await bash(s, 'touch "$HOME/later"'))
         assert again["exit_code"] != 0 and again["sandbox"]["mode"] == "workspace-write"
-    assert len(asked) == 1 and command in asked[0] and "OUTSIDE the sandbox" in asked[0]
+    assert len(asked) == 1 and "(ap-" in asked[0] and "OUTSIDE the sandbox" in asked[0]
     assert (home / "approved").exists() and not (home / "later").exists()
 
 
 @pytest.mark.parametrize("answer", ["decline", "cancel"])
-async def test_a_declined_escalation_does_not_run(box, answer):
+async def test_a_declined_link_runs_nothing_and_is_not_called_a_refusal(box, answer):
+    """The client declines (or dismisses) the approval page's link, as a
+    client may do on its own: nothing runs, and the reply says no one
+    answered, not that the person declined."""
+    box["env"]["DSH_ASK_TIMEOUT_SECS"] = "2"
     asked = []
     async with connect(box["env"], cwd=box["ws"], elicitation_callback=elicitation(answer, asked)) as s:
         e = err(await bash(s, 'touch "$HOME/declined"', sandbox="off"))
-        assert e["code"] == "SANDBOX_ESCALATION_DECLINED" and "was not run" in e["message"]
+        assert e["code"] == "SANDBOX_ESCALATION_UNAVAILABLE" and "was not run" in e["message"]
+        assert "no one answered" in e["message"] and "declined to run" not in e["message"], e
         e = err(await bash(s, 'touch "$HOME/declined"', sandbox="off", run_in_background=True))
-        assert e["code"] == "SANDBOX_ESCALATION_DECLINED"
+        assert e["code"] == "SANDBOX_ESCALATION_UNAVAILABLE"
         assert ok(await s.call_tool("job_list", {}))["jobs"] == []
     assert len(asked) == 2
     assert not (box["home"] / "declined").exists()
 
 
 async def test_a_client_without_elicitation_cannot_lift_the_sandbox(box):
+    box["env"]["DSH_ASK_TIMEOUT_SECS"] = "1"
     async with connect(box["env"], cwd=box["ws"]) as s:
         e = err(await bash(s, 'touch "$HOME/escaped"', sandbox="off"))
         assert e["code"] == "SANDBOX_ESCALATION_UNAVAILABLE"
-        assert "elicitation" in e["message"] and "not run" in e["message"]
+        assert "no URL elicitation" in e["message"] and "not run" in e["message"], e
+        assert "dsh approve" in e["message"], e
         # a value other than "off" is not accepted
         assert err(await bash(s, "true", sandbox="danger-full-access"))["code"] == "INVALID_ARGUMENT"
     assert not (box["home"] / "escaped").exists()

@@ -110,6 +110,17 @@ enum Command {
         /// The terminal, as the agent's reply or `dsh ps` names it (`pty-N`; `HOST:pty-N` for a remote host's).
         id: String,
     },
+    /// Approve or refuse a command an agent asks to run outside the sandbox (without ID: list the waiting ones).
+    Approve {
+        /// The request, as the list or the page names it (`ap-N`).
+        id: Option<String>,
+        /// Refuse it (without this, the command is shown and you type yes or no on your terminal).
+        #[arg(long, requires = "id")]
+        refuse: bool,
+        /// Print the list as JSON.
+        #[arg(long, conflicts_with = "id")]
+        json: bool,
+    },
     /// Watch an agent's terminal live in yours (q or Ctrl-C leaves); --write to type.
     #[command(after_help = ATTACH_HELP)]
     Attach {
@@ -411,6 +422,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
             eprintln!("dsh: your answer was {}", done.how);
             Ok(())
         }
+        Command::Approve { id, refuse, json } => approve(&cli.paths(), id, refuse, json),
         Command::Attach { id, write } => {
             let line = Client::new(cli.paths()).attach(&id, write)?;
             eprintln!("dsh: {line}");
@@ -499,6 +511,76 @@ fn daemon_run(cli: &Globals, spawned: bool) -> Result<(), Failure> {
 /// `dsh daemon status`; for a daemon that holds the data directory but
 /// cannot be reached through the socket, what it recorded and why it is
 /// unreachable (exit 1).
+/// `dsh approve`: lists the commands waiting for a person's approval, or
+/// decides one: `--refuse` refuses it; otherwise its question is shown on
+/// the person's terminal and they type yes or no there.
+fn approve(
+    paths: &DaemonPaths,
+    id: Option<String>,
+    refuse: bool,
+    json: bool,
+) -> Result<(), Failure> {
+    let client = Client::new(paths.clone());
+    let Some(id) = id else {
+        let waiting = client.approvals()?;
+        if json {
+            return Ok(output::emit(&output::to_json(&waiting)?)?);
+        }
+        if waiting.approvals.is_empty() {
+            return Ok(output::emit(
+                "no command waits for approval (an agent's bash call with sandbox: \"off\" waits here while it runs)\n",
+            )?);
+        }
+        let mut text = String::new();
+        for a in &waiting.approvals {
+            let first = a.command.lines().next().unwrap_or_default();
+            let more = if a.command.lines().count() > 1 {
+                " …"
+            } else {
+                ""
+            };
+            text.push_str(&format!(
+                "{}  {}  {}  waiting {} s  {first}{more}\n",
+                a.id,
+                a.agent,
+                a.cwd.display(),
+                a.waited_secs
+            ));
+        }
+        text.push_str(
+            "dsh approve ID shows one and asks you; dsh approve ID --refuse refuses it\n",
+        );
+        return Ok(output::emit(&text)?);
+    };
+    let run = if refuse {
+        false
+    } else {
+        let waiting = client.approvals()?;
+        let Some(a) = waiting
+            .approvals
+            .iter()
+            .find(|a| a.id == id || a.id.strip_prefix("ap-") == Some(id.as_str()))
+        else {
+            return Err(anyhow::anyhow!(
+                "no command waits for approval as `{id}` (it was decided, or its call ended); dsh approve lists the waiting ones"
+            )
+            .into());
+        };
+        let question = format!("{} ({}) asks:\n{}", a.id, a.agent, a.question);
+        let shown = output::escape_controls(&question, true);
+        match daemon::client::answer::decide_on_tty(&shown).map_err(anyhow::Error::from)? {
+            Some(run) => run,
+            None => {
+                eprintln!("dsh: nothing was decided (type yes or no); {id} still waits");
+                return Ok(());
+            }
+        }
+    };
+    let done = client.approve(&id, run)?;
+    eprintln!("dsh: {}", done.what);
+    Ok(())
+}
+
 fn daemon_status(paths: &DaemonPaths, json: bool) -> Result<(), Failure> {
     let text = match Client::new(paths.clone()).status_report()? {
         StatusReport::Running(status) if json => output::to_json(&status)?,

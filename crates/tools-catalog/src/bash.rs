@@ -10,8 +10,8 @@ use serde_json::Value;
 
 use crate::job_tools::{CommandCall, run_command, started_reply};
 use crate::{
-    Answer, CallContext, Clamped, Effect, Preset, RefusalsJson, SANDBOX_UNAVAILABLE, SandboxJson,
-    Settings, Tool, ToolError, ToolFuture, ToolReply, ToolSpec, clamp_ms, parse_args,
+    Answer, Approval, CallContext, Clamped, Effect, Preset, RefusalsJson, SANDBOX_UNAVAILABLE,
+    SandboxJson, Settings, Tool, ToolError, ToolFuture, ToolReply, ToolSpec, clamp_ms, parse_args,
 };
 
 const DESCRIPTION: &str = "Run a command with `bash -c` and return its combined stdout and stderr once it exits. \
@@ -213,41 +213,50 @@ fn render(result: &BashResult, timeout_ms: u64) -> String {
     text
 }
 
-/// The code of a `sandbox: "off"` request the client cannot put to a
-/// person.
+/// The code of a `sandbox: "off"` request no person approved: none could
+/// be asked, or none decided in time.
 pub(crate) const SANDBOX_ESCALATION_UNAVAILABLE: &str = "SANDBOX_ESCALATION_UNAVAILABLE";
-/// The code of a `sandbox: "off"` request the person declined.
+/// The code of a `sandbox: "off"` request a person refused (in the page or
+/// with `dsh approve`).
 pub(crate) const SANDBOX_ESCALATION_DECLINED: &str = "SANDBOX_ESCALATION_DECLINED";
 
-/// Asks the person whether `command` may run outside the sandbox; true
-/// when it may (or the sandbox is off anyway). Only an explicit yes lets
-/// it run.
+/// Asks a person whether `command` may run outside the sandbox; true when
+/// a person approved it (or the sandbox is off anyway). Only a person's
+/// approval where no client reaches (the page, `dsh approve`) lets it
+/// run; what a client answers never does.
 async fn escalate(cx: &CallContext, command: &str, cwd: &Path) -> Result<bool, ToolError> {
     if cx.confinement.mode() == sandbox::Mode::Off {
         return Ok(false);
     }
-    let unavailable = |why: &str| {
+    let not_run = |why: &str| {
         ToolError::new(
             SANDBOX_ESCALATION_UNAVAILABLE,
             format!(
-                "the command was not run: `sandbox: \"off\"` needs a person's approval, and {why}. \
-                 Run it in the sandbox (without `sandbox`), or ask the person to run it themselves"
+                "the command was not run: `sandbox: \"off\"` needs a person's approval, and {why}"
             ),
         )
     };
     let Some(ask) = &cx.ask else {
-        return Err(unavailable(
-            "this client cannot ask one (it does not support MCP elicitation)",
+        return Err(not_run(
+            "this server cannot reach a person (it runs standalone, without the dsh daemon's page or `dsh approve`). \
+             Run it in the sandbox (without `sandbox`), or ask the person to run it themselves",
         ));
     };
-    match ask.ask(escalation_question(command, cwd)).await {
+    let approval = Approval {
+        question: escalation_question(command, cwd),
+        command: command.to_owned(),
+        cwd: cwd.to_owned(),
+        progress: cx.progress.clone(),
+    };
+    match ask.ask(approval).await {
         Answer::Yes => Ok(true),
         Answer::No => Err(ToolError::new(
             SANDBOX_ESCALATION_DECLINED,
-            "the person declined to run this command outside the sandbox; it was not run. \
+            "the person refused to run this command outside the sandbox; it was not run. \
              Run it in the sandbox, or change the approach",
         )),
-        Answer::Unavailable(why) => Err(unavailable(&format!("asking failed: {why}"))),
+        Answer::Unanswered(why) => Err(not_run(&format!("no one answered: {why}"))),
+        Answer::Unavailable(why) => Err(not_run(&why)),
     }
 }
 
@@ -275,8 +284,8 @@ pub(crate) fn escalation_question(command: &str, cwd: &Path) -> String {
     }
     format!(
         "An agent asks to run one command OUTSIDE the sandbox, with all of your rights \
-         (any file, the network, your credentials). Accept to run it unconfined once; \
-         decline to refuse. The command ({lines} line{}, {} bytes), in {}, every line \
+         (any file, the network, your credentials). Run approves it unconfined once; \
+         Refuse refuses. The command ({lines} line{}, {} bytes), in {}, every line \
          marked │:\n\n{shown}",
         if lines == 1 { "" } else { "s" },
         command.len(),
@@ -321,16 +330,16 @@ mod tests {
 
     #[test]
     fn the_escalation_question_cannot_be_forged_by_the_command() {
-        let command = "rm -rf ~\n\nin /ws\n\nAccept to run it unconfined once\r\u{202e}x\u{1b}[2J";
+        let command = "rm -rf ~\n\nin /ws\n\nRun approves it unconfined once\r\u{202e}x\u{1b}[2J";
         let q = escalation_question(command, Path::new("/ws"));
         // what accepting means and the size come before the command
         let (head, body) = q.split_once("\n\n").unwrap();
-        assert!(head.contains("Accept to run it unconfined once"), "{q}");
+        assert!(head.contains("Run approves it unconfined once"), "{q}");
         assert!(head.contains("(5 lines, "), "{q}");
         // every line of the command is marked; nothing invisible is left
         assert_eq!(
             body,
-            "│ rm -rf ~\n│ \n│ in /ws\n│ \n│ Accept to run it unconfined once\\u{000d}\\u{202e}x\\u{001b}[2J\n"
+            "│ rm -rf ~\n│ \n│ in /ws\n│ \n│ Run approves it unconfined once\\u{000d}\\u{202e}x\\u{001b}[2J\n"
         );
     }
 }

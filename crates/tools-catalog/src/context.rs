@@ -228,8 +228,8 @@ pub struct CallContext {
     /// starts. Its writable root is [`CallContext::cwd`], the session's
     /// directory, never a `cwd` argument.
     pub confinement: Arc<Confinement>,
-    /// Asks the person at the client (MCP elicitation); `None` when the
-    /// client cannot ask.
+    /// Asks a person to approve a command outside the sandbox (the page,
+    /// `dsh approve`); `None` when the host can reach no person.
     pub ask: Option<Asker>,
     /// Takes back the work of a detached agent (this agent before its
     /// client restarted); `None` when the host keeps no detached work.
@@ -259,7 +259,9 @@ pub enum SecretAsked {
     /// They answered: the tool types it (a send, so what follows settles
     /// as usual) and forgets it.
     Answered(zeroize::Zeroizing<String>),
-    /// They declined.
+    /// A person refused to answer (no host offers that today: a client
+    /// that declines the page's link has not refused, and the prompt
+    /// still waits for a person).
     Declined,
     /// Nobody could be asked in the client; the words say how a person
     /// answers instead (one line for the model).
@@ -333,33 +335,56 @@ impl CallContext {
     }
 }
 
-/// What the person answered.
+/// What became of a request to run a command outside the sandbox.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Answer {
-    /// An explicit yes.
+    /// A person approved it where only a person reaches (the `dsh ui`
+    /// page, `dsh approve` on their terminal).
     Yes,
-    /// No, or the question was dismissed.
+    /// A person refused it there.
     No,
-    /// The question could not be asked or answered (why).
+    /// No person decided before the wait ended: what happened (what the
+    /// client did with the link, how long the wait was) and how a person
+    /// approves the next time, in words for the model.
+    Unanswered(String),
+    /// No person could be asked (why, and what to do instead).
     Unavailable(String),
 }
 
-/// Asks the person at the client a yes-or-no question and waits for the
-/// answer.
+/// A command an agent asks to run outside the sandbox, as a person is
+/// shown it.
+#[derive(Debug, Clone)]
+pub struct Approval {
+    /// The question: what approving means, then the command with every
+    /// line marked (see `escalation_question` of `bash`).
+    pub question: String,
+    /// The command line, as the agent sent it.
+    pub command: String,
+    /// Where it would run.
+    pub cwd: PathBuf,
+    /// Where the call reports that it waits for a person.
+    pub progress: Option<ProgressSink>,
+}
+
+/// Asks a person to approve a command outside the sandbox and waits for
+/// their decision. Only a person's decision where no client reaches
+/// counts: an MCP client's answer to an elicitation never approves.
 #[derive(Clone)]
-pub struct Asker(Arc<dyn Fn(String) -> futures::future::BoxFuture<'static, Answer> + Send + Sync>);
+pub struct Asker(
+    Arc<dyn Fn(Approval) -> futures::future::BoxFuture<'static, Answer> + Send + Sync>,
+);
 
 impl Asker {
-    /// An asker that puts each question to `ask`.
+    /// An asker that puts each request to `ask`.
     pub fn new(
-        ask: impl Fn(String) -> futures::future::BoxFuture<'static, Answer> + Send + Sync + 'static,
+        ask: impl Fn(Approval) -> futures::future::BoxFuture<'static, Answer> + Send + Sync + 'static,
     ) -> Self {
         Self(Arc::new(ask))
     }
 
-    /// Asks `question`.
-    pub async fn ask(&self, question: String) -> Answer {
-        (self.0)(question).await
+    /// Asks for `approval` and waits for the decision.
+    pub async fn ask(&self, approval: Approval) -> Answer {
+        (self.0)(approval).await
     }
 }
 

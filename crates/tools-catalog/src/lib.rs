@@ -36,7 +36,7 @@ pub use confine::{
     ConfinedSpawn, Confinement, RefusalsJson, RefusedPathJson, SANDBOX_UNAVAILABLE, SandboxJson,
 };
 pub use context::{
-    Answer, Asker, CallContext, ProgressReport, ProgressSink, Resume, Resumed, Runtime,
+    Answer, Approval, Asker, CallContext, ProgressReport, ProgressSink, Resume, Resumed, Runtime,
     SecretAsked, SecretPrompts, Settings,
 };
 pub use error::{ErrorCode, MAX_ERROR_MESSAGE_BYTES, ToolError};

@@ -46,8 +46,8 @@ pub mod source;
 pub use accept::{AcceptBackoff, is_resource_error};
 pub use server::{UiError, UiServer, UiSettings, start};
 pub use source::{
-    CallFeed, JobTail, LiveCall, LiveConnection, LiveJob, LiveTerminal, LiveView, Overview,
-    PromptView, RemoteHost, SessionSummary, SessionView, SourceError, UiSource, WatchingGuard,
-    WorkspaceSummary,
+    ApprovalView, CallFeed, JobTail, LiveCall, LiveConnection, LiveJob, LiveTerminal, LiveView,
+    Overview, PromptView, RemoteHost, SessionSummary, SessionView, SourceError, UiSource,
+    WatchingGuard, WorkspaceSummary,
 };
 pub use source::{Change, Changed};

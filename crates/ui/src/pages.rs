@@ -17,8 +17,8 @@ use workspace::LogEntry;
 use crate::chart;
 use crate::html::{Nav, ago, esc, layout, short_id, span, time};
 use crate::source::{
-    JobTail, LiveConnection, LiveJob, LiveTerminal, LiveView, Overview, PromptView, RemoteHost,
-    SessionSummary, SessionView, WorkspaceSummary,
+    ApprovalView, JobTail, LiveConnection, LiveJob, LiveTerminal, LiveView, Overview, PromptView,
+    RemoteHost, SessionSummary, SessionView, WorkspaceSummary,
 };
 
 /// Sessions listed per workspace on the workspaces page (the rest are on
@@ -778,7 +778,8 @@ fn remote_section(r: &RemoteHost) -> String {
 /// The live list: every connected agent with its terminals and jobs, then
 /// every remote host served from here with its own.
 pub fn live_fragment(view: &LiveView) -> String {
-    let mut out = if view.connections.is_empty() {
+    let mut out = approvals_section(&view.approvals);
+    out += &if view.connections.is_empty() {
         "<p class=\"empty\">No agent is connected to this dsh daemon now.</p>".to_owned()
     } else {
         view.connections
@@ -940,6 +941,72 @@ pub fn answered(id: &str, how: &str) -> String {
     layout("Answered", "answered", Nav::Live, &[], &body)
 }
 
+/// The commands waiting for a person's approval, as the live page lists
+/// them (nothing when none waits).
+fn approvals_section(approvals: &[ApprovalView]) -> String {
+    if approvals.is_empty() {
+        return String::new();
+    }
+    let items: String = approvals
+        .iter()
+        .map(|a| {
+            let first = a.command.lines().next().unwrap_or_default();
+            let more = if a.command.lines().count() > 1 { " …" } else { "" };
+            format!(
+                "<li><a href=\"/approve/{id}\">{id}</a> <strong>{agent}</strong> asks to run <span class=\"mono\">{first}{more}</span> outside the sandbox <span class=\"dim\">(waiting {waited})</span></li>",
+                id = esc(&a.id),
+                agent = esc(&a.agent),
+                first = esc(first),
+                waited = esc(&span(a.waited)),
+            )
+        })
+        .collect();
+    format!(
+        "<section class=\"approvals\"><h2>Waiting for your approval</h2><ul>{items}</ul></section>"
+    )
+}
+
+/// The page where a person runs or refuses a command an agent asks to run
+/// outside the sandbox: the question exactly as the agent's call renders
+/// it, the agent, the directory, and the two buttons (which carry the
+/// page's token).
+pub fn approve(id: &str, waiting: Option<&ApprovalView>, page_token: &str) -> String {
+    let Some(a) = waiting else {
+        let body = format!(
+            "<p class=\"crumbs\"><a href=\"/live\">Live</a></p><h1>{}</h1><p>No command waits for approval as {} now: it was decided, or its call ended (answered, timed out or cancelled). Nothing runs from this page.</p>",
+            esc(id),
+            esc(id),
+        );
+        return layout(&format!("Approve {id}"), "approve", Nav::Live, &[], &body);
+    };
+    let body = format!(
+        "<p class=\"crumbs\"><a href=\"/live\">Live</a> › {id}</p><h1>Run a command outside the sandbox?</h1>\
+<p>The agent <strong>{agent}</strong> asks, in <span class=\"mono\">{cwd}</span> (waiting {waited}):</p>\
+<pre class=\"question mono\">{question}</pre>\
+<form method=\"post\" action=\"/approve/{id}\" class=\"approve\"><input type=\"hidden\" name=\"page_token\" value=\"{token}\">\
+<button type=\"submit\" name=\"decision\" value=\"run\">Run</button> \
+<button type=\"submit\" name=\"decision\" value=\"refuse\" autofocus>Refuse</button></form>\
+<p class=\"hint\">Run lets this one command run with all of your rights, once. Refuse tells the agent you refused. Only a choice here or with <span class=\"mono\">dsh approve</span> on your terminal counts: what the agent's client answers never runs anything.</p>",
+        id = esc(&a.id),
+        agent = esc(&a.agent),
+        cwd = esc(&a.cwd.display().to_string()),
+        waited = esc(&span(a.waited)),
+        question = esc(&a.question),
+        token = esc(page_token),
+    );
+    layout(&format!("Approve {id}"), "approve", Nav::Live, &[], &body)
+}
+
+/// The page after a person ran or refused a command.
+pub fn decided(id: &str, run: bool, what: &str) -> String {
+    let body = format!(
+        "<h1>{}</h1><p>{}. You can close this page.</p><p><a href=\"/live\">Live</a></p>",
+        if run { "Approved" } else { "Refused" },
+        esc(what),
+    );
+    layout(&format!("{id} decided"), "decided", Nav::Live, &[], &body)
+}
+
 /// An error page: what went wrong and what to do.
 pub fn error(code: &str, message: &str) -> String {
     let body = format!(
@@ -968,7 +1035,61 @@ mod tests {
                 answered,
                 error: error.map(str::to_owned),
             }],
+            approvals: Vec::new(),
         }
+    }
+
+    fn waiting(command: &str) -> ApprovalView {
+        ApprovalView {
+            id: "ap-3".into(),
+            question: format!("An agent asks … marked │:\n\n│ {command}\n"),
+            command: command.into(),
+            cwd: "/ws".into(),
+            agent: "codex<x>".into(),
+            waited: Duration::from_secs(4),
+        }
+    }
+
+    #[test]
+    fn the_approval_page_shows_the_question_escaped_and_both_buttons_with_the_token() {
+        let page = approve("ap-3", Some(&waiting("rm -rf ~ </pre><script>")), "tok123");
+        assert!(
+            page.contains("│ rm -rf ~ &lt;/pre&gt;&lt;script&gt;"),
+            "{page}"
+        );
+        assert!(!page.contains("<script>"), "{page}");
+        assert!(
+            page.contains("codex&lt;x&gt;") && page.contains("/ws"),
+            "{page}"
+        );
+        assert!(page.contains("action=\"/approve/ap-3\""), "{page}");
+        assert!(
+            page.contains("name=\"page_token\" value=\"tok123\""),
+            "{page}"
+        );
+        assert!(page.contains("value=\"run\">Run</button>"), "{page}");
+        assert!(
+            page.contains("value=\"refuse\" autofocus>Refuse</button>"),
+            "{page}"
+        );
+        let gone = approve("ap-9", None, "tok123");
+        assert!(
+            gone.contains("No command waits") && !gone.contains("<form"),
+            "{gone}"
+        );
+    }
+
+    #[test]
+    fn the_live_list_links_every_waiting_approval() {
+        let mut view = remote(true, None, Vec::new());
+        assert!(!live_fragment(&view).contains("Waiting for your approval"));
+        view.approvals.push(waiting("make install\nrm x"));
+        let live = live_fragment(&view);
+        assert!(
+            live.contains("<a href=\"/approve/ap-3\">ap-3</a>"),
+            "{live}"
+        );
+        assert!(live.contains("make install …"), "{live}");
     }
 
     #[test]

@@ -12,6 +12,8 @@
 //! | `GET /terminals/{id}` | a terminal's live screen |
 //! | `GET /answer/{id}` | the form where a person answers a terminal's secret prompt |
 //! | `POST /answer/{id}` | that answer (with the form's page token) |
+//! | `GET /approve/{id}` | a command an agent asks to run outside the sandbox, with Run and Refuse |
+//! | `POST /approve/{id}` | the person's decision (with the form's page token) |
 //! | `GET /jobs/{id}` | a job's status and output |
 //! | `GET /api/live` | the live list as JSON |
 //! | `GET /api/live/events` | server-sent events: the live list when it changes |
@@ -434,6 +436,7 @@ fn router(app: Shared, access: Arc<Access>) -> Router {
         .route("/live", get(live_page))
         .route("/terminals/{id}", get(terminal_page))
         .route("/answer/{id}", get(answer_page).post(answer_post))
+        .route("/approve/{id}", get(approve_page).post(approve_post))
         .route("/jobs/{id}", get(job_page))
         .route("/assets/{name}", get(asset))
         .route("/api/live", get(live_json))
@@ -708,6 +711,56 @@ async fn answer_post(
     })?;
     let how = app.source.answer(tid, secret).await?;
     Ok(Html(pages::answered(&tid.to_string(), &how)))
+}
+
+/// The page where a person runs or refuses a command an agent asks to run
+/// outside the sandbox.
+async fn approve_page(
+    State(app): State<Shared>,
+    Path(id): Path<String>,
+) -> Result<Html<String>, Failure> {
+    let token = mint_page_token(&app)?;
+    let waiting = app.source.waiting_approval(&id);
+    Ok(Html(pages::approve(&id, waiting.as_ref(), &token)))
+}
+
+/// A person's decision, posted by the approval page's buttons: only with
+/// the token of a page this server showed.
+async fn approve_post(
+    State(app): State<Shared>,
+    Path(id): Path<String>,
+    body: axum::body::Bytes,
+) -> Result<Html<String>, Failure> {
+    if body.len() > 1024 {
+        return Err(Failure::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "INVALID_ARGUMENT",
+            "a decision is a page token and `run` or `refuse`; this form was too large",
+        ));
+    }
+    let by_a_page = form_field(&body, "page_token").is_some_and(|t| app.page_tokens.check(&t));
+    if !by_a_page {
+        tracing::warn!("ui: refused a decision without the token of a page of this server");
+        let refusal = guard::Refusal::PageToken;
+        return Err(Failure::new(
+            refusal.status(),
+            refusal.code(),
+            refusal.message(),
+        ));
+    }
+    let run = match form_field(&body, "decision").as_deref().map(String::as_str) {
+        Some("run") => true,
+        Some("refuse") => false,
+        _ => {
+            return Err(Failure::new(
+                StatusCode::BAD_REQUEST,
+                "INVALID_ARGUMENT",
+                "the form had no decision; press Run or Refuse",
+            ));
+        }
+    };
+    let what = app.source.decide(&id, run)?;
+    Ok(Html(pages::decided(&id, run, &what)))
 }
 
 /// The value of `name` in a form-encoded body, decoded into memory that

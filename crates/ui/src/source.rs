@@ -189,6 +189,9 @@ pub struct LiveView {
     /// The remote hosts of live `dsh mcp --remote` bridges, oldest bridge
     /// first.
     pub remotes: Vec<RemoteHost>,
+    /// Commands agents ask to run outside the sandbox, waiting for a
+    /// person's decision, oldest first.
+    pub approvals: Vec<ApprovalView>,
 }
 
 impl LiveView {
@@ -367,6 +370,34 @@ pub trait UiSource: Send + Sync + 'static {
         id: terminal_seam::TerminalId,
         secret: zeroize::Zeroizing<String>,
     ) -> BoxFuture<'_, Result<String, SourceError>>;
+
+    /// Command `id` (`ap-N`) waiting for a person's approval to run
+    /// outside the sandbox; `None` when none waits as `id`.
+    fn waiting_approval(&self, id: &str) -> Option<ApprovalView>;
+
+    /// A person's decision about command `id`: `run` lets it run outside
+    /// the sandbox once, otherwise it is refused (`NO_APPROVAL` when none
+    /// waits as `id`). Says what became of it.
+    fn decide(&self, id: &str, run: bool) -> Result<String, SourceError>;
+}
+
+/// A command an agent asks to run outside the sandbox, waiting for a
+/// person to run or refuse it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApprovalView {
+    /// `ap-N`.
+    pub id: String,
+    /// What is asked: what running means, then the command with every line
+    /// marked and every invisible character shown as an escape.
+    pub question: String,
+    /// The command line (for a one-line summary).
+    pub command: String,
+    /// Where it would run.
+    pub cwd: PathBuf,
+    /// The agent (its client's name).
+    pub agent: String,
+    /// How long it has waited.
+    pub waited: Duration,
 }
 
 /// A secret prompt an agent's send waits for a person to answer.

@@ -58,3 +58,32 @@ pub fn read_secret(prompt: &str) -> std::io::Result<Zeroizing<String>> {
     }
     Ok(line)
 }
+
+/// `dsh approve ap-N`: shows `question` on the person's terminal
+/// (`/dev/tty`) and reads their decision there: `yes` runs the command,
+/// `no` refuses it, anything else decides nothing (`None`). Fails when
+/// there is no terminal: an approval is never read from a pipe an agent
+/// could fill.
+pub fn decide_on_tty(question: &str) -> std::io::Result<Option<bool>> {
+    let tty = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/tty")
+        .map_err(|e| {
+            std::io::Error::new(
+                e.kind(),
+                format!(
+                    "dsh approve reads your decision from your terminal, and there is none: {e}; to refuse without one, add --refuse"
+                ),
+            )
+        })?;
+    (&tty).write_all(format!("{question}\nType yes to run it, no to refuse it: ").as_bytes())?;
+    (&tty).flush()?;
+    let mut line = String::new();
+    std::io::BufReader::new(&tty).read_line(&mut line)?;
+    Ok(match line.trim().to_ascii_lowercase().as_str() {
+        "yes" | "y" => Some(true),
+        "no" | "n" => Some(false),
+        _ => None,
+    })
+}

@@ -172,6 +172,27 @@ impl Client {
         )
     }
 
+    /// `dsh approve`: the commands waiting for a person's approval.
+    pub fn approvals(&self) -> Result<crate::protocol::replies::Approvals, ClientError> {
+        decode(&self.call(Request::Approvals)?, "the daemon's")
+    }
+
+    /// `dsh approve ap-N`: a person runs (`run`) or refuses a waiting
+    /// command.
+    pub fn approve(
+        &self,
+        id: &str,
+        run: bool,
+    ) -> Result<crate::protocol::replies::Decided, ClientError> {
+        decode(
+            &self.call(Request::Approve {
+                id: id.to_owned(),
+                run,
+            })?,
+            "the daemon's",
+        )
+    }
+
     /// `dsh ui`: the page (started on the first request) and a fresh
     /// sign-in link.
     pub fn ui(&self) -> Result<UiPage, ClientError> {

@@ -25,9 +25,7 @@ use rmcp::{ErrorData as McpError, Peer, RoleServer, ServerHandler, ServiceExt as
 use serde_json::Value;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
-use tools_catalog::{
-    Answer, Asker, CallContext, Catalog, Confinement, Owner, Preset, Runtime, ToolError,
-};
+use tools_catalog::{Asker, CallContext, Catalog, Confinement, Owner, Preset, Runtime, ToolError};
 use workspace::{ClientInfo, SessionHeader, SessionId};
 
 use crate::session_log::{LogPolicy, SessionRecorder};
@@ -687,7 +685,13 @@ impl ServerHandler for Connection {
             env: self.env.clone(),
             progress,
             confinement: layer.confinement.clone(),
-            ask: asker(&context.peer),
+            ask: asker(
+                &self.host,
+                &context.peer,
+                self.client
+                    .get()
+                    .map_or_else(|| owner.label().to_owned(), |c| c.name.clone()),
+            ),
             resume,
             secrets: Some(secrets),
         };
@@ -808,44 +812,12 @@ impl ServerHandler for Connection {
 /// How long a person has to answer a question put through the client.
 const ASK_TIMEOUT: Duration = Duration::from_secs(300);
 
-/// An asker that puts questions to the person through MCP elicitation (a
-/// form with no fields: accept is yes), when the client supports it.
-fn asker(peer: &Peer<RoleServer>) -> Option<Asker> {
-    if !peer
-        .supported_elicitation_modes()
-        .contains(&rmcp::service::ElicitationMode::Form)
-    {
-        return None;
-    }
-    let peer = peer.clone();
-    Some(Asker::new(move |question: String| {
-        let peer = peer.clone();
-        Box::pin(async move {
-            let params = rmcp::model::ElicitRequestParams::FormElicitationParams {
-                meta: None,
-                message: question,
-                requested_schema: rmcp::model::ElicitationSchema::new(BTreeMap::new()),
-            };
-            match peer
-                .create_elicitation_with_timeout(params, Some(ASK_TIMEOUT))
-                .await
-            {
-                Ok(result) => match result.action {
-                    rmcp::model::ElicitationAction::Accept => Answer::Yes,
-                    // Decline, cancel, and any answer a later protocol
-                    // adds: only an explicit accept is a yes.
-                    rmcp::model::ElicitationAction::Decline
-                    | rmcp::model::ElicitationAction::Cancel
-                    | _ => Answer::No,
-                },
-                Err(rmcp::service::ServiceError::Timeout { .. }) => Answer::Unavailable(format!(
-                    "the person did not answer within {} s",
-                    ASK_TIMEOUT.as_secs()
-                )),
-                Err(e) => Answer::Unavailable(e.to_string()),
-            }
-        }) as futures::future::BoxFuture<'static, Answer>
-    }))
+/// An asker that waits (up to [`ASK_TIMEOUT`]) for a person to approve a
+/// command in the page or with `dsh approve`, and sends the client the
+/// page's link when it can open one; `None` when the host serves no page.
+/// No answer of the client's approves anything.
+fn asker(host: &Arc<Host>, peer: &Peer<RoleServer>, agent: String) -> Option<Asker> {
+    secrets::approval_asker(host.clone(), peer.clone(), agent, ASK_TIMEOUT)
 }
 
 /// When a tool call carries a `progressToken`: a sink whose reports become

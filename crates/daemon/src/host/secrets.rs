@@ -12,6 +12,12 @@
 //! `dsh answer pty-N` on their own terminal (read with echo off), the
 //! page, or `dsh attach pty-N --write`.
 //!
+//! The client's answer to the elicitation says only whether it opened the
+//! page: a client may decline or dismiss it on its own, with nobody having
+//! seen it, so a decline does not end the wait. The send keeps waiting for
+//! the page or `dsh answer` until the answer timeout; if nobody answered,
+//! the reply says so (never that the person declined) and how to answer.
+//!
 //! A person's answer for a terminal with a waiting send goes to that send
 //! ([`Host::person_answers`]); otherwise it is typed at once, and only
 //! while a program waits with echo off. The answer is held in memory that
@@ -30,10 +36,12 @@ use zeroize::Zeroizing;
 
 use super::Host;
 
-/// How long the client may take to open the page (its reply to the
-/// elicitation).
-const OPEN_TIMEOUT: Duration = Duration::from_secs(120);
-/// How long a person may take to answer once the page is open.
+#[path = "approvals.rs"]
+mod approvals;
+pub(super) use approvals::approval_asker;
+
+/// How long a person may take to answer (unless `DSH_ASK_TIMEOUT_SECS`
+/// says), counted from the ask.
 const ANSWER_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// Sign-in links to the page, given by the daemon once it can serve it.
@@ -57,6 +65,8 @@ struct Pending {
 pub struct Prompts {
     pending: Mutex<HashMap<TerminalId, Pending>>,
     links: OnceLock<Arc<dyn PageLinks>>,
+    /// Commands waiting for a person's approval to run unconfined.
+    approvals: approvals::Approvals,
 }
 
 /// What the page shows about a terminal's secret prompt.
@@ -247,18 +257,36 @@ impl ConnectionSecrets {
             url,
             elicitation_id: format!("dsh-answer-{id}-{}", owner.serial()),
         };
-        match peer
-            .create_elicitation_with_timeout(params, Some(OPEN_TIMEOUT))
-            .await
-        {
-            Ok(result) if result.action == rmcp::model::ElicitationAction::Accept => {}
-            Ok(_) => return SecretAsked::Declined,
-            Err(e) => {
-                tracing::info!("the client did not open the answer page: {e}");
-                return SecretAsked::NotAsked(how_to_answer(id));
+        let timeout = approvals::person_timeout(ANSWER_TIMEOUT);
+        let opened = peer.create_elicitation_with_timeout(params, Some(timeout));
+        let mut opened = std::pin::pin!(opened);
+        let answered = tokio::time::timeout(timeout, answered);
+        let mut answered = std::pin::pin!(answered);
+        // The client's answer only says whether it showed the page; the
+        // person's answer comes from the page or `dsh answer`.
+        let mut declined = false;
+        let mut waiting_for_client = true;
+        let answer = loop {
+            tokio::select! {
+                answer = &mut answered => break answer,
+                result = &mut opened, if waiting_for_client => {
+                    waiting_for_client = false;
+                    match result {
+                        Ok(r) if r.action == rmcp::model::ElicitationAction::Accept => {}
+                        Ok(_) => {
+                            tracing::info!(terminal = %id, "the client declined the answer page's link; a person may still answer in the page or with dsh answer");
+                            declined = true;
+                        }
+                        Err(rmcp::service::ServiceError::Timeout { .. }) => {}
+                        Err(e) => {
+                            tracing::info!("the client did not open the answer page: {e}");
+                            return SecretAsked::NotAsked(how_to_answer(id));
+                        }
+                    }
+                }
             }
-        }
-        match tokio::time::timeout(ANSWER_TIMEOUT, answered).await {
+        };
+        match answer {
             // The program may have given up meanwhile (a login's grace
             // time): an answer is typed only where a secret is read.
             Ok(Ok(_))
@@ -273,8 +301,13 @@ impl ConnectionSecrets {
                 SecretAsked::Answered(secret)
             }
             Ok(Err(_)) | Err(_) => SecretAsked::NotAsked(format!(
-                "nobody answered in the page within {} min; {}",
-                ANSWER_TIMEOUT.as_secs() / 60,
+                "no one answered within {} s{}; the prompt still waits, and {}",
+                timeout.as_secs(),
+                if declined {
+                    " (the client declined or dismissed the link to the answer page, which a client may do on its own, without showing it to anyone)"
+                } else {
+                    ""
+                },
                 how_to_answer(id)
             )),
         }

@@ -115,6 +115,16 @@ pub enum Request {
         /// The answer.
         secret: Secret,
     },
+    /// The commands agents ask to run outside the sandbox that wait for a
+    /// person (`dsh approve`).
+    Approvals,
+    /// A person runs or refuses a waiting command (`dsh approve ap-N`).
+    Approve {
+        /// The request, `ap-N`.
+        id: String,
+        /// Run it outside the sandbox once; `false`: refuse it.
+        run: bool,
+    },
     /// A person decides about detached work (`dsh ps --end N`, `dsh ps
     /// --give N --to M`).
     Detached {
@@ -158,6 +168,8 @@ impl Request {
             Request::Ps => "ps",
             Request::Detached { .. } => "detached",
             Request::Answer { .. } => "answer",
+            Request::Approvals => "approvals",
+            Request::Approve { .. } => "approve",
             Request::Ui => "ui",
             Request::Attach { .. } => "attach",
             Request::Handover { .. } => "handover",
@@ -174,6 +186,8 @@ impl Request {
             | Request::Ps
             | Request::Detached { .. }
             | Request::Answer { .. }
+            | Request::Approvals
+            | Request::Approve { .. }
             | Request::Ui
             | Request::Attach { .. } => true,
             Request::Status | Request::Stop | Request::Handover { .. } | Request::Record { .. } => {

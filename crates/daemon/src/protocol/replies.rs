@@ -114,3 +114,34 @@ pub struct Answered {
     /// into the terminal`.
     pub how: String,
 }
+
+/// A command waiting for a person's approval (`dsh approve`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct WaitingApproval {
+    /// `ap-N`.
+    pub id: String,
+    /// The agent that asks.
+    pub agent: String,
+    /// Where the command would run.
+    pub cwd: PathBuf,
+    /// The question, the command marked line by line.
+    pub question: String,
+    /// The command line.
+    pub command: String,
+    /// Seconds it has waited.
+    pub waited_secs: u64,
+}
+
+/// The commands waiting for a person's approval, oldest first.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Approvals {
+    /// The commands.
+    pub approvals: Vec<WaitingApproval>,
+}
+
+/// What became of a person's decision (`dsh approve ap-N`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Decided {
+    /// One line: approved or refused, and for whom.
+    pub what: String,
+}

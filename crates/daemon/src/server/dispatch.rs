@@ -157,6 +157,8 @@ pub(super) async fn handle(shared: Arc<Shared>, stream: UnixStream) {
         | Request::Ps
         | Request::Detached { .. }
         | Request::Answer { .. }
+        | Request::Approvals
+        | Request::Approve { .. }
         | Request::Ui
         | Request::Handover { .. }
         | Request::Record { .. } => true,
@@ -213,6 +215,28 @@ pub(super) async fn handle(shared: Arc<Shared>, stream: UnixStream) {
             let _busy = Busy::new(&shared.busy);
             answer(&shared, &id, secret).await
         }
+        Request::Approvals => Reply::of(&crate::protocol::replies::Approvals {
+            approvals: shared
+                .host
+                .waiting_approvals()
+                .into_iter()
+                .map(|a| crate::protocol::replies::WaitingApproval {
+                    id: a.id,
+                    agent: a.agent,
+                    cwd: a.cwd,
+                    question: a.question,
+                    command: a.command,
+                    waited_secs: a.waited.as_secs(),
+                })
+                .collect(),
+        }),
+        Request::Approve { id, run } => match shared.host.person_decides(&id, run) {
+            Ok(what) => {
+                tracing::info!(approval = %id, run, "a person decided (dsh approve)");
+                Reply::of(&crate::protocol::replies::Decided { what })
+            }
+            Err(e) => Reply::failed(e.code(), e.to_string()),
+        },
         Request::Ui => {
             let _busy = Busy::new(&shared.busy);
             match serve_page(&shared).await {

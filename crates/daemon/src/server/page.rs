@@ -305,6 +305,20 @@ impl Drop for Watching {
     }
 }
 
+/// A waiting approval of the host's, as the page shows it.
+macro_rules! approval_view {
+    () => {
+        |a| ui::ApprovalView {
+            id: a.id,
+            question: a.question,
+            command: a.command,
+            cwd: a.cwd,
+            agent: a.agent,
+            waited: a.waited,
+        }
+    };
+}
+
 impl UiSource for DaemonUiSource {
     fn overview(&self) -> BoxFuture<'_, Result<Overview, SourceError>> {
         Box::pin(async move {
@@ -424,6 +438,12 @@ impl UiSource for DaemonUiSource {
             LiveView {
                 connections,
                 remotes,
+                approvals: self
+                    .host
+                    .waiting_approvals()
+                    .into_iter()
+                    .map(approval_view!())
+                    .collect(),
             }
         })
     }
@@ -450,6 +470,19 @@ impl UiSource for DaemonUiSource {
                 Err(e) => Err(SourceError::new(e.code(), e.to_string())),
             }
         })
+    }
+
+    fn waiting_approval(&self, id: &str) -> Option<ui::ApprovalView> {
+        self.host.waiting_approval(id).map(approval_view!())
+    }
+
+    fn decide(&self, id: &str, run: bool) -> Result<String, SourceError> {
+        let decided = self
+            .host
+            .person_decides(id, run)
+            .map_err(|e| SourceError::new(e.code(), e.to_string()))?;
+        tracing::info!(approval = %id, run, "a person decided in the page");
+        Ok(decided)
     }
 
     fn terminals(&self) -> Arc<dyn terminal_seam::PersonViews> {
