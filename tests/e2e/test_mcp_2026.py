@@ -17,6 +17,7 @@ import time
 import pytest
 
 from conftest import dsh, dsh_bin, dsh_children, write_config
+from waiting import wait_until
 
 HANG = 60
 
@@ -98,17 +99,6 @@ def client(isolated_env, tmp_path):
     c.env, c.ws = isolated_env, ws
     yield c
     c.close()
-
-
-def wait_until(check, what, timeout=HANG):
-    deadline = time.monotonic() + timeout
-    while True:
-        got = check()
-        if got:
-            return got
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} within {timeout} s")
-        time.sleep(0.05)
 
 
 def test_discover_begins_the_session_and_no_call_waits_for_a_handshake(client):

@@ -298,34 +298,51 @@ pub(crate) fn connect(
             if let Some(child) = started.take() {
                 reap_in_background(child);
             }
-            let why = match last_mismatch {
-                Some(reply) => format!(
-                    "the running daemon (pid {}) is dsh {} and this is dsh {}; the new daemon did not take over within {} s: {}",
-                    reply.pid,
-                    reply.version,
-                    hello.version,
-                    START_TIMEOUT.as_secs(),
-                    log_tail(&paths.log)
-                ),
-                None if spawned => format!(
-                    "a dsh daemon was started but did not answer on {} within {} s: {}",
-                    paths.socket.display(),
-                    START_TIMEOUT.as_secs(),
-                    log_tail(&paths.log)
-                ),
-                None => format!(
-                    "the dsh daemon{} that holds {} did not start listening within {} s (see \
-                     `dsh daemon status`): {}",
-                    daemon_pid_hint(paths),
-                    paths.lock.display(),
-                    START_TIMEOUT.as_secs(),
-                    log_tail(&paths.log)
-                ),
-            };
-            return Err(ClientError::Unreachable(why));
+            return Err(not_started_in_time(
+                paths,
+                hello,
+                last_mismatch.as_ref(),
+                spawned,
+            ));
         }
         std::thread::sleep(Duration::from_millis(10));
     }
+}
+
+/// Why no daemon answered within [`START_TIMEOUT`]: the running one of
+/// another version did not hand over, the one this client started did not
+/// listen, or the one that holds the lock did not start listening.
+fn not_started_in_time(
+    paths: &DaemonPaths,
+    hello: &Hello,
+    last_mismatch: Option<&Reply>,
+    spawned: bool,
+) -> ClientError {
+    let why = match last_mismatch {
+        Some(reply) => format!(
+            "the running daemon (pid {}) is dsh {} and this is dsh {}; the new daemon did not take over within {} s: {}",
+            reply.pid,
+            reply.version,
+            hello.version,
+            START_TIMEOUT.as_secs(),
+            log_tail(&paths.log)
+        ),
+        None if spawned => format!(
+            "a dsh daemon was started but did not answer on {} within {} s: {}",
+            paths.socket.display(),
+            START_TIMEOUT.as_secs(),
+            log_tail(&paths.log)
+        ),
+        None => format!(
+            "the dsh daemon{} that holds {} did not start listening within {} s (see \
+             `dsh daemon status`): {}",
+            daemon_pid_hint(paths),
+            paths.lock.display(),
+            START_TIMEOUT.as_secs(),
+            log_tail(&paths.log)
+        ),
+    };
+    ClientError::Unreachable(why)
 }
 
 /// The daemon that holds the data directory's lock, after a request
