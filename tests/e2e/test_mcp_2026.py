@@ -13,6 +13,7 @@ import signal
 import subprocess
 import threading
 import time
+import urllib.parse
 
 import pytest
 
@@ -158,3 +159,96 @@ def test_listen_carries_tool_list_changes(client):
         assert [t["name"] for t in c.call("tools/list")["result"]["tools"]] == ["bash"]
     finally:
         c.close()
+
+
+def call_in_background(c, params):
+    """Sends a tools/call whose reply comes later; returns a function that
+    waits for it."""
+    id_ = c.send("tools/call", params)
+    return lambda: c.wait_for(lambda m: m.get("id") == id_ and ("result" in m or "error" in m))
+
+
+@pytest.fixture
+def asking_client(isolated_env, tmp_path):
+    """A 2026-07-28 client whose daemon waits 20 s for a person."""
+    env = dict(isolated_env, DSH_ASK_TIMEOUT_SECS="20")
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    c = Client(env, ws)
+    c.env, c.ws = env, ws
+    c.call("server/discover")
+    yield c
+    c.close()
+
+
+def test_a_secret_prompt_sends_the_answer_page_through_input_required(asking_client):
+    """The revision forbids requests from the server, so the page's link
+    reaches the client as the call's InputRequiredResult; the client's
+    retry carries its answer and gets the send's result, which waited for
+    the person's answer in the page or `dsh answer`."""
+    from test_secrets import GETPASS, answer_on_a_terminal
+
+    c = asking_client
+    opened = c.call("tools/call", {"name": "terminal_open", "arguments": {}})["result"]
+    assert not opened.get("isError"), opened
+    send = {"name": "terminal_send", "arguments": {"id": "pty-1", "text": GETPASS, "timeout_ms": 60000}}
+    first = c.call("tools/call", send)["result"]
+    assert first["resultType"] == "input_required", first
+    [(key, ask)] = first["inputRequests"].items()
+    assert ask["method"] == "elicitation/create" and ask["params"]["mode"] == "url", ask
+    assert "/answer/pty-1" in urllib.parse.unquote(ask["params"]["url"]), ask
+    state = first["requestState"]
+
+    # the client showed the link; the person answers on their terminal
+    reply = call_in_background(c, {**send, "requestState": state, "inputResponses": {key: {"action": "accept"}}})
+    said = answer_on_a_terminal(c.env, "pty-1")
+    assert "waiting send" in said, said
+    done = reply()["result"]
+    [text] = done["content"]
+    assert "verified" in text["text"], done
+
+    # a state nobody parked is refused, not run again
+    again = c.call("tools/call", {**send, "requestState": state, "inputResponses": {}})
+    assert "error" in again and "requestState" in again["error"]["message"], again
+
+
+def test_a_link_the_client_cancels_is_not_a_persons_answer(asking_client):
+    """Headless, Claude Code answers every URL elicitation with `cancel`:
+    no person saw it. The retry waits for a person as long as any ask does,
+    then says no one answered, and how to answer."""
+    from test_secrets import GETPASS
+
+    c = asking_client
+    c.call("tools/call", {"name": "terminal_open", "arguments": {}})
+    send = {"name": "terminal_send", "arguments": {"id": "pty-1", "text": GETPASS, "timeout_ms": 60000}}
+    first = c.call("tools/call", send)["result"]
+    [key] = first["inputRequests"]
+    done = c.call("tools/call", {**send, "requestState": first["requestState"],
+                                 "inputResponses": {key: {"action": "cancel"}}})["result"]
+    [text] = done["content"]
+    assert "no one answered" in text["text"] and "dsh answer pty-1" in text["text"], text
+    assert "declined" not in text["text"].replace("declined or dismissed the link", ""), text
+
+
+def test_sandbox_off_sends_the_approval_page_and_only_the_person_runs_it(asking_client, tmp_path):
+    from test_approvals import decide_on_a_terminal
+
+    c = asking_client
+    marker = tmp_path / "outside.txt"
+    call = {"name": "bash", "arguments": {"command": f"echo ran > {marker}", "sandbox": "off"}}
+    first = c.call("tools/call", call)["result"]
+    assert first["resultType"] == "input_required", first
+    [(key, ask)] = first["inputRequests"].items()
+    assert "/approve/ap-" in urllib.parse.unquote(ask["params"]["url"]), ask
+    # the client "accepts": that approves nothing; the person's yes does
+    reply = call_in_background(c, {**call, "requestState": first["requestState"],
+                                   "inputResponses": {key: {"action": "accept"}}})
+    [waiting] = wait_until(lambda: json.loads(dsh(c.env, "approve", "--json").stdout)["approvals"],
+                           "a command waiting for approval")
+    assert not marker.exists()
+    code, shown = decide_on_a_terminal(c.env, waiting["id"], "yes")
+    assert code == 0, shown
+    done = reply()["result"]
+    [text] = done["content"]
+    assert "[sandbox: off]" in text["text"], done
+    assert marker.read_text() == "ran\n"

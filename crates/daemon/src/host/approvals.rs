@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use rmcp::{Peer, RoleServer};
+use super::super::links::{LinkOutcome, LinkSender};
 use tokio::sync::oneshot;
 use tools_catalog::{Answer, Approval, Asker};
 
@@ -163,15 +163,15 @@ impl Host {
 /// serves no page (standalone: no person can be reached).
 pub(in crate::host) fn approval_asker(
     host: Arc<Host>,
-    peer: Peer<RoleServer>,
+    links: LinkSender,
     agent: String,
     timeout: Duration,
 ) -> Option<Asker> {
     host.prompts.links.get()?;
     Some(Asker::new(move |approval: Approval| {
-        let (host, peer, agent) = (host.clone(), peer.clone(), agent.clone());
+        let (host, links, agent) = (host.clone(), links.clone(), agent.clone());
         let timeout = person_timeout(timeout);
-        Box::pin(async move { wait_for_person(&host, &peer, agent, approval, timeout).await })
+        Box::pin(async move { wait_for_person(&host, &links, agent, approval, timeout).await })
             as futures::future::BoxFuture<'static, Answer>
     }))
 }
@@ -190,34 +190,9 @@ enum Shown {
     Failed(String),
 }
 
-/// Why the client is not sent a link, if it is not.
-fn no_link_because(peer: &Peer<RoleServer>) -> Option<String> {
-    let info = peer.peer_info();
-    if info
-        .as_ref()
-        .is_some_and(|i| !i.protocol_version.has_initialize())
-        || info.is_none()
-    {
-        return Some(
-            "this client speaks an MCP version on which a server cannot send it a request during a call, so it was not sent the link to the approval page".to_owned(),
-        );
-    }
-    let modes = peer.supported_elicitation_modes();
-    if modes.contains(&rmcp::service::ElicitationMode::Url) {
-        None
-    } else if modes.contains(&rmcp::service::ElicitationMode::Form) {
-        Some("this client supports only form elicitation, which dsh does not take as a person's approval (a client may accept a form on its own), and no URL elicitation to open the approval page".to_owned())
-    } else {
-        Some(
-            "this client supports no URL elicitation, so it could not open the approval page"
-                .to_owned(),
-        )
-    }
-}
-
 async fn wait_for_person(
     host: &Host,
-    peer: &Peer<RoleServer>,
+    client: &LinkSender,
     agent: String,
     approval: Approval,
     timeout: Duration,
@@ -255,30 +230,26 @@ async fn wait_for_person(
             None,
         );
     }
-    let mut shown = match no_link_because(peer) {
-        Some(why) => Shown::NotSent(why),
-        None => Shown::Waiting,
+    let mut shown = match client {
+        LinkSender::None(why) => Shown::NotSent(format!(
+            "{why}, so it was not sent the link to the approval page"
+        )),
+        LinkSender::Request(_) | LinkSender::InputRequired(_) => Shown::Waiting,
     };
     let show = async {
         let url = match links.link_to(&format!("/approve/{id}")).await {
             Ok(url) => url,
             Err(e) => return Shown::Failed(format!("the page could not be started: {e}")),
         };
-        let params = rmcp::model::ElicitRequestParams::UrlElicitationParams {
-            meta: None,
-            message: format!(
-                "An agent asks to run a command OUTSIDE the sandbox ({id}). Open the page to see it and choose Run or Refuse; only your choice there counts."
-            ),
-            url,
-            elicitation_id: format!("dsh-approve-{n}"),
-        };
-        match peer
-            .create_elicitation_with_timeout(params, Some(timeout))
+        let message = format!(
+            "An agent asks to run a command OUTSIDE the sandbox ({id}). Open the page to see it and choose Run or Refuse; only your choice there counts."
+        );
+        match client
+            .open(message, url, format!("dsh-approve-{n}"), timeout)
             .await
         {
-            Ok(r) if r.action == rmcp::model::ElicitationAction::Accept => Shown::Opened,
-            Ok(_) => Shown::Declined,
-            Err(e) => Shown::Failed(e.to_string()),
+            LinkOutcome::Opened => Shown::Opened,
+            LinkOutcome::NotOpened(_) => Shown::Declined,
         }
     };
     let mut show = std::pin::pin!(show);

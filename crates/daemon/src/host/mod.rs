@@ -31,6 +31,7 @@ use workspace::{ClientInfo, SessionHeader, SessionId};
 use crate::session_log::{LogPolicy, SessionRecorder};
 
 mod detach;
+mod links;
 mod secrets;
 pub use detach::{Agent, AgentCell, Detached, KEY_PREFIX, TakeBackLock};
 use detach::{ConnectionResume, current, new_agent};
@@ -497,6 +498,8 @@ pub struct Connection {
     client: Arc<OnceLock<ClientInfo>>,
     /// Its `subscriptions/listen` streams.
     listeners: Listeners,
+    /// Its calls that run on while the client shows a link (2026-07-28).
+    parked: links::ParkedCalls,
     recorder: SessionRecorder,
     /// Cancelled when the client closes its end: calls still running stop
     /// at once, so teardown starts before a client gives up waiting.
@@ -546,6 +549,170 @@ impl Connection {
             });
         }
         self.begin(self.fallback_cwd.clone());
+    }
+}
+
+/// What a call's reply needs once the call ends, however long after its
+/// request it does.
+pub(crate) struct CallRecord {
+    tool: String,
+    args: Value,
+    at: chrono::DateTime<chrono::Utc>,
+    started: Instant,
+    redactor: Option<redact::Redactor>,
+    progress_sent: Option<tokio::task::JoinHandle<()>>,
+    owner: u64,
+    view: ModelView,
+}
+
+/// How long a parked call waits for its client to send it again.
+const PARKED_FOR: Duration = Duration::from_secs(600);
+
+impl Connection {
+    /// What this request's client shows its model of a result.
+    fn model_view(&self, context: &RequestContext<RoleServer>) -> ModelView {
+        let client = context
+            .client_info()
+            .map(|c| c.name)
+            .or_else(|| self.client.get().map(|c| c.name.clone()));
+        ModelView::of(client.as_deref())
+    }
+
+    /// How a call of this request sends its client a link, and where it
+    /// asks for one when the protocol has the request answer for it.
+    fn link_sender(
+        &self,
+        context: &RequestContext<RoleServer>,
+    ) -> (
+        links::LinkSender,
+        tokio::sync::mpsc::Receiver<links::LinkAskFrom>,
+    ) {
+        let (asks, link_asks) = tokio::sync::mpsc::channel(1);
+        let elicitation = context.client_capabilities().and_then(|c| c.elicitation);
+        let url = elicitation.as_ref().is_some_and(|e| e.url.is_some());
+        let sender = match (url, is_stateless(context)) {
+            (true, true) => links::LinkSender::InputRequired(asks),
+            (true, false) => links::LinkSender::Request(context.peer.clone()),
+            (false, _) if elicitation.is_some() => links::LinkSender::None(
+                "this client supports only form elicitation, which cannot open a page for the person (and a client may accept a form on its own)".to_owned(),
+            ),
+            (false, _) => links::LinkSender::None(
+                "this client supports no URL elicitation, so it cannot open a page for the person".to_owned(),
+            ),
+        };
+        (sender, link_asks)
+    }
+
+    /// Waits for a running call: its end is the reply; a link it asks the
+    /// client to open parks it, and the reply is the `InputRequiredResult`
+    /// carrying the link, answered by the client's retry.
+    async fn await_call(
+        &self,
+        mut running: links::Parked,
+        context: &RequestContext<RoleServer>,
+    ) -> CallToolResponse {
+        let outcome = tokio::select! {
+            ended = &mut running.call => ended.unwrap_or_else(|_| {
+                Err(ToolError::new("CANCELLED", "the call was ended"))
+            }),
+            Some(links::LinkAskFrom(ask)) = running.asks.recv() => {
+                static PARKS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+                let n = PARKS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let state = format!("dsh-call-{}-{n}", self.id);
+                let key = "open".to_owned();
+                let mut requests = rmcp::model::InputRequests::new();
+                requests.insert(
+                    key.clone(),
+                    rmcp::model::InputRequest::Elicitation(rmcp::model::ElicitRequest::new(ask.params)),
+                );
+                running.waiting = Some((key, ask.answer));
+                self.park(state.clone(), running);
+                return CallToolResponse::InputRequired(rmcp::model::InputRequiredResult::new(
+                    Some(requests),
+                    Some(state),
+                ));
+            }
+            () = context.ct.cancelled() => {
+                running.call.abort();
+                Err(ToolError::new("CANCELLED", "the client cancelled this call"))
+            }
+            () = self.closed.cancelled() => {
+                running.call.abort();
+                Err(ToolError::new("CANCELLED", "the client disconnected"))
+            }
+        };
+        CallToolResponse::from(self.finish(running.record, outcome).await)
+    }
+
+    /// Keeps a call for its client's retry; one never retried is ended.
+    fn park(&self, state: String, parked: links::Parked) {
+        if let Ok(mut calls) = self.parked.lock() {
+            calls.insert(state.clone(), parked);
+        }
+        let calls = self.parked.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(PARKED_FOR).await;
+            let left = calls.lock().ok().and_then(|mut c| c.remove(&state));
+            if let Some(parked) = left {
+                parked.call.abort();
+            }
+        });
+    }
+
+    /// The client's retry of a parked call: its answer goes to the call,
+    /// which is waited for again.
+    async fn resume_parked(
+        &self,
+        state: &str,
+        responses: Option<&rmcp::model::InputResponses>,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let parked = self.parked.lock().ok().and_then(|mut c| c.remove(state));
+        let Some(mut parked) = parked else {
+            return Err(McpError::invalid_params(
+                "requestState names no call waiting here: it ended, was already resumed, or belongs to another connection",
+                None,
+            ));
+        };
+        if let Some((key, answer)) = parked.waiting.take() {
+            let _ = answer.send(links::outcome_of_response(
+                responses.and_then(|r| r.get(&key)),
+            ));
+        }
+        Ok(self.await_call(parked, context).await)
+    }
+
+    /// The reply of an ended call: secrets redacted, its progress sent
+    /// first, the call logged, shaped for the client's model.
+    async fn finish(
+        &self,
+        record: CallRecord,
+        mut outcome: Result<tools_catalog::ToolReply, ToolError>,
+    ) -> CallToolResult {
+        // Secrets in what the model would read are replaced by markers.
+        if let Some(redactor) = &record.redactor {
+            tools_catalog::redaction::redact_outcome_with(redactor, &mut outcome);
+        }
+        if let Some(sent) = record.progress_sent {
+            let _ = tokio::time::timeout(Duration::from_secs(1), sent).await;
+        }
+        let code = outcome.as_ref().err().map_or("OK", |e| e.code);
+        self.recorder.call(
+            record.at,
+            &record.tool,
+            &record.args,
+            code,
+            record.started.elapsed(),
+            outcome.as_ref().ok().map(|reply| &reply.structured),
+        );
+        tracing::info!(
+            tool = %record.tool,
+            outcome = code,
+            ms = record.started.elapsed().as_millis() as u64,
+            owner = record.owner,
+            "tool call"
+        );
+        to_mcp_result(outcome, record.view)
     }
 }
 
@@ -633,6 +800,11 @@ impl ServerHandler for Connection {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         self.begin_stateless(&context);
+        if let Some(state) = &request.request_state {
+            return self
+                .resume_parked(state, request.input_responses.as_ref(), &context)
+                .await;
+        }
         let layer = self.layer.load_full();
         let Some(tool) = layer.catalog.get(&request.name).cloned() else {
             return Err(McpError::invalid_params(
@@ -670,9 +842,10 @@ impl ServerHandler for Connection {
                 },
             );
         let owner = current(&self.agent).0;
+        let (links, link_asks) = self.link_sender(&context);
         let secrets: Arc<dyn tools_catalog::SecretPrompts> = Arc::new(secrets::ConnectionSecrets {
             host: self.host.clone(),
-            peer: self.peer.clone(),
+            links: links.clone(),
             agent: self
                 .client
                 .get()
@@ -687,7 +860,7 @@ impl ServerHandler for Connection {
             confinement: layer.confinement.clone(),
             ask: asker(
                 &self.host,
-                &context.peer,
+                links,
                 self.client
                     .get()
                     .map_or_else(|| owner.label().to_owned(), |c| c.name.clone()),
@@ -695,54 +868,38 @@ impl ServerHandler for Connection {
             resume,
             secrets: Some(secrets),
         };
-        let logged_args = args.clone();
-        let at = chrono::Utc::now();
-        let started = Instant::now();
-        let call = std::panic::AssertUnwindSafe(tool.call(&cx, args)).catch_unwind();
-        let outcome = tokio::select! {
-            outcome = call => match outcome {
-                Ok(result) => result,
-                Err(_) => Err(ToolError::new(
-                    "INTERNAL",
-                    format!("the `{}` tool failed unexpectedly; the server is still running — try again or use another approach", request.name),
-                )),
-            },
-            () = context.ct.cancelled() => Err(ToolError::new("CANCELLED", "the client cancelled this call")),
-            () = self.closed.cancelled() => Err(ToolError::new("CANCELLED", "the client disconnected")),
+        let record = CallRecord {
+            tool: request.name.to_string(),
+            args: args.clone(),
+            at: chrono::Utc::now(),
+            started: Instant::now(),
+            redactor,
+            progress_sent,
+            owner: owner.serial(),
+            view: self.model_view(&context),
         };
-        // Secrets in what the model would read are replaced by markers.
-        let mut outcome = outcome;
-        if let Some(redactor) = &redactor {
-            tools_catalog::redaction::redact_outcome_with(redactor, &mut outcome);
-        }
-        // Progress notifications queued during the call go out before its
-        // reply.
-        drop(cx);
-        if let Some(sent) = progress_sent {
-            let _ = tokio::time::timeout(Duration::from_secs(1), sent).await;
-        }
-        let code = outcome.as_ref().err().map_or("OK", |e| e.code);
-        self.recorder.call(
-            at,
-            &request.name,
-            &logged_args,
-            code,
-            started.elapsed(),
-            outcome.as_ref().ok().map(|reply| &reply.structured),
-        );
-        tracing::info!(
-            tool = %request.name,
-            outcome = code,
-            ms = started.elapsed().as_millis() as u64,
-            owner = owner.serial(),
-            "tool call"
-        );
-        let client = context
-            .client_info()
-            .map(|c| c.name)
-            .or_else(|| self.client.get().map(|c| c.name.clone()));
-        let view = ModelView::of(client.as_deref());
-        Ok(CallToolResponse::from(to_mcp_result(outcome, view)))
+        let name = record.tool.clone();
+        let call = tokio::spawn(async move {
+            let outcome = std::panic::AssertUnwindSafe(tool.call(&cx, args))
+                .catch_unwind()
+                .await;
+            // Progress notifications queued during the call go out before
+            // its reply: the sink closes with the context.
+            drop(cx);
+            outcome.unwrap_or_else(|_| {
+                Err(ToolError::new(
+                    "INTERNAL",
+                    format!("the `{name}` tool failed unexpectedly; the server is still running — try again or use another approach"),
+                ))
+            })
+        });
+        let running = links::Parked {
+            call,
+            asks: link_asks,
+            waiting: None,
+            record,
+        };
+        Ok(self.await_call(running, &context).await)
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
@@ -816,8 +973,8 @@ const ASK_TIMEOUT: Duration = Duration::from_secs(300);
 /// command in the page or with `dsh approve`, and sends the client the
 /// page's link when it can open one; `None` when the host serves no page.
 /// No answer of the client's approves anything.
-fn asker(host: &Arc<Host>, peer: &Peer<RoleServer>, agent: String) -> Option<Asker> {
-    secrets::approval_asker(host.clone(), peer.clone(), agent, ASK_TIMEOUT)
+fn asker(host: &Arc<Host>, links: links::LinkSender, agent: String) -> Option<Asker> {
+    secrets::approval_asker(host.clone(), links, agent, ASK_TIMEOUT)
 }
 
 /// When a tool call carries a `progressToken`: a sink whose reports become
@@ -1056,11 +1213,13 @@ where
         peer: Arc::new(OnceLock::new()),
         client: Arc::new(OnceLock::new()),
         listeners: Listeners::default(),
+        parked: links::ParkedCalls::default(),
         closed: CancellationToken::new(),
         host: host.clone(),
     };
     let recorder = connection.recorder.clone();
     let closed = connection.closed.clone();
+    let parked = connection.parked.clone();
     host.entries().insert(
         id,
         ConnectionEntry {
@@ -1124,6 +1283,14 @@ where
     // as a client may not wait long.
     closed.cancel();
     events.abort();
+    // Calls parked for a retry that can no longer come.
+    for (_, parked) in parked
+        .lock()
+        .map(|mut p| p.drain().collect::<Vec<_>>())
+        .unwrap_or_default()
+    {
+        parked.call.abort();
+    }
     // A take-back under way finishes first: then the agent read here is
     // the one this connection ends as.
     let _ended = take_back.lock().await;

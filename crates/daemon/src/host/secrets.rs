@@ -28,7 +28,6 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use rmcp::{Peer, RoleServer};
 use terminal_seam::{AnswerError, TerminalId};
 use tokio::sync::oneshot;
 use tools_catalog::{Owner, SecretAsked, SecretPrompts};
@@ -164,7 +163,8 @@ impl Host {
 /// A connection's side of [`SecretPrompts`].
 pub struct ConnectionSecrets {
     pub(super) host: Arc<Host>,
-    pub(super) peer: Arc<OnceLock<Peer<RoleServer>>>,
+    /// How the call reaches its client with the page's link.
+    pub(super) links: super::links::LinkSender,
     pub(super) agent: String,
 }
 
@@ -208,13 +208,9 @@ impl ConnectionSecrets {
                 "a person must type the answer into the program; this dsh runs standalone, so it cannot ask them; you never see the answer".to_owned(),
             );
         };
-        let peer = self.peer.get().filter(|p| {
-            p.supported_elicitation_modes()
-                .contains(&rmcp::service::ElicitationMode::Url)
-        });
-        let Some(peer) = peer else {
+        if !self.links.can_open() {
             return SecretAsked::NotAsked(how_to_answer(id));
-        };
+        }
         let url = match links.link_to(&format!("/answer/{id}")).await {
             Ok(url) => url,
             Err(e) => {
@@ -249,16 +245,15 @@ impl ConnectionSecrets {
             id,
             ask,
         };
-        let params = rmcp::model::ElicitRequestParams::UrlElicitationParams {
-            meta: None,
-            message: format!(
+        let timeout = approvals::person_timeout(ANSWER_TIMEOUT);
+        let opened = self.links.open(
+            format!(
                 "{id} (`{command}`) asks for a secret: \u{ab}{prompt}\u{bb}. Answer it in the page this opens; the agent never sees it."
             ),
             url,
-            elicitation_id: format!("dsh-answer-{id}-{}", owner.serial()),
-        };
-        let timeout = approvals::person_timeout(ANSWER_TIMEOUT);
-        let opened = peer.create_elicitation_with_timeout(params, Some(timeout));
+            format!("dsh-answer-{id}-{}", owner.serial()),
+            timeout,
+        );
         let mut opened = std::pin::pin!(opened);
         let answered = tokio::time::timeout(timeout, answered);
         let mut answered = std::pin::pin!(answered);
@@ -269,19 +264,11 @@ impl ConnectionSecrets {
         let answer = loop {
             tokio::select! {
                 answer = &mut answered => break answer,
-                result = &mut opened, if waiting_for_client => {
+                outcome = &mut opened, if waiting_for_client => {
                     waiting_for_client = false;
-                    match result {
-                        Ok(r) if r.action == rmcp::model::ElicitationAction::Accept => {}
-                        Ok(_) => {
-                            tracing::info!(terminal = %id, "the client declined the answer page's link; a person may still answer in the page or with dsh answer");
-                            declined = true;
-                        }
-                        Err(rmcp::service::ServiceError::Timeout { .. }) => {}
-                        Err(e) => {
-                            tracing::info!("the client did not open the answer page: {e}");
-                            return SecretAsked::NotAsked(how_to_answer(id));
-                        }
+                    if let super::links::LinkOutcome::NotOpened(why) = outcome {
+                        tracing::info!(terminal = %id, "the answer page's link was not opened ({why}); a person may still answer in the page or with dsh answer");
+                        declined = true;
                     }
                 }
             }
