@@ -518,9 +518,13 @@ def test_a_call_waiting_for_a_person_at_a_drop_is_answered(sshd, remote, tmp_pat
         send({"method": "notifications/initialized"})
         send({"id": 2, "method": "tools/call", "params": {"name": "terminal_open", "arguments": {}}})
         term = read_until("terminal_open", by_id(2))["result"]["structuredContent"]["id"]
-        send({"id": 3, "method": "tools/call", "params": {"name": "bash", "arguments": {
-            "command": "true", "sandbox": "off"}}})
-        time.sleep(2)  # the call reaches the host and waits there
+        send({"id": 3, "method": "tools/call", "params": {"_meta": {"progressToken": "approve"},
+            "name": "bash", "arguments": {"command": "true", "sandbox": "off"}}})
+        # the call reaches the host and waits there: it reports so
+        read_until("the call waiting for a person", lambda msgs: any(
+            m.get("method") == "notifications/progress"
+            and m["params"]["progressToken"] == "approve"
+            and "to approve ap-" in m["params"].get("message", "") for m in msgs))
         [ssh] = ssh_of_bridge()
         os.kill(ssh, signal.SIGKILL)
         answer = read_until("the call's answer", by_id(3))

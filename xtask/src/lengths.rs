@@ -138,8 +138,10 @@ mod tests {
     }
 
     /// The binary stays a thin command line: parsing and printing only
-    /// (ARCHITECTURE.md), under 1,550 lines with its tests (1,500 until
-    /// it printed the hosts of remote bridges too).
+    /// (ARCHITECTURE.md), under 1,650 lines with its tests (1,500 until
+    /// it printed the hosts of remote bridges too, 1,550 until `dsh
+    /// approve` listed, showed and decided the commands waiting for a
+    /// person).
     #[test]
     fn the_binary_stays_thin() {
         let mut files = Vec::new();
@@ -150,7 +152,7 @@ mod tests {
             .sum();
         assert!(!files.is_empty());
         assert!(
-            lines < 1_550,
+            lines < 1_650,
             "crates/dsh has {lines} lines: what runs belongs in the daemon, and what it prints in one place"
         );
     }

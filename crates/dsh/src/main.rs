@@ -508,9 +508,6 @@ fn daemon_run(cli: &Globals, spawned: bool) -> Result<(), Failure> {
     daemon::server::run(options).map_err(|e| Failure::Other(anyhow::anyhow!(e.to_string())))
 }
 
-/// `dsh daemon status`; for a daemon that holds the data directory but
-/// cannot be reached through the socket, what it recorded and why it is
-/// unreachable (exit 1).
 /// `dsh approve`: lists the commands waiting for a person's approval, or
 /// decides one: `--refuse` refuses it; otherwise its question is shown on
 /// the person's terminal and they type yes or no there.
@@ -581,6 +578,9 @@ fn approve(
     Ok(())
 }
 
+/// `dsh daemon status`; for a daemon that holds the data directory but
+/// cannot be reached through the socket, what it recorded and why it is
+/// unreachable (exit 1).
 fn daemon_status(paths: &DaemonPaths, json: bool) -> Result<(), Failure> {
     let text = match Client::new(paths.clone()).status_report()? {
         StatusReport::Running(status) if json => output::to_json(&status)?,

@@ -215,28 +215,8 @@ pub(super) async fn handle(shared: Arc<Shared>, stream: UnixStream) {
             let _busy = Busy::new(&shared.busy);
             answer(&shared, &id, secret).await
         }
-        Request::Approvals => Reply::of(&crate::protocol::replies::Approvals {
-            approvals: shared
-                .host
-                .waiting_approvals()
-                .into_iter()
-                .map(|a| crate::protocol::replies::WaitingApproval {
-                    id: a.id,
-                    agent: a.agent,
-                    cwd: a.cwd,
-                    question: a.question,
-                    command: a.command,
-                    waited_secs: a.waited.as_secs(),
-                })
-                .collect(),
-        }),
-        Request::Approve { id, run } => match shared.host.person_decides(&id, run) {
-            Ok(what) => {
-                tracing::info!(approval = %id, run, "a person decided (dsh approve)");
-                Reply::of(&crate::protocol::replies::Decided { what })
-            }
-            Err(e) => Reply::failed(e.code(), e.to_string()),
-        },
+        Request::Approvals => approvals(&shared),
+        Request::Approve { id, run } => approve(&shared, &id, run),
         Request::Ui => {
             let _busy = Busy::new(&shared.busy);
             match serve_page(&shared).await {
@@ -248,6 +228,36 @@ pub(super) async fn handle(shared: Arc<Shared>, stream: UnixStream) {
         Request::Record { records } => record(&shared, records).await,
     };
     let _ = write_line(&mut write, &reply).await;
+}
+
+/// `approvals`: the commands waiting for a person's approval.
+fn approvals(shared: &Shared) -> Reply {
+    Reply::of(&crate::protocol::replies::Approvals {
+        approvals: shared
+            .host
+            .waiting_approvals()
+            .into_iter()
+            .map(|a| crate::protocol::replies::WaitingApproval {
+                id: a.id,
+                agent: a.agent,
+                cwd: a.cwd,
+                question: a.question,
+                command: a.command,
+                waited_secs: a.waited.as_secs(),
+            })
+            .collect(),
+    })
+}
+
+/// `approve`: a person's decision on a waiting command.
+fn approve(shared: &Shared, id: &str, run: bool) -> Reply {
+    match shared.host.person_decides(id, run) {
+        Ok(what) => {
+            tracing::info!(approval = %id, run, "a person decided (dsh approve)");
+            Reply::of(&crate::protocol::replies::Decided { what })
+        }
+        Err(e) => Reply::failed(e.code(), e.to_string()),
+    }
 }
 
 /// `mcp`: the connection's preset and config, the reply (with what
