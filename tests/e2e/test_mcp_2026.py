@@ -252,3 +252,60 @@ def test_sandbox_off_sends_the_approval_page_and_only_the_person_runs_it(asking_
     [text] = done["content"]
     assert "[sandbox: off]" in text["text"], done
     assert marker.read_text() == "ran\n"
+
+
+TASKS = {"io.modelcontextprotocol/tasks": {}}
+
+
+@pytest.fixture
+def tasks_client(isolated_env, tmp_path, monkeypatch):
+    """A 2026-07-28 client that declares the Tasks extension."""
+    monkeypatch.setitem(CAPABILITIES, "extensions", TASKS)
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    c = Client(isolated_env, ws)
+    c.env, c.ws = isolated_env, ws
+    assert "io.modelcontextprotocol/tasks" in c.call("server/discover")["result"]["capabilities"]["extensions"]
+    yield c
+    c.close()
+
+
+def task_status(c, task_id):
+    return c.call("tasks/get", {"taskId": task_id})["result"]
+
+
+def test_a_long_call_is_a_task_that_follows_a_job(tasks_client):
+    """A client with the Tasks extension gets a task for a bash call: the
+    call runs as the agent's job, tasks/get reports it working, then
+    completed with the command's output; the job is in job_list."""
+    c = tasks_client
+    started = c.call("tools/call", {"name": "bash", "arguments": {
+        "command": "echo begun; sleep 2; echo done; exit 3"}})["result"]
+    assert started["resultType"] == "task", started
+    task_id = started["taskId"]
+    assert started["status"] == "working" and "bash-1" in started.get("statusMessage", ""), started
+    jobs = c.call("tools/call", {"name": "job_list", "arguments": {}})["result"]
+    assert "bash-1" in jobs["content"][0]["text"], jobs
+    done = wait_until(lambda: (t := task_status(c, task_id))["status"] != "working" and t,
+                      "the task settles")
+    assert done["status"] == "completed", done
+    [text] = done["result"]["content"]
+    assert "begun\ndone\n" in text["text"] and "exit 3" in text["text"], done
+
+
+def test_cancelling_a_task_kills_its_job(tasks_client):
+    c = tasks_client
+    started = c.call("tools/call", {"name": "bash", "arguments": {"command": "sleep 300"}})["result"]
+    task_id = started["taskId"]
+    c.call("tasks/cancel", {"taskId": task_id})
+    done = wait_until(lambda: (t := task_status(c, task_id))["status"] != "working" and t,
+                      "the cancelled task settles")
+    assert done["status"] == "cancelled", done
+    jobs = c.call("tools/call", {"name": "job_list", "arguments": {}})["result"]["content"][0]["text"]
+    assert "bash-1" in jobs and "killed" in jobs, jobs
+
+
+def test_a_call_already_in_the_background_stays_a_job(tasks_client):
+    c = tasks_client
+    r = c.call("tools/call", {"name": "bash", "arguments": {"command": "true", "run_in_background": True}})
+    assert r["result"].get("resultType") != "task" and "bash-1" in r["result"]["content"][0]["text"], r

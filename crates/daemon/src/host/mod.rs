@@ -33,6 +33,7 @@ use crate::session_log::{LogPolicy, SessionRecorder};
 mod detach;
 mod links;
 mod secrets;
+mod tasks;
 pub use detach::{Agent, AgentCell, Detached, KEY_PREFIX, TakeBackLock};
 use detach::{ConnectionResume, current, new_agent};
 pub use secrets::{PageLinks, PromptView};
@@ -500,6 +501,8 @@ pub struct Connection {
     listeners: Listeners,
     /// Its calls that run on while the client shows a link (2026-07-28).
     parked: links::ParkedCalls,
+    /// Its MCP tasks, each following one of its jobs.
+    tasks: rmcp::task_manager::TaskManager,
     recorder: SessionRecorder,
     /// Cancelled when the client closes its end: calls still running stop
     /// at once, so teardown starts before a client gives up waiting.
@@ -644,6 +647,32 @@ impl Connection {
         CallToolResponse::from(self.finish(running.record, outcome).await)
     }
 
+    /// A call as an MCP task: it starts as a background job, and the
+    /// reply is the task that follows it (see [`tasks`]); a call that
+    /// fails to start is answered as usual.
+    async fn start_task(
+        &self,
+        tool: Arc<dyn tools_catalog::Tool>,
+        layer: Arc<ToolLayer>,
+        cx: CallContext,
+        args: Value,
+        record: CallRecord,
+    ) -> CallToolResponse {
+        let started = tool.call(&cx, tasks::in_background(args)).await;
+        let job_id = started
+            .as_ref()
+            .ok()
+            .and_then(|r| r.structured["job_id"].as_str().map(str::to_owned));
+        let Some(job_id) = job_id else {
+            return CallToolResponse::from(self.finish(record, started).await);
+        };
+        let connection = self.clone();
+        let task = tasks::follow(&self.tasks, layer, &cx, job_id, move |outcome| {
+            Box::pin(async move { connection.finish(record, outcome).await })
+        });
+        CallToolResponse::Task(rmcp::model::CreateTaskResult::new(task))
+    }
+
     /// Keeps a call for its client's retry; one never retried is ended.
     fn park(&self, state: String, parked: links::Parked) {
         if let Ok(mut calls) = self.parked.lock() {
@@ -777,6 +806,7 @@ impl ServerHandler for Connection {
                 .enable_logging()
                 .enable_tools()
                 .enable_tool_list_changed()
+                .enable_tasks()
                 .build(),
         )
         .with_server_info(Implementation::new("dsh", env!("CARGO_PKG_VERSION")))
@@ -878,6 +908,13 @@ impl ServerHandler for Connection {
             owner: owner.serial(),
             view: self.model_view(&context),
         };
+        if tasks::eligible(&record.tool, &args)
+            && context
+                .client_capabilities()
+                .is_some_and(|c| c.supports_tasks())
+        {
+            return Ok(self.start_task(tool, layer, cx, args, record).await);
+        }
         let name = record.tool.clone();
         let call = tokio::spawn(async move {
             let outcome = std::panic::AssertUnwindSafe(tool.call(&cx, args))
@@ -963,6 +1000,24 @@ impl ServerHandler for Connection {
         }
         ended.cancel();
         Ok(())
+    }
+
+    async fn get_task(
+        &self,
+        request: rmcp::model::GetTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::GetTaskResult, McpError> {
+        self.tasks
+            .get_task(&request.task_id)
+            .map(rmcp::model::GetTaskResult::new)
+    }
+
+    async fn cancel_task(
+        &self,
+        request: rmcp::model::CancelTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.tasks.cancel_task(&request.task_id)
     }
 }
 
@@ -1214,12 +1269,14 @@ where
         client: Arc::new(OnceLock::new()),
         listeners: Listeners::default(),
         parked: links::ParkedCalls::default(),
+        tasks: rmcp::task_manager::TaskManager::new(),
         closed: CancellationToken::new(),
         host: host.clone(),
     };
     let recorder = connection.recorder.clone();
     let closed = connection.closed.clone();
     let parked = connection.parked.clone();
+    let tasks = connection.tasks.clone();
     host.entries().insert(
         id,
         ConnectionEntry {
@@ -1283,6 +1340,7 @@ where
     // as a client may not wait long.
     closed.cancel();
     events.abort();
+    tasks.shutdown();
     // Calls parked for a retry that can no longer come.
     for (_, parked) in parked
         .lock()
