@@ -36,7 +36,8 @@ from model_api import ModelApi, Script, step_of  # noqa: E402
 
 # The variables by which a test isolates dsh (conftest.make_env), passed to
 # the server through the client's config.
-DSH_VARS = ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "DSH_RUNTIME_DIR", "DSH_LOG")
+DSH_VARS = ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "DSH_RUNTIME_DIR", "DSH_LOG",
+            "DSH_ASK_TIMEOUT_SECS")
 
 PROMPT = "Run the tools you are given, one per turn, then answer."
 

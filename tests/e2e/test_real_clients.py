@@ -160,3 +160,26 @@ def test_a_session_is_recorded_for_each_client(run, client, isolated_env):
     assert CLIENT_NAMES[client] in names, f"sessions recorded: {sessions}"
     [session] = [s for s in sessions if (s.get("client") or {}).get("name") == CLIENT_NAMES[client]]
     assert session["cwd"], session
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_a_secret_prompt_goes_to_a_person_never_to_the_model(run, client, isolated_env):
+    """A program asks for a password. Headless, no person is at the client:
+    Claude Code (MCP 2026-07-28) is sent the answer page's link in the
+    call's InputRequiredResult and cancels it, Codex declines the link, and
+    Gemini CLI cannot be sent one. In each the model reads how a person
+    answers (`dsh answer pty-1`, the page) and that no one did, never that
+    a person declined, and the prompt is not handed to it to answer."""
+    isolated_env["DSH_ASK_TIMEOUT_SECS"] = "3"
+    prompt = "python3 -c \"import getpass; getpass.getpass('Password: ')\""
+    r = run(client, [
+        {"tool": "terminal_open", "arguments": {}},
+        {"tool": "terminal_send", "arguments": {"id": "pty-1", "text": prompt, "timeout_ms": 60000}},
+    ], **RUNS_EVERY_TOOL[client])
+    seen, text = seen_and_sent(r, r.calls[1])
+    assert "dsh answer pty-1" in seen, seen
+    assert "the person declined" not in seen, seen
+    if client == "claude":
+        messages = [e.get("msg") or {} for e in r.mcp]
+        asked = [m for m in messages if (m.get("result") or {}).get("resultType") == "input_required"]
+        assert asked and "/answer/pty-1" in json.dumps(asked[0]), r.describe()
