@@ -2,13 +2,17 @@
 official MCP Python SDK client."""
 
 import contextlib
+import fcntl
 import json
 import os
 import pathlib
+import pty
+import select
 import shutil
 import signal
 import subprocess
 import tempfile
+import termios
 import time
 
 import anyio
@@ -415,3 +419,39 @@ def an_empty_directory_to_run_in():
     finally:
         os.chdir(here)
         shutil.rmtree(empty, ignore_errors=True)
+
+
+def on_a_terminal(argv, env, answer_after: bytes, typed: str):
+    """Runs `argv` on a real terminal (a pty as its controlling terminal,
+    as a person's `dsh answer` or `dsh approve` runs), types `typed` once
+    it printed `answer_after`; returns (exit code, what it printed)."""
+    master, slave = pty.openpty()
+
+    def controlling_tty():
+        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+    proc = subprocess.Popen(
+        argv, stdin=slave, stdout=slave, stderr=slave, env=env,
+        start_new_session=True, preexec_fn=controlling_tty,
+    )
+    os.close(slave)
+    seen = b""
+    sent = False
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([master], [], [], 1)
+        if ready:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:
+                break  # the other side closed: the program exited
+            if not chunk:
+                break
+            seen += chunk
+        if not sent and answer_after in seen:
+            os.write(master, typed.encode() + b"\n")
+            sent = True
+        if proc.poll() is not None and not ready:
+            break
+    os.close(master)
+    return proc.wait(timeout=30), seen.decode(errors="replace")

@@ -5,13 +5,9 @@ own terminal. A client that accepts every elicitation approves nothing; a
 client that declines the page's link at once has not refused, and the
 reply says no one answered."""
 
-import fcntl
 import http.client
 import json
-import os
-import pty
 import re
-import select
 import subprocess
 import time
 import urllib.parse
@@ -20,7 +16,7 @@ import anyio
 import mcp.types as types
 import pytest
 
-from conftest import connect, dsh, dsh_bin, err, ok, text_of
+from conftest import connect, dsh, dsh_bin, err, ok, on_a_terminal, text_of
 from waiting import eventually
 
 pytestmark = pytest.mark.anyio
@@ -67,37 +63,7 @@ async def one_waiting(env):
 def decide_on_a_terminal(env, approval_id, typed):
     """Runs `dsh approve ID` on a real terminal (a pty as its controlling
     terminal), types `typed` at its question; (exit code, what it printed)."""
-    master, slave = pty.openpty()
-
-    def controlling_tty():
-        fcntl.ioctl(0, __import__("termios").TIOCSCTTY, 0)
-
-    proc = subprocess.Popen(
-        [dsh_bin(), "approve", approval_id],
-        stdin=slave, stdout=slave, stderr=slave, env=env,
-        start_new_session=True, preexec_fn=controlling_tty,
-    )
-    os.close(slave)
-    seen = b""
-    sent = False
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        ready, _, _ = select.select([master], [], [], 1)
-        if ready:
-            try:
-                chunk = os.read(master, 4096)
-            except OSError:
-                break
-            if not chunk:
-                break
-            seen += chunk
-        if not sent and b"to refuse it: " in seen:
-            os.write(master, typed.encode() + b"\n")
-            sent = True
-        if proc.poll() is not None and not ready:
-            break
-    os.close(master)
-    return proc.wait(timeout=30), seen.decode(errors="replace")
+    return on_a_terminal([dsh_bin(), "approve", approval_id], env, b"to refuse it: ", typed)
 
 
 def assert_no_one_answered(e):

@@ -6,25 +6,20 @@ run on a real terminal; the secret reaches no reply, notification, log,
 store file or page."""
 
 import contextlib
-import fcntl
 import hashlib
 import json
 import os
 import pathlib
-import pty
-import select
 import shutil
 import stat
 import subprocess
 import tempfile
-import termios
-import time
 from urllib.parse import urlsplit
 
 import mcp.types as types
 import pytest
 
-from conftest import connect, dsh, dsh_bin, ok, stop_daemons, text_of
+from conftest import connect, dsh, dsh_bin, ok, on_a_terminal, stop_daemons, text_of
 from waiting import eventually
 from test_ui import Browser
 
@@ -64,38 +59,10 @@ def answer_on_a_terminal(env, terminal_id, command=None):
     """Runs `dsh answer ID` on a real terminal (a pty as its controlling
     terminal), types the secret at its prompt, returns what it printed.
     `command` is what runs `answer ID` (as for conftest.dsh)."""
-    master, slave = pty.openpty()
-
-    def controlling_tty():
-        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
-
-    proc = subprocess.Popen(
-        [*(command or [dsh_bin()]), "answer", terminal_id],
-        stdin=slave, stdout=slave, stderr=slave, env=env,
-        start_new_session=True, preexec_fn=controlling_tty,
-    )
-    os.close(slave)
-    seen = b""
-    typed = False
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        ready, _, _ = select.select([master], [], [], 1)
-        if ready:
-            try:
-                chunk = os.read(master, 4096)
-            except OSError:
-                break  # the other side closed: dsh answer exited
-            if not chunk:
-                break
-            seen += chunk
-        if not typed and b"(not shown): " in seen:
-            os.write(master, SECRET.encode() + b"\n")
-            typed = True
-        if proc.poll() is not None and not ready:
-            break
-    os.close(master)
-    assert proc.wait(timeout=30) == 0, seen
-    return seen.decode(errors="replace")
+    code, seen = on_a_terminal([*(command or [dsh_bin()]), "answer", terminal_id], env,
+                               b"(not shown): ", SECRET)
+    assert code == 0, seen
+    return seen
 
 
 async def test_dsh_answer_types_a_persons_answer_the_model_never_sees(isolated_env, tmp_path):

@@ -240,25 +240,11 @@ const GO_CORPUS_SOURCE: &str = "/usr/share/gocode/src/github.com/google/uuid";
 /// chromium for the `dsh ui` browser test. Returns why Go
 /// cannot be had here, if it cannot; Python, TypeScript and C/C++ must be.
 fn install_language_servers() -> anyhow::Result<Option<String>> {
-    let modules = node_dir().join("node_modules");
-    let lock = node_dir().join("package-lock.json");
-    let installed = modules.join(".package-lock.json");
-    let stale = match (std::fs::metadata(&installed), std::fs::metadata(&lock)) {
-        (Ok(i), Ok(l)) => match (i.modified(), l.modified()) {
-            (Ok(i), Ok(l)) => i < l,
-            _ => true,
-        },
-        _ => true,
-    };
-    if stale {
-        step(
-            "install pyright, typescript-language-server, TypeScript 5 and 7, the TypeScript MCP SDK and playwright-core (npm ci in tests/node)",
-            Command::new("npm")
-                .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
-                .env("PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "1")
-                .current_dir(node_dir()),
-        )?;
-    }
+    npm_ci_when_stale(
+        &node_dir(),
+        "install pyright, typescript-language-server, TypeScript 5 and 7, the TypeScript MCP SDK and playwright-core (npm ci in tests/node)",
+        &[("PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "1")],
+    )?;
     install_agent_clients()?;
     let apt_install = |packages: &[&str]| -> anyhow::Result<()> {
         step(
@@ -359,10 +345,18 @@ fn clients_dir() -> PathBuf {
 /// `tests/clients` (from the committed lock file), when missing or older
 /// than the lock file. `cargo xtask clients` moves the pins.
 fn install_agent_clients() -> anyhow::Result<()> {
-    let installed = clients_dir()
-        .join("node_modules")
-        .join(".package-lock.json");
-    let lock = clients_dir().join("package-lock.json");
+    npm_ci_when_stale(
+        &clients_dir(),
+        "install the real agent clients: Claude Code, Codex, Gemini CLI (npm ci in tests/clients)",
+        &[],
+    )
+}
+
+/// `npm ci` in `dir` (from its committed lock file) when its packages are
+/// missing or older than the lock file.
+fn npm_ci_when_stale(dir: &Path, what: &str, env: &[(&str, &str)]) -> anyhow::Result<()> {
+    let installed = dir.join("node_modules").join(".package-lock.json");
+    let lock = dir.join("package-lock.json");
     let stale = match (std::fs::metadata(&installed), std::fs::metadata(&lock)) {
         (Ok(i), Ok(l)) => match (i.modified(), l.modified()) {
             (Ok(i), Ok(l)) => i < l,
@@ -370,15 +364,16 @@ fn install_agent_clients() -> anyhow::Result<()> {
         },
         _ => true,
     };
-    if stale {
-        step(
-            "install the real agent clients: Claude Code, Codex, Gemini CLI (npm ci in tests/clients)",
-            Command::new("npm")
-                .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
-                .current_dir(clients_dir()),
-        )?;
+    if !stale {
+        return Ok(());
     }
-    Ok(())
+    step(
+        what,
+        Command::new("npm")
+            .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
+            .envs(env.iter().copied())
+            .current_dir(dir),
+    )
 }
 
 /// Moves the pinned agent clients to their newest releases (or to the

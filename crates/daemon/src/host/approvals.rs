@@ -51,23 +51,8 @@ pub(super) struct Approvals {
     next: AtomicU64,
 }
 
-/// What a person is shown of a waiting request.
-#[derive(Debug, Clone)]
-pub struct ApprovalView {
-    /// `ap-N`.
-    pub id: String,
-    /// The question, the command marked line by line (as `bash` renders
-    /// it).
-    pub question: String,
-    /// The command line.
-    pub command: String,
-    /// Where it would run.
-    pub cwd: PathBuf,
-    /// The agent (its client's name).
-    pub agent: String,
-    /// How long it has waited.
-    pub waited: Duration,
-}
+/// What a person is shown of a waiting request: the page's own view.
+pub use ui::ApprovalView;
 
 /// Why a decision went nowhere.
 #[derive(Debug, Clone)]

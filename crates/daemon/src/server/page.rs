@@ -305,20 +305,6 @@ impl Drop for Watching {
     }
 }
 
-/// A waiting approval of the host's, as the page shows it.
-macro_rules! approval_view {
-    () => {
-        |a| ui::ApprovalView {
-            id: a.id,
-            question: a.question,
-            command: a.command,
-            cwd: a.cwd,
-            agent: a.agent,
-            waited: a.waited,
-        }
-    };
-}
-
 impl UiSource for DaemonUiSource {
     fn overview(&self) -> BoxFuture<'_, Result<Overview, SourceError>> {
         Box::pin(async move {
@@ -438,12 +424,7 @@ impl UiSource for DaemonUiSource {
             LiveView {
                 connections,
                 remotes,
-                approvals: self
-                    .host
-                    .waiting_approvals()
-                    .into_iter()
-                    .map(approval_view!())
-                    .collect(),
+                approvals: self.host.waiting_approvals(),
             }
         })
     }
@@ -473,7 +454,7 @@ impl UiSource for DaemonUiSource {
     }
 
     fn waiting_approval(&self, id: &str) -> Option<ui::ApprovalView> {
-        self.host.waiting_approval(id).map(approval_view!())
+        self.host.waiting_approval(id)
     }
 
     fn decide(&self, id: &str, run: bool) -> Result<String, SourceError> {
