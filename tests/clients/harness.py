@@ -32,6 +32,8 @@ BIN = HERE / "node_modules" / ".bin"
 CLIENTS = ("claude", "codex", "gemini")
 
 sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(ROOT / "tests" / "e2e"))
+from conftest import descendants  # noqa: E402
 from model_api import ModelApi, Script, step_of  # noqa: E402
 
 # The variables by which a test isolates dsh (conftest.make_env), passed to
@@ -352,25 +354,7 @@ def end_tree(proc: subprocess.Popen) -> None:
     """Ends the client and every process under it: SIGTERM
     to its process group and every descendant, then SIGKILL."""
     def tree():
-        table = {}
-        for entry in os.listdir("/proc"):
-            if not entry.isdigit():
-                continue
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    stat = f.read()
-            except OSError:
-                continue
-            fields = stat[stat.rfind(")") + 2:].split()
-            if fields[0] in ("Z", "X"):
-                continue
-            table.setdefault(int(fields[1]), []).append(int(entry))
-        out, todo = [], [proc.pid]
-        while todo:
-            for child in table.get(todo.pop(), []):
-                out.append(child)
-                todo.append(child)
-        return out
+        return descendants(proc.pid, living=True)
 
     for sig in (signal.SIGTERM, signal.SIGKILL):
         pids = tree()

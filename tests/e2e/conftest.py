@@ -266,11 +266,13 @@ def processes():
     return out
 
 
-def descendants(root):
-    """The pids of every process under `root` (children, theirs, …)."""
+def descendants(root, living=False):
+    """The pids of every process under `root` (children, theirs, …);
+    with `living`, none that has exited and waits to be reaped."""
     table = {}
-    for pid, ppid, _sid, _state in processes():
-        table.setdefault(ppid, []).append(pid)
+    for pid, ppid, _sid, state in processes():
+        if not (living and state in ("Z", "X")):
+            table.setdefault(ppid, []).append(pid)
     out, todo = [], [root]
     while todo:
         for child in table.get(todo.pop(), []):
