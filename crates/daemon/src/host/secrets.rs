@@ -14,9 +14,10 @@
 //!
 //! The client's answer to the elicitation says only whether it opened the
 //! page: a client may decline or dismiss it on its own, with nobody having
-//! seen it, so a decline does not end the wait. The send keeps waiting for
-//! the page or `dsh answer` until the answer timeout; if nobody answered,
-//! the reply says so (never that the person declined) and how to answer.
+//! seen it. Opened, the send waits for the page or `dsh answer` until the
+//! answer timeout; not opened, the reply says at once that no one
+//! answered (never that the person declined) and how a person answers,
+//! and the prompt waits on for them.
 //!
 //! A person's answer for a terminal with a waiting send goes to that send
 //! ([`Host::person_answers`]); otherwise it is typed at once, and only
@@ -258,8 +259,10 @@ impl ConnectionSecrets {
         let answered = tokio::time::timeout(timeout, answered);
         let mut answered = std::pin::pin!(answered);
         // The client's answer only says whether it showed the page; the
-        // person's answer comes from the page or `dsh answer`.
-        let mut declined = false;
+        // person's answer comes from the page or `dsh answer`. A link the
+        // client did not open was seen by no one known: the reply says so
+        // at once (the model can tell the person how to answer) instead
+        // of holding the send until the timeout, and the prompt waits on.
         let mut waiting_for_client = true;
         let answer = loop {
             tokio::select! {
@@ -267,8 +270,11 @@ impl ConnectionSecrets {
                 outcome = &mut opened, if waiting_for_client => {
                     waiting_for_client = false;
                     if let super::links::LinkOutcome::NotOpened(why) = outcome {
-                        tracing::info!(terminal = %id, "the answer page's link was not opened ({why}); a person may still answer in the page or with dsh answer");
-                        declined = true;
+                        tracing::info!(terminal = %id, "the answer page's link was not opened ({why})");
+                        return SecretAsked::NotAsked(format!(
+                            "no one answered: {why} (a client may do so on its own, without showing the link to anyone); the prompt still waits, and {}",
+                            how_to_answer(id)
+                        ));
                     }
                 }
             }
@@ -288,13 +294,8 @@ impl ConnectionSecrets {
                 SecretAsked::Answered(secret)
             }
             Ok(Err(_)) | Err(_) => SecretAsked::NotAsked(format!(
-                "no one answered within {} s{}; the prompt still waits, and {}",
+                "no one answered within {} s; the prompt still waits, and {}",
                 timeout.as_secs(),
-                if declined {
-                    " (the client declined or dismissed the link to the answer page, which a client may do on its own, without showing it to anyone)"
-                } else {
-                    ""
-                },
                 how_to_answer(id)
             )),
         }
