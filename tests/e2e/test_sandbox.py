@@ -537,3 +537,54 @@ async def test_a_confined_pyright_outlives_its_check_of_the_client(isolated_env,
         await anyio.sleep(8)
         r = await s.call_tool("lsp", {"op": "symbols", "path": "main.py"})
         assert not r.isError, r.content[0].text
+
+
+SEND_DATAGRAMS = r'''
+import os, socket, sys
+for path in sys.argv[1:]:
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    try:
+        s.sendto(b"<13>forged: root login accepted", path)
+        print(f"{path}: sent")
+    except OSError as e:
+        print(f"{path}: refused {e.errno}")
+inside = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+inside.bind("inside.sock")
+socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM).sendto(b"in the sandbox", "inside.sock")
+print("inside:", inside.recv(100).decode())
+'''
+
+
+async def test_a_confined_command_cannot_send_a_datagram_to_the_hosts_log_or_notify_sockets(box, tmp_path_factory):
+    """A datagram needs no `connect`, so the guard of connect does not see
+    it: the logging and service-manager sockets (`/dev/log`, journald's,
+    `$NOTIFY_SOCKET`) and sockets `deny_read` lists are hidden instead, so a
+    confined command cannot forge a journal or syslog entry. The test's
+    own stand-ins, outside the workspace, the HOME and the temp dir, do not
+    depend on the machine having journald."""
+    outside = tmp_path_factory.mktemp("dgram")  # not under the box's dir
+    log_path, notify_path = str(outside / "log.sock"), str(outside / "notify.sock")
+    listeners = []
+    for path in (log_path, notify_path):
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        sock.bind(path)
+        sock.setblocking(False)
+        listeners.append(sock)
+    env = dict(box["env"], NOTIFY_SOCKET=notify_path)
+    cfg = config(box, f'[sandbox]\ndeny_read = ["~/.ssh", "{log_path}"]\n')
+    script = box["dir"] / "send.py"
+    script.write_text(SEND_DATAGRAMS)
+    targets = ["/dev/log", "/run/systemd/journal/socket", "/run/systemd/notify", log_path, notify_path]
+    try:
+        async with connect(env, "--config", cfg, cwd=box["ws"]) as s:
+            r = ok(await bash(s, f"python3 {script} {' '.join(targets)}"))
+        for target in targets:
+            assert f"{target}: refused" in r["output"], r
+        # nothing real breaks: a datagram socket of the sandbox's own works
+        assert "inside: in the sandbox" in r["output"], r
+        for sock in listeners:
+            with pytest.raises(BlockingIOError):
+                sock.recv(100)
+    finally:
+        for sock in listeners:
+            sock.close()

@@ -31,7 +31,8 @@
 //! sees the host, or the marked child, as its peer in `SO_PEERCRED` (same
 //! user).
 //! A datagram sent to a path with `sendto`/`sendmsg`, without `connect`,
-//! is not guarded.
+//! is not guarded; the known receivers of such datagrams (the logging and
+//! service-manager sockets) are hidden in the mount namespace instead.
 //!
 //! Each confined spawn creates the filter's listener in the child, before
 //! `exec`, and sends it (with a `NETLINK_SOCK_DIAG` socket in the child's

@@ -1358,7 +1358,9 @@ fn guard_stage(
 /// would let a confined process act outside it — type into the person's
 /// tmux or screen (`send-keys`), drive their X display, start a container
 /// through Docker, sign with their ssh agent, talk to the session or
-/// system bus, reach a dsh daemon — each hidden in the mount namespace
+/// system bus, reach a dsh daemon, forge a journal, syslog or service
+/// manager message (a datagram needs no `connect`), or sockets `deny_read`
+/// lists — each hidden in the mount namespace
 /// unless `unix_sockets` lists it (or something inside it). Only existing
 /// places are hidden; each candidate is stamped so that one created later
 /// rebuilds the preparation. A place that holds the workspace, the temp
@@ -1411,6 +1413,32 @@ fn socket_masks(
         candidates.push((PathBuf::from(file), MaskKind::File));
     }
     candidates.extend(env_path("SSH_AUTH_SOCK").map(|p| (p, MaskKind::File)));
+    // The logging and service-manager sockets take a datagram sent to
+    // their path without `connect`, which the guard of connect does not
+    // see: hidden, nothing forges a journal or syslog entry or a service
+    // notification as another program.
+    for file in [
+        "/dev/log",
+        "/run/systemd/journal/socket",
+        "/run/systemd/journal/dev-log",
+        "/run/systemd/journal/syslog",
+        "/run/systemd/notify",
+    ] {
+        candidates.push((PathBuf::from(file), MaskKind::File));
+    }
+    candidates.extend(env_path("NOTIFY_SOCKET").map(|p| (p, MaskKind::File)));
+    // A socket listed in `deny_read` is hidden the same way.
+    candidates.extend(
+        policy
+            .deny_read
+            .iter()
+            .filter_map(|d| expand_entry(d, &context.home))
+            .filter(|p| {
+                std::fs::metadata(p)
+                    .is_ok_and(|m| std::os::unix::fs::FileTypeExt::is_socket(&m.file_type()))
+            })
+            .map(|p| (p, MaskKind::File)),
+    );
     let allowed: Vec<PathBuf> = policy
         .unix_sockets
         .iter()
