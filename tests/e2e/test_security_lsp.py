@@ -15,10 +15,15 @@ against the daemon's HOME) and TMPDIR, both outside the workspace."""
 import json
 import os
 import pathlib
+import resource
+import shutil
+import subprocess
 
+import anyio
 import pytest
 
-from conftest import ROOT, ask_lsp as ask, connect, err, ok, text_of, write_config
+from conftest import ROOT, ask_lsp as ask, connect, daemons_of, err, ok, text_of, write_config
+from waiting import eventually
 
 # Language servers start slowly on a loaded machine.
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(300)]
@@ -196,3 +201,145 @@ async def test_with_the_sandbox_off_nothing_is_checked(box):
         refs = ok(r)
         assert refs["total"] == 2, refs
         assert SECRET in text_of(r)
+
+
+# Every file the project-root search reads, as a root marker or a
+# manifest, for Rust, TypeScript/JavaScript, Go, C/C++ and Python.
+MARKERS = ["Cargo.toml", "package.json", "tsconfig.json", "jsconfig.json", "go.mod", "go.work",
+           "compile_commands.json", "pyproject.toml"]
+
+# Queries whose server needs a project root (`no_project` without one).
+ROOTED_QUERIES = [
+    {"op": "symbols", "path": "src/lib.rs"},
+    {"op": "symbols", "path": "main.go"},
+    {"op": "symbols", "path": "main.c"},
+]
+
+
+def _plant(directory, kind):
+    """Every marker in `directory` as a FIFO (an open for reading waits for
+    a writer) or as a symlink to /dev/zero (a read never ends)."""
+    for name in MARKERS:
+        path = directory / name
+        if kind == "fifo":
+            os.mkfifo(path)
+        else:
+            path.symlink_to("/dev/zero")
+
+
+def _status_kib(pid, field):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise AssertionError(f"no {field} in /proc/{pid}/status")
+
+
+@pytest.mark.parametrize("below,above", [("fifo", "zero"), ("zero", "fifo")])
+async def test_markers_that_block_or_never_end_stall_no_other_agent(isolated_env, tmp_path, below, above):
+    """A workspace and its parent whose root markers are FIFOs and
+    symlinks to /dev/zero: the root search of several concurrent queries
+    holds neither the daemon's workers nor its memory; another agent
+    connects and runs a command at once, and each query fails with
+    `no_project` (none of them is a project marker)."""
+    top = tmp_path / "top"
+    ws = top / "ws"
+    (ws / "src").mkdir(parents=True)
+    (ws / "src" / "lib.rs").write_text("pub fn f() {}\n")
+    (ws / "main.go").write_text("package main\n\nfunc main() {}\n")
+    (ws / "main.c").write_text("int main(void) { return 0; }\n")
+    _plant(ws, below)
+    _plant(top, above)
+    env = dict(isolated_env, PATH=_tool_path(isolated_env))
+    results = []
+    async with connect(env, cwd=str(ws)) as s:
+        [daemon] = daemons_of(env)
+        # A read without bound ends at this limit (the allocation fails)
+        # instead of taking the machine's memory.
+        headroom = 2 << 30
+        vm = _status_kib(daemon, "VmSize") * 1024
+        resource.prlimit(daemon, resource.RLIMIT_AS, (vm + headroom, vm + headroom))
+        before = _status_kib(daemon, "VmHWM")
+
+        async def query(args):
+            results.append(await s.call_tool("lsp", args))
+
+        async with anyio.create_task_group() as tg:
+            for args in ROOTED_QUERIES * 3:
+                tg.start_soon(query, args)
+            # The other agent: connected, answered, while the queries run.
+            with anyio.fail_after(15):
+                async with connect(env, cwd=str(tmp_path)) as other:
+                    r = ok(await other.call_tool("bash", {"command": "echo alive"}))
+            assert r["output"] == "alive\n", r
+        assert daemons_of(env) == [daemon], "the daemon died"
+        grown = _status_kib(daemon, "VmHWM") - before
+        assert grown < 256 << 10, f"the daemon's peak memory grew by {grown} KiB"
+    assert len(results) == len(ROOTED_QUERIES) * 3
+    for r in results:
+        e = err(r)
+        assert e["code"] == "LSP_UNAVAILABLE" and e.get("reason") == "no_project", e
+        assert "(a regular file)" in e["message"], e
+
+
+MONO_BUILD_RS = r'''
+use std::path::Path;
+fn main() {
+    let svc = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let sibling = match std::fs::write(svc.join("..").join("other").join("pwned"), "pwned") {
+        Ok(()) => "written".to_owned(),
+        Err(e) => format!("refused: {e}"),
+    };
+    std::fs::write(svc.join("ok"), sibling).unwrap();
+    println!("cargo:rerun-if-changed=build.rs");
+}
+'''
+
+
+async def test_a_servers_writes_stay_inside_the_asking_sessions_workspace(isolated_env, tmp_path):
+    """An agent whose workspace is `mono/svc`, a member of the Cargo
+    workspace `mono/`: rust-analyzer serves `mono/` (it reads the whole
+    workspace), and the build script it runs for `svc` writes inside
+    `mono/svc` but not into the sibling crate `mono/other`, which the
+    agent's own commands may not write either."""
+    if shutil.which("rust-analyzer", path=isolated_env.get("PATH")) is None:
+        pytest.fail("rust-analyzer is not installed: run `rustup component add rust-analyzer`")
+    mono = tmp_path / "mono"
+    for crate in ("svc", "other"):
+        (mono / crate / "src").mkdir(parents=True)
+        (mono / crate / "Cargo.toml").write_text(
+            f'[package]\nname = "{crate}"\nversion = "0.1.0"\nedition = "2021"\n')
+        (mono / crate / "src" / "lib.rs").write_text(f"pub fn {crate}_fn() {{}}\n")
+    (mono / "Cargo.toml").write_text('[workspace]\nmembers = ["svc", "other"]\nresolver = "2"\n')
+    (mono / "svc" / "build.rs").write_text(MONO_BUILD_RS)
+    # The lock file is the workspace's, in `mono/`: made here, as a
+    # checked-out project has it.
+    subprocess.run(["cargo", "generate-lockfile", "--offline"], cwd=mono, check=True,
+                   env=isolated_env, capture_output=True)
+    svc, pwned, marker = mono / "svc", mono / "other" / "pwned", mono / "svc" / "ok"
+    # A temp dir of its own: the one every sandbox may write must not
+    # hold `mono/`.
+    (tmp_path / "tmp").mkdir()
+    env = dict(isolated_env, TMPDIR=str(tmp_path / "tmp"))
+    async with connect(env, cwd=str(svc)) as s:
+        # The agent's own commands may not write the sibling crate.
+        r = ok(await s.call_tool("bash", {"command": "echo x > ../other/by-the-agent"}))
+        assert r["exit_code"] != 0 and "Permission denied" in r["output"], r
+
+        async def symbols():
+            r = await s.call_tool("lsp", {"op": "symbols", "path": "src/lib.rs"})
+            if r.isError:
+                assert err(r)["code"] == "LSP_NOT_READY", text_of(r)
+                return None
+            return {x["name"] for x in r.structuredContent["symbols"]}
+
+        names = await eventually(symbols, "rust-analyzer answers symbols", timeout_s=180)
+        assert "svc_fn" in names, names
+
+        async def build_script_ran():
+            return marker.exists()
+
+        # rust-analyzer runs the build script while it loads the workspace
+        await eventually(build_script_ran, "the build script ran", timeout_s=180)
+    assert marker.read_text().startswith("refused: "), marker.read_text()
+    assert not pwned.exists()

@@ -189,6 +189,38 @@ impl ServerConfig {
         chosen
     }
 
+    /// This configuration for a server of the project at `root` that may
+    /// write only inside `writable` (a directory below `root`, or `root`
+    /// itself): a build directory the configuration puts in the project
+    /// (rust-analyzer's `cargo.targetDir = true`, `target/rust-analyzer`
+    /// of the root) is moved into `writable`, where the server can
+    /// build.
+    pub fn writing_within(mut self, root: &Path, writable: &Path) -> ServerConfig {
+        if writable == root {
+            return self;
+        }
+        let target = Value::String(
+            writable
+                .join("target")
+                .join("rust-analyzer")
+                .display()
+                .to_string(),
+        );
+        let options = self.initialization_options.iter_mut();
+        let settings = self
+            .settings
+            .iter_mut()
+            .filter_map(|s| s.get_mut("rust-analyzer"));
+        for options in options.chain(settings) {
+            if let Some(dir) = options.pointer_mut("/cargo/targetDir")
+                && *dir == Value::Bool(true)
+            {
+                *dir = target.clone();
+            }
+        }
+        self
+    }
+
     /// The language id for `path`, by its final extension.
     pub fn language_id(&self, path: &Path) -> Option<&str> {
         let ext = lsp_seam::final_extension(path)?;

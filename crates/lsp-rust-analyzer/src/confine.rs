@@ -32,8 +32,10 @@ impl std::fmt::Debug for Confined {
     }
 }
 
-/// Called with a server's project root before it is spawned; blocking
-/// (it may list directories). An error refuses the spawn with that
+/// Called before a server is spawned with the directory it may write:
+/// its project root, bounded by the asking session's workspace (see
+/// [`lsp_seam::Workspace`]; the server still runs in and serves its
+/// project root). Blocking (it may list directories). An error refuses the spawn with that
 /// message (the sandbox is required and cannot be enforced).
 ///
 /// The step it returns must be async-signal-safe (no allocation, no

@@ -46,10 +46,11 @@ pub fn read_resolved(
     };
     access.check(real)?;
     // Non-blocking, so that a FIFO cannot hold the query; it is refused
-    // below as not a regular file.
+    // below as not a regular file. `real` has no symlink left: one
+    // swapped in since is not followed.
     let file = std::fs::OpenOptions::new()
         .read(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_NOFOLLOW)
         .open(real)
         .map_err(|_| not_found())?;
     if let Ok(opened) = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd()))

@@ -143,9 +143,19 @@ fn global_typescript(config: &ServerConfig) -> Option<(Package, PathBuf)> {
     Some((package, tsc))
 }
 
-/// The TypeScript package in `dir`, if its `package.json` says so.
+/// The largest `package.json` read to tell a TypeScript package.
+const MAX_PACKAGE_JSON_BYTES: u64 = 1 << 20;
+
+/// The TypeScript package in `dir`, if its `package.json` (read by the
+/// queried file's rules: a regular file, at most a size cap, never
+/// blocking) says so.
 fn package_at(dir: &Path) -> Option<Package> {
-    let text = std::fs::read_to_string(dir.join("package.json")).ok()?;
+    let text = crate::text::read_capped(
+        &dir.join("package.json"),
+        MAX_PACKAGE_JSON_BYTES,
+        &lsp_seam::ReadAccess::all(),
+    )
+    .ok()?;
     let json: Value = serde_json::from_str(&text).ok()?;
     let name = json.get("name")?.as_str()?.to_owned();
     if name != "typescript" && !name.starts_with("@typescript/typescript-") {

@@ -484,6 +484,7 @@ fn four_queries(lang: &Lang) {
         let outline_path = root.join(lang.outline_file);
         let got = answer(LIMIT, async || {
             p.symbols(&SymbolsQuery {
+                workspace: lsp_seam::Workspace::Unbounded,
                 path: outline_path.clone(),
                 query: None,
                 progress: ProgressSink::none(),
@@ -509,6 +510,7 @@ fn four_queries(lang: &Lang) {
         // workspace search finds the type
         let got = answer(LIMIT, async || {
             p.symbols(&SymbolsQuery {
+                workspace: lsp_seam::Workspace::Unbounded,
                 path: main.clone(),
                 query: Some(lang.type_name.into()),
                 progress: ProgressSink::none(),
@@ -540,6 +542,7 @@ fn four_queries(lang: &Lang) {
         .unwrap();
         let got = p
             .definition(&PositionQuery {
+                workspace: lsp_seam::Workspace::Unbounded,
                 path: main.clone(),
                 line: 1,
                 address: Address::Column(u32::try_from(lang.comment.len()).unwrap() + 2),
@@ -832,6 +835,7 @@ fn a_missing_server_says_what_to_install_and_which_key_overrides_it() {
             let p = StdioLspProvider::new(server, lang_options());
             let err = RT
                 .block_on(p.symbols(&SymbolsQuery {
+                    workspace: lsp_seam::Workspace::Unbounded,
                     path: file.clone(),
                     query: None,
                     progress: ProgressSink::none(),

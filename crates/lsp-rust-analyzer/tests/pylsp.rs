@@ -77,6 +77,7 @@ fn pylsp_answers_definition_and_symbols() {
 
     let symbols = RT
         .block_on(router.dispatch(&Request::Symbols(SymbolsQuery {
+            workspace: lsp_seam::Workspace::Unbounded,
             progress: Default::default(),
             access: Default::default(),
             path: geometry.clone(),

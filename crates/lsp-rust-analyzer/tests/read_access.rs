@@ -156,6 +156,7 @@ impl Setup {
 
     fn at(&self, name: &str) -> PositionQuery {
         PositionQuery {
+            workspace: lsp_seam::Workspace::Unbounded,
             access: self.access(),
             ..at(&self.root.join(name), 1, "thing")
         }
@@ -212,6 +213,7 @@ fn locations_in_denied_files_are_withheld_and_never_read_or_sent() {
 
     let w = RT
         .block_on(s.provider.symbols(&SymbolsQuery {
+            workspace: lsp_seam::Workspace::Unbounded,
             progress: Default::default(),
             access: s.access(),
             path: s.root.join("main.echo"),
@@ -258,6 +260,7 @@ fn a_denied_queried_file_fails_before_anything_is_started_read_or_sent() {
         assert_eq!(got.code(), "SANDBOX_READ_DENIED");
         let got = RT
             .block_on(s.provider.symbols(&SymbolsQuery {
+                workspace: lsp_seam::Workspace::Unbounded,
                 progress: Default::default(),
                 access: s.access(),
                 path: s.root.join(name),

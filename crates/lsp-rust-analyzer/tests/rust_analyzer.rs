@@ -96,6 +96,7 @@ fn definition_by_column_equals_definition_by_symbol() {
         .unwrap();
     let by_column = RT
         .block_on(p.definition(&PositionQuery {
+            workspace: lsp_seam::Workspace::Unbounded,
             progress: Default::default(),
             access: Default::default(),
             path: main.clone(),
@@ -228,6 +229,7 @@ fn hover_without_content_gives_the_source_line() {
     let main = root.join("app/src/main.rs");
     let got = RT
         .block_on(p.hover(&PositionQuery {
+            workspace: lsp_seam::Workspace::Unbounded,
             progress: Default::default(),
             access: Default::default(),
             path: main,
@@ -244,6 +246,7 @@ fn symbols_outline_with_kinds_lines_and_containers() {
     let lib = root.join("shapes/src/lib.rs");
     let got = RT
         .block_on(p.symbols(&SymbolsQuery {
+            workspace: lsp_seam::Workspace::Unbounded,
             progress: Default::default(),
             access: Default::default(),
             path: lib.clone(),
@@ -286,6 +289,7 @@ fn symbols_workspace_search() {
     let main = root.join("app/src/main.rs");
     let got = RT
         .block_on(p.symbols(&SymbolsQuery {
+            workspace: lsp_seam::Workspace::Unbounded,
             progress: Default::default(),
             access: Default::default(),
             path: main,
@@ -318,6 +322,7 @@ fn invalid_positions_echo_the_line() {
     let main = root.join("app/src/main.rs");
     let out_of_range = RT
         .block_on(p.definition(&PositionQuery {
+            workspace: lsp_seam::Workspace::Unbounded,
             progress: Default::default(),
             access: Default::default(),
             path: main.clone(),
@@ -345,6 +350,7 @@ fn invalid_positions_echo_the_line() {
     assert_eq!(not_on_line.code(), "LSP_INVALID_POSITION");
     let column = RT
         .block_on(p.hover(&PositionQuery {
+            workspace: lsp_seam::Workspace::Unbounded,
             progress: Default::default(),
             access: Default::default(),
             path: main,

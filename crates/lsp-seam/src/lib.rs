@@ -36,5 +36,5 @@ pub use router::{Router, final_extension};
 pub use types::{
     Address, Answer, DefinitionItem, DefinitionResult, FileReferences, HoverContent, HoverResult,
     NumberedLine, PositionQuery, ProgressSink, Reference, ReferencesDetail, ReferencesResult,
-    Request, Resolved, SymbolItem, SymbolScope, SymbolsQuery, SymbolsResult,
+    Request, Resolved, SymbolItem, SymbolScope, SymbolsQuery, SymbolsResult, Workspace,
 };

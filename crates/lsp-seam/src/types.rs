@@ -51,6 +51,21 @@ pub enum Address {
     },
 }
 
+/// Where a language server started for a query may write: the asking
+/// session's workspace. The project root the server serves may lie above
+/// it (a Cargo workspace's root, found by walking up); the server's writes
+/// stay inside the narrower of the two, so a build script it runs cannot
+/// write where the session's own commands may not.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub enum Workspace {
+    /// No session bounds the server (an embedder with no sandbox of its
+    /// own): it may write its whole project root.
+    #[default]
+    Unbounded,
+    /// The session's workspace directory (absolute).
+    Session(PathBuf),
+}
+
 /// A query at a position (definition, references, hover).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PositionQuery {
@@ -64,6 +79,8 @@ pub struct PositionQuery {
     pub progress: ProgressSink,
     /// Which files the query may read (see [`ReadAccess`]).
     pub access: ReadAccess,
+    /// The asking session's workspace (see [`Workspace`]).
+    pub workspace: Workspace,
 }
 
 /// A symbols query: the outline of `path`, or with `query` a search of the
@@ -78,6 +95,8 @@ pub struct SymbolsQuery {
     pub progress: ProgressSink,
     /// Which files the query may read (see [`ReadAccess`]).
     pub access: ReadAccess,
+    /// The asking session's workspace (see [`Workspace`]).
+    pub workspace: Workspace,
 }
 
 /// One query, one variant per [`Op`].

@@ -78,6 +78,7 @@ fn echo(name: &'static str, extensions: &[&'static str]) -> Arc<dyn LspProvider>
 
 fn hover(path: &str) -> Request {
     Request::Hover(PositionQuery {
+        workspace: lsp_seam::Workspace::Unbounded,
         progress: Default::default(),
         access: Default::default(),
         path: PathBuf::from(path),
@@ -181,6 +182,7 @@ fn dispatch_reaches_the_method_of_each_op() {
     let p = echo("rust", &[".rs"]);
     let requests = [
         Request::Definition(PositionQuery {
+            workspace: lsp_seam::Workspace::Unbounded,
             progress: Default::default(),
             access: Default::default(),
             path: "a.rs".into(),
@@ -188,6 +190,7 @@ fn dispatch_reaches_the_method_of_each_op() {
             address: Address::Column(1),
         }),
         Request::References(PositionQuery {
+            workspace: lsp_seam::Workspace::Unbounded,
             progress: Default::default(),
             access: Default::default(),
             path: "a.rs".into(),
@@ -196,6 +199,7 @@ fn dispatch_reaches_the_method_of_each_op() {
         }),
         hover("a.rs"),
         Request::Symbols(SymbolsQuery {
+            workspace: lsp_seam::Workspace::Unbounded,
             progress: Default::default(),
             access: Default::default(),
             path: "a.rs".into(),

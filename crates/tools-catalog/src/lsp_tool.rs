@@ -228,6 +228,7 @@ impl Tool for LspTool {
                 .into_access();
             let request = match at {
                 Some((make, (line, address))) => make(PositionQuery {
+                    workspace: lsp_seam::Workspace::Session(cx.cwd.clone()),
                     progress,
                     access,
                     path,
@@ -235,6 +236,7 @@ impl Tool for LspTool {
                     address,
                 }),
                 None => Request::Symbols(SymbolsQuery {
+                    workspace: lsp_seam::Workspace::Session(cx.cwd.clone()),
                     progress,
                     access,
                     path,

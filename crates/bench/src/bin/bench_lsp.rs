@@ -67,6 +67,7 @@ fn fixture_copy() -> (tempfile::TempDir, PathBuf) {
 
 fn at(path: &Path, line: u32, symbol: &str) -> PositionQuery {
     PositionQuery {
+        workspace: lsp_seam::Workspace::Unbounded,
         progress: Default::default(),
         access: Default::default(),
         path: path.to_owned(),
@@ -136,6 +137,7 @@ async fn warm(root: &Path) {
     let ref_q = at(&canvas, 17, "total_area");
     let hover_q = at(&main, 7, "Circle");
     let sym_q = SymbolsQuery {
+        workspace: lsp_seam::Workspace::Unbounded,
         progress: Default::default(),
         access: Default::default(),
         path: lib.clone(),
@@ -529,6 +531,7 @@ async fn languages() {
             // typescript-language-server load the project on first open)
             let _ = p
                 .symbols(&SymbolsQuery {
+                    workspace: lsp_seam::Workspace::Unbounded,
                     progress: Default::default(),
                     access: Default::default(),
                     path: file.clone(),

@@ -236,9 +236,11 @@ impl Host {
     /// directories), which no sandboxed process may read or write.
     pub fn new(config: HostConfig, store: StoreAccess, private: Vec<PathBuf>) -> Self {
         let servers = Arc::new(confinement(&config, &private));
-        let confine: lsp_rust_analyzer::Confine = Arc::new(move |root: &Path| {
+        // `writable`: the server's project root bounded by the asking
+        // session's workspace, the one directory its sandbox may write.
+        let confine: lsp_rust_analyzer::Confine = Arc::new(move |writable: &Path| {
             let spawn = servers
-                .prepare_blocking(root, None, false, true)
+                .prepare_blocking(writable, None, false, true)
                 .map_err(|e| format!("{}: {}", e.code, e.message))?;
             let steps = spawn.child_steps();
             Ok(lsp_rust_analyzer::Confined {

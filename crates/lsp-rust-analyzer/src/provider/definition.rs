@@ -29,6 +29,7 @@ impl StdioLspProvider {
             &query.path,
             &query.progress,
             &query.access,
+            &query.workspace,
             |server, file| async move {
                 self.unsupported(&server, "definitionProvider", Op::Definition)?;
                 let (uri, pos, resolved) = Self::locate(&server, &file, query)?;

@@ -17,6 +17,7 @@ impl StdioLspProvider {
             &query.path,
             &query.progress,
             &query.access,
+            &query.workspace,
             |server, file| async move {
                 self.unsupported(&server, "hoverProvider", Op::Hover)?;
                 let (uri, pos, resolved) = Self::locate(&server, &file, query)?;

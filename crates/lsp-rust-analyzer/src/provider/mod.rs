@@ -12,6 +12,7 @@ mod hover;
 mod proof;
 mod query;
 mod references;
+mod root;
 mod symbols;
 
 use std::collections::HashMap;
@@ -21,13 +22,14 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use lsp_seam::{
-    DefinitionResult, HoverResult, LspError, LspFuture, LspProvider, PositionQuery,
-    ReferencesResult, SymbolsQuery, SymbolsResult, UnavailableReason,
+    DefinitionResult, HoverResult, LspError, LspFuture, LspProvider, PositionQuery, ReadAccess,
+    ReferencesResult, SymbolsQuery, SymbolsResult, UnavailableReason, Workspace,
 };
 
-use crate::config::{ClientOptions, RootStrategy, ServerConfig};
+use crate::config::{ClientOptions, ServerConfig};
 use crate::pool::{ServerPool, Slot};
 use crate::server::{Failure, Server, ServerProcess};
+use root::ServerKey;
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -35,11 +37,13 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 /// A provider of the lsp seam over one kind of stdio language server
 /// (rust-analyzer, pylsp, ...): one server process per project root,
-/// started on first use (or by [`StdioLspProvider::start`]).
+/// started on first use (or by [`StdioLspProvider::start`]); sessions
+/// whose workspaces bound a root's writes differently get a server each
+/// (see [`lsp_seam::Workspace`]).
 pub struct StdioLspProvider {
     config: Arc<ServerConfig>,
     options: ClientOptions,
-    slots: Mutex<HashMap<PathBuf, Arc<Slot>>>,
+    slots: Mutex<HashMap<ServerKey, Arc<Slot>>>,
     pool: Arc<ServerPool>,
     confine: Option<crate::Confine>,
 }
@@ -98,70 +102,26 @@ impl StdioLspProvider {
     }
 
     /// The project root that serves `path` (a file or a directory), found
-    /// by walking up to the config's root markers.
+    /// by walking up to the config's root markers (regular files or
+    /// directories; a manifest is read by the queried file's rules).
+    /// Blocking: queries search off the async workers.
     pub fn root_for(&self, path: &Path) -> Result<PathBuf, LspError> {
-        let start = if path.is_dir() {
-            path.to_owned()
-        } else {
-            path.parent().map(Path::to_owned).unwrap_or_default()
-        };
-        let has_marker = |dir: &Path| {
-            self.config
-                .root_markers
-                .iter()
-                .any(|m| dir.join(m).exists())
-        };
-        let found = match self.config.root_strategy {
-            RootStrategy::NearestMarker => start.ancestors().find(|d| has_marker(d)),
-            RootStrategy::CargoWorkspace => {
-                let manifests: Vec<&Path> = start.ancestors().filter(|d| has_marker(d)).collect();
-                let is_workspace = |d: &&&Path| {
-                    self.config.root_markers.iter().any(|m| {
-                        std::fs::read_to_string(d.join(m)).is_ok_and(|t| {
-                            t.lines().any(|l| l.trim_start().starts_with("[workspace]"))
-                        })
-                    })
-                };
-                manifests
-                    .iter()
-                    .rev()
-                    .find(is_workspace)
-                    .or(manifests.first())
-                    .copied()
-            }
-        };
-        match found {
-            Some(root) => Ok(root.to_owned()),
-            None if self.config.require_root => Err(LspError::Unavailable {
-                reason: UnavailableReason::NoProject,
-                message: format!(
-                    "{}: no {} in {} or any parent directory{}",
-                    self.config.name,
-                    self.config.root_markers.join(" or "),
-                    start.display(),
-                    self.config
-                        .no_project_hint
-                        .as_ref()
-                        .map(|h| format!("; {h}"))
-                        .unwrap_or_default()
-                ),
-            }),
-            None => Ok(start),
-        }
+        root::find_root(&self.config, path, &ReadAccess::all())
     }
 
     /// Starts (without waiting for readiness) the server for the project
-    /// containing `dir`, e.g. the session's own root.
+    /// containing `dir`, the session's own workspace (the server writes
+    /// nowhere outside it).
     /// Only a directory inside a project (a root marker other than `.git`
     /// above it) starts anything: `no_project` otherwise.
     pub async fn start(&self, dir: &Path) -> Result<(), LspError> {
         let dir = absolute(dir)?;
-        let has_project_marker = dir.ancestors().any(|d| {
-            self.config
-                .root_markers
-                .iter()
-                .any(|m| m != ".git" && d.join(m).exists())
-        });
+        let at = dir.clone();
+        let has_project_marker = self
+            .off_workers("the search for a project", &dir, move |config| {
+                Ok(root::has_project_marker(&config, &at))
+            })
+            .await?;
         if !has_project_marker {
             return Err(LspError::Unavailable {
                 reason: UnavailableReason::NoProject,
@@ -172,16 +132,20 @@ impl StdioLspProvider {
                 ),
             });
         }
-        let root = self.root_for(&dir)?;
-        self.server_for(&root).await.map(|_| ())
+        let root = self.root_of(&dir, &ReadAccess::all()).await?;
+        let key = ServerKey::new(root, &Workspace::Session(dir));
+        self.server_for(&key).await.map(|_| ())
     }
 
     /// Waits until the server for `path`'s project is ready, starting it
-    /// if needed; `LSP_NOT_READY` after `timeout`.
+    /// if needed (unbounded by any session's workspace); `LSP_NOT_READY`
+    /// after `timeout`.
     pub async fn wait_ready(&self, path: &Path, timeout: Duration) -> Result<(), LspError> {
         let path = absolute(path)?;
-        let root = self.root_for(&path)?;
-        let server = self.server_for(&root).await?;
+        let root = self.root_of(&path, &ReadAccess::all()).await?;
+        let server = self
+            .server_for(&ServerKey::new(root, &Workspace::Unbounded))
+            .await?;
         server
             .wait_ready(timeout, &|_, _| {})
             .await
@@ -198,7 +162,7 @@ impl StdioLspProvider {
     pub fn servers(&self) -> Vec<ServerProcess> {
         let slots: Vec<(PathBuf, Arc<Slot>)> = lock(&self.slots)
             .iter()
-            .map(|(r, s)| (r.clone(), s.clone()))
+            .map(|(k, s)| (k.root.clone(), s.clone()))
             .collect();
         let mut out = Vec::new();
         for (root, slot) in slots {
@@ -232,31 +196,31 @@ impl StdioLspProvider {
     }
 
     /// A handle to send requests as is to the server of `path`'s project
-    /// (started if needed): no document sync, readiness wait or
-    /// conversion. For measuring the provider's overhead.
+    /// (started if needed, unbounded by any session's workspace): no
+    /// document sync, readiness wait or conversion. For measuring the
+    /// provider's overhead.
     pub async fn raw_server(&self, path: &Path) -> Result<RawServer, LspError> {
         let path = absolute(path)?;
-        let root = self.root_for(&path)?;
+        let root = self.root_of(&path, &ReadAccess::all()).await?;
+        let key = ServerKey::new(root, &Workspace::Unbounded);
         Ok(RawServer {
-            server: self.server_for(&root).await?,
+            server: self.server_for(&key).await?,
             timeout: self.options.request_timeout,
         })
     }
 
-    /// The slot of `root`, tracked by the pool.
-    fn slot(&self, root: &Path) -> Arc<Slot> {
-        let slot = lock(&self.slots)
-            .entry(root.to_owned())
-            .or_default()
-            .clone();
-        self.pool.track(&self.config.name, root, &slot);
+    /// The slot of `key`, tracked by the pool.
+    fn slot(&self, key: &ServerKey) -> Arc<Slot> {
+        let slot = lock(&self.slots).entry(key.clone()).or_default().clone();
+        self.pool.track(&self.config.name, &key.root, &slot);
         slot
     }
 
-    /// The live server for `root`: started if absent, restarted (within
+    /// The live server for `key`: started if absent, restarted (within
     /// the budget) if dead.
-    async fn server_for(&self, root: &Path) -> Result<Arc<Server>, LspError> {
-        let slot = self.slot(root);
+    async fn server_for(&self, key: &ServerKey) -> Result<Arc<Server>, LspError> {
+        let root = &key.root;
+        let slot = self.slot(key);
         let mut guard = slot.server.lock().await;
         if let Some(server) = guard.as_ref() {
             if server.is_alive() {
@@ -294,8 +258,9 @@ impl StdioLspProvider {
         self.pool.make_room(&slot);
         // The server for this root (a preset may choose it per root).
         let server = Server::start(
-            Arc::new(self.config.for_root(root)),
+            self.config_for(key).await?,
             root.to_owned(),
+            key.writable.clone(),
             self.options.clone(),
             self.confine.clone(),
         )
@@ -306,8 +271,8 @@ impl StdioLspProvider {
     }
 
     /// Replaces a stuck server without charging the crash budget.
-    async fn restart_stuck(&self, root: &Path, stuck: &Arc<Server>) {
-        let slot = lock(&self.slots).get(root).cloned();
+    async fn restart_stuck(&self, key: &ServerKey, stuck: &Arc<Server>) {
+        let slot = lock(&self.slots).get(key).cloned();
         if let Some(slot) = slot {
             let mut guard = slot.server.lock().await;
             if guard.as_ref().is_some_and(|s| Arc::ptr_eq(s, stuck)) {
@@ -335,9 +300,9 @@ impl StdioLspProvider {
         }
     }
 
-    /// Whether a live server runs for `root`.
-    fn is_running(&self, root: &Path) -> bool {
-        let slot = lock(&self.slots).get(root).cloned();
+    /// Whether a live server runs for `key`.
+    fn is_running(&self, key: &ServerKey) -> bool {
+        let slot = lock(&self.slots).get(key).cloned();
         slot.is_some_and(|s| {
             s.server
                 .try_lock()

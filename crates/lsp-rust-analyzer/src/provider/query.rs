@@ -11,9 +11,11 @@ use std::time::Duration;
 
 use lsp_seam::{
     Address, LspError, Op, PositionQuery, ProgressSink, ReadAccess, Resolved, UnavailableReason,
+    Workspace,
 };
 use lsp_types::{Position, TextDocumentIdentifier, TextDocumentPositionParams, Url};
 
+use super::root::ServerKey;
 use super::{StdioLspProvider, absolute};
 use crate::server::{Failure, Server, path_url};
 use crate::text;
@@ -57,6 +59,7 @@ impl StdioLspProvider {
         path: &Path,
         progress: &ProgressSink,
         access: &ReadAccess,
+        workspace: &Workspace,
         query: F,
     ) -> Result<T, LspError>
     where
@@ -67,7 +70,7 @@ impl StdioLspProvider {
         // Before anything is read, started or sent: a file the caller may
         // not read is not queried at all.
         access.check(&path)?;
-        if !path.is_file() {
+        if !std::fs::metadata(&path).is_ok_and(|m| m.is_file()) {
             return Err(LspError::FileNotFound { path });
         }
         let report = |message: &str, percentage: Option<u32>| progress.report(message, percentage);
@@ -77,22 +80,18 @@ impl StdioLspProvider {
                 message: format!("{} does not handle {}", self.config.name, path.display()),
             });
         };
-        let root = self.root_for(&path)?;
-        let _in_flight = self.slot(&root).begin_query();
+        let root = self.root_of(&path, access).await?;
+        let key = ServerKey::new(root, workspace);
+        let root = &key.root;
+        let _in_flight = self.slot(&key).begin_query();
         let mut stuck_restarts = 0;
         let max_attempts = self.options.restart_budget + 3;
         for _ in 0..max_attempts {
-            if !self.is_running(&root) {
-                report(
-                    &format!(
-                        "starting {} for {}",
-                        self.config.for_root(&root).name,
-                        root.display()
-                    ),
-                    None,
-                );
+            if !self.is_running(&key) {
+                let name = self.config_for(&key).await?.name.clone();
+                report(&format!("starting {name} for {}", root.display()), None);
             }
-            let server = self.server_for(&root).await?;
+            let server = self.server_for(&key).await?;
             let text = text::read_capped(&path, self.options.max_file_bytes, access)?;
             let file = Arc::new(FileText {
                 path: path.clone(),
@@ -142,7 +141,7 @@ impl StdioLspProvider {
                 }
                 Err(Failure::ContentModified) if stuck_restarts == 0 => {
                     stuck_restarts += 1;
-                    self.restart_stuck(&root, &server).await;
+                    self.restart_stuck(&key, &server).await;
                 }
                 Err(Failure::ContentModified) => {
                     return Err(LspError::ServerError {

@@ -31,6 +31,7 @@ impl StdioLspProvider {
             &query.path,
             &query.progress,
             &query.access,
+            &query.workspace,
             |server, file| async move {
                 let mut permits = Permits::new(&query.access);
                 match &query.query {

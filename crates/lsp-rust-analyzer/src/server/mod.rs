@@ -137,15 +137,17 @@ impl std::fmt::Debug for Server {
 }
 
 impl Server {
-    /// Spawns the server for `root` in a new session and initializes it.
+    /// Spawns the server for `root` in a new session and initializes it;
+    /// its sandbox (the host's `confine`) lets it write inside `writable`.
     pub async fn start(
         config: Arc<ServerConfig>,
         root: PathBuf,
+        writable: PathBuf,
         options: ClientOptions,
         confine: Option<crate::Confine>,
     ) -> Result<Arc<Server>, LspError> {
         let program = config.resolve_command()?;
-        let confined = process::confine(&config, &root, confine).await?;
+        let confined = process::confine(&config, &writable, confine).await?;
         let spawned = process::spawn(&config, &program, &root, confined)?;
         let shared = Arc::new(Shared::new(&config));
         let socket = connection::connect(shared.clone(), spawned.stdin, spawned.stdout);

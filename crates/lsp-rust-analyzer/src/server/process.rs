@@ -30,8 +30,9 @@ pub(super) struct Spawned {
     pub(super) temp: PrivateTemp,
 }
 
-/// What `confine` (the host's hook) gives the server for `root`, asked
-/// off the async threads; the spawn is refused when the hook refuses.
+/// What `confine` (the host's hook) gives the server that may write
+/// inside `root`, asked off the async threads; the spawn is refused when
+/// the hook refuses.
 pub(super) async fn confine(
     config: &ServerConfig,
     root: &Path,

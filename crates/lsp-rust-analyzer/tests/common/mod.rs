@@ -98,6 +98,7 @@ pub fn options() -> ClientOptions {
 /// A query addressing `symbol` on `line`.
 pub fn at(path: &Path, line: u32, symbol: &str) -> PositionQuery {
     PositionQuery {
+        workspace: lsp_seam::Workspace::Unbounded,
         progress: Default::default(),
         access: Default::default(),
         path: path.to_owned(),
