@@ -651,6 +651,96 @@ def test_a_target_of_another_architecture_is_refused_before_anything_is_sent(rem
     assert remote.installed() == [] and not (remote.data / "dsh").exists()
 
 
+def install_path(remote):
+    """Where the bootstrap installs the static build on the target."""
+    version = subprocess.run([dsh_bin(), "--version"], capture_output=True, text=True, check=True).stdout.split()[-1]
+    return remote.data / "dsh" / "bin" / f"dsh-{version}-{sha256(static_build())[:16]}"
+
+
+def plant(path, marker):
+    """An executable at `path` that is not dsh: run, it leaves `marker`."""
+    path.write_text(f"#!/bin/sh\necho \"ran as $(id -u): $*\" >> {marker}\nexit 0\n")
+    path.chmod(0o755)
+
+
+NOBODY = 65534
+
+
+@pytest.mark.parametrize("planted", ["file of another user", "symlink", "directory of another user",
+                                     "directory symlink"])
+def test_a_planted_install_path_is_never_run(sshd, remote, tmp_path, planted):
+    """Someone who could create the install path before the user's first
+    bootstrap leaves an executable there (owned by them, or a symlink to
+    theirs, or the whole directory theirs or a symlink). The bootstrap
+    runs nothing it has not verified: it stops with what is wrong and how
+    to fix it, and the planted file never runs."""
+    marker = tmp_path / "planted-ran"
+    bin_path = install_path(remote)
+    elsewhere = tmp_path / "theirs"
+    elsewhere.mkdir()
+    elsewhere.chmod(0o777)
+    if planted == "file of another user":
+        bin_path.parent.mkdir(parents=True, mode=0o700)
+        plant(bin_path, marker)
+        os.chown(bin_path, NOBODY, NOBODY)
+        why = "owned by another user"
+    elif planted == "symlink":
+        bin_path.parent.mkdir(parents=True, mode=0o700)
+        plant(elsewhere / "dsh", marker)
+        bin_path.symlink_to(elsewhere / "dsh")
+        why = "symbolic link"
+    elif planted == "directory of another user":
+        bin_path.parent.mkdir(parents=True)
+        bin_path.parent.chmod(0o777)
+        plant(bin_path, marker)
+        os.chown(bin_path.parent, NOBODY, NOBODY)
+        os.chown(bin_path, NOBODY, NOBODY)
+        why = "owned by another user"
+    else:
+        bin_path.parent.parent.mkdir(parents=True)
+        plant(elsewhere / bin_path.name, marker)
+        bin_path.parent.symlink_to(elsewhere)
+        why = "symbolic link"
+    ws = remote.root / "ws"
+    ws.mkdir()
+    reply, code, errors = raw_initialize(sshd["env"], "--remote", f"ssh://{HOST}{ws}")
+    assert not marker.exists(), f"the planted file ran: {marker.read_text()}"
+    assert reply is not None and "error" in reply, (reply, errors)
+    message = reply["error"]["message"]
+    assert why in message and "remove it" in message, message
+    assert str(bin_path.parent if "directory" in planted else bin_path) in message, message
+    assert not far_bridges(remote)
+
+
+def test_an_installed_file_of_other_content_is_replaced_not_run(sshd, remote, tmp_path):
+    """The user's own file at the install path, in the user's own
+    directory, but not the build (changed since, or put there by the user
+    by mistake): the bootstrap removes it and installs the build; the
+    file never runs."""
+    marker = tmp_path / "planted-ran"
+    bin_path = install_path(remote)
+    bin_path.parent.mkdir(parents=True, mode=0o700)
+    plant(bin_path, marker)
+    ws = remote.root / "ws"
+    ws.mkdir()
+    proc = subprocess.Popen([dsh_bin(), "mcp", "--remote", f"ssh://{HOST}{ws}"], env=sshd["env"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    request = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+    proc.stdin.write((json.dumps(request) + "\n").encode())
+    proc.stdin.flush()
+    reply = json.loads(proc.stdout.readline() or "null")
+    proc.stdin.close()
+    errors = proc.stderr.read().decode()
+    proc.wait(timeout=60)
+    assert not marker.exists(), f"the planted file ran: {marker.read_text()}"
+    assert reply is not None and reply.get("result", {}).get("serverInfo"), (reply, errors)
+    assert "is not the build" in errors and "installing" in errors, errors
+    assert sha256(bin_path) == sha256(static_build())
+    assert stat.S_IMODE(bin_path.stat().st_mode) == 0o700
+    assert stat.S_IMODE(bin_path.parent.stat().st_mode) == 0o700
+
+
 def test_bad_targets_and_builds_are_usage_errors(tmp_path):
     env = local_env(tmp_path)
     p = subprocess.run([dsh_bin(), "mcp", "--remote", "devbox"], env=env, capture_output=True, text=True,

@@ -22,6 +22,19 @@
 //! the bridge computed, and only then renamed into place. Nothing is sent
 //! before the target's system and architecture are confirmed to run the
 //! build. Lines a login script prints before ours are passed to stderr.
+//!
+//! Nothing at the install path runs unless the script verified it (another
+//! user who could create the path first must not get their program run as
+//! this one): `dsh/` and `dsh/bin` must be real directories (no symbolic
+//! links) owned by the user, `dsh/` writable by no one else, `dsh/bin`
+//! mode 0700 once `chmod 700` is checked to have taken; the build a
+//! regular file (no symbolic link) owned by the user, mode 0700 (or 0500).
+//! Anything else is refused with an `@dsh-remote error` saying what is
+//! wrong and to remove it: the script never removes what another user
+//! made. The user's own file whose SHA-256 is not the build's is removed
+//! and the build installed again (stderr says so). The SHA-256 is checked
+//! again, with the directories and modes, right before each of the two
+//! times the build runs (`--version`, then `exec … mcp`).
 
 use std::collections::VecDeque;
 use std::io::{BufRead as _, BufReader, Read as _, Write as _};
@@ -172,42 +185,112 @@ fn normalised_arch(uname_m: &str) -> &str {
     }
 }
 
+/// The shell functions that check the install path before anything there
+/// is trusted (see the module docs). Each check ends the script with an
+/// `@dsh-remote error` line that says what is wrong and how to fix it.
+const CHECKS: &str = r#"dsh_fail() {
+  echo "@dsh-remote error $*"
+  exit 1
+}
+dsh_ls() { set -- $(ls -ldn -- "$1" 2>/dev/null); echo "$1 $3"; }
+dsh_sum() { { sha256sum "$1" 2>/dev/null || shasum -a 256 "$1" 2>/dev/null; } | cut -d ' ' -f 1; }
+dsh_check_dir() {
+  if [ -L "$1" ]; then dsh_fail "$1 is a symbolic link, not a directory dsh made: whoever made it chooses what would run as you; remove it (rm -- $1) and connect again"; fi
+  [ -d "$1" ] || dsh_fail "$1 is not a directory; remove it and connect again"
+  set -- "$1" $(dsh_ls "$1")
+  [ "$3" = "$me" ] || dsh_fail "$1 is owned by another user (uid $3), who could put a program there that would run as you; remove it (rm -rf -- $1, as root if need be) and connect again"
+}
+dsh_check_dirs() {
+  for d in "$top" "$dir"; do
+    if [ -e "$d" ] || [ -L "$d" ]; then dsh_check_dir "$d"; fi
+  done
+  if [ -d "$top" ]; then
+    case $(dsh_ls "$top") in
+      ?????w????*|????????w?*) dsh_fail "$top can be written by other users (mode $(dsh_ls "$top" | cut -d ' ' -f 1)), who could replace what is in it; make it private (chmod 700 $top), or remove it, and connect again" ;;
+    esac
+  fi
+  if [ -d "$dir" ]; then
+    chmod 700 "$dir" || dsh_fail "cannot make $dir private (chmod 700 failed); remove it and connect again"
+    case $(dsh_ls "$dir") in
+      "drwx------"*) ;;
+      *) dsh_fail "$dir is mode $(dsh_ls "$dir" | cut -d ' ' -f 1) even after chmod 700 (a file system that ignores modes?); set XDG_DATA_HOME on the target to a directory on a local file system and connect again" ;;
+    esac
+  fi
+}
+dsh_check_file() {
+  if [ -L "$bin" ]; then dsh_fail "$bin is a symbolic link, not the file dsh installed: whoever made it chooses what would run as you; remove it (rm -- $bin) and connect again"; fi
+  [ -f "$bin" ] || dsh_fail "$bin is not a regular file; remove it (rm -rf -- $bin) and connect again"
+  set -- $(dsh_ls "$bin")
+  [ "$2" = "$me" ] || dsh_fail "$bin is owned by another user (uid $2), not installed by dsh as you: remove it (rm -f -- $bin) and connect again"
+}
+dsh_verify() {
+  dsh_check_dirs
+  dsh_check_file
+  case $(dsh_ls "$bin") in
+    "-rwx------"*|"-r-x------"*) ;;
+    *) chmod 700 "$bin" || dsh_fail "cannot make $bin private (chmod 700 failed); remove it and connect again" ;;
+  esac
+  case $(dsh_ls "$bin") in
+    "-rwx------"*|"-r-x------"*) ;;
+    *) dsh_fail "$bin is mode $(dsh_ls "$bin" | cut -d ' ' -f 1) even after chmod 700; remove it and connect again" ;;
+  esac
+  got=$(dsh_sum "$bin")
+  [ -n "$got" ] || dsh_fail "the target has neither sha256sum nor shasum to check $bin; install coreutils there and connect again"
+  [ "$got" = "$sum" ] || dsh_fail "$bin changed after it was checked (sha256 $got, expected $sum); remove it (rm -f -- $bin) and connect again"
+}
+"#;
+
 /// The script the target's `sh -s` runs (see the module docs).
 fn script(build: &Build, path: Option<&str>, preset: Option<&str>) -> String {
     let preset_args = preset.map_or(String::new(), |p| format!(" --preset {}", quote(p)));
-    format!(
+    let main = format!(
         r#"dsh_bootstrap() {{
   name={name}; sum={sum}; size={size}; workdir={workdir}
-  dir="${{XDG_DATA_HOME:-$HOME/.local/share}}/dsh/bin"
+  set -f
+  umask 077
+  me=$(id -u)
+  top="${{XDG_DATA_HOME:-$HOME/.local/share}}/dsh"
+  dir="$top/bin"
   bin="$dir/$name"
-  have=no; [ -x "$bin" ] && have=yes
+  dsh_check_dirs
+  have=no
+  if [ -e "$bin" ] || [ -L "$bin" ]; then
+    dsh_check_file
+    if [ "$(dsh_sum "$bin")" = "$sum" ]; then
+      have=yes
+    else
+      echo "dsh: $bin is not the build this dsh installs (its sha256 differs): removing it and installing the build again" >&2
+      rm -f "$bin" || dsh_fail "cannot remove $bin, which is not the build this dsh installs; remove it and connect again"
+    fi
+  fi
   echo "@dsh-remote os=$(uname -s) arch=$(uname -m) have=$have"
   IFS= read -r answer || exit 1
   case "$answer" in
     send)
-      umask 077
-      mkdir -p "$dir" || {{ echo "@dsh-remote error cannot create $dir"; exit 1; }}
-      chmod 700 "$dir"
+      mkdir -p "$dir" || dsh_fail "cannot create $dir"
+      dsh_check_dirs
       tmp="$bin.part.$$"
       trap 'rm -f "$tmp"' EXIT HUP INT TERM
-      head -c "$size" > "$tmp" || {{ rm -f "$tmp"; echo "@dsh-remote error cannot write $tmp"; exit 1; }}
-      got=$( {{ sha256sum "$tmp" 2>/dev/null || shasum -a 256 "$tmp" 2>/dev/null; }} | cut -d ' ' -f 1)
-      if [ -z "$got" ]; then rm -f "$tmp"; echo "@dsh-remote error the target has neither sha256sum nor shasum to check the upload"; exit 1; fi
-      if [ "$got" != "$sum" ]; then rm -f "$tmp"; echo "@dsh-remote error the upload arrived damaged (sha256 $got, expected $sum)"; exit 1; fi
-      chmod 700 "$tmp" && mv -f "$tmp" "$bin" || {{ echo "@dsh-remote error cannot install $bin"; exit 1; }}
+      head -c "$size" > "$tmp" || {{ rm -f "$tmp"; dsh_fail "cannot write $tmp"; }}
+      got=$(dsh_sum "$tmp")
+      if [ -z "$got" ]; then rm -f "$tmp"; dsh_fail "the target has neither sha256sum nor shasum to check the upload"; fi
+      if [ "$got" != "$sum" ]; then rm -f "$tmp"; dsh_fail "the upload arrived damaged (sha256 $got, expected $sum)"; fi
+      chmod 700 "$tmp" && mv -f "$tmp" "$bin" || dsh_fail "cannot install $bin"
       trap - EXIT HUP INT TERM
       ;;
-    go) chmod 700 "$dir" ;;
+    go) ;;
     *) exit 1 ;;
   esac
   if [ -n "$workdir" ]; then
-    cd "$workdir" || {{ echo "@dsh-remote error the target has no directory $workdir"; exit 1; }}
+    cd "$workdir" || dsh_fail "the target has no directory $workdir"
   fi
-  why=$("$bin" --version 2>&1) || {{ echo "@dsh-remote error $bin does not run on the target: $(echo "$why" | head -n 1) (a data directory on a noexec mount?)"; exit 1; }}
+  dsh_verify
+  why=$("$bin" --version 2>&1) || dsh_fail "$bin does not run on the target: $(echo "$why" | head -n 1) (a data directory on a noexec mount?)"
   echo "@dsh-remote start"
   # With SSH_CLIENT set, bash reads ~/.bashrc even to run one command: the
   # agent's commands would each pay for the login's start-up files.
   unset SSH_CLIENT SSH2_CLIENT
+  dsh_verify
   exec "$bin" mcp{preset_args}
 }}
 dsh_bootstrap
@@ -216,7 +299,8 @@ dsh_bootstrap
         sum = quote(&build.sha256),
         size = build.size,
         workdir = quote(path.unwrap_or("")),
-    )
+    );
+    format!("{CHECKS}{main}")
 }
 
 /// A word for a POSIX shell, in single quotes.
