@@ -21,6 +21,7 @@ import time
 import urllib.parse
 
 import anyio
+from mcp import types
 import pytest
 
 import waiting
@@ -474,3 +475,93 @@ async def test_a_terminal_viewer_counts_as_a_connection_while_its_socket_is_open
                 await v.close()
     waiting.wait_until(lambda: page_connections(pid, port) == 0,
                        "the viewers' and the requests' connections to be gone")
+
+
+# ---- the link a client is sent for one answer --------------------------------
+
+
+async def test_an_answer_link_opens_its_one_answer_once(isolated_env, tmp_path):
+    """The link to a secret prompt's answer page reaches the MCP client (and
+    whatever logs it keeps): it signs in to that one page and its form,
+    nothing else, and only until the prompt is answered; links minted for
+    prompts push out none of the person's own `dsh ui` sign-in codes."""
+    from test_approvals import open_page, request
+    from test_secrets import GETPASS, SECRET
+
+    env = isolated_env
+    links = []
+
+    async def first_opened_then_declined(context, params):
+        links.append(params.url)
+        return types.ElicitResult(action="accept" if len(links) == 1 else "decline")
+
+    problems = []
+
+    def refused(status, what):
+        if status not in (401, 403):
+            problems.append(f"{what}: {status}")
+
+    def status_of(method, url, cookie=None, body=None):
+        """The status alone (an event stream's body never ends)."""
+        parts = urllib.parse.urlsplit(url)
+        conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=30)
+        headers = {"Cookie": cookie} if cookie else {}
+        if body is not None:
+            headers["Content-Type"] = "application/x-www-form-urlencoded"
+        try:
+            conn.request(method, parts.path + (f"?{parts.query}" if parts.query else ""), body=body, headers=headers)
+            return conn.getresponse().status
+        finally:
+            conn.close()
+
+    async with connect(env, cwd=tmp_path, elicitation_callback=first_opened_then_declined) as s:
+        t1 = ok(await s.call_tool("terminal_open", {}))["id"]
+        t2 = ok(await s.call_tool("terminal_open", {}))["id"]
+        # The person's own sign-in link, not opened yet.
+        mine = printed_url(env)
+        async with anyio.create_task_group() as tg:
+            sent = {}
+
+            async def send():
+                sent["r"] = await s.call_tool("terminal_send", {"id": t1, "text": GETPASS, "timeout_ms": 60000})
+
+            tg.start_soon(send)
+
+            async def linked():
+                return bool(links)
+
+            await waiting.eventually(linked, "the answer page's link")
+            link = links[0]
+            assert urllib.parse.urlsplit(link).path == f"/answer/{t1}", link
+            base, cookie, path = await anyio.to_thread.run_sync(lambda: open_page(link))
+            status, _, page = request("GET", base + path, cookie)
+            assert status == 200 and 'name="secret"' in page, (status, page)
+            for other in ("/api/live", "/", "/live", f"/answer/{t2}", f"/terminals/{t1}",
+                          "/approve/ap-1", "/api/live/events"):
+                refused(status_of("GET", base + other, cookie), f"the link's cookie read {other}")
+            refused(status_of("POST", base + f"/answer/{t2}", cookie, "secret=x&page_token=0"),
+                    "the link's cookie posted another terminal's answer")
+
+            # Forty more prompts, each sent its own link (declined).
+            ok(await s.call_tool("terminal_send", {
+                "id": t2, "text": "for i in $(seq 41); do read -rs -p 'Password: ' x; echo; done"}))
+            for _ in range(40):
+                await s.call_tool("terminal_send", {"id": t2, "text": "x"})
+            assert len(links) >= 41, len(links)
+            status, _, _ = request("GET", links[-1])
+            refused(status, "a declined link still signed in")
+
+            token = re.search(r'name="page_token" value="([^"]+)"', page).group(1)
+            body = urllib.parse.urlencode({"page_token": token, "secret": SECRET})
+            status, _, text = request("POST", base + path, cookie, body)
+            assert status == 200 and "Answered" in text, (status, text)
+        assert "verified" in ok(await s.call_tool("terminal_read", {"id": t1, "since": 0}))["output"]
+        refused(request("GET", base + path, cookie)[0], "the cookie after the answer")
+        refused(request("POST", base + path, cookie, body)[0], "the cookie posting again after the answer")
+        refused(request("GET", link, cookie)[0], "the link again, with its cookie, after the answer")
+        refused(request("GET", link)[0], "the link again after the answer")
+        # The person's own code, minted before the forty links, still signs in.
+        status, headers, _ = request("GET", mine)
+        if status != 200 or "set-cookie" not in headers:
+            problems.append(f"the person's own sign-in code was pushed out: {status}")
+    assert not problems, "\n".join(problems)

@@ -38,6 +38,18 @@
 //! The cookie's name carries the port: cookies are per host, not per
 //! port, and two daemons (two data directories) must not evict each
 //! other's.
+//!
+//! A link the daemon sends an MCP client for one prompt (`/answer/pty-N`,
+//! `/approve/ap-N`) is no sign-in: it is a [`PageLink`], kept in a table
+//! of its own ([`PageLinkTable`], at most [`MAX_PAGE_LINKS`]) so that no
+//! number of them pushes out the person's own codes. Its code works once,
+//! at its own page only, and is exchanged for a cookie of its own
+//! (`dsh_link_PORT_SCOPE`) that opens that page, posts its form and loads
+//! the page's assets — nothing else: no other page, no `/api/`, no
+//! terminal stream. The link and its cookie die when the [`PageLink`] is
+//! dropped (the daemon holds it while its prompt waits: answered,
+//! declined, timed out or the call gone, it is dropped) and when the
+//! page's form was posted with it.
 
 use std::collections::VecDeque;
 use std::net::{IpAddr, SocketAddr};
@@ -61,6 +73,10 @@ pub const LOGIN_TTL: Duration = Duration::from_secs(15 * 60);
 
 /// The most sign-in links alive at once; a newer one retires the oldest.
 pub const MAX_LOGINS: usize = 32;
+
+/// The most links to one page ([`PageLink`]) alive at once; a newer one
+/// retires the oldest.
+pub const MAX_PAGE_LINKS: usize = 256;
 
 /// The header a change carries its page's token in.
 pub const PAGE_TOKEN_HEADER: &str = "x-dsh-page-token";
@@ -118,6 +134,161 @@ impl PageTokens {
     }
 }
 
+/// One link to one page: its code (until used), the page, and the
+/// session its cookie carries once the code was used.
+#[derive(Debug)]
+struct Scoped {
+    id: u64,
+    path: String,
+    code: Option<String>,
+    minted: Instant,
+    session: Option<String>,
+}
+
+/// The links to one page each that are alive, oldest first (see the
+/// module docs): a table of their own, apart from the sign-in codes.
+#[derive(Debug, Default)]
+pub struct PageLinkTable {
+    live: Mutex<VecDeque<Scoped>>,
+    next: std::sync::atomic::AtomicU64,
+}
+
+/// A link that opens the page at its path once (its code, exchanged for
+/// a cookie good for that page alone); it and its cookie die when this is
+/// dropped.
+pub struct PageLink {
+    url: String,
+    id: u64,
+    table: std::sync::Weak<PageLinkTable>,
+}
+
+impl PageLink {
+    /// The URL to send: the page's address with its one-time code.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+}
+
+impl std::fmt::Debug for PageLink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PageLink").field("id", &self.id).finish()
+    }
+}
+
+impl Drop for PageLink {
+    fn drop(&mut self) {
+        if let Some(table) = self.table.upgrade() {
+            table.revoke(self.id);
+        }
+    }
+}
+
+/// The session of a link to one page that a request was let in with: the
+/// page's form revokes it once posted.
+#[derive(Debug, Clone, Copy)]
+pub struct LinkSession(u64);
+
+/// The name of the cookie of a link to `path` (its letters, digits and
+/// dashes; anything else an underscore).
+fn link_cookie_name(port: u16, path: &str) -> String {
+    let scope: String = path
+        .trim_start_matches('/')
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    format!("dsh_link_{port}_{scope}")
+}
+
+impl PageLinkTable {
+    fn lock(&self) -> std::sync::MutexGuard<'_, VecDeque<Scoped>> {
+        let mut live = self.live.lock().unwrap_or_else(|p| p.into_inner());
+        // A code not used within LOGIN_TTL dies; a used one lives on
+        // until its link is dropped.
+        live.retain(|s| s.session.is_some() || s.minted.elapsed() < LOGIN_TTL);
+        live
+    }
+
+    /// A fresh link to `path` under `base`; the oldest retires when
+    /// [`MAX_PAGE_LINKS`] are alive.
+    pub fn mint(self: &Arc<Self>, base: &str, path: &str) -> Result<PageLink, getrandom::Error> {
+        let code = new_token()?;
+        let id = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let mut live = self.lock();
+        while live.len() >= MAX_PAGE_LINKS {
+            live.pop_front();
+        }
+        live.push_back(Scoped {
+            id,
+            path: path.to_owned(),
+            code: Some(code.clone()),
+            minted: Instant::now(),
+            session: None,
+        });
+        Ok(PageLink {
+            url: format!("{base}{path}?login={code}"),
+            id,
+            table: Arc::downgrade(self),
+        })
+    }
+
+    /// Uses up `code` at `path`: the session for its cookie when it is a
+    /// live code of a link to that very page (compared in constant time).
+    fn redeem(&self, code: &str, path: &str) -> Option<String> {
+        let mut live = self.lock();
+        let scoped = live.iter_mut().find(|s| {
+            s.code
+                .as_ref()
+                .is_some_and(|c| bool::from(code.as_bytes().ct_eq(c.as_bytes())))
+        })?;
+        if scoped.path != path {
+            return None;
+        }
+        let session = new_token().ok()?;
+        scoped.code = None;
+        scoped.session = Some(session.clone());
+        Some(session)
+    }
+
+    /// The live link session a request's cookies carry for `path` (or,
+    /// for `/assets/`, for any page).
+    fn session_for(&self, headers: &HeaderMap, port: u16, path: &str) -> Option<LinkSession> {
+        let prefix = format!("dsh_link_{port}_");
+        let live = self.lock();
+        headers
+            .get_all(header::COOKIE)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(';'))
+            .filter_map(|pair| pair.trim().split_once('='))
+            .filter(|(k, _)| k.starts_with(&prefix))
+            .find_map(|(_, v)| {
+                live.iter().find(|s| {
+                    s.session
+                        .as_ref()
+                        .is_some_and(|t| bool::from(v.as_bytes().ct_eq(t.as_bytes())))
+                        && (s.path == path || path.starts_with("/assets/"))
+                })
+            })
+            .map(|s| LinkSession(s.id))
+    }
+
+    /// Ends link `id` and its session.
+    fn revoke(&self, id: u64) {
+        self.lock().retain(|s| s.id != id);
+    }
+
+    /// Ends the link whose session a request was let in with.
+    pub fn revoke_session(&self, session: LinkSession) {
+        self.revoke(session.0);
+    }
+}
+
 /// The access rules of one server.
 #[derive(Debug)]
 pub struct Access {
@@ -131,6 +302,8 @@ pub struct Access {
     logins: Mutex<VecDeque<(String, Instant)>>,
     /// The tokens of the pages rendered.
     pages: Arc<PageTokens>,
+    /// The links to one page each.
+    links: Arc<PageLinkTable>,
 }
 
 /// Why a request was refused.
@@ -251,7 +424,13 @@ impl Access {
             exposed,
             logins: Mutex::new(VecDeque::new()),
             pages: Arc::new(PageTokens::default()),
+            links: Arc::new(PageLinkTable::default()),
         }
+    }
+
+    /// The links to one page each this server let in.
+    pub fn page_links(&self) -> Arc<PageLinkTable> {
+        self.links.clone()
     }
 
     /// The tokens of the pages this server renders.
@@ -488,18 +667,51 @@ pub async fn check(State(access): State<Arc<Access>>, request: Request, next: Ne
     }
     let (rest, login) = strip_login(request.uri().query());
     let carried = access.carried_token(request.headers());
+    // Not signed in: a link's session lets in its own page (and what the
+    // page loads), by GET, HEAD or its form's POST, nothing else.
+    let path = request.uri().path().to_owned();
+    let link_session = if carried {
+        None
+    } else {
+        let fits = match *request.method() {
+            axum::http::Method::GET | axum::http::Method::HEAD => true,
+            axum::http::Method::POST => !path.starts_with("/assets/"),
+            _ => false,
+        };
+        fits.then(|| {
+            access
+                .links
+                .session_for(request.headers(), access.port, &path)
+        })
+        .flatten()
+    };
     let by_login = match &login {
         Some(code) => {
-            let redeemed = access.redeem(code);
-            if !redeemed && !carried {
+            if access.redeem(code) {
+                Some(format!(
+                    "{}={}; HttpOnly; SameSite=Strict; Path=/",
+                    access.cookie_name(),
+                    access.token()
+                ))
+            } else if let Some(session) = access.links.redeem(code, &path) {
+                Some(format!(
+                    "{}={session}; HttpOnly; SameSite=Strict; Path=/",
+                    link_cookie_name(access.port, &path)
+                ))
+            } else if carried || link_session.is_some() {
+                None
+            } else {
                 tracing::warn!("ui: refused a sign-in link that was used already or expired");
                 return refused(Refusal::LoginUsed);
             }
-            redeemed
         }
-        None if carried => false,
+        None if carried || link_session.is_some() => None,
         None => return refused(Refusal::Token),
     };
+    let mut request = request;
+    if let Some(session) = link_session {
+        request.extensions_mut().insert(session);
+    }
     // Signed in: the connection leaves the share of connections that
     // have not shown the secret.
     if let Some(SlotHandle(slot)) = request.extensions().get::<SlotHandle>()
@@ -518,23 +730,16 @@ pub async fn check(State(access): State<Arc<Access>>, request: Request, next: Ne
         tracing::warn!("ui: refused a change without the token of a page of this server");
         return refused(Refusal::PageToken);
     }
-    let cookie = by_login.then(|| {
-        format!(
-            "{}={}; HttpOnly; SameSite=Strict; Path=/",
-            access.cookie_name(),
-            access.token()
-        )
-    });
+    let cookie = by_login;
     // A page opened from a sign-in link moves to its address without the
     // code, so the dead code leaves the address bar.
-    let path = request.uri().path();
     let is_page = request.method() == axum::http::Method::GET
         && !path.starts_with("/api/")
         && !path.starts_with("/ws/")
         && !path.starts_with("/assets/");
     let mut response = if login.is_some() && is_page {
-        let location = local_location(path, rest.as_deref());
-        if by_login {
+        let location = local_location(&path, rest.as_deref());
+        if cookie.is_some() {
             signed_in_page(&location)
         } else {
             let mut r = StatusCode::SEE_OTHER.into_response();
@@ -672,6 +877,77 @@ mod tests {
             .collect();
         assert!(!a.redeem(&codes[0]) && !a.redeem(&codes[1]));
         assert!(codes[2..].iter().all(|c| a.redeem(c)));
+    }
+
+    fn with_cookie(name: &str, value: &str) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        if let Ok(v) = HeaderValue::from_str(&format!("other=1; {name}={value}")) {
+            headers.insert(header::COOKIE, v);
+        }
+        headers
+    }
+
+    #[test]
+    fn a_page_link_opens_its_page_once_and_dies_with_its_prompt() {
+        let a = access(false);
+        let links = a.page_links();
+        let link = links.mint("http://127.0.0.1:4321", "/answer/pty-1");
+        let Ok(link) = link else {
+            panic!("minting failed")
+        };
+        let code = link.url().rsplit_once("login=").map(|(_, c)| c.to_owned());
+        let code = code.unwrap_or_default();
+        assert!(!a.redeem(&code), "not a sign-in code");
+        assert_eq!(links.redeem(&code, "/answer/pty-2"), None, "another page");
+        assert_eq!(links.redeem(&code, "/"), None);
+        let session = links.redeem(&code, "/answer/pty-1").unwrap_or_default();
+        assert_eq!(session.len(), TOKEN_BYTES * 2);
+        assert_eq!(links.redeem(&code, "/answer/pty-1"), None, "once");
+        let name = link_cookie_name(4321, "/answer/pty-1");
+        assert_eq!(name, "dsh_link_4321_answer_pty-1");
+        let headers = with_cookie(&name, &session);
+        let allowed = |path: &str| links.session_for(&headers, 4321, path).is_some();
+        assert!(allowed("/answer/pty-1") && allowed("/assets/ui.css"));
+        for path in [
+            "/",
+            "/live",
+            "/api/live",
+            "/answer/pty-2",
+            "/terminals/pty-1",
+        ] {
+            assert!(!allowed(path), "{path}");
+        }
+        assert!(
+            links
+                .session_for(&with_cookie(&name, &session), 4322, "/answer/pty-1")
+                .is_none(),
+            "another port's cookie"
+        );
+        assert!(!a.carried_token(&headers), "no sign-in");
+        drop(link);
+        assert!(!allowed("/answer/pty-1"), "revoked with its link");
+    }
+
+    #[test]
+    fn a_posted_form_ends_its_link_and_links_retire_no_sign_in_codes() {
+        let a = access(false);
+        let mine = a.mint_login().unwrap_or_default();
+        let links = a.page_links();
+        let held: Vec<PageLink> = (0..MAX_PAGE_LINKS + 1)
+            .filter_map(|i| links.mint("", &format!("/approve/ap-{i}")).ok())
+            .collect();
+        let last = held.last().map(|l| l.url().to_owned()).unwrap_or_default();
+        let code = last.rsplit_once("login=").map(|(_, c)| c).unwrap_or("");
+        let path = format!("/approve/ap-{MAX_PAGE_LINKS}");
+        let session = links.redeem(code, &path).unwrap_or_default();
+        let headers = with_cookie(&link_cookie_name(4321, &path), &session);
+        let Some(s) = links.session_for(&headers, 4321, &path) else {
+            panic!("the session lets its page in")
+        };
+        links.revoke_session(s);
+        assert!(links.session_for(&headers, 4321, &path).is_none());
+        assert_eq!(links.lock().len(), MAX_PAGE_LINKS - 1, "bounded");
+        assert!(a.redeem(&mine), "the person's own code lives");
     }
 
     #[test]

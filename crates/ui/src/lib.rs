@@ -44,6 +44,7 @@ pub mod server;
 pub mod source;
 
 pub use accept::{AcceptBackoff, is_resource_error};
+pub use guard::PageLink;
 pub use server::{UiError, UiServer, UiSettings, start};
 pub use source::{
     ApprovalView, CallFeed, JobTail, LiveCall, LiveConnection, LiveJob, LiveTerminal, LiveView,

@@ -156,14 +156,17 @@ impl UiServer {
         Ok(format!("{}/?login={code}", self.base))
     }
 
-    /// A fresh one-time sign-in link to the page at `path` (which starts
-    /// with `/`).
-    pub fn login_url_to(&self, path: &str) -> Result<String, UiError> {
-        let code = self
-            .access
-            .mint_login()
-            .map_err(|e| UiError::Token(e.to_string()))?;
-        Ok(format!("{}{path}?login={code}", self.base))
+    /// A link to the page at `path` alone (which starts with `/`: an
+    /// answer or an approval page), for a client to open: its code works
+    /// once, its cookie opens that page and posts its form, nothing else,
+    /// and both die when the link is dropped or the form was posted. Kept
+    /// apart from the person's sign-in codes, which no number of these
+    /// pushes out.
+    pub fn page_link(&self, path: &str) -> Result<guard::PageLink, UiError> {
+        self.access
+            .page_links()
+            .mint(&self.base, path)
+            .map_err(|e| UiError::Token(e.to_string()))
     }
 
     /// The secret a signed-in request carries (its cookie's value, or an
@@ -246,6 +249,8 @@ pub(crate) struct App {
     pub(crate) stop: CancellationToken,
     /// The tokens the pages' changes carry.
     pub(crate) page_tokens: Arc<guard::PageTokens>,
+    /// The links to one page each (a posted form ends its link).
+    page_links: Arc<guard::PageLinkTable>,
 }
 
 pub(crate) type Shared = Arc<App>;
@@ -289,6 +294,7 @@ pub async fn start(
         streams: Arc::new(Semaphore::new(MAX_STREAMS)),
         stop: stop.clone(),
         page_tokens: access.page_tokens(),
+        page_links: access.page_links(),
     });
     let router = router(app, access.clone());
     let conns = Conns::new(Limits::default(), nix::unistd::getuid().as_raw());
@@ -680,6 +686,7 @@ const MAX_ANSWER: usize = 4096;
 async fn answer_post(
     State(app): State<Shared>,
     Path(id): Path<String>,
+    link: Option<axum::Extension<guard::LinkSession>>,
     body: axum::body::Bytes,
 ) -> Result<Html<String>, Failure> {
     let tid = parse_terminal(&id)?;
@@ -710,6 +717,10 @@ async fn answer_post(
         )
     })?;
     let how = app.source.answer(tid, secret).await?;
+    // A link opens one answer, once.
+    if let Some(axum::Extension(session)) = link {
+        app.page_links.revoke_session(session);
+    }
     Ok(Html(pages::answered(&tid.to_string(), &how)))
 }
 
@@ -729,6 +740,7 @@ async fn approve_page(
 async fn approve_post(
     State(app): State<Shared>,
     Path(id): Path<String>,
+    link: Option<axum::Extension<guard::LinkSession>>,
     body: axum::body::Bytes,
 ) -> Result<Html<String>, Failure> {
     if body.len() > 1024 {
@@ -760,6 +772,10 @@ async fn approve_post(
         }
     };
     let what = app.source.decide(&id, run)?;
+    // A link opens one decision, once.
+    if let Some(axum::Extension(session)) = link {
+        app.page_links.revoke_session(session);
+    }
     Ok(Html(pages::decided(&id, run, &what)))
 }
 

@@ -221,22 +221,36 @@ async fn wait_for_person(
         )),
         LinkSender::Request(_) | LinkSender::InputRequired(_) => Shown::Waiting,
     };
+    // The link, once the client opened it, is held until the wait ends
+    // (decided, timed out, the call gone): then it dies. Declined, it dies
+    // at once.
     let show = async {
-        let url = match links.link_to(&format!("/approve/{id}")).await {
-            Ok(url) => url,
-            Err(e) => return Shown::Failed(format!("the page could not be started: {e}")),
+        let link = match links.link_to(&format!("/approve/{id}")).await {
+            Ok(link) => link,
+            Err(e) => {
+                return (
+                    Shown::Failed(format!("the page could not be started: {e}")),
+                    None,
+                );
+            }
         };
         let message = format!(
             "An agent asks to run a command OUTSIDE the sandbox ({id}). Open the page to see it and choose Run or Refuse; only your choice there counts."
         );
         match client
-            .open(message, url, format!("dsh-approve-{n}"), timeout)
+            .open(
+                message,
+                link.url().to_owned(),
+                format!("dsh-approve-{n}"),
+                timeout,
+            )
             .await
         {
-            LinkOutcome::Opened => Shown::Opened,
-            LinkOutcome::NotOpened(_) => Shown::Declined,
+            LinkOutcome::Opened => (Shown::Opened, Some(link)),
+            LinkOutcome::NotOpened(_) => (Shown::Declined, None),
         }
     };
+    let mut _link = None;
     let mut show = std::pin::pin!(show);
     let deadline = tokio::time::sleep(timeout);
     let mut deadline = std::pin::pin!(deadline);
@@ -248,7 +262,8 @@ async fn wait_for_person(
                 Ok(false) => Answer::No,
                 Err(_) => Answer::Unanswered(format!("{id} left the list without a decision")),
             },
-            outcome = &mut show, if matches!(shown, Shown::Waiting) => {
+            (outcome, link) = &mut show, if matches!(shown, Shown::Waiting) => {
+                _link = link;
                 if matches!(outcome, Shown::Declined) {
                     tracing::info!(approval = %id, "the client declined the approval page's link; the person may still decide in the page or with dsh approve");
                 }

@@ -44,10 +44,11 @@ pub(super) use approvals::approval_asker;
 /// says), counted from the ask.
 const ANSWER_TIMEOUT: Duration = Duration::from_secs(600);
 
-/// Sign-in links to the page, given by the daemon once it can serve it.
+/// Links to the page, given by the daemon once it can serve it.
 pub trait PageLinks: Send + Sync {
-    /// A one-time link that signs a person in and opens `path`.
-    fn link_to<'a>(&'a self, path: &'a str) -> BoxFuture<'a, Result<String, String>>;
+    /// A link that opens `path` alone, once; it dies when dropped (held
+    /// while the prompt it is for waits).
+    fn link_to<'a>(&'a self, path: &'a str) -> BoxFuture<'a, Result<ui::PageLink, String>>;
 }
 
 /// A send waiting for a person's answer.
@@ -212,8 +213,9 @@ impl ConnectionSecrets {
         if !self.links.can_open() {
             return SecretAsked::NotAsked(how_to_answer(id));
         }
-        let url = match links.link_to(&format!("/answer/{id}")).await {
-            Ok(url) => url,
+        // Held until this ask ends, however it ends: then the link dies.
+        let link = match links.link_to(&format!("/answer/{id}")).await {
+            Ok(link) => link,
             Err(e) => {
                 tracing::warn!("no page for a secret prompt: {e}");
                 return SecretAsked::NotAsked(how_to_answer(id));
@@ -251,7 +253,7 @@ impl ConnectionSecrets {
             format!(
                 "{id} (`{command}`) asks for a secret: \u{ab}{prompt}\u{bb}. Answer it in the page this opens; the agent never sees it."
             ),
-            url,
+            link.url().to_owned(),
             format!("dsh-answer-{id}-{}", owner.serial()),
             timeout,
         );

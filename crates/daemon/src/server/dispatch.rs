@@ -388,10 +388,10 @@ async fn serve_page(shared: &Shared) -> Result<UiPage, ui::UiError> {
     .await
 }
 
-/// A one-time sign-in link to the page at `path`, the page started first
-/// when it is not running.
-pub(super) async fn page_link(shared: &Shared, path: &str) -> Result<String, ui::UiError> {
-    serve_page_then(shared, |page| page.login_url_to(path)).await
+/// A link to the page at `path` alone (see [`ui::UiServer::page_link`]),
+/// the page started first when it is not running.
+pub(super) async fn page_link(shared: &Shared, path: &str) -> Result<ui::PageLink, ui::UiError> {
+    serve_page_then(shared, |page| page.page_link(path)).await
 }
 
 /// Starts the page on the first call, then `then` with it.

@@ -107,7 +107,7 @@ impl crate::host::PageLinks for Links {
     fn link_to<'a>(
         &'a self,
         path: &'a str,
-    ) -> futures::future::BoxFuture<'a, Result<String, String>> {
+    ) -> futures::future::BoxFuture<'a, Result<ui::PageLink, String>> {
         Box::pin(async move {
             let shared = self.0.upgrade().ok_or("the daemon is stopping")?;
             dispatch::page_link(&shared, path)
