@@ -43,9 +43,21 @@ pub struct Runtime {
     /// The built-in credential formats, compiled once (`None` when they
     /// cannot be: then nothing is redacted, and the log says why).
     redactor: std::sync::OnceLock<Option<redact::Redactor>>,
+    /// Secrets no result may show again, whoever's it is (see
+    /// [`Runtime::remember_secret`]).
+    remembered: Mutex<Vec<Remembered>>,
     /// Where each reader's last read of each stream left off, for the
     /// bytes redaction held back (see [`crate::redaction::redact_read`]).
     pub(crate) holds: crate::redaction::Holds,
+}
+
+/// The most secrets a runtime remembers.
+pub const MAX_REMEMBERED: usize = 1024;
+
+/// One remembered secret.
+struct Remembered {
+    kind: String,
+    value: zeroize::Zeroizing<String>,
 }
 
 /// The sandbox a background command ran in and its directory.
@@ -107,13 +119,26 @@ impl Runtime {
             lsp,
             sandboxes: Mutex::new(VecDeque::new()),
             redactor: std::sync::OnceLock::new(),
+            remembered: Mutex::new(Vec::new()),
             holds: crate::redaction::Holds::default(),
         }
     }
 
     /// The redactor of the built-in credential formats (see
-    /// [`crate::redaction`]), compiled on the first call.
+    /// [`crate::redaction`]), compiled on the first call, searching also
+    /// for every remembered secret.
     pub fn redactor(&self) -> Option<redact::Redactor> {
+        let base = self.base_redactor()?;
+        let remembered = self.remembered_secrets();
+        Some(if remembered.is_empty() {
+            base
+        } else {
+            base.with_known(remembered)
+        })
+    }
+
+    /// The built-in credential formats alone.
+    pub(crate) fn base_redactor(&self) -> Option<redact::Redactor> {
         self.redactor
             .get_or_init(|| match redact::Redactor::builtin() {
                 Ok(r) => Some(r),
@@ -123,6 +148,48 @@ impl Runtime {
                 }
             })
             .clone()
+    }
+
+    /// Remembers `value` as a secret (`kind` names it in the marker that
+    /// replaces it, e.g. `answer` or `resume key`) for this runtime's
+    /// life: every later result, notification and log line of every owner
+    /// is redacted of it. The remembered copy is wiped when forgotten or
+    /// dropped. Values too short or too long to search for are left out
+    /// (see [`redact::KnownSecret::is_redactable`]); at most
+    /// [`MAX_REMEMBERED`] are kept, the oldest forgotten first.
+    pub fn remember_secret(&self, kind: &str, value: &str) {
+        if !redact::KnownSecret::is_redactable(value) {
+            return;
+        }
+        let mut remembered = self.remembered.lock().unwrap_or_else(|e| e.into_inner());
+        if remembered.iter().any(|r| *r.value == value) {
+            return;
+        }
+        if remembered.len() >= MAX_REMEMBERED {
+            remembered.remove(0);
+        }
+        remembered.push(Remembered {
+            kind: kind.to_owned(),
+            value: zeroize::Zeroizing::new(value.to_owned()),
+        });
+    }
+
+    /// Forgets a remembered secret (a resume key that was replaced).
+    pub fn forget_secret(&self, value: &str) {
+        self.remembered
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|r| *r.value != value);
+    }
+
+    /// The remembered secrets, as the redactor searches for them.
+    pub(crate) fn remembered_secrets(&self) -> Vec<redact::KnownSecret> {
+        self.remembered
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .map(|r| redact::KnownSecret::new(r.kind.clone(), r.value.as_str()))
+            .collect()
     }
 
     /// Remembers the sandbox background job `id` runs in.

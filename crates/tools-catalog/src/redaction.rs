@@ -72,8 +72,9 @@ pub fn redactor_of(
     confinement: &crate::Confinement,
     args: &Value,
 ) -> Option<redact::Redactor> {
-    let base = runtime.redactor()?;
-    let known = known_secrets(env, confinement, args);
+    let base = runtime.base_redactor()?;
+    let mut known = known_secrets(env, confinement, args);
+    known.extend(runtime.remembered_secrets());
     Some(if known.is_empty() {
         base
     } else {
