@@ -398,6 +398,10 @@ def run_client(client: str, script: list, workdir: pathlib.Path, dsh_env: dict,
         env.update(client_env)
         env.update(options.get("env", {}))
         env.setdefault("TERM", "dumb")
+        # The client's own temp files (Claude Code's per-project dirs and
+        # sockets) go under the run's directory, which the test removes.
+        (base / "tmp").mkdir(exist_ok=True)
+        env["TMPDIR"] = str(base / "tmp")
         start = time.monotonic()
         proc = subprocess.Popen(command, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
