@@ -2,7 +2,9 @@
 mid-send while its agent has a Python REPL with state, a job printing a
 line a second and a dev server; a new client takes everything back with
 the resume key, and nothing is lost. Another agent with the ids but not
-the key gets nothing; after the grace period nothing is left."""
+the key gets nothing; after the grace period nothing is left. A key is
+shown once, to its agent, redacted from every later result, used once,
+and takes nothing from an agent still connected elsewhere."""
 
 import json
 import re
@@ -13,7 +15,7 @@ import pytest
 from mcp.shared.exceptions import McpError
 
 import waiting
-from conftest import connect, dsh, err, ok, write_config
+from conftest import connect, dsh, err, ok, text_of, write_config
 from test_daemon import RawBridge
 from test_teardown import started_by
 
@@ -59,7 +61,9 @@ async def test_a_killed_client_resumes_with_nothing_lost(isolated_env, tmp_path)
             {"command": "for i in $(seq 1 100000); do echo tick $i; sleep 1; done",
              "run_in_background": True},
         )
-        assert job["resume_key"] == key  # one key per agent
+        # Each reply that shows a key mints it; the agent's recent keys
+        # are all live.
+        assert job["resume_key"] != key and job["resume_key"].startswith("dsh-rk-")
         server = bridge.tool("terminal_open", {"name": "server"})
         started = bridge.tool(
             "terminal_send",
@@ -102,6 +106,9 @@ async def test_a_killed_client_resumes_with_nothing_lost(isolated_env, tmp_path)
             async with connect(env, cwd=str(ws)) as s:
                 back = ok(await s.call_tool("terminal_list", {"resume": key}))
                 assert {t["id"] for t in back["terminals"]} == {repl["id"], server["id"]}
+                # Single use: the resume gave a new key.
+                key = back["resume_key"]
+                assert key not in (repl["resume_key"], job["resume_key"])
                 # The send the dead client made finished meanwhile: its
                 # output is there to read, and the REPL kept its state.
                 read = ok(await s.call_tool("terminal_read", {"id": repl["id"], "since": 0}))
@@ -120,11 +127,13 @@ async def test_a_killed_client_resumes_with_nothing_lost(isolated_env, tmp_path)
                 assert listed[server["id"]]["status"] == "running"
                 assert detached_rows(env) == []
                 # The key is the capability: presented from another
-                # connection while this one is still open (as a client
-                # does whose stream died without a word), it moves the
-                # work there, and this connection is ended.
+                # connection in the same directory while this one is still
+                # open (as a client does whose stream died without a
+                # word), it moves the work there, and this connection is
+                # ended.
                 moved = ok(await other.call_tool("terminal_list", {"resume": key}))
                 assert {t["id"] for t in moved["terminals"]} == {repl["id"], server["id"]}
+                key = moved["resume_key"]
                 # and the connection it was taken from is ended
                 with pytest.raises(McpError):
                     await s.call_tool("terminal_read", {"id": repl["id"]})
@@ -203,14 +212,13 @@ async def test_a_person_ends_or_gives_detached_work(isolated_env, tmp_path):
 
 
 async def test_racing_resumes_never_split_the_work(isolated_env, tmp_path):
-    """Three connections present the same key at once — clients whose
-    streams died without a word, all reconnecting — first while the key's
-    connection still seems open (a take-over), then while the work is
-    detached (its client just left, so its connection may still be
-    ending). Each is answered with the whole work, the retryable
-    `RESUME_BUSY`, or (taken over in turn by a later presenter) the end of
-    its connection; the work is never split or lost, and afterwards
-    exactly one connection holds all of it."""
+    """Three connections in the agent's directory present the same key at
+    once — clients whose streams died without a word, all reconnecting —
+    first while the key's connection still seems open (a take-over), then
+    while the work is detached (its client just left, so its connection
+    may still be ending). A key is single-use: exactly one is given the
+    whole work (and a new key), the others the retryable `RESUME_BUSY` or
+    `RESUME_KEY_UNKNOWN` (used); the work is never split or lost."""
     env = isolated_env
     ws = tmp_path / "ws"
     ws.mkdir()
@@ -229,49 +237,39 @@ async def test_racing_resumes_never_split_the_work(isolated_env, tmp_path):
         key = first["resume_key"]
         work = {first["id"], second["id"]}
         for _round in range(3):
-            async with connect(env) as c1, connect(env) as c2, connect(env) as c3:
+            async with (connect(env, cwd=str(ws)) as c1, connect(env, cwd=str(ws)) as c2,
+                        connect(env, cwd=str(ws)) as c3):
                 answers = []
 
                 async def resume(s):
-                    try:
-                        r = await s.call_tool("terminal_list", {"resume": key})
-                    except (McpError, anyio.ClosedResourceError):
-                        # Taken over in turn by a later presenter of the key
-                        # before its own answer was sent: its connection ended.
-                        r = None
+                    r = await s.call_tool("terminal_list", {"resume": key})
                     answers.append((s, r))
 
                 async with anyio.create_task_group() as tg:
                     for s in (c1, c2, c3):
                         tg.start_soon(resume, s)
-                given = [s for s, r in answers if r is not None and not r.isError]
-                assert given, answers
+                # A key is single-use: exactly one presenter gets the work;
+                # the others are told to retry, or that the key was used.
+                given = [(s, r) for s, r in answers if not r.isError]
+                assert len(given) == 1, answers
                 for s, r in answers:
-                    if r is None:
-                        continue
                     if r.isError:
-                        assert err(r)["code"] == "RESUME_BUSY" and err(r)["retryable"], r
-                    else:
-                        assert {t["id"] for t in ok(r)["terminals"]} == work, r
+                        assert err(r)["code"] in ("RESUME_BUSY", "RESUME_KEY_UNKNOWN"), r
+                keeper, reply = given[0]
+                assert {t["id"] for t in ok(reply)["terminals"]} == work, reply
                 # Never split: one connection holds all of it, at once.
                 assert holders() == [work]
-                # Each presenter given the work but taken over by a later one
-                # sees its connection ended; the last one keeps it.
-                taken = len(given) - 1 + sum(r is None for _, r in answers)
-
-                async def ended():
-                    gone = [s for s, _ in answers if s.server_gone.is_set()]
-                    return (gone,) if len(gone) >= taken else None
-
-                (gone,) = await waiting.eventually(ended, "the connections taken over to end")
-                keeper = [s for s in given if s not in gone]
-                assert len(gone) == taken and len(keeper) == 1, (answers, gone)
-                mine = ok(await keeper[0].call_tool("terminal_list", {}))
+                mine = ok(await keeper.call_tool("terminal_list", {}))
                 assert {t["id"] for t in mine["terminals"]} == work
                 for s, r in answers:
-                    if r is not None and r.isError:
+                    if r.isError:
                         left = ok(await s.call_tool("terminal_list", {}))
-                        assert left["terminals"] == [], "a busy presenter got nothing"
+                        assert left["terminals"] == [], "a refused presenter got nothing"
+                        r = await s.call_tool("terminal_list", {"resume": key})
+                        assert err(r)["code"] in ("RESUME_BUSY", "RESUME_KEY_UNKNOWN"), r
+                new = ok(reply)["resume_key"]
+                assert new != key
+                key = new
             # The keeper's client left: the work is detached for the next round.
         with anyio.fail_after(waiting.HANG):
             await owner.server_gone.wait()  # the connection taken over is ended
@@ -280,3 +278,58 @@ async def test_racing_resumes_never_split_the_work(isolated_env, tmp_path):
         assert {t["id"] for t in back["terminals"]} == work
         for t in work:
             ok(await last.call_tool("terminal_close", {"id": t}))
+
+
+async def test_a_leaked_resume_key_takes_nothing_from_a_connected_agent(box):
+    """Agent A's key lands in a client transcript under HOME, which every
+    confined command may read. Agent B, in another workspace, reads the
+    transcript and sees a redaction marker; presenting the key anyway
+    (found elsewhere) while A is connected takes nothing, and A works on.
+    A's own client, restarted, takes its work back once with the key."""
+    env, tmp = box["env"], box["dir"]
+    ws_a, ws_b = tmp / "a", tmp / "b"
+    ws_a.mkdir()
+    ws_b.mkdir()
+    transcript = box["home"] / ".claude" / "projects" / "a" / "session.jsonl"
+    transcript.parent.mkdir(parents=True)
+    async with connect(env, cwd=str(ws_a)) as a:
+        opened = await a.call_tool("terminal_open", {"name": "a-shell"})
+        t = ok(opened)
+        key = t["resume_key"]
+        # Shown once, to its own agent, in the reply that minted it.
+        assert f"resume key {key}" in text_of(opened)
+        transcript.write_text(json.dumps({"type": "tool_result", "content": text_of(opened)}) + "\n")
+        async with connect(env, cwd=str(ws_b)) as b:
+            read = await b.call_tool("bash", {"command": f"cat {transcript}"})
+            assert key not in text_of(read) and key not in json.dumps(read.structuredContent)
+            assert "[redacted: resume key]" in text_of(read), text_of(read)
+            # A's own later results do not show it either.
+            mine = await a.call_tool("bash", {"command": f"cat {transcript}"})
+            assert key not in text_of(mine) and "[redacted: resume key]" in text_of(mine)
+            # Presented anyway while A is connected: refused, nothing taken.
+            r = await b.call_tool("terminal_list", {"resume": key})
+            assert err(r)["code"] == "RESUME_KEY_IN_USE", r
+            assert ok(await b.call_tool("terminal_list", {}))["terminals"] == []
+            r = await b.call_tool("terminal_send", {"id": t["id"], "text": "echo pwned"})
+            assert err(r)["code"] in ("FOREIGN_SESSION", "NO_SESSION"), r
+            sent = ok(await a.call_tool("terminal_send", {"id": t["id"], "text": "echo still-mine"}))
+            assert "still-mine" in sent["output"], sent
+            assert [x["id"] for x in ok(await a.call_tool("terminal_list", {}))["terminals"]] == [t["id"]]
+    # A's client really went away: its work is detached, and its restart
+    # takes it back with the key.
+    waiting.wait_until(lambda: detached_rows(env), "A's work to be detached")
+    async with connect(env, cwd=str(ws_a)) as a2:
+        back = await a2.call_tool("terminal_list", {"resume": key})
+        got = ok(back)
+        assert [x["id"] for x in got["terminals"]] == [t["id"]]
+        new = got["resume_key"]
+        assert new != key and f"resume key {new}" in text_of(back)
+        sent = ok(await a2.call_tool("terminal_send", {"id": t["id"], "text": "echo back-again"}))
+        assert "back-again" in sent["output"], sent
+    waiting.wait_until(lambda: detached_rows(env), "A's work to be detached again")
+    async with connect(env, cwd=str(ws_a)) as a3:
+        # Single use: the key taken from the transcript is dead.
+        r = await a3.call_tool("terminal_list", {"resume": key})
+        assert err(r)["code"] == "RESUME_KEY_UNKNOWN" and "already used" in err(r)["message"], r
+        ok(await a3.call_tool("terminal_list", {"resume": new}))
+        ok(await a3.call_tool("terminal_close", {"id": t["id"]}))

@@ -13,10 +13,29 @@
 //! takes anything back; a wrong, foreign or expired key is a structured
 //! error. Taking back swaps the new connection's owner for the detached
 //! one, so every id, cursor and limit is the agent's own as before.
+//!
+//! A key is read by nobody else and replayed by nobody:
+//!
+//! * each reply that shows a key mints it: it is shown there, once, to
+//!   the agent it belongs to (the call's redactor was made before it
+//!   existed), and remembered as a secret at once, so every later result
+//!   of every agent (a client's transcript read back with `cat`, the
+//!   owner's own later calls) shows `[redacted: resume key]` instead.
+//!   The agent's last [`KEYS_KEPT`] keys are live together, so a key of
+//!   any recent reply works;
+//! * a key is single-use: a resume ends every key of the agent and the
+//!   reply that resumed shows a new one; a key whose agent ended is
+//!   forgotten too;
+//! * a key presented while the agent it belongs to is still connected
+//!   takes nothing (`RESUME_KEY_IN_USE`), unless the presenter works in
+//!   the same directory (the same agent, whose client came back while
+//!   its old stream had died without a word) or the connected one has
+//!   sent nothing for `[daemon] detach_grace`.
 
 use std::collections::VecDeque;
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
@@ -36,21 +55,60 @@ const ENDING_WAIT: Duration = Duration::from_secs(3);
 /// The prefix of every resume key.
 pub const KEY_PREFIX: &str = "dsh-rk-";
 
-/// An agent: the owner of its terminals and jobs, and the key that takes
+/// How many of an agent's keys (the newest, each shown once) are live
+/// together; an older one is forgotten.
+pub const KEYS_KEPT: usize = 8;
+
+/// What names a resume key in the marker that replaces it.
+const KEY_KIND: &str = "resume key";
+
+/// An agent: the owner of its terminals and jobs, and the keys that take
 /// them back.
 #[derive(Debug)]
 pub struct Agent {
     /// Its owner.
     pub owner: Owner,
-    /// Its resume key (empty when the system gave no randomness: then
-    /// none is shown and nothing can be taken back).
-    pub key: String,
+    /// Its live resume keys, newest last: each was shown once, in the
+    /// reply that minted it.
+    keys: Vec<String>,
 }
 
-/// Whether `key` is `presented`, compared in constant time.
-fn same_key(key: &str, presented: &str) -> bool {
+/// Whether `presented` is one of `agent`'s live keys, compared in
+/// constant time.
+fn has_key(agent: &Agent, presented: &str) -> bool {
     use subtle::ConstantTimeEq as _;
-    !key.is_empty() && bool::from(key.as_bytes().ct_eq(presented.as_bytes()))
+    agent
+        .keys
+        .iter()
+        .any(|key| !key.is_empty() && bool::from(key.as_bytes().ct_eq(presented.as_bytes())))
+}
+
+/// Whether `cell`'s agent has the live key `presented`.
+fn holds_key(cell: &AgentCell, presented: &str) -> bool {
+    has_key(&cell.lock().unwrap_or_else(|e| e.into_inner()), presented)
+}
+
+/// Takes every live key out of `cell`'s agent.
+fn take_keys(cell: &AgentCell) -> Vec<String> {
+    std::mem::take(&mut cell.lock().unwrap_or_else(|e| e.into_inner()).keys)
+}
+
+/// When a connection's client last sent anything.
+pub type Seen = Arc<Mutex<Instant>>;
+
+/// A client's connection sent something now.
+pub fn seen_now(seen: &Seen) {
+    *seen.lock().unwrap_or_else(|e| e.into_inner()) = Instant::now();
+}
+
+/// How long ago the client of `seen` sent anything.
+fn silent_for(seen: &Seen) -> Duration {
+    seen.lock().unwrap_or_else(|e| e.into_inner()).elapsed()
+}
+
+/// Whether keys can be minted (the system gives randomness).
+pub fn can_mint() -> bool {
+    getrandom::fill(&mut [0u8; 1]).is_ok()
 }
 
 /// Serialises the take-backs into one connection, and its end with them:
@@ -61,11 +119,12 @@ pub type TakeBackLock = Arc<tokio::sync::Mutex<()>>;
 /// The agent a connection acts as; a resume swaps it.
 pub type AgentCell = Arc<Mutex<Agent>>;
 
-/// A fresh agent labelled `label`, with a random key.
+/// A fresh agent labelled `label`, with no key yet (the first reply
+/// that starts its work mints one).
 pub fn new_agent(label: &str) -> AgentCell {
     Arc::new(Mutex::new(Agent {
         owner: Owner::new(label),
-        key: new_key(),
+        keys: Vec::new(),
     }))
 }
 
@@ -85,10 +144,14 @@ fn new_key() -> String {
     }
 }
 
-/// The agent of `cell` now.
+/// The agent of `cell` now: its owner and its newest live key (empty
+/// when none was shown yet).
 pub fn current(cell: &AgentCell) -> (Owner, String) {
     let agent = cell.lock().unwrap_or_else(|e| e.into_inner());
-    (agent.owner.clone(), agent.key.clone())
+    (
+        agent.owner.clone(),
+        agent.keys.last().cloned().unwrap_or_default(),
+    )
 }
 
 /// A connection's work kept after its client went away.
@@ -102,22 +165,46 @@ pub struct Detached {
     pub cancel: CancellationToken,
 }
 
-/// The keys of agents whose grace period ended, newest last.
+/// Keys that take nothing any more, newest last: those of agents whose
+/// grace period ended, and those a resume used.
 #[derive(Debug, Default)]
-pub struct Expired(Mutex<VecDeque<String>>);
+pub struct Expired {
+    expired: Mutex<VecDeque<String>>,
+    used: Mutex<VecDeque<String>>,
+}
+
+/// Adds `keys` to `list`, keeping the newest [`EXPIRED_KEPT`].
+fn keep(list: &Mutex<VecDeque<String>>, keys: Vec<String>) {
+    let mut list = list.lock().unwrap_or_else(|e| e.into_inner());
+    for key in keys.into_iter().filter(|k| !k.is_empty()) {
+        if list.len() >= EXPIRED_KEPT {
+            list.pop_front();
+        }
+        list.push_back(key);
+    }
+}
+
+/// Whether `list` has `key`.
+fn kept(list: &Mutex<VecDeque<String>>, key: &str) -> bool {
+    let list = list.lock().unwrap_or_else(|e| e.into_inner());
+    !key.is_empty() && list.iter().any(|k| k == key)
+}
 
 impl Expired {
-    fn remember(&self, key: String) {
-        let mut keys = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        if keys.len() >= EXPIRED_KEPT {
-            keys.pop_front();
-        }
-        keys.push_back(key);
+    fn remember(&self, keys: Vec<String>) {
+        keep(&self.expired, keys);
     }
 
     fn contains(&self, key: &str) -> bool {
-        let keys = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        !key.is_empty() && keys.iter().any(|k| k == key)
+        kept(&self.expired, key)
+    }
+
+    fn remember_used(&self, keys: Vec<String>) {
+        keep(&self.used, keys);
+    }
+
+    fn was_used(&self, key: &str) -> bool {
+        kept(&self.used, key)
     }
 }
 
@@ -134,6 +221,37 @@ fn work_words(terminals: usize, jobs: usize) -> String {
 }
 
 impl Host {
+    /// A new key for the agent of `cell`, shown once by the caller: live
+    /// from now on, and redacted from every later result. Empty without
+    /// randomness.
+    fn mint_key(&self, cell: &AgentCell) -> String {
+        let key = new_key();
+        if key.is_empty() {
+            return key;
+        }
+        self.runtime.remember_secret(KEY_KIND, &key);
+        let dropped: Vec<String> = {
+            let mut agent = cell.lock().unwrap_or_else(|e| e.into_inner());
+            agent.keys.push(key.clone());
+            let over = agent.keys.len().saturating_sub(KEYS_KEPT);
+            agent.keys.drain(..over).collect()
+        };
+        self.forget_keys(&dropped);
+        key
+    }
+
+    /// Keys that take nothing any more are no secret to keep redacting.
+    fn forget_keys(&self, keys: &[String]) {
+        for key in keys {
+            self.runtime.forget_secret(key);
+        }
+    }
+
+    /// The agent of `cell` ended: its keys take nothing any more.
+    pub(super) fn retire_keys(&self, cell: &AgentCell) {
+        self.forget_keys(&take_keys(cell));
+    }
+
     /// How many terminals and jobs `owner` has (jobs settled or not).
     pub async fn work_of(&self, owner: &Owner) -> (usize, usize) {
         let terminals = self.runtime.terminals.list(owner).await.len();
@@ -194,7 +312,9 @@ impl Host {
                 Some(e) if e.detached.is_some() => entries.remove(&id).inspect(|e| {
                     // In the same hold: a key presented meanwhile is found
                     // either detached or expired, never unknown.
-                    self.expired.remember(current(&e.agent).1);
+                    let keys = take_keys(&e.agent);
+                    self.forget_keys(&keys);
+                    self.expired.remember(keys);
                 }),
                 _ => None,
             }
@@ -246,14 +366,14 @@ impl Host {
     /// A person gives detached connection `id`'s work to connected agent
     /// `to`, as if that agent had presented the key.
     pub async fn give_detached(&self, id: u64, to: u64) -> Result<Resumed, ToolError> {
-        let (key, target, recorder, lock) = {
+        let (target, recorder, lock) = {
             let entries = self.entries();
-            let Some(from) = entries.get(&id).filter(|e| e.detached.is_some()) else {
+            if entries.get(&id).is_none_or(|e| e.detached.is_none()) {
                 return Err(ToolError::new(
                     "NO_DETACHED",
                     format!("connection {id} is not detached work (dsh ps lists what is)"),
                 ));
-            };
+            }
             let Some(target) = entries.get(&to).filter(|e| e.detached.is_none()) else {
                 return Err(ToolError::new(
                     "NO_CONNECTION",
@@ -261,35 +381,37 @@ impl Host {
                 ));
             };
             (
-                current(&from.agent).1,
                 Arc::clone(&target.agent),
                 target.recorder.clone(),
                 Arc::clone(&target.take_back),
             )
         };
-        self.take_back(&key, &target, to, &recorder, &lock).await
+        self.take_back(Wanted::Connection(id), &target, to, &recorder, &lock)
+            .await
     }
 
-    /// Makes the detached agent with `key` the agent of connection `id`
+    /// Makes the detached agent `wanted` the agent of connection `id`
     /// (whose cell is `into`).
     pub(super) async fn take_back(
         &self,
-        key: &str,
+        wanted: Wanted<'_>,
         into: &AgentCell,
         id: u64,
         recorder: &SessionRecorder,
         lock: &TakeBackLock,
     ) -> Result<Resumed, ToolError> {
         let _one_at_a_time = lock.lock().await;
-        let (mine, my_key) = current(into);
-        if same_key(&my_key, key) {
+        let mine = current(into).0;
+        if let Wanted::Key(key) = wanted
+            && holds_key(into, key)
+        {
             return Ok(Resumed {
                 owner: mine,
                 detached_for: Duration::ZERO,
             });
         }
         let (terminals, jobs) = self.work_of(&mine).await;
-        let mut claim = self.claim(key, into, id, terminals + jobs > 0);
+        let mut claim = self.claim(wanted, into, id, terminals + jobs > 0);
         // A connection that is ending holds its lock for moments, until
         // its work is detached: wait for that, a while, rather than answer
         // busy to the client that reconnected for it.
@@ -302,7 +424,7 @@ impl Host {
                 claim = Claim::Busy;
                 break;
             }
-            claim = self.claim(key, into, id, terminals + jobs > 0);
+            claim = self.claim(wanted, into, id, terminals + jobs > 0);
         }
         let (from, entry, taken) = match claim {
             Claim::Detached { from, entry, taken } => (from, entry, taken),
@@ -331,10 +453,28 @@ impl Host {
                     ),
                 ));
             }
-            Claim::Unknown if self.expired.contains(key) => {
+            Claim::InUse => {
+                return Err(ToolError::new(
+                    "RESUME_KEY_IN_USE",
+                    "the agent this resume key belongs to is still connected, from another directory, and keeps its work; if it is yours and its client is gone, present the key again once `dsh ps` shows its work detached, else start work of your own",
+                ));
+            }
+            Claim::Unknown if wanted.key().is_some_and(|k| self.expired.contains(k)) => {
                 return Err(ToolError::new(
                     "RESUME_EXPIRED",
                     "the grace period of this resume key ended: its terminals and jobs were closed; start new ones",
+                ));
+            }
+            Claim::Unknown if wanted.key().is_some_and(|k| self.expired.was_used(k)) => {
+                return Err(ToolError::new(
+                    "RESUME_KEY_UNKNOWN",
+                    "this resume key was already used: a key takes work back once, and the reply that did so gave a new one; pass the newest key a reply gave you",
+                ));
+            }
+            Claim::Unknown if matches!(wanted, Wanted::Connection(_)) => {
+                return Err(ToolError::new(
+                    "NO_DETACHED",
+                    "that connection's work is no longer detached (dsh ps lists what is)",
                 ));
             }
             Claim::Unknown => {
@@ -391,12 +531,33 @@ impl Host {
     }
 }
 
+/// The agent a take-back is for.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Wanted<'a> {
+    /// The one with this live key (a `terminal_list` resume).
+    Key(&'a str),
+    /// The one of this detached connection (a person gives it).
+    Connection(u64),
+}
+
+impl Wanted<'_> {
+    /// The key presented, if one was.
+    fn key(&self) -> Option<&str> {
+        match self {
+            Self::Key(key) => Some(key),
+            Self::Connection(_) => None,
+        }
+    }
+}
+
 /// What presenting a key found. It is decided, and the agents swapped,
 /// in one hold of the connections: a key changing hands between two
 /// connections is never missed by a look in between.
 enum Claim {
     /// No connection's agent has the key.
     Unknown,
+    /// The agent that has it is connected elsewhere and still speaking.
+    InUse,
     /// Found, but the presenting connection has work of its own.
     NotEmpty,
     /// The connection that has it is taking back work right now.
@@ -419,25 +580,49 @@ enum Claim {
     },
 }
 
-/// Swaps the agents of `a` and `b`; the owner now in `b`.
-fn swap_agents(a: &AgentCell, b: &AgentCell) -> Owner {
+/// Swaps the agents of `a` and `b`; the owner now in `b`. Every key of
+/// both is used up (returned): the one presented was for this one
+/// take-back, and the agent now in `a` is left with nothing to take.
+fn swap_agents(a: &AgentCell, b: &AgentCell) -> (Owner, Vec<String>) {
     let mut a = a.lock().unwrap_or_else(|e| e.into_inner());
     let mut b = b.lock().unwrap_or_else(|e| e.into_inner());
     std::mem::swap(&mut *a, &mut *b);
-    b.owner.clone()
+    let mut used = std::mem::take(&mut a.keys);
+    used.append(&mut b.keys);
+    (b.owner.clone(), used)
+}
+
+/// The directory a connection's calls run in, once known.
+fn dir_of(entry: &ConnectionEntry) -> Option<PathBuf> {
+    entry.cwd.borrow().clone()
 }
 
 impl Host {
-    /// Finds the connection other than `id` whose agent has `key` and,
+    /// Finds the connection other than `id` whose agent is `wanted` and,
     /// unless `has_work`, swaps that agent into `into`.
-    fn claim(&self, key: &str, into: &AgentCell, id: u64, has_work: bool) -> Claim {
+    fn claim(&self, wanted: Wanted<'_>, into: &AgentCell, id: u64, has_work: bool) -> Claim {
         let mut entries = self.entries();
-        let Some((&from, entry)) = entries
-            .iter()
-            .find(|(other, e)| **other != id && same_key(&current(&e.agent).1, key))
-        else {
+        let mine = entries.get(&id).and_then(dir_of);
+        let Some((&from, entry)) = entries.iter().find(|(other, e)| {
+            **other != id
+                && match wanted {
+                    Wanted::Key(key) => holds_key(&e.agent, key),
+                    Wanted::Connection(c) => **other == c && e.detached.is_some(),
+                }
+        }) else {
             return Claim::Unknown;
         };
+        if entry.detached.is_none() {
+            // Its agent is connected. A key read where it was left (a
+            // client's transcript) takes nothing from it: only the same
+            // agent (working in the same directory) takes over a stream
+            // that died without a word, or anyone once it has said
+            // nothing for a whole grace period.
+            let same_agent = mine.is_some() && mine == dir_of(entry);
+            if !same_agent && silent_for(&entry.seen) < self.config.detach_grace {
+                return Claim::InUse;
+            }
+        }
         if has_work {
             return Claim::NotEmpty;
         }
@@ -454,11 +639,13 @@ impl Host {
                     Claim::Busy
                 };
             };
+            let (taken, used) = swap_agents(&entry.agent, into);
+            self.used_up(used);
             return Claim::TakenOver {
                 from,
                 recorder: entry.recorder.clone(),
                 closed: entry.closed.clone(),
-                taken: swap_agents(&entry.agent, into),
+                taken,
             };
         }
         let Some(entry) = entries.remove(&from) else {
@@ -467,8 +654,15 @@ impl Host {
         if let Some(d) = &entry.detached {
             d.cancel.cancel();
         }
-        let taken = swap_agents(&entry.agent, into);
+        let (taken, used) = swap_agents(&entry.agent, into);
+        self.used_up(used);
         Claim::Detached { from, entry, taken }
+    }
+
+    /// `keys` were used by a take-back: they take nothing again.
+    fn used_up(&self, keys: Vec<String>) {
+        self.forget_keys(&keys);
+        self.expired.remember_used(keys);
     }
 
     /// Connection `id` took over the agent `taken` of connection `from`:
@@ -536,14 +730,18 @@ impl std::fmt::Debug for ConnectionResume {
 }
 
 impl Resume for ConnectionResume {
+    /// A new key, for the reply that shows it (see the module's notes).
     fn key(&self) -> String {
-        current(&self.agent).1
+        self.host.mint_key(&self.agent)
     }
 
     fn resume<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<Resumed, ToolError>> {
-        Box::pin(
-            self.host
-                .take_back(key, &self.agent, self.id, &self.recorder, &self.lock),
-        )
+        Box::pin(self.host.take_back(
+            Wanted::Key(key),
+            &self.agent,
+            self.id,
+            &self.recorder,
+            &self.lock,
+        ))
     }
 }

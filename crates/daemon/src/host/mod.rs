@@ -186,6 +186,8 @@ struct ConnectionEntry {
     recorder: SessionRecorder,
     connected_at: SystemTime,
     peer_pid: Option<i32>,
+    /// When its client last sent anything.
+    seen: detach::Seen,
 }
 
 /// What a reload needs of one connection: its config file, preset, layer,
@@ -862,17 +864,15 @@ impl ServerHandler for Connection {
         );
         let (progress, progress_sent) = mcp_progress(&request, &context, redactor.clone());
         let resume: Option<Arc<dyn tools_catalog::Resume>> =
-            (!self.host.config.detach_grace.is_zero() && !current(&self.agent).1.is_empty()).then(
-                || {
-                    Arc::new(ConnectionResume {
-                        host: self.host.clone(),
-                        agent: self.agent.clone(),
-                        id: self.id,
-                        recorder: self.recorder.clone(),
-                        lock: self.take_back.clone(),
-                    }) as Arc<dyn tools_catalog::Resume>
-                },
-            );
+            (!self.host.config.detach_grace.is_zero() && detach::can_mint()).then(|| {
+                Arc::new(ConnectionResume {
+                    host: self.host.clone(),
+                    agent: self.agent.clone(),
+                    id: self.id,
+                    recorder: self.recorder.clone(),
+                    lock: self.take_back.clone(),
+                }) as Arc<dyn tools_catalog::Resume>
+            });
         let owner = current(&self.agent).0;
         let (links, link_asks) = self.link_sender(&context);
         let secrets: Arc<dyn tools_catalog::SecretPrompts> = Arc::new(secrets::ConnectionSecrets {
@@ -1158,6 +1158,8 @@ fn to_mcp_result(
 struct EofSignal<R> {
     inner: R,
     on_eof: CancellationToken,
+    /// Set to now whenever the client sends something.
+    seen: detach::Seen,
 }
 
 impl<R: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for EofSignal<R> {
@@ -1172,6 +1174,8 @@ impl<R: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for EofSignal<R> {
             && (result.is_err() || buf.filled().len() == before)
         {
             self.on_eof.cancel();
+        } else if buf.filled().len() > before {
+            detach::seen_now(&self.seen);
         }
         polled
     }
@@ -1277,6 +1281,7 @@ where
     };
     let recorder = connection.recorder.clone();
     let closed = connection.closed.clone();
+    let seen = detach::Seen::new(Mutex::new(Instant::now()));
     let parked = connection.parked.clone();
     let tasks = connection.tasks.clone();
     host.entries().insert(
@@ -1296,6 +1301,7 @@ where
             recorder: recorder.clone(),
             connected_at: SystemTime::now(),
             peer_pid: setup.peer_pid,
+            seen: seen.clone(),
         },
     );
     host.changed.notify_waiters();
@@ -1307,6 +1313,7 @@ where
     let read = EofSignal {
         inner: read,
         on_eof: closed.clone(),
+        seen,
     };
     let served = match connection.serve((read, write)).await {
         Ok(service) => {
@@ -1364,6 +1371,7 @@ where
         }
     }
     host.entries().remove(&id);
+    host.retire_keys(&agent);
     tokio::join!(
         host.runtime.end_owner(&owner),
         recorder.finish(Duration::from_secs(2)),

@@ -216,6 +216,7 @@ After your client restarted, pass `resume` (the resume key an earlier reply gave
             &[
                 "INVALID_ARGUMENT",
                 "RESUME_KEY_UNKNOWN",
+                "RESUME_KEY_IN_USE",
                 "RESUME_EXPIRED",
                 "RESUME_NOT_EMPTY",
                 "RESUME_BUSY",
@@ -236,8 +237,12 @@ async fn resume_for(cx: &CallContext, key: &str) -> Result<(Owner, String), Tool
     };
     let resumed = resume.resume(key.trim()).await?;
     let jobs = cx.runtime.jobs.list(&resumed.owner, None).len();
-    let line = if resumed.detached_for.is_zero() {
+    let line = if resumed.owner == cx.owner {
         "this resume key is already yours".to_owned()
+    } else if resumed.detached_for.is_zero() {
+        format!(
+            "took over your terminals and {jobs} job(s) from your earlier connection, which is ended (job_list lists the jobs; terminal_read and job_output read on from where you left off)"
+        )
     } else {
         format!(
             "resumed after {} s detached: your terminals and {jobs} job(s) are yours again (job_list lists the jobs; terminal_read and job_output read on from where you left off)",
@@ -300,9 +305,15 @@ impl Tool for TerminalListTool {
                     })
                 })
                 .collect();
-            Ok(ToolReply {
+            let reply = ToolReply {
                 text: text.trim_end().to_owned(),
                 structured: json!({ "terminals": list }),
+            };
+            // A key is single-use: the work taken back gets a new one.
+            Ok(if owner == cx.owner {
+                reply
+            } else {
+                cx.with_resume_key(reply)
             })
         })
     }
