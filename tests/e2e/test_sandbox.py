@@ -588,3 +588,97 @@ async def test_a_confined_command_cannot_send_a_datagram_to_the_hosts_log_or_not
     finally:
         for sock in listeners:
             sock.close()
+
+
+PLANT = r"""
+set -u
+OUT="$PWD/tools"; mkdir -p "$OUT"
+printf '#!/bin/sh\necho "$0 $PWD" >> "$HOME/ran-outside"\n' > "$OUT/evil.sh"
+chmod +x "$OUT/evil.sh"
+mkdir -p "$OUT/hooks" && cp "$OUT/evil.sh" "$OUT/hooks/post-index-change"
+git init -q fsm; git -C fsm config core.fsmonitor "$OUT/evil.sh"
+git init -q hooks; git -C hooks config core.hooksPath "$OUT/hooks"
+git init -q diff; git -C diff config diff.external "$OUT/evil.sh"
+# a .git file naming a git directory planted in the temp dir
+git init -q --bare "$TMPDIR/planted"; git --git-dir="$TMPDIR/planted" config core.fsmonitor "$OUT/evil.sh"
+git --git-dir="$TMPDIR/planted" config core.bare false
+mkdir -p gitfile; printf 'gitdir: %s\n' "$TMPDIR/planted" > gitfile/.git
+# the same repository moved in whole
+cp -r "$TMPDIR/planted" "$TMPDIR/moved"; mkdir -p "$TMPDIR/wt"; mv "$TMPDIR/moved" "$TMPDIR/wt/.git"
+mv "$TMPDIR/wt" moved
+# a bare layout (HEAD, config, objects/ in the directory itself)
+git init -q --bare bare; git -C bare config core.fsmonitor "$OUT/evil.sh"
+git -C bare config core.bare false; git -C bare config core.worktree "$PWD/bare"
+# the repository the workspace is in
+git config core.fsmonitor "$OUT/evil.sh"
+true
+"""
+PLANTED = ["fsm", "hooks", "diff", "gitfile", "moved", "bare"]
+
+
+def person_git(where, home):
+    """`git status`, `git diff` and `git log` as the person, unconfined,
+    with the test's HOME; what evil.sh wrote there, if anything."""
+    env = {"HOME": str(home), "PATH": os.environ["PATH"], "GIT_CONFIG_NOSYSTEM": "1"}
+    import subprocess
+    (where / "changed").write_text("x\n") if where.is_dir() else None
+    for args in (["status"], ["diff"], ["log", "-1"]):
+        subprocess.run(["git", *args], cwd=where, env=env, capture_output=True, timeout=30)
+    marker = home / "ran-outside"
+    return marker.read_text() if marker.exists() else ""
+
+
+@pytest.mark.parametrize("layout", ["no-repo", "nested", "in-a-monorepo"])
+async def test_a_repository_planted_in_the_workspace_runs_nothing_for_the_person(box, layout):
+    import subprocess
+    home, ws = box["home"], box["ws"]
+    if layout == "no-repo":
+        shutil.rmtree(ws / ".git")
+        work = ws
+    elif layout == "nested":
+        subprocess.run(["git", "init", "-q", str(ws)], check=True, env={**box["env"], "HOME": str(home)})
+        work = ws / "deep" / "er"
+        work.mkdir(parents=True)
+    else:
+        mono = box["dir"] / "mono"
+        subprocess.run(["git", "init", "-q", str(mono)], check=True, env={**box["env"], "HOME": str(home)})
+        shutil.rmtree(ws / ".git")
+        ws.rename(mono / "svc")
+        ws = work = mono / "svc"
+    async with connect(box["env"], cwd=ws) as s:
+        res = ok(await bash(s, PLANT, cwd=str(work)))
+    places = [work / p for p in PLANTED] + [work]
+    ran = "".join(person_git(p, home) for p in places if p.exists())
+    assert ran == "", f"the person's git ran what the sandbox wrote:\n{ran}\n{res['output']}"
+
+
+async def test_agents_read_the_repository_and_are_told_how_to_make_one(box):
+    import subprocess
+    home, ws = box["home"], box["ws"]
+    env = {**box["env"], "HOME": str(home), "GIT_CONFIG_NOSYSTEM": "1"}
+    shutil.rmtree(ws / ".git")
+    subprocess.run(["git", "init", "-q", str(ws)], check=True, env=env)
+    (ws / "a").write_text("1\n")
+    subprocess.run(["git", "-C", str(ws), "add", "a"], check=True, env=env)
+    subprocess.run(["git", "-C", str(ws), "-c", "user.name=p", "-c", "user.email=p@x", "commit", "-qm", "one"],
+                   check=True, env=env)
+    async with connect(box["env"], cwd=ws) as s:
+        (ws / "a").write_text("2\n")
+        res = ok(await bash(s, "git status --short && git diff --stat && git log --oneline"))
+        assert res["exit_code"] == 0 and " M a" in res["output"] and "one" in res["output"], res
+        # committing to the top-level repository was refused before, and is
+        res = ok(await bash(s, "git add a"))
+        assert res["exit_code"] != 0 and "Read-only file system" in res["output"], res
+        # a new repository is refused, and the result says what to do
+        r = await bash(s, "git init sub")
+        res = ok(r)
+        assert res["exit_code"] != 0 and not (ws / "sub" / ".git").exists(), res
+        assert "git_writable" in text_of(r), text_of(r)
+        # files that merely look alike are created as before
+        res = ok(await bash(s, "mkdir -p d && touch d/.gitignore d/head.txt && mv d e && echo ok"))
+        assert res["exit_code"] == 0 and res["output"] == "ok\n", res
+    # with git_writable the person lets agents make repositories
+    cfg = config(box, "[sandbox]\ngit_writable = true\n")
+    async with connect(box["env"], "--config", str(cfg), cwd=ws) as s:
+        res = ok(await bash(s, "git init -q sub && git -C sub -c user.name=a -c user.email=a@x commit -q --allow-empty -m x && echo ok"))
+        assert res["exit_code"] == 0 and res["output"].endswith("ok\n"), res

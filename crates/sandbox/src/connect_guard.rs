@@ -85,6 +85,9 @@ pub(crate) struct GuardPolicy {
     pub mount_namespace: bool,
     /// Whether Landlock refuses TCP `connect` in this sandbox.
     pub tcp_refused: bool,
+    /// The workspace roots where no repository may be made
+    /// ([`crate::git_guard`]); empty: the guard of repositories is off.
+    pub git_roots: Vec<PathBuf>,
 }
 
 /// A sandbox's guard: the socket pair its children send their listeners
@@ -123,6 +126,7 @@ impl Guard {
         // SAFETY: both descriptors are new and ours.
         let (host_end, child_end) =
             unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        let guard_git = !policy.git_roots.is_empty();
         let policy = Arc::new(policy);
         std::thread::Builder::new()
             .name("dsh-guard-recv".to_owned())
@@ -130,7 +134,7 @@ impl Guard {
             .spawn(move || receive(&host_end, &policy))?;
         Ok(Self {
             child_end,
-            program: notify_program(),
+            program: notify_program(guard_git),
         })
     }
 
@@ -151,7 +155,11 @@ impl Guard {
 /// architecture check still win). On x86_64 it also refuses every x32
 /// system call, which would otherwise reach `connect` under another
 /// number, and in every mode it refuses io_uring.
-pub(crate) fn notify_program() -> Vec<libc::sock_filter> {
+///
+/// With `guard_git` it also hands over the calls that create directory
+/// entries ([`crate::git_guard::calls`]; an `open` only with `O_CREAT`)
+/// and refuses `openat2` with `ENOSYS`.
+pub(crate) fn notify_program(guard_git: bool) -> Vec<libc::sock_filter> {
     const LD_W_ABS: u16 = (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16;
     const JEQ_K: u16 = (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16;
     const JSET_K: u16 = (libc::BPF_JMP | libc::BPF_JSET | libc::BPF_K) as u16;
@@ -182,6 +190,29 @@ pub(crate) fn notify_program() -> Vec<libc::sock_filter> {
     }
     program.push(jump(JEQ_K, connect, 0, 1));
     program.push(stmt(RET_K, libc::SECCOMP_RET_USER_NOTIF));
+    if guard_git {
+        let number = |call: i64| u32::try_from(call).unwrap_or(u32::MAX);
+        program.push(jump(JEQ_K, number(libc::SYS_openat2), 0, 1));
+        program.push(stmt(RET_K, libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32));
+        for (call, flags) in crate::git_guard::calls() {
+            match flags {
+                None => {
+                    program.push(jump(JEQ_K, number(call), 0, 1));
+                    program.push(stmt(RET_K, libc::SECCOMP_RET_USER_NOTIF));
+                }
+                Some(arg) => {
+                    // seccomp_data: nr, arch, instruction_pointer (u64),
+                    // then args; the low half of a little-endian argument.
+                    let low = 16 + 8 * arg + if cfg!(target_endian = "big") { 4 } else { 0 };
+                    program.push(jump(JEQ_K, number(call), 0, 4));
+                    program.push(stmt(LD_W_ABS, low));
+                    program.push(jump(JSET_K, libc::O_CREAT as u32, 0, 1));
+                    program.push(stmt(RET_K, libc::SECCOMP_RET_USER_NOTIF));
+                    program.push(stmt(RET_K, libc::SECCOMP_RET_ALLOW));
+                }
+            }
+        }
+    }
     program.push(stmt(RET_K, libc::SECCOMP_RET_ALLOW));
     program
 }
@@ -547,6 +578,10 @@ impl Supervisor {
 
     fn handle(&mut self, request: &libc::seccomp_notif) {
         let id = request.id;
+        if i64::from(request.data.nr) != libc::SYS_connect {
+            self.handle_creation(request);
+            return;
+        }
         let verdict = self.judge(request);
         let Some(verdict) = verdict else {
             // The request is no longer valid (the process died or left the
@@ -584,6 +619,34 @@ impl Supervisor {
                     respond(&self.listener, id, libc::EAGAIN);
                 }
             }
+        }
+    }
+
+    /// A call that creates a directory entry ([`crate::git_guard`]).
+    fn handle_creation(&self, request: &libc::seccomp_notif) {
+        let Ok(pid) = i32::try_from(request.pid) else {
+            return;
+        };
+        // `/proc/TID`, opened before the validity check, names the thread
+        // that asked for as long as it is held.
+        let Ok(proc_dir) = open_dir(Path::new(&format!("/proc/{pid}"))) else {
+            respond(&self.listener, request.id, libc::EPERM);
+            return;
+        };
+        let answer = crate::git_guard::judge(
+            pid,
+            &proc_dir,
+            i64::from(request.data.nr),
+            &request.data.args,
+            &self.policy.git_roots,
+            |address| read_c_string(pid, address),
+        );
+        if !self.still_valid(request.id) {
+            return;
+        }
+        match answer {
+            crate::git_guard::Answer::Continue => respond_continue(&self.listener, request.id),
+            crate::git_guard::Answer::Fail(errno) => respond(&self.listener, request.id, errno),
         }
     }
 
@@ -1060,6 +1123,27 @@ fn attributes_match(
     false
 }
 
+/// The NUL-terminated string at `address` in `pid` (at most `PATH_MAX`
+/// bytes, read a page at a time so that a string near the end of its
+/// mapping is read whole); `None` when it cannot be read.
+fn read_c_string(pid: i32, address: u64) -> Option<Vec<u8>> {
+    const PAGE: u64 = 4096;
+    let mut out = Vec::new();
+    let mut at = address;
+    while out.len() < libc::PATH_MAX as usize {
+        let chunk = (PAGE - at % PAGE) as usize;
+        let mut buffer = vec![0u8; chunk];
+        read_memory(pid, at, &mut buffer).ok()?;
+        if let Some(end) = buffer.iter().position(|&b| b == 0) {
+            out.extend_from_slice(&buffer[..end]);
+            return Some(out);
+        }
+        out.extend_from_slice(&buffer);
+        at += chunk as u64;
+    }
+    None
+}
+
 /// Copies `buffer.len()` bytes at `address` in `pid`.
 fn read_memory(pid: i32, address: u64, buffer: &mut [u8]) -> io::Result<()> {
     let local = libc::iovec {
@@ -1135,7 +1219,7 @@ fn pidfd_open(pid: i32) -> io::Result<OwnedFd> {
 /// would resolve it: inside its root (absolute symbolic links included,
 /// `openat2` with `RESOLVE_IN_ROOT`), a relative path from its working
 /// directory, through its mounts.
-fn open_as(proc_dir: &OwnedFd, path: &Path) -> Result<OwnedFd, i32> {
+pub(crate) fn open_as(proc_dir: &OwnedFd, path: &Path) -> Result<OwnedFd, i32> {
     let root = open_at(
         proc_dir,
         Path::new("root"),
@@ -1433,6 +1517,25 @@ fn connect_marked(
     }
 }
 
+/// Lets the kernel carry on with request `id`.
+fn respond_continue(listener: &OwnedFd, id: u64) {
+    let mut response = libc::seccomp_notif_resp {
+        id,
+        val: 0,
+        error: 0,
+        flags: libc::SECCOMP_USER_NOTIF_FLAG_CONTINUE as u32,
+    };
+    // SAFETY: the listener and a response struct; ENOENT (the process left
+    // the call) needs nothing more.
+    unsafe {
+        libc::ioctl(
+            listener.as_raw_fd(),
+            libc::SECCOMP_IOCTL_NOTIF_SEND,
+            &raw mut response,
+        );
+    }
+}
+
 /// Answers request `id` with `errno` (0: success).
 fn respond(listener: &OwnedFd, id: u64, errno: i32) {
     let mut response = libc::seccomp_notif_resp {
@@ -1459,7 +1562,7 @@ mod tests {
 
     #[test]
     fn the_notify_program_ends_in_allow_and_names_connect() {
-        let program = notify_program();
+        let program = notify_program(true);
         assert_eq!(program.last().unwrap().k, libc::SECCOMP_RET_ALLOW);
         assert!(program.iter().any(|i| i.k == libc::SECCOMP_RET_USER_NOTIF));
         assert!(program.iter().any(|i| i64::from(i.k) == libc::SYS_connect));

@@ -36,6 +36,7 @@
 mod connect_guard;
 mod context;
 mod env;
+mod git_guard;
 mod namespaces;
 mod policy;
 mod prepare;

@@ -167,12 +167,22 @@ pub(crate) struct AccessMap {
     pub(crate) read_holes: Vec<PathBuf>,
     /// Device files that are always writable.
     pub(crate) devices: Vec<PathBuf>,
+    /// Where an entry named like a repository (`.git`, `HEAD`) may not be
+    /// made ([`crate::git_guard`]).
+    pub(crate) no_repositories: Vec<PathBuf>,
 }
 
 impl AccessMap {
     /// Whether the sandbox lets `path` (absolute, normalized) be written.
     pub(crate) fn can_write(&self, path: &Path) -> bool {
         let under = |list: &[PathBuf]| list.iter().any(|r| is_within(path, r));
+        if under(&self.no_repositories)
+            && path
+                .file_name()
+                .is_some_and(|n| crate::git_guard::names_a_repository(n.as_encoded_bytes()))
+        {
+            return false;
+        }
         under(&self.devices)
             || (under(&self.write_roots)
                 && !under(&self.write_holes)
@@ -767,12 +777,18 @@ fn build(
         .as_ref()
         .map(|ns: &Arc<Namespaces>| ns.read_only.iter().map(|(p, _)| p.clone()).collect())
         .unwrap_or_default();
+    let no_repositories = if guard.is_some() {
+        git_roots(policy, context)
+    } else {
+        Vec::new()
+    };
     let access = AccessMap {
         write_roots,
         write_holes,
         read_only,
         read_holes,
         devices,
+        no_repositories,
     };
     // As a path of the host's /proc would have them (Landlock checks a
     // new /proc mounted over it against its own rules, not the host's).
@@ -923,6 +939,23 @@ fn protected_git(
         .filter(|p| write_roots.iter().any(|r| is_within(p, r)))
         .filter(|p| !read_holes.iter().any(|h| is_within(p, h)))
         .collect()
+}
+
+/// The workspace roots where a confined process may make no repository
+/// (see [`crate::git_guard`]): the root in `workspace-write` unless
+/// `git_writable`, as written and resolved.
+fn git_roots(policy: &SandboxPolicy, context: &SpawnContext) -> Vec<PathBuf> {
+    let Some(root) = &context.root else {
+        return Vec::new();
+    };
+    if policy.mode != Mode::WorkspaceWrite || policy.git_writable {
+        return Vec::new();
+    }
+    let mut roots = vec![root.clone()];
+    if let Some(real) = existing(root).filter(|r| r != root) {
+        roots.push(real);
+    }
+    roots
 }
 
 /// Checked before every spawn that reuses a preparation: each (path,
@@ -1340,6 +1373,7 @@ fn guard_stage(
         listed,
         mount_namespace: facts.mount_namespace,
         tcp_refused: facts.tcp_by_landlock,
+        git_roots: git_roots(policy, context),
     });
     let guard = match guard {
         Ok(guard) => guard,

@@ -75,7 +75,22 @@ impl fmt::Display for Refusals {
         if self.network {
             parts.push("network access (the network is off)".into());
         }
-        write!(f, "the sandbox refused: {}", parts.join(", "))
+        write!(f, "the sandbox refused: {}", parts.join(", "))?;
+        let repository = self.paths.iter().any(|p| {
+            p.access == RefusedAccess::Write
+                && p.path
+                    .file_name()
+                    .is_some_and(|n| crate::git_guard::names_a_repository(n.as_encoded_bytes()))
+        });
+        if repository {
+            write!(
+                f,
+                " (a confined command may not make a git repository in the workspace: ask \
+                 the person to run `git init` or `git clone` there, or to set \
+                 `[sandbox] git_writable = true`)"
+            )?;
+        }
+        Ok(())
     }
 }
 
@@ -426,6 +441,7 @@ mod tests {
             read_only: vec!["/w/.git".into()],
             read_holes: vec!["/h/.ssh".into()],
             devices: vec!["/dev/null".into()],
+            no_repositories: vec![],
         }
     }
 
