@@ -316,3 +316,59 @@ async def test_a_set_uid_password_prompt_is_answered_by_a_person(tmp_path):
             assert "su-42" not in received[-1]
             ok(await s.call_tool("terminal_close", {"id": opened["id"]}))
         assert_nowhere(env, received, command=command)
+
+
+def fake_prompt_script(tmp_path, prompt):
+    """What a model may write: a script that asks like a real program and
+    keeps the answer in a file it can read later."""
+    script = tmp_path / "ask.sh"
+    stolen = tmp_path / "f"
+    script.write_text(f'read -r -s -p "{prompt}" p; echo; echo "$p" > {stolen}\n')
+    return script, stolen
+
+
+async def test_a_scripts_prompt_is_named_and_its_answer_redacted_for_every_agent(isolated_env, tmp_path):
+    env = isolated_env
+    script, stolen = fake_prompt_script(tmp_path, "Vault token: ")
+    async with connect(env, cwd=str(tmp_path)) as s, connect(env, cwd=str(tmp_path)) as other:
+        opened = ok(await s.call_tool("terminal_open", {}))
+        r = await s.call_tool("terminal_send", {"id": opened["id"], "text": f"bash {script}"})
+        assert ok(r)["echo"] is False, text_of(r)
+        # The person is told which executable reads, and warned.
+        said = answer_on_a_terminal(env, opened["id"])
+        assert "/bash" in said and "WARNING" in said and "shell or interpreter" in said, said
+        assert "typed into the terminal" in said, said
+
+        async def kept():
+            return stolen.exists() and SECRET in stolen.read_text()
+
+        await eventually(kept, "the script to keep the answer")
+        seen = []
+        catted = text_of(await s.call_tool("bash", {"command": f"cat {stolen}"}))
+        seen.append(catted)
+        read = text_of(await s.call_tool("terminal_read", {"id": opened["id"], "since": 0}))
+        await s.call_tool("terminal_send", {"id": opened["id"], "text": f"cat {stolen}"})
+        seen.append(text_of(await s.call_tool("terminal_read", {"id": opened["id"], "since": 0})))
+        job = ok(await s.call_tool("bash", {"command": f"cat {stolen}", "run_in_background": True}))
+        out = await s.call_tool("job_output", {"job_id": job["job_id"], "wait_ms": 5000})
+        seen.append(text_of(out))
+        seen.append(text_of(await other.call_tool("bash", {"command": f"cat {stolen.resolve()}"})))
+        for text in [catted, read, *seen]:
+            assert SECRET not in text, text
+        for text in [catted, *seen]:
+            assert "[redacted" in text, text
+
+
+async def test_a_sudo_prompt_in_the_sandbox_is_called_fake_and_refused(isolated_env, tmp_path):
+    env = isolated_env
+    script, stolen = fake_prompt_script(tmp_path, "[sudo] password for someone: ")
+    async with connect(env, cwd=str(tmp_path)) as s:
+        opened = ok(await s.call_tool("terminal_open", {}))
+        r = await s.call_tool("terminal_send", {"id": opened["id"], "text": f"bash {script}"})
+        assert ok(r)["echo"] is False, text_of(r)
+        assert "cannot be real" in text_of(r), text_of(r)
+        code, said = on_a_terminal([dsh_bin(), "answer", opened["id"]], env, b"(not shown): ", SECRET)
+        assert code != 0, said
+        assert "/bash" in said and "cannot be real" in said and "WARNING" in said, said
+        assert "refused" in said, said
+        assert not stolen.exists() or SECRET not in stolen.read_text()

@@ -415,10 +415,12 @@ fn run(cli: Cli) -> Result<(), Failure> {
                     })
                     .map_err(anyhow::Error::msg)?);
             }
-            let prompt = format!("answer for {id} (not shown): ");
+            let client = Client::new(cli.paths());
+            let question = client.asking(&id)?.question;
+            let prompt = daemon::client::answer::question(&id, &question);
             let secret =
                 daemon::client::answer::read_secret(&prompt).map_err(anyhow::Error::from)?;
-            let done = Client::new(cli.paths()).answer(&id, secret)?;
+            let done = client.answer(&id, secret)?;
             eprintln!("dsh: your answer was {}", done.how);
             Ok(())
         }

@@ -12,11 +12,11 @@ use std::time::{Duration, Instant, SystemTime};
 
 use terminal_seam::{
     AnswerError, BoxFuture, Color, OutputFeed, PersonKeys, PersonViews, Run, ScreenSnapshot,
-    TerminalError, TerminalId, TerminalWatch, WatchEvent, style,
+    SecretReader, TerminalError, TerminalId, TerminalWatch, WatchEvent, style,
 };
 use tokio::sync::broadcast::error::{RecvError, TryRecvError};
 
-use crate::probe::{WaitState, wait_state};
+use crate::probe::{WaitState, group_members, wait_state};
 use crate::service::PtyTerminals;
 use crate::session::{Session, SlotGuard};
 
@@ -184,6 +184,14 @@ impl PersonViews for PtyTerminals {
             .is_ok_and(|session| waits_for_secret(&session))
     }
 
+    fn secret_reader(&self, id: TerminalId) -> Option<SecretReader> {
+        let session = self.any_session(id).ok()?;
+        if !waits_for_secret(&session) {
+            return None;
+        }
+        secret_reader(&session)
+    }
+
     fn answer_secret<'a>(
         &'a self,
         id: TerminalId,
@@ -280,6 +288,36 @@ fn waits_for_secret(session: &Session) -> bool {
         && session.lock().exit.is_none()
         && session.echoes() == Some(false)
         && ready_for_input(session)
+}
+
+/// The process of the foreground group that reads the terminal: the
+/// member blocked reading it, else (a wait `/proc` hides) the leader.
+fn secret_reader(session: &Session) -> Option<SecretReader> {
+    let pgid = session.foreground_pgid()?;
+    let members = group_members(session.spec.sid, pgid);
+    let pid = members
+        .iter()
+        .copied()
+        .find(|&pid| {
+            matches!(
+                wait_state(pid, &session.spec.tty),
+                WaitState::OnTerminal { .. }
+            )
+        })
+        .unwrap_or(pgid);
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .map(|v| v.trim().to_owned())
+    };
+    Some(SecretReader {
+        pid: u32::try_from(pid).ok()?,
+        exe: std::fs::read_link(format!("/proc/{pid}/exe")).ok(),
+        name: field("Name:").unwrap_or_default(),
+        no_new_privs: field("NoNewPrivs:").is_some_and(|v| v == "1"),
+    })
 }
 
 /// Whether the terminal waits for input now (its foreground process is

@@ -36,6 +36,6 @@ pub use types::{
     TerminalSignal, TerminalStatus,
 };
 pub use views::{
-    AnswerError, Color, OutputFeed, PersonKeys, PersonViews, Run, ScreenSnapshot, TerminalWatch,
-    WatchEvent, style,
+    AnswerError, Color, OutputFeed, PersonKeys, PersonViews, Run, ScreenSnapshot, SecretReader,
+    TerminalWatch, WatchEvent, style,
 };

@@ -143,16 +143,44 @@ pub enum AnswerError {
         /// The terminal.
         id: TerminalId,
     },
+    /// The answer is not typed where it is asked for (for example a
+    /// `sudo` prompt inside the sandbox, which cannot be real).
+    #[error("{id}: {why}")]
+    Refused {
+        /// The terminal.
+        id: TerminalId,
+        /// Why, and what to do instead.
+        why: String,
+    },
 }
 
 impl AnswerError {
-    /// The stable code: the terminal's, or `NO_SECRET_PROMPT`.
+    /// The stable code: the terminal's, `NO_SECRET_PROMPT` or
+    /// `ANSWER_REFUSED`.
     pub fn code(&self) -> &'static str {
         match self {
             Self::Terminal(e) => e.code(),
             Self::NoSecretPrompt { .. } => "NO_SECRET_PROMPT",
+            Self::Refused { .. } => "ANSWER_REFUSED",
         }
     }
+}
+
+/// The process that reads a terminal's secret prompt, as the person who
+/// answers it should know it: the executable the kernel runs, not the
+/// command line an agent chose.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SecretReader {
+    /// Its process id (as the daemon sees it).
+    pub pid: u32,
+    /// Its executable (`/proc/PID/exe`); `None` when the kernel hides it
+    /// (a set-uid program run by a regular user).
+    pub exe: Option<std::path::PathBuf>,
+    /// Its name as the kernel keeps it (`comm`), for when `exe` is hidden.
+    pub name: String,
+    /// Whether it runs with `no_new_privs` (inside dsh's sandbox): a
+    /// set-uid program such as `sudo` or `su` cannot gain privileges there.
+    pub no_new_privs: bool,
 }
 
 /// The person's views of every terminal, whoever owns it.
@@ -179,6 +207,14 @@ pub trait PersonViews: Send + Sync {
     /// terminal in canonical mode with echo off, its foreground process
     /// blocked reading it).
     fn waits_for_secret(&self, id: TerminalId) -> bool;
+
+    /// The process of terminal `id` that waits now to read a secret (see
+    /// [`PersonViews::waits_for_secret`]); `None` when none does or it
+    /// cannot be told.
+    fn secret_reader(&self, id: TerminalId) -> Option<SecretReader> {
+        let _ = id;
+        None
+    }
 
     /// Types a person's answer to the secret prompt terminal `id` shows
     /// now, and Enter, through the send slot (held only for the write):

@@ -7,6 +7,13 @@ use std::io::{BufRead as _, Write as _};
 use nix::sys::termios::{LocalFlags, SetArg, tcgetattr, tcsetattr};
 use zeroize::Zeroizing;
 
+/// What `dsh answer` writes before reading: `question` (from the
+/// daemon: the prompt, the executable that reads it and any warning),
+/// then where to type.
+pub fn question(id: &str, question: &str) -> String {
+    format!("{question}\nanswer for {id} (not shown): ")
+}
+
 /// Reads one line from the person's terminal (`/dev/tty`) with echo off,
 /// after writing `prompt` there; the terminal's modes are restored even
 /// when reading fails. Ctrl-C is read as a key (no signal may leave the

@@ -172,6 +172,14 @@ impl Client {
         )
     }
 
+    /// `dsh answer`: what the person is asked before answering `id`.
+    pub fn asking(&self, id: &str) -> Result<crate::protocol::replies::Asking, ClientError> {
+        decode(
+            &self.call(Request::Asking { id: id.to_owned() })?,
+            "the daemon's",
+        )
+    }
+
     /// `dsh approve`: the commands waiting for a person's approval.
     pub fn approvals(&self) -> Result<crate::protocol::replies::Approvals, ClientError> {
         decode(&self.call(Request::Approvals)?, "the daemon's")

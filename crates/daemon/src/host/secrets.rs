@@ -81,6 +81,76 @@ pub struct PromptView {
     pub agent: String,
     /// Whether an agent's send waits for this answer.
     pub waiting: bool,
+    /// Who reads the answer and what to beware of (see
+    /// [`Host::reader_facts`]); `None` when it cannot be told.
+    pub reader: Option<String>,
+}
+
+/// What a person is told about the process that reads a secret prompt
+/// before answering it, and whether an answer is refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReaderFacts {
+    /// One or two sentences: the executable, and a warning when it is a
+    /// shell or interpreter, or a `sudo`/`su` prompt that cannot be real.
+    pub text: String,
+    /// Set when no answer is typed there at all: why.
+    pub refused: Option<String>,
+}
+
+/// Executables that read a secret only for a script: whatever the prompt
+/// says, the script decides what becomes of the answer.
+fn is_shell_or_interpreter(name: &str) -> bool {
+    const EXACT: &[&str] = &[
+        "bash", "sh", "zsh", "dash", "ksh", "mksh", "ash", "fish", "csh", "tcsh", "busybox",
+        "node", "nodejs", "deno", "bun", "expect", "tclsh", "wish", "Rscript", "R", "osh",
+        "elvish", "nu", "xonsh", "pwsh", "awk", "gawk", "mawk",
+    ];
+    const PREFIXES: &[&str] = &["python", "perl", "ruby", "php", "lua", "tclsh", "pypy"];
+    EXACT.contains(&name) || PREFIXES.iter().any(|p| name.starts_with(p))
+}
+
+/// Programs that ask for a password to gain privileges: under
+/// `no_new_privs` none of them can.
+fn is_privilege_program(name: &str) -> bool {
+    ["sudo", "su", "doas", "pkexec", "sudoedit", "run0"].contains(&name)
+}
+
+/// Whether a prompt's text claims to be `sudo`'s or `su`'s.
+fn claims_privileges(prompt: &str) -> bool {
+    let lower = prompt.to_ascii_lowercase();
+    lower.contains("[sudo]") || lower.contains("sudo password") || lower.contains("doas (")
+}
+
+/// What to tell a person about `reader`, which reads a prompt showing
+/// `prompt` (see [`ReaderFacts`]).
+pub fn reader_facts(reader: &terminal_seam::SecretReader, prompt: &str) -> ReaderFacts {
+    let base = reader
+        .exe
+        .as_ref()
+        .and_then(|e| e.file_name())
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| reader.name.clone());
+    let shown = reader.exe.as_ref().map_or_else(
+        || format!("{} (its executable is hidden)", reader.name),
+        |e| e.display().to_string(),
+    );
+    let mut text = format!("The program reading it is {shown} (pid {}).", reader.pid);
+    let mut refused = None;
+    let pretends = claims_privileges(prompt) || is_privilege_program(&base);
+    if reader.no_new_privs && pretends {
+        text.push_str(
+            " It runs inside dsh's sandbox, where sudo and su cannot work: this sudo/su prompt cannot be real.",
+        );
+        refused = Some(format!(
+            "refused: the prompt claims to be sudo's or su's, but {shown} runs inside dsh's sandbox, where no password can raise privileges; it cannot be real, so nothing was typed (run the command yourself outside dsh if you meant it)"
+        ));
+    }
+    if is_shell_or_interpreter(&base) {
+        text.push_str(&format!(
+            " WARNING: {base} is a shell or interpreter, not a program that authenticates: a script reads this answer and may store it or send it anywhere, whatever its prompt says. Answer only if you know the script and why it asks."
+        ));
+    }
+    ReaderFacts { text, refused }
 }
 
 impl Prompts {
@@ -129,12 +199,75 @@ impl Host {
             .pending
             .lock()
             .unwrap_or_else(|e| e.into_inner());
-        pending.get(&id).map(|p| PromptView {
+        let view = pending.get(&id).map(|p| PromptView {
             prompt: p.prompt.clone(),
             command: p.command.clone(),
             agent: p.agent.clone(),
             waiting: true,
+            reader: None,
+        });
+        drop(pending);
+        view.map(|mut v| {
+            v.reader = self.reader_facts(id, &v.prompt).map(|f| f.text);
+            v
         })
+    }
+
+    /// Who reads terminal `id`'s secret prompt now (its text `prompt`),
+    /// as a person is told before answering; `None` when no program
+    /// waits for a secret there or it cannot be told.
+    pub fn reader_facts(&self, id: TerminalId, prompt: &str) -> Option<ReaderFacts> {
+        let reader = terminal_seam::PersonViews::secret_reader(&*self.terminals, id)?;
+        Some(reader_facts(&reader, prompt))
+    }
+
+    /// Remembers a person's answer typed some other way (`dsh attach
+    /// --write` while a secret prompt waits): no later result,
+    /// notification or log line of any agent shows it.
+    pub fn remember_answer(&self, answer: &str) {
+        self.runtime.remember_secret("answer", answer);
+    }
+
+    /// Why no answer may be typed into terminal `id` now (a `sudo`/`su`
+    /// prompt inside the sandbox); `None` when one may.
+    pub fn answer_refused(&self, id: TerminalId) -> Option<String> {
+        let prompt = self.screen_prompt(id).unwrap_or_default();
+        self.reader_facts(id, &prompt)?.refused
+    }
+
+    /// What `dsh answer` shows before reading the answer for terminal
+    /// `id`: the prompt, who reads it and any warning.
+    pub fn answer_question(&self, id: TerminalId) -> String {
+        let prompt = self
+            .waiting_prompt(id)
+            .map(|p| p.prompt)
+            .or_else(|| self.screen_prompt(id))
+            .unwrap_or_default();
+        match self.reader_facts(id, &prompt) {
+            Some(facts) => format!(
+                "{id} asks: \u{ab}{prompt}\u{bb}\n{}{}",
+                facts.text,
+                facts
+                    .refused
+                    .map(|r| format!("\nAn answer would be {r}."))
+                    .unwrap_or_default()
+            ),
+            None => format!(
+                "{id} does not wait for a secret now (no program reads it with echo off); an answer is typed only if one does by then."
+            ),
+        }
+    }
+
+    /// The last line terminal `id` shows.
+    fn screen_prompt(&self, id: TerminalId) -> Option<String> {
+        let screen = terminal_seam::PersonViews::screen_copy(&*self.terminals, id).ok()?;
+        screen
+            .lines
+            .iter()
+            .rev()
+            .map(|runs| runs.iter().map(|r| r.text.as_str()).collect::<String>())
+            .find(|l| !l.trim().is_empty())
+            .map(|l| l.trim().to_owned())
     }
 
     /// A person answers terminal `id`'s secret prompt: handed to the
@@ -145,6 +278,19 @@ impl Host {
         id: TerminalId,
         secret: Zeroizing<String>,
     ) -> Result<&'static str, AnswerError> {
+        // Whatever the program does with it (a script may write it to a
+        // file), no later result, notification or log line of any agent
+        // shows it.
+        self.runtime.remember_secret("answer", &secret);
+        let prompt = self
+            .waiting_prompt(id)
+            .map(|p| p.prompt)
+            .or_else(|| self.screen_prompt(id))
+            .unwrap_or_default();
+        if let Some(refused) = self.reader_facts(id, &prompt).and_then(|f| f.refused) {
+            tracing::warn!(terminal = %id, "refused a person's answer to a sudo/su prompt inside the sandbox");
+            return Err(AnswerError::Refused { id, why: refused });
+        }
         let secret = match self.prompts.take(id) {
             Some(pending) => match pending.answer.send(secret) {
                 Ok(()) => {
@@ -210,6 +356,11 @@ impl ConnectionSecrets {
                 "a person must type the answer into the program; this dsh runs standalone, so it cannot ask them; you never see the answer".to_owned(),
             );
         };
+        if let Some(refused) = self.host.reader_facts(id, prompt).and_then(|f| f.refused) {
+            return SecretAsked::NotAsked(format!(
+                "no person is asked: {refused}; a sudo or su prompt inside the sandbox is never genuine"
+            ));
+        }
         if !self.links.can_open() {
             return SecretAsked::NotAsked(how_to_answer(id));
         }
@@ -249,9 +400,14 @@ impl ConnectionSecrets {
             ask,
         };
         let timeout = approvals::person_timeout(ANSWER_TIMEOUT);
+        let reader = self
+            .host
+            .reader_facts(id, prompt)
+            .map(|f| format!(" {}", f.text))
+            .unwrap_or_default();
         let opened = self.links.open(
             format!(
-                "{id} (`{command}`) asks for a secret: \u{ab}{prompt}\u{bb}. Answer it in the page this opens; the agent never sees it."
+                "{id} (`{command}`) asks for a secret: \u{ab}{prompt}\u{bb}.{reader} Answer it in the page this opens; the agent never sees it."
             ),
             link.url().to_owned(),
             format!("dsh-answer-{id}-{}", owner.serial()),

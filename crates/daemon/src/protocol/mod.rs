@@ -115,6 +115,12 @@ pub enum Request {
         /// The answer.
         secret: Secret,
     },
+    /// What a person is asked before answering terminal `id`'s secret
+    /// prompt (`dsh answer` shows it first): the prompt and who reads it.
+    Asking {
+        /// The terminal, `pty-N`.
+        id: String,
+    },
     /// The commands agents ask to run outside the sandbox that wait for a
     /// person (`dsh approve`).
     Approvals,
@@ -168,6 +174,7 @@ impl Request {
             Request::Ps => "ps",
             Request::Detached { .. } => "detached",
             Request::Answer { .. } => "answer",
+            Request::Asking { .. } => "asking",
             Request::Approvals => "approvals",
             Request::Approve { .. } => "approve",
             Request::Ui => "ui",
@@ -186,6 +193,7 @@ impl Request {
             | Request::Ps
             | Request::Detached { .. }
             | Request::Answer { .. }
+            | Request::Asking { .. }
             | Request::Approvals
             | Request::Approve { .. }
             | Request::Ui

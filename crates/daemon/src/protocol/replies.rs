@@ -115,6 +115,14 @@ pub struct Answered {
     pub how: String,
 }
 
+/// What a person is asked before answering a secret prompt (`dsh
+/// answer`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Asking {
+    /// The prompt, the executable that reads it and any warning.
+    pub question: String,
+}
+
 /// A command waiting for a person's approval (`dsh approve`).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct WaitingApproval {

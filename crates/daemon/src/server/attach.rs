@@ -86,6 +86,7 @@ pub async fn serve<R, W>(
         shown: None,
     };
     let mut output = watch.output;
+    let mut answer = AnswerKeys::default();
     let mut dirty = true;
     let mut next_draw = tokio::time::Instant::now();
     let mut tick = tokio::time::interval(Duration::from_millis(200));
@@ -105,7 +106,11 @@ pub async fn serve<R, W>(
             }
             incoming = frame::read(&mut reader) => match incoming {
                 Ok(Some((frame::INPUT, keys))) => {
-                    if let Some(notice) = type_keys(typing.as_deref(), id, &keys).await
+                    let notice = match answer.keys(host, id, typing.is_some(), &keys) {
+                        Some(refused) => Some(refused),
+                        None => type_keys(typing.as_deref(), id, &keys).await,
+                    };
+                    if let Some(notice) = notice
                         && !send_frame(&mut writer, frame::NOTICE, notice.as_bytes()).await
                     {
                         return;
@@ -146,6 +151,47 @@ async fn type_keys(typing: Option<&dyn PersonKeys>, id: TerminalId, keys: &[u8])
             "an agent's send is active on {id}; your keys were not sent — try again when it settles"
         )),
         Err(e) => Some(e.to_string()),
+    }
+}
+
+/// The keys a person types with `--write` while a program waits to read
+/// a secret: the line they make is an answer, remembered so that no
+/// agent's later result shows it (see `Host::remember_answer`).
+#[derive(Default)]
+struct AnswerKeys {
+    line: zeroize::Zeroizing<Vec<u8>>,
+}
+
+impl AnswerKeys {
+    /// Notes `keys` about to be typed into `id`; the notice to show, when
+    /// they must not be typed at all (see `Host::answer_refused`).
+    fn keys(&mut self, host: &Host, id: TerminalId, writable: bool, keys: &[u8]) -> Option<String> {
+        if !writable || !host.terminals().waits_for_secret(id) {
+            self.line.clear();
+            return None;
+        }
+        if let Some(refused) = host.answer_refused(id) {
+            self.line.clear();
+            return Some(format!("{id}: {refused}"));
+        }
+        for &key in keys {
+            match key {
+                b'\r' | b'\n' => {
+                    if let Ok(answer) = std::str::from_utf8(&self.line) {
+                        host.remember_answer(answer);
+                    }
+                    self.line.clear();
+                }
+                0x7f | 0x08 => {
+                    self.line.pop();
+                }
+                // Ctrl-U erases the line, Ctrl-C ends the read.
+                0x15 | 0x03 => self.line.clear(),
+                key if key >= 0x20 => self.line.push(key),
+                _ => {}
+            }
+        }
+        None
     }
 }
 

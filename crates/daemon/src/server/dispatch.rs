@@ -157,6 +157,7 @@ pub(super) async fn handle(shared: Arc<Shared>, stream: UnixStream) {
         | Request::Ps
         | Request::Detached { .. }
         | Request::Answer { .. }
+        | Request::Asking { .. }
         | Request::Approvals
         | Request::Approve { .. }
         | Request::Ui
@@ -215,6 +216,12 @@ pub(super) async fn handle(shared: Arc<Shared>, stream: UnixStream) {
             let _busy = Busy::new(&shared.busy);
             answer(&shared, &id, secret).await
         }
+        Request::Asking { id } => match id.parse::<terminal_seam::TerminalId>() {
+            Ok(id) => Reply::of(&crate::protocol::replies::Asking {
+                question: shared.host.answer_question(id),
+            }),
+            Err(e) => Reply::failed(e.code(), e.to_string()),
+        },
         Request::Approvals => approvals(&shared),
         Request::Approve { id, run } => approve(&shared, &id, run),
         Request::Ui => {

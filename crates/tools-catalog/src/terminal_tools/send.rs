@@ -279,6 +279,9 @@ async fn answer_secret_prompts(
             .to_owned();
         match secrets.ask(&cx.owner, id, &prompt, sent).await {
             SecretAsked::Answered(secret) => {
+                // Whatever the program does with it (a script may write
+                // it to a file), no later result of any agent shows it.
+                cx.runtime.remember_secret("answer", secret.as_str());
                 let request = SendRequest {
                     text: secret.to_string(),
                     submit: true,
