@@ -15,6 +15,7 @@ import signal
 import stat
 import subprocess
 import tempfile
+import threading
 import time
 import re
 import shlex
@@ -482,6 +483,61 @@ async def test_a_stalled_exec_peer_is_ended_and_the_work_taken_back(remote, tmp_
         assert bridge not in far_bridges(remote)
         r = ok(await s.call_tool("terminal_send", {"id": t["id"], "text": "print(6 * 7)"}))
         assert "42" in r["output"]
+
+
+def test_an_agent_clients_results_are_shaped_here_and_its_work_survives_a_drop(sshd, remote, tmp_path):
+    """A client whose model reads a result's text alone (Codex, by its
+    name) gets the text alone across the bridge, while the bridge still
+    reads the resume key the target puts in structuredContent: after the
+    stream drops, the agent's terminal is its own again."""
+    ws = remote.root / "ws"
+    ws.mkdir()
+    proc = subprocess.Popen([dsh_bin(), "mcp", "--remote", f"ssh://{HOST}{ws}"], env=sshd["env"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    seen = []
+
+    def send(message):
+        proc.stdin.write((json.dumps({"jsonrpc": "2.0", **message}) + "\n").encode())
+        proc.stdin.flush()
+
+    def reply_to(msg_id):
+        while True:
+            found = next((m for m in seen if m.get("id") == msg_id and "method" not in m), None)
+            if found:
+                return found
+            line = proc.stdout.readline()
+            assert line, "the bridge closed stdout"
+            seen.append(json.loads(line))
+
+    try:
+        send({"id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "codex-mcp-client", "version": "0.171.0"}}})
+        reply_to(1)
+        send({"method": "notifications/initialized"})
+        send({"id": 2, "method": "tools/call", "params": {"name": "terminal_open", "arguments": {}}})
+        opened = reply_to(2)["result"]
+        assert "structuredContent" not in opened, opened
+        assert "pty-1" in opened["content"][0]["text"], opened
+        said = []
+        threading.Thread(target=lambda: said.extend(iter(proc.stderr.readline, b"")), daemon=True).start()
+        [ssh] = ssh_of_bridge()
+        os.kill(ssh, signal.SIGKILL)
+        # the next call goes out once the bridge knows the stream is gone
+        wait_until(lambda: any(b"dropped" in line for line in said), "the bridge saw the drop")
+        send({"id": 3, "method": "tools/call", "params": {"name": "terminal_list", "arguments": {}}})
+        listed = reply_to(3)["result"]
+        text = listed["content"][0]["text"]
+        assert not listed.get("isError") and "pty-1" in text, listed
+        assert "could not be taken back" not in text, text
+        assert "structuredContent" not in listed, listed
+    finally:
+        proc.stdin.close()
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 def test_a_call_waiting_for_a_person_at_a_drop_is_answered(sshd, remote, tmp_path):

@@ -28,6 +28,7 @@ pub mod codes;
 pub mod exchange;
 pub mod framing;
 pub mod info;
+pub mod model_view;
 pub mod ps;
 pub mod records;
 pub mod registry;

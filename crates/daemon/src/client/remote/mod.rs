@@ -40,6 +40,7 @@ use serde_json::{Value, json};
 use self::bootstrap::{Build, Line, Stream};
 use super::ClientError;
 use super::bridge::BridgeEnd;
+use crate::protocol::model_view::ModelView;
 use crate::remotes::{self as hosts, target::Target};
 
 /// How `dsh mcp --remote` was started.
@@ -125,6 +126,10 @@ struct Relay {
     pending: HashMap<String, String>,
     /// The last resume key the target gave this agent.
     resume_key: Option<String>,
+    /// The MCP client's own name: the target is told another (see
+    /// [`Relay::relay_client_info`]), and the bridge shapes the results
+    /// it relays for this one.
+    client: Option<String>,
     /// Why the last connection attempt failed.
     last_error: String,
     /// Numbers the bridge's own requests.
@@ -186,6 +191,7 @@ pub fn run(options: RemoteOptions) -> Result<BridgeEnd, ClientError> {
         initialize: None,
         pending: HashMap::new(),
         resume_key: None,
+        client: None,
         last_error: String::new(),
         own_ids: 0,
         registered,
@@ -427,6 +433,28 @@ impl Relay {
         }
     }
 
+    /// Tells the target the client is relayed: its name in `initialize`
+    /// and in a request's `_meta` (MCP 2026-07-28) gets a suffix, so the
+    /// target keeps a result's `structuredContent` (where the resume key
+    /// is) for the bridge, which shapes each result for the client it
+    /// knows (see [`ModelView`]). Returns whether `message` changed.
+    fn relay_client_info(&mut self, message: &mut Value) -> bool {
+        let mut changed = false;
+        for at in [
+            "/params/clientInfo/name",
+            "/params/_meta/io.modelcontextprotocol~1clientInfo/name",
+        ] {
+            if let Some(name) = message.pointer_mut(at)
+                && let Some(own) = name.as_str().filter(|n| !n.ends_with(RELAYED))
+            {
+                self.client.get_or_insert_with(|| own.to_owned());
+                *name = json!(format!("{own}{RELAYED}"));
+                changed = true;
+            }
+        }
+        changed
+    }
+
     fn on_client_line(&mut self, mut line: Vec<u8>) {
         let mut message: Option<Value> = serde_json::from_slice(&line).ok();
         let method = message
@@ -435,6 +463,11 @@ impl Relay {
             .and_then(Value::as_str)
             .map(str::to_owned);
         let id = message.as_ref().and_then(id_key);
+        if let Some(m) = &mut message
+            && self.relay_client_info(m)
+        {
+            line = m.to_string().into_bytes();
+        }
         if let (Some(m), Some("initialize")) = (&mut message, method.as_deref()) {
             // The client's roots are paths of this machine: the target's
             // workspace is the URL's path, and a roots/list asked during a
@@ -612,6 +645,14 @@ impl Relay {
                             if let Some(key) = resume_key_of(&message) {
                                 self.resume_key = Some(key);
                             }
+                            if call
+                                && let ModelView::TextOnly { cut } =
+                                    ModelView::of(self.client.as_deref())
+                                && let Ok(mut reply) = serde_json::from_slice::<Value>(&text)
+                                && text_only(&mut reply, cut)
+                            {
+                                text = reply.to_string().into_bytes();
+                            }
                         }
                         (None, _) => {}
                     }
@@ -788,6 +829,34 @@ fn with_notice(mut reply: Value, notice: &str) -> Value {
     reply
 }
 
+/// What the bridge adds to the client's name for the target.
+const RELAYED: &str = " (relayed by dsh mcp --remote)";
+
+/// Shapes a relayed tool result for a client whose model reads the text
+/// alone: no `structuredContent`, and the text cut to `cut` bytes with
+/// dsh's own marker. Returns whether it changed.
+fn text_only(reply: &mut Value, cut: Option<usize>) -> bool {
+    let Some(result) = reply.get_mut("result").and_then(Value::as_object_mut) else {
+        return false;
+    };
+    let mut changed = result.remove("structuredContent").is_some();
+    if let (Some(cut), Some(content)) =
+        (cut, result.get_mut("content").and_then(Value::as_array_mut))
+    {
+        for item in content {
+            if let Some(text) = item.get_mut("text")
+                && let Some(fitted) = text
+                    .as_str()
+                    .and_then(|t| tools_catalog::render::fit_rendered(t, cut))
+            {
+                *text = json!(fitted);
+                changed = true;
+            }
+        }
+    }
+    changed
+}
+
 /// The resume key a tool's reply carries (`structuredContent.resume_key`,
 /// where the target's daemon puts it; never a key-shaped string in
 /// program output).
@@ -836,6 +905,34 @@ mod tests {
         );
         let mut plain = json!({"result": {"content": [{"type": "text", "text": "42"}]}});
         assert!(!qualify_commands(&mut plain, "devbox"));
+    }
+
+    /// A relayed result reaches an agent client as its text alone (the
+    /// resume key read first), Codex's cut to fit its own limit.
+    #[test]
+    fn relayed_results_are_shaped_for_the_client() {
+        let key = format!("{KEY_PREFIX}{}", "a".repeat(32));
+        let reply = json!({"result": {"content": [{"type": "text", "text": "x".repeat(20_000)}],
+                                      "structuredContent": {"resume_key": key}}});
+        let mut claude = reply.clone();
+        assert!(text_only(&mut claude, None));
+        assert_eq!(claude["result"].get("structuredContent"), None);
+        assert_eq!(
+            claude["result"]["content"][0]["text"]
+                .as_str()
+                .unwrap()
+                .len(),
+            20_000
+        );
+        let mut codex = reply.clone();
+        assert!(text_only(&mut codex, Some(10_000)));
+        let text = codex["result"]["content"][0]["text"].as_str().unwrap();
+        assert!(
+            text.len() < 10_100 && text.contains(" bytes omitted …]"),
+            "{text}"
+        );
+        let mut error = json!({"error": {"code": -32601, "message": "no"}});
+        assert!(!text_only(&mut error, None));
     }
 
     #[test]
