@@ -489,7 +489,8 @@ def test_an_agent_clients_results_are_shaped_here_and_its_work_survives_a_drop(s
     """A client whose model reads a result's text alone (Codex, by its
     name) gets the text alone across the bridge, while the bridge still
     reads the resume key the target puts in structuredContent: after the
-    stream drops, the agent's terminal is its own again."""
+    stream drops, and after it drops again (each key is used once), the
+    agent's terminal is its own again."""
     ws = remote.root / "ws"
     ws.mkdir()
     proc = subprocess.Popen([dsh_bin(), "mcp", "--remote", f"ssh://{HOST}{ws}"], env=sshd["env"],
@@ -531,6 +532,14 @@ def test_an_agent_clients_results_are_shaped_here_and_its_work_survives_a_drop(s
         assert not listed.get("isError") and "pty-1" in text, listed
         assert "could not be taken back" not in text, text
         assert "structuredContent" not in listed, listed
+        # a second drop: a key is used once, so the bridge resumes with
+        # the one the first resume gave it
+        [ssh] = ssh_of_bridge()
+        os.kill(ssh, signal.SIGKILL)
+        wait_until(lambda: sum(b"dropped" in line for line in said) >= 2, "the bridge saw the second drop")
+        send({"id": 4, "method": "tools/call", "params": {"name": "terminal_list", "arguments": {}}})
+        text = reply_to(4)["result"]["content"][0]["text"]
+        assert "pty-1" in text and "could not be taken back" not in text, text
     finally:
         proc.stdin.close()
         try:

@@ -403,6 +403,11 @@ impl Relay {
                 .or_else(|| failed.then(|| "ERROR".to_owned()));
             match code.as_deref() {
                 None => {
+                    // A key is used once: the resume's reply carries the
+                    // next one.
+                    if let Some(next) = resume_key_of(&reply) {
+                        self.resume_key = Some(next);
+                    }
                     self.say(&format!(
                         "reconnected to {}; the agent's terminals and jobs there are its own again",
                         self.host
