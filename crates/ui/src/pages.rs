@@ -904,11 +904,15 @@ pub fn answer(
 ) -> String {
     let about = match waiting {
         Some(p) => format!(
-            "<p>The agent <strong>{}</strong> waits: <span class=\"mono\">{}</span> in {} asks</p><p class=\"prompt mono\">{}</p>",
+            "<p>The agent <strong>{}</strong> waits: <span class=\"mono\">{}</span> in {} asks</p><p class=\"prompt mono\">{}</p>{}",
             esc(&p.agent),
             esc(&p.command),
             esc(id),
             esc(&p.prompt),
+            p.reader.as_deref().map_or_else(String::new, |r| format!(
+                "<p class=\"reader\">{}</p>",
+                esc(r)
+            )),
         ),
         None => format!(
             "<p>No agent's send waits for an answer in {}. What you type is typed only if a program there reads a secret now (with echo off).</p>{}",
@@ -1037,6 +1041,26 @@ mod tests {
             }],
             approvals: Vec::new(),
         }
+    }
+
+    /// The person is told which executable reads the prompt, escaped.
+    #[test]
+    fn the_answer_page_names_the_reader() {
+        let prompt = PromptView {
+            prompt: "[sudo] password for you: ".to_owned(),
+            command: "./setup.sh".to_owned(),
+            agent: "codex-mcp-client".to_owned(),
+            reader: Some(
+                "The program reading it is /usr/bin/bash <pid 7>. WARNING: a shell".to_owned(),
+            ),
+        };
+        let page = answer("pty-1", Some(&prompt), None, "token");
+        assert!(
+            page.contains(
+                "The program reading it is /usr/bin/bash &lt;pid 7&gt;. WARNING: a shell"
+            ),
+            "{page}"
+        );
     }
 
     fn waiting(command: &str) -> ApprovalView {

@@ -409,4 +409,7 @@ pub struct PromptView {
     pub command: String,
     /// The agent (its client's name).
     pub agent: String,
+    /// Which executable reads the prompt, with a warning when it is a
+    /// shell or an interpreter; `None` when it cannot be told.
+    pub reader: Option<String>,
 }

@@ -434,6 +434,7 @@ impl UiSource for DaemonUiSource {
             prompt: p.prompt,
             command: p.command,
             agent: p.agent,
+            reader: p.reader,
         })
     }
 
