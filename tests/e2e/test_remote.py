@@ -485,6 +485,39 @@ async def test_a_stalled_exec_peer_is_ended_and_the_work_taken_back(remote, tmp_
         assert "42" in r["output"]
 
 
+class RawBridge:
+    """A `dsh mcp --remote` bridge spoken to in raw JSON-RPC lines, as an
+    MCP client would; every message it sends is kept in `seen`."""
+
+    def __init__(self, sshd, ws):
+        self.proc = subprocess.Popen([dsh_bin(), "mcp", "--remote", f"ssh://{HOST}{ws}"], env=sshd["env"],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.seen = []
+
+    def send(self, message):
+        self.proc.stdin.write((json.dumps({"jsonrpc": "2.0", **message}) + "\n").encode())
+        self.proc.stdin.flush()
+
+    def read_until(self, what, found):
+        while not found(self.seen):
+            line = self.proc.stdout.readline()
+            assert line, f"the bridge closed stdout waiting for {what}"
+            self.seen.append(json.loads(line))
+        return found(self.seen)
+
+    def reply_to(self, msg_id):
+        return self.read_until(f"the reply to {msg_id}", lambda msgs: next(
+            (m for m in msgs if m.get("id") == msg_id and "method" not in m), None))
+
+    def close(self):
+        self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
 def test_an_agent_clients_results_are_shaped_here_and_its_work_survives_a_drop(sshd, remote, tmp_path):
     """A client whose model reads a result's text alone (Codex, by its
     name) gets the text alone across the bridge, while the bridge still
@@ -493,23 +526,8 @@ def test_an_agent_clients_results_are_shaped_here_and_its_work_survives_a_drop(s
     agent's terminal is its own again."""
     ws = remote.root / "ws"
     ws.mkdir()
-    proc = subprocess.Popen([dsh_bin(), "mcp", "--remote", f"ssh://{HOST}{ws}"], env=sshd["env"],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    seen = []
-
-    def send(message):
-        proc.stdin.write((json.dumps({"jsonrpc": "2.0", **message}) + "\n").encode())
-        proc.stdin.flush()
-
-    def reply_to(msg_id):
-        while True:
-            found = next((m for m in seen if m.get("id") == msg_id and "method" not in m), None)
-            if found:
-                return found
-            line = proc.stdout.readline()
-            assert line, "the bridge closed stdout"
-            seen.append(json.loads(line))
-
+    bridge = RawBridge(sshd, ws)
+    send, reply_to, proc = bridge.send, bridge.reply_to, bridge.proc
     try:
         send({"id": 1, "method": "initialize", "params": {
             "protocolVersion": "2025-06-18", "capabilities": {},
@@ -541,12 +559,7 @@ def test_an_agent_clients_results_are_shaped_here_and_its_work_survives_a_drop(s
         text = reply_to(4)["result"]["content"][0]["text"]
         assert "pty-1" in text and "could not be taken back" not in text, text
     finally:
-        proc.stdin.close()
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        bridge.close()
 
 
 def test_a_call_waiting_for_a_person_at_a_drop_is_answered(sshd, remote, tmp_path):
@@ -557,32 +570,16 @@ def test_a_call_waiting_for_a_person_at_a_drop_is_answered(sshd, remote, tmp_pat
     the call is answered, and the work comes back on the new stream."""
     ws = remote.root / "ws"
     ws.mkdir()
-    proc = subprocess.Popen([dsh_bin(), "mcp", "--remote", f"ssh://{HOST}{ws}"], env=sshd["env"],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    seen = []
-
-    def send(message):
-        proc.stdin.write((json.dumps({"jsonrpc": "2.0", **message}) + "\n").encode())
-        proc.stdin.flush()
-
-    def read_until(what, found):
-        while not found(seen):
-            line = proc.stdout.readline()
-            assert line, f"the bridge closed stdout waiting for {what}: {proc.stderr.read().decode()[-3000:]}"
-            seen.append(json.loads(line))
-        return found(seen)
-
-    def by_id(msg_id):
-        return lambda msgs: next((m for m in msgs if m.get("id") == msg_id and "method" not in m), None)
-
+    bridge = RawBridge(sshd, ws)
+    send, read_until, reply_to, seen = bridge.send, bridge.read_until, bridge.reply_to, bridge.seen
     try:
         send({"id": 1, "method": "initialize", "params": {
             "protocolVersion": "2025-11-25", "capabilities": {"elicitation": {"form": {}, "url": {}}},
             "clientInfo": {"name": "asked", "version": "1"}}})
-        read_until("the initialize reply", by_id(1))
+        reply_to(1)
         send({"method": "notifications/initialized"})
         send({"id": 2, "method": "tools/call", "params": {"name": "terminal_open", "arguments": {}}})
-        term = read_until("terminal_open", by_id(2))["result"]["structuredContent"]["id"]
+        term = reply_to(2)["result"]["structuredContent"]["id"]
         send({"id": 3, "method": "tools/call", "params": {"_meta": {"progressToken": "approve"},
             "name": "bash", "arguments": {"command": "true", "sandbox": "off"}}})
         # the call reaches the host and waits there: it reports so
@@ -592,21 +589,16 @@ def test_a_call_waiting_for_a_person_at_a_drop_is_answered(sshd, remote, tmp_pat
             and "to approve ap-" in m["params"].get("message", "") for m in msgs))
         [ssh] = ssh_of_bridge()
         os.kill(ssh, signal.SIGKILL)
-        answer = read_until("the call's answer", by_id(3))
+        answer = reply_to(3)
         assert answer["result"]["structuredContent"]["error"]["code"] == "REMOTE_DISCONNECTED", answer
         assert not any(m.get("method") == "elicitation/create" for m in seen), seen
         # the next call is answered on the new stream, with the terminal back
         send({"id": 4, "method": "tools/call", "params": {"name": "terminal_list", "arguments": {}}})
-        listed = read_until("terminal_list", by_id(4))["result"]
+        listed = reply_to(4)["result"]
         assert not listed.get("isError"), listed
         assert [x["id"] for x in listed["structuredContent"]["terminals"]] == [term]
     finally:
-        proc.stdin.close()
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        bridge.close()
 
 
 async def test_a_password_prompt_on_the_host_is_answered_here(sshd, remote, tmp_path):

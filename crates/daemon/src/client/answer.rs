@@ -14,6 +14,16 @@ pub fn question(id: &str, question: &str) -> String {
     format!("{question}\nanswer for {id} (not shown): ")
 }
 
+/// The person's own terminal (`/dev/tty`), opened to read and write; when
+/// there is none, `why` says what needed it.
+fn person_tty(why: impl Fn(&std::io::Error) -> String) -> std::io::Result<std::fs::File> {
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/tty")
+        .map_err(|e| std::io::Error::new(e.kind(), why(&e)))
+}
+
 /// Reads one line from the person's terminal (`/dev/tty`) with echo off,
 /// after writing `prompt` there; the terminal's modes are restored even
 /// when reading fails. Ctrl-C is read as a key (no signal may leave the
@@ -21,16 +31,9 @@ pub fn question(id: &str, question: &str) -> String {
 /// refused. Fails when there is no terminal: an answer is never read from
 /// a pipe an agent could fill.
 pub fn read_secret(prompt: &str) -> std::io::Result<Zeroizing<String>> {
-    let tty = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open("/dev/tty")
-        .map_err(|e| {
-            std::io::Error::new(
-                e.kind(),
-                format!("dsh answer reads the answer from your terminal, and there is none: {e}"),
-            )
-        })?;
+    let tty = person_tty(|e| {
+        format!("dsh answer reads the answer from your terminal, and there is none: {e}")
+    })?;
     let saved = tcgetattr(&tty).map_err(std::io::Error::from)?;
     let mut quiet = saved.clone();
     quiet.local_flags.remove(LocalFlags::ECHO);
@@ -72,18 +75,11 @@ pub fn read_secret(prompt: &str) -> std::io::Result<Zeroizing<String>> {
 /// there is no terminal: an approval is never read from a pipe an agent
 /// could fill.
 pub fn decide_on_tty(question: &str) -> std::io::Result<Option<bool>> {
-    let tty = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open("/dev/tty")
-        .map_err(|e| {
-            std::io::Error::new(
-                e.kind(),
-                format!(
-                    "dsh approve reads your decision from your terminal, and there is none: {e}; to refuse without one, add --refuse"
-                ),
-            )
-        })?;
+    let tty = person_tty(|e| {
+        format!(
+            "dsh approve reads your decision from your terminal, and there is none: {e}; to refuse without one, add --refuse"
+        )
+    })?;
     (&tty).write_all(format!("{question}\nType yes to run it, no to refuse it: ").as_bytes())?;
     (&tty).flush()?;
     let mut line = String::new();
