@@ -46,7 +46,11 @@ const job = ok(
   }),
   "bash",
 );
-assert.equal(job.resume_key, key);
+// Each reply that starts work gives the agent a new key (each shown once);
+// the last one takes the work back.
+assert.match(job.resume_key, /^dsh-rk-[0-9a-f]{32}$/);
+assert.notEqual(job.resume_key, key);
+const latest = job.resume_key;
 // A send under way when the bridge dies.
 const pending = first.client
   .callTool({ name: "terminal_send", arguments: { id: repl.id, text: "import time; time.sleep(2); print('slept', x)" } })
@@ -62,7 +66,7 @@ console.log(`killed the bridge of the first client (pid ${first.transport.pid})`
 
 const second = await connect("dsh-ts-resume-2");
 const back = ok(
-  await second.client.callTool({ name: "terminal_list", arguments: { resume: key } }),
+  await second.client.callTool({ name: "terminal_list", arguments: { resume: latest } }),
   "terminal_list resume",
 );
 assert.deepEqual(back.terminals.map((t) => t.id), [repl.id]);
@@ -86,6 +90,9 @@ const out = ok(
 const ticks = [...out.output.matchAll(/^tick (\d+)$/gm)].map((m) => Number(m[1]));
 assert.ok(ticks.length >= 1, out.output);
 ticks.forEach((n, i) => assert.equal(n, i + 1, `a tick is missing: ${ticks}`));
+// A key is used once: the one that took the work back takes nothing again.
+const reused = await second.client.callTool({ name: "terminal_list", arguments: { resume: latest } });
+assert.equal(reused.isError, true, "a used key was taken again");
 ok(await second.client.callTool({ name: "job_kill", arguments: { job_id: job.job_id } }), "job_kill");
 ok(await second.client.callTool({ name: "terminal_close", arguments: { id: repl.id } }), "terminal_close");
 await second.client.close();
