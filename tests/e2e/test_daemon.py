@@ -776,6 +776,9 @@ async def test_attach_watches_live_and_write_follows_the_send_rule(isolated_env,
             job = ok(await agent.call_tool("terminal_send", {
                 "id": "pty-1", "text": f"open('{agent_release}').read(); print('agent-done')",
                 "run_in_background": True}))
+            # the agent's line is drawn before the person types: a row the
+            # view redraws afterwards would draw over the notice
+            tmux.wait_for("typing", "print('agent-done')")
             tmux.keys("typing", "z = 1", "Enter")
             tmux.wait_for("typing", "an agent's send is active on pty-1; your keys were not sent")
             await anyio.to_thread.run_sync(agent_release.write_text, "go")
