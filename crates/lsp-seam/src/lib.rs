@@ -1,5 +1,5 @@
 //! The vocabulary of dsh semantic code queries: the closed [`Op`] union of
-//! four queries (definition, references, hover, symbols), their request and
+//! five queries (definition, references, hover, symbols, diagnostics), their request and
 //! result types, one error enum [`LspError`] with stable codes, the
 //! [`LspProvider`] trait with one required method per op, the one exhaustive
 //! [`dispatch`], and the [`Router`] that picks a provider by a path's final
@@ -10,8 +10,8 @@
 //! locations in other refused files are left out and counted in the
 //! result's [`Withheld`]).
 //!
-//! The key design choice is the closed union: `Op` has exactly four variants
-//! and is deliberately **not** `#[non_exhaustive]`, so a fifth variant does
+//! The key design choice is the closed union: `Op` has exactly five variants
+//! and is deliberately **not** `#[non_exhaustive]`, so a sixth variant does
 //! not compile until the seam, every provider and the tool layer handle it.
 //!
 //! This crate deliberately is not a language-server client: it knows no
@@ -34,7 +34,8 @@ pub use op::Op;
 pub use provider::{LspFuture, LspProvider, dispatch};
 pub use router::{Router, final_extension};
 pub use types::{
-    Address, Answer, DefinitionItem, DefinitionResult, FileReferences, HoverContent, HoverResult,
-    NumberedLine, PositionQuery, ProgressSink, Reference, ReferencesDetail, ReferencesResult,
-    Request, Resolved, SymbolItem, SymbolScope, SymbolsQuery, SymbolsResult, Workspace,
+    Address, Answer, DefinitionItem, DefinitionResult, DiagnosticItem, DiagnosticsProof,
+    DiagnosticsQuery, DiagnosticsResult, FileReferences, HoverContent, HoverResult, NumberedLine,
+    PositionQuery, ProgressSink, Reference, ReferencesDetail, ReferencesResult, Request, Resolved,
+    Severity, SymbolItem, SymbolScope, SymbolsQuery, SymbolsResult, Workspace,
 };

@@ -1,6 +1,6 @@
 //! The closed union of query kinds.
 
-/// One of the four semantic queries. Closed on purpose (no
+/// One of the five semantic queries. Closed on purpose (no
 /// `#[non_exhaustive]`): every layer matches it exhaustively.
 ///
 /// Adding a variant is a compile error until every layer handles it:
@@ -23,11 +23,20 @@ pub enum Op {
     Hover,
     /// The outline of a file, or a workspace-wide symbol search.
     Symbols,
+    /// The errors and warnings the server computed for a file's current
+    /// content.
+    Diagnostics,
 }
 
 impl Op {
     /// Every op, in declaration order.
-    pub const ALL: [Op; 4] = [Op::Definition, Op::References, Op::Hover, Op::Symbols];
+    pub const ALL: [Op; 5] = [
+        Op::Definition,
+        Op::References,
+        Op::Hover,
+        Op::Symbols,
+        Op::Diagnostics,
+    ];
 
     /// The op's name as the model writes it (`definition`, ...).
     pub fn name(self) -> &'static str {
@@ -36,6 +45,7 @@ impl Op {
             Op::References => "references",
             Op::Hover => "hover",
             Op::Symbols => "symbols",
+            Op::Diagnostics => "diagnostics",
         }
     }
 

@@ -4,14 +4,14 @@ use std::future::Future;
 use std::pin::Pin;
 
 use crate::{
-    Answer, DefinitionResult, HoverResult, LspError, PositionQuery, ReferencesResult, Request,
-    SymbolsQuery, SymbolsResult,
+    Answer, DefinitionResult, DiagnosticsQuery, DiagnosticsResult, HoverResult, LspError,
+    PositionQuery, ReferencesResult, Request, SymbolsQuery, SymbolsResult,
 };
 
 /// A boxed, sendable future of a query's outcome.
 pub type LspFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, LspError>> + Send + 'a>>;
 
-/// A backend that answers the four queries for the files it handles.
+/// A backend that answers the five queries for the files it handles.
 ///
 /// Every op is a required method, so adding an [`crate::Op`] breaks every
 /// provider until it answers the new op (or returns
@@ -34,6 +34,9 @@ pub trait LspProvider: Send + Sync {
 
     /// Answers [`crate::Op::Symbols`].
     fn symbols<'a>(&'a self, query: &'a SymbolsQuery) -> LspFuture<'a, SymbolsResult>;
+
+    /// Answers [`crate::Op::Diagnostics`].
+    fn diagnostics<'a>(&'a self, query: &'a DiagnosticsQuery) -> LspFuture<'a, DiagnosticsResult>;
 }
 
 /// Sends `request` to the provider method of its op. The one place that
@@ -55,6 +58,10 @@ pub fn dispatch<'a>(provider: &'a dyn LspProvider, request: &'a Request) -> LspF
         Request::Symbols(q) => {
             let fut = provider.symbols(q);
             Box::pin(async move { fut.await.map(Answer::Symbols) })
+        }
+        Request::Diagnostics(q) => {
+            let fut = provider.diagnostics(q);
+            Box::pin(async move { fut.await.map(Answer::Diagnostics) })
         }
     }
 }

@@ -99,6 +99,23 @@ pub struct SymbolsQuery {
     pub workspace: Workspace,
 }
 
+/// A diagnostics query: the errors and warnings of one file, for its
+/// content on disk at the time of the query.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DiagnosticsQuery {
+    /// The file.
+    pub path: PathBuf,
+    /// Also list information and hints (by default only errors and
+    /// warnings are listed; the others are counted).
+    pub all_severities: bool,
+    /// Told what the query waits for while it waits.
+    pub progress: ProgressSink,
+    /// Which files the query may read (see [`ReadAccess`]).
+    pub access: ReadAccess,
+    /// The asking session's workspace (see [`Workspace`]).
+    pub workspace: Workspace,
+}
+
 /// One query, one variant per [`Op`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Request {
@@ -110,6 +127,8 @@ pub enum Request {
     Hover(PositionQuery),
     /// See [`Op::Symbols`].
     Symbols(SymbolsQuery),
+    /// See [`Op::Diagnostics`].
+    Diagnostics(DiagnosticsQuery),
 }
 
 impl Request {
@@ -120,6 +139,7 @@ impl Request {
             Request::References(_) => Op::References,
             Request::Hover(_) => Op::Hover,
             Request::Symbols(_) => Op::Symbols,
+            Request::Diagnostics(_) => Op::Diagnostics,
         }
     }
 
@@ -128,6 +148,7 @@ impl Request {
         match self {
             Request::Definition(q) | Request::References(q) | Request::Hover(q) => &q.progress,
             Request::Symbols(q) => &q.progress,
+            Request::Diagnostics(q) => &q.progress,
         }
     }
 
@@ -136,6 +157,7 @@ impl Request {
         match self {
             Request::Definition(q) | Request::References(q) | Request::Hover(q) => &q.path,
             Request::Symbols(q) => &q.path,
+            Request::Diagnostics(q) => &q.path,
         }
     }
 }
@@ -343,6 +365,84 @@ pub struct SymbolsResult {
     pub withheld: Withheld,
 }
 
+/// How serious a diagnostic is, most serious first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Severity {
+    /// An error.
+    Error,
+    /// A warning.
+    Warning,
+    /// Information.
+    Information,
+    /// A hint.
+    Hint,
+}
+
+impl Severity {
+    /// The severity as a word (`error`, `warning`, `info`, `hint`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::Error => "error",
+            Severity::Warning => "warning",
+            Severity::Information => "info",
+            Severity::Hint => "hint",
+        }
+    }
+}
+
+/// One diagnostic of a file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DiagnosticItem {
+    /// 1-based line where it starts.
+    pub line: u32,
+    /// 1-based Unicode-scalar column where it starts.
+    pub column: u32,
+    /// How serious it is (a server that gives none: error).
+    pub severity: Severity,
+    /// The server's code for it (`E0308`, `reportAttributeAccessIssue`, ...).
+    pub code: Option<String>,
+    /// Who reported it (`rustc`, `Pyright`, `ts`, `clang`, `compiler`, ...).
+    pub source: Option<String>,
+    /// The message.
+    pub message: String,
+    /// The source line where it starts, without its newline.
+    pub line_text: String,
+}
+
+/// How an answer to [`Op::Diagnostics`] is known to be for the file's
+/// current content and complete.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DiagnosticsProof {
+    /// The server answered a `textDocument/diagnostic` request sent after
+    /// the content.
+    Pulled,
+    /// The server published diagnostics for the version sent.
+    Published {
+        /// The document version the server named.
+        version: i32,
+    },
+    /// The check the server runs (e.g. `cargo check` for rust-analyzer)
+    /// started after the content was on disk and finished.
+    CheckFinished {
+        /// The check, as the server named it.
+        check: String,
+    },
+}
+
+/// The answer to [`Op::Diagnostics`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DiagnosticsResult {
+    /// The file, absolute.
+    pub path: PathBuf,
+    /// The diagnostics: errors first, then warnings (then information and
+    /// hints when asked), each group by position.
+    pub items: Vec<DiagnosticItem>,
+    /// Information and hints not listed (not asked for).
+    pub unlisted: usize,
+    /// Why the answer is for the current content and complete.
+    pub proof: DiagnosticsProof,
+}
+
 /// One answer, one variant per [`Op`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Answer {
@@ -354,6 +454,8 @@ pub enum Answer {
     Hover(HoverResult),
     /// See [`Op::Symbols`].
     Symbols(SymbolsResult),
+    /// See [`Op::Diagnostics`].
+    Diagnostics(DiagnosticsResult),
 }
 
 impl Answer {
@@ -364,6 +466,7 @@ impl Answer {
             Answer::References(_) => Op::References,
             Answer::Hover(_) => Op::Hover,
             Answer::Symbols(_) => Op::Symbols,
+            Answer::Diagnostics(_) => Op::Diagnostics,
         }
     }
 }

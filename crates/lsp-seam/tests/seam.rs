@@ -67,6 +67,16 @@ impl LspProvider for Echo {
             })
         })
     }
+    fn diagnostics<'a>(&'a self, q: &'a DiagnosticsQuery) -> LspFuture<'a, DiagnosticsResult> {
+        Box::pin(async move {
+            Ok(DiagnosticsResult {
+                path: q.path.clone(),
+                items: vec![],
+                unlisted: 0,
+                proof: DiagnosticsProof::Pulled,
+            })
+        })
+    }
 }
 
 fn echo(name: &'static str, extensions: &[&'static str]) -> Arc<dyn LspProvider> {
@@ -205,6 +215,13 @@ fn dispatch_reaches_the_method_of_each_op() {
             path: "a.rs".into(),
             query: None,
         }),
+        Request::Diagnostics(DiagnosticsQuery {
+            workspace: lsp_seam::Workspace::Unbounded,
+            progress: Default::default(),
+            access: Default::default(),
+            path: "a.rs".into(),
+            all_severities: false,
+        }),
     ];
     let got: Vec<Result<Op, &'static str>> = requests
         .iter()
@@ -220,7 +237,8 @@ fn dispatch_reaches_the_method_of_each_op() {
             Ok(Op::Definition),
             Ok(Op::References),
             Ok(Op::Hover),
-            Err("LSP_UNSUPPORTED_OPERATION")
+            Err("LSP_UNSUPPORTED_OPERATION"),
+            Ok(Op::Diagnostics),
         ]
     );
     assert_eq!(
@@ -374,7 +392,16 @@ fn references_shrink_in_order_and_keep_total() {
 #[test]
 fn op_names_round_trip() {
     let names: Vec<_> = Op::ALL.iter().map(|o| o.name()).collect();
-    assert_eq!(names, ["definition", "references", "hover", "symbols"]);
+    assert_eq!(
+        names,
+        [
+            "definition",
+            "references",
+            "hover",
+            "symbols",
+            "diagnostics"
+        ]
+    );
     for op in Op::ALL {
         assert_eq!(Op::from_name(op.name()), Some(op));
     }

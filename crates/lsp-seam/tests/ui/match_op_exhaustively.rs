@@ -10,6 +10,7 @@ fn describe(op: Op) -> &'static str {
         Op::References => "references",
         Op::Hover => "hover",
         Op::Symbols => "symbols",
+        Op::Diagnostics => "diagnostics",
     }
 }
 
@@ -19,6 +20,7 @@ fn answered(answer: &Answer) -> Op {
         Answer::References(_) => Op::References,
         Answer::Hover(_) => Op::Hover,
         Answer::Symbols(_) => Op::Symbols,
+        Answer::Diagnostics(_) => Op::Diagnostics,
     }
 }
 
@@ -28,6 +30,7 @@ fn routed(request: &Request) -> Op {
         Request::References(_) => Op::References,
         Request::Hover(_) => Op::Hover,
         Request::Symbols(_) => Op::Symbols,
+        Request::Diagnostics(_) => Op::Diagnostics,
     }
 }
 
