@@ -217,6 +217,13 @@ const CORPUS_PROGRAMS: &[(&str, &str)] = &[
     ("openssl", "openssl"),
     ("gpg", "gpg"),
     ("gpgconf", "gpgconf"),
+    ("screen", "screen"),
+    ("tmux", "tmux"),
+    ("erl", "erlang-nox"),
+    ("jshell", "openjdk-17-jdk-headless"),
+    ("pinentry-curses", "pinentry-curses"),
+    ("fzf", "fzf"),
+    ("psql", "postgresql-client"),
 ];
 
 /// The OpenSSH server the remote suite starts on loopback (Debian's
