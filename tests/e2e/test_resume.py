@@ -273,7 +273,7 @@ async def test_racing_resumes_never_split_the_work(isolated_env, tmp_path):
             # The keeper's client left: the work is detached for the next round.
         with anyio.fail_after(waiting.HANG):
             await owner.server_gone.wait()  # the connection taken over is ended
-    async with connect(env) as last:
+    async with connect(env, cwd=str(ws)) as last:
         back = ok(await last.call_tool("terminal_list", {"resume": key}))
         assert {t["id"] for t in back["terminals"]} == work
         for t in work:
@@ -315,9 +315,14 @@ async def test_a_leaked_resume_key_takes_nothing_from_a_connected_agent(box):
             sent = ok(await a.call_tool("terminal_send", {"id": t["id"], "text": "echo still-mine"}))
             assert "still-mine" in sent["output"], sent
             assert [x["id"] for x in ok(await a.call_tool("terminal_list", {}))["terminals"]] == [t["id"]]
-    # A's client really went away: its work is detached, and its restart
-    # takes it back with the key.
+    # A's client really went away: its work is detached. The key, unused,
+    # takes nothing into another workspace; A's restart takes it back.
     waiting.wait_until(lambda: detached_rows(env), "A's work to be detached")
+    async with connect(env, cwd=str(ws_b)) as b2:
+        r = await b2.call_tool("terminal_list", {"resume": key})
+        assert err(r)["code"] == "RESUME_KEY_FOREIGN", r
+        assert ok(await b2.call_tool("terminal_list", {}))["terminals"] == []
+    assert detached_rows(env), "the refused key left the work detached"
     async with connect(env, cwd=str(ws_a)) as a2:
         back = await a2.call_tool("terminal_list", {"resume": key})
         got = ok(back)
@@ -333,3 +338,39 @@ async def test_a_leaked_resume_key_takes_nothing_from_a_connected_agent(box):
         assert err(r)["code"] == "RESUME_KEY_UNKNOWN" and "already used" in err(r)["message"], r
         ok(await a3.call_tool("terminal_list", {"resume": new}))
         ok(await a3.call_tool("terminal_close", {"id": t["id"]}))
+
+
+async def test_a_key_minted_while_another_call_runs_is_not_in_its_result(box):
+    """Agent B's `bash` is already running, waiting for a transcript to
+    appear, when agent A's reply mints a key; the transcript then holds
+    the key. B's result, made by a call that began before the key
+    existed, still shows the marker, not the key."""
+    env, tmp = box["env"], box["dir"]
+    ws_a, ws_b = tmp / "a", tmp / "b"
+    ws_a.mkdir()
+    ws_b.mkdir()
+    transcript = box["home"] / ".codex" / "sessions" / "a.jsonl"
+    transcript.parent.mkdir(parents=True)
+    ready = ws_b / "b-is-waiting"
+    async with connect(env, cwd=str(ws_a)) as a, connect(env, cwd=str(ws_b)) as b:
+        script = (f"touch {ready}; while [ ! -s {transcript} ]; do sleep 0.05; done; "  # sleep-ok: a poll inside the command under test
+                  f"cat {transcript}")
+        read = None
+
+        async def b_reads():
+            nonlocal read
+            read = await b.call_tool("bash", {"command": script, "timeout_ms": 60000})
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(b_reads)
+            async def b_is_waiting():
+                assert read is None, text_of(read)
+                return ready.exists()
+
+            await waiting.eventually(b_is_waiting, "B's command to be running")
+            opened = await a.call_tool("terminal_open", {"name": "a-shell"})
+            key = ok(opened)["resume_key"]
+            transcript.write_text(json.dumps({"content": text_of(opened)}) + "\n")
+        assert key not in text_of(read) and key not in json.dumps(read.structuredContent), text_of(read)
+        assert "[redacted: resume key]" in text_of(read), text_of(read)
+        ok(await a.call_tool("terminal_close", {"id": ok(opened)["id"]}))

@@ -46,6 +46,9 @@ pub struct Runtime {
     /// Secrets no result may show again, whoever's it is (see
     /// [`Runtime::remember_secret`]).
     remembered: Mutex<Vec<Remembered>>,
+    /// Counts the changes to `remembered`, so a call's redactor made
+    /// before a change is known to be out of date.
+    remembered_changes: std::sync::atomic::AtomicU64,
     /// Where each reader's last read of each stream left off, for the
     /// bytes redaction held back (see [`crate::redaction::redact_read`]).
     pub(crate) holds: crate::redaction::Holds,
@@ -120,6 +123,7 @@ impl Runtime {
             sandboxes: Mutex::new(VecDeque::new()),
             redactor: std::sync::OnceLock::new(),
             remembered: Mutex::new(Vec::new()),
+            remembered_changes: std::sync::atomic::AtomicU64::new(0),
             holds: crate::redaction::Holds::default(),
         }
     }
@@ -172,22 +176,44 @@ impl Runtime {
             kind: kind.to_owned(),
             value: zeroize::Zeroizing::new(value.to_owned()),
         });
+        self.remembered_changes
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     }
 
     /// Forgets a remembered secret (a resume key that was replaced).
     pub fn forget_secret(&self, value: &str) {
-        self.remembered
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .retain(|r| *r.value != value);
+        let mut remembered = self.remembered.lock().unwrap_or_else(|e| e.into_inner());
+        let before = remembered.len();
+        remembered.retain(|r| *r.value != value);
+        if remembered.len() != before {
+            self.remembered_changes
+                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+
+    /// How many times the remembered secrets changed: a redactor made when
+    /// this was lower may miss one.
+    pub fn remembered_changes(&self) -> u64 {
+        self.remembered_changes
+            .load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// The remembered secrets, as the redactor searches for them.
     pub(crate) fn remembered_secrets(&self) -> Vec<redact::KnownSecret> {
+        self.remembered_secrets_but(|_| false)
+    }
+
+    /// The remembered secrets but those `shown` keeps, as the redactor
+    /// searches for them.
+    pub(crate) fn remembered_secrets_but(
+        &self,
+        shown: impl Fn(&str) -> bool,
+    ) -> Vec<redact::KnownSecret> {
         self.remembered
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .iter()
+            .filter(|r| !shown(r.value.as_str()))
             .map(|r| redact::KnownSecret::new(r.kind.clone(), r.value.as_str()))
             .collect()
     }

@@ -82,6 +82,87 @@ pub fn redactor_of(
     })
 }
 
+/// The redactor of one call that lasts: a secret remembered while the
+/// call runs (an answer a person gave, a resume key another reply showed)
+/// is redacted from its later progress and its result too, save the
+/// values this very call was made to show (the resume key its own reply
+/// carries, [`LiveRedactor::may_show`]).
+pub struct LiveRedactor {
+    runtime: std::sync::Arc<crate::Runtime>,
+    env: Option<Vec<(String, String)>>,
+    confinement: std::sync::Arc<crate::Confinement>,
+    args: Value,
+    /// The redactor and the count of remembered changes it was made at.
+    made: Mutex<(u64, Option<redact::Redactor>)>,
+    /// What this call shows despite its being remembered.
+    shown: Mutex<Vec<zeroize::Zeroizing<String>>>,
+}
+
+impl std::fmt::Debug for LiveRedactor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LiveRedactor").finish_non_exhaustive()
+    }
+}
+
+impl LiveRedactor {
+    /// The redactor of a call whose caller's processes start from `env`
+    /// (`None`: this process's) under `confinement`, with arguments
+    /// `args`.
+    pub fn new(
+        runtime: std::sync::Arc<crate::Runtime>,
+        env: Option<Vec<(String, String)>>,
+        confinement: std::sync::Arc<crate::Confinement>,
+        args: Value,
+    ) -> Self {
+        let changes = runtime.remembered_changes();
+        let redactor = redactor_of(&runtime, env.as_deref(), &confinement, &args);
+        Self {
+            runtime,
+            env,
+            confinement,
+            args,
+            made: Mutex::new((changes, redactor)),
+            shown: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// This call's reply shows `value` (a resume key minted for it), though
+    /// it is remembered: it is redacted from every other result.
+    pub fn may_show(&self, value: &str) {
+        self.shown
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(zeroize::Zeroizing::new(value.to_owned()));
+    }
+
+    /// The redactor as of now: remade when a secret was remembered or
+    /// forgotten since it was made.
+    pub fn current(&self) -> Option<redact::Redactor> {
+        let changes = self.runtime.remembered_changes();
+        let mut made = self.made.lock().unwrap_or_else(|e| e.into_inner());
+        if made.0 != changes {
+            let base = self.runtime.base_redactor();
+            let shown = self.shown.lock().unwrap_or_else(|e| e.into_inner());
+            let mut known = known_secrets(self.env.as_deref(), &self.confinement, &self.args);
+            known.extend(
+                self.runtime
+                    .remembered_secrets_but(|value| shown.iter().any(|s| s.as_str() == value)),
+            );
+            *made = (
+                changes,
+                base.map(|base| {
+                    if known.is_empty() {
+                        base
+                    } else {
+                        base.with_known(known)
+                    }
+                }),
+            );
+        }
+        made.1.clone()
+    }
+}
+
 /// Redacts a call's outcome in place (`args`: the call's arguments).
 pub fn redact_outcome(cx: &CallContext, args: &Value, outcome: &mut Result<ToolReply, ToolError>) {
     if let Some(redactor) = redactor_for(cx, args) {

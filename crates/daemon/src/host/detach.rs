@@ -30,7 +30,13 @@
 //!   takes nothing (`RESUME_KEY_IN_USE`), unless the presenter works in
 //!   the same directory (the same agent, whose client came back while
 //!   its old stream had died without a word) or the connected one has
-//!   sent nothing for `[daemon] detach_grace`.
+//!   sent nothing for `[daemon] detach_grace`;
+//! * detached work goes back by key only to an agent working in the
+//!   directory the work was started in (`RESUME_KEY_FOREIGN` elsewhere);
+//!   a person may still give it to any agent (`dsh ps --give`);
+//! * a call that was running when a key was minted does not show it
+//!   either: its redactor is remade as it ends (and for each progress
+//!   report) when a secret was remembered meanwhile.
 
 use std::collections::VecDeque;
 use std::path::PathBuf;
@@ -453,6 +459,12 @@ impl Host {
                     ),
                 ));
             }
+            Claim::Foreign => {
+                return Err(ToolError::new(
+                    "RESUME_KEY_FOREIGN",
+                    "this resume key's work was started in another directory, and only an agent working there takes it back; start work of your own here, or ask the person to give it to you (`dsh ps --give N --to M`)",
+                ));
+            }
             Claim::InUse => {
                 return Err(ToolError::new(
                     "RESUME_KEY_IN_USE",
@@ -558,6 +570,9 @@ enum Claim {
     Unknown,
     /// The agent that has it is connected elsewhere and still speaking.
     InUse,
+    /// Its work is detached, but the key came from an agent working in
+    /// another directory.
+    Foreign,
     /// Found, but the presenting connection has work of its own.
     NotEmpty,
     /// The connection that has it is taking back work right now.
@@ -612,16 +627,23 @@ impl Host {
         }) else {
             return Claim::Unknown;
         };
+        let same_agent = mine.is_some() && mine == dir_of(entry);
         if entry.detached.is_none() {
             // Its agent is connected. A key read where it was left (a
             // client's transcript) takes nothing from it: only the same
             // agent (working in the same directory) takes over a stream
             // that died without a word, or anyone once it has said
             // nothing for a whole grace period.
-            let same_agent = mine.is_some() && mine == dir_of(entry);
             if !same_agent && silent_for(&entry.seen) < self.config.detach_grace {
                 return Claim::InUse;
             }
+        } else if matches!(wanted, Wanted::Key(_)) && !same_agent {
+            // Detached work goes back by key only to an agent working in
+            // the directory it was started in: a client restarted for the
+            // same project. A key leaked to an agent elsewhere gives it no
+            // terminal in a workspace its own sandbox keeps it out of; a
+            // person can still give the work (`dsh ps --give`).
+            return Claim::Foreign;
         }
         if has_work {
             return Claim::NotEmpty;
@@ -719,6 +741,8 @@ pub struct ConnectionResume {
     pub(super) id: u64,
     pub(super) recorder: SessionRecorder,
     pub(super) lock: TakeBackLock,
+    /// The redactor of the call whose reply shows the keys minted here.
+    pub(super) shows: Arc<tools_catalog::redaction::LiveRedactor>,
 }
 
 impl std::fmt::Debug for ConnectionResume {
@@ -732,7 +756,9 @@ impl std::fmt::Debug for ConnectionResume {
 impl Resume for ConnectionResume {
     /// A new key, for the reply that shows it (see the module's notes).
     fn key(&self) -> String {
-        self.host.mint_key(&self.agent)
+        let key = self.host.mint_key(&self.agent);
+        self.shows.may_show(&key);
+        key
     }
 
     fn resume<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<Resumed, ToolError>> {

@@ -566,7 +566,7 @@ pub(crate) struct CallRecord {
     args: Value,
     at: chrono::DateTime<chrono::Utc>,
     started: Instant,
-    redactor: Option<redact::Redactor>,
+    redactor: Arc<tools_catalog::redaction::LiveRedactor>,
     progress_sent: Option<tokio::task::JoinHandle<()>>,
     owner: u64,
     view: ModelView,
@@ -723,8 +723,10 @@ impl Connection {
         mut outcome: Result<tools_catalog::ToolReply, ToolError>,
     ) -> CallToolResult {
         // Secrets in what the model would read are replaced by markers.
-        if let Some(redactor) = &record.redactor {
-            tools_catalog::redaction::redact_outcome_with(redactor, &mut outcome);
+        // As of now: a secret remembered while the call ran (a person's
+        // answer, another agent's new resume key) is redacted too.
+        if let Some(redactor) = record.redactor.current() {
+            tools_catalog::redaction::redact_outcome_with(&redactor, &mut outcome);
         }
         if let Some(sent) = record.progress_sent {
             let _ = tokio::time::timeout(Duration::from_secs(1), sent).await;
@@ -856,12 +858,13 @@ impl ServerHandler for Connection {
             .map(Value::Object)
             .unwrap_or(Value::Null);
         // What the model must not read, in the reply and in progress.
-        let redactor = tools_catalog::redaction::redactor_of(
-            &self.host.runtime,
-            self.env.as_deref().map(Vec::as_slice),
-            &layer.confinement,
-            &args,
-        );
+        // Remade when a secret is remembered during the call.
+        let redactor = Arc::new(tools_catalog::redaction::LiveRedactor::new(
+            self.host.runtime.clone(),
+            self.env.as_deref().cloned(),
+            layer.confinement.clone(),
+            args.clone(),
+        ));
         let (progress, progress_sent) = mcp_progress(&request, &context, redactor.clone());
         let resume: Option<Arc<dyn tools_catalog::Resume>> =
             (!self.host.config.detach_grace.is_zero() && detach::can_mint()).then(|| {
@@ -871,6 +874,7 @@ impl ServerHandler for Connection {
                     id: self.id,
                     recorder: self.recorder.clone(),
                     lock: self.take_back.clone(),
+                    shows: redactor.clone(),
                 }) as Arc<dyn tools_catalog::Resume>
             });
         let owner = current(&self.agent).0;
@@ -1041,7 +1045,7 @@ fn asker(host: &Arc<Host>, links: links::LinkSender, agent: String) -> Option<As
 fn mcp_progress(
     request: &CallToolRequestParams,
     context: &RequestContext<RoleServer>,
-    redactor: Option<redact::Redactor>,
+    redactor: Arc<tools_catalog::redaction::LiveRedactor>,
 ) -> (
     Option<tools_catalog::ProgressSink>,
     Option<tokio::task::JoinHandle<()>>,
@@ -1062,7 +1066,7 @@ fn mcp_progress(
             n += 1.0;
             let mut param = rmcp::model::ProgressNotificationParam::new(token.clone(), n);
             // A running command's last line may hold a secret.
-            let message = match &redactor {
+            let message = match redactor.current() {
                 Some(r) => r.redact(&report.message).text.into_owned(),
                 None => report.message,
             };

@@ -217,6 +217,7 @@ After your client restarted, pass `resume` (the resume key an earlier reply gave
                 "INVALID_ARGUMENT",
                 "RESUME_KEY_UNKNOWN",
                 "RESUME_KEY_IN_USE",
+                "RESUME_KEY_FOREIGN",
                 "RESUME_EXPIRED",
                 "RESUME_NOT_EMPTY",
                 "RESUME_BUSY",
