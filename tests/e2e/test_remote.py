@@ -444,6 +444,33 @@ async def test_exec_streams_work_like_docker_exec(remote, tmp_path):
     assert len(remote.installed()) == 1
 
 
+async def test_the_readmes_build_alone_gives_a_remote_that_works(remote, tmp_path):
+    """No DSH_REMOTE_BINARY and no static build: the README's build (a
+    dynamically linked dsh) installs itself on a target whose C library is
+    this machine's, and serves there. With the project's static build of
+    this version beside it, that one is installed instead."""
+    target = tmp_path / "target"
+    (target / "release").mkdir(parents=True)
+    dynamic = target / "release" / "dsh"
+    shutil.copy2(dsh_bin(), dynamic)
+    env = local_env(tmp_path)
+    del env["DSH_REMOTE_BINARY"]
+    assign = " ".join(f"{k}={v}" for k, v in remote.env.items())
+    errors = tmp_path / "bridge-stderr"
+    with errors.open("w+") as errlog:
+        async with connect(env, "--remote", f"exec:env {assign}", command=[str(dynamic)], errlog=errlog) as s:
+            r = ok(await s.call_tool("bash", {"command": "echo remote-$((6 * 7))"}))
+            assert "remote-42" in r["output"], r
+    assert "dynamically linked" in errors.read_text(), errors.read_text()
+    assert [sha256(p) for p in remote.installed()] == [sha256(dynamic)]
+    sibling = target / "x86_64-unknown-linux-musl" / "static-test" / "dsh"
+    sibling.parent.mkdir(parents=True)
+    shutil.copy2(static_build(), sibling)
+    async with connect(env, "--remote", f"exec:env {assign}", command=[str(dynamic)]) as s:
+        ok(await s.call_tool("bash", {"command": "true"}))
+    assert sha256(sibling) in [sha256(p) for p in remote.installed()]
+
+
 def far_bridges(remote):
     """The far side's `dsh mcp` processes: the installed build, run as `mcp`."""
     out = []

@@ -73,29 +73,43 @@ pub struct Build {
     pub size: u64,
     /// The architecture it is for, as `uname -m` names it.
     pub arch: &'static str,
+    /// Whether it is dynamically linked: it runs only where the target's
+    /// C library is as new as the one it was built against.
+    pub dynamic: bool,
 }
 
 impl Build {
-    /// The build named by `$DSH_REMOTE_BINARY`, else this executable when
-    /// it is statically linked; the error says how to get one.
+    /// The build to install: the one `$DSH_REMOTE_BINARY` names (it must
+    /// be statically linked), else this executable when it is; else the
+    /// static build the project's own build put beside this one (`cargo
+    /// xtask static`, or the tests' static build) when it is of this
+    /// version; else this dynamically linked executable, which runs on a
+    /// target whose C library is as new as this machine's (the target's
+    /// `--version` check says when it is not, and how to get the static
+    /// one). The error says how to get a build.
     pub fn find() -> Result<Self, String> {
-        let path = match std::env::var_os(BINARY_VAR).filter(|v| !v.is_empty()) {
-            Some(path) => PathBuf::from(path),
+        let (path, dynamic) = match std::env::var_os(BINARY_VAR).filter(|v| !v.is_empty()) {
+            Some(path) => (PathBuf::from(path), false),
             None => {
                 let exe = std::env::current_exe()
                     .map_err(|e| format!("cannot find this dsh executable: {e}"))?;
-                if static_arch(&exe)?.is_none() {
-                    return Err(format!(
-                        "this dsh ({}) is dynamically linked and may not run on the target; build the static one with `cargo xtask static` and name it in ${BINARY_VAR}",
-                        exe.display()
-                    ));
+                if static_arch(&exe)?.is_some() {
+                    (exe, false)
+                } else if let Some(sibling) = static_sibling(&exe) {
+                    (sibling, false)
+                } else {
+                    (exe, true)
                 }
-                exe
             }
         };
         let mut file = std::fs::File::open(&path)
             .map_err(|e| format!("cannot read the build to install, {}: {e}", path.display()))?;
-        let Some(arch) = static_arch(&path)? else {
+        let arch = if dynamic {
+            elf_arch(&path)?.map(|(arch, _)| arch)
+        } else {
+            static_arch(&path)?
+        };
+        let Some(arch) = arch else {
             return Err(format!(
                 "{} (${BINARY_VAR}) is not a statically linked Linux executable; build one with `cargo xtask static`",
                 path.display()
@@ -126,8 +140,38 @@ impl Build {
             sha256,
             size,
             arch,
+            dynamic,
         })
     }
+}
+
+/// The static build of this version that the project's own build put
+/// beside `exe` (`target/release/dsh` → `target/ARCH-unknown-linux-musl/
+/// {static,release,static-test}/dsh`), the newest first; `None` when there
+/// is none or it says another version.
+fn static_sibling(exe: &std::path::Path) -> Option<PathBuf> {
+    let target = exe.parent()?.parent()?;
+    let triple = format!("{}-unknown-linux-musl", std::env::consts::ARCH);
+    let mut found: Vec<(std::time::SystemTime, PathBuf)> = ["static", "release", "static-test"]
+        .iter()
+        .map(|profile| target.join(&triple).join(profile).join("dsh"))
+        .filter(|p| matches!(static_arch(p), Ok(Some(_))))
+        .filter_map(|p| Some((std::fs::metadata(&p).ok()?.modified().ok()?, p)))
+        .collect();
+    found.sort_by(|a, b| b.0.cmp(&a.0));
+    found.into_iter().map(|(_, p)| p).find(|p| {
+        std::process::Command::new(p)
+            .arg("--version")
+            .stdin(Stdio::null())
+            .stderr(Stdio::null())
+            .output()
+            .is_ok_and(|out| {
+                out.status.success()
+                    && String::from_utf8_lossy(&out.stdout)
+                        .split_whitespace()
+                        .any(|w| w == env!("CARGO_PKG_VERSION"))
+            })
+    })
 }
 
 /// The architecture of `path` when it is a 64-bit little-endian ELF
@@ -135,6 +179,13 @@ impl Build {
 /// Linux build of dsh is; `None` for anything else. Reads the ELF header
 /// and the program headers only.
 fn static_arch(path: &std::path::Path) -> Result<Option<&'static str>, String> {
+    Ok(elf_arch(path)?.and_then(|(arch, interp)| (!interp).then_some(arch)))
+}
+
+/// The architecture of `path` when it is a 64-bit little-endian ELF
+/// executable, and whether it names a program interpreter (is dynamically
+/// linked); `None` for anything else.
+fn elf_arch(path: &std::path::Path) -> Result<Option<(&'static str, bool)>, String> {
     const PT_INTERP: u32 = 3;
     let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     let u16_at = |at: usize| {
@@ -173,7 +224,7 @@ fn static_arch(path: &std::path::Path) -> Result<Option<&'static str>, String> {
             .and_then(|off| u32_at(off + i * usize::from(phentsize)))
             == Some(PT_INTERP)
     });
-    Ok((!interp).then_some(arch))
+    Ok(Some((arch, interp)))
 }
 
 /// `uname -m` as Rust names the architecture.
@@ -425,7 +476,17 @@ pub fn open(
         Ok(()) => Ok(stream),
         Err(e) => {
             stream.end();
-            Err(e)
+            Err(
+                if build.dynamic && e.contains("does not run on the target") {
+                    format!(
+                        "{e}; this dsh ({}) is dynamically linked: build the static one with `cargo xtask static`, which runs on any {} Linux",
+                        build.path.display(),
+                        build.arch
+                    )
+                } else {
+                    e
+                },
+            )
         }
     }
 }
@@ -466,9 +527,14 @@ fn handshake(
         write_to(stream, host, b"go\n")?;
     } else {
         say(&format!(
-            "installing dsh on {host} ({:.1} MB, {})",
+            "installing dsh on {host} ({:.1} MB, {}{})",
             build.size as f64 / 1e6,
-            build.name
+            build.name,
+            if build.dynamic {
+                "; dynamically linked: it runs where the C library is as new as here"
+            } else {
+                ""
+            }
         ));
         write_to(stream, host, b"send\n")?;
         let mut file = std::fs::File::open(&build.path)
