@@ -628,6 +628,40 @@ def person_git(where, home):
     return marker.read_text() if marker.exists() else ""
 
 
+PLANT_IN_EXISTING = r"""
+set -u
+OUT="$PWD/tools"; mkdir -p "$OUT"
+printf '#!/bin/sh\necho "$0 $PWD" >> "$HOME/ran-outside"\n' > "$OUT/evil.sh"
+chmod +x "$OUT/evil.sh"
+git -C vendor/lib config core.fsmonitor "$OUT/evil.sh"
+printf '[core]\n\tfsmonitor = %s\n' "$OUT/evil.sh" >> vendor/lib/.git/config
+cp "$OUT/evil.sh" vendor/lib/.git/hooks/post-index-change
+mv vendor/lib/.git/hooks/pre-commit.sample vendor/lib/.git/hooks/post-checkout
+sed -i "s|\[core\]|[core]\n\thooksPath = $OUT|" vendor/lib/.git/config
+true
+"""
+
+
+async def test_a_repository_already_in_the_workspace_takes_no_config_from_the_sandbox(box):
+    """A repository the person made below the workspace (vendored, a
+    submodule's checkout): a confined command cannot set its config or
+    hooks by any of git config, >>, a new hook, a rename or sed -i."""
+    import subprocess
+    home, ws = box["home"], box["ws"]
+    lib = ws / "vendor" / "lib"
+    env = {**box["env"], "HOME": str(home), "GIT_CONFIG_NOSYSTEM": "1"}
+    subprocess.run(["git", "init", "-q", str(lib)], check=True, env=env)
+    before = (lib / ".git" / "config").read_text()
+    async with connect(box["env"], cwd=ws) as s:
+        res = ok(await bash(s, PLANT_IN_EXISTING))
+        # reading it still works
+        read = ok(await bash(s, "git -C vendor/lib status --short && echo read-ok"))
+        assert "read-ok" in read["output"], read
+    assert (lib / ".git" / "config").read_text() == before, res["output"]
+    assert not (lib / ".git" / "hooks" / "post-index-change").exists(), res["output"]
+    assert person_git(lib, home) == "", res["output"]
+
+
 @pytest.mark.parametrize("layout", ["no-repo", "nested", "in-a-monorepo"])
 async def test_a_repository_planted_in_the_workspace_runs_nothing_for_the_person(box, layout):
     import subprocess

@@ -1,6 +1,9 @@
-//! The guard of new git repositories: a confined process may not create,
+//! The guard of git repositories: a confined process may not create,
 //! inside the workspace, a directory entry named `.git` (any case) or
-//! `HEAD`, nor move anything into the workspace from outside it.
+//! `HEAD`, nor, in a `.git` directory below the workspace's top (a
+//! repository that was already there), a config file, `commondir`,
+//! `gitdir` or a hook; nor move anything into the workspace from outside
+//! it.
 //!
 //! A repository's config and hooks name programs that git runs
 //! (`core.fsmonitor`, `core.hooksPath`, `diff.external`, `core.pager`, …),
@@ -112,6 +115,38 @@ pub(crate) fn names_a_repository(name: &[u8]) -> bool {
     name.eq_ignore_ascii_case(b".git") || name.eq_ignore_ascii_case(b"HEAD")
 }
 
+/// Whether entry `name` of directory `dir` is, in a `.git` directory
+/// (any case) deeper below `root` than its top (the top one is mounted
+/// read-only), one that can name a program git runs or a git directory
+/// to take config from: a `config*` file (a worktree's too), `commondir`
+/// or `gitdir`, or anything in `hooks/`. The objects, refs and index stay
+/// writable, so agents still commit in a nested repository.
+fn names_what_git_runs(dir: &Path, name: &[u8], root: &Path) -> bool {
+    let Ok(below) = dir.strip_prefix(root) else {
+        return false;
+    };
+    let parts: Vec<&[u8]> = below
+        .components()
+        .map(|c| c.as_os_str().as_bytes())
+        .chain(std::iter::once(name))
+        .collect();
+    let Some(git) = parts
+        .iter()
+        .skip(1)
+        .position(|p| p.eq_ignore_ascii_case(b".git"))
+        .map(|i| i + 1)
+    else {
+        return false;
+    };
+    let inside = &parts[git + 1..];
+    let lower = name.to_ascii_lowercase();
+    inside
+        .first()
+        .is_some_and(|first| first.eq_ignore_ascii_case(b"hooks"))
+        || (!inside.is_empty()
+            && (lower.starts_with(b"config") || lower == b"commondir" || lower == b"gitdir"))
+}
+
 /// The last component of `path` and the directory before it.
 fn split(path: &[u8]) -> (&[u8], &[u8]) {
     let mut end = path.len();
@@ -147,9 +182,21 @@ pub(crate) fn judge(
         return Answer::Fail(libc::EFAULT);
     };
     let (new_dir, new_name) = split(&new_path);
-    let new_inside =
-        directory(proc_dir, new.dirfd, new_dir).map(|d| roots.iter().any(|r| d.starts_with(r)));
+    let new_resolved = directory(proc_dir, new.dirfd, new_dir);
+    let new_inside = new_resolved
+        .as_ref()
+        .map(|d| roots.iter().any(|r| d.starts_with(r)));
     if names_a_repository(new_name) && new_inside != Some(false) {
+        return Answer::Fail(libc::EPERM);
+    }
+    // In a repository that was already there (a nested one, a vendored
+    // one), what names programs git runs is made by creating files
+    // (`config.lock` renamed over `config`, a hook, `>>`, `sed -i`), so
+    // none of those is created in a `.git` below the workspace.
+    if new_resolved
+        .as_ref()
+        .is_some_and(|d| roots.iter().any(|r| names_what_git_runs(d, new_name, r)))
+    {
         return Answer::Fail(libc::EPERM);
     }
     if let Some(old) = old {
@@ -204,5 +251,21 @@ mod tests {
         assert_eq!(split(b"/x"), (&b"/"[..], &b"x"[..]));
         assert!(names_a_repository(b".GIT") && names_a_repository(b"HEAD"));
         assert!(!names_a_repository(b"config") && !names_a_repository(b".gitignore"));
+        let root = Path::new("/ws");
+        let runs =
+            |dir: &str, name: &str| names_what_git_runs(Path::new(dir), name.as_bytes(), root);
+        assert!(runs("/ws/vendor/lib/.git", "config.lock"));
+        assert!(runs("/ws/vendor/lib/.git/hooks", "post-checkout"));
+        assert!(runs("/ws/vendor/lib/.git", "hooks"));
+        assert!(runs("/ws/a/.GIT/worktrees/x", "config.worktree"));
+        assert!(runs("/ws/a/.git", "commondir"));
+        assert!(!runs("/ws/vendor/lib/.git", "index.lock"));
+        assert!(!runs("/ws/vendor/lib/.git/objects/ab", "tmp_obj_x"));
+        assert!(!runs("/ws/vendor/lib", "config"));
+        assert!(
+            !runs("/ws/.git", "config.lock"),
+            "the top one is mounted read-only"
+        );
+        assert!(!runs("/elsewhere/x/.git", "config"));
     }
 }
