@@ -645,7 +645,8 @@ true
 async def test_a_repository_already_in_the_workspace_takes_no_config_from_the_sandbox(box):
     """A repository the person made below the workspace (vendored, a
     submodule's checkout): a confined command cannot set its config or
-    hooks by any of git config, >>, a new hook, a rename or sed -i."""
+    hooks by any of git config, >>, a new hook, a rename or sed -i, and
+    still reads and commits there."""
     import subprocess
     home, ws = box["home"], box["ws"]
     lib = ws / "vendor" / "lib"
@@ -654,9 +655,12 @@ async def test_a_repository_already_in_the_workspace_takes_no_config_from_the_sa
     before = (lib / ".git" / "config").read_text()
     async with connect(box["env"], cwd=ws) as s:
         res = ok(await bash(s, PLANT_IN_EXISTING))
-        # reading it still works
+        # reading it still works, and so does committing there
         read = ok(await bash(s, "git -C vendor/lib status --short && echo read-ok"))
         assert "read-ok" in read["output"], read
+        commit = ok(await bash(s, "git -C vendor/lib -c user.name=a -c user.email=a@x "
+                                  "commit --allow-empty -qm agent && git -C vendor/lib log --oneline"))
+        assert commit["exit_code"] == 0 and "agent" in commit["output"], commit
     assert (lib / ".git" / "config").read_text() == before, res["output"]
     assert not (lib / ".git" / "hooks" / "post-index-change").exists(), res["output"]
     assert person_git(lib, home) == "", res["output"]

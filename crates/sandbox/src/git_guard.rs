@@ -115,6 +115,17 @@ pub(crate) fn names_a_repository(name: &[u8]) -> bool {
     name.eq_ignore_ascii_case(b".git") || name.eq_ignore_ascii_case(b"HEAD")
 }
 
+/// Whether `dir` is in a `.git` directory (any case) deeper below `root`
+/// than its top.
+fn in_a_nested_git_dir(dir: &Path, root: &Path) -> bool {
+    dir.strip_prefix(root).is_ok_and(|below| {
+        below
+            .components()
+            .skip(1)
+            .any(|c| c.as_os_str().as_bytes().eq_ignore_ascii_case(b".git"))
+    })
+}
+
 /// Whether entry `name` of directory `dir` is, in a `.git` directory
 /// (any case) deeper below `root` than its top (the top one is mounted
 /// read-only), one that can name a program git runs or a git directory
@@ -186,7 +197,16 @@ pub(crate) fn judge(
     let new_inside = new_resolved
         .as_ref()
         .map(|d| roots.iter().any(|r| d.starts_with(r)));
-    if names_a_repository(new_name) && new_inside != Some(false) {
+    // A `HEAD` in a nested repository's `.git` (a checkout, the reflog's
+    // `logs/HEAD`) names a ref, not a program: no config can be made
+    // beside it (below).
+    let in_nested_git = new_resolved
+        .as_ref()
+        .is_some_and(|d| roots.iter().any(|r| in_a_nested_git_dir(d, r)));
+    if names_a_repository(new_name)
+        && new_inside != Some(false)
+        && !(in_nested_git && new_name.eq_ignore_ascii_case(b"HEAD"))
+    {
         return Answer::Fail(libc::EPERM);
     }
     // In a repository that was already there (a nested one, a vendored
@@ -267,5 +287,8 @@ mod tests {
             "the top one is mounted read-only"
         );
         assert!(!runs("/elsewhere/x/.git", "config"));
+        assert!(in_a_nested_git_dir(Path::new("/ws/lib/.git/logs"), root));
+        assert!(!in_a_nested_git_dir(Path::new("/ws/.git/logs"), root));
+        assert!(!in_a_nested_git_dir(Path::new("/ws/lib"), root));
     }
 }
