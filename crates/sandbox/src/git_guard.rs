@@ -193,7 +193,11 @@ pub(crate) fn judge(
         return Answer::Fail(libc::EFAULT);
     };
     let (new_dir, new_name) = split(&new_path);
-    let new_resolved = directory(proc_dir, new.dirfd, new_dir);
+    let new_resolved = match directory(proc_dir, new.dirfd, new_dir) {
+        // The kernel would answer the same: nothing is created.
+        Err(errno @ (libc::ENOENT | libc::ENOTDIR)) => return Answer::Fail(errno),
+        found => found.ok(),
+    };
     let new_inside = new_resolved
         .as_ref()
         .map(|d| roots.iter().any(|r| d.starts_with(r)));
@@ -224,8 +228,10 @@ pub(crate) fn judge(
             return Answer::Fail(libc::EFAULT);
         };
         let (old_dir, old_name) = split(&old_path);
-        let old_inside =
-            directory(proc_dir, old.dirfd, old_dir).map(|d| roots.iter().any(|r| d.starts_with(r)));
+        let old_inside = match directory(proc_dir, old.dirfd, old_dir) {
+            Err(errno @ (libc::ENOENT | libc::ENOTDIR)) => return Answer::Fail(errno),
+            found => found.ok().map(|d| roots.iter().any(|r| d.starts_with(r))),
+        };
         let exchange = nr == libc::SYS_renameat2 && args[4] & u64::from(libc::RENAME_EXCHANGE) != 0;
         if exchange && names_a_repository(old_name) && old_inside != Some(false) {
             return Answer::Fail(libc::EPERM);
@@ -243,21 +249,22 @@ pub(crate) fn judge(
 
 /// The directory `dir` (relative to descriptor `dirfd` of the thread, or
 /// its working directory) as the thread sees it, symbolic links resolved;
-/// `None` when it cannot be found.
-fn directory(proc_dir: &OwnedFd, dirfd: i32, dir: &[u8]) -> Option<PathBuf> {
+/// the errno when it cannot be found (`ENOENT`, `ENOTDIR`: it does not
+/// exist).
+fn directory(proc_dir: &OwnedFd, dirfd: i32, dir: &[u8]) -> Result<PathBuf, i32> {
     let dir = Path::new(OsStr::from_bytes(dir));
     let full = if dir.is_absolute() || dirfd == libc::AT_FDCWD {
         dir.to_path_buf()
     } else {
         let base = std::fs::read_link(format!("/proc/self/fd/{}/fd/{dirfd}", proc_dir.as_raw_fd()))
-            .ok()?;
+            .map_err(|_| libc::EBADF)?;
         if !base.is_absolute() {
-            return None;
+            return Err(libc::EBADF);
         }
         base.join(dir)
     };
-    let pinned = crate::connect_guard::open_as(proc_dir, &full).ok()?;
-    std::fs::read_link(format!("/proc/self/fd/{}", pinned.as_raw_fd())).ok()
+    let pinned = crate::connect_guard::open_as(proc_dir, &full)?;
+    std::fs::read_link(format!("/proc/self/fd/{}", pinned.as_raw_fd())).map_err(|_| libc::EACCES)
 }
 
 #[cfg(test)]
