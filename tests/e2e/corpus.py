@@ -223,6 +223,96 @@ def _gnupg_home(root):
     (root / "secret.txt").write_text("top secret\n")
 
 
+
+def _git_history(root):
+    """A repository with three commits, for an editor or a pager git opens."""
+    repo = root / "repo"
+    repo.mkdir()
+    git = ["git", "-C", str(repo), "-c", "user.name=corpus", "-c", "user.email=corpus@example.invalid"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    for n in ("one", "two", "three"):
+        (repo / f"{n}.txt").write_text(f"{n}\n")
+        subprocess.run([*git, "add", f"{n}.txt"], check=True)
+        subprocess.run([*git, "commit", "-qm", f"add {n}"], check=True)
+    (repo / "four.txt").write_text("four\n")
+    subprocess.run([*git, "add", "four.txt"], check=True)
+
+
+def _gnupg_agent_home(root):
+    """A GnuPG home whose agent asks for passphrases with pinentry-curses
+    on the terminal the agent is told about (GPG_TTY)."""
+    _gnupg_home(root)
+    pinentry = shutil.which("pinentry-curses") or "/usr/bin/pinentry-curses"
+    (root / "gnupg" / "gpg-agent.conf").write_text(f"pinentry-program {pinentry}\n")
+
+
+# Reads the terminal on a thread of its own while the main thread waits
+# on a pipe the reader writes when it is done.
+THREAD_READER = """\
+import os
+import threading
+
+done_r, done_w = os.pipe()
+
+
+def reader():
+    while True:
+        line = input("thread> ")
+        if line == "quit":
+            print("bye")
+            break
+        print("got", line.upper())
+    os.write(done_w, b"x")
+
+
+threading.Thread(target=reader, daemon=True).start()
+os.read(done_r, 1)
+"""
+
+# Polls its input in 100 ms rounds with the four-argument select.
+PERL_POLL = """\
+$| = 1;
+print "ready\\n";
+while (1) {
+    my $rin = '';
+    vec($rin, fileno(STDIN), 1) = 1;
+    next unless select(my $rout = $rin, undef, undef, 0.1);
+    my $line = <STDIN>;
+    last unless defined $line;
+    chomp $line;
+    if ($line eq 'quit') { print "bye\\n"; last }
+    print "perl got $line\\n";
+}
+"""
+
+NODE_SCRIPT = """\
+const answer = 6 * 7;
+console.log("answer", answer);
+"""
+
+
+# What the programs' setups started and the module must stop at its end
+# (`cleanup`): a loopback sshd.
+_RUNNING = []
+
+
+def cleanup():
+    """Stops what the setups started (called once the module is done)."""
+    while _RUNNING:
+        _RUNNING.pop().__exit__(None, None, None)
+
+
+def _sshd(root):
+    """A real OpenSSH server on loopback for this program (see
+    `loopback_ssh.py`), stopped by `cleanup`."""
+    from loopback_ssh import LoopbackSshd
+
+    server = LoopbackSshd(root / "sshd", {"DSH_CORPUS": "1"}).__enter__()
+    _RUNNING.append(server)
+
+
+SSH_REMOTE = "ssh -F sshd/ssh_config -t dsh-test-remote 'PS1=\"remote\\$ \" exec bash --norc --noprofile -i'"
+
 NUMBERS = "".join(f"{i}\n" for i in range(1, 201))
 
 SHELL_DONE = dict(reason="prompt", exit_code=0)
@@ -458,6 +548,135 @@ PROGRAMS = [
              "input_wait", r"Enter passphrase: $", echo=False, bench=True),
         Step("done", "correct horse", **SHELL_DONE),
         Step("stop the agent", "gpgconf --kill gpg-agent", **SHELL_DONE),
+    ]),
+
+    # --- the reader is not the foreground group's leader: a program
+    # another program runs for it, or the last of a pipe ---
+    # (an editor git opens for its own configuration: the sandbox keeps a
+    # repository's .git read-only, so no commit or rebase is made here)
+    Program("git config editor", ("git", "vim"), rows=24, cols=80, env={"GIT_EDITOR": "vim"},
+            setup=_write("notes.cfg", "[corpus]\n\tname = one\n"),
+            check=_file_is("notes.cfg", "[corpus]\n\tname = two\n"), steps=[
+        Step("editor opens", "git config --file notes.cfg --edit && echo edited", "input_wait",
+             screen=r"name = one", bench=True, floor=r"name = one"),
+        Step("change", ":%s/one/two/", "input_wait", screen=r"name = two"),
+        Step("write and quit", ":wq", "prompt", r"edited\n$", exit_code=0),
+    ]),
+    Program("find -exec editor", ("find", "vim"), rows=24, cols=80, setup=_write("f.txt", "alpha\n"),
+            check=_file_is("f.txt", "alpha\nbeta\n"), steps=[
+        Step("editor opens", "find . -name f.txt -exec vim {} \\;", "input_wait", screen=r"^alpha",
+             bench=True, floor=r"alpha"),
+        Step("append", f"obeta{ESC}", "input_wait", submit=False, screen=r"^beta"),
+        Step("write and quit", ":wq", **SHELL_DONE),
+    ]),
+    Program("git log pager", ("git", "less"), setup=_git_history, rows=10, cols=60, steps=[
+        Step("pager opens", "cd repo && LESS=R GIT_PAGER=less git log --oneline", "input_wait", r"add three",
+             screen=r"add one", bench=True),
+        Step("quit", "q", submit=False, **SHELL_DONE),
+    ]),
+    Program("seq | less", ("seq", "less"), rows=10, cols=40, steps=[
+        Step("pager opens", "seq 200 | less", "input_wait", r"\b9\n", bench=True),
+        Step("search", "/170\r", "input_wait", r"170\n171\n", submit=False),
+        Step("quit", "q", submit=False, **SHELL_DONE),
+    ]),
+    Program("seq | fzf", ("seq", "fzf"), rows=20, cols=60, steps=[
+        Step("finder opens", "seq 100 | fzf; echo \"picked=$?\"", "input_wait", screen=r"100/100", bench=True,
+             floor=r"100/100"),
+        Step("narrow", "77", "input_wait", submit=False, screen=r"1/100"),
+        Step("pick", "\r", "prompt", r"^77\npicked=0\n$", submit=False, exit_code=0),
+    ]),
+    Program("bc under python", ("python3", "bc"), steps=[
+        Step("start", "python3 -c 'import subprocess; subprocess.run([\"bc\", \"-q\"]); print(\"back\")'",
+             "input_wait", r"^$"),
+        Step("evaluate", "6 * 7", "input_wait", r"^\n?42\n$", bench=True),
+        Step("quit", "quit", "prompt", r"back\n$", exit_code=0),
+    ]),
+    Program("git credential fill", ("git",), env={"GIT_ASKPASS": "", "SSH_ASKPASS": ""}, steps=[
+        Step("user name", "printf 'protocol=https\\nhost=example.invalid\\n\\n' | git credential fill",
+             "input_wait", r"Username for 'https://example\.invalid': $", bench=True),
+        Step("password", "ada", "input_wait", r"Password for 'https://ada@example\.invalid': $", echo=False),
+        Step("filled", "hunter2", "prompt", r"username=ada\npassword=hunter2\n", exit_code=0),
+    ]),
+    # --- the reader is outside the foreground group: a multiplexer's
+    # server, a dialog a daemon started, a program in a session of its own ---
+    Program("tmux", ("tmux",), rows=24, cols=80, steps=[
+        Step("open", "tmux -f /dev/null -S tmux.sock new-session 'PS1=\"in-tmux$ \" bash --norc --noprofile -i'",
+             "input_wait", screen=r"in-tmux\$", bench=True, floor=r"in-tmux"),
+        Step("evaluate", "echo $((6 * 7))", "input_wait", r"42", screen=r"^42\s*$"),
+        Step("exit", "exit", "prompt", r"exited", exit_code=0),
+    ]),
+    Program("screen", ("screen",), rows=24, cols=80, env={"SCREENDIR": "{dir}/screens"}, steps=[
+        Step("open", "screen -q bash --norc --noprofile -i", "input_wait", screen=r"bash-[0-9.]+[$#]",
+             bench=True, floor=r"bash-"),
+        Step("evaluate", "echo $((6 * 7))", "input_wait", r"42", screen=r"^42\s*$"),
+        Step("exit", "exit", "prompt", r"screen is terminating", exit_code=0),
+    ]),
+    Program("setsid bc", ("setsid", "bc"), steps=[
+        Step("start", "setsid -w bc -q", "input_wait", r"^$"),
+        Step("evaluate", "6 * 7", "input_wait", r"^\n?42\n$", bench=True),
+        Step("quit", "quit", **SHELL_DONE),
+    ]),
+    Program("gpg pinentry-curses", ("gpg", "gpgconf", "pinentry-curses"), env={"GNUPGHOME": "{dir}/gnupg"},
+            setup=_gnupg_agent_home, check=_files_exist("secret.txt.gpg"), rows=24, cols=80, steps=[
+        Step("dialog", "export GPG_TTY=$(tty); gpg --symmetric -o secret.txt.gpg secret.txt", "input_wait",
+             echo=False, screen=r"Passphrase", bench=True, floor=r"Passphrase"),
+        Step("passphrase", "correct horse 42!", "input_wait", echo=False, screen=r"(?i)re-?enter|repeat|again"),
+        Step("again", "correct horse 42!", **SHELL_DONE),
+        Step("stop the agent", "gpgconf --kill gpg-agent", **SHELL_DONE),
+    ]),
+    # --- the terminal is read on a thread other than the main one ---
+    Program("erl", ("erl",), command=["erl"], open_out=r"1> $", steps=[
+        Step("bind", "X = 41.", "input_wait", r"41\n2> $"),
+        Step("evaluate", "X + 1.", "input_wait", r"42\n3> $", bench=True),
+        Step("halt", "halt().", "exit"),
+    ]),
+    Program("python3 -m asyncio", ("python3",), command=["python3", "-m", "asyncio"], open_out=r">>> $", steps=[
+        Step("assign", "x = 41", "input_wait", r">>> $", echo=True),
+        Step("evaluate", "x + 1", "input_wait", r"42\n>>> $", bench=True),
+        Step("await", "await asyncio.sleep(0, result=7)", "input_wait", r"7\n>>> $"),
+        Step("exit", "exit()", ("exit", "input_wait")),
+    ]),
+    Program("python reader thread", ("python3",), setup=_write("reader.py", THREAD_READER), steps=[
+        Step("start", "python3 reader.py", "input_wait", r"thread> $"),
+        Step("line", "abc", "input_wait", r"got ABC\nthread> $", bench=True),
+        Step("quit", "quit", "prompt", r"bye\n$", exit_code=0),
+    ]),
+    # --- the reader waits while the answer comes from another process ---
+    Program("ssh", ("ssh", "sshd"), setup=_sshd, steps=[
+        Step("connect", SSH_REMOTE, "input_wait", r"remote\$ $"),
+        Step("remote command", "echo $((6 * 7))", "input_wait", r"42\n(.*\n)*remote\$ $", bench=True),
+        Step("remote working directory", "cd / && pwd", "input_wait", r"(^|\n)/\n(.*\n)*remote\$ $"),
+        Step("leave", "exit", "prompt", r"closed", exit_code=0),
+    ]),
+    Program("jshell", ("jshell",), command=["jshell", "-J-Xshare:auto"], open_out=r"jshell> $", steps=[
+        Step("declare", "int x = 41;", "input_wait", r"x ==> 41"),
+        Step("evaluate", "x + 1", "input_wait", r"==> 42", bench=True),
+        Step("exit", "/exit", ("exit", "input_wait")),
+    ]),
+    Program("node inspect", ("node",), setup=_write("s.js", NODE_SCRIPT), steps=[
+        Step("start", "node inspect s.js", "input_wait", r"debug> $"),
+        Step("evaluate", "exec 6 * 7", "input_wait", r"42\n(.*\n)*debug> $", bench=True),
+        Step("quit", ".exit", **SHELL_DONE),
+    ]),
+    # --- more programs that poll their input with a time limit ---
+    Program("perl select poll", ("perl",), setup=_write("poll.pl", PERL_POLL), steps=[
+        Step("start", "perl poll.pl", "input_wait", r"^ready\n$"),
+        Step("line", "abc", "input_wait", r"^perl got abc\n$", bench=True),
+        Step("quit", "quit", "prompt", r"^bye\n$", exit_code=0),
+    ]),
+    # --- busy programs that must not settle early ---
+    Program("busy then done", ("bash",), steps=[
+        Step("sleep then print", "sleep 1; echo done", "prompt", r"^done\n$", exit_code=0, bench=True),
+    ]),
+    Program("late input", ("python3",), steps=[
+        Step("asks after a while", "python3 -c 'import time; time.sleep(1); print(\"n =\", input(\"late? \"))'",
+             "input_wait", r"^late\? $", bench=True),
+        Step("answer", "5", "prompt", r"^n = 5\n$", exit_code=0),
+    ]),
+    Program("bash select menu", ("bash",), steps=[
+        Step("menu", "select f in apple pear; do echo \"chose $f\"; break; done", "input_wait",
+             r"1\) apple\n2\) pear\n#\? $", bench=True),
+        Step("choose", "2", "prompt", r"^chose pear\n$", exit_code=0),
     ]),
 ]
 

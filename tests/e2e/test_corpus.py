@@ -18,7 +18,7 @@ import time
 import pytest
 
 from conftest import connect, ok, stop_daemons
-from corpus import PROGRAMS, distinct_programs, missing, server_env
+from corpus import PROGRAMS, cleanup, distinct_programs, missing, server_env
 from waiting import eventually
 
 pytestmark = pytest.mark.anyio
@@ -46,6 +46,7 @@ async def corpus(tmp_path_factory):
         async with connect(env, cwd=str(ws)) as session:
             yield {"session": session, "ws": ws}
     finally:
+        cleanup()
         stop_daemons(env)
         shutil.rmtree(env["DSH_RUNTIME_DIR"], ignore_errors=True)
 
@@ -59,10 +60,10 @@ def describe(program, i, step, reply):
     )
 
 
-def test_the_corpus_has_thirty_programs():
+def test_the_corpus_has_sixty_programs():
     names = [p.name for p in PROGRAMS]
     assert len(names) == len(distinct_programs()), "a program is listed twice"
-    assert len(names) >= 30, names
+    assert len(names) >= 60, names
 
 
 @pytest.mark.parametrize("program", PROGRAMS, ids=[p.name for p in PROGRAMS])

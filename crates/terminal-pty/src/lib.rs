@@ -19,6 +19,7 @@ mod background;
 mod canon;
 mod echo;
 mod emulator;
+mod holders;
 mod interrupt;
 mod memory;
 mod output;

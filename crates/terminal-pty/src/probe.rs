@@ -63,6 +63,17 @@ impl Tty {
         })
     }
 
+    /// Whether a file of device `dev` and inode `ino` is this terminal.
+    pub(crate) fn is(&self, dev: u64, ino: u64) -> bool {
+        self.dev == dev && self.ino == ino
+    }
+
+    /// Whether a process whose `tty_nr` (in `/proc/<pid>/stat`) is this
+    /// has this terminal as its controlling terminal.
+    pub(crate) fn is_controlling(&self, tty_nr: u32) -> bool {
+        terminal_of(tty_nr) == Some(device(self.rdev))
+    }
+
     /// A terminal no descriptor is (for tests).
     #[cfg(test)]
     pub(crate) fn none() -> Self {
@@ -99,7 +110,6 @@ mod nr {
     pub const EPOLL_WAIT: i64 = 232;
     pub const EPOLL_PWAIT: i64 = 281;
     pub const EPOLL_PWAIT2: i64 = 441;
-    pub const FUTEX: i64 = 202;
 }
 
 #[cfg(not(target_arch = "x86_64"))]
@@ -114,24 +124,26 @@ mod nr {
     pub const EPOLL_WAIT: i64 = -102;
     pub const EPOLL_PWAIT: i64 = 22;
     pub const EPOLL_PWAIT2: i64 = 441;
-    pub const FUTEX: i64 = 98;
 }
 
 /// Probes `pid`: is it blocked waiting for input from the terminal `tty`?
 ///
-/// Its main thread first. A program whose main thread waits for another
-/// thread (blocked in `futex`) may read the terminal from that thread —
-/// Tcl's notifier thread does, for `expect` and `tclsh` — so then its
-/// other threads are probed too.
+/// Its main thread first, then every other thread: a program may read
+/// the terminal from a thread of its own while its main thread waits on
+/// something else — Tcl's notifier thread `select`s on it for `expect`
+/// and `tclsh` while the main thread waits in `futex`, the BEAM's poller
+/// thread for `erl` while the main thread sleeps in `pselect6`, the REPL
+/// thread of `python3 -m asyncio` while the main thread runs the event
+/// loop's `epoll_wait`, a JVM's reader thread.
 pub(crate) fn wait_state(pid: i32, tty: &Tty) -> WaitState {
-    match thread_wait(pid, pid, tty) {
-        (WaitState::Other, Some(number)) if number == nr::FUTEX => thread_ids(pid)
+    match thread_wait(pid, pid, tty).0 {
+        WaitState::Other => thread_ids(pid)
             .into_iter()
             .filter(|tid| *tid != pid)
             .map(|tid| thread_wait(pid, tid, tty).0)
             .find(|state| matches!(state, WaitState::OnTerminal { .. }))
             .unwrap_or(WaitState::Other),
-        (state, _) => state,
+        state @ (WaitState::OnTerminal { .. } | WaitState::Unobservable | WaitState::Gone) => state,
     }
 }
 
@@ -192,6 +204,66 @@ fn thread_wait(pid: i32, tid: i32, tty: &Tty) -> (WaitState, Option<i64>) {
         (WaitState::OnTerminal { tid, limit }, Some(number))
     } else {
         (WaitState::Other, Some(number))
+    }
+}
+
+/// The descriptors thread `tid` of process `pid` waits on, read as
+/// [`thread_wait`] reads them: the one a `read` reads, the read set of a
+/// `select`, the `POLLIN` entries of a `poll`, what an epoll watches.
+/// Empty when it waits on none (or is not seen).
+pub(crate) fn wait_set(pid: i32, tid: i32) -> Vec<i32> {
+    let path = if tid == pid {
+        format!("/proc/{pid}/syscall")
+    } else {
+        format!("/proc/{pid}/task/{tid}/syscall")
+    };
+    let Ok(text) = fs::read_to_string(path) else {
+        return Vec::new();
+    };
+    let mut fields = text.split_whitespace();
+    let Some(number) = fields.next().and_then(|f| f.parse::<i64>().ok()) else {
+        return Vec::new();
+    };
+    let args: Vec<u64> = fields
+        .take(6)
+        .filter_map(|f| u64::from_str_radix(f.trim_start_matches("0x"), 16).ok())
+        .collect();
+    let arg = |i: usize| args.get(i).copied().unwrap_or(0);
+    match number {
+        n if n == nr::READ || n == nr::READV => vec![arg(0) as i32],
+        n if n == nr::SELECT || n == nr::PSELECT6 => {
+            let nfds = arg(0).min(1024) as usize;
+            read_memory(pid, arg(1), nfds.div_ceil(64) * 8)
+                .map(|set| {
+                    (0..nfds)
+                        .filter(|fd| set[fd / 8] & (1 << (fd % 8)) != 0)
+                        .map(|fd| fd as i32)
+                        .collect()
+                })
+                .unwrap_or_default()
+        }
+        n if n == nr::POLL || n == nr::PPOLL => {
+            let nfds = arg(1).min(256) as usize;
+            read_memory(pid, arg(0), nfds * 8)
+                .map(|raw| {
+                    raw.chunks_exact(8)
+                        .filter(|e| i16::from_ne_bytes([e[4], e[5]]) & libc::POLLIN != 0)
+                        .map(|e| i32::from_ne_bytes([e[0], e[1], e[2], e[3]]))
+                        .collect()
+                })
+                .unwrap_or_default()
+        }
+        n if n == nr::EPOLL_WAIT || n == nr::EPOLL_PWAIT || n == nr::EPOLL_PWAIT2 => {
+            fs::read_to_string(format!("/proc/{pid}/fdinfo/{}", arg(0) as i32))
+                .map(|info| {
+                    info.lines()
+                        .filter_map(|l| l.strip_prefix("tfd:"))
+                        .filter_map(|rest| rest.split_whitespace().next()?.parse::<i32>().ok())
+                        .collect()
+                })
+                .unwrap_or_default()
+        }
+        _ => Vec::new(),
     }
 }
 
@@ -256,6 +328,17 @@ pub(crate) fn thread_ids(pid: i32) -> Vec<i32> {
                 .collect()
         })
         .unwrap_or_default()
+}
+
+/// The one-letter state of thread `tid` of process `pid` (`R` running,
+/// `S` asleep, `D` in an uninterruptible wait…); `None` once it is gone.
+pub(crate) fn thread_state(pid: i32, tid: i32) -> Option<char> {
+    let text = fs::read_to_string(format!("/proc/{pid}/task/{tid}/stat")).ok()?;
+    text[text.rfind(')')? + 1..]
+        .split_whitespace()
+        .next()?
+        .chars()
+        .next()
 }
 
 /// Whether descriptor `fd` of process `pid` is the terminal `tty`.

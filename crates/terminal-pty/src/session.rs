@@ -21,6 +21,7 @@ use tokio::io::Interest;
 use tokio::io::unix::AsyncFd;
 use tokio::sync::Notify;
 
+use crate::holders::{Holder, locks_memory};
 use crate::output::Output;
 use crate::probe::{
     Tty, WaitState, sleeps_on_its_terminal, switches_and_threads, thread_ids, voluntary_switches,
@@ -117,7 +118,26 @@ pub(crate) struct Session {
     busy: AtomicBool,
     closing: AtomicBool,
     closed: AtomicBool,
+    /// What earlier sends learnt of who reads this terminal.
+    known: Mutex<Known>,
 }
+
+/// What the sends of a terminal learnt of who reads it, for the next one.
+#[derive(Debug, Default)]
+struct Known {
+    /// Processes other than the foreground group's leader seen holding
+    /// the terminal (members of the foreground group, a multiplexer's
+    /// server, a dialog a daemon started): their counts are taken before
+    /// the next write, as the leader's are.
+    holders: Vec<Holder>,
+    /// The longest quiet stretch seen before the last output of the
+    /// latest send whose reader kept a connection to another process
+    /// (see `settle`, the hold of a provisional wait).
+    remote_gap: Option<Duration>,
+}
+
+/// The most processes remembered as holding one terminal.
+const MAX_KNOWN_HOLDERS: usize = 32;
 
 impl Session {
     /// Wraps a spawned child and its pty master (non-blocking) and starts
@@ -157,6 +177,7 @@ impl Session {
             busy: AtomicBool::new(false),
             closing: AtomicBool::new(false),
             closed: AtomicBool::new(false),
+            known: Mutex::new(Known::default()),
         });
         tokio::spawn(read_loop(Arc::clone(&session)));
         tokio::spawn(wait_loop(Arc::clone(&session)));
@@ -350,6 +371,60 @@ impl Session {
         let modes = self.modes()?;
         let canonical = modes.c_lflag & libc::ICANON != 0;
         Some(!canonical || modes.c_lflag & libc::ECHO != 0)
+    }
+
+    fn known(&self) -> MutexGuard<'_, Known> {
+        self.known.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The processes other than `leader` seen holding the terminal in
+    /// earlier sends and still alive.
+    pub(crate) fn known_holders(&self, leader: Option<i32>) -> Vec<Holder> {
+        let mut known = self.known();
+        known.holders.retain(Holder::alive);
+        known
+            .holders
+            .iter()
+            .copied()
+            .filter(|h| Some(h.pid) != leader)
+            .collect()
+    }
+
+    /// Remembers `found` as holding the terminal, for the next sends.
+    pub(crate) fn remember_holders(&self, found: impl IntoIterator<Item = Holder>) {
+        let mut known = self.known();
+        for holder in found {
+            if !known.holders.contains(&holder) {
+                known.holders.push(holder);
+            }
+        }
+        let excess = known.holders.len().saturating_sub(MAX_KNOWN_HOLDERS);
+        known.holders.drain(..excess);
+    }
+
+    /// The quiet stretch noted by [`Session::note_remote_gap`], if any.
+    pub(crate) fn remote_gap(&self) -> Option<Duration> {
+        self.known().remote_gap
+    }
+
+    /// Notes the longest quiet stretch of a send whose reader kept a
+    /// connection: the next such send holds for a multiple of it. An
+    /// earlier, longer one fades by half each send.
+    pub(crate) fn note_remote_gap(&self, gap: Duration) {
+        let mut known = self.known();
+        known.remote_gap = Some(known.remote_gap.map_or(gap, |before| gap.max(before / 2)));
+    }
+
+    /// Whether `pid`, waiting for input, reads a secret in a full-screen
+    /// dialog: the terminal is in raw mode with echo off (as any
+    /// full-screen program sets it) and the process keeps locked memory,
+    /// which programs that read secrets do so the secret never reaches
+    /// swap (pinentry's secure memory). Editors, pagers and REPLs lock
+    /// none.
+    pub(crate) fn secret_dialog(&self, pid: i32) -> bool {
+        self.modes()
+            .is_some_and(|m| m.c_lflag & (libc::ICANON | libc::ECHO) == 0)
+            && locks_memory(pid)
     }
 
     /// Whether `pid`, a process whose wait `/proc` hides from us (a

@@ -11,9 +11,13 @@ use terminal_seam::{InputCut, SendOutcome, SettleReason, TerminalError};
 
 use crate::canon;
 use crate::echo::{sent_lines, strip_echo};
+use crate::holders::{Holder, Mark, holders, remote_peer, waits_on_another_process};
 use crate::interrupt::{Interrupt, SettledOnDrop};
 use crate::output::Marker;
-use crate::probe::{Tty, WaitState, group_members, voluntary_switches, wait_state};
+use crate::probe::{
+    Tty, WaitState, group_members, thread_ids, thread_state, voluntary_switches, wait_set,
+    wait_state,
+};
 use crate::session::{Session, SlotGuard, switch_counts};
 
 /// How long the watch spins (yielding) after a write or new output.
@@ -67,6 +71,35 @@ const GROUP_SCAN_EVERY: Duration = Duration::from_millis(50);
 /// The longest pause between two scans of the foreground group.
 const MAX_GROUP_SCAN_PAUSE: Duration = Duration::from_secs(1);
 
+/// When, after the write, the processes outside the foreground group
+/// that hold the terminal are first looked for (a multiplexer's server,
+/// a dialog a daemon started), and the shortest pause between two such
+/// scans, backing off to [`MAX_HOLDER_SCAN_PAUSE`]. Processes found once
+/// are probed on every step after, and counted before the next write.
+const HOLDER_SCAN_AFTER: Duration = Duration::from_millis(20);
+const HOLDER_SCAN_EVERY: Duration = Duration::from_millis(100);
+const MAX_HOLDER_SCAN_PAUSE: Duration = Duration::from_secs(2);
+
+/// A wait of a process that keeps a connection to another process
+/// (ssh's link, a debugger's inspector socket, a separate evaluator) is
+/// provisional: the answer to what was sent may still be on its way. It
+/// counts once the output stayed quiet for a hold adapted to the quiet
+/// stretches seen before answers in this terminal: this many times the
+/// longest of the latest, between [`REMOTE_HOLD_MIN`] and
+/// [`REMOTE_HOLD_MAX`]; [`REMOTE_HOLD_FIRST`] before any was seen.
+const REMOTE_HOLD_FACTOR: u32 = 3;
+const REMOTE_HOLD_MIN: Duration = Duration::from_millis(150);
+const REMOTE_HOLD_MAX: Duration = Duration::from_secs(3);
+const REMOTE_HOLD_FIRST: Duration = Duration::from_secs(1);
+
+/// How long a wait's confirmation is put off while another thread of the
+/// waiting process, or another process of the foreground job, runs (a
+/// runtime still starting up on its other threads, a debugger's target
+/// still loading): after that, the wait counts all the same (a pipe's
+/// producer may compute for as long as it likes while its pager waits
+/// for keys).
+const BUSY_LIMIT: Duration = Duration::from_secs(2);
+
 /// After an interrupt, how long a send waits for a natural settle.
 const INTERRUPT_GRACE: Duration = Duration::from_secs(1);
 
@@ -112,6 +145,8 @@ impl SendPlan {
 /// Candidate for an input-wait settle, awaiting confirmation.
 #[derive(Clone, Copy, PartialEq, Eq)]
 struct WaitSeen {
+    /// The waiting process.
+    pid: i32,
     /// The waiting thread (the process's id for its main thread).
     tid: i32,
     switches: Option<u64>,
@@ -123,31 +158,49 @@ struct WaitSeen {
     timed: Option<Duration>,
     /// Seen only from outside (see [`INFERRED_WAIT_HOLD`]).
     inferred: bool,
+    /// Provisional: the process keeps a connection to another process
+    /// (see [`REMOTE_HOLD_FACTOR`]).
+    remote: bool,
+    /// Whether the checks made once the hold first ran out (a connection
+    /// to another process, see [`Watch::confirm`]) were made.
+    checked: bool,
+    /// When a wait of this process was first seen with this output: the
+    /// hold restarts while the job is busy, for [`BUSY_LIMIT`] at most.
+    first: Instant,
+}
+
+/// A thread found waiting on the terminal, fresh since the write.
+#[derive(Clone, Copy)]
+struct Found {
+    pid: i32,
+    tid: i32,
+    switches: Option<u64>,
+    limit: Option<Duration>,
+    inferred: bool,
 }
 
 impl WaitSeen {
-    fn new(
-        tid: i32,
-        switches: Option<u64>,
-        limit: Option<Duration>,
-        inferred: bool,
-        now: Instant,
-        generation: u64,
-    ) -> Self {
-        let timed = limit.filter(|l| *l <= SHORT_TIMED_WAIT);
+    /// A wait just found; `remote_hold` is the hold of a provisional one
+    /// (`None`: not provisional).
+    fn new(found: Found, remote_hold: Option<Duration>, now: Instant, generation: u64) -> Self {
+        let timed = found.limit.filter(|l| *l <= SHORT_TIMED_WAIT);
         let hold = match timed {
             Some(limit) => limit + TIMED_WAIT_MARGIN,
-            None if inferred => INFERRED_WAIT_HOLD,
+            None if found.inferred => INFERRED_WAIT_HOLD,
             None => INPUT_WAIT_CONFIRM,
         };
         Self {
-            tid,
-            switches,
+            pid: found.pid,
+            tid: found.tid,
+            switches: found.switches,
             since: now,
             generation,
-            hold,
+            hold: remote_hold.map_or(hold, |r| r.max(hold)),
             timed,
-            inferred,
+            inferred: found.inferred,
+            remote: remote_hold.is_some(),
+            checked: false,
+            first: now,
         }
     }
 }
@@ -165,8 +218,10 @@ pub(crate) async fn run_send(
     let tty = session.spec.tty;
     let fresh_required = plan.bytes.is_some();
 
-    // Baseline before the write: the foreground group and its leader's
-    // context-switch count.
+    // Baseline before the write: the foreground group, the
+    // context-switch counts of its leader's threads and of every thread
+    // of the processes earlier sends saw holding the terminal, and the
+    // moment (a process or thread born after it waits anew).
     let fg_at_write = session.foreground_pgid();
     let mut baseline: HashMap<i32, Option<u64>> = HashMap::new();
     if let Some(fg) = fg_at_write {
@@ -174,6 +229,10 @@ pub(crate) async fn run_send(
         // `probe::wait_state`): their counts too, before the write.
         baseline = switch_counts(fg);
     }
+    for holder in session.known_holders(fg_at_write) {
+        baseline.extend(switch_counts(holder.pid));
+    }
+    let mark = Mark::now();
     {
         let mut st = session.lock();
         session.drain(&mut st);
@@ -249,6 +308,7 @@ pub(crate) async fn run_send(
         fresh_required,
         fg_at_write,
         baseline,
+        mark,
         write_done: Instant::now(),
         last_generation: u64::MAX,
         pattern_generation: u64::MAX,
@@ -258,6 +318,14 @@ pub(crate) async fn run_send(
         last_probe: None,
         last_group_scan: None,
         group: Vec::new(),
+        holders: session
+            .known_holders(fg_at_write)
+            .iter()
+            .map(|h| h.pid)
+            .collect(),
+        last_holder_scan: None,
+        remote: HashMap::new(),
+        gap: Duration::ZERO,
         answered: HashMap::new(),
     };
     // Spinning (probing without a pause) blocks the thread: on a
@@ -296,7 +364,24 @@ pub(crate) async fn run_send(
     outcome.line_cut = line_cut;
     if reason == SettleReason::InputWait {
         outcome.echo = session.echoes();
+        if let Some(seen) = watch.wait_seen {
+            if outcome.echo == Some(true) && session.secret_dialog(seen.pid) {
+                outcome.echo = Some(false);
+            }
+            if seen.remote {
+                session.note_remote_gap(watch.gap);
+            }
+        }
     }
+    let fg = session.foreground_pgid();
+    session.remember_holders(
+        watch
+            .group
+            .iter()
+            .chain(&watch.holders)
+            .filter(|pid| Some(**pid) != fg)
+            .filter_map(|pid| Holder::of(*pid)),
+    );
     drop(slot);
     Ok(outcome)
 }
@@ -321,6 +406,8 @@ struct Watch<'a> {
     fresh_required: bool,
     fg_at_write: Option<i32>,
     baseline: HashMap<i32, Option<u64>>,
+    /// The moment before the write: a thread born since waits anew.
+    mark: Mark,
     write_done: Instant,
     last_generation: u64,
     pattern_generation: u64,
@@ -330,6 +417,13 @@ struct Watch<'a> {
     last_probe: Option<Instant>,
     last_group_scan: Option<Instant>,
     group: Vec<i32>,
+    /// Processes outside the foreground group that hold the terminal.
+    holders: Vec<i32>,
+    last_holder_scan: Option<Instant>,
+    /// Whether each waiting process seen keeps a connection to another.
+    remote: HashMap<i32, bool>,
+    /// The longest quiet stretch before output since the write.
+    gap: Duration,
     /// A copy of the session's `answered`.
     answered: HashMap<i32, Option<u64>>,
 }
@@ -409,6 +503,9 @@ impl Watch<'_> {
             (generation, marker, st.exit, hit)
         };
         if generation != self.last_generation {
+            if self.last_generation != u64::MAX {
+                self.gap = self.gap.max(now - self.activity);
+            }
             self.last_generation = generation;
             self.activity = now;
         }
@@ -445,99 +542,48 @@ impl Watch<'_> {
                 .is_none_or(|t| now - t >= probe_pause(now - self.activity));
         if probe_due {
             self.last_probe = Some(now);
-            let mut found = None;
-            if let Some(fg) = session.foreground_pgid() {
-                if since_write >= TIGHT_PHASE
-                    && self.last_group_scan.is_none_or(|t| {
-                        now - t >= (since_write / 4).clamp(GROUP_SCAN_EVERY, MAX_GROUP_SCAN_PAUSE)
-                    })
-                {
-                    self.group = group_members(session.spec.sid, fg);
-                    self.last_group_scan = Some(now);
-                }
-                let others = self.group.iter().copied().filter(|p| *p != fg);
-                for pid in std::iter::once(fg).chain(others) {
-                    let (state, inferred) = match wait_state(pid, self.tty) {
-                        WaitState::Unobservable => {
-                            self.unobservable = true;
-                            // A set-uid program's password prompt: asleep
-                            // on the terminal, canonical with echo off.
-                            if session.hidden_prompt(pid) {
-                                let wait = WaitState::OnTerminal {
-                                    tid: pid,
-                                    limit: None,
-                                };
-                                (wait, true)
-                            } else {
-                                (WaitState::Unobservable, false)
-                            }
-                        }
-                        state @ (WaitState::OnTerminal { .. }
-                        | WaitState::Other
-                        | WaitState::Gone) => (state, false),
-                    };
-                    match state {
-                        WaitState::OnTerminal { tid, limit } => {
-                            let switches = voluntary_switches(tid);
-                            // Not woken since the terminal answered its
-                            // query: it has the answer still to read.
-                            if self.answered.get(&tid) == Some(&switches) {
-                                continue;
-                            }
-                            let fresh = !self.fresh_required
-                                || Some(fg) != self.fg_at_write
-                                || match self.baseline.get(&tid) {
-                                    Some(before) => *before != switches,
-                                    None => {
-                                        self.baseline.insert(tid, switches);
-                                        false
-                                    }
-                                };
-                            if fresh {
-                                found = Some((tid, switches, limit, inferred));
-                                break;
-                            }
-                        }
-                        WaitState::Other | WaitState::Unobservable | WaitState::Gone => {}
-                    }
-                }
-            }
+            let found = self.find_wait(now, since_write);
             match (found, self.wait_seen.as_mut()) {
                 // The same wait, still with no output: confirmed once it
                 // held long enough. A program waiting in short timed
                 // waits is followed from one to the next (its switches
                 // move each time); a longer one starts the hold again.
-                (Some((tid, switches, limit, inferred)), Some(seen))
-                    if seen.tid == tid
-                        && seen.inferred == inferred
+                (Some(found), Some(seen))
+                    if seen.tid == found.tid
+                        && seen.inferred == found.inferred
                         && seen.generation == generation
-                        && (seen.switches == switches
+                        && (seen.switches == found.switches
+                            || seen.remote
                             || (seen.timed.is_some()
-                                && limit.is_some_and(|l| l <= SHORT_TIMED_WAIT))) =>
+                                && found.limit.is_some_and(|l| l <= SHORT_TIMED_WAIT))) =>
                 {
-                    match (seen.timed, limit) {
+                    match (seen.timed, found.limit) {
                         (Some(held), Some(new)) if new > held => {
-                            *seen = WaitSeen::new(tid, switches, limit, inferred, now, generation);
+                            let remote_hold = seen.remote.then_some(seen.hold);
+                            let first = seen.first;
+                            *seen = WaitSeen::new(found, remote_hold, now, generation);
+                            seen.first = first;
                         }
                         _ => {
                             if now - seen.since >= seen.hold {
-                                // A program that has not read what was
-                                // sent is not waiting for more: it was
-                                // busy (or descheduled) when it looked
-                                // like it waited. The hold starts again.
-                                if session.unread_input().is_none_or(|n| n == 0) {
+                                let mut seen_now = *seen;
+                                let confirmed = self.confirm(&mut seen_now, now);
+                                if confirmed {
                                     return Step::Settled(SettleReason::InputWait, None);
                                 }
-                                seen.since = now;
+                                if let Some(seen) = self.wait_seen.as_mut() {
+                                    *seen = seen_now;
+                                }
                             }
-                            seen.switches = switches;
+                            if let Some(seen) = self.wait_seen.as_mut() {
+                                seen.switches = found.switches;
+                            }
                         }
                     }
                 }
-                (Some((tid, switches, limit, inferred)), _) => {
-                    self.wait_seen = Some(WaitSeen::new(
-                        tid, switches, limit, inferred, now, generation,
-                    ));
+                (Some(found), _) => {
+                    let remote_hold = self.remote_hold(found.pid, None);
+                    self.wait_seen = Some(WaitSeen::new(found, remote_hold, now, generation));
                 }
                 // Between two short timed waits of a program that prints
                 // nothing: still the same quiet stretch.
@@ -564,13 +610,20 @@ impl Watch<'_> {
         }
         match self.wait_seen {
             // Confirming a wait: spin, the answer is a moment away.
-            Some(seen) if seen.timed.is_none() && !seen.inferred => return Step::Spin,
-            // A short timed wait, or one seen from outside: look again as
-            // its hold runs out.
+            Some(seen) if seen.timed.is_none() && !seen.inferred && !seen.remote => {
+                return Step::Spin;
+            }
+            // A short timed wait, one seen from outside, or a provisional
+            // one: look again as its hold runs out.
             Some(seen) if !tight => {
                 let left = (seen.since + seen.hold).saturating_duration_since(now);
+                let most = if seen.remote {
+                    MAX_PAUSE
+                } else {
+                    Duration::from_millis(5)
+                };
                 return Step::Pause(
-                    left.clamp(Duration::from_micros(200), Duration::from_millis(5))
+                    left.clamp(Duration::from_micros(200), most)
                         .min(self.deadline.saturating_duration_since(now)),
                 );
             }
@@ -580,6 +633,176 @@ impl Watch<'_> {
         Step::Pause(
             probe_pause(now - self.activity).min(self.deadline.saturating_duration_since(now)),
         )
+    }
+}
+
+impl Watch<'_> {
+    /// Rung 4's search: a thread of a process that holds the terminal,
+    /// blocked reading it, in a wait fresh since the write. The leader of
+    /// the foreground group first (probed on every step), then the other
+    /// members (the group is scanned from /proc after the tight phase, now
+    /// and then), then the processes outside the group that hold the
+    /// terminal (known from earlier sends, or found by a scan of /proc
+    /// once the command ran a while with no wait found).
+    fn find_wait(&mut self, now: Instant, since_write: Duration) -> Option<Found> {
+        let session = self.session;
+        let fg = session.foreground_pgid()?;
+        if since_write >= TIGHT_PHASE
+            && self.last_group_scan.is_none_or(|t| {
+                now - t >= (since_write / 4).clamp(GROUP_SCAN_EVERY, MAX_GROUP_SCAN_PAUSE)
+            })
+        {
+            self.group = group_members(session.spec.sid, fg);
+            self.last_group_scan = Some(now);
+        }
+        let others = self.group.iter().copied().filter(|p| *p != fg);
+        let outside = self
+            .holders
+            .iter()
+            .copied()
+            .filter(|p| *p != fg && !self.group.contains(p));
+        let candidates: Vec<i32> = std::iter::once(fg).chain(others).chain(outside).collect();
+        if let Some(found) = candidates.into_iter().find_map(|pid| self.probe(pid, fg)) {
+            return Some(found);
+        }
+        if since_write >= HOLDER_SCAN_AFTER
+            && self.last_holder_scan.is_none_or(|t| {
+                now - t >= (since_write / 2).clamp(HOLDER_SCAN_EVERY, MAX_HOLDER_SCAN_PAUSE)
+            })
+        {
+            self.last_holder_scan = Some(now);
+            let fresh: Vec<i32> = holders(self.tty, session.spec.sid)
+                .into_iter()
+                .map(|h| h.pid)
+                .filter(|p| !self.holders.contains(p))
+                .collect();
+            self.holders.extend(&fresh);
+            return fresh.into_iter().find_map(|pid| self.probe(pid, fg));
+        }
+        None
+    }
+
+    /// Probes process `pid` (`fg`: the foreground group): its thread
+    /// waiting on the terminal, when the wait is fresh since the write.
+    fn probe(&mut self, pid: i32, fg: i32) -> Option<Found> {
+        let (state, inferred) = match wait_state(pid, self.tty) {
+            WaitState::Unobservable => {
+                self.unobservable = true;
+                // A set-uid program's password prompt: asleep on the
+                // terminal, canonical with echo off.
+                if self.session.hidden_prompt(pid) {
+                    let wait = WaitState::OnTerminal {
+                        tid: pid,
+                        limit: None,
+                    };
+                    (wait, true)
+                } else {
+                    (WaitState::Unobservable, false)
+                }
+            }
+            state @ (WaitState::OnTerminal { .. } | WaitState::Other | WaitState::Gone) => {
+                (state, false)
+            }
+        };
+        let WaitState::OnTerminal { tid, limit } = state else {
+            return None;
+        };
+        let switches = voluntary_switches(tid);
+        // Not woken since the terminal answered its query: it has the
+        // answer still to read.
+        if self.answered.get(&tid) == Some(&switches) {
+            return None;
+        }
+        // Fresh: a new foreground job, a thread woken since the counts
+        // taken before the write, or one born since the write. A thread
+        // first seen now that existed before (no count of it was taken)
+        // counts once it wakes.
+        let fresh = !self.fresh_required
+            || Some(fg) != self.fg_at_write
+            || match self.baseline.get(&tid) {
+                Some(before) => *before != switches,
+                None if self.mark.born_after(tid) => true,
+                None => {
+                    self.baseline.insert(tid, switches);
+                    false
+                }
+            };
+        fresh.then_some(Found {
+            pid,
+            tid,
+            switches,
+            limit,
+            inferred,
+        })
+    }
+
+    /// Whether a wait whose hold ran out counts (else its hold starts
+    /// again, or is lengthened):
+    ///
+    /// * the program read what was sent (else it was busy, or
+    ///   descheduled, when it looked like it waited);
+    /// * once: a process that keeps a connection to another process waits
+    ///   provisionally, for the longer hold of an answer on its way;
+    /// * no other thread of the process, and no other process of the
+    ///   foreground job, is running (for [`BUSY_LIMIT`] at most).
+    fn confirm(&mut self, seen: &mut WaitSeen, now: Instant) -> bool {
+        if self.session.unread_input().is_some_and(|n| n > 0) {
+            seen.since = now;
+            return false;
+        }
+        if !seen.checked {
+            seen.checked = true;
+            if !seen.remote
+                && let Some(hold) = self.remote_hold(seen.pid, Some(seen.tid))
+            {
+                seen.remote = true;
+                seen.hold = seen.hold.max(hold);
+                return false;
+            }
+        }
+        if now - seen.first < BUSY_LIMIT && self.job_busy(seen.pid, seen.tid) {
+            seen.since = now;
+            return false;
+        }
+        true
+    }
+
+    /// Whether a thread of process `pid` other than `tid`, or a thread of
+    /// another process of the foreground job, is running (or in an
+    /// uninterruptible wait, as on the disk).
+    fn job_busy(&self, pid: i32, tid: i32) -> bool {
+        let others = self.group.iter().copied().filter(|p| *p != pid);
+        std::iter::once(pid).chain(others).any(|p| {
+            thread_ids(p)
+                .into_iter()
+                .filter(|t| *t != tid)
+                .any(|t| matches!(thread_state(p, t), Some('R' | 'D')))
+        })
+    }
+
+    /// The hold of a wait of process `pid` when it is provisional, else
+    /// `None`. Provisional: the waiting thread `tid` waits, beside the
+    /// terminal, on a pipe or socket to another process (see
+    /// `holders::waits_on_another_process`), or the process keeps an
+    /// established TCP connection (another thread may wait on it: jshell's
+    /// link to its evaluator). Looked up in `/proc` only when `tid` is
+    /// given; a connection seen once in a send is remembered for the rest
+    /// of it.
+    fn remote_hold(&mut self, pid: i32, tid: Option<i32>) -> Option<Duration> {
+        let known = self.remote.get(&pid).copied().unwrap_or(false);
+        let remote = known
+            || tid.is_some_and(|tid| {
+                waits_on_another_process(pid, &wait_set(pid, tid))
+                    || remote_peer(pid).unwrap_or(false)
+            });
+        if remote {
+            self.remote.insert(pid, true);
+        }
+        remote.then(|| {
+            self.session.remote_gap().map_or(REMOTE_HOLD_FIRST, |gap| {
+                (gap * REMOTE_HOLD_FACTOR).clamp(REMOTE_HOLD_MIN, REMOTE_HOLD_MAX)
+            })
+        })
     }
 }
 
