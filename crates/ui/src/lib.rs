@@ -14,6 +14,8 @@
 //!   the page tokens every change carries.
 //! * [`conns`] — who each connection's peer is, and the caps on
 //!   connections per peer and in all.
+//! * [`snapshot`] — the rows of the live snapshot as JSON carries them,
+//!   shared with `dsh ps --json`.
 //! * [`source`] — [`UiSource`], what the page reads and the changes it
 //!   makes; the daemon implements it over its held store and its live
 //!   state.
@@ -41,6 +43,7 @@ pub mod html;
 pub mod pages;
 pub mod screen;
 pub mod server;
+pub mod snapshot;
 pub mod source;
 
 pub use accept::{AcceptBackoff, is_resource_error};

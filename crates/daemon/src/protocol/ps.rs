@@ -3,6 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 
+pub use ui::snapshot::{DetachedRow, JobRow, TerminalRow};
+
 /// The whole snapshot (`dsh ps --json`).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Snapshot {
@@ -84,45 +86,4 @@ pub struct DetachedDone {
     pub terminals: Vec<String>,
     /// The jobs it concerned.
     pub jobs: Vec<String>,
-}
-
-/// A connection whose client went away, its terminals and jobs kept for
-/// the agent to take back (`terminal_list` with its resume key) or a
-/// person to end (`dsh ps --end N`) or give (`dsh ps --give N --to M`).
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct DetachedRow {
-    /// Seconds since the client went away.
-    pub for_s: u64,
-    /// Seconds until its work is ended.
-    pub left_s: u64,
-}
-
-/// One terminal.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct TerminalRow {
-    /// `pty-N`.
-    pub id: String,
-    /// Its name.
-    pub name: Option<String>,
-    /// Its argv, joined.
-    pub command: String,
-    /// `running`, `exited`, …
-    pub status: String,
-    /// Whether an agent's send is waiting to settle.
-    pub active_send: bool,
-    /// Seconds since it last printed (or since it opened).
-    pub idle_s: u64,
-}
-
-/// One job.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct JobRow {
-    /// `kind-N`.
-    pub id: String,
-    /// Its kind.
-    pub kind: String,
-    /// Its status.
-    pub status: String,
-    /// What it runs.
-    pub label: String,
 }

@@ -1,0 +1,46 @@
+//! The rows of the live snapshot of a daemon, as JSON carries them: one
+//! shape for `dsh ps --json` (the daemon's `protocol::ps`), the page's
+//! `/api/live` and the page itself.
+
+use serde::{Deserialize, Serialize};
+
+/// One terminal.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TerminalRow {
+    /// `pty-N`.
+    pub id: String,
+    /// Its name.
+    pub name: Option<String>,
+    /// Its argv, joined.
+    pub command: String,
+    /// `running`, `exited`, …
+    pub status: String,
+    /// Whether an agent's send is waiting to settle.
+    pub active_send: bool,
+    /// Seconds since it last printed (or since it opened).
+    pub idle_s: u64,
+}
+
+/// One job.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct JobRow {
+    /// `kind-N`.
+    pub id: String,
+    /// Its kind.
+    pub kind: String,
+    /// Its status.
+    pub status: String,
+    /// What it runs.
+    pub label: String,
+}
+
+/// A connection whose client went away, its terminals and jobs kept for
+/// the agent to take back (`terminal_list` with its resume key) or a
+/// person to end (`dsh ps --end N`) or give (`dsh ps --give N --to M`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DetachedRow {
+    /// Seconds since the client went away.
+    pub for_s: u64,
+    /// Seconds until its work is ended.
+    pub left_s: u64,
+}
