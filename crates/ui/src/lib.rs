@@ -49,9 +49,10 @@ pub mod source;
 pub use accept::{AcceptBackoff, is_resource_error};
 pub use guard::PageLink;
 pub use server::{UiError, UiServer, UiSettings, start};
+pub use snapshot::{DetachedRow, JobRow, TerminalRow};
 pub use source::{
-    ApprovalView, CallFeed, JobTail, LiveCall, LiveConnection, LiveJob, LiveTerminal, LiveView,
-    Overview, PromptView, RemoteHost, SessionSummary, SessionView, SourceError, UiSource,
-    WatchingGuard, WorkspaceSummary,
+    ApprovalView, CallFeed, JobTail, LiveCall, LiveConnection, LiveView, Overview, PromptView,
+    RemoteHost, SessionSummary, SessionView, SourceError, UiSource, WatchingGuard,
+    WorkspaceSummary,
 };
 pub use source::{Change, Changed};

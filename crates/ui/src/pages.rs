@@ -9,6 +9,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
+use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use picker_seam::{Capability, Listing};
@@ -16,9 +17,10 @@ use workspace::LogEntry;
 
 use crate::chart;
 use crate::html::{Nav, ago, esc, layout, short_id, span, time};
+use crate::snapshot::{JobRow, TerminalRow};
 use crate::source::{
-    ApprovalView, JobTail, LiveConnection, LiveJob, LiveTerminal, LiveView, Overview, PromptView,
-    RemoteHost, SessionSummary, SessionView, WorkspaceSummary,
+    ApprovalView, JobTail, LiveConnection, LiveView, Overview, PromptView, RemoteHost,
+    SessionSummary, SessionView, WorkspaceSummary,
 };
 
 /// Sessions listed per workspace on the workspaces page (the rest are on
@@ -623,7 +625,7 @@ fn id_cell(kind: &str, id: &str, remote: bool) -> String {
     }
 }
 
-fn terminal_row(t: &LiveTerminal, remote: bool) -> String {
+fn terminal_row(t: &TerminalRow, remote: bool) -> String {
     format!(
         "<tr data-terminal=\"{}\"><td>{}</td><td>{}</td><td class=\"mono\">{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
         esc(&t.id),
@@ -636,11 +638,11 @@ fn terminal_row(t: &LiveTerminal, remote: bool) -> String {
         } else {
             ""
         },
-        esc(&span(t.idle)),
+        esc(&span(Duration::from_secs(t.idle_s))),
     )
 }
 
-fn job_row(j: &LiveJob, remote: bool) -> String {
+fn job_row(j: &JobRow, remote: bool) -> String {
     format!(
         "<tr data-job=\"{}\"><td>{}</td><td>{}</td><td><span class=\"badge job-{}\">{}</span></td><td class=\"mono\">{}</td><td>{}</td></tr>",
         esc(&j.id),
@@ -668,14 +670,14 @@ fn connection_section(c: &LiveConnection, host: Option<&str>) -> String {
         c.id,
         host.map_or_else(String::new, |h| format!(" on {}", esc(h))),
         c.pid.map_or_else(|| "?".to_owned(), |p| p.to_string()),
-        esc(&span(c.age)),
+        esc(&span(Duration::from_secs(c.age_s))),
     );
-    if let Some((away, left)) = c.detached {
+    if let Some(d) = &c.detached {
         let _ = write!(
             out,
             "<p class=\"detached\">Detached: the client went away {} ago; its terminals and jobs are kept for the agent to take back for {} more (<span class=\"mono\">dsh ps --end {}</span>{} ends them now).</p>",
-            esc(&span(away)),
-            esc(&span(left)),
+            esc(&span(Duration::from_secs(d.for_s))),
+            esc(&span(Duration::from_secs(d.left_s))),
             c.id,
             host.map_or_else(String::new, |h| format!(" on {}", esc(h))),
         );
@@ -689,10 +691,7 @@ fn connection_section(c: &LiveConnection, host: Option<&str>) -> String {
         )),
         c.cwd.as_ref().map_or_else(
             || "<span class=\"dim\">no directory yet</span>".to_owned(),
-            |d| format!(
-                "<span class=\"mono\">{}</span>",
-                esc(&d.display().to_string())
-            )
+            |d| format!("<span class=\"mono\">{}</span>", esc(d))
         ),
         c.session.map_or_else(String::new, |s| {
             let s = s.to_string();
@@ -804,7 +803,7 @@ pub fn live(view: &LiveView) -> String {
 
 /// A terminal's page: the live screen, read-only until the person takes
 /// the keyboard.
-pub fn terminal(connection: &LiveConnection, t: &LiveTerminal) -> String {
+pub fn terminal(connection: &LiveConnection, t: &TerminalRow) -> String {
     let body = format!(
         "<p class=\"crumbs\"><a href=\"/live\">Live</a> › {}</p><h1>Terminal {}{}</h1>\
 <p class=\"mono\">{}</p>\
@@ -841,7 +840,7 @@ fn c_label(c: &LiveConnection) -> String {
 }
 
 /// The facts of a job (status, exit code, detail) as a fragment.
-pub fn job_facts(job: &LiveJob) -> String {
+pub fn job_facts(job: &JobRow) -> String {
     format!(
         "<dl class=\"facts\"><dt>Kind</dt><dd>{}</dd><dt>Status</dt><dd><span class=\"badge job-{}\">{}</span></dd><dt>Runs</dt><dd class=\"mono\">{}</dd><dt>Exit code</dt><dd>{}</dd><dt>Detail</dt><dd>{}</dd></dl>",
         esc(&job.kind),
@@ -1025,7 +1024,6 @@ pub fn error(code: &str, message: &str) -> String {
 mod tests {
     use super::*;
     use pretty_assertions::assert_eq;
-    use std::time::Duration;
     use workspace::SessionId;
 
     fn remote(answered: bool, error: Option<&str>, connections: Vec<LiveConnection>) -> LiveView {
@@ -1136,16 +1134,16 @@ mod tests {
             cwd: None,
             session: Some(SessionId::new_random()),
             workspace: None,
-            age: Duration::from_secs(5),
-            terminals: vec![LiveTerminal {
+            age_s: 5,
+            terminals: vec![TerminalRow {
                 id: "devbox:pty-1".into(),
                 name: None,
                 command: "python3 -q".into(),
                 status: "running".into(),
                 active_send: false,
-                idle: Duration::from_secs(1),
+                idle_s: 1,
             }],
-            jobs: vec![LiveJob {
+            jobs: vec![JobRow {
                 id: "devbox:bash-2".into(),
                 kind: "bash".into(),
                 status: "running".into(),

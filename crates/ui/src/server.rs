@@ -59,7 +59,7 @@ use crate::conns::{Conns, Limits, PeerFinder, Slot, SlotHandle};
 use crate::guard::{self, Access};
 use crate::pages;
 use crate::screen::ScreenFeeds;
-use crate::source::{CallFeed, JobTail, LiveView, SourceError, UiSource};
+use crate::source::{CallFeed, JobTail, SourceError, UiSource};
 
 /// The most live streams (event streams and terminal views) open at once.
 pub const MAX_STREAMS: usize = 64;
@@ -833,61 +833,20 @@ async fn asset(Path(name): Path<String>) -> Response {
     ([(header::CONTENT_TYPE, kind)], body).into_response()
 }
 
-/// The live list as JSON; `remotes` only when a `dsh mcp --remote` bridge
-/// here serves a host (as in `dsh ps --json`).
-fn live_json_value(view: &LiveView) -> serde_json::Value {
-    let mut value = serde_json::json!({
-        "connections": view.connections.iter().map(connection_json).collect::<Vec<_>>(),
-    });
-    if !view.remotes.is_empty() {
-        value["remotes"] = view
-            .remotes
-            .iter()
-            .map(|r| {
-                serde_json::json!({
-                    "host": r.host,
-                    "target": r.target,
-                    "bridge_pid": r.bridge_pid,
-                    "answered": r.answered,
-                    "error": r.error,
-                    "connections": r.connections.iter().map(connection_json).collect::<Vec<_>>(),
-                })
-            })
-            .collect();
-    }
-    value
-}
-
-fn connection_json(c: &crate::source::LiveConnection) -> serde_json::Value {
-    serde_json::json!({
-            "id": c.id,
-            "client": c.client,
-            "pid": c.pid,
-            "cwd": c.cwd,
-            "session_id": c.session.map(|s| s.to_string()),
-            "workspace": c.workspace,
-            "age_s": c.age.as_secs(),
-            "detached": c.detached.map(|(away, left)| serde_json::json!({
-                "for_s": away.as_secs(), "left_s": left.as_secs(),
-            })),
-            "terminals": c.terminals.iter().map(|t| serde_json::json!({
-                "id": t.id, "name": t.name, "command": t.command, "status": t.status,
-                "active_send": t.active_send, "idle_s": t.idle.as_secs(),
-            })).collect::<Vec<_>>(),
-            "jobs": c.jobs.iter().map(|j| serde_json::json!({
-                "id": j.id, "kind": j.kind, "status": j.status, "label": j.label,
-                "exit_code": j.exit_code, "detail": j.detail,
-            })).collect::<Vec<_>>(),
-    })
-}
-
+/// The live list as JSON ([`LiveView`]'s shape: `remotes` only when a
+/// `dsh mcp --remote` bridge here serves a host, as in `dsh ps --json`).
 async fn live_json(State(app): State<Shared>) -> Response {
     let view = app.source.live().await;
-    (
-        [(header::CONTENT_TYPE, "application/json")],
-        live_json_value(&view).to_string(),
-    )
-        .into_response()
+    match serde_json::to_string(&view) {
+        Ok(body) => ([(header::CONTENT_TYPE, "application/json")], body).into_response(),
+        Err(e) => Failure::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "INTERNAL",
+            format!("the live list did not encode: {e}"),
+        )
+        .json()
+        .into_response(),
+    }
 }
 
 /// An event whose data is JSON (which never carries a raw newline or

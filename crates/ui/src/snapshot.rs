@@ -4,8 +4,8 @@
 
 use serde::{Deserialize, Serialize};
 
-/// One terminal.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+/// One terminal of a connected agent.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TerminalRow {
     /// `pty-N`.
     pub id: String,
@@ -21,23 +21,29 @@ pub struct TerminalRow {
     pub idle_s: u64,
 }
 
-/// One job.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+/// One job of a connected agent.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct JobRow {
     /// `kind-N`.
     pub id: String,
-    /// Its kind.
+    /// Its kind (`bash`, `pty-send`, `subagent`).
     pub kind: String,
-    /// Its status.
+    /// Its status (`running`, `completed`, …).
     pub status: String,
     /// What it runs.
     pub label: String,
+    /// Its exit code, once it has one.
+    #[serde(default)]
+    pub exit_code: Option<i32>,
+    /// What happened, for jobs that failed, were killed or timed out.
+    #[serde(default)]
+    pub detail: Option<String>,
 }
 
 /// A connection whose client went away, its terminals and jobs kept for
 /// the agent to take back (`terminal_list` with its resume key) or a
 /// person to end (`dsh ps --end N`) or give (`dsh ps --give N --to M`).
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DetachedRow {
     /// Seconds since the client went away.
     pub for_s: u64,

@@ -17,8 +17,10 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use futures::future::BoxFuture;
 use picker_seam::DirectoryPicker;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use workspace::{LogEntry, SessionId, WorkspaceId};
+
+use crate::snapshot::{DetachedRow, JobRow, TerminalRow};
 
 /// A failure of the source, with a stable code and a message that says
 /// what to do.
@@ -100,42 +102,9 @@ pub struct SessionView {
     pub log: Vec<LogEntry>,
 }
 
-/// A terminal of a connected agent.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LiveTerminal {
-    /// `pty-N`.
-    pub id: String,
-    /// Its name, if the agent gave one.
-    pub name: Option<String>,
-    /// Its argv, joined.
-    pub command: String,
-    /// `running`, `exited`, …
-    pub status: String,
-    /// Whether an agent's send is waiting to settle.
-    pub active_send: bool,
-    /// Time since it last printed (or opened).
-    pub idle: Duration,
-}
-
-/// A job of a connected agent.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LiveJob {
-    /// `kind-N`.
-    pub id: String,
-    /// Its kind (`bash`, `pty-send`, `subagent`).
-    pub kind: String,
-    /// Its status (`running`, `completed`, …).
-    pub status: String,
-    /// What it runs.
-    pub label: String,
-    /// Its exit code, once it has one.
-    pub exit_code: Option<i32>,
-    /// What happened, for jobs that failed, were killed or timed out.
-    pub detail: Option<String>,
-}
-
-/// One connected agent with its terminals and jobs.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One connected agent with its terminals and jobs, as the page shows it
+/// and `/api/live` serves it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct LiveConnection {
     /// Its number in the daemon.
     pub id: u64,
@@ -144,25 +113,25 @@ pub struct LiveConnection {
     /// The bridge's pid, when known.
     pub pid: Option<i32>,
     /// The session's directory.
-    pub cwd: Option<PathBuf>,
+    pub cwd: Option<String>,
     /// Its recorded session.
+    #[serde(rename = "session_id")]
     pub session: Option<SessionId>,
     /// Its workspace's title.
     pub workspace: Option<String>,
-    /// How long it has been connected.
-    pub age: Duration,
+    /// Seconds since it connected.
+    pub age_s: u64,
+    /// Set when its client went away and its work is kept detached.
+    pub detached: Option<DetachedRow>,
     /// Its terminals.
-    pub terminals: Vec<LiveTerminal>,
+    pub terminals: Vec<TerminalRow>,
     /// Its jobs.
-    pub jobs: Vec<LiveJob>,
-    /// Set when its client went away and its work is kept detached: for
-    /// how long, and how long until it is ended.
-    pub detached: Option<(Duration, Duration)>,
+    pub jobs: Vec<JobRow>,
 }
 
 /// A remote host that a live `dsh mcp --remote` bridge on this machine
 /// serves, with what its own daemon showed.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct RemoteHost {
     /// The host, as its rows name it (`devbox`).
     pub host: String,
@@ -181,29 +150,32 @@ pub struct RemoteHost {
 }
 
 /// Every connected agent, oldest first, and the remote hosts served from
-/// here.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// here: the page's live list, and `/api/live` (without the approvals;
+/// `remotes` only when there is one, as in `dsh ps --json`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct LiveView {
     /// The connections.
     pub connections: Vec<LiveConnection>,
     /// The remote hosts of live `dsh mcp --remote` bridges, oldest bridge
     /// first.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub remotes: Vec<RemoteHost>,
     /// Commands agents ask to run outside the sandbox, waiting for a
     /// person's decision, oldest first.
+    #[serde(skip)]
     pub approvals: Vec<ApprovalView>,
 }
 
 impl LiveView {
     /// The terminal `id` and the connection that owns it.
-    pub fn terminal(&self, id: &str) -> Option<(&LiveConnection, &LiveTerminal)> {
+    pub fn terminal(&self, id: &str) -> Option<(&LiveConnection, &TerminalRow)> {
         self.connections
             .iter()
             .find_map(|c| c.terminals.iter().find(|t| t.id == id).map(|t| (c, t)))
     }
 
     /// The job `id` and the connection that owns it.
-    pub fn job(&self, id: &str) -> Option<(&LiveConnection, &LiveJob)> {
+    pub fn job(&self, id: &str) -> Option<(&LiveConnection, &JobRow)> {
         self.connections
             .iter()
             .find_map(|c| c.jobs.iter().find(|j| j.id == id).map(|j| (c, j)))
@@ -215,7 +187,7 @@ impl LiveView {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JobTail {
     /// The job.
-    pub job: LiveJob,
+    pub job: JobRow,
     /// Its sanitized output from `from` to `next`.
     pub output: String,
     /// Where `output` starts (a byte cursor).

@@ -1,7 +1,7 @@
 //! One live snapshot of what the daemon serves: every connection with its
 //! terminals and jobs, walked once by [`now`]. `dsh ps` ([`ps`]) and the
-//! `dsh ui` page (`page::DaemonUiSource::live`) both read it, each in
-//! its own shape.
+//! `dsh ui` page (`page::DaemonUiSource::live`) both read it; their
+//! terminal, job and detached rows are the one shape of `ui::snapshot`.
 
 use std::time::{Duration, SystemTime};
 
@@ -18,30 +18,28 @@ pub struct ConnectionNow {
     /// What the host knows of it.
     pub facts: ConnectionFacts,
     /// Its terminals.
-    pub terminals: Vec<TerminalNow>,
+    pub terminals: Vec<TerminalRow>,
     /// Its jobs.
-    pub jobs: Vec<jobs::JobInfo>,
-}
-
-/// One terminal as it is now.
-pub struct TerminalNow {
-    /// `pty-N`.
-    pub id: String,
-    /// Its name.
-    pub name: Option<String>,
-    /// Its argv, joined.
-    pub command: String,
-    /// `running`, `exited`, …
-    pub status: String,
-    /// Whether an agent's send is waiting to settle.
-    pub active_send: bool,
-    /// How long since it last printed (or since it opened).
-    pub idle: Duration,
+    pub jobs: Vec<JobRow>,
+    /// Set when its client went away and its work is kept detached.
+    pub detached: Option<DetachedRow>,
 }
 
 /// How long ago `at` was (zero for a time in the future).
 pub fn elapsed(at: SystemTime) -> Duration {
     at.elapsed().unwrap_or_default()
+}
+
+/// A job's row.
+pub fn job_row(info: &jobs::JobInfo) -> JobRow {
+    JobRow {
+        id: info.id.clone(),
+        kind: info.kind.as_str().to_owned(),
+        status: info.status.as_str().to_owned(),
+        label: info.label.clone(),
+        exit_code: info.exit_code,
+        detail: info.detail.clone(),
+    }
 }
 
 /// Every connection of `host` with its terminals and jobs, oldest first.
@@ -54,20 +52,35 @@ pub async fn now(host: &Host) -> Vec<ConnectionNow> {
             .list(&facts.owner)
             .await
             .into_iter()
-            .map(|t| TerminalNow {
+            .map(|t| TerminalRow {
                 id: t.id.to_string(),
                 name: t.name,
                 command: t.command.join(" "),
                 status: t.status.as_str().to_owned(),
                 active_send: t.active_send,
-                idle: elapsed(host.terminals().last_activity(t.id).unwrap_or(t.created_at)),
+                idle_s: elapsed(host.terminals().last_activity(t.id).unwrap_or(t.created_at))
+                    .as_secs(),
             })
             .collect();
-        let jobs = runtime.jobs.list(&facts.owner, None);
+        let jobs = runtime
+            .jobs
+            .list(&facts.owner, None)
+            .iter()
+            .map(job_row)
+            .collect();
+        let detached = facts.detached.as_ref().map(|d| DetachedRow {
+            for_s: elapsed(d.since).as_secs(),
+            left_s: d
+                .until
+                .duration_since(SystemTime::now())
+                .unwrap_or_default()
+                .as_secs(),
+        });
         connections.push(ConnectionNow {
             facts,
             terminals,
             jobs,
+            detached,
         });
     }
     connections
@@ -93,36 +106,9 @@ pub async fn ps(host: &Host, started_at: SystemTime) -> Snapshot {
                 preset: facts.preset.to_string(),
                 age_s: elapsed(facts.connected_at).as_secs(),
                 host: None,
-                detached: facts.detached.as_ref().map(|d| DetachedRow {
-                    for_s: elapsed(d.since).as_secs(),
-                    left_s: d
-                        .until
-                        .duration_since(SystemTime::now())
-                        .unwrap_or_default()
-                        .as_secs(),
-                }),
-                terminals: c
-                    .terminals
-                    .into_iter()
-                    .map(|t| TerminalRow {
-                        id: t.id,
-                        name: t.name,
-                        command: t.command,
-                        status: t.status,
-                        active_send: t.active_send,
-                        idle_s: t.idle.as_secs(),
-                    })
-                    .collect(),
-                jobs: c
-                    .jobs
-                    .into_iter()
-                    .map(|j| JobRow {
-                        id: j.id,
-                        kind: j.kind.as_str().to_owned(),
-                        status: j.status.as_str().to_owned(),
-                        label: j.label,
-                    })
-                    .collect(),
+                detached: c.detached,
+                terminals: c.terminals,
+                jobs: c.jobs,
             }
         })
         .collect();

@@ -17,15 +17,14 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use picker_seam::DirectoryPicker;
 use ui::{
-    CallFeed, Change, Changed, JobTail, LiveConnection, LiveJob, LiveTerminal, LiveView, Overview,
-    RemoteHost, SessionSummary, SessionView, SourceError, UiSource, WatchingGuard,
-    WorkspaceSummary,
+    CallFeed, Change, Changed, JobTail, LiveConnection, LiveView, Overview, RemoteHost,
+    SessionSummary, SessionView, SourceError, UiSource, WatchingGuard, WorkspaceSummary,
 };
 use workspace::{
     LogEntry, SessionId, SessionPersistence as _, SessionRecord, Workspace, WorkspaceError,
 };
 
-use super::live::elapsed;
+use super::live::{elapsed, job_row};
 use crate::calls::RECENT_CALLS;
 use crate::host::Host;
 use crate::protocol::codes;
@@ -134,21 +133,9 @@ fn overview(
     })
 }
 
-fn job_row(info: &jobs::JobInfo) -> LiveJob {
-    LiveJob {
-        id: info.id.clone(),
-        kind: info.kind.as_str().to_owned(),
-        status: info.status.as_str().to_owned(),
-        label: info.label.clone(),
-        exit_code: info.exit_code,
-        detail: info.detail.clone(),
-    }
-}
-
 /// A remote host as the page shows it, from what its daemon answered to
 /// `dsh ps` (ids already qualified with the host).
 fn remote_host(r: crate::remotes::RemoteSnapshot) -> RemoteHost {
-    let secs = Duration::from_secs;
     let connections = r
         .snapshot
         .as_ref()
@@ -159,35 +146,13 @@ fn remote_host(r: crate::remotes::RemoteSnapshot) -> RemoteHost {
                     id: c.id,
                     client: c.client.clone(),
                     pid: c.pid,
-                    cwd: c.cwd.as_ref().map(std::path::PathBuf::from),
+                    cwd: c.cwd.clone(),
                     session: c.session_id.as_deref().and_then(|s| s.parse().ok()),
                     workspace: c.workspace.clone(),
-                    age: secs(c.age_s),
-                    terminals: c
-                        .terminals
-                        .iter()
-                        .map(|t| LiveTerminal {
-                            id: t.id.clone(),
-                            name: t.name.clone(),
-                            command: t.command.clone(),
-                            status: t.status.clone(),
-                            active_send: t.active_send,
-                            idle: secs(t.idle_s),
-                        })
-                        .collect(),
-                    jobs: c
-                        .jobs
-                        .iter()
-                        .map(|j| LiveJob {
-                            id: j.id.clone(),
-                            kind: j.kind.clone(),
-                            status: j.status.clone(),
-                            label: j.label.clone(),
-                            exit_code: None,
-                            detail: None,
-                        })
-                        .collect(),
-                    detached: c.detached.as_ref().map(|d| (secs(d.for_s), secs(d.left_s))),
+                    age_s: c.age_s,
+                    detached: c.detached.clone(),
+                    terminals: c.terminals.clone(),
+                    jobs: c.jobs.clone(),
                 })
                 .collect()
         })
@@ -386,33 +351,15 @@ impl UiSource for DaemonUiSource {
                         id: facts.id,
                         client: facts.client.as_ref().map(|c| c.name.clone()),
                         pid: facts.peer_pid,
-                        cwd: facts.cwd.clone(),
+                        cwd: facts.cwd.as_ref().map(|c| c.display().to_string()),
                         session: facts.session.or(recorded.map(|r| r.session)),
                         workspace: recorded
                             .and_then(|r| r.workspace.as_ref())
                             .map(|w| w.1.clone()),
-                        age: elapsed(facts.connected_at),
-                        terminals: c
-                            .terminals
-                            .into_iter()
-                            .map(|t| LiveTerminal {
-                                id: t.id,
-                                name: t.name,
-                                command: t.command,
-                                status: t.status,
-                                active_send: t.active_send,
-                                idle: t.idle,
-                            })
-                            .collect(),
-                        jobs: c.jobs.iter().map(job_row).collect(),
-                        detached: facts.detached.as_ref().map(|d| {
-                            (
-                                elapsed(d.since),
-                                d.until
-                                    .duration_since(std::time::SystemTime::now())
-                                    .unwrap_or_default(),
-                            )
-                        }),
+                        age_s: elapsed(facts.connected_at).as_secs(),
+                        detached: c.detached,
+                        terminals: c.terminals,
+                        jobs: c.jobs,
                     }
                 })
                 .collect();
