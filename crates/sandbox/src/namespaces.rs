@@ -31,7 +31,7 @@
 //! `exec` — a few system calls. Landlock, applied after, forbids the child
 //! to unmount or remount anything.
 
-use std::ffi::CString;
+use std::ffi::{CStr, CString};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::fs::OpenOptionsExt as _;
@@ -53,6 +53,12 @@ pub(crate) struct Namespaces {
     pub(crate) read_only: Vec<(PathBuf, Stamp)>,
     /// The hidden places and their stamps when the namespace was made.
     masks: Vec<(Mask, Stamp)>,
+    /// The root (`O_PATH`) of the empty directory of each private mask,
+    /// as mounted in the namespace: write access is granted on it, not on
+    /// the host's directory it hides (Landlock passes a mount point over
+    /// when it walks up a path, so a rule on the hidden directory never
+    /// applies to what is mounted there).
+    private_roots: Vec<(PathBuf, OwnedFd)>,
 }
 
 /// A place where programs outside keep their Unix sockets, hidden in the
@@ -140,6 +146,119 @@ unsafe fn report(fd: RawFd, step: u8, errno: i32) {
     unsafe { libc::write(fd, rec.as_ptr().cast(), rec.len()) };
 }
 
+/// Writes `text` to the file `path`. Async-signal-safe.
+unsafe fn write_file(path: &CStr, text: &CStr) -> bool {
+    // SAFETY: plain system calls on a descriptor opened here.
+    unsafe {
+        let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+        let bytes = text.to_bytes();
+        let ok = fd >= 0 && libc::write(fd, bytes.as_ptr().cast(), bytes.len()) >= 0;
+        if fd >= 0 {
+            libc::close(fd);
+        }
+        ok
+    }
+}
+
+/// The id of the `tty` group, which owns terminals (`None` without one).
+fn tty_group() -> Option<libc::gid_t> {
+    // SAFETY: `getgrnam` returns a pointer to static storage or null; read
+    // at once, before any fork.
+    unsafe {
+        let group = libc::getgrnam(c"tty".as_ptr());
+        (!group.is_null()).then(|| (*group).gr_gid)
+    }
+}
+
+/// Writes the helper's id maps from outside its new user namespace: a
+/// process forked before the `unshare`, which keeps the host's
+/// privileges, waits until the helper has unshared and then writes the
+/// helper's maps (a map of more than the writer's own id needs
+/// `CAP_SETGID` over the parent namespace, which the helper gives up by
+/// unsharing). Async-signal-safe: runs in the forked helper.
+struct Mapper {
+    pid: libc::pid_t,
+    go: RawFd,
+}
+
+impl Mapper {
+    /// Forks the writer; `None` (errno set) when it cannot.
+    unsafe fn start(uid_map: &CStr, gid_map: &CStr) -> Option<Self> {
+        // SAFETY: system calls only, on stack memory and the maps prepared
+        // before the helper's fork.
+        unsafe {
+            let helper = libc::getpid();
+            let mut ends = [0; 2];
+            if libc::pipe2(ends.as_mut_ptr(), libc::O_CLOEXEC) != 0 {
+                return None;
+            }
+            let pid = libc::fork();
+            if pid < 0 {
+                return None;
+            }
+            if pid == 0 {
+                libc::close(ends[1]);
+                let mut byte = 0u8;
+                if libc::read(ends[0], (&raw mut byte).cast(), 1) != 1 {
+                    libc::_exit(1);
+                }
+                let mut path = [0u8; 40];
+                let ok = proc_path(&mut path, helper, b"/uid_map")
+                    .is_some_and(|p| write_file(p, uid_map))
+                    && proc_path(&mut path, helper, b"/gid_map")
+                        .is_some_and(|p| write_file(p, gid_map));
+                libc::_exit(if ok { 0 } else { 1 });
+            }
+            libc::close(ends[0]);
+            Some(Self { pid, go: ends[1] })
+        }
+    }
+
+    /// Once the helper has unshared: denies `setgroups` (as the helper's
+    /// own maps do), lets the writer write, and waits for it.
+    unsafe fn finish(self) -> bool {
+        // SAFETY: system calls on our pipe end and our own child.
+        unsafe {
+            let denied = write_file(c"/proc/self/setgroups", c"deny");
+            let byte = 1u8;
+            let told = denied && libc::write(self.go, (&raw const byte).cast(), 1) == 1;
+            libc::close(self.go);
+            let mut status = 0;
+            while libc::waitpid(self.pid, &mut status, 0) < 0 && errno() == libc::EINTR {}
+            told && libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0
+        }
+    }
+}
+
+/// Writes `/proc/<pid><file>` and a NUL into `buf`, without allocating.
+fn proc_path<'a>(buf: &'a mut [u8; 40], pid: libc::pid_t, file: &[u8]) -> Option<&'a CStr> {
+    let mut digits = [0u8; 12];
+    let mut n = u32::try_from(pid).ok()?;
+    let mut len = 0;
+    loop {
+        digits[len] = b'0' + (n % 10) as u8;
+        len += 1;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    let mut at = 0;
+    let mut put = |bytes: &[u8]| -> Option<()> {
+        let end = at + bytes.len();
+        buf.get_mut(at..end)?.copy_from_slice(bytes);
+        at = end;
+        Some(())
+    };
+    put(b"/proc/")?;
+    for i in (0..len).rev() {
+        put(&digits[i..=i])?;
+    }
+    put(file)?;
+    put(b"\0")?;
+    CStr::from_bytes_with_nul(&buf[..at]).ok()
+}
+
 /// The errno of the last failed call, without allocating.
 fn errno() -> i32 {
     io::Error::last_os_error().raw_os_error().unwrap_or(0)
@@ -220,6 +339,17 @@ impl Namespaces {
             (c"/proc/self/uid_map", uid_map.as_c_str()),
             (c"/proc/self/gid_map", gid_map.as_c_str()),
         ];
+        // A host run as root maps the terminals' group too, so a program
+        // that gives a new pty to that group (screen, run as root) can:
+        // the map has two lines then, which only a process outside the
+        // new namespace may write (see `Mapper`).
+        let tty_gid = if uid == 0 { tty_group() } else { None };
+        let outside_gid_map = match tty_gid.filter(|t| *t != gid) {
+            Some(t) => {
+                Some(CString::new(format!("{gid} {gid} 1\n{t} {t} 1")).map_err(io::Error::other)?)
+            }
+            None => None,
+        };
         let mut flags = libc::CLONE_NEWUSER | libc::CLONE_NEWNS;
         if isolate_network {
             flags |= libc::CLONE_NEWNET;
@@ -269,18 +399,27 @@ impl Namespaces {
                 // A session leader of its own, so the host's reaper of
                 // adopted orphans leaves its exit status to us.
                 libc::setsid();
+                let mapper = match &outside_gid_map {
+                    Some(gid_map) => match Mapper::start(&uid_map, gid_map) {
+                        Some(mapper) => Some(mapper),
+                        None => {
+                            report(out, 2, errno());
+                            libc::_exit(1);
+                        }
+                    },
+                    None => None,
+                };
                 if libc::unshare(flags) != 0 {
                     report(out, 1, errno());
                     libc::_exit(1);
                 }
-                for (file, text) in maps {
-                    let fd = libc::open(file.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
-                    let bytes = text.to_bytes();
-                    if fd < 0 || libc::write(fd, bytes.as_ptr().cast(), bytes.len()) < 0 {
-                        report(out, 2, errno());
-                        libc::_exit(1);
-                    }
-                    libc::close(fd);
+                let mapped = match mapper {
+                    Some(mapper) => mapper.finish(),
+                    None => maps.iter().all(|(file, text)| write_file(file, text)),
+                };
+                if !mapped {
+                    report(out, 2, errno());
+                    libc::_exit(1);
                 }
                 // Mounts the host makes later still propagate in; none of
                 // ours propagate out.
@@ -394,7 +533,20 @@ impl Namespaces {
                     .custom_flags(libc::O_PATH | libc::O_DIRECTORY)
                     .open(format!("/proc/{pid}/root/dev/pts"))
                     .map(OwnedFd::from)?;
-                Ok((open("user")?, open("mnt")?, net, pts))
+                // Each private mask's own directory, the same way.
+                let private_roots = masks
+                    .iter()
+                    .filter(|m| matches!(m.kind, MaskKind::Private(_)))
+                    .map(|m| {
+                        let inside = format!("/proc/{pid}/root{}", m.path.display());
+                        std::fs::OpenOptions::new()
+                            .read(true)
+                            .custom_flags(libc::O_PATH | libc::O_DIRECTORY)
+                            .open(inside)
+                            .map(|f| (m.path.clone(), OwnedFd::from(f)))
+                    })
+                    .collect::<io::Result<Vec<_>>>()?;
+                Ok((open("user")?, open("mnt")?, net, pts, private_roots))
             } else {
                 let what = STEPS.get(usize::from(step)).copied().unwrap_or("setup");
                 let e = io::Error::from_raw_os_error(err);
@@ -405,7 +557,7 @@ impl Namespaces {
         let mut status = 0;
         // SAFETY: reaping the helper we forked.
         while unsafe { libc::waitpid(pid, &mut status, 0) } < 0 && errno() == libc::EINTR {}
-        let (user, mount, net, pts) = outcome?;
+        let (user, mount, net, pts, private_roots) = outcome?;
         Ok(Self {
             user,
             mount,
@@ -413,6 +565,7 @@ impl Namespaces {
             pts: std::sync::Arc::new(pts),
             read_only: stamps,
             masks: mask_stamps,
+            private_roots,
         })
     }
 
@@ -422,9 +575,10 @@ impl Namespaces {
         &self.pts
     }
 
-    /// The hidden places.
-    pub(crate) fn masks(&self) -> impl Iterator<Item = &Mask> {
-        self.masks.iter().map(|(m, _)| m)
+    /// The directories mounted over the private masks, as the namespace
+    /// shows them (see `private_roots`).
+    pub(crate) fn private_roots(&self) -> &[(PathBuf, OwnedFd)] {
+        &self.private_roots
     }
 
     /// Whether the network is isolated.

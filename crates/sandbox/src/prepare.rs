@@ -1020,11 +1020,16 @@ fn grant_walks(
         write_walk.grant_except(root, write_holes);
     }
     if let Some(ns) = namespaces {
-        for mask in ns.masks() {
-            if matches!(mask.kind, MaskKind::Private(_))
-                && !write_roots.iter().any(|r| is_within(&mask.path, r))
+        // The directory mounted over the mask, not the host's it hides.
+        for (path, root) in ns.private_roots() {
+            if !write_roots.iter().any(|r| is_within(path, r))
+                && let Ok(fd) = root.try_clone()
             {
-                write_walk.grant_except(&mask.path, &[]);
+                write_walk.grants.push(Grant {
+                    path: path.clone(),
+                    fd,
+                    is_dir: true,
+                });
             }
         }
     }
