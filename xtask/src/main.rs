@@ -224,6 +224,8 @@ const CORPUS_PROGRAMS: &[(&str, &str)] = &[
     ("pinentry-curses", "pinentry-curses"),
     ("fzf", "fzf"),
     ("psql", "postgresql-client"),
+    ("pg_ctlcluster", "postgresql"),
+    ("setpriv", "util-linux"),
 ];
 
 /// The OpenSSH server the remote suite starts on loopback (Debian's
