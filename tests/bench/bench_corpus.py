@@ -36,7 +36,7 @@ import anyio
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "e2e"))
 
 from conftest import connect, stop_daemons  # noqa: E402
-from corpus import PROGRAMS, missing, raw_env, server_env, strip_ansi  # noqa: E402
+from corpus import PROGRAMS, cleanup, missing, raw_env, server_env, strip_ansi  # noqa: E402
 from waiting import eventually  # noqa: E402
 
 from common import pct  # noqa: E402
@@ -268,7 +268,12 @@ def main():
         finally:
             if real_home is not None:
                 os.environ["HOME"] = real_home
-        dsh = anyio.run(dsh_samples, base, programs)
+            # the servers the setups started (a loopback sshd)
+            cleanup()
+        try:
+            dsh = anyio.run(dsh_samples, base, programs)
+        finally:
+            cleanup()
     print(f"\nsettle time of one step per program, {ROUNDS} round(s); ms; floor: the same keys on a bare pty\n")
     print(f"| {'program':<22} | {'step':<20} | {'dsh med':>8} | {'dsh p90':>8} | {'raw med':>8} | {'raw p90':>8} | {'ratio':>7} |")
     print(f"|{'-' * 24}|{'-' * 22}|{'-' * 10}|{'-' * 10}|{'-' * 10}|{'-' * 10}|{'-' * 9}|")

@@ -311,6 +311,57 @@ def _sshd(root):
     _RUNNING.append(server)
 
 
+def _pg_tool(name):
+    """A PostgreSQL server program: on PATH, or where Debian keeps it."""
+    found = shutil.which(name)
+    if found:
+        return found
+    versions = sorted(pathlib.Path("/usr/lib/postgresql").glob(f"*/bin/{name}"))
+    return str(versions[-1]) if versions else None
+
+
+def _no_postgres():
+    return None if _pg_tool("initdb") and _pg_tool("pg_ctl") else "no PostgreSQL server (initdb, pg_ctl)"
+
+
+class _Postgres:
+    """A throwaway PostgreSQL server on 127.0.0.1, run as `nobody` (the
+    server refuses root) from a directory outside the workspace."""
+
+    def __init__(self):
+        import tempfile
+
+        from loopback_ssh import free_port
+
+        self.port = free_port()
+        self.dir = pathlib.Path(tempfile.mkdtemp(prefix="corpus-pg-"))
+        self.dir.chmod(0o755)
+        self.data = self.dir / "data"
+        as_nobody = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"] if os.geteuid() == 0 else []
+        self.as_nobody = as_nobody
+        if as_nobody:
+            shutil.chown(self.dir, "nobody", "nogroup")
+        subprocess.run([*as_nobody, _pg_tool("initdb"), "-A", "trust", "-U", "corpus", "-D", str(self.data)],
+                       check=True, stdout=subprocess.DEVNULL, cwd=self.dir)
+        options = f"-p {self.port} -k {self.dir} -c listen_addresses=127.0.0.1"
+        subprocess.run([*as_nobody, _pg_tool("pg_ctl"), "-s", "-w", "-D", str(self.data), "-o", options,
+                        "-l", str(self.dir / "log"), "start"], check=True, cwd=self.dir)
+
+    def __exit__(self, *exc):
+        subprocess.run([*self.as_nobody, _pg_tool("pg_ctl"), "-s", "-w", "-D", str(self.data), "-m", "immediate",
+                        "stop"], check=False, cwd=self.dir)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def _postgres(root):
+    """Starts a PostgreSQL server for this program (stopped by
+    `cleanup`) and writes the psql command that reaches it."""
+    server = _Postgres()
+    _RUNNING.append(server)
+    (root / "psql.sh").write_text(
+        f"exec psql -X -h 127.0.0.1 -p {server.port} -U corpus -d postgres \"$@\"\n")
+
+
 SSH_REMOTE = "ssh -F sshd/ssh_config -t dsh-test-remote 'PS1=\"remote\\$ \" exec bash --norc --noprofile -i'"
 
 NUMBERS = "".join(f"{i}\n" for i in range(1, 201))
@@ -599,6 +650,14 @@ PROGRAMS = [
     ]),
     # --- the reader is outside the foreground group: a multiplexer's
     # server, a dialog a daemon started, a program in a session of its own ---
+    Program("psql pager", ("psql", "less", "setpriv"), setup=_postgres, skip_if=_no_postgres, rows=12, cols=60,
+            env={"PAGER": "less", "LESS": "R"}, steps=[
+        Step("connect", "sh psql.sh", "input_wait", r"postgres=# $"),
+        Step("a long result in the pager", "select n from generate_series(1, 200) as n;", "input_wait",
+             r"\b9\n", screen=r"^\s+1\s*$", bench=True, floor=r"\b9\b"),
+        Step("leave the pager", "q", "input_wait", r"postgres=# $", submit=False),
+        Step("quit", "\\q", **SHELL_DONE),
+    ]),
     Program("tmux", ("tmux",), rows=24, cols=80, steps=[
         Step("open", "tmux -f /dev/null -S tmux.sock new-session 'PS1=\"in-tmux$ \" bash --norc --noprofile -i'",
              "input_wait", screen=r"in-tmux\$", bench=True, floor=r"in-tmux"),
