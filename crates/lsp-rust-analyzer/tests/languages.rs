@@ -662,6 +662,124 @@ fn freshness(lang: &Lang) {
     });
 }
 
+/// A line that is an error in `lang`'s main module when appended to it,
+/// and a word of the message the server must give for it.
+fn planted_error(lang: &Lang) -> (&'static str, &'static str) {
+    match lang.name {
+        "python" => (
+            "planted_undefined_name_xyz()\n",
+            "planted_undefined_name_xyz",
+        ),
+        "typescript" | "typescript7" => (
+            "export const planted: number = \"text\";\n",
+            "not assignable",
+        ),
+        "cpp" => (
+            "int planted = planted_undefined_name_xyz;\n",
+            "planted_undefined_name_xyz",
+        ),
+        _ => ("var planted int = \"text\"\n", "cannot use"),
+    }
+}
+
+/// Plants an error in the main module on disk and asks for its
+/// diagnostics at once: the error is listed at its line; the file put
+/// back, the next answer lists no error. Five times, 0 stale answers;
+/// every answer is proven (only `LSP_NOT_READY` is retried).
+fn diagnostics_fresh(lang: &Lang) {
+    if !lang.available() {
+        return;
+    }
+    let (_dir, root) = lang.copy();
+    let p = lang.provider(lang_options());
+    let main = root.join(lang.main);
+    let original = std::fs::read_to_string(&main).unwrap();
+    let (planted, word) = planted_error(lang);
+    let planted_line = u32::try_from(original.lines().count()).unwrap() + 1;
+    let query = DiagnosticsQuery {
+        path: main.clone(),
+        all_severities: false,
+        progress: ProgressSink::none(),
+        access: ReadAccess::all(),
+        workspace: Workspace::Unbounded,
+    };
+    let errors = |d: &DiagnosticsResult| -> Vec<DiagnosticItem> {
+        d.items
+            .iter()
+            .filter(|i| i.severity == Severity::Error)
+            .cloned()
+            .collect()
+    };
+    RT.block_on(async {
+        let clean = answer(LIMIT, async || p.diagnostics(&query).await)
+            .await
+            .unwrap();
+        assert_eq!(
+            errors(&clean),
+            vec![],
+            "{}: the fixture has errors",
+            lang.name
+        );
+        let mut stale = 0;
+        for trial in 1..=5 {
+            std::fs::write(&main, format!("{original}{planted}")).unwrap();
+            let got = answer(LIMIT, async || p.diagnostics(&query).await)
+                .await
+                .unwrap();
+            let found = errors(&got);
+            if !(found.len() == 1
+                && found[0].line == planted_line
+                && found[0].message.contains(word)
+                && found[0].line_text == planted.trim_end())
+            {
+                stale += 1;
+                eprintln!(
+                    "{}: trial {trial}: planted error not listed: {got:?}",
+                    lang.name
+                );
+            }
+            std::fs::write(&main, &original).unwrap();
+            let got = answer(LIMIT, async || p.diagnostics(&query).await)
+                .await
+                .unwrap();
+            if !errors(&got).is_empty() {
+                stale += 1;
+                eprintln!(
+                    "{}: trial {trial}: error listed after the revert: {got:?}",
+                    lang.name
+                );
+            }
+        }
+        assert_eq!(stale, 0, "{}: stale diagnostics", lang.name);
+        p.shutdown().await;
+    });
+}
+
+#[test]
+fn python_diagnostics_are_for_the_content_on_disk() {
+    diagnostics_fresh(&PYTHON);
+}
+
+#[test]
+fn typescript_diagnostics_are_for_the_content_on_disk() {
+    diagnostics_fresh(&TYPESCRIPT);
+}
+
+#[test]
+fn typescript7_diagnostics_are_for_the_content_on_disk() {
+    diagnostics_fresh(&TYPESCRIPT7);
+}
+
+#[test]
+fn cpp_diagnostics_are_for_the_content_on_disk() {
+    diagnostics_fresh(&CPP);
+}
+
+#[test]
+fn go_diagnostics_are_for_the_content_on_disk() {
+    diagnostics_fresh(&GO);
+}
+
 #[test]
 fn python_answers_the_four_queries() {
     four_queries(&PYTHON);

@@ -469,3 +469,67 @@ fn conflicting_servers_are_rejected() {
         }
     );
 }
+
+/// On a copy of its own: an error planted on disk is listed at its line
+/// by the very next `diagnostics` (from the `cargo check` rust-analyzer
+/// runs for it), with rustc's code; the file put back, the next answer
+/// lists no error. Three times; only `LSP_NOT_READY` is retried.
+#[test]
+fn diagnostics_are_cargo_checks_of_the_content_on_disk() {
+    require_rust_analyzer();
+    let (_dir, root) = fixture_copy("rust-workspace");
+    let p = StdioLspProvider::rust_analyzer(options()).unwrap();
+    let report = root.join("app/src/report.rs");
+    let original = std::fs::read_to_string(&report).unwrap();
+    let planted = "pub fn planted() -> u32 {\n    \"text\"\n}\n";
+    let planted_line = u32::try_from(original.lines().count()).unwrap() + 2;
+    let query = DiagnosticsQuery {
+        path: report.clone(),
+        all_severities: false,
+        progress: ProgressSink::none(),
+        access: ReadAccess::all(),
+        workspace: Workspace::Unbounded,
+    };
+    let ask = || {
+        RT.block_on(async {
+            let start = std::time::Instant::now();
+            loop {
+                match p.diagnostics(&query).await {
+                    Err(LspError::NotReady { .. })
+                        if start.elapsed() < Duration::from_secs(300) => {}
+                    other => return other.unwrap(),
+                }
+            }
+        })
+    };
+    let errors = |d: &DiagnosticsResult| -> Vec<DiagnosticItem> {
+        d.items
+            .iter()
+            .filter(|i| i.severity == Severity::Error)
+            .cloned()
+            .collect()
+    };
+    let clean = ask();
+    assert_eq!(errors(&clean), vec![]);
+    assert!(
+        matches!(clean.proof, DiagnosticsProof::CheckFinished { .. }),
+        "{clean:?}"
+    );
+    for trial in 1..=3 {
+        std::fs::write(&report, format!("{original}{planted}")).unwrap();
+        let got = errors(&ask());
+        assert_eq!(got.len(), 1, "trial {trial}: {got:?}");
+        assert_eq!(
+            (
+                got[0].line,
+                got[0].code.as_deref(),
+                got[0].line_text.as_str()
+            ),
+            (planted_line, Some("E0308"), "    \"text\""),
+            "trial {trial}: {got:?}"
+        );
+        std::fs::write(&report, &original).unwrap();
+        assert_eq!(errors(&ask()), vec![], "trial {trial}: after the revert");
+    }
+    RT.block_on(p.shutdown());
+}

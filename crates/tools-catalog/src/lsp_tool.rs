@@ -1,12 +1,12 @@
-//! `lsp`: four semantic queries, routed by file extension.
+//! `lsp`: five semantic queries, routed by file extension.
 
 use std::fmt::Write as _;
 use std::path::Path;
 
 use lsp_seam::{
-    Address, Answer, DefinitionResult, HoverContent, HoverResult, LspError, Op, PositionQuery,
-    ReferencesDetail, ReferencesResult, Request, Resolved, SymbolScope, SymbolsQuery,
-    SymbolsResult, Withheld,
+    Address, Answer, DefinitionResult, DiagnosticsProof, DiagnosticsQuery, DiagnosticsResult,
+    HoverContent, HoverResult, LspError, Op, PositionQuery, ReferencesDetail, ReferencesResult,
+    Request, Resolved, Severity, SymbolScope, SymbolsQuery, SymbolsResult, Withheld,
 };
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -18,10 +18,11 @@ use crate::{
 };
 
 const DESCRIPTION: &str = "Ask the language server for `path` one semantic question: \
-`definition` (where a symbol is defined, with its numbered source), `references` (every use, grouped by file), \
-`hover` (type and docs), or `symbols` (the outline of `path`, or with `query` a workspace-wide search). \
+`definition` (where a symbol is defined, with its numbered source), `references` (every use, by file), \
+`hover` (type and docs), `symbols` (the outline of `path`, or with `query` a workspace search), \
+or `diagnostics` (errors and warnings of `path` as on disk now). \
 Address a symbol by `line` plus `symbol` or `column`. \
-A server that is still indexing answers `LSP_NOT_READY` (retry shortly), never an empty result. \
+A server still indexing or checking answers `LSP_NOT_READY` (retry shortly), never an empty result. \
 Files the sandbox does not let a command read are not read: querying one is `SANDBOX_READ_DENIED`, \
 and answers leave out locations in them (`withheld` says how many).";
 
@@ -37,6 +38,8 @@ pub enum OpArg {
     Hover,
     /// The outline of `path`, or a workspace search with `query`.
     Symbols,
+    /// The errors and warnings of `path` as it is on disk now.
+    Diagnostics,
 }
 
 impl From<OpArg> for Op {
@@ -46,6 +49,7 @@ impl From<OpArg> for Op {
             OpArg::References => Op::References,
             OpArg::Hover => Op::Hover,
             OpArg::Symbols => Op::Symbols,
+            OpArg::Diagnostics => Op::Diagnostics,
         }
     }
 }
@@ -68,8 +72,10 @@ pub struct LspArgs {
     pub column: Option<u32>,
     /// For `symbols`: a name to search the workspace for, instead of outlining `path`.
     pub query: Option<String>,
-    /// Most references or symbols to list. Default 200.
+    /// Most references, symbols or diagnostics to list. Default 200.
     pub max_results: Option<usize>,
+    /// For `diagnostics`: also list info and hints.
+    pub all: Option<bool>,
 }
 
 pub(crate) struct LspTool {
@@ -217,7 +223,7 @@ impl Tool for LspTool {
                 Op::Definition => Some((Request::Definition as Make, position(&args, op)?)),
                 Op::References => Some((Request::References as Make, position(&args, op)?)),
                 Op::Hover => Some((Request::Hover as Make, position(&args, op)?)),
-                Op::Symbols => None,
+                Op::Symbols | Op::Diagnostics => None,
             };
             // What a command of this session may read is all the server
             // is given and all the answer shows.
@@ -234,6 +240,13 @@ impl Tool for LspTool {
                     path,
                     line,
                     address,
+                }),
+                None if op == Op::Diagnostics => Request::Diagnostics(DiagnosticsQuery {
+                    workspace: lsp_seam::Workspace::Session(cx.cwd.clone()),
+                    progress,
+                    access,
+                    path,
+                    all_severities: args.all.unwrap_or(false),
                 }),
                 None => Request::Symbols(SymbolsQuery {
                     workspace: lsp_seam::Workspace::Session(cx.cwd.clone()),
@@ -258,6 +271,9 @@ impl Tool for LspTool {
                 }
                 Answer::Hover(h) => hover_reply(&h, base, self.max_result_bytes),
                 Answer::Symbols(s) => symbols_reply(&s, base, max_results),
+                Answer::Diagnostics(d) => {
+                    diagnostics_reply(&d, base, max_results, self.max_result_bytes)
+                }
             })
         })
     }
@@ -505,6 +521,124 @@ fn symbols_reply(s: &SymbolsResult, base: &Path, max_results: usize) -> ToolRepl
             })).collect::<Vec<_>>(),
     });
     add_withheld(&mut text, &mut structured, &s.withheld, "symbol(s)");
+    ToolReply {
+        text: text.trim_end().to_owned(),
+        structured,
+    }
+}
+
+/// "3 errors", "1 warning", "2 infos".
+fn count_of(n: usize, severity: Severity) -> String {
+    let word = severity.as_str();
+    if n == 1 {
+        format!("1 {word}")
+    } else {
+        format!("{n} {word}s")
+    }
+}
+
+/// Errors first, then warnings (then info and hints when asked), each
+/// with `line:col`, severity, code, source, message and the source line;
+/// a count header; cut at `max_results` items or the byte budget with
+/// the cut stated per severity.
+fn diagnostics_reply(
+    d: &DiagnosticsResult,
+    base: &Path,
+    max_results: usize,
+    budget: usize,
+) -> ToolReply {
+    let path = shown(&d.path, base);
+    let order = [
+        Severity::Error,
+        Severity::Warning,
+        Severity::Information,
+        Severity::Hint,
+    ];
+    let counts: Vec<(Severity, usize)> = order
+        .iter()
+        .map(|&s| (s, d.items.iter().filter(|i| i.severity == s).count()))
+        .filter(|(_, n)| *n > 0)
+        .collect();
+    let mut text = if counts.is_empty() {
+        format!("no problems in {path}")
+    } else {
+        let parts: Vec<String> = counts.iter().map(|&(s, n)| count_of(n, s)).collect();
+        format!("{} in {path}", parts.join(", "))
+    };
+    if d.unlisted > 0 {
+        let _ = write!(
+            text,
+            " ({} info/hints not listed: all=true lists them)",
+            d.unlisted
+        );
+    }
+    let proof = match &d.proof {
+        DiagnosticsProof::Pulled => "asked of the server for this content".to_owned(),
+        DiagnosticsProof::Published { version } => {
+            format!("published by the server for this content (version {version})")
+        }
+        DiagnosticsProof::CheckFinished { check } => {
+            format!("`{check}` finished on this content")
+        }
+    };
+    let _ = write!(text, " [{proof}]");
+    text.push('\n');
+    let room = budget.saturating_sub(512);
+    let mut listed = Vec::new();
+    for item in &d.items {
+        let mut entry = format!("{}:{} {}", item.line, item.column, item.severity.as_str());
+        if let Some(code) = &item.code {
+            let _ = write!(entry, " {code}");
+        }
+        if let Some(source) = &item.source {
+            let _ = write!(entry, " ({source})");
+        }
+        let _ = write!(
+            entry,
+            ": {}\n  {:>5} | {}\n",
+            item.message.trim_end(),
+            item.line,
+            item.line_text
+        );
+        if listed.len() >= max_results || text.len() + entry.len() > room {
+            break;
+        }
+        text.push_str(&entry);
+        listed.push(item);
+    }
+    let cut: Vec<String> = order
+        .iter()
+        .map(|&s| {
+            let all = d.items.iter().filter(|i| i.severity == s).count();
+            let shown_n = listed.iter().filter(|i| i.severity == s).count();
+            (s, all - shown_n)
+        })
+        .filter(|(_, n)| *n > 0)
+        .map(|(s, n)| {
+            format!(
+                "{n} more {}",
+                count_of(n, s).split_once(' ').map_or("", |x| x.1)
+            )
+        })
+        .collect();
+    if !cut.is_empty() {
+        let _ = write!(text, "… {} (raise max_results to see them)", cut.join(", "));
+    }
+    let structured = json!({
+        "path": path,
+        "counts": counts.iter().map(|(s, n)| (s.as_str().to_owned(), json!(n))).collect::<serde_json::Map<_, _>>(),
+        "unlisted": d.unlisted,
+        "truncated": listed.len() < d.items.len(),
+        "diagnostics": listed.iter().map(|i| json!({
+            "line": i.line,
+            "column": i.column,
+            "severity": i.severity.as_str(),
+            "code": i.code,
+            "source": i.source,
+            "message": i.message,
+            "line_text": i.line_text,
+        })).collect::<Vec<_>>(),
+    });
     ToolReply {
         text: text.trim_end().to_owned(),
         structured,

@@ -3,10 +3,11 @@
 //! (started, restarted within a budget, shut down) here; one query's path
 //! (`query.rs`: read policy, document sync, readiness, retries), each op's
 //! request and answer (`definition.rs`, `references.rs`, `hover.rs`,
-//! `symbols.rs`), the files an answer shows (`files.rs`) and the proof an
+//! `symbols.rs`, `diagnostics.rs`), the files an answer shows (`files.rs`) and the proof an
 //! empty answer needs (`proof.rs`).
 
 mod definition;
+mod diagnostics;
 mod files;
 mod hover;
 mod proof;
@@ -22,8 +23,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use lsp_seam::{
-    DefinitionResult, HoverResult, LspError, LspFuture, LspProvider, PositionQuery, ReadAccess,
-    ReferencesResult, SymbolsQuery, SymbolsResult, UnavailableReason, Workspace,
+    DefinitionResult, DiagnosticsQuery, DiagnosticsResult, HoverResult, LspError, LspFuture,
+    LspProvider, PositionQuery, ReadAccess, ReferencesResult, SymbolsQuery, SymbolsResult,
+    UnavailableReason, Workspace,
 };
 
 use crate::config::{ClientOptions, ServerConfig};
@@ -387,5 +389,9 @@ impl LspProvider for StdioLspProvider {
 
     fn symbols<'a>(&'a self, query: &'a SymbolsQuery) -> LspFuture<'a, SymbolsResult> {
         Box::pin(self.symbols_impl(query))
+    }
+
+    fn diagnostics<'a>(&'a self, query: &'a DiagnosticsQuery) -> LspFuture<'a, DiagnosticsResult> {
+        Box::pin(self.diagnostics_impl(query))
     }
 }

@@ -15,9 +15,8 @@ use lsp_types::{
     TextDocumentContentChangeEvent, TextDocumentIdentifier, TextDocumentItem, Url,
     VersionedTextDocumentIdentifier,
 };
-use serde_json::Value;
 
-use super::{Failure, Server, Shared, lock};
+use super::{Failure, Server, lock};
 
 /// One document the server has open.
 #[derive(Debug)]
@@ -56,30 +55,6 @@ pub(crate) fn path_url(path: &Path) -> Result<Url, LspError> {
     })
 }
 
-impl Shared {
-    /// Notes the version of a document the server published diagnostics
-    /// for (`textDocument/publishDiagnostics`).
-    pub(super) fn on_diagnostics(&self, params: &Value) {
-        let Some(uri) = params
-            .get("uri")
-            .and_then(Value::as_str)
-            .and_then(|u| Url::parse(u).ok())
-        else {
-            return;
-        };
-        let version = params
-            .get("version")
-            .and_then(Value::as_i64)
-            .and_then(|v| i32::try_from(v).ok());
-        self.diagnostics.send_modify(|d| {
-            if d.len() >= 4096 && !d.contains_key(&uri) {
-                d.clear();
-            }
-            d.insert(uri, version);
-        });
-    }
-}
-
 impl Server {
     /// Waits until the server published diagnostics for each `(path,
     /// version)` (a version at least as new), or `timeout` passes.
@@ -94,8 +69,8 @@ impl Server {
             let Ok(uri) = Url::from_file_path(path) else {
                 continue;
             };
-            let published = rx.wait_for(|d| match d.get(&uri) {
-                Some(Some(v)) => v >= version,
+            let published = rx.wait_for(|d| match d.get(&uri).map(|p| p.version) {
+                Some(Some(v)) => v >= *version,
                 Some(None) => true,
                 None => false,
             });
@@ -193,6 +168,41 @@ impl Server {
             })?;
         }
         Ok(Some(1))
+    }
+
+    /// Sends `text` again as a new version of the open document `path`,
+    /// after a version that differs from it by one more newline at the end:
+    /// a server that skips the work for a change to the same text (clangd)
+    /// or publishes nothing for a file whose diagnostics it already sent
+    /// (gopls) computes and publishes the last version. Returns that
+    /// version, or `None` when `path` is not open.
+    pub fn resend_document(&self, path: &Path, text: &str) -> Result<Option<i32>, Failure> {
+        let mut docs = lock(&self.docs);
+        let Some(doc) = docs.docs.get_mut(path) else {
+            return Ok(None);
+        };
+        let uri = path_url(path)?;
+        for content in [format!("{text}\n"), text.to_owned()] {
+            doc.version += 1;
+            self.notify::<DidChangeTextDocument>(DidChangeTextDocumentParams {
+                text_document: VersionedTextDocumentIdentifier {
+                    uri: uri.clone(),
+                    version: doc.version,
+                },
+                content_changes: vec![TextDocumentContentChangeEvent {
+                    range: None,
+                    range_length: None,
+                    text: content,
+                }],
+            })?;
+        }
+        doc.hash = content_hash(text);
+        Ok(Some(doc.version))
+    }
+
+    /// The version of `path` the server has, when it is open.
+    pub fn open_version(&self, path: &Path) -> Option<i32> {
+        lock(&self.docs).docs.get(path).map(|d| d.version)
     }
 
     /// Re-syncs open documents whose file changed on disk, and opens files

@@ -7,11 +7,11 @@ use lsp_seam::{LspError, UnavailableReason};
 use lsp_types::notification::Initialized;
 use lsp_types::request::Initialize;
 use lsp_types::{
-    ClientCapabilities, DidChangeWatchedFilesClientCapabilities, DocumentSymbolClientCapabilities,
-    GeneralClientCapabilities, GotoCapability, HoverClientCapabilities, InitializeParams,
-    InitializedParams, MarkupKind, PositionEncodingKind, ServerCapabilities,
-    TextDocumentClientCapabilities, WindowClientCapabilities, WorkspaceClientCapabilities,
-    WorkspaceFolder,
+    ClientCapabilities, DiagnosticClientCapabilities, DidChangeWatchedFilesClientCapabilities,
+    DocumentSymbolClientCapabilities, GeneralClientCapabilities, GotoCapability,
+    HoverClientCapabilities, InitializeParams, InitializedParams, MarkupKind, PositionEncodingKind,
+    PublishDiagnosticsClientCapabilities, ServerCapabilities, TextDocumentClientCapabilities,
+    WindowClientCapabilities, WorkspaceClientCapabilities, WorkspaceFolder,
 };
 use serde_json::Value;
 
@@ -117,6 +117,14 @@ fn client_capabilities() -> ClientCapabilities {
             document_symbol: Some(DocumentSymbolClientCapabilities {
                 hierarchical_document_symbol_support: Some(true),
                 ..DocumentSymbolClientCapabilities::default()
+            }),
+            publish_diagnostics: Some(PublishDiagnosticsClientCapabilities {
+                version_support: Some(true),
+                ..PublishDiagnosticsClientCapabilities::default()
+            }),
+            diagnostic: Some(DiagnosticClientCapabilities {
+                dynamic_registration: None,
+                related_document_support: Some(false),
             }),
             ..TextDocumentClientCapabilities::default()
         }),

@@ -4,9 +4,11 @@
 //! main loop, requests with timeout and `$/cancelRequest`), its stderr
 //! (`stderr.rs`), the `initialize` handshake (`handshake.rs`), what the
 //! client knows of its readiness (`status.rs`), the documents it has open
-//! (`documents.rs`) and its file watcher (`watcher.rs`).
+//! (`documents.rs`), the diagnostics it computed (`diagnostics.rs`) and
+//! its file watcher (`watcher.rs`).
 
 mod connection;
+mod diagnostics;
 mod documents;
 mod handshake;
 mod process;
@@ -50,9 +52,9 @@ struct Shared {
     stderr_closed: watch::Sender<bool>,
     settings: Option<Value>,
     readiness: ReadinessSignal,
-    /// The version of each document the server last published
-    /// diagnostics for (`None` when it sends no version).
-    diagnostics: watch::Sender<HashMap<Url, Option<i32>>>,
+    /// What the server last published for each document
+    /// (`textDocument/publishDiagnostics`).
+    diagnostics: watch::Sender<HashMap<Url, diagnostics::Published>>,
 }
 
 impl Shared {

@@ -54,6 +54,22 @@ pub(crate) struct Status {
     active: BTreeMap<String, String>,
     /// The title of each active `$/progress` token.
     titles: BTreeMap<String, String>,
+    /// How many runs of the server's check (a `$/progress` whose title
+    /// starts with [`CHECK_TITLE`]) have begun.
+    pub checks_begun: u64,
+    /// The message the last check ended with, if any.
+    pub check_end: Option<String>,
+}
+
+/// The start of the title of rust-analyzer's `$/progress` for the check
+/// it runs (`cargo check`, or the configured `cargo` command).
+pub(crate) const CHECK_TITLE: &str = "cargo ";
+
+impl Status {
+    /// Whether a check (see [`CHECK_TITLE`]) is running.
+    pub fn check_active(&self) -> bool {
+        self.titles.values().any(|t| t.starts_with(CHECK_TITLE))
+    }
 }
 
 impl Status {
@@ -78,6 +94,8 @@ impl Status {
             warning: None,
             initialized: false,
             active: BTreeMap::new(),
+            checks_begun: 0,
+            check_end: None,
         }
     }
 }
@@ -135,6 +153,9 @@ impl Shared {
                 s.progress = Some(text.clone());
                 s.percentage = b.percentage;
                 s.active.insert(token.clone(), text);
+                if b.title.starts_with(CHECK_TITLE) {
+                    s.checks_begun += 1;
+                }
                 s.titles.insert(token, b.title);
             }
             WorkDoneProgress::Report(r) => {
@@ -144,9 +165,12 @@ impl Shared {
                 s.percentage = r.percentage.or(s.percentage);
                 s.active.insert(token, text);
             }
-            WorkDoneProgress::End(_) => {
+            WorkDoneProgress::End(end) => {
                 s.active.remove(&token);
                 let title = s.titles.remove(&token).unwrap_or_default();
+                if title.starts_with(CHECK_TITLE) {
+                    s.check_end = end.message;
+                }
                 if proof.is_some_and(|p| title.contains(p)) {
                     s.proof_seen = true;
                 }

@@ -1,0 +1,367 @@
+//! The diagnostics a server computed for a document, and the proof that
+//! they are for the content just sent and complete: pulled
+//! (`textDocument/diagnostic`) where the server offers it, published for
+//! the version sent otherwise, and for rust-analyzer the check it runs on
+//! request (`cargo check`) begun after the content was sent and finished.
+
+use std::path::Path;
+use std::time::Duration;
+
+use lsp_seam::{DiagnosticsProof, LspError};
+use lsp_types::{
+    Diagnostic, DocumentDiagnosticReport, DocumentDiagnosticReportResult, PartialResultParams,
+    TextDocumentIdentifier, Url, WorkDoneProgressParams,
+};
+use serde_json::{Value, json};
+
+use super::status::CHECK_TITLE;
+use super::{Failure, Server, Shared};
+use crate::config::ReadinessSignal;
+
+/// What a server last published for one document.
+#[derive(Debug, Clone)]
+pub(crate) struct Published {
+    /// The document version it names (`None` when it names none).
+    pub version: Option<i32>,
+    /// The diagnostics.
+    pub items: Vec<Diagnostic>,
+}
+
+/// `textDocument/diagnostic` with only the document named: some servers
+/// refuse a `null` where the protocol lets a field be left out.
+enum PullDiagnostics {}
+
+impl lsp_types::request::Request for PullDiagnostics {
+    type Params = Value;
+    type Result = DocumentDiagnosticReportResult;
+    const METHOD: &'static str = "textDocument/diagnostic";
+}
+
+/// rust-analyzer's request to run its check now.
+enum RunFlycheck {}
+
+impl lsp_types::notification::Notification for RunFlycheck {
+    type Params = Value;
+    const METHOD: &'static str = "rust-analyzer/runFlycheck";
+}
+
+/// typescript-language-server's command that forwards a request to its
+/// tsserver.
+const TSSERVER_REQUEST: &str = "typescript.tsserverRequest";
+
+/// A tsserver diagnostic (`start` 1-based line and UTF-16 `offset`,
+/// `category`, `code`, `text`) as an LSP one.
+fn tsserver_diagnostic(d: &Value) -> Option<Diagnostic> {
+    let position = |at: &Value| -> Option<lsp_types::Position> {
+        let line = at.get("line")?.as_u64()?.checked_sub(1)?;
+        let offset = at.get("offset")?.as_u64()?.checked_sub(1)?;
+        Some(lsp_types::Position {
+            line: u32::try_from(line).ok()?,
+            character: u32::try_from(offset).ok()?,
+        })
+    };
+    let start = position(d.get("start")?)?;
+    let end = d.get("end").and_then(position).unwrap_or(start);
+    let severity = match d.get("category").and_then(Value::as_str) {
+        Some("warning") => lsp_types::DiagnosticSeverity::WARNING,
+        Some("suggestion") => lsp_types::DiagnosticSeverity::HINT,
+        Some("message") => lsp_types::DiagnosticSeverity::INFORMATION,
+        _ => lsp_types::DiagnosticSeverity::ERROR,
+    };
+    Some(Diagnostic {
+        range: lsp_types::Range { start, end },
+        severity: Some(severity),
+        code: d
+            .get("code")
+            .and_then(Value::as_i64)
+            .map(|c| lsp_types::NumberOrString::String(format!("TS{c}"))),
+        source: Some(
+            d.get("source")
+                .and_then(Value::as_str)
+                .unwrap_or("typescript")
+                .to_owned(),
+        ),
+        message: d
+            .get("text")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned(),
+        ..Diagnostic::default()
+    })
+}
+
+/// `ServerCancelled`: the server gave up a pull because the content
+/// changed; asking again is right.
+const SERVER_CANCELLED: i64 = -32802;
+
+impl Shared {
+    /// Keeps what the server published for a document
+    /// (`textDocument/publishDiagnostics`).
+    pub(super) fn on_diagnostics(&self, params: &Value) {
+        let Some(uri) = params
+            .get("uri")
+            .and_then(Value::as_str)
+            .and_then(|u| Url::parse(u).ok())
+        else {
+            return;
+        };
+        let version = params
+            .get("version")
+            .and_then(Value::as_i64)
+            .and_then(|v| i32::try_from(v).ok());
+        let items: Vec<Diagnostic> = params
+            .get("diagnostics")
+            .cloned()
+            .and_then(|d| serde_json::from_value(d).ok())
+            .unwrap_or_default();
+        self.diagnostics.send_modify(|d| {
+            if d.len() >= 4096 && !d.contains_key(&uri) {
+                d.clear();
+            }
+            d.insert(uri, Published { version, items });
+        });
+    }
+}
+
+impl Server {
+    /// The diagnostics the server computes for `text`, the content of
+    /// `path` now: the text is sent again as a new version, then they are
+    /// pulled, or awaited as published for that version, or (rust-analyzer)
+    /// taken once its check of the content has run. Waits up to `timeout`
+    /// for them; `LSP_NOT_READY` saying how long the server has been
+    /// checking when they are not there by then.
+    pub async fn fresh_diagnostics(
+        &self,
+        path: &Path,
+        text: &str,
+        language_id: &str,
+        timeout: Duration,
+    ) -> Result<(Vec<Diagnostic>, DiagnosticsProof), Failure> {
+        let started = tokio::time::Instant::now();
+        let deadline = started + timeout;
+        let uri = super::path_url(path)?;
+        let not_ready = |what: String| {
+            Failure::Lsp(LspError::NotReady {
+                progress: Some(format!(
+                    "{} has been checking {} for {} ms ({what}); ask again",
+                    self.config.name,
+                    path.display(),
+                    started.elapsed().as_millis()
+                )),
+                waited_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            })
+        };
+        if self.config.readiness == ReadinessSignal::ServerStatus {
+            return self.checked_diagnostics(&uri, deadline, &not_ready).await;
+        }
+        // The content was synced by the query (a new version when it
+        // changed); the version the server has is that content's.
+        let version = match self.open_version(path) {
+            Some(v) => v,
+            None => self.sync_document(path, text, language_id)?.unwrap_or(1),
+        };
+        if self.supports("diagnosticProvider") {
+            return self.pulled_diagnostics(&uri, deadline, &not_ready).await;
+        }
+        if self.tsserver_request_command() {
+            return self.tsserver_diagnostics(&uri, deadline, &not_ready).await;
+        }
+        // Published for the version the server has: for this content.
+        // Otherwise the content is sent again (see `resend_document`) and
+        // what is published for that version awaited.
+        let published_for = |d: &std::collections::HashMap<Url, Published>, version: i32| {
+            d.get(&uri)
+                .is_some_and(|p| p.version.is_some_and(|v| v >= version))
+        };
+        let mut rx = self.shared.diagnostics.subscribe();
+        let version = if published_for(&rx.borrow_and_update(), version) {
+            version
+        } else {
+            self.resend_document(path, text)?.unwrap_or(version)
+        };
+        let published = rx.wait_for(|d| published_for(d, version));
+        match tokio::time::timeout_at(deadline, published).await {
+            Ok(Ok(map)) => {
+                let items = map.get(&uri).map(|p| p.items.clone()).unwrap_or_default();
+                Ok((items, DiagnosticsProof::Published { version }))
+            }
+            Ok(Err(_)) => Err(Failure::Dead),
+            Err(_) => Err(not_ready(format!(
+                "no diagnostics published yet for version {version} of the file"
+            ))),
+        }
+    }
+
+    /// Whether the server offers typescript-language-server's command
+    /// that forwards a request to its tsserver.
+    fn tsserver_request_command(&self) -> bool {
+        self.capabilities
+            .pointer("/executeCommandProvider/commands")
+            .and_then(Value::as_array)
+            .is_some_and(|c| c.iter().any(|c| c == TSSERVER_REQUEST))
+    }
+
+    /// typescript-language-server: asks its tsserver, through
+    /// `typescript.tsserverRequest`, for the file's syntactic, semantic and
+    /// suggestion diagnostics (`…DiagnosticsSync`). tsserver handles
+    /// requests in order, so these are for the content sent before.
+    async fn tsserver_diagnostics(
+        &self,
+        uri: &Url,
+        deadline: tokio::time::Instant,
+        not_ready: &(dyn Fn(String) -> Failure + Sync),
+    ) -> Result<(Vec<Diagnostic>, DiagnosticsProof), Failure> {
+        let mut items = Vec::new();
+        for command in [
+            "syntacticDiagnosticsSync",
+            "semanticDiagnosticsSync",
+            "suggestionDiagnosticsSync",
+        ] {
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            let answer = self
+                .request::<lsp_types::request::ExecuteCommand>(
+                    lsp_types::ExecuteCommandParams {
+                        command: TSSERVER_REQUEST.to_owned(),
+                        arguments: vec![json!(command), json!({ "file": uri })],
+                        work_done_progress_params: WorkDoneProgressParams::default(),
+                    },
+                    left,
+                )
+                .await;
+            let answer = match answer {
+                Ok(v) => v.unwrap_or(Value::Null),
+                Err(Failure::Lsp(LspError::Timeout { .. })) => {
+                    return Err(not_ready(format!(
+                        "its tsserver has not answered {command}"
+                    )));
+                }
+                Err(e) => return Err(e),
+            };
+            let body = answer.get("body").unwrap_or(&answer);
+            let Some(list) = body.as_array() else {
+                return Err(Failure::Lsp(LspError::ServerError {
+                    code: None,
+                    message: format!(
+                        "{} answered {command} without a list of diagnostics",
+                        self.config.name
+                    ),
+                }));
+            };
+            items.extend(list.iter().filter_map(tsserver_diagnostic));
+        }
+        Ok((items, DiagnosticsProof::Pulled))
+    }
+
+    /// `textDocument/diagnostic`, asked again while the server cancels it
+    /// because the content changed.
+    async fn pulled_diagnostics(
+        &self,
+        uri: &Url,
+        deadline: tokio::time::Instant,
+        not_ready: &(dyn Fn(String) -> Failure + Sync),
+    ) -> Result<(Vec<Diagnostic>, DiagnosticsProof), Failure> {
+        loop {
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            if left.is_zero() {
+                return Err(not_ready("the server kept cancelling the request".into()));
+            }
+            let answer = self
+                .request::<PullDiagnostics>(json!({ "textDocument": { "uri": uri } }), left)
+                .await;
+            match answer {
+                Ok(DocumentDiagnosticReportResult::Report(DocumentDiagnosticReport::Full(r))) => {
+                    return Ok((
+                        r.full_document_diagnostic_report.items,
+                        DiagnosticsProof::Pulled,
+                    ));
+                }
+                Ok(
+                    DocumentDiagnosticReportResult::Report(DocumentDiagnosticReport::Unchanged(_))
+                    | DocumentDiagnosticReportResult::Partial(_),
+                ) => {
+                    return Err(Failure::Lsp(LspError::ServerError {
+                        code: None,
+                        message: format!(
+                            "{} answered textDocument/diagnostic without the full list of the \
+                             document's diagnostics",
+                            self.config.name
+                        ),
+                    }));
+                }
+                Err(Failure::Lsp(LspError::ServerError {
+                    code: Some(SERVER_CANCELLED),
+                    ..
+                })) => {
+                    // sleep-ok: a short pause before asking again, bounded by the deadline.
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                Err(Failure::Lsp(LspError::Timeout { .. })) => {
+                    return Err(not_ready("the request timed out and was cancelled".into()));
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// rust-analyzer: asks for its check (`rust-analyzer/runFlycheck`,
+    /// which restarts a check already running), waits until a check begun
+    /// after the request has ended, then takes what it published for the
+    /// file after one more round trip (rust-analyzer publishes a check's
+    /// diagnostics at the end of the loop turn in which the check ended, so
+    /// before it answers a later request). Only the check's diagnostics are
+    /// kept (source other than `rust-analyzer`): the same as the project's
+    /// own `cargo check` reports, not rust-analyzer's own analysis.
+    async fn checked_diagnostics(
+        &self,
+        uri: &Url,
+        deadline: tokio::time::Instant,
+        not_ready: &(dyn Fn(String) -> Failure + Sync),
+    ) -> Result<(Vec<Diagnostic>, DiagnosticsProof), Failure> {
+        let mut rx = self.shared.status.subscribe();
+        let begun = rx.borrow_and_update().checks_begun;
+        self.notify::<RunFlycheck>(json!({ "textDocument": { "uri": uri } }))?;
+        let done = rx.wait_for(|s| s.checks_begun > begun && !s.check_active());
+        let check = match tokio::time::timeout_at(deadline, done).await {
+            Ok(Ok(status)) => status.check_end.clone(),
+            Ok(Err(_)) => return Err(Failure::Dead),
+            Err(_) => {
+                let running = self.shared.status.borrow().checks_begun > begun;
+                return Err(not_ready(if running {
+                    "its `cargo check` of the content has not finished".into()
+                } else {
+                    "its `cargo check` of the content has not started".into()
+                }));
+            }
+        };
+        // One more round trip: what the check published is received then.
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        self.request::<lsp_types::request::FoldingRangeRequest>(
+            lsp_types::FoldingRangeParams {
+                text_document: TextDocumentIdentifier { uri: uri.clone() },
+                work_done_progress_params: WorkDoneProgressParams::default(),
+                partial_result_params: PartialResultParams::default(),
+            },
+            left.max(Duration::from_secs(1)),
+        )
+        .await?;
+        let items: Vec<Diagnostic> = self
+            .shared
+            .diagnostics
+            .borrow()
+            .get(uri)
+            .map(|p| p.items.clone())
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|d| d.source.as_deref() != Some("rust-analyzer"))
+            .collect();
+        let name = format!("{CHECK_TITLE}check");
+        Ok((
+            items,
+            DiagnosticsProof::CheckFinished {
+                check: check
+                    .filter(|m| !m.is_empty())
+                    .map_or(name.clone(), |m| format!("{name} ({m})")),
+            },
+        ))
+    }
+}
