@@ -226,6 +226,7 @@ const CORPUS_PROGRAMS: &[(&str, &str)] = &[
     ("psql", "postgresql-client"),
     ("pg_ctlcluster", "postgresql"),
     ("setpriv", "util-linux"),
+    ("make", "make"),
 ];
 
 /// The OpenSSH server the remote suite starts on loopback (Debian's
