@@ -734,6 +734,9 @@ PROGRAMS = [
              "input_wait", r"^late\? $", bench=True),
         Step("answer", "5", "prompt", r"^n = 5\n$", exit_code=0),
     ]),
+    Program("make", ("make",), setup=_write("Makefile", "all:\n\tsleep 1\n\t@echo built\n"), steps=[
+        Step("build", "make", "prompt", r"built\n$", exit_code=0, bench=True),
+    ]),
     Program("bash select menu", ("bash",), steps=[
         Step("menu", "select f in apple pear; do echo \"chose $f\"; break; done", "input_wait",
              r"1\) apple\n2\) pear\n#\? $", bench=True),
