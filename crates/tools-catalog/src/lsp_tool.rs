@@ -559,8 +559,10 @@ fn diagnostics_reply(
         .map(|&s| (s, d.items.iter().filter(|i| i.severity == s).count()))
         .filter(|(_, n)| *n > 0)
         .collect();
-    let mut text = if counts.is_empty() {
+    let mut text = if counts.is_empty() && d.unlisted == 0 {
         format!("no problems in {path}")
+    } else if counts.is_empty() {
+        format!("no errors or warnings in {path}")
     } else {
         let parts: Vec<String> = counts.iter().map(|&(s, n)| count_of(n, s)).collect();
         format!("{} in {path}", parts.join(", "))
@@ -674,6 +676,51 @@ mod tests {
                 .trim_start(),
             "[withheld: 2 symbol(s), in files this session's sandbox does not let a command \
              read (`deny_read` entry `~/.ssh`)]"
+        );
+    }
+
+    fn item(line: u32, severity: Severity, message: &str) -> lsp_seam::DiagnosticItem {
+        lsp_seam::DiagnosticItem {
+            line,
+            column: 5,
+            severity,
+            code: Some("TS2322".into()),
+            source: Some("ts".into()),
+            message: message.into(),
+            line_text: format!("line {line}"),
+        }
+    }
+
+    #[test]
+    fn diagnostics_have_a_count_header_errors_first_and_a_stated_cut() {
+        let base = Path::new("/w");
+        let mut items = vec![item(3, Severity::Error, "bad type")];
+        items.extend((10..14).map(|l| item(l, Severity::Warning, "unused")));
+        let d = DiagnosticsResult {
+            path: base.join("src/app.ts"),
+            items,
+            unlisted: 2,
+            proof: DiagnosticsProof::Published { version: 4 },
+        };
+        let text = diagnostics_reply(&d, base, 3, 100_000).text;
+        assert_eq!(
+            text,
+            "1 error, 4 warnings in src/app.ts (2 info/hints not listed: all=true lists them) \
+             [published by the server for this content (version 4)]\n\
+             3:5 error TS2322 (ts): bad type\n      3 | line 3\n\
+             10:5 warning TS2322 (ts): unused\n     10 | line 10\n\
+             11:5 warning TS2322 (ts): unused\n     11 | line 11\n\
+             … 2 more warnings (raise max_results to see them)"
+        );
+        let clean = DiagnosticsResult {
+            path: base.join("src/app.ts"),
+            items: vec![],
+            unlisted: 0,
+            proof: DiagnosticsProof::Pulled,
+        };
+        assert_eq!(
+            diagnostics_reply(&clean, base, 3, 100_000).text,
+            "no problems in src/app.ts [asked of the server for this content]"
         );
     }
 
