@@ -280,6 +280,11 @@ fn install_language_servers() -> anyhow::Result<Option<String>> {
         apt_update()?;
         apt_install(&["clangd"])?;
     }
+    // The C oracle of the real-project diagnostics suite (`clang -fsyntax-only`).
+    if !on_path("clang") && !on_path("clang-14") {
+        apt_update()?;
+        apt_install(&["clang"])?;
+    }
     // Programs that make ptys, for the sandbox's terminal tests.
     let missing: Vec<&str> = ["tmux", "expect", "script"]
         .into_iter()
