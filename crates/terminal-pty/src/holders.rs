@@ -201,6 +201,10 @@ fn holds_by_descriptor(pid: i32, tty: &Tty) -> bool {
 enum Link {
     Pipe(u64),
     Socket(u64),
+    /// The master of another terminal: what comes from it is the output
+    /// of the programs on that terminal (a multiplexer's windows, a
+    /// program `script` or `expect` runs).
+    Master,
     Other,
 }
 
@@ -220,6 +224,8 @@ fn link_of(pid: i32, fd: i32) -> Link {
         Link::Pipe(ino)
     } else if let Some(ino) = inode("socket:[") {
         Link::Socket(ino)
+    } else if target.ends_with("/ptmx") {
+        Link::Master
     } else {
         Link::Other
     }
@@ -229,7 +235,8 @@ fn link_of(pid: i32, fd: i32) -> Link {
 /// is a pipe or a socket to another process: a pipe whose other end is
 /// not among the process's own descriptors (a program's own wake-up pipe
 /// is), a Unix socket whose peer is not among them either (asyncio's and
-/// prompt_toolkit's wake-up socket pair is), or a network socket.
+/// prompt_toolkit's wake-up socket pair is), a network socket, or the
+/// master of another terminal (a multiplexer relaying its windows).
 pub(crate) fn waits_on_another_process(pid: i32, set: &[i32]) -> bool {
     let links: Vec<Link> = set.iter().map(|fd| link_of(pid, *fd)).collect();
     if links.iter().all(|l| *l == Link::Other) {
@@ -254,6 +261,7 @@ pub(crate) fn waits_on_another_process(pid: i32, set: &[i32]) -> bool {
             // connection, or one we cannot see into.
             None => tcp_established(pid, ino),
         },
+        Link::Master => true,
         Link::Other => false,
     })
 }
