@@ -1,30 +1,40 @@
-//! The few HTML helpers every page uses: escaping, the layout, times.
+//! The few HTML helpers every page uses: the layout, times, and what
+//! every page passes through last.
 //!
 //! Everything a page shows comes from agents and their programs (paths,
-//! commands, client names): all of it goes through [`esc`].
+//! commands, client names). Pages are [`maud`] templates, which escape
+//! every value they insert (`& < > "`); [`page`] then shows each control
+//! character but newline and tab as its escape (`\u{1b}`), so no
+//! terminal sequence an agent's program printed reaches the browser.
 
 use std::fmt::Write as _;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
+use maud::{Markup, PreEscaped, html};
 
-/// `s` with `& < > " '` escaped, safe in text and in quoted attributes.
-pub fn esc(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c if c.is_control() && c != '\n' && c != '\t' => {
-                let _ = write!(out, "\\u{{{:x}}}", u32::from(c));
-            }
-            c => out.push(c),
+/// The HTML of `markup` as a page or fragment is sent: every control
+/// character but newline and tab shown as its escape (`\u{1b}`). The
+/// templates themselves hold none, so only what they inserted changes.
+pub fn page(markup: Markup) -> String {
+    let html = markup.into_string();
+    if !html.chars().any(hidden_control) {
+        return html;
+    }
+    let mut out = String::with_capacity(html.len() + 16);
+    for c in html.chars() {
+        if hidden_control(c) {
+            let _ = write!(out, "\\u{{{:x}}}", u32::from(c));
+        } else {
+            out.push(c);
         }
     }
     out
+}
+
+/// A control character a page shows as its escape.
+fn hidden_control(c: char) -> bool {
+    c.is_control() && c != '\n' && c != '\t'
 }
 
 /// Which navigation entry a page belongs to.
@@ -36,40 +46,70 @@ pub enum Nav {
     Live,
 }
 
+/// The `data-*` attributes of a page's `<body>` that its script reads;
+/// each is left out when `None`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PageData<'a> {
+    /// `data-page-token`: what the page's changes carry.
+    pub page_token: Option<&'a str>,
+    /// `data-picker`: `browse` or `dialog`.
+    pub picker: Option<&'a str>,
+    /// `data-session`: the session shown.
+    pub session: Option<&'a str>,
+    /// `data-live`: `true` while the session's agent is connected.
+    pub live: Option<&'a str>,
+    /// `data-tool`: the tool the calls are filtered by.
+    pub tool: Option<&'a str>,
+    /// `data-terminal`: the terminal shown.
+    pub terminal: Option<&'a str>,
+    /// `data-job`: the job shown.
+    pub job: Option<&'a str>,
+    /// `data-next`: where the job's output goes on.
+    pub next: Option<&'a str>,
+}
+
 /// A whole page: `title`, the page kind (`data-page`, read by the
-/// script), the navigation entry, extra `data-*` attributes of `<body>`
-/// (already escaped by this function), and the body's HTML.
-pub fn layout(title: &str, page: &str, nav: Nav, data: &[(&str, &str)], body: &str) -> String {
-    let mut attrs = String::new();
-    for (k, v) in data {
-        let _ = write!(attrs, " data-{}=\"{}\"", esc(k), esc(v));
+/// script), the navigation entry, the `<body>`'s other `data-*`
+/// attributes, and the body.
+pub fn layout(title: &str, page: &str, nav: Nav, data: PageData<'_>, body: Markup) -> Markup {
+    let active = |n: Nav| (n == nav).then_some("active");
+    html! {
+        (PreEscaped("<!doctype html>\n"))
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                title { (title) " · dsh" }
+                link rel="stylesheet" href="/assets/ui.css";
+                link rel="icon" href="/assets/icon.svg" type="image/svg+xml";
+            }
+            body data-page=(page) data-page-token=[data.page_token] data-picker=[data.picker]
+                data-session=[data.session] data-live=[data.live] data-tool=[data.tool]
+                data-terminal=[data.terminal] data-job=[data.job] data-next=[data.next] {
+                header {
+                    a class="brand" href="/" { "dsh" }
+                    nav {
+                        a href="/" class=[active(Nav::Workspaces)] { "Workspaces" }
+                        a href="/live" class=[active(Nav::Live)] { "Live" }
+                    }
+                    span class="meta" { "dsh " (env!("CARGO_PKG_VERSION")) }
+                }
+                main { (body) }
+                script src="/assets/ui.js" {}
+            }
+        }
+        "\n"
     }
-    let active = |n: Nav| if n == nav { " class=\"active\"" } else { "" };
-    format!(
-        "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
-<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
-<title>{} · dsh</title><link rel=\"stylesheet\" href=\"/assets/ui.css\">\
-<link rel=\"icon\" href=\"/assets/icon.svg\" type=\"image/svg+xml\"></head>\
-<body data-page=\"{}\"{attrs}><header><a class=\"brand\" href=\"/\">dsh</a><nav>\
-<a href=\"/\"{}>Workspaces</a><a href=\"/live\"{}>Live</a></nav>\
-<span class=\"meta\">dsh {}</span></header><main>{body}</main>\
-<script src=\"/assets/ui.js\"></script></body></html>\n",
-        esc(title),
-        esc(page),
-        active(Nav::Workspaces),
-        active(Nav::Live),
-        esc(env!("CARGO_PKG_VERSION")),
-    )
 }
 
 /// A moment as `<time>`: UTC date and time, the exact instant in its
 /// `datetime` attribute.
-pub fn time(at: DateTime<Utc>) -> String {
-    format!(
-        "<time datetime=\"{}\">{}</time>",
-        at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
-        at.format("%Y-%m-%d %H:%M:%S UTC")
-    )
+pub fn time(at: DateTime<Utc>) -> Markup {
+    html! {
+        time datetime=(at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)) {
+            (at.format("%Y-%m-%d %H:%M:%S UTC"))
+        }
+    }
 }
 
 /// `5 s`, `3 min`, `2 h 05 min`, `4 d`.
@@ -100,10 +140,12 @@ mod tests {
     use pretty_assertions::assert_eq;
 
     #[test]
-    fn escaping_covers_markup_quotes_and_controls() {
+    fn a_page_escapes_markup_and_quotes_and_shows_controls() {
+        let nasty = "<a href=\"x\">'&'</a>\x1b[31m\r\tok\n";
         assert_eq!(
-            esc("<a href=\"x\">'&'</a>\x1b[31m"),
-            "&lt;a href=&quot;x&quot;&gt;&#39;&amp;&#39;&lt;/a&gt;\\u{1b}[31m"
+            page(html! { p title=(nasty) { (nasty) } }),
+            "<p title=\"&lt;a href=&quot;x&quot;&gt;'&amp;'&lt;/a&gt;\\u{1b}[31m\\u{d}\tok\n\">\
+&lt;a href=&quot;x&quot;&gt;'&amp;'&lt;/a&gt;\\u{1b}[31m\\u{d}\tok\n</p>"
         );
     }
 

@@ -2,21 +2,24 @@
 //! change them and the directory picker's dialog), one workspace, a
 //! session, live agents, a terminal, a job, and errors.
 //!
-//! Each function is pure: data in, HTML out. The live parts (a session's
-//! new calls, the live list, a terminal's screen, a job's output) are
-//! fragments of the same functions, pushed by the streams in
-//! [`crate::server`] and swapped in by the page's small script.
+//! Each function is pure: data in, HTML out, written as [`maud`]
+//! templates (which escape every value they insert) and finished by
+//! [`page`]. The live parts (a session's new calls, the live list, a
+//! terminal's screen, a job's output) are fragments of the same
+//! functions, pushed by the streams in [`crate::server`] and swapped in
+//! by the page's small script.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use picker_seam::{Capability, Listing};
+use maud::{Markup, PreEscaped, html};
+use picker_seam::{Capability, Entry, Listing};
 use workspace::LogEntry;
 
 use crate::chart;
-use crate::html::{Nav, ago, esc, layout, short_id, span, time};
+use crate::html::{Nav, PageData, ago, layout, page, short_id, span, time};
 use crate::snapshot::{JobRow, TerminalRow};
 use crate::source::{
     ApprovalView, JobTail, LiveConnection, LiveView, Overview, PromptView, RemoteHost,
@@ -29,16 +32,18 @@ pub const SESSIONS_PER_WORKSPACE: usize = 50;
 /// Sessions per page of one workspace.
 pub const SESSIONS_PER_PAGE: usize = 500;
 
-fn status_badge(s: &SessionSummary) -> String {
-    let mut out = if s.live {
-        "<span class=\"badge live\" title=\"its agent is connected now\">live</span>".to_owned()
-    } else {
-        "<span class=\"badge ended\">ended</span>".to_owned()
-    };
-    if s.archived {
-        out.push_str(" <span class=\"badge archived\">archived</span>");
+fn status_badge(s: &SessionSummary) -> Markup {
+    html! {
+        @if s.live {
+            span class="badge live" title="its agent is connected now" { "live" }
+        } @else {
+            span class="badge ended" { "ended" }
+        }
+        @if s.archived {
+            " "
+            span class="badge archived" { "archived" }
+        }
     }
-    out
 }
 
 /// What a table of sessions offers besides reading.
@@ -52,58 +57,59 @@ enum Rows {
     ArchiveAndMove,
 }
 
-fn session_rows(sessions: &[SessionSummary], now: DateTime<Utc>, rows: Rows) -> String {
-    let mut out = String::new();
-    for s in sessions {
-        let id = s.id.to_string();
-        let mut classes = String::from("session");
-        if s.live {
-            classes.push_str(" is-live");
-        }
-        if s.archived {
-            classes.push_str(" is-archived");
-        }
-        let handle = match rows {
-            Rows::ReadOnly => String::new(),
-            Rows::Archive => "<td></td>".to_owned(),
-            Rows::ArchiveAndMove => format!(
-                "<td class=\"grip\"><button type=\"button\" class=\"handle\" draggable=\"true\" title=\"Drag to move this session (or press ↑ ↓)\" aria-label=\"Move session {}\">⠿</button></td>",
-                esc(short_id(&id))
-            ),
-        };
-        let archive = if rows == Rows::ReadOnly {
-            String::new()
-        } else {
-            format!(
-                "<td class=\"actions\"><button type=\"button\" class=\"archive\" data-archived=\"{}\">{}</button></td>",
-                s.archived,
-                if s.archived { "Unarchive" } else { "Archive" }
-            )
-        };
-        let _ = write!(
-            out,
-            "<tr class=\"{classes}\" data-session=\"{}\">{handle}<td><a href=\"/sessions/{}\" title=\"{}\">{}</a></td><td>{}</td><td>{} <span class=\"dim\">{}</span></td><td>{}</td><td>{}</td>{archive}</tr>",
-            esc(&id),
-            esc(&id),
-            esc(&id),
-            esc(short_id(&id)),
-            s.client
-                .as_deref()
-                .map_or_else(|| "<span class=\"dim\">unnamed</span>".to_owned(), esc),
-            time(s.started),
-            esc(&ago(now, s.started)),
-            s.last_activity.map_or_else(
-                || "<span class=\"dim\">no calls</span>".to_owned(),
-                |at| format!(
-                    "{} <span class=\"dim\">{}</span>",
-                    time(at),
-                    esc(&ago(now, at))
-                )
-            ),
-            status_badge(s),
-        );
+/// `<time>` and how long ago, dimmed.
+fn moment(at: DateTime<Utc>, now: DateTime<Utc>) -> Markup {
+    html! {
+        (time(at)) " " span class="dim" { (ago(now, at)) }
     }
-    out
+}
+
+fn session_row(s: &SessionSummary, now: DateTime<Utc>, rows: Rows) -> Markup {
+    let id = s.id.to_string();
+    let mut classes = String::from("session");
+    if s.live {
+        classes.push_str(" is-live");
+    }
+    if s.archived {
+        classes.push_str(" is-archived");
+    }
+    html! {
+        tr class=(classes) data-session=(id) {
+            @match rows {
+                Rows::ReadOnly => {}
+                Rows::Archive => { td {} }
+                Rows::ArchiveAndMove => {
+                    td class="grip" {
+                        button type="button" class="handle" draggable="true"
+                            title="Drag to move this session (or press ↑ ↓)"
+                            aria-label={ "Move session " (short_id(&id)) } { "⠿" }
+                    }
+                }
+            }
+            td { a href={ "/sessions/" (id) } title=(id) { (short_id(&id)) } }
+            td {
+                @match &s.client {
+                    Some(client) => { (client) }
+                    None => { span class="dim" { "unnamed" } }
+                }
+            }
+            td { (moment(s.started, now)) }
+            td {
+                @match s.last_activity {
+                    Some(at) => { (moment(at, now)) }
+                    None => { span class="dim" { "no calls" } }
+                }
+            }
+            td { (status_badge(s)) }
+            @if rows != Rows::ReadOnly {
+                td class="actions" {
+                    button type="button" class="archive" data-archived=(s.archived) {
+                        (if s.archived { "Unarchive" } else { "Archive" })
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// A table of `sessions`; `after`, for a workspace's sessions cut short,
@@ -114,56 +120,67 @@ fn sessions_table(
     now: DateTime<Utc>,
     rows: Rows,
     after: Option<&SessionSummary>,
-) -> String {
+) -> Markup {
     if sessions.is_empty() {
-        return "<p class=\"empty\">No sessions yet.</p>".to_owned();
+        return html! { p class="empty" { "No sessions yet." } };
     }
-    let (before, behind) = match rows {
-        Rows::ReadOnly => ("", ""),
-        Rows::Archive | Rows::ArchiveAndMove => ("<th></th>", "<th></th>"),
-    };
-    let after = after.map_or_else(String::new, |s| {
-        format!(" data-after=\"{}\"", esc(&s.id.to_string()))
-    });
-    format!(
-        "<table class=\"sessions\"><thead><tr>{before}<th>Session</th><th>Client</th><th>Started</th><th>Last activity</th><th>Status</th>{behind}</tr></thead><tbody{after}>{}</tbody></table>",
-        session_rows(sessions, now, rows)
-    )
+    let controls = rows != Rows::ReadOnly;
+    html! {
+        table class="sessions" {
+            thead {
+                tr {
+                    @if controls { th {} }
+                    th { "Session" }
+                    th { "Client" }
+                    th { "Started" }
+                    th { "Last activity" }
+                    th { "Status" }
+                    @if controls { th {} }
+                }
+            }
+            tbody data-after=[after.map(|s| s.id.to_string())] {
+                @for s in sessions {
+                    (session_row(s, now, rows))
+                }
+            }
+        }
+    }
 }
 
 /// A workspace's heading; on the workspaces page (`overview`) its title
 /// links to its own page and it has the controls that change it.
-fn workspace_heading(ws: &WorkspaceSummary, overview: bool) -> String {
-    let title = if overview {
-        format!(
-            "<button type=\"button\" class=\"handle\" draggable=\"true\" title=\"Drag to move this workspace (or press ↑ ↓)\" aria-label=\"Move workspace {}\">⠿</button><a class=\"title\" href=\"/workspaces/{}\">{}</a>",
-            esc(&ws.title),
-            esc(&ws.id),
-            esc(&ws.title)
-        )
-    } else {
-        esc(&ws.title)
-    };
+fn workspace_heading(ws: &WorkspaceSummary, overview: bool) -> Markup {
     let live = ws.sessions.iter().filter(|s| s.live).count();
-    format!(
-        "<h2>{title} <span class=\"path\">{}</span>{}{}{}</h2>",
-        esc(&ws.path.display().to_string()),
-        if ws.missing_dir {
-            " <span class=\"badge missing\" title=\"the directory is not there now\">missing directory</span>"
-        } else {
-            ""
-        },
-        if live > 0 {
-            format!(" <span class=\"badge live\">{live} live</span>")
-        } else {
-            String::new()
-        },
-        if overview {
-            "<span class=\"actions\"><button type=\"button\" class=\"rename\">Rename</button><button type=\"button\" class=\"remove\">Remove</button></span>"
-        } else {
-            ""
+    html! {
+        h2 {
+            @if overview {
+                button type="button" class="handle" draggable="true"
+                    title="Drag to move this workspace (or press ↑ ↓)"
+                    aria-label={ "Move workspace " (ws.title) } { "⠿" }
+                a class="title" href={ "/workspaces/" (ws.id) } { (ws.title) }
+            } @else {
+                (ws.title)
+            }
+            " "
+            span class="path" { (ws.path.display()) }
+            @if ws.missing_dir {
+                " "
+                span class="badge missing" title="the directory is not there now" {
+                    "missing directory"
+                }
+            }
+            @if live > 0 {
+                " "
+                span class="badge live" { (live) " live" }
+            }
+            @if overview {
+                span class="actions" {
+                    button type="button" class="rename" { "Rename" }
+                    button type="button" class="remove" { "Remove" }
+                }
+            }
         }
-    )
+    }
 }
 
 /// The workspaces page: every workspace in the registry's order with its
@@ -176,31 +193,42 @@ pub fn workspaces(
     page_token: &str,
     picker: &Capability,
 ) -> String {
-    let body = format!(
-        "<h1>Workspaces</h1><div class=\"toolbar\"><button type=\"button\" id=\"new-workspace\">New workspace…</button></div>\
-<div id=\"notice\" class=\"notice\" role=\"status\" aria-live=\"polite\"></div>\
-<div id=\"workspaces\">{}</div>{}{}",
-        workspaces_fragment(overview, now),
-        picker_dialog(),
-        confirm_dialog(),
-    );
+    let body = html! {
+        h1 { "Workspaces" }
+        div class="toolbar" {
+            button type="button" id="new-workspace" { "New workspace…" }
+        }
+        div id="notice" class="notice" role="status" aria-live="polite" {}
+        div id="workspaces" { (workspaces_list(overview, now)) }
+        (picker_dialog())
+        (confirm_dialog())
+    };
     let picker = match picker {
         Capability::Browse { .. } => "browse",
         Capability::Dialog => "dialog",
     };
-    layout(
+    let data = PageData {
+        page_token: Some(page_token),
+        picker: Some(picker),
+        ..PageData::default()
+    };
+    page(layout(
         "Workspaces",
         "workspaces",
         Nav::Workspaces,
-        &[("page-token", page_token), ("picker", picker)],
-        &body,
-    )
+        data,
+        body,
+    ))
 }
 
 /// The part of the workspaces page that changes: the counts, every
 /// workspace with its newest sessions, and the sessions of no workspace
 /// (what a change answers with and the page's stream pushes).
 pub fn workspaces_fragment(overview: &Overview, now: DateTime<Utc>) -> String {
+    page(workspaces_list(overview, now))
+}
+
+fn workspaces_list(overview: &Overview, now: DateTime<Utc>) -> Markup {
     let total: usize = overview
         .workspaces
         .iter()
@@ -214,174 +242,201 @@ pub fn workspaces_fragment(overview: &Overview, now: DateTime<Utc>) -> String {
         .chain(&overview.ungrouped)
         .filter(|s| s.live)
         .count();
-    let mut body = format!(
-        "<p class=\"summary\">{} workspace{} · {total} session{} · <span id=\"live-count\">{live}</span> live now</p>",
-        overview.workspaces.len(),
-        if overview.workspaces.len() == 1 {
-            ""
-        } else {
-            "s"
-        },
-        if total == 1 { "" } else { "s" },
-    );
-    if overview.workspaces.is_empty() && overview.ungrouped.is_empty() {
-        body.push_str(
-            "<p class=\"empty\">No workspaces yet. Create one with “New workspace…”, or <code>dsh workspace create PATH</code>; agents that connect through <code>dsh mcp</code> add theirs.</p>",
-        );
-    }
-    for ws in &overview.workspaces {
-        let _ = write!(
-            body,
-            "<section class=\"workspace\" id=\"ws-{}\" data-workspace=\"{}\">{}",
-            esc(&ws.id),
-            esc(&ws.id),
-            workspace_heading(ws, true)
-        );
-        let shown = ws.sessions.len().min(SESSIONS_PER_WORKSPACE);
-        body.push_str(&sessions_table(
-            &ws.sessions[..shown],
-            now,
-            Rows::ArchiveAndMove,
-            ws.sessions.get(shown),
-        ));
-        if ws.sessions.len() > shown {
-            let _ = write!(
-                body,
-                "<p class=\"more\"><a href=\"/workspaces/{}\">all {} sessions →</a></p>",
-                esc(&ws.id),
-                ws.sessions.len()
-            );
+    let plural = |n: usize| if n == 1 { "" } else { "s" };
+    html! {
+        p class="summary" {
+            (overview.workspaces.len()) " workspace" (plural(overview.workspaces.len()))
+            " · " (total) " session" (plural(total)) " · "
+            span id="live-count" { (live) }
+            " live now"
         }
-        body.push_str("</section>");
+        @if overview.workspaces.is_empty() && overview.ungrouped.is_empty() {
+            p class="empty" {
+                "No workspaces yet. Create one with “New workspace…”, or "
+                code { "dsh workspace create PATH" }
+                "; agents that connect through "
+                code { "dsh mcp" }
+                " add theirs."
+            }
+        }
+        @for ws in &overview.workspaces {
+            @let shown = ws.sessions.len().min(SESSIONS_PER_WORKSPACE);
+            section class="workspace" id={ "ws-" (ws.id) } data-workspace=(ws.id) {
+                (workspace_heading(ws, true))
+                (sessions_table(
+                    &ws.sessions[..shown],
+                    now,
+                    Rows::ArchiveAndMove,
+                    ws.sessions.get(shown),
+                ))
+                @if ws.sessions.len() > shown {
+                    p class="more" {
+                        a href={ "/workspaces/" (ws.id) } {
+                            "all " (ws.sessions.len()) " sessions →"
+                        }
+                    }
+                }
+            }
+        }
+        @if !overview.ungrouped.is_empty() {
+            @let shown = overview.ungrouped.len().min(SESSIONS_PER_WORKSPACE);
+            section class="workspace ungrouped" {
+                h2 {
+                    "Sessions in no workspace "
+                    span class="dim" { (overview.ungrouped.len()) }
+                }
+                (sessions_table(&overview.ungrouped[..shown], now, Rows::Archive, None))
+            }
+        }
     }
-    if !overview.ungrouped.is_empty() {
-        let shown = overview.ungrouped.len().min(SESSIONS_PER_WORKSPACE);
-        let _ = write!(
-            body,
-            "<section class=\"workspace ungrouped\"><h2>Sessions in no workspace <span class=\"dim\">{}</span></h2>{}</section>",
-            overview.ungrouped.len(),
-            sessions_table(&overview.ungrouped[..shown], now, Rows::Archive, None)
-        );
-    }
-    body
 }
 
 /// The dialog of a new workspace: the directory picker (a list to walk
 /// for a picker that browses, a button for one that asks the person
 /// itself), the path and the title.
-fn picker_dialog() -> String {
-    "<dialog id=\"picker\" aria-labelledby=\"picker-heading\"><h2 id=\"picker-heading\">New workspace</h2>\
-<p class=\"hint\">Choose its directory — open directories below, or type a path — then create it. The title is the directory's name unless you give one.</p>\
-<div class=\"picker-bar\" data-for=\"browse\"><button type=\"button\" id=\"picker-up\">↑ Up</button><button type=\"button\" id=\"picker-home\">Home</button>\
-<label><input type=\"checkbox\" id=\"picker-hidden\"> Show hidden</label></div>\
-<p id=\"picker-where\" class=\"mono picker-where\" data-for=\"browse\"></p>\
-<ul id=\"picker-list\" class=\"picker-list\" data-for=\"browse\"></ul>\
-<div class=\"picker-bar\" data-for=\"dialog\"><button type=\"button\" id=\"picker-choose\">Choose a directory…</button></div>\
-<label class=\"field\">Directory <input id=\"picker-path\" class=\"mono\" type=\"text\" spellcheck=\"false\" autocomplete=\"off\"></label>\
-<label class=\"field\">Title <input id=\"picker-title\" type=\"text\" placeholder=\"the directory's name\" autocomplete=\"off\"></label>\
-<div id=\"picker-notice\" class=\"notice\" role=\"status\" aria-live=\"polite\"></div>\
-<div class=\"toolbar\"><button type=\"button\" id=\"picker-create\" class=\"primary\">Create workspace</button><button type=\"button\" id=\"picker-cancel\">Cancel</button></div></dialog>"
-        .to_owned()
+fn picker_dialog() -> Markup {
+    html! {
+        dialog id="picker" aria-labelledby="picker-heading" {
+            h2 id="picker-heading" { "New workspace" }
+            p class="hint" {
+                "Choose its directory — open directories below, or type a path — then create it. The title is the directory's name unless you give one."
+            }
+            div class="picker-bar" data-for="browse" {
+                button type="button" id="picker-up" { "↑ Up" }
+                button type="button" id="picker-home" { "Home" }
+                label { input type="checkbox" id="picker-hidden"; " Show hidden" }
+            }
+            p id="picker-where" class="mono picker-where" data-for="browse" {}
+            ul id="picker-list" class="picker-list" data-for="browse" {}
+            div class="picker-bar" data-for="dialog" {
+                button type="button" id="picker-choose" { "Choose a directory…" }
+            }
+            label class="field" {
+                "Directory "
+                input id="picker-path" class="mono" type="text" spellcheck="false"
+                    autocomplete="off";
+            }
+            label class="field" {
+                "Title "
+                input id="picker-title" type="text" placeholder="the directory's name"
+                    autocomplete="off";
+            }
+            div id="picker-notice" class="notice" role="status" aria-live="polite" {}
+            div class="toolbar" {
+                button type="button" id="picker-create" class="primary" { "Create workspace" }
+                button type="button" id="picker-cancel" { "Cancel" }
+            }
+        }
+    }
 }
 
 /// The dialog that asks before a workspace is removed.
-fn confirm_dialog() -> String {
-    "<dialog id=\"confirm\" aria-labelledby=\"confirm-text\"><p id=\"confirm-text\"></p>\
-<p class=\"hint\">Only the registration goes: the directory, its files and its sessions' logs stay, and its sessions become sessions of no workspace.</p>\
-<div class=\"toolbar\"><button type=\"button\" id=\"confirm-yes\" class=\"danger\">Remove</button><button type=\"button\" id=\"confirm-no\">Cancel</button></div></dialog>"
-        .to_owned()
+fn confirm_dialog() -> Markup {
+    html! {
+        dialog id="confirm" aria-labelledby="confirm-text" {
+            p id="confirm-text" {}
+            p class="hint" {
+                "Only the registration goes: the directory, its files and its sessions' logs stay, and its sessions become sessions of no workspace."
+            }
+            div class="toolbar" {
+                button type="button" id="confirm-yes" class="danger" { "Remove" }
+                button type="button" id="confirm-no" { "Cancel" }
+            }
+        }
+    }
 }
 
 /// A directory picker's listing as the picker's list: a button per
 /// directory that opens it, refused ones with why, hidden ones marked
 /// (the page shows them on request).
 pub fn picker_entries(listing: &Listing) -> String {
-    let mut out = String::new();
-    for entry in &listing.entries {
-        let name = entry.name.to_string_lossy();
-        let hidden = if name.starts_with('.') {
-            " hidden-entry"
-        } else {
-            ""
-        };
-        // A symlink shows where it leads, unless it leads nowhere (a loop).
-        let link = if entry.symlink && entry.path != listing.dir.join(&entry.name) {
-            format!(
-                " <span class=\"dim\">→ {}</span>",
-                esc(&entry.path.display().to_string())
-            )
-        } else {
-            String::new()
-        };
-        let (code, why) = match (entry.refused, entry.path.to_str()) {
-            (Some(refusal), _) => (refusal.code(), refusal.words()),
-            (None, None) => (
-                "INVALID_ARGUMENT",
-                "its path is not UTF-8: use `dsh workspace create`",
-            ),
-            (None, Some(path)) => {
-                let _ = write!(
-                    out,
-                    "<li class=\"dir{hidden}\"><button type=\"button\" class=\"dir\" data-path=\"{}\">{}{link}</button></li>",
-                    esc(path),
-                    esc(&name)
-                );
-                continue;
-            }
-        };
-        let _ = write!(
-            out,
-            "<li class=\"refused{hidden}\" data-code=\"{code}\"><span class=\"name\">{}</span>{link} <span class=\"why\">{why}</span></li>",
-            esc(&name)
-        );
-    }
-    if listing.entries.is_empty() {
-        out.push_str("<li class=\"empty\">No directories here.</li>");
-    }
-    if listing.truncated {
-        out.push_str(
-            "<li class=\"dim\">More than a listing shows: type the path of the one you want.</li>",
-        );
-    }
-    out
+    page(html! {
+        @for entry in &listing.entries {
+            (picker_entry(listing, entry))
+        }
+        @if listing.entries.is_empty() {
+            li class="empty" { "No directories here." }
+        }
+        @if listing.truncated {
+            li class="dim" { "More than a listing shows: type the path of the one you want." }
+        }
+    })
 }
 
-/// One workspace with all its sessions, `page` (0-based) of
+fn picker_entry(listing: &Listing, entry: &Entry) -> Markup {
+    let name = entry.name.to_string_lossy();
+    let hidden = if name.starts_with('.') {
+        " hidden-entry"
+    } else {
+        ""
+    };
+    // A symlink shows where it leads, unless it leads nowhere (a loop).
+    let link = (entry.symlink && entry.path != listing.dir.join(&entry.name)).then(|| {
+        html! {
+            " "
+            span class="dim" { "→ " (entry.path.display()) }
+        }
+    });
+    let (code, why) = match (entry.refused, entry.path.to_str()) {
+        (Some(refusal), _) => (refusal.code(), refusal.words()),
+        (None, None) => (
+            "INVALID_ARGUMENT",
+            "its path is not UTF-8: use `dsh workspace create`",
+        ),
+        (None, Some(path)) => {
+            return html! {
+                li class={ "dir" (hidden) } {
+                    button type="button" class="dir" data-path=(path) {
+                        (name)
+                        @if let Some(link) = link { (link) }
+                    }
+                }
+            };
+        }
+    };
+    html! {
+        li class={ "refused" (hidden) } data-code=(code) {
+            span class="name" { (name) }
+            @if let Some(link) = link { (link) }
+            " "
+            span class="why" { (why) }
+        }
+    }
+}
+
+/// One workspace with all its sessions, page `page_number` (0-based) of
 /// [`SESSIONS_PER_PAGE`].
-pub fn workspace(ws: &WorkspaceSummary, page: usize, now: DateTime<Utc>) -> String {
+pub fn workspace(ws: &WorkspaceSummary, page_number: usize, now: DateTime<Utc>) -> String {
     let pages = ws.sessions.len().div_ceil(SESSIONS_PER_PAGE).max(1);
-    let page = page.min(pages - 1);
-    let start = page * SESSIONS_PER_PAGE;
+    let shown = page_number.min(pages - 1);
+    let start = shown * SESSIONS_PER_PAGE;
     let end = (start + SESSIONS_PER_PAGE).min(ws.sessions.len());
-    let mut body = format!(
-        "<p class=\"crumbs\"><a href=\"/\">Workspaces</a></p><h1>{}</h1>{}<p class=\"summary\">{} sessions</p>",
-        esc(&ws.title),
-        workspace_heading(ws, false),
-        ws.sessions.len()
-    );
-    body.push_str(&sessions_table(
-        &ws.sessions[start..end],
-        now,
-        Rows::ReadOnly,
-        None,
-    ));
-    if pages > 1 {
-        body.push_str("<p class=\"pages\">");
-        for p in 0..pages {
-            if p == page {
-                let _ = write!(body, "<strong>{}</strong> ", p + 1);
-            } else {
-                let _ = write!(
-                    body,
-                    "<a href=\"/workspaces/{}?page={p}\">{}</a> ",
-                    esc(&ws.id),
-                    p + 1
-                );
+    let body = html! {
+        p class="crumbs" { a href="/" { "Workspaces" } }
+        h1 { (ws.title) }
+        (workspace_heading(ws, false))
+        p class="summary" { (ws.sessions.len()) " sessions" }
+        (sessions_table(&ws.sessions[start..end], now, Rows::ReadOnly, None))
+        @if pages > 1 {
+            p class="pages" {
+                @for p in 0..pages {
+                    @if p == shown {
+                        strong { (p + 1) }
+                    } @else {
+                        a href={ "/workspaces/" (ws.id) "?page=" (p) } { (p + 1) }
+                    }
+                    " "
+                }
             }
         }
-        body.push_str("</p>");
-    }
-    layout(&ws.title, "workspace", Nav::Workspaces, &[], &body)
+    };
+    page(layout(
+        &ws.title,
+        "workspace",
+        Nav::Workspaces,
+        PageData::default(),
+        body,
+    ))
 }
 
 /// A string field of a JSON object.
@@ -475,36 +530,46 @@ pub fn call_key(entry: &LogEntry) -> String {
 
 /// One row of a session's timeline.
 pub fn call_row(entry: &LogEntry) -> String {
+    page(call_row_html(entry))
+}
+
+fn call_row_html(entry: &LogEntry) -> Markup {
     let failed = entry.outcome != "OK";
-    let argument = argument(&entry.tool, &entry.argument_summary);
-    format!(
-        "<tr class=\"call{}\" data-key=\"{}\" data-tool=\"{}\"><td>{}</td><td class=\"tool\">{}</td><td class=\"arg\" title=\"{}\">{}</td><td class=\"num\">{}</td><td class=\"outcome\"><span class=\"swatch\" data-color=\"{}\"></span>{}</td></tr>",
-        if failed { " failed" } else { "" },
-        esc(&call_key(entry)),
-        esc(&entry.tool),
-        time(entry.at),
-        esc(&entry.tool),
-        esc(&entry.argument_summary),
-        esc(&argument),
-        esc(&chart::duration_text(entry.duration_ms)),
-        chart::call_color(entry),
-        esc(&outcome(entry)),
-    )
+    html! {
+        tr class=(if failed { "call failed" } else { "call" }) data-key=(call_key(entry))
+            data-tool=(entry.tool) {
+            td { (time(entry.at)) }
+            td class="tool" { (entry.tool) }
+            td class="arg" title=(entry.argument_summary) {
+                (argument(&entry.tool, &entry.argument_summary))
+            }
+            td class="num" { (chart::duration_text(entry.duration_ms)) }
+            td class="outcome" {
+                span class="swatch" data-color=(chart::call_color(entry)) {}
+                (outcome(entry))
+            }
+        }
+    }
 }
 
 /// The pictures of a session (the timeline strip, the terminal sends).
 pub fn session_charts(log: &[LogEntry]) -> String {
-    if log.is_empty() {
-        return "<p class=\"empty\">No tool calls yet.</p>".to_owned();
+    page(charts(log))
+}
+
+fn charts(log: &[LogEntry]) -> Markup {
+    html! {
+        @if let Some(timeline) = chart::timeline(log) {
+            h2 { "When calls happened and how long they took" }
+            (timeline)
+            @if let Some(sends) = chart::terminal_sends(log) {
+                h2 { "Terminal sends: latency and settle reason" }
+                (sends)
+            }
+        } @else {
+            p class="empty" { "No tool calls yet." }
+        }
     }
-    let mut out = String::from("<h2>When calls happened and how long they took</h2>");
-    out.push_str(&chart::timeline(log));
-    let sends = chart::terminal_sends(log);
-    if !sends.is_empty() {
-        out.push_str("<h2>Terminal sends: latency and settle reason</h2>");
-        out.push_str(&sends);
-    }
-    out
 }
 
 /// A session's page: facts, pictures, and its calls newest first
@@ -516,319 +581,322 @@ pub fn session(view: &SessionView, tool: Option<&str>, now: DateTime<Utc>) -> St
     for e in &view.log {
         *counts.entry(e.tool.as_str()).or_default() += 1;
     }
-    let mut body = format!(
-        "<p class=\"crumbs\"><a href=\"/\">Workspaces</a>{}</p><h1>Session <span class=\"mono\">{}</span> {}</h1>",
-        view.workspace
-            .as_ref()
-            .map_or_else(String::new, |(wid, title)| format!(
-                " › <a href=\"/workspaces/{}\">{}</a>",
-                esc(wid),
-                esc(title)
-            )),
-        esc(short_id(&id)),
-        status_badge(s)
-    );
-    let _ = write!(
-        body,
-        "<dl class=\"facts\"><dt>Id</dt><dd class=\"mono\">{}</dd><dt>Client</dt><dd>{}</dd><dt>Directory</dt><dd class=\"mono\">{}</dd><dt>Started</dt><dd>{} <span class=\"dim\">{}</span></dd><dt>Last activity</dt><dd>{}</dd><dt>Calls</dt><dd>{}</dd></dl>",
-        esc(&id),
-        s.client
-            .as_deref()
-            .map_or_else(|| "unnamed".to_owned(), esc),
-        s.cwd
-            .as_ref()
-            .map_or_else(|| "—".to_owned(), |c| esc(&c.display().to_string())),
-        time(s.started),
-        esc(&ago(now, s.started)),
-        s.last_activity.map_or_else(
-            || "no calls".to_owned(),
-            |at| format!(
-                "{} <span class=\"dim\">{}</span>",
-                time(at),
-                esc(&ago(now, at))
-            )
-        ),
-        view.log.len(),
-    );
-    let _ = write!(
-        body,
-        "<section id=\"charts\" class=\"charts\">{}</section>",
-        session_charts(&view.log)
-    );
-    body.push_str("<nav class=\"filter\">Tool: ");
-    let _ = write!(
-        body,
-        "<a href=\"/sessions/{}\"{}>all <span class=\"dim\">{}</span></a>",
-        esc(&id),
-        if tool.is_none() {
-            " class=\"active\""
-        } else {
-            ""
-        },
-        view.log.len()
-    );
-    for (name, n) in &counts {
-        let _ = write!(
-            body,
-            " <a href=\"/sessions/{}?tool={}\"{}>{} <span class=\"dim\">{n}</span></a>",
-            esc(&id),
-            esc(name),
-            if tool == Some(*name) {
-                " class=\"active\""
-            } else {
-                ""
-            },
-            esc(name)
-        );
-    }
-    body.push_str("</nav>");
-    let rows: String = view
-        .log
-        .iter()
-        .rev()
-        .filter(|e| tool.is_none_or(|t| e.tool == t))
-        .map(call_row)
-        .collect();
-    let _ = write!(
-        body,
-        "<table class=\"timeline\"><thead><tr><th>Time</th><th>Tool</th><th>Argument</th><th>Duration</th><th>Outcome</th></tr></thead><tbody id=\"calls\">{rows}</tbody></table>{}",
-        if view.log.is_empty() {
-            ""
-        } else {
-            "<p class=\"dim\">The session log keeps the newest 1,000 calls of a session.</p>"
+    let active = |on: bool| on.then_some("active");
+    let body = html! {
+        p class="crumbs" {
+            a href="/" { "Workspaces" }
+            @if let Some((wid, title)) = &view.workspace {
+                " › "
+                a href={ "/workspaces/" (wid) } { (title) }
+            }
         }
-    );
-    let mut data = vec![("session", id.as_str())];
-    if s.live {
-        data.push(("live", "true"));
-    }
-    if let Some(t) = tool {
-        data.push(("tool", t));
-    }
-    layout(
+        h1 { "Session " span class="mono" { (short_id(&id)) } " " (status_badge(s)) }
+        dl class="facts" {
+            dt { "Id" }
+            dd class="mono" { (id) }
+            dt { "Client" }
+            dd { (s.client.as_deref().unwrap_or("unnamed")) }
+            dt { "Directory" }
+            dd class="mono" {
+                @match &s.cwd {
+                    Some(cwd) => { (cwd.display()) }
+                    None => { "—" }
+                }
+            }
+            dt { "Started" }
+            dd { (moment(s.started, now)) }
+            dt { "Last activity" }
+            dd {
+                @match s.last_activity {
+                    Some(at) => { (moment(at, now)) }
+                    None => { "no calls" }
+                }
+            }
+            dt { "Calls" }
+            dd { (view.log.len()) }
+        }
+        section id="charts" class="charts" { (charts(&view.log)) }
+        nav class="filter" {
+            "Tool: "
+            a href={ "/sessions/" (id) } class=[active(tool.is_none())] {
+                "all " span class="dim" { (view.log.len()) }
+            }
+            @for (name, n) in &counts {
+                " "
+                a href={ "/sessions/" (id) "?tool=" (name) } class=[active(tool == Some(*name))] {
+                    (name) " " span class="dim" { (n) }
+                }
+            }
+        }
+        table class="timeline" {
+            thead {
+                tr {
+                    th { "Time" }
+                    th { "Tool" }
+                    th { "Argument" }
+                    th { "Duration" }
+                    th { "Outcome" }
+                }
+            }
+            tbody id="calls" {
+                @for e in view.log.iter().rev().filter(|e| tool.is_none_or(|t| e.tool == t)) {
+                    (call_row_html(e))
+                }
+            }
+        }
+        @if !view.log.is_empty() {
+            p class="dim" { "The session log keeps the newest 1,000 calls of a session." }
+        }
+    };
+    let data = PageData {
+        session: Some(&id),
+        live: s.live.then_some("true"),
+        tool,
+        ..PageData::default()
+    };
+    page(layout(
         &format!("Session {}", short_id(&id)),
         "session",
         Nav::Workspaces,
-        &data,
-        &body,
-    )
+        data,
+        body,
+    ))
 }
 
 /// The id cell of a terminal or job row: a link to its page here, or, on
 /// a remote host (whose screens and output this page does not carry), the
 /// qualified id as text.
-fn id_cell(kind: &str, id: &str, remote: bool) -> String {
-    if remote {
-        format!("<span class=\"mono\">{}</span>", esc(id))
-    } else {
-        format!("<a href=\"/{kind}/{}\">{}</a>", esc(id), esc(id))
+fn id_cell(kind: &str, id: &str, remote: bool) -> Markup {
+    html! {
+        @if remote {
+            span class="mono" { (id) }
+        } @else {
+            a href={ "/" (kind) "/" (id) } { (id) }
+        }
     }
 }
 
-fn terminal_row(t: &TerminalRow, remote: bool) -> String {
-    format!(
-        "<tr data-terminal=\"{}\"><td>{}</td><td>{}</td><td class=\"mono\">{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-        esc(&t.id),
-        id_cell("terminals", &t.id, remote),
-        t.name.as_deref().map_or_else(String::new, esc),
-        esc(&t.command),
-        esc(&t.status),
-        if t.active_send {
-            "<span class=\"badge sending\" title=\"an agent's send is waiting to settle\">sending</span>"
-        } else {
-            ""
-        },
-        esc(&span(Duration::from_secs(t.idle_s))),
-    )
+fn terminal_row(t: &TerminalRow, remote: bool) -> Markup {
+    html! {
+        tr data-terminal=(t.id) {
+            td { (id_cell("terminals", &t.id, remote)) }
+            td { (t.name.as_deref().unwrap_or_default()) }
+            td class="mono" { (t.command) }
+            td { (t.status) }
+            td {
+                @if t.active_send {
+                    span class="badge sending" title="an agent's send is waiting to settle" {
+                        "sending"
+                    }
+                }
+            }
+            td { (span(Duration::from_secs(t.idle_s))) }
+        }
+    }
 }
 
-fn job_row(j: &JobRow, remote: bool) -> String {
-    format!(
-        "<tr data-job=\"{}\"><td>{}</td><td>{}</td><td><span class=\"badge job-{}\">{}</span></td><td class=\"mono\">{}</td><td>{}</td></tr>",
-        esc(&j.id),
-        id_cell("jobs", &j.id, remote),
-        esc(&j.kind),
-        esc(&j.status),
-        esc(&j.status),
-        esc(&j.label),
-        j.exit_code
-            .map_or_else(String::new, |c| format!("exit {c}")),
-    )
+fn job_row(j: &JobRow, remote: bool) -> Markup {
+    html! {
+        tr data-job=(j.id) {
+            td { (id_cell("jobs", &j.id, remote)) }
+            td { (j.kind) }
+            td { span class={ "badge job-" (j.status) } { (j.status) } }
+            td class="mono" { (j.label) }
+            td {
+                @if let Some(code) = j.exit_code { "exit " (code) }
+            }
+        }
+    }
 }
 
 /// A connected agent's section; `host` names the remote host it is
 /// connected on, `None` for this machine's daemon.
-fn connection_section(c: &LiveConnection, host: Option<&str>) -> String {
+fn connection_section(c: &LiveConnection, host: Option<&str>) -> Markup {
     let remote = host.is_some();
-    let mut out = format!(
-        "<section class=\"agent\" data-connection=\"{}\"{}><h2>{} <span class=\"dim\">connection {}{} · pid {} · connected {}</span></h2>",
-        c.id,
-        host.map_or_else(String::new, |h| format!(" data-host=\"{}\"", esc(h))),
-        c.client
-            .as_deref()
-            .map_or_else(|| "unnamed client".to_owned(), esc),
-        c.id,
-        host.map_or_else(String::new, |h| format!(" on {}", esc(h))),
-        c.pid.map_or_else(|| "?".to_owned(), |p| p.to_string()),
-        esc(&span(Duration::from_secs(c.age_s))),
-    );
-    if let Some(d) = &c.detached {
-        let _ = write!(
-            out,
-            "<p class=\"detached\">Detached: the client went away {} ago; its terminals and jobs are kept for the agent to take back for {} more (<span class=\"mono\">dsh ps --end {}</span>{} ends them now).</p>",
-            esc(&span(Duration::from_secs(d.for_s))),
-            esc(&span(Duration::from_secs(d.left_s))),
-            c.id,
-            host.map_or_else(String::new, |h| format!(" on {}", esc(h))),
-        );
-    }
-    let _ = write!(
-        out,
-        "<p>{}{}{}</p>",
-        c.workspace.as_deref().map_or_else(String::new, |w| format!(
-            "workspace <strong>{}</strong> · ",
-            esc(w)
-        )),
-        c.cwd.as_ref().map_or_else(
-            || "<span class=\"dim\">no directory yet</span>".to_owned(),
-            |d| format!("<span class=\"mono\">{}</span>", esc(d))
-        ),
-        c.session.map_or_else(String::new, |s| {
-            let s = s.to_string();
-            if remote {
-                // Its log is in the host's store, not in this one.
-                format!(" · session {}", esc(short_id(&s)))
-            } else {
-                format!(
-                    " · <a href=\"/sessions/{}\">session {}</a>",
-                    esc(&s),
-                    esc(short_id(&s))
-                )
+    html! {
+        section class="agent" data-connection=(c.id) data-host=[host] {
+            h2 {
+                (c.client.as_deref().unwrap_or("unnamed client"))
+                " "
+                span class="dim" {
+                    "connection " (c.id)
+                    @if let Some(h) = host { " on " (h) }
+                    " · pid "
+                    @match c.pid {
+                        Some(pid) => { (pid) }
+                        None => { "?" }
+                    }
+                    " · connected " (span(Duration::from_secs(c.age_s)))
+                }
             }
-        }),
-    );
-    if c.terminals.is_empty() {
-        out.push_str("<p class=\"empty\">No terminals.</p>");
-    } else {
-        let _ = write!(
-            out,
-            "<table class=\"terminals\"><thead><tr><th>Terminal</th><th>Name</th><th>Command</th><th>Status</th><th></th><th>Idle</th></tr></thead><tbody>{}</tbody></table>",
-            c.terminals
-                .iter()
-                .map(|t| terminal_row(t, remote))
-                .collect::<String>()
-        );
+            @if let Some(d) = &c.detached {
+                p class="detached" {
+                    "Detached: the client went away " (span(Duration::from_secs(d.for_s)))
+                    " ago; its terminals and jobs are kept for the agent to take back for "
+                    (span(Duration::from_secs(d.left_s))) " more ("
+                    span class="mono" { "dsh ps --end " (c.id) }
+                    @if let Some(h) = host { " on " (h) }
+                    " ends them now)."
+                }
+            }
+            p {
+                @if let Some(w) = &c.workspace {
+                    "workspace " strong { (w) } " · "
+                }
+                @match &c.cwd {
+                    Some(cwd) => { span class="mono" { (cwd) } }
+                    None => { span class="dim" { "no directory yet" } }
+                }
+                @if let Some(session) = c.session {
+                    @let session = session.to_string();
+                    @if remote {
+                        // Its log is in the host's store, not in this one.
+                        " · session " (short_id(&session))
+                    } @else {
+                        " · "
+                        a href={ "/sessions/" (session) } { "session " (short_id(&session)) }
+                    }
+                }
+            }
+            @if c.terminals.is_empty() {
+                p class="empty" { "No terminals." }
+            } @else {
+                table class="terminals" {
+                    thead {
+                        tr {
+                            th { "Terminal" }
+                            th { "Name" }
+                            th { "Command" }
+                            th { "Status" }
+                            th {}
+                            th { "Idle" }
+                        }
+                    }
+                    tbody {
+                        @for t in &c.terminals { (terminal_row(t, remote)) }
+                    }
+                }
+            }
+            @if c.jobs.is_empty() {
+                p class="empty" { "No jobs." }
+            } @else {
+                table class="jobs" {
+                    thead {
+                        tr {
+                            th { "Job" }
+                            th { "Kind" }
+                            th { "Status" }
+                            th { "Runs" }
+                            th { "Exit" }
+                        }
+                    }
+                    tbody {
+                        @for j in &c.jobs { (job_row(j, remote)) }
+                    }
+                }
+            }
+        }
     }
-    if c.jobs.is_empty() {
-        out.push_str("<p class=\"empty\">No jobs.</p>");
-    } else {
-        let _ = write!(
-            out,
-            "<table class=\"jobs\"><thead><tr><th>Job</th><th>Kind</th><th>Status</th><th>Runs</th><th>Exit</th></tr></thead><tbody>{}</tbody></table>",
-            c.jobs
-                .iter()
-                .map(|j| job_row(j, remote))
-                .collect::<String>()
-        );
-    }
-    out.push_str("</section>");
-    out
 }
 
 /// A remote host's section: what its daemon showed, or why it could not
 /// be asked.
-fn remote_section(r: &RemoteHost) -> String {
-    let mut out = format!(
-        "<section class=\"remote\" data-host=\"{}\"><h2 class=\"host\">{} <span class=\"dim\">remote host · <span class=\"mono\">{}</span> · bridge pid {}</span></h2>",
-        esc(&r.host),
-        esc(&r.host),
-        esc(&r.target),
-        r.bridge_pid,
-    );
-    if let Some(error) = &r.error {
-        let _ = write!(
-            out,
-            "<p class=\"error\">{} could not be asked: {}</p>",
-            esc(&r.host),
-            esc(error)
-        );
-    } else if !r.answered {
-        let _ = write!(out, "<p class=\"empty\">Asking {}…</p>", esc(&r.host));
-    } else if r.connections.is_empty() {
-        let _ = write!(
-            out,
-            "<p class=\"empty\">No agent is connected to dsh on {} now.</p>",
-            esc(&r.host)
-        );
-    } else {
-        let _ = write!(
-            out,
-            "<p class=\"hint\">Watch a terminal of {0} from this machine with <span class=\"mono\">dsh attach {0}:pty-N</span> (add <span class=\"mono\">--write</span> to type).</p>",
-            esc(&r.host)
-        );
-        for c in &r.connections {
-            out.push_str(&connection_section(c, Some(&r.host)));
+fn remote_section(r: &RemoteHost) -> Markup {
+    html! {
+        section class="remote" data-host=(r.host) {
+            h2 class="host" {
+                (r.host) " "
+                span class="dim" {
+                    "remote host · " span class="mono" { (r.target) }
+                    " · bridge pid " (r.bridge_pid)
+                }
+            }
+            @if let Some(error) = &r.error {
+                p class="error" { (r.host) " could not be asked: " (error) }
+            } @else if !r.answered {
+                p class="empty" { "Asking " (r.host) "…" }
+            } @else if r.connections.is_empty() {
+                p class="empty" { "No agent is connected to dsh on " (r.host) " now." }
+            } @else {
+                p class="hint" {
+                    "Watch a terminal of " (r.host) " from this machine with "
+                    span class="mono" { "dsh attach " (r.host) ":pty-N" }
+                    " (add " span class="mono" { "--write" } " to type)."
+                }
+                @for c in &r.connections { (connection_section(c, Some(&r.host))) }
+            }
         }
     }
-    out.push_str("</section>");
-    out
 }
 
 /// The live list: every connected agent with its terminals and jobs, then
 /// every remote host served from here with its own.
 pub fn live_fragment(view: &LiveView) -> String {
-    let mut out = approvals_section(&view.approvals);
-    out += &if view.connections.is_empty() {
-        "<p class=\"empty\">No agent is connected to this dsh daemon now.</p>".to_owned()
-    } else {
-        view.connections
-            .iter()
-            .map(|c| connection_section(c, None))
-            .collect()
-    };
-    for r in &view.remotes {
-        out.push_str(&remote_section(r));
+    page(live_list(view))
+}
+
+fn live_list(view: &LiveView) -> Markup {
+    html! {
+        (approvals_section(&view.approvals))
+        @if view.connections.is_empty() {
+            p class="empty" { "No agent is connected to this dsh daemon now." }
+        }
+        @for c in &view.connections { (connection_section(c, None)) }
+        @for r in &view.remotes { (remote_section(r)) }
     }
-    out
 }
 
 /// The live page.
 pub fn live(view: &LiveView) -> String {
-    let body = format!(
-        "<h1>Live</h1><p class=\"summary\">Every agent connected to this dsh daemon, its terminals and its jobs, and those on the remote hosts that <span class=\"mono\">dsh mcp --remote</span> bridges here serve. Updates by itself.</p><div id=\"live\">{}</div>",
-        live_fragment(view)
-    );
-    layout("Live", "live", Nav::Live, &[], &body)
+    let body = html! {
+        h1 { "Live" }
+        p class="summary" {
+            "Every agent connected to this dsh daemon, its terminals and its jobs, and those on the remote hosts that "
+            span class="mono" { "dsh mcp --remote" }
+            " bridges here serve. Updates by itself."
+        }
+        div id="live" { (live_list(view)) }
+    };
+    page(layout("Live", "live", Nav::Live, PageData::default(), body))
 }
 
 /// A terminal's page: the live screen, read-only until the person takes
 /// the keyboard.
 pub fn terminal(connection: &LiveConnection, t: &TerminalRow) -> String {
-    let body = format!(
-        "<p class=\"crumbs\"><a href=\"/live\">Live</a> › {}</p><h1>Terminal {}{}</h1>\
-<p class=\"mono\">{}</p>\
-<div class=\"toolbar\"><button id=\"take\" type=\"button\">Take the keyboard</button>\
-<button id=\"release\" type=\"button\" hidden>Give the keyboard back</button>\
-<span id=\"kbd-state\" class=\"kbd-state\">Read-only: you are watching.</span></div>\
-<p class=\"hint\">Taking the keyboard lets your keys reach the program. Keys are refused while an agent's send is active; while you type (until you pause for a second and the program waits for input again) the agent's sends get <code>SEND_ACTIVE</code>.</p>\
-<div id=\"notice\" class=\"notice\" role=\"status\" aria-live=\"polite\"></div>\
-<div id=\"screen\" class=\"screen\" tabindex=\"0\" aria-label=\"terminal screen\"></div>\
-<p id=\"term-end\" class=\"ended\" hidden></p>",
-        esc(&c_label(connection)),
-        esc(&t.id),
-        t.name.as_deref().map_or_else(String::new, |n| format!(
-            " <span class=\"dim\">[{}]</span>",
-            esc(n)
-        )),
-        esc(&t.command),
-    );
-    layout(
+    let body = html! {
+        p class="crumbs" { a href="/live" { "Live" } " › " (c_label(connection)) }
+        h1 {
+            "Terminal " (t.id)
+            @if let Some(name) = &t.name {
+                " " span class="dim" { "[" (name) "]" }
+            }
+        }
+        p class="mono" { (t.command) }
+        div class="toolbar" {
+            button id="take" type="button" { "Take the keyboard" }
+            button id="release" type="button" hidden { "Give the keyboard back" }
+            span id="kbd-state" class="kbd-state" { "Read-only: you are watching." }
+        }
+        p class="hint" {
+            "Taking the keyboard lets your keys reach the program. Keys are refused while an agent's send is active; while you type (until you pause for a second and the program waits for input again) the agent's sends get "
+            code { "SEND_ACTIVE" }
+            "."
+        }
+        div id="notice" class="notice" role="status" aria-live="polite" {}
+        div id="screen" class="screen" tabindex="0" aria-label="terminal screen" {}
+        p id="term-end" class="ended" hidden {}
+    };
+    let data = PageData {
+        terminal: Some(&t.id),
+        ..PageData::default()
+    };
+    page(layout(
         &format!("Terminal {}", t.id),
         "terminal",
         Nav::Live,
-        &[("terminal", &t.id)],
-        &body,
-    )
+        data,
+        body,
+    ))
 }
 
 fn c_label(c: &LiveConnection) -> String {
@@ -841,37 +909,56 @@ fn c_label(c: &LiveConnection) -> String {
 
 /// The facts of a job (status, exit code, detail) as a fragment.
 pub fn job_facts(job: &JobRow) -> String {
-    format!(
-        "<dl class=\"facts\"><dt>Kind</dt><dd>{}</dd><dt>Status</dt><dd><span class=\"badge job-{}\">{}</span></dd><dt>Runs</dt><dd class=\"mono\">{}</dd><dt>Exit code</dt><dd>{}</dd><dt>Detail</dt><dd>{}</dd></dl>",
-        esc(&job.kind),
-        esc(&job.status),
-        esc(&job.status),
-        esc(&job.label),
-        job.exit_code
-            .map_or_else(|| "—".to_owned(), |c| c.to_string()),
-        job.detail.as_deref().map_or_else(|| "—".to_owned(), esc),
-    )
+    page(facts_of(job))
+}
+
+fn facts_of(job: &JobRow) -> Markup {
+    html! {
+        dl class="facts" {
+            dt { "Kind" }
+            dd { (job.kind) }
+            dt { "Status" }
+            dd { span class={ "badge job-" (job.status) } { (job.status) } }
+            dt { "Runs" }
+            dd class="mono" { (job.label) }
+            dt { "Exit code" }
+            dd {
+                @match job.exit_code {
+                    Some(code) => { (code) }
+                    None => { "—" }
+                }
+            }
+            dt { "Detail" }
+            dd { (job.detail.as_deref().unwrap_or("—")) }
+        }
+    }
 }
 
 /// A job's page: its status and the tail of its output, live.
 pub fn job(connection: Option<&LiveConnection>, tail: &JobTail) -> String {
-    let body = format!(
-        "<p class=\"crumbs\"><a href=\"/live\">Live</a>{}</p><h1>Job {}</h1><div id=\"job-facts\">{}</div>\
-<h2>Output <span class=\"dim\" id=\"job-bytes\">{} bytes</span></h2><pre id=\"job-output\" class=\"output\">{}</pre>",
-        connection.map_or_else(String::new, |c| format!(" › {}", esc(&c_label(c)))),
-        esc(&tail.job.id),
-        job_facts(&tail.job),
-        tail.end,
-        esc(&tail.output),
-    );
+    let body = html! {
+        p class="crumbs" {
+            a href="/live" { "Live" }
+            @if let Some(c) = connection { " › " (c_label(c)) }
+        }
+        h1 { "Job " (tail.job.id) }
+        div id="job-facts" { (facts_of(&tail.job)) }
+        h2 { "Output " span class="dim" id="job-bytes" { (tail.end) " bytes" } }
+        pre id="job-output" class="output" { (tail.output) }
+    };
     let next = tail.next.to_string();
-    layout(
+    let data = PageData {
+        job: Some(&tail.job.id),
+        next: Some(&next),
+        ..PageData::default()
+    };
+    page(layout(
         &format!("Job {}", tail.job.id),
         "job",
         Nav::Live,
-        &[("job", &tail.job.id), ("next", &next)],
-        &body,
-    )
+        data,
+        body,
+    ))
 }
 
 /// A page that moves on to `to` at once by itself (a meta refresh: the
@@ -880,18 +967,21 @@ pub fn job(connection: Option<&LiveConnection>, tail: &JobTail) -> String {
 /// answers with it, so it names the page's icon (which a browser asks
 /// for otherwise); a page opened from a file names none.
 pub fn move_on(to: &str, link: &str, served: bool) -> String {
-    let to = esc(to);
-    let icon = if served {
-        "<link rel=\"icon\" href=\"/assets/icon.svg\" type=\"image/svg+xml\">"
-    } else {
-        ""
-    };
-    format!(
-        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">\
-         <meta http-equiv=\"refresh\" content=\"0;url={to}\"><title>dsh</title>{icon}</head>\
-         <body><p><a href=\"{to}\">{}</a></p></body></html>\n",
-        esc(link)
-    )
+    page(html! {
+        (PreEscaped("<!doctype html>"))
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta http-equiv="refresh" content={ "0;url=" (to) };
+                title { "dsh" }
+                @if served {
+                    link rel="icon" href="/assets/icon.svg" type="image/svg+xml";
+                }
+            }
+            body { p { a href=(to) { (link) } } }
+        }
+        "\n"
+    })
 }
 
 /// The page where a person answers terminal `id`'s secret prompt.
@@ -901,72 +991,90 @@ pub fn answer(
     screen_line: Option<&str>,
     page_token: &str,
 ) -> String {
-    let about = match waiting {
-        Some(p) => format!(
-            "<p>The agent <strong>{}</strong> waits: <span class=\"mono\">{}</span> in {} asks</p><p class=\"prompt mono\">{}</p>{}",
-            esc(&p.agent),
-            esc(&p.command),
-            esc(id),
-            esc(&p.prompt),
-            p.reader.as_deref().map_or_else(String::new, |r| format!(
-                "<p class=\"reader\">{}</p>",
-                esc(r)
-            )),
-        ),
-        None => format!(
-            "<p>No agent's send waits for an answer in {}. What you type is typed only if a program there reads a secret now (with echo off).</p>{}",
-            esc(id),
-            screen_line.map_or_else(String::new, |l| format!(
-                "<p class=\"prompt mono\">{}</p>",
-                esc(l)
-            )),
-        ),
+    let body = html! {
+        p class="crumbs" {
+            a href="/live" { "Live" } " › " a href={ "/terminals/" (id) } { (id) }
+        }
+        h1 { "Answer " (id) "'s prompt" }
+        @match waiting {
+            Some(p) => {
+                p {
+                    "The agent " strong { (p.agent) } " waits: "
+                    span class="mono" { (p.command) } " in " (id) " asks"
+                }
+                p class="prompt mono" { (p.prompt) }
+                @if let Some(reader) = &p.reader { p class="reader" { (reader) } }
+            }
+            None => {
+                p {
+                    "No agent's send waits for an answer in " (id)
+                    ". What you type is typed only if a program there reads a secret now (with echo off)."
+                }
+                @if let Some(line) = screen_line { p class="prompt mono" { (line) } }
+            }
+        }
+        form method="post" action={ "/answer/" (id) } class="answer" {
+            input type="hidden" name="page_token" value=(page_token);
+            label {
+                "Answer "
+                input type="password" name="secret" autocomplete="off" autofocus required;
+            }
+            " "
+            button type="submit" { "Answer" }
+        }
+        p class="hint" {
+            "The answer goes to the program only: the agent, its client, the session log and this page never see it."
+        }
     };
-    let body = format!(
-        "<p class=\"crumbs\"><a href=\"/live\">Live</a> › <a href=\"/terminals/{0}\">{0}</a></p><h1>Answer {0}'s prompt</h1>{about}\
-<form method=\"post\" action=\"/answer/{0}\" class=\"answer\"><input type=\"hidden\" name=\"page_token\" value=\"{token}\"><label>Answer <input type=\"password\" name=\"secret\" autocomplete=\"off\" autofocus required></label> \
-<button type=\"submit\">Answer</button></form>\
-<p class=\"hint\">The answer goes to the program only: the agent, its client, the session log and this page never see it.</p>",
-        esc(id),
-        token = esc(page_token),
-    );
-    layout(&format!("Answer {id}"), "answer", Nav::Live, &[], &body)
+    page(layout(
+        &format!("Answer {id}"),
+        "answer",
+        Nav::Live,
+        PageData::default(),
+        body,
+    ))
 }
 
 /// The page after a person answered.
 pub fn answered(id: &str, how: &str) -> String {
-    let body = format!(
-        "<h1>Answered</h1><p>Your answer to {} was {}. You can close this page.</p><p><a href=\"/terminals/{}\">Watch the terminal</a></p>",
-        esc(id),
-        esc(how),
-        esc(id),
-    );
-    layout("Answered", "answered", Nav::Live, &[], &body)
+    let body = html! {
+        h1 { "Answered" }
+        p { "Your answer to " (id) " was " (how) ". You can close this page." }
+        p { a href={ "/terminals/" (id) } { "Watch the terminal" } }
+    };
+    page(layout(
+        "Answered",
+        "answered",
+        Nav::Live,
+        PageData::default(),
+        body,
+    ))
 }
 
 /// The commands waiting for a person's approval, as the live page lists
 /// them (nothing when none waits).
-fn approvals_section(approvals: &[ApprovalView]) -> String {
-    if approvals.is_empty() {
-        return String::new();
+fn approvals_section(approvals: &[ApprovalView]) -> Markup {
+    html! {
+        @if !approvals.is_empty() {
+            section class="approvals" {
+                h2 { "Waiting for your approval" }
+                ul {
+                    @for a in approvals {
+                        li {
+                            a href={ "/approve/" (a.id) } { (a.id) }
+                            " " strong { (a.agent) } " asks to run "
+                            span class="mono" {
+                                (a.command.lines().next().unwrap_or_default())
+                                @if a.command.lines().count() > 1 { " …" }
+                            }
+                            " outside the sandbox "
+                            span class="dim" { "(waiting " (span(a.waited)) ")" }
+                        }
+                    }
+                }
+            }
+        }
     }
-    let items: String = approvals
-        .iter()
-        .map(|a| {
-            let first = a.command.lines().next().unwrap_or_default();
-            let more = if a.command.lines().count() > 1 { " …" } else { "" };
-            format!(
-                "<li><a href=\"/approve/{id}\">{id}</a> <strong>{agent}</strong> asks to run <span class=\"mono\">{first}{more}</span> outside the sandbox <span class=\"dim\">(waiting {waited})</span></li>",
-                id = esc(&a.id),
-                agent = esc(&a.agent),
-                first = esc(first),
-                waited = esc(&span(a.waited)),
-            )
-        })
-        .collect();
-    format!(
-        "<section class=\"approvals\"><h2>Waiting for your approval</h2><ul>{items}</ul></section>"
-    )
 }
 
 /// The page where a person runs or refuses a command an agent asks to run
@@ -974,50 +1082,76 @@ fn approvals_section(approvals: &[ApprovalView]) -> String {
 /// it, the agent, the directory, and the two buttons (which carry the
 /// page's token).
 pub fn approve(id: &str, waiting: Option<&ApprovalView>, page_token: &str) -> String {
-    let Some(a) = waiting else {
-        let body = format!(
-            "<p class=\"crumbs\"><a href=\"/live\">Live</a></p><h1>{}</h1><p>No command waits for approval as {} now: it was decided, or its call ended (answered, timed out or cancelled). Nothing runs from this page.</p>",
-            esc(id),
-            esc(id),
-        );
-        return layout(&format!("Approve {id}"), "approve", Nav::Live, &[], &body);
+    let body = match waiting {
+        None => html! {
+            p class="crumbs" { a href="/live" { "Live" } }
+            h1 { (id) }
+            p {
+                "No command waits for approval as " (id)
+                " now: it was decided, or its call ended (answered, timed out or cancelled). Nothing runs from this page."
+            }
+        },
+        Some(a) => html! {
+            p class="crumbs" { a href="/live" { "Live" } " › " (a.id) }
+            h1 { "Run a command outside the sandbox?" }
+            p {
+                "The agent " strong { (a.agent) } " asks, in "
+                span class="mono" { (a.cwd.display()) }
+                " (waiting " (span(a.waited)) "):"
+            }
+            pre class="question mono" { (a.question) }
+            form method="post" action={ "/approve/" (a.id) } class="approve" {
+                input type="hidden" name="page_token" value=(page_token);
+                button type="submit" name="decision" value="run" { "Run" }
+                " "
+                button type="submit" name="decision" value="refuse" autofocus { "Refuse" }
+            }
+            p class="hint" {
+                "Run lets this one command run with all of your rights, once. Refuse tells the agent you refused. Only a choice here or with "
+                span class="mono" { "dsh approve" }
+                " on your terminal counts: what the agent's client answers never runs anything."
+            }
+        },
     };
-    let body = format!(
-        "<p class=\"crumbs\"><a href=\"/live\">Live</a> › {id}</p><h1>Run a command outside the sandbox?</h1>\
-<p>The agent <strong>{agent}</strong> asks, in <span class=\"mono\">{cwd}</span> (waiting {waited}):</p>\
-<pre class=\"question mono\">{question}</pre>\
-<form method=\"post\" action=\"/approve/{id}\" class=\"approve\"><input type=\"hidden\" name=\"page_token\" value=\"{token}\">\
-<button type=\"submit\" name=\"decision\" value=\"run\">Run</button> \
-<button type=\"submit\" name=\"decision\" value=\"refuse\" autofocus>Refuse</button></form>\
-<p class=\"hint\">Run lets this one command run with all of your rights, once. Refuse tells the agent you refused. Only a choice here or with <span class=\"mono\">dsh approve</span> on your terminal counts: what the agent's client answers never runs anything.</p>",
-        id = esc(&a.id),
-        agent = esc(&a.agent),
-        cwd = esc(&a.cwd.display().to_string()),
-        waited = esc(&span(a.waited)),
-        question = esc(&a.question),
-        token = esc(page_token),
-    );
-    layout(&format!("Approve {id}"), "approve", Nav::Live, &[], &body)
+    page(layout(
+        &format!("Approve {id}"),
+        "approve",
+        Nav::Live,
+        PageData::default(),
+        body,
+    ))
 }
 
 /// The page after a person ran or refused a command.
 pub fn decided(id: &str, run: bool, what: &str) -> String {
-    let body = format!(
-        "<h1>{}</h1><p>{}. You can close this page.</p><p><a href=\"/live\">Live</a></p>",
-        if run { "Approved" } else { "Refused" },
-        esc(what),
-    );
-    layout(&format!("{id} decided"), "decided", Nav::Live, &[], &body)
+    let body = html! {
+        h1 { (if run { "Approved" } else { "Refused" }) }
+        p { (what) ". You can close this page." }
+        p { a href="/live" { "Live" } }
+    };
+    page(layout(
+        &format!("{id} decided"),
+        "decided",
+        Nav::Live,
+        PageData::default(),
+        body,
+    ))
 }
 
 /// An error page: what went wrong and what to do.
 pub fn error(code: &str, message: &str) -> String {
-    let body = format!(
-        "<h1>{}</h1><p>{}</p><p><a href=\"/\">Workspaces</a> · <a href=\"/live\">Live</a></p>",
-        esc(code),
-        esc(message)
-    );
-    layout(code, "error", Nav::Workspaces, &[], &body)
+    let body = html! {
+        h1 { (code) }
+        p { (message) }
+        p { a href="/" { "Workspaces" } " · " a href="/live" { "Live" } }
+    };
+    page(layout(
+        code,
+        "error",
+        Nav::Workspaces,
+        PageData::default(),
+        body,
+    ))
 }
 
 #[cfg(test)]
