@@ -29,7 +29,8 @@
 //! `config/betterleaks.toml` (MIT; the maintained successor of gitleaks'
 //! `config/gitleaks.toml`, by its author, in the same format plus a
 //! `confidence` per rule), imported at the revision [`RULE_SOURCE`] names
-//! into `src/imported.rs`. The importer takes the rules upstream marks
+//! into `rules/imported.toml`, data the build reads (`build.rs` turns it
+//! into the constants of `src/imported.rs`). The importer takes the rules upstream marks
 //! `confidence = "high"`, and leaves out those that name an identifier
 //! rather than a secret (`skipReport`), that apply to one kind of file
 //! (`path`), or whose filter calls a function this crate does not have (the
@@ -49,7 +50,7 @@
 //!
 //! ```text
 //! cargo run -p redact --example import_rules -- betterleaks.toml REVISION \
-//!     > crates/redact/src/imported.rs
+//!     > crates/redact/rules/imported.toml
 //! cargo test -p redact
 //! ```
 //!
