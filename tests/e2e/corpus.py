@@ -694,6 +694,7 @@ PROGRAMS = [
     Program("python3 -m asyncio", ("python3",), command=["python3", "-m", "asyncio"], open_out=r">>> $", steps=[
         Step("assign", "x = 41", "input_wait", r">>> $", echo=True),
         Step("evaluate", "x + 1", "input_wait", r"42\n>>> $", bench=True),
+        # sleep-ok: the program under test awaits a zero sleep, no test waits
         Step("await", "await asyncio.sleep(0, result=7)", "input_wait", r"7\n>>> $"),
         Step("exit", "exit()", ("exit", "input_wait")),
     ]),
@@ -727,9 +728,11 @@ PROGRAMS = [
     ]),
     # --- busy programs that must not settle early ---
     Program("busy then done", ("bash",), steps=[
+        # sleep-ok: the command under test is busy for a second; no test waits on it
         Step("sleep then print", "sleep 1; echo done", "prompt", r"^done\n$", exit_code=0, bench=True),
     ]),
     Program("late input", ("python3",), steps=[
+        # sleep-ok: the program under test asks after a second; no test waits on it
         Step("asks after a while", "python3 -c 'import time; time.sleep(1); print(\"n =\", input(\"late? \"))'",
              "input_wait", r"^late\? $", bench=True),
         Step("answer", "5", "prompt", r"^n = 5\n$", exit_code=0),

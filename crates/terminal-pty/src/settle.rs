@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use regex::Regex;
-use terminal_seam::{InputCut, SendOutcome, SettleReason, TerminalError};
+use terminal_seam::{InputCut, LineCut, SendOutcome, SettleReason, TerminalError};
 
 use crate::canon;
 use crate::echo::{sent_lines, strip_echo};
@@ -242,62 +242,10 @@ pub(crate) async fn run_send(
             st.out.begin_capture();
         }
     }
-    let mut input_cut = None;
-    let mut line_cut = None;
-    if let Some(bytes) = &plan.bytes {
-        // A line longer than a canonical-mode terminal keeps is passed on
-        // in pieces, or reported (see `canon`).
-        let long = bytes.len() > canon::PIECE;
-        let pieces = match long
-            .then(|| session.modes())
-            .flatten()
-            .map(|m| canon::plan(bytes, &m))
-        {
-            Some(canon::Plan::Pieces(pieces)) => Some(pieces),
-            Some(canon::Plan::Cut(cut)) => {
-                line_cut = Some(cut);
-                None
-            }
-            Some(canon::Plan::AsIs) | None => None,
-        };
-        let pieces: Vec<&[u8]> = match &pieces {
-            Some(pieces) => pieces.iter().map(Vec::as_slice).collect(),
-            None => vec![bytes.as_slice()],
-        };
-        let mut write = InputWrite {
-            session: &session,
-            total: pieces.iter().map(|p| p.len()).sum(),
-            written: 0,
-            done: false,
-        };
-        // A program that is not reading its input fills the terminal's
-        // buffer, and the write waits; it is bounded by the send's timeout.
-        // A failed write means the terminal is gone: the ladder sees `exit`.
-        let mut before = HashMap::new();
-        for (i, piece) in pieces.iter().enumerate() {
-            if i > 0 && !session.piece_taken(&tty, &before, deadline).await {
-                break;
-            }
-            if i == 0 {
-                before.clone_from(&baseline);
-            } else if let Some(fg) = session.foreground_pgid() {
-                // The counts before this write: for the next piece, and
-                // for the watch after the last one (a wait between two
-                // pieces is not new since the last write).
-                before = switch_counts(fg);
-                baseline.clone_from(&before);
-            }
-            let mut done = 0;
-            let wrote =
-                tokio::time::timeout_at(deadline.into(), session.write_input(piece, &mut done))
-                    .await;
-            write.written += done;
-            if !matches!(wrote, Ok(Ok(()))) {
-                break;
-            }
-        }
-        input_cut = write.finish();
-    }
+    let (input_cut, line_cut) = match &plan.bytes {
+        Some(bytes) => write_text(&session, bytes, deadline, &mut baseline).await,
+        None => (None, None),
+    };
 
     let mut watch = Watch {
         session: &session,
@@ -384,6 +332,71 @@ pub(crate) async fn run_send(
     );
     drop(slot);
     Ok(outcome)
+}
+
+/// Writes a send's text: whole, or a line longer than a canonical-mode
+/// terminal keeps in pieces (or reported; see `canon`). `baseline` holds
+/// the counts taken before the write; after pieces, those taken before
+/// the last one. Returns what was cut, if anything.
+async fn write_text(
+    session: &Session,
+    bytes: &[u8],
+    deadline: Instant,
+    baseline: &mut HashMap<i32, Option<u64>>,
+) -> (Option<InputCut>, Option<LineCut>) {
+    let tty = session.spec.tty;
+    let mut line_cut = None;
+    // A line longer than a canonical-mode terminal keeps is passed on
+    // in pieces, or reported (see `canon`).
+    let long = bytes.len() > canon::PIECE;
+    let pieces = match long
+        .then(|| session.modes())
+        .flatten()
+        .map(|m| canon::plan(bytes, &m))
+    {
+        Some(canon::Plan::Pieces(pieces)) => Some(pieces),
+        Some(canon::Plan::Cut(cut)) => {
+            line_cut = Some(cut);
+            None
+        }
+        Some(canon::Plan::AsIs) | None => None,
+    };
+    let pieces: Vec<&[u8]> = match &pieces {
+        Some(pieces) => pieces.iter().map(Vec::as_slice).collect(),
+        None => vec![bytes],
+    };
+    let mut write = InputWrite {
+        session,
+        total: pieces.iter().map(|p| p.len()).sum(),
+        written: 0,
+        done: false,
+    };
+    // A program that is not reading its input fills the terminal's
+    // buffer, and the write waits; it is bounded by the send's timeout.
+    // A failed write means the terminal is gone: the ladder sees `exit`.
+    let mut before = HashMap::new();
+    for (i, piece) in pieces.iter().enumerate() {
+        if i > 0 && !session.piece_taken(&tty, &before, deadline).await {
+            break;
+        }
+        if i == 0 {
+            before.clone_from(baseline);
+        } else if let Some(fg) = session.foreground_pgid() {
+            // The counts before this write: for the next piece, and
+            // for the watch after the last one (a wait between two
+            // pieces is not new since the last write).
+            before = switch_counts(fg);
+            baseline.clone_from(&before);
+        }
+        let mut done = 0;
+        let wrote =
+            tokio::time::timeout_at(deadline.into(), session.write_input(piece, &mut done)).await;
+        write.written += done;
+        if !matches!(wrote, Ok(Ok(()))) {
+            break;
+        }
+    }
+    (write.finish(), line_cut)
 }
 
 /// What the watch does next.
