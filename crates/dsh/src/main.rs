@@ -7,6 +7,8 @@
 //! `dsh ps`, `dsh attach` and the registry commands. It holds no tool
 //! logic of its own; that lives in `tools-catalog`.
 
+#![forbid(unsafe_code)]
+
 mod output;
 mod registry_cli;
 

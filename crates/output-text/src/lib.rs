@@ -15,6 +15,8 @@
 //! every provider that shows process output to a model uses it, so they all
 //! sanitize and truncate the same way.
 
+#![forbid(unsafe_code)]
+
 use std::collections::VecDeque;
 
 mod ground;

@@ -26,6 +26,8 @@
 //! It reads directories only: it opens no file, and creates or changes
 //! nothing.
 
+#![forbid(unsafe_code)]
+
 use std::io;
 use std::os::unix::fs::MetadataExt as _;
 use std::path::{Path, PathBuf};

@@ -22,6 +22,8 @@
 //! serialization. The methods block (a dialog waits for the person); an
 //! async consumer calls them off its workers.
 
+#![forbid(unsafe_code)]
+
 use std::path::{Path, PathBuf};
 
 /// What a picker offers; the same for its whole life.

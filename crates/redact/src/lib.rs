@@ -66,6 +66,8 @@
 //! This crate knows nothing of tools, terminals or the policy: callers
 //! choose what to redact and where.
 
+#![forbid(unsafe_code)]
+
 mod json;
 mod known;
 mod rules;

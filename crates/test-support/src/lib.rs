@@ -12,6 +12,8 @@
 //! `xtask` fails when a test file calls a sleep for synchronisation.
 //! It is not part of the product: only dev-dependencies name it.
 
+#![forbid(unsafe_code)]
+
 use std::time::{Duration, Instant};
 
 /// The bound every wait here uses: long enough that only a hang reaches it.

@@ -20,6 +20,8 @@
 //! This crate deliberately holds no registry logic (that is the `workspace`
 //! crate's) and chooses no data directory (the host passes one).
 
+#![forbid(unsafe_code)]
+
 mod sled_store;
 mod store;
 

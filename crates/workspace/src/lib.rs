@@ -25,6 +25,8 @@
 //! With the `testing` feature it also ships in-memory providers,
 //! fault-injecting wrappers and the conformance suite every provider runs.
 
+#![forbid(unsafe_code)]
+
 mod error;
 mod path;
 mod registry;
