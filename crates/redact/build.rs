@@ -22,7 +22,10 @@ fn main() -> Result<(), Failure> {
         out,
         "/// Applies to every imported rule's secret: upstream's global filter."
     )?;
-    writeln!(out, "pub(crate) const GLOBAL_DISCARD: &[Discard] = {global};")?;
+    writeln!(
+        out,
+        "pub(crate) const GLOBAL_DISCARD: &[Discard] = {global};"
+    )?;
     writeln!(out, "/// The imported rules, in upstream's order.")?;
     writeln!(out, "pub(crate) const RULES: &[RuleSpec] = &[")?;
     let rules = data

@@ -460,7 +460,9 @@ fn main() {
         also.join("\n"),
         tighten.join("\n"),
         deny.join("\n"),
-        string(&format!("betterleaks config/betterleaks.toml at {revision}")),
+        string(&format!(
+            "betterleaks config/betterleaks.toml at {revision}"
+        )),
         render(&global),
     );
 }
