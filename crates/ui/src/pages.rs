@@ -758,41 +758,43 @@ fn connection_section(c: &LiveConnection, host: Option<&str>) -> Markup {
                     }
                 }
             }
-            @if c.terminals.is_empty() {
-                p class="empty" { "No terminals." }
-            } @else {
-                table class="terminals" {
-                    thead {
-                        tr {
-                            th { "Terminal" }
-                            th { "Name" }
-                            th { "Command" }
-                            th { "Status" }
-                            th {}
-                            th { "Idle" }
-                        }
-                    }
-                    tbody {
-                        @for t in &c.terminals { (terminal_row(t, remote)) }
+            (table_of(
+                "terminals",
+                "No terminals.",
+                &["Terminal", "Name", "Command", "Status", "", "Idle"],
+                c.terminals.iter().map(|t| terminal_row(t, remote)),
+            ))
+            (table_of(
+                "jobs",
+                "No jobs.",
+                &["Job", "Kind", "Status", "Runs", "Exit"],
+                c.jobs.iter().map(|j| job_row(j, remote)),
+            ))
+        }
+    }
+}
+
+/// A table of `class` with its column `headings` and `rows`, or the
+/// sentence `empty` when there is no row.
+fn table_of(
+    class: &str,
+    empty: &str,
+    headings: &[&str],
+    rows: impl Iterator<Item = Markup>,
+) -> Markup {
+    let rows: Vec<Markup> = rows.collect();
+    html! {
+        @if rows.is_empty() {
+            p class="empty" { (empty) }
+        } @else {
+            table class=(class) {
+                thead {
+                    tr {
+                        @for heading in headings { th { (heading) } }
                     }
                 }
-            }
-            @if c.jobs.is_empty() {
-                p class="empty" { "No jobs." }
-            } @else {
-                table class="jobs" {
-                    thead {
-                        tr {
-                            th { "Job" }
-                            th { "Kind" }
-                            th { "Status" }
-                            th { "Runs" }
-                            th { "Exit" }
-                        }
-                    }
-                    tbody {
-                        @for j in &c.jobs { (job_row(j, remote)) }
-                    }
+                tbody {
+                    @for row in rows { (row) }
                 }
             }
         }
