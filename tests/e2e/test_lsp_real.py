@@ -25,6 +25,7 @@ from waiting import eventually
 
 sys.path.insert(0, str(ROOT / "tests" / "lsp_real"))
 import conformance  # noqa: E402
+import diagnostics  # noqa: E402
 import prepare  # noqa: E402
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(900)]
@@ -165,3 +166,25 @@ async def test_typescript7_references_leave_out_the_build_output(tmp_path):
     finally:
         stop_daemons(env)
         shutil.rmtree(env["DSH_RUNTIME_DIR"], ignore_errors=True)
+
+
+@pytest.mark.parametrize("build", [False, True], ids=["quiet", "under-build"])
+async def test_diagnostics_list_every_planted_error_and_nothing_stale(language, build, tmp_path):
+    """Errors planted in real files (an undefined name at a use site, a
+    type error, a call with one argument too many) are each listed on
+    their line by the very next `diagnostics`, with nothing the language's
+    own command-line checker does not also report on the same content;
+    the file put back, the next answer lists none of them (see
+    `tests/lsp_real/diagnostics.py`)."""
+    if language == "c" and shutil.which("clang") is None and shutil.which("clang-14") is None:
+        pytest.fail("clang is not on PATH: `cargo xtask test` installs it")
+    tally = await diagnostics.run(language, tmp_path, build=build)
+    print(diagnostics.summary(tally))
+    detail = json.dumps({k: tally[k] for k in ("missed", "extra", "stale", "errors", "build_failures")},
+                        indent=1)[:20000]
+    assert not tally["build_failures"], detail
+    assert not tally["errors"], f"{language}: errors other than LSP_NOT_READY:\n{detail}"
+    assert tally["planted"] == 3 * diagnostics.FILES, detail
+    assert tally["found"] == tally["planted"], f"{language}: planted errors not listed:\n{detail}"
+    assert not tally["extra"], f"{language}: listed where the checker reports nothing:\n{detail}"
+    assert not tally["stale"], f"{language}: errors listed after the revert:\n{detail}"

@@ -7,11 +7,11 @@ use lsp_seam::{LspError, UnavailableReason};
 use lsp_types::notification::Initialized;
 use lsp_types::request::Initialize;
 use lsp_types::{
-    ClientCapabilities, DiagnosticClientCapabilities, DidChangeWatchedFilesClientCapabilities,
-    DocumentSymbolClientCapabilities, GeneralClientCapabilities, GotoCapability,
-    HoverClientCapabilities, InitializeParams, InitializedParams, MarkupKind, PositionEncodingKind,
-    PublishDiagnosticsClientCapabilities, ServerCapabilities, TextDocumentClientCapabilities,
-    WindowClientCapabilities, WorkspaceClientCapabilities, WorkspaceFolder,
+    ClientCapabilities, DidChangeWatchedFilesClientCapabilities, DocumentSymbolClientCapabilities,
+    GeneralClientCapabilities, GotoCapability, HoverClientCapabilities, InitializeParams,
+    InitializedParams, MarkupKind, PositionEncodingKind, PublishDiagnosticsClientCapabilities,
+    ServerCapabilities, TextDocumentClientCapabilities, WindowClientCapabilities,
+    WorkspaceClientCapabilities, WorkspaceFolder,
 };
 use serde_json::Value;
 
@@ -95,7 +95,9 @@ fn capabilities_json(caps: &ServerCapabilities) -> Value {
 
 /// What the client declares it can do: both position encodings, links
 /// for definitions, Markdown hovers, a nested outline, configuration,
-/// watched files, progress and rust-analyzer's server status.
+/// watched files, progress, versioned published diagnostics (no pulled
+/// ones: pyright answers a pull that races the change before it with the
+/// previous content's) and rust-analyzer's server status.
 fn client_capabilities() -> ClientCapabilities {
     ClientCapabilities {
         general: Some(GeneralClientCapabilities {
@@ -121,10 +123,6 @@ fn client_capabilities() -> ClientCapabilities {
             publish_diagnostics: Some(PublishDiagnosticsClientCapabilities {
                 version_support: Some(true),
                 ..PublishDiagnosticsClientCapabilities::default()
-            }),
-            diagnostic: Some(DiagnosticClientCapabilities {
-                dynamic_registration: None,
-                related_document_support: Some(false),
             }),
             ..TextDocumentClientCapabilities::default()
         }),
