@@ -131,9 +131,14 @@ impl Tool for BashTool {
                 Some(SandboxArg::Off) => escalate(cx, &args.command, &cwd).await?,
                 None => false,
             };
+            let what = if unconfined {
+                crate::confine::SpawnFor::AllowedUnconfined
+            } else {
+                crate::confine::SpawnFor::Command
+            };
             let confined = cx
                 .confinement
-                .prepare(&cx.cwd, cx.env.clone(), unconfined)
+                .prepare(&cx.cwd, cx.env.clone(), what)
                 .await?;
             let spec = CommandSpec::shell(&args.command).with_cwd(&cwd);
             let timeout = Duration::from_millis(timeout_ms);

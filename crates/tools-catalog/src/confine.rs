@@ -103,6 +103,19 @@ impl ConfinedSpawn {
     }
 }
 
+/// What a spawn is for, and so how it is confined.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SpawnFor {
+    /// A command, terminal or subagent of a session: the sandbox policy,
+    /// with the session's workspace root writable.
+    Command,
+    /// A command a person allowed to run outside the sandbox.
+    AllowedUnconfined,
+    /// A language server: only its project root is writable, and no REPL
+    /// state directory.
+    LanguageServer,
+}
+
 impl Confinement {
     /// The variables of `base` the `[env]` policy keeps from the
     /// processes a caller starts (their values are secrets to redact).
@@ -192,19 +205,19 @@ impl Confinement {
         }
     }
 
-    /// The sandbox and environment of one spawn whose writable root is
-    /// `root` (the session's workspace root; a language server's project
-    /// root when `language_server`), starting from `base` (the
-    /// connection's environment; `None`: the host's). `unconfined` is for
-    /// a command a person allowed to run outside the sandbox. Blocking
-    /// (the first preparation of a root lists directories).
+    /// The sandbox and environment of one spawn `what` whose writable
+    /// root is `root` (the session's workspace root; a language server's
+    /// project root), starting from `base` (the connection's environment;
+    /// `None`: the host's). Blocking (the first preparation of a root
+    /// lists directories).
     pub fn prepare_blocking(
         &self,
         root: &Path,
         base: Option<&[(String, String)]>,
-        unconfined: bool,
-        language_server: bool,
+        what: SpawnFor,
     ) -> Result<ConfinedSpawn, ToolError> {
+        let unconfined = what == SpawnFor::AllowedUnconfined;
+        let language_server = what == SpawnFor::LanguageServer;
         let mut env = self.environment(base);
         let lookup = |name: &str| {
             env.iter()
@@ -320,12 +333,12 @@ impl Confinement {
         self: &Arc<Self>,
         root: &Path,
         base: Option<Arc<Vec<(String, String)>>>,
-        unconfined: bool,
+        what: SpawnFor,
     ) -> Result<ConfinedSpawn, ToolError> {
         let this = self.clone();
         let root = root.to_path_buf();
         tokio::task::spawn_blocking(move || {
-            this.prepare_blocking(&root, base.as_deref().map(Vec::as_slice), unconfined, false)
+            this.prepare_blocking(&root, base.as_deref().map(Vec::as_slice), what)
         })
         .await
         .map_err(|e| {
@@ -345,7 +358,7 @@ impl Confinement {
         root: &Path,
         base: Option<Arc<Vec<(String, String)>>>,
     ) -> Result<ReadRules, ToolError> {
-        let spawn = self.prepare(root, base, false).await?;
+        let spawn = self.prepare(root, base, SpawnFor::Command).await?;
         Ok(ReadRules {
             prepared: spawn.prepared.rules(),
         })
@@ -687,7 +700,7 @@ mod tests {
         let dir = state.dir_for(&ws);
         for mode in [Mode::WorkspaceWrite, Mode::ReadOnly] {
             let spawn = with_state(mode, &s, &[])
-                .prepare_blocking(&ws, Some(&base), false, false)
+                .prepare_blocking(&ws, Some(&base), SpawnFor::Command)
                 .unwrap();
             let expected: Vec<(String, String)> = ReplState::variables(&dir)
                 .into_iter()
@@ -724,15 +737,13 @@ mod tests {
         };
         let confined = with_state(Mode::WorkspaceWrite, &s, &[]);
         // A command a person let run unconfined, and a language server.
-        for (unconfined, language_server) in [(true, false), (false, true)] {
-            let spawn = confined
-                .prepare_blocking(&ws, Some(&base), unconfined, language_server)
-                .unwrap();
+        for what in [SpawnFor::AllowedUnconfined, SpawnFor::LanguageServer] {
+            let spawn = confined.prepare_blocking(&ws, Some(&base), what).unwrap();
             assert_eq!(names(&spawn.env), ["IPYTHONDIR=/h/.ipython"]);
         }
         // Everything with the sandbox off; not even the directory is made.
         let spawn = with_state(Mode::Off, &s, &[])
-            .prepare_blocking(&ws, Some(&base), false, false)
+            .prepare_blocking(&ws, Some(&base), SpawnFor::Command)
             .unwrap();
         assert_eq!(names(&spawn.env), ["IPYTHONDIR=/h/.ipython"]);
         assert!(!s.join("state").exists());
@@ -744,7 +755,7 @@ mod tests {
         let (ws, _, _) = layout(&s);
         let base = vec![("TMPDIR".to_owned(), s.join("tmp").display().to_string())];
         let spawn = with_state(Mode::WorkspaceWrite, &s, &[("HISTFILE", "/elsewhere")])
-            .prepare_blocking(&ws, Some(&base), false, false)
+            .prepare_blocking(&ws, Some(&base), SpawnFor::Command)
             .unwrap();
         assert_eq!(var(&spawn.env, "HISTFILE"), Some("/elsewhere"));
         let dir = ReplState::new(s.join("state/dsh/repl")).dir_for(&ws);
@@ -767,7 +778,7 @@ mod tests {
         )
         .with_repl_state(ReplState::new(private.join("repl")));
         let spawn = confinement
-            .prepare_blocking(&ws, Some(&base), false, false)
+            .prepare_blocking(&ws, Some(&base), SpawnFor::Command)
             .unwrap();
         if !spawn.prepared.confines() {
             return; // no Landlock: nothing is closed, nothing to check

@@ -596,7 +596,7 @@ impl Tool for SubagentTool {
             check_prompt_size(&spec, args.prompt.len())?;
             let confined = cx
                 .confinement
-                .prepare(&cx.cwd, cx.env.clone(), false)
+                .prepare(&cx.cwd, cx.env.clone(), crate::confine::SpawnFor::Command)
                 .await?;
             let sandbox = confined.status();
             let timeout = Duration::from_millis(timeout_ms);

@@ -34,6 +34,7 @@ pub use catalog::{
 };
 pub use confine::{
     ConfinedSpawn, Confinement, RefusalsJson, RefusedPathJson, SANDBOX_UNAVAILABLE, SandboxJson,
+    SpawnFor,
 };
 pub use context::{
     Answer, Approval, Asker, CallContext, ProgressReport, ProgressSink, Resume, Resumed, Runtime,

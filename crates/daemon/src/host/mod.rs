@@ -242,7 +242,7 @@ impl Host {
         // session's workspace, the one directory its sandbox may write.
         let confine: lsp_rust_analyzer::Confine = Arc::new(move |writable: &Path| {
             let spawn = servers
-                .prepare_blocking(writable, None, false, true)
+                .prepare_blocking(writable, None, tools_catalog::SpawnFor::LanguageServer)
                 .map_err(|e| format!("{}: {}", e.code, e.message))?;
             let steps = spawn.child_steps();
             Ok(lsp_rust_analyzer::Confined {

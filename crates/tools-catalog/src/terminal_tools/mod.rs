@@ -124,7 +124,7 @@ impl Tool for TerminalOpenTool {
             let cwd = resolve_cwd(&cx.cwd, args.cwd.as_deref())?;
             let confined = cx
                 .confinement
-                .prepare(&cx.cwd, cx.env.clone(), false)
+                .prepare(&cx.cwd, cx.env.clone(), crate::confine::SpawnFor::Command)
                 .await?;
             let sandbox = confined.status();
             let steps = confined.child_steps();

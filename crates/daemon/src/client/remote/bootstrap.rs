@@ -158,7 +158,7 @@ fn static_sibling(exe: &std::path::Path) -> Option<PathBuf> {
         .filter(|p| matches!(static_arch(p), Ok(Some(_))))
         .filter_map(|p| Some((std::fs::metadata(&p).ok()?.modified().ok()?, p)))
         .collect();
-    found.sort_by(|a, b| b.0.cmp(&a.0));
+    found.sort_by_key(|f| std::cmp::Reverse(f.0));
     found.into_iter().map(|(_, p)| p).find(|p| {
         std::process::Command::new(p)
             .arg("--version")
