@@ -87,7 +87,7 @@ const MAX_HOLDER_SCAN_PAUSE: Duration = Duration::from_secs(2);
 /// stretches seen before answers in this terminal: this many times the
 /// longest of the latest, between [`REMOTE_HOLD_MIN`] and
 /// [`REMOTE_HOLD_MAX`]; [`REMOTE_HOLD_FIRST`] before any was seen.
-const REMOTE_HOLD_FACTOR: u32 = 3;
+const REMOTE_HOLD_FACTOR: u32 = 2;
 const REMOTE_HOLD_MIN: Duration = Duration::from_millis(150);
 const REMOTE_HOLD_MAX: Duration = Duration::from_secs(3);
 const REMOTE_HOLD_FIRST: Duration = Duration::from_secs(1);
