@@ -598,10 +598,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
     if let Err(e) = lsp_rust_analyzer::build_router(&config.lsp()) {
         return Err(ConfigError {
             path: path.to_path_buf(),
-            line: text
-                .lines()
-                .position(|l| l.contains("extensions"))
-                .map(|i| i + 1),
+            line: line_of_path(text, &["lsp", "servers"]),
             key: Some("lsp.servers".into()),
             message: e.to_string(),
         });
@@ -611,10 +608,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
     {
         return Err(ConfigError {
             path: path.to_path_buf(),
-            line: text
-                .lines()
-                .position(|l| l.trim_start().starts_with("timeout_ms"))
-                .map(|i| i + 1),
+            line: line_of_path(text, &["subagent", "timeout_ms"]),
             key: Some("subagent.timeout_ms".into()),
             message: format!("must be from 1 to 3600000 (one hour), got {t}"),
         });
@@ -626,10 +620,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
     {
         return Err(ConfigError {
             path: path.to_path_buf(),
-            line: text
-                .lines()
-                .position(|l| l.trim_start().starts_with("command"))
-                .map(|i| i + 1),
+            line: line_of_path(text, &["subagent", "command"]),
             key: Some("subagent.command".into()),
             message: "must name a program, e.g. [\"my-agent\", \"--print\", \"{prompt}\"]".into(),
         });
@@ -637,7 +628,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
     if let Err(e) = config.sandbox_policy().validate() {
         return Err(ConfigError {
             path: path.to_path_buf(),
-            line: line_of_key(text, "sandbox", e.field),
+            line: line_of_path(text, &["sandbox", e.field]),
             key: Some(format!("sandbox.{}", e.field)),
             message: e.message,
         });
@@ -645,7 +636,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
     if let Err(e) = config.env_policy().validate() {
         return Err(ConfigError {
             path: path.to_path_buf(),
-            line: line_of_key(text, "env", e.field),
+            line: line_of_path(text, &["env", e.field]),
             key: Some(format!("env.{}", e.field)),
             message: e.message,
         });
@@ -653,10 +644,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
     if config.limits.max_foreground_commands == 0 {
         return Err(ConfigError {
             path: path.to_path_buf(),
-            line: text
-                .lines()
-                .position(|l| l.trim_start().starts_with("max_foreground_commands"))
-                .map(|i| i + 1),
+            line: line_of_path(text, &["limits", "max_foreground_commands"]),
             key: Some("limits.max_foreground_commands".into()),
             message: "must be at least 1 (0 would refuse every bash call)".into(),
         });
@@ -664,10 +652,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
     if config.limits.max_result_bytes < 1024 {
         return Err(ConfigError {
             path: path.to_path_buf(),
-            line: text
-                .lines()
-                .position(|l| l.trim_start().starts_with("max_result_bytes"))
-                .map(|i| i + 1),
+            line: line_of_path(text, &["limits", "max_result_bytes"]),
             key: Some("limits.max_result_bytes".into()),
             message: format!(
                 "must be at least 1024, got {}",
@@ -678,20 +663,24 @@ pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
     Ok(config)
 }
 
-/// The 1-based line of `key` in the `[section]` table of `text`, when it
-/// is written there plainly.
-fn line_of_key(text: &str, section: &str, key: &str) -> Option<usize> {
-    let header = format!("[{section}]");
-    let mut in_section = false;
-    for (i, line) in text.lines().enumerate() {
-        let line = line.trim_start();
-        if line.starts_with('[') {
-            in_section = line.starts_with(&header);
-        } else if in_section && line.starts_with(key) {
-            return Some(i + 1);
+/// The 1-based line where the key at `path` (`["subagent", "timeout_ms"]`)
+/// is written in `text`, from the parser's spans (a dotted key, an inline
+/// table or a `[table]` header alike); `None` when it is not written.
+fn line_of_path(text: &str, path: &[&str]) -> Option<usize> {
+    let document = toml::de::DeTable::parse(text).ok()?;
+    let mut table = document.get_ref();
+    let mut start = None;
+    for (depth, part) in path.iter().enumerate() {
+        let (key, value) = table.iter().find(|(k, _)| k.get_ref().as_ref() == *part)?;
+        start = Some(key.span().start);
+        if depth + 1 < path.len() {
+            let toml::de::DeValue::Table(inner) = value.get_ref() else {
+                return None;
+            };
+            table = inner;
         }
     }
-    None
+    start.map(|at| text[..at.min(text.len())].matches('\n').count() + 1)
 }
 
 #[cfg(test)]
@@ -730,6 +719,24 @@ settings = { pylsp = { plugins = { pycodestyle = { enabled = false } } } }
         assert_eq!(c.preset, Some(Preset::Minimal));
         assert_eq!(c.limits.max_result_bytes, 4096);
         assert_eq!(c.lsp.servers["pylsp"].extensions[".py"], "python");
+    }
+
+    #[test]
+    fn a_checked_value_names_the_line_it_is_written_on_in_any_form() {
+        // A `[table]` header, a dotted key, an inline table: the line comes
+        // from the parser, not from searching the text.
+        assert!(
+            err("# a comment naming timeout_ms\n[subagent]\ncommand = [\"a\"]\ntimeout_ms = 0\n")
+                .starts_with("config error: c.toml:4: subagent.timeout_ms:")
+        );
+        assert!(
+            err("# limits\nlimits.max_result_bytes = 10\n")
+                .starts_with("config error: c.toml:2: limits.max_result_bytes:")
+        );
+        assert!(
+            err("\nsubagent = { command = [] }\n")
+                .starts_with("config error: c.toml:2: subagent.command:")
+        );
     }
 
     #[test]
