@@ -90,7 +90,15 @@ const MAX_HOLDER_SCAN_PAUSE: Duration = Duration::from_secs(2);
 const REMOTE_HOLD_FACTOR: u32 = 2;
 const REMOTE_HOLD_MIN: Duration = Duration::from_millis(150);
 const REMOTE_HOLD_MAX: Duration = Duration::from_secs(3);
-const REMOTE_HOLD_FIRST: Duration = Duration::from_secs(1);
+const REMOTE_HOLD_FIRST: Duration = Duration::from_millis(800);
+
+/// How long a wait of our shell must hold when the shell took the
+/// foreground back since the write (a job ended): long enough for the
+/// prompt it is about to print, whose marker settles the send as
+/// `prompt` with the job's status. Readline may look for type-ahead on
+/// the terminal before it draws the prompt; a builtin `read` run after
+/// the job (`cmd; read x`) waits this much longer to count.
+const SHELL_BACK_HOLD: Duration = Duration::from_millis(50);
 
 /// How long a wait's confirmation is put off while another thread of the
 /// waiting process, or another process of the foreground job, runs (a
@@ -177,6 +185,9 @@ struct Found {
     switches: Option<u64>,
     limit: Option<Duration>,
     inferred: bool,
+    /// Our shell, back in the foreground since the write: a job ended and
+    /// the shell is about to print its prompt (see [`SHELL_BACK_HOLD`]).
+    shell_back: bool,
 }
 
 impl WaitSeen {
@@ -187,6 +198,7 @@ impl WaitSeen {
         let hold = match timed {
             Some(limit) => limit + TIMED_WAIT_MARGIN,
             None if found.inferred => INFERRED_WAIT_HOLD,
+            None if found.shell_back => SHELL_BACK_HOLD,
             None => INPUT_WAIT_CONFIRM,
         };
         Self {
@@ -623,9 +635,7 @@ impl Watch<'_> {
         }
         match self.wait_seen {
             // Confirming a wait: spin, the answer is a moment away.
-            Some(seen) if seen.timed.is_none() && !seen.inferred && !seen.remote => {
-                return Step::Spin;
-            }
+            Some(seen) if seen.hold <= INPUT_WAIT_CONFIRM => return Step::Spin,
             // A short timed wait, one seen from outside, or a provisional
             // one: look again as its hold runs out.
             Some(seen) if !tight => {
@@ -740,12 +750,16 @@ impl Watch<'_> {
                     false
                 }
             };
+        let shell_back = self.session.spec.our_shell
+            && pid == self.session.spec.pid
+            && Some(fg) != self.fg_at_write;
         fresh.then_some(Found {
             pid,
             tid,
             switches,
             limit,
             inferred,
+            shell_back,
         })
     }
 
