@@ -18,23 +18,52 @@ use maud::{Markup, PreEscaped, html};
 /// templates themselves hold none, so only what they inserted changes.
 pub fn page(markup: Markup) -> String {
     let html = markup.into_string();
-    if !html.chars().any(hidden_control) {
+    let Some((mut at, mut len)) = hidden_control(html.as_bytes()) else {
         return html;
-    }
+    };
     let mut out = String::with_capacity(html.len() + 16);
-    for c in html.chars() {
-        if hidden_control(c) {
-            let _ = write!(out, "\\u{{{:x}}}", u32::from(c));
-        } else {
-            out.push(c);
+    let mut rest = html.as_str();
+    loop {
+        out.push_str(&rest[..at]);
+        let code = rest[at..].chars().next().map_or(0, u32::from);
+        let _ = write!(out, "\\u{{{code:x}}}");
+        rest = &rest[at + len..];
+        match hidden_control(rest.as_bytes()) {
+            Some(next) => (at, len) = next,
+            None => break,
         }
     }
+    out.push_str(rest);
     out
 }
 
-/// A control character a page shows as its escape.
-fn hidden_control(c: char) -> bool {
-    c.is_control() && c != '\n' && c != '\t'
+/// Where the first control character but newline and tab is in `bytes`
+/// (UTF-8), and its length: a byte below 0x20, 0x7f, or U+0080 to U+009F
+/// (0xc2 0x80 to 0xc2 0x9f).
+fn hidden_control(bytes: &[u8]) -> Option<(usize, usize)> {
+    // Pages are large and rarely hold one: a branch-free look at 64 bytes
+    // at a time finds the blocks worth a closer one.
+    let mut start = 0;
+    for block in bytes.chunks(64) {
+        let worth = block.iter().fold(false, |any, &b| {
+            any | ((b < 0x20) & (b != b'\n') & (b != b'\t')) | (b == 0x7f) | (b == 0xc2)
+        });
+        if worth {
+            let found = block.iter().enumerate().find_map(|(i, &b)| match b {
+                b'\n' | b'\t' => None,
+                0..0x20 | 0x7f => Some((start + i, 1)),
+                0xc2 if matches!(bytes.get(start + i + 1), Some(0x80..=0x9f)) => {
+                    Some((start + i, 2))
+                }
+                _ => None,
+            });
+            if found.is_some() {
+                return found;
+            }
+        }
+        start += block.len();
+    }
+    None
 }
 
 /// Which navigation entry a page belongs to.
@@ -141,11 +170,11 @@ mod tests {
 
     #[test]
     fn a_page_escapes_markup_and_quotes_and_shows_controls() {
-        let nasty = "<a href=\"x\">'&'</a>\x1b[31m\r\tok\n";
+        let nasty = "<a href=\"x\">'&'</a>\x1b[31m\r\tok\n\u{7f}\u{9b}·";
         assert_eq!(
             page(html! { p title=(nasty) { (nasty) } }),
-            "<p title=\"&lt;a href=&quot;x&quot;&gt;'&amp;'&lt;/a&gt;\\u{1b}[31m\\u{d}\tok\n\">\
-&lt;a href=&quot;x&quot;&gt;'&amp;'&lt;/a&gt;\\u{1b}[31m\\u{d}\tok\n</p>"
+            "<p title=\"&lt;a href=&quot;x&quot;&gt;'&amp;'&lt;/a&gt;\\u{1b}[31m\\u{d}\tok\n\\u{7f}\\u{9b}·\">\
+&lt;a href=&quot;x&quot;&gt;'&amp;'&lt;/a&gt;\\u{1b}[31m\\u{d}\tok\n\\u{7f}\\u{9b}·</p>"
         );
     }
 
