@@ -119,7 +119,8 @@ def oracle(lang, project, scratch, path):
                GOFLAGS="-mod=mod", CARGO_TARGET_DIR=str(pathlib.Path(scratch) / "oracle-target"))
     found = []  # (path, line, severity)
     if lang == "rust":
-        cmd = ["cargo", "check", "--offline", "--all-targets", "--message-format=json"]
+        # every target, each to its end, as rust-analyzer's check runs it
+        cmd = ["cargo", "check", "--offline", "--all-targets", "--keep-going", "--message-format=json"]
     elif lang == "python":
         cmd = [shutil.which("pyright") or "pyright", "--outputjson", path]
     elif lang in ("typescript", "typescript7"):
@@ -128,7 +129,9 @@ def oracle(lang, project, scratch, path):
     elif lang == "c":
         cmd = [_clang(), "-fsyntax-only", "-std=c99", "-I", prepare.PROJECTS["c"]["sample_under"], path]
     else:
-        cmd = ["go", "vet", "./..."]
+        # the compiler's errors in the package and its tests (`go vet`
+        # stops at the first), then vet's findings
+        cmd = ["sh", "-c", "go test -count=1 -run '^$' ./... ; go vet ./..."]
     started = time.monotonic()
     r = subprocess.run(cmd, cwd=project, env=env, capture_output=True, text=True, timeout=900)
     seconds = time.monotonic() - started

@@ -26,6 +26,9 @@ struct OpenDocument {
     stamp: Option<(SystemTime, u64)>,
     last_used: u64,
     language_id: String,
+    /// This content was sent again by [`Server::resend_document`] (so
+    /// its version is the last one sent); cleared by a change.
+    resent: bool,
 }
 
 /// The documents a server has open, and the clock that says which was
@@ -118,6 +121,7 @@ impl Server {
                 return Ok(None);
             }
             doc.hash = hash;
+            doc.resent = false;
             doc.version += 1;
             let version = doc.version;
             self.notify::<DidChangeTextDocument>(DidChangeTextDocumentParams {
@@ -149,6 +153,7 @@ impl Server {
                 stamp,
                 last_used: clock,
                 language_id: language_id.to_owned(),
+                resent: false,
             },
         );
         while docs.docs.len() > self.options.max_open_documents.max(1) {
@@ -175,12 +180,18 @@ impl Server {
     /// a server that skips the work for a change to the same text (clangd)
     /// or publishes nothing for a file whose diagnostics it already sent
     /// (gopls) computes and publishes the last version. Returns that
-    /// version, or `None` when `path` is not open.
+    /// version, or `None` when `path` is not open. Content sent again
+    /// already is not sent a third time: what the server is computing for
+    /// it would be thrown away, and a server slower than the caller's
+    /// budget would never finish.
     pub fn resend_document(&self, path: &Path, text: &str) -> Result<Option<i32>, Failure> {
         let mut docs = lock(&self.docs);
         let Some(doc) = docs.docs.get_mut(path) else {
             return Ok(None);
         };
+        if doc.resent && doc.hash == content_hash(text) {
+            return Ok(Some(doc.version));
+        }
         let uri = path_url(path)?;
         for content in [format!("{text}\n"), text.to_owned()] {
             doc.version += 1;
@@ -197,6 +208,7 @@ impl Server {
             })?;
         }
         doc.hash = content_hash(text);
+        doc.resent = true;
         Ok(Some(doc.version))
     }
 
