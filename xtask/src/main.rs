@@ -60,7 +60,8 @@ tasks:
                       move the pinned agent clients of the real-client suite (Claude Code,
                       Codex, Gemini CLI) to their newest releases, or to the versions named
   bench <name> [--quick]
-                      run a benchmark: mcp, spawn, terminal, memory, jobs, lsp, lsp-real, workspace,
+                      run a benchmark: mcp, spawn, terminal, memory, jobs, lsp, lsp-real,
+                      lsp-diagnostics, workspace,
                       sandbox, daemon, ui, corpus, redact, remote, resume, all (--quick: a short smoke run on the debug build)";
 
 fn main() -> ExitCode {
@@ -554,7 +555,9 @@ fn test() -> anyhow::Result<()> {
     let mut rust_tests = Command::new(&cargo);
     rust_tests
         .args(["test", "--workspace", "--locked", "--no-fail-fast"])
-        .env("PATH", &path);
+        .env("PATH", &path)
+        // Every test runs: one whose program is missing fails, not skips.
+        .env("DSH_TEST_ALL", "1");
     if let Some(reason) = &go_unavailable {
         rust_tests.env("DSH_GO_UNAVAILABLE", reason);
     }
@@ -727,6 +730,18 @@ fn bench(name: &str, speed: Speed) -> anyhow::Result<()> {
             python(
                 "bench_lsp_real.py",
                 "the lsp tool asked cold on real projects, against each language's oracle (quiet and under a build)",
+                &extra,
+            )
+        }
+        "lsp-diagnostics" => {
+            let go_unavailable = prepare_lsp_corpus()?;
+            let mut extra = vec![("DSH_BENCH_LSP_DIAGNOSTICS", "1")];
+            if let Some(reason) = go_unavailable.as_deref() {
+                extra.push(("DSH_GO_UNAVAILABLE", reason));
+            }
+            python(
+                "bench_lsp_real.py",
+                "lsp diagnostics on real projects: writing a file to a correct answer, beside the command-line checker",
                 &extra,
             )
         }
