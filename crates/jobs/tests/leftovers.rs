@@ -53,6 +53,9 @@ async fn leftovers_in_a_group_of_their_own_are_ended_before_the_job_settles() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_timeout_wrapper_in_the_background_is_ended_and_counted() {
+    if !test_support::needs(&["pgrep"]) {
+        return;
+    }
     // `timeout` runs its command in a process group of its own: two
     // processes are left, both in other groups than the leader's. The
     // command ignores SIGTERM, so `timeout` (which survives SIGTERM while

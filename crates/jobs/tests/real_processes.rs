@@ -541,6 +541,9 @@ async fn list_filters_by_status_and_settlements_are_published() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ending_an_owner_leaves_no_process_behind() {
+    if !test_support::needs(&["python3"]) {
+        return;
+    }
     let registry = registry();
     let owner = Owner::new("t");
     let keeper = Owner::new("keeper");
@@ -628,6 +631,9 @@ async fn spawn_failures_return_the_producers_code_and_consume_no_id() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn subagent_templates_take_the_prompt_in_argv_or_on_stdin() {
+    if !test_support::needs(&["python3"]) {
+        return;
+    }
     let registry = registry();
     let owner = Owner::new("t");
     let dir = tempfile::tempdir().unwrap();

@@ -151,6 +151,9 @@ fn stdout(out: &Output) -> String {
 
 #[test]
 fn a_socket_outside_is_refused_by_path_unless_the_policy_lists_it() {
+    if !test_support::needs(&["python3"]) {
+        return;
+    }
     let _serial = SERIAL
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -183,6 +186,9 @@ fn a_socket_outside_is_refused_by_path_unless_the_policy_lists_it() {
 
 #[test]
 fn a_socket_the_sandbox_itself_holds_is_reached_by_path_and_by_abstract_name() {
+    if !test_support::needs(&["python3"]) {
+        return;
+    }
     let _serial = SERIAL
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -229,6 +235,9 @@ print(ask("\0dsh-guard-test-%d" % os.getpid()))
 
 #[test]
 fn an_abstract_socket_outside_is_refused() {
+    if !test_support::needs(&["python3"]) {
+        return;
+    }
     let _serial = SERIAL
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -252,6 +261,9 @@ fn an_abstract_socket_outside_is_refused() {
 
 #[test]
 fn other_connections_behave_as_without_the_guard() {
+    if !test_support::needs(&["python3"]) {
+        return;
+    }
     let _serial = SERIAL
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -317,6 +329,9 @@ print(tcp(True), tcp(False), unix(tmp + "/missing.sock"), unix(tmp + "/plain-fil
 
 #[test]
 fn an_address_changed_while_it_is_checked_never_reaches_a_refused_socket() {
+    if !test_support::needs(&["python3"]) {
+        return;
+    }
     let _serial = SERIAL
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -364,6 +379,9 @@ print("connected", connected)
 
 #[test]
 fn the_supervisor_ends_with_the_processes_it_serves() {
+    if !test_support::needs(&["python3"]) {
+        return;
+    }
     let _serial = SERIAL
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -392,6 +410,9 @@ fn the_supervisor_ends_with_the_processes_it_serves() {
 
 #[test]
 fn a_connection_from_another_thread_is_judged_the_same() {
+    if !test_support::needs(&["python3"]) {
+        return;
+    }
     let _serial = SERIAL
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -438,6 +459,9 @@ print(" ".join(results))
 
 #[test]
 fn io_uring_which_connects_without_connect_is_refused() {
+    if !test_support::needs(&["python3"]) {
+        return;
+    }
     let _serial = SERIAL
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -459,6 +483,9 @@ print("refused" if fd < 0 and ctypes.get_errno() == errno.EPERM else "allowed %d
 
 #[test]
 fn a_socket_the_host_holds_is_outside_even_when_a_confined_process_holds_it_too() {
+    if !test_support::needs(&["python3"]) {
+        return;
+    }
     let _serial = SERIAL
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);

@@ -171,6 +171,9 @@ fn wait_for_file(path: &Path) -> String {
 
 #[test]
 fn workspace_write_allows_the_root_the_temp_dir_and_caches_and_refuses_the_rest() {
+    if !test_support::needs(&["git", "python3"]) {
+        return;
+    }
     let f = Fixture::new();
     let p = f.prepare(policy(Mode::WorkspaceWrite));
     assert_eq!(line(&p), "[sandbox: workspace-write · network on]");
@@ -239,6 +242,9 @@ fn workspace_write_allows_the_root_the_temp_dir_and_caches_and_refuses_the_rest(
 
 #[test]
 fn git_writable_lets_git_write() {
+    if !test_support::needs(&["git", "python3"]) {
+        return;
+    }
     let f = Fixture::new();
     let p = f.prepare(SandboxPolicy {
         git_writable: true,
@@ -249,6 +255,9 @@ fn git_writable_lets_git_write() {
 
 #[test]
 fn grandchildren_started_with_setsid_or_nohup_are_confined_the_same() {
+    if !test_support::needs(&["git", "python3"]) {
+        return;
+    }
     let f = Fixture::new();
     let p = f.prepare(policy(Mode::WorkspaceWrite));
     // The command returns at once; its grandchildren outlive it in their
@@ -271,6 +280,9 @@ fn grandchildren_started_with_setsid_or_nohup_are_confined_the_same() {
 
 #[test]
 fn deny_read_hides_credentials_in_every_mode_but_off() {
+    if !test_support::needs(&["git", "python3"]) {
+        return;
+    }
     let f = Fixture::new();
     std::os::unix::fs::symlink(f.home.join(".ssh/id_rsa"), f.home.join("innocent-link")).unwrap();
     for mode in [Mode::WorkspaceWrite, Mode::ReadOnly] {
@@ -304,6 +316,9 @@ fn deny_read_hides_credentials_in_every_mode_but_off() {
 
 #[test]
 fn a_denied_path_that_is_a_symlink_protects_its_target() {
+    if !test_support::needs(&["git", "python3"]) {
+        return;
+    }
     let f = Fixture::new();
     std::fs::create_dir_all(f.home.join("real-aws")).unwrap();
     std::fs::write(f.home.join("real-aws/credentials"), "secret\n").unwrap();
@@ -317,6 +332,9 @@ fn a_denied_path_that_is_a_symlink_protects_its_target() {
 
 #[test]
 fn read_only_allows_only_the_temp_dir_shared_memory_and_devices() {
+    if !test_support::needs(&["git", "python3"]) {
+        return;
+    }
     let f = Fixture::new();
     let p = f.prepare(policy(Mode::ReadOnly));
     assert_eq!(line(&p), "[sandbox: read-only · network on]");
@@ -348,6 +366,9 @@ fn read_only_allows_only_the_temp_dir_shared_memory_and_devices() {
 
 #[test]
 fn a_language_server_may_write_only_its_project_root_and_caches() {
+    if !test_support::needs(&["git", "python3"]) {
+        return;
+    }
     let f = Fixture::new();
     let project = f.ws.join("crate-a");
     std::fs::create_dir_all(&project).unwrap();
@@ -375,6 +396,9 @@ fn a_language_server_may_write_only_its_project_root_and_caches() {
 
 #[test]
 fn the_host_private_dirs_are_neither_readable_nor_writable() {
+    if !test_support::needs(&["git", "python3"]) {
+        return;
+    }
     let f = Fixture::new();
     let private = f.home.join(".config/dsh");
     std::fs::create_dir_all(&private).unwrap();
@@ -480,6 +504,9 @@ impl HostListeners {
 
 #[test]
 fn the_network_off_gives_commands_a_network_of_their_own() {
+    if !test_support::needs(&["git", "python3"]) {
+        return;
+    }
     let f = Fixture::new();
     let host = HostListeners::new(&f.ws);
     let p = f.prepare(SandboxPolicy {
@@ -517,6 +544,9 @@ fn the_network_off_gives_commands_a_network_of_their_own() {
 
 #[test]
 fn commands_with_the_network_off_share_the_sandbox_loopback() {
+    if !test_support::needs(&["git", "python3"]) {
+        return;
+    }
     let f = Fixture::new();
     let p = f.prepare(SandboxPolicy {
         network: false,
@@ -558,6 +588,9 @@ fn wait_for_value(path: &Path) -> String {
 
 #[test]
 fn without_user_namespaces_the_network_off_falls_back_to_landlock_and_seccomp() {
+    if !test_support::needs(&["git", "python3"]) {
+        return;
+    }
     let f = Fixture::new();
     let host = HostListeners::new(&f.ws);
     let no_userns = Availability::probe_kernel().pretend("no-userns").unwrap();
@@ -591,6 +624,9 @@ fn without_user_namespaces_the_network_off_falls_back_to_landlock_and_seccomp() 
 
 #[test]
 fn with_the_network_on_everything_reaches_the_host() {
+    if !test_support::needs(&["git", "python3"]) {
+        return;
+    }
     let f = Fixture::new();
     let host = HostListeners::new(&f.ws);
     let on = f.prepare(SandboxPolicy::default());
@@ -622,6 +658,9 @@ fn with_the_network_on_everything_reaches_the_host() {
 
 #[test]
 fn abstract_unix_sockets_outside_are_unreachable() {
+    if !test_support::needs(&["git", "python3"]) {
+        return;
+    }
     use std::os::linux::net::SocketAddrExt;
     let f = Fixture::new();
     let name = format!("dsh-sandbox-test-{}", std::process::id());
@@ -650,6 +689,9 @@ fn abstract_unix_sockets_outside_are_unreachable() {
 
 #[test]
 fn a_confined_process_can_neither_read_the_hosts_environment_nor_signal_its_processes() {
+    if !test_support::needs(&["git", "python3"]) {
+        return;
+    }
     let f = Fixture::new();
     let p = f.prepare(policy(Mode::WorkspaceWrite));
     // Our own environment (the host's, which may hold API keys).
@@ -694,6 +736,9 @@ fn a_confined_process_can_neither_read_the_hosts_environment_nor_signal_its_proc
 
 #[test]
 fn below_landlock_abi_6_the_status_says_what_is_not_scoped_and_it_is_not() {
+    if !test_support::needs(&["git", "python3"]) {
+        return;
+    }
     let f = Fixture::new();
     let abi5 = Availability::probe_kernel()
         .pretend("landlock-abi=5,no-userns")
@@ -770,6 +815,9 @@ fn below_landlock_abi_6_the_status_says_what_is_not_scoped_and_it_is_not() {
 
 #[test]
 fn without_landlock_it_runs_unconfined_and_says_so_or_refuses_when_required() {
+    if !test_support::needs(&["git", "python3"]) {
+        return;
+    }
     let f = Fixture::new();
     let old = Availability::probe_kernel()
         .pretend("landlock-abi=0")
@@ -799,6 +847,9 @@ fn without_landlock_it_runs_unconfined_and_says_so_or_refuses_when_required() {
 
 #[test]
 fn an_old_kernel_without_tcp_rules_blocks_the_network_by_seccomp_alone() {
+    if !test_support::needs(&["git", "python3"]) {
+        return;
+    }
     let f = Fixture::new();
     let tcp = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = tcp.local_addr().unwrap().port();
@@ -839,6 +890,9 @@ fn an_old_kernel_without_tcp_rules_blocks_the_network_by_seccomp_alone() {
 
 #[test]
 fn without_namespaces_or_seccomp_only_tcp_is_blocked_and_required_refuses() {
+    if !test_support::needs(&["git", "python3"]) {
+        return;
+    }
     let f = Fixture::new();
     let no_seccomp = Availability::probe_kernel()
         .pretend("no-seccomp,no-userns")
@@ -873,6 +927,9 @@ fn without_namespaces_or_seccomp_only_tcp_is_blocked_and_required_refuses() {
 
 #[test]
 fn without_user_namespaces_git_stays_read_only_at_the_cost_of_new_top_level_files() {
+    if !test_support::needs(&["git", "python3"]) {
+        return;
+    }
     let f = Fixture::new();
     std::fs::create_dir(f.ws.join("sub")).unwrap();
     let no_userns = Availability::probe_kernel().pretend("no-userns").unwrap();
@@ -908,6 +965,9 @@ fn without_user_namespaces_git_stays_read_only_at_the_cost_of_new_top_level_file
 
 #[test]
 fn the_env_policy_hides_secrets_from_a_real_child() {
+    if !test_support::needs(&["git", "python3"]) {
+        return;
+    }
     let f = Fixture::new();
     let p = f.prepare(SandboxPolicy::default());
     let host = [
@@ -939,6 +999,9 @@ fn the_env_policy_hides_secrets_from_a_real_child() {
 
 #[test]
 fn the_repl_state_dir_is_writable_in_every_confined_mode_and_home_stays_closed() {
+    if !test_support::needs(&["git", "python3"]) {
+        return;
+    }
     let f = Fixture::new();
     let state = ReplState::new(f.home.join(".local/state/dsh/repl"));
     let dir = state.ensure(&f.ws).unwrap();
@@ -978,6 +1041,9 @@ fn the_repl_state_dir_is_writable_in_every_confined_mode_and_home_stays_closed()
 
 #[test]
 fn a_repl_state_dir_in_a_closed_directory_or_a_writable_one_gets_no_grant_of_its_own() {
+    if !test_support::needs(&["git", "python3"]) {
+        return;
+    }
     let f = Fixture::new();
     // In a private directory (an `XDG_STATE_HOME` inside dsh's data dir):
     // left out, and the private directory stays closed.

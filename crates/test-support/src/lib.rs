@@ -11,10 +11,57 @@
 //! This crate is the one place test code may sleep; a tidy check in
 //! `xtask` fails when a test file calls a sleep for synchronisation.
 //! It is not part of the product: only dev-dependencies name it.
+//!
+//! It also holds the one switch between the two test tiers ([`needs`]):
+//! plain `cargo test` on a machine with only Rust runs every test whose
+//! programs are there and says which it skipped; `cargo xtask test`
+//! installs them and sets [`ALL_TESTS`], and then a missing program fails
+//! the test instead.
 
 #![forbid(unsafe_code)]
 
 use std::time::{Duration, Instant};
+
+/// The variable that makes every test run: set (to anything but empty)
+/// by `cargo xtask test`, which installs what the tests need.
+pub const ALL_TESTS: &str = "DSH_TEST_ALL";
+
+/// Whether every program in `programs` is on `PATH`, for a test that runs
+/// them. Without one it is skipped (false, after a line on stderr saying
+/// what it needs), unless [`ALL_TESTS`] is set: then it fails, naming
+/// what is missing, since a skipped test there would hide a missing
+/// install.
+#[track_caller]
+pub fn needs(programs: &[&str]) -> bool {
+    let missing: Vec<&str> = programs.iter().copied().filter(|p| !on_path(p)).collect();
+    if missing.is_empty() {
+        return true;
+    }
+    let what = missing.join(", ");
+    let caller = std::panic::Location::caller();
+    assert!(
+        std::env::var_os(ALL_TESTS).is_none_or(|v| v.is_empty()),
+        "{caller}: this test needs {what} on PATH; `cargo xtask test` installs it"
+    );
+    eprintln!(
+        "{caller}: skipped: needs {what} on PATH (`cargo xtask test`, or {ALL_TESTS}=1 cargo test with it installed, runs it)"
+    );
+    false
+}
+
+/// Whether `program` names an executable file on `PATH` (or is a path to
+/// one).
+fn on_path(program: &str) -> bool {
+    use std::os::unix::fs::PermissionsExt as _;
+    let executable = |p: &std::path::Path| {
+        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if program.contains('/') {
+        return executable(std::path::Path::new(program));
+    }
+    std::env::var_os("PATH")
+        .is_some_and(|path| std::env::split_paths(&path).any(|dir| executable(&dir.join(program))))
+}
 
 /// The bound every wait here uses: long enough that only a hang reaches it.
 pub const HANG: Duration = Duration::from_secs(30);

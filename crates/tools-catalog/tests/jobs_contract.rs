@@ -60,6 +60,9 @@ async fn settled(model: &Model, id: &str) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_kinds_of_background_work_share_one_job_list() {
+    if !test_support::needs(&["python3"]) {
+        return;
+    }
     let (_dir, cwd) = session_dir();
     let agent = cwd.join("stand-in-agent.py");
     std::fs::write(&agent, STAND_IN_AGENT).unwrap();

@@ -19,6 +19,9 @@ const FIX: &str = "def mean(xs):\n    return sum(xs) / len(xs)\n";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_python_repl_keeps_its_state_between_sends_and_closes_cleanly() {
+    if !test_support::needs(&["python3"]) {
+        return;
+    }
     let (_dir, cwd) = session_dir();
     let model = Model::new(runtime(), "repl", &cwd, &Settings::default());
 
@@ -191,6 +194,9 @@ async fn the_default_shell_reports_prompts_exit_codes_and_its_state() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn terminal_errors_carry_their_stable_codes() {
+    if !test_support::needs(&["python3"]) {
+        return;
+    }
     let (_dir, cwd) = session_dir();
     let rt = runtime();
     let model = Model::new(rt.clone(), "errors", &cwd, &Settings::default());

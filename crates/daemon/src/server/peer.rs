@@ -435,6 +435,9 @@ mod tests {
     /// without it is let in.
     #[test]
     fn a_stranger_under_no_new_privs_is_refused_and_one_without_it_is_not() {
+        if !test_support::needs(&["python3"]) {
+            return;
+        }
         if Marks::of("self").unwrap().no_new_privs {
             eprintln!("this test runs under no_new_privs: the mark cannot tell here");
             return;
@@ -504,6 +507,9 @@ mod tests {
 
     #[test]
     fn a_peer_reaped_before_the_check_is_refused_though_its_pid_names_a_stranger() {
+        if !test_support::needs(&["python3"]) {
+            return;
+        }
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("s");
         let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
@@ -538,6 +544,9 @@ mod tests {
 
     #[test]
     fn a_peer_that_exited_is_refused_though_its_pid_now_names_a_stranger() {
+        if !test_support::needs(&["python3"]) {
+            return;
+        }
         // The peer connected and exited; its pid now names a process
         // whose parents reach init. The walk alone would let it in.
         let mut peer = Command::new("true").spawn().unwrap();
