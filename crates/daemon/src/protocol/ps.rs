@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-pub use ui::snapshot::{DetachedRow, JobRow, TerminalRow};
+pub use ui::snapshot::{ConnectionRow, DetachedRow, JobRow, TerminalRow};
 
 /// The whole snapshot (`dsh ps --json`).
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -40,41 +40,6 @@ pub struct DaemonRow {
     pub version: String,
     /// Seconds since it started.
     pub uptime_s: u64,
-}
-
-/// One MCP connection.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct ConnectionRow {
-    /// Its number in this daemon.
-    pub id: u64,
-    /// The MCP client's name, once it said it.
-    pub client: Option<String>,
-    /// The pid of its bridge, when known.
-    pub pid: Option<i32>,
-    /// The session's directory.
-    pub cwd: Option<String>,
-    /// The recorded session's id.
-    pub session_id: Option<String>,
-    /// Its workspace's id.
-    pub workspace_id: Option<String>,
-    /// Its workspace's title.
-    pub workspace: Option<String>,
-    /// The preset it is served.
-    pub preset: String,
-    /// Seconds since it connected.
-    pub age_s: u64,
-    /// Its terminals.
-    pub terminals: Vec<TerminalRow>,
-    /// Its jobs.
-    pub jobs: Vec<JobRow>,
-    /// Set when its client went away and its work is kept detached.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub detached: Option<DetachedRow>,
-    /// The host of a remote daemon's connection, as `dsh ps` here shows
-    /// it (its ids are qualified with it: `devbox:pty-3`); none for this
-    /// machine's.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub host: Option<String>,
 }
 
 /// What a person's decision about detached work did.
