@@ -155,40 +155,44 @@ impl Server {
             return self.checked_diagnostics(&uri, deadline, &not_ready).await;
         }
         // The content was synced by the query (a new version when it
-        // changed); the version the server has is that content's.
-        let version = match self.open_version(path) {
-            Some(v) => v,
-            None => self.sync_document(path, text, language_id)?.unwrap_or(1),
-        };
+        // changed).
+        if self.content_versions(path).is_none() {
+            self.sync_document(path, text, language_id)?;
+        }
         if self.supports("diagnosticProvider") {
             return self.pulled_diagnostics(&uri, deadline, &not_ready).await;
         }
         if self.tsserver_request_command() {
             return self.tsserver_diagnostics(&uri, deadline, &not_ready).await;
         }
-        // Published for the version the server has: for this content.
-        // Otherwise the content is sent again (see `resend_document`) and
-        // what is published for that version awaited.
-        let published_for = |d: &std::collections::HashMap<Url, Published>, version: i32| {
+        // Published for a version that is this content: the answer. Else
+        // the content is sent again (see `resend_document`) and what is
+        // published for it awaited. A server may publish for the first
+        // version of the content after the resend (clangd then skips the
+        // last version: its inputs are the same as the first's).
+        let this_content = |d: &std::collections::HashMap<Url, Published>| {
+            let Some((since, touch)) = self.content_versions(path) else {
+                return None;
+            };
             d.get(&uri)
-                .is_some_and(|p| p.version.is_some_and(|v| v >= version))
+                .and_then(|p| p.version)
+                .filter(|&v| v >= since && Some(v) != touch)
         };
         let mut rx = self.shared.diagnostics.subscribe();
-        let version = if published_for(&rx.borrow_and_update(), version) {
-            version
-        } else {
-            self.resend_document(path, text)?.unwrap_or(version)
-        };
-        let published = rx.wait_for(|d| published_for(d, version));
+        if this_content(&rx.borrow_and_update()).is_none() {
+            self.resend_document(path, text)?;
+        }
+        let published = rx.wait_for(|d| this_content(d).is_some());
         match tokio::time::timeout_at(deadline, published).await {
             Ok(Ok(map)) => {
+                let version = this_content(&map).unwrap_or_default();
                 let items = map.get(&uri).map(|p| p.items.clone()).unwrap_or_default();
                 Ok((items, DiagnosticsProof::Published { version }))
             }
             Ok(Err(_)) => Err(Failure::Dead),
-            Err(_) => Err(not_ready(format!(
-                "no diagnostics published yet for version {version} of the file"
-            ))),
+            Err(_) => Err(not_ready(
+                "no diagnostics published yet for the file's current content".into(),
+            )),
         }
     }
 

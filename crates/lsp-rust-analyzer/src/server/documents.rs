@@ -26,9 +26,11 @@ struct OpenDocument {
     stamp: Option<(SystemTime, u64)>,
     last_used: u64,
     language_id: String,
-    /// This content was sent again by [`Server::resend_document`] (so
-    /// its version is the last one sent); cleared by a change.
-    resent: bool,
+    /// The first version the current content was sent as.
+    since: i32,
+    /// The version [`Server::resend_document`] sent with one more newline
+    /// at the end, when it sent this content again.
+    touch: Option<i32>,
 }
 
 /// The documents a server has open, and the clock that says which was
@@ -121,8 +123,9 @@ impl Server {
                 return Ok(None);
             }
             doc.hash = hash;
-            doc.resent = false;
+            doc.touch = None;
             doc.version += 1;
+            doc.since = doc.version;
             let version = doc.version;
             self.notify::<DidChangeTextDocument>(DidChangeTextDocumentParams {
                 text_document: VersionedTextDocumentIdentifier {
@@ -153,7 +156,8 @@ impl Server {
                 stamp,
                 last_used: clock,
                 language_id: language_id.to_owned(),
-                resent: false,
+                since: 1,
+                touch: None,
             },
         );
         while docs.docs.len() > self.options.max_open_documents.max(1) {
@@ -189,10 +193,11 @@ impl Server {
         let Some(doc) = docs.docs.get_mut(path) else {
             return Ok(None);
         };
-        if doc.resent && doc.hash == content_hash(text) {
+        if doc.touch.is_some() && doc.hash == content_hash(text) {
             return Ok(Some(doc.version));
         }
         let uri = path_url(path)?;
+        doc.touch = Some(doc.version + 1);
         for content in [format!("{text}\n"), text.to_owned()] {
             doc.version += 1;
             self.notify::<DidChangeTextDocument>(DidChangeTextDocumentParams {
@@ -208,13 +213,15 @@ impl Server {
             })?;
         }
         doc.hash = content_hash(text);
-        doc.resent = true;
         Ok(Some(doc.version))
     }
 
-    /// The version of `path` the server has, when it is open.
-    pub fn open_version(&self, path: &Path) -> Option<i32> {
-        lock(&self.docs).docs.get(path).map(|d| d.version)
+    /// The versions of `path`'s current content on the server, when it is
+    /// open: the first version it was sent as, and the version of the same
+    /// text with one more newline that [`Server::resend_document`] sent
+    /// (every version from the first on but that one is this content).
+    pub fn content_versions(&self, path: &Path) -> Option<(i32, Option<i32>)> {
+        lock(&self.docs).docs.get(path).map(|d| (d.since, d.touch))
     }
 
     /// Re-syncs open documents whose file changed on disk, and opens files
