@@ -171,9 +171,7 @@ impl Server {
         // version of the content after the resend (clangd then skips the
         // last version: its inputs are the same as the first's).
         let this_content = |d: &std::collections::HashMap<Url, Published>| {
-            let Some((since, touch)) = self.content_versions(path) else {
-                return None;
-            };
+            let (since, touch) = self.content_versions(path)?;
             d.get(&uri)
                 .and_then(|p| p.version)
                 .filter(|&v| v >= since && Some(v) != touch)
