@@ -71,6 +71,38 @@ APPENDED["typescript7"] = APPENDED["typescript"]
 IMPORT_LINE = re.compile(r"^\s*(import |from |use |pub use |pub\(crate\) use |#|export \{|export \*|package )")
 
 
+class BuildLoop(conformance.BuildLoop):
+    """The concurrent build of `conformance.py`, which here goes on after
+    a failed build: while errors are planted the project does not build,
+    and that is the edit under test, not a broken build. A failure is
+    still reported when no build at all succeeded."""
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.failed_builds = 0
+        self.last_failure = None
+
+    def _loop(self):
+        while not self.stop_event.is_set():
+            ok = True
+            for cmd in self._commands():
+                r = self._run(cmd)
+                if r is None:
+                    return
+                if r[0] != 0 and not self.stop_event.is_set():
+                    ok = False
+                    self.last_failure = f"{' '.join(cmd)}: exit {r[0]}: {r[1][-2000:]}"
+            if ok:
+                self.builds += 1
+            else:
+                self.failed_builds += 1
+
+    def stop(self):
+        super().stop()
+        if not self.builds and self.failed_builds:
+            self.failures.append(self.last_failure)
+
+
 def sampled(lang):
     """The first use site of each of the first FILES files of the oracle's
     sites (in the oracle's order) that is not on an import line."""
@@ -195,7 +227,7 @@ async def run(lang, scratch, build=False, errlog=None):
     env = make_env(scratch / "ws")
     tally = {"language": lang, "build": build, "planted": 0, "found": 0, "missed": [], "extra": [],
              "stale": [], "errors": [], "not_ready": 0, "timings": [], "builds": 0, "build_failures": []}
-    loop = conformance.BuildLoop(lang, project, scratch).start() if build else None
+    loop = BuildLoop(lang, project, scratch).start() if build else None
     try:
         async with connect(env, cwd=str(project), errlog=errlog) as session:
             for site in sampled(lang):
