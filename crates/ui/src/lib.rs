@@ -49,10 +49,9 @@ pub mod source;
 pub use accept::{AcceptBackoff, is_resource_error};
 pub use guard::PageLink;
 pub use server::{UiError, UiServer, UiSettings, start};
-pub use snapshot::{DetachedRow, JobRow, TerminalRow};
+pub use snapshot::{ConnectionRow, DetachedRow, JobRow, TerminalRow};
 pub use source::{
-    ApprovalView, CallFeed, JobTail, LiveCall, LiveConnection, LiveView, Overview, PromptView,
-    RemoteHost, SessionSummary, SessionView, SourceError, UiSource, WatchingGuard,
-    WorkspaceSummary,
+    ApprovalView, CallFeed, JobTail, LiveCall, LiveView, Overview, PromptView, RemoteHost,
+    SessionSummary, SessionView, SourceError, UiSource, WatchingGuard, WorkspaceSummary,
 };
 pub use source::{Change, Changed};

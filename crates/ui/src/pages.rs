@@ -20,10 +20,10 @@ use workspace::LogEntry;
 
 use crate::chart;
 use crate::html::{Nav, PageData, ago, layout, page, short_id, span, time};
-use crate::snapshot::{JobRow, TerminalRow};
+use crate::snapshot::{ConnectionRow, JobRow, TerminalRow};
 use crate::source::{
-    ApprovalView, JobTail, LiveConnection, LiveView, Overview, PromptView, RemoteHost,
-    SessionSummary, SessionView, WorkspaceSummary,
+    ApprovalView, JobTail, LiveView, Overview, PromptView, RemoteHost, SessionSummary, SessionView,
+    WorkspaceSummary,
 };
 
 /// Sessions listed per workspace on the workspaces page (the rest are on
@@ -711,7 +711,7 @@ fn job_row(j: &JobRow, remote: bool) -> Markup {
 
 /// A connected agent's section; `host` names the remote host it is
 /// connected on, `None` for this machine's daemon.
-fn connection_section(c: &LiveConnection, host: Option<&str>) -> Markup {
+fn connection_section(c: &ConnectionRow, host: Option<&str>) -> Markup {
     let remote = host.is_some();
     html! {
         section class="agent" data-connection=(c.id) data-host=[host] {
@@ -747,14 +747,13 @@ fn connection_section(c: &LiveConnection, host: Option<&str>) -> Markup {
                     Some(cwd) => { span class="mono" { (cwd) } }
                     None => { span class="dim" { "no directory yet" } }
                 }
-                @if let Some(session) = c.session {
-                    @let session = session.to_string();
+                @if let Some(session) = &c.session_id {
                     @if remote {
                         // Its log is in the host's store, not in this one.
-                        " · session " (short_id(&session))
+                        " · session " (short_id(session))
                     } @else {
                         " · "
-                        a href={ "/sessions/" (session) } { "session " (short_id(&session)) }
+                        a href={ "/sessions/" (session) } { "session " (short_id(session)) }
                     }
                 }
             }
@@ -864,7 +863,7 @@ pub fn live(view: &LiveView) -> String {
 
 /// A terminal's page: the live screen, read-only until the person takes
 /// the keyboard.
-pub fn terminal(connection: &LiveConnection, t: &TerminalRow) -> String {
+pub fn terminal(connection: &ConnectionRow, t: &TerminalRow) -> String {
     let body = html! {
         p class="crumbs" { a href="/live" { "Live" } " › " (c_label(connection)) }
         h1 {
@@ -901,7 +900,7 @@ pub fn terminal(connection: &LiveConnection, t: &TerminalRow) -> String {
     ))
 }
 
-fn c_label(c: &LiveConnection) -> String {
+fn c_label(c: &ConnectionRow) -> String {
     format!(
         "{} (connection {})",
         c.client.as_deref().unwrap_or("unnamed client"),
@@ -937,7 +936,7 @@ fn facts_of(job: &JobRow) -> Markup {
 }
 
 /// A job's page: its status and the tail of its output, live.
-pub fn job(connection: Option<&LiveConnection>, tail: &JobTail) -> String {
+pub fn job(connection: Option<&ConnectionRow>, tail: &JobTail) -> String {
     let body = html! {
         p class="crumbs" {
             a href="/live" { "Live" }
@@ -1162,7 +1161,7 @@ mod tests {
     use pretty_assertions::assert_eq;
     use workspace::SessionId;
 
-    fn remote(answered: bool, error: Option<&str>, connections: Vec<LiveConnection>) -> LiveView {
+    fn remote(answered: bool, error: Option<&str>, connections: Vec<ConnectionRow>) -> LiveView {
         LiveView {
             connections: Vec::new(),
             remotes: vec![RemoteHost {
@@ -1263,14 +1262,17 @@ mod tests {
         assert!(failed.contains("devbox could not be asked: devbox did not answer within 15 s"));
         let idle = live_fragment(&remote(true, None, Vec::new()));
         assert!(idle.contains("No agent is connected to dsh on devbox now."));
-        let agent = LiveConnection {
+        let agent = ConnectionRow {
             id: 3,
             client: Some("claude-code".into()),
             pid: Some(42),
             cwd: None,
-            session: Some(SessionId::new_random()),
+            session_id: Some(SessionId::new_random().to_string()),
+            workspace_id: None,
             workspace: None,
+            preset: "full".into(),
             age_s: 5,
+            host: Some("devbox".into()),
             terminals: vec![TerminalRow {
                 id: "devbox:pty-1".into(),
                 name: None,

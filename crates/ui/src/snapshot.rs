@@ -1,11 +1,12 @@
 //! The rows of the live snapshot of a daemon, as JSON carries them: one
 //! shape for `dsh ps --json` (the daemon's `protocol::ps`), the page's
-//! `/api/live` and the page itself.
+//! `/api/live` and the page itself — a connection with its terminals, its
+//! jobs and, when its client went away, its detachment.
 
 use serde::{Deserialize, Serialize};
 
-/// One MCP connection.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+/// One connected agent (an MCP connection) with its terminals and jobs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ConnectionRow {
     /// Its number in this daemon.
     pub id: u64,

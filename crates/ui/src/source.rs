@@ -20,7 +20,7 @@ use picker_seam::DirectoryPicker;
 use serde::{Deserialize, Serialize};
 use workspace::{LogEntry, SessionId, WorkspaceId};
 
-use crate::snapshot::{DetachedRow, JobRow, TerminalRow};
+use crate::snapshot::{ConnectionRow, JobRow, TerminalRow};
 
 /// A failure of the source, with a stable code and a message that says
 /// what to do.
@@ -102,33 +102,6 @@ pub struct SessionView {
     pub log: Vec<LogEntry>,
 }
 
-/// One connected agent with its terminals and jobs, as the page shows it
-/// and `/api/live` serves it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct LiveConnection {
-    /// Its number in the daemon.
-    pub id: u64,
-    /// The MCP client's name, once it said it.
-    pub client: Option<String>,
-    /// The bridge's pid, when known.
-    pub pid: Option<i32>,
-    /// The session's directory.
-    pub cwd: Option<String>,
-    /// Its recorded session.
-    #[serde(rename = "session_id")]
-    pub session: Option<SessionId>,
-    /// Its workspace's title.
-    pub workspace: Option<String>,
-    /// Seconds since it connected.
-    pub age_s: u64,
-    /// Set when its client went away and its work is kept detached.
-    pub detached: Option<DetachedRow>,
-    /// Its terminals.
-    pub terminals: Vec<TerminalRow>,
-    /// Its jobs.
-    pub jobs: Vec<JobRow>,
-}
-
 /// A remote host that a live `dsh mcp --remote` bridge on this machine
 /// serves, with what its own daemon showed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -142,7 +115,7 @@ pub struct RemoteHost {
     /// The agents connected to the host's daemon; their terminal and job
     /// ids are qualified with the host (`devbox:pty-3`), as `dsh attach`
     /// takes them here. Empty while the host is first asked.
-    pub connections: Vec<LiveConnection>,
+    pub connections: Vec<ConnectionRow>,
     /// Whether the host has answered yet.
     pub answered: bool,
     /// Why the host could not be asked, when it could not.
@@ -155,7 +128,7 @@ pub struct RemoteHost {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct LiveView {
     /// The connections.
-    pub connections: Vec<LiveConnection>,
+    pub connections: Vec<ConnectionRow>,
     /// The remote hosts of live `dsh mcp --remote` bridges, oldest bridge
     /// first.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -168,14 +141,14 @@ pub struct LiveView {
 
 impl LiveView {
     /// The terminal `id` and the connection that owns it.
-    pub fn terminal(&self, id: &str) -> Option<(&LiveConnection, &TerminalRow)> {
+    pub fn terminal(&self, id: &str) -> Option<(&ConnectionRow, &TerminalRow)> {
         self.connections
             .iter()
             .find_map(|c| c.terminals.iter().find(|t| t.id == id).map(|t| (c, t)))
     }
 
     /// The job `id` and the connection that owns it.
-    pub fn job(&self, id: &str) -> Option<(&LiveConnection, &JobRow)> {
+    pub fn job(&self, id: &str) -> Option<(&ConnectionRow, &JobRow)> {
         self.connections
             .iter()
             .find_map(|c| c.jobs.iter().find(|j| j.id == id).map(|j| (c, j)))
@@ -389,24 +362,26 @@ pub struct PromptView {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::snapshot::DetachedRow;
     use pretty_assertions::assert_eq;
 
-    /// `/api/live` keeps the field names and values its readers know: one
-    /// connection with a terminal, a job and its detachment, and a remote
-    /// host; `remotes` only when there is one; no approvals.
+    /// `/api/live` keeps the field names and values its readers know (a
+    /// connection's are those of `dsh ps --json`): one connection with a
+    /// terminal, a job and its detachment, and a remote host; `remotes`
+    /// only when there is one; no approvals.
     #[test]
     fn the_live_list_as_json_keeps_its_shape() {
-        let session: SessionId = "6f1c2d3e-1111-4222-8333-944455556666"
-            .parse()
-            .unwrap_or_else(|_| SessionId::new_random());
-        let connection = LiveConnection {
+        let connection = ConnectionRow {
             id: 3,
             client: Some("claude-code".into()),
             pid: Some(42),
             cwd: Some("/src/app".into()),
-            session: Some(session),
+            session_id: Some("6f1c2d3e-1111-4222-8333-944455556666".into()),
+            workspace_id: Some("ws-1".into()),
             workspace: Some("app".into()),
+            preset: "full".into(),
             age_s: 61,
+            host: None,
             detached: Some(DetachedRow {
                 for_s: 5,
                 left_s: 895,
@@ -435,8 +410,9 @@ mod tests {
         };
         let row = serde_json::json!({
             "id": 3, "client": "claude-code", "pid": 42, "cwd": "/src/app",
-            "session_id": "6f1c2d3e-1111-4222-8333-944455556666", "workspace": "app",
-            "age_s": 61, "detached": {"for_s": 5, "left_s": 895},
+            "session_id": "6f1c2d3e-1111-4222-8333-944455556666", "workspace_id": "ws-1",
+            "workspace": "app", "preset": "full", "age_s": 61,
+            "detached": {"for_s": 5, "left_s": 895},
             "terminals": [{"id": "pty-1", "name": "repl", "command": "python3 -q",
                 "status": "running", "active_send": true, "idle_s": 2}],
             "jobs": [{"id": "bash-2", "kind": "bash", "status": "failed", "label": "make",

@@ -1,7 +1,7 @@
 //! One live snapshot of what the daemon serves: every connection with its
 //! terminals and jobs, walked once by [`now`]. `dsh ps` ([`ps`]) and the
-//! `dsh ui` page (`page::DaemonUiSource::live`) both read it; their
-//! terminal, job and detached rows are the one shape of `ui::snapshot`.
+//! `dsh ui` page (`page::DaemonUiSource::live`) both read it, as the one
+//! [`ConnectionRow`] of `ui::snapshot` ([`connection_row`]).
 
 use std::time::{Duration, SystemTime};
 
@@ -86,32 +86,35 @@ pub async fn now(host: &Host) -> Vec<ConnectionNow> {
     connections
 }
 
+/// A connection's row, as `dsh ps` and the page show it.
+pub fn connection_row(c: ConnectionNow) -> ConnectionRow {
+    let facts = c.facts;
+    let recorded = facts.recorded.as_ref();
+    let workspace = recorded.and_then(|r| r.workspace.as_ref());
+    ConnectionRow {
+        id: facts.id,
+        client: facts.client.as_ref().map(|c| c.name.clone()),
+        pid: facts.peer_pid,
+        cwd: facts.cwd.as_ref().map(|c| c.display().to_string()),
+        session_id: facts
+            .session
+            .or(recorded.map(|r| r.session))
+            .map(|s| s.to_string()),
+        workspace_id: workspace.map(|w| w.0.to_string()),
+        workspace: workspace.map(|w| w.1.clone()),
+        preset: facts.preset.to_string(),
+        age_s: elapsed(facts.connected_at).as_secs(),
+        host: None,
+        detached: c.detached,
+        terminals: c.terminals,
+        jobs: c.jobs,
+    }
+}
+
 /// The reply to `ps`: the daemon (up since `started_at`), the snapshot
 /// and the language servers.
 pub async fn ps(host: &Host, started_at: SystemTime) -> Snapshot {
-    let connections = now(host)
-        .await
-        .into_iter()
-        .map(|c| {
-            let facts = c.facts;
-            let workspace = facts.recorded.as_ref().and_then(|r| r.workspace.as_ref());
-            ConnectionRow {
-                id: facts.id,
-                client: facts.client.as_ref().map(|c| c.name.clone()),
-                pid: facts.peer_pid,
-                cwd: facts.cwd.as_ref().map(|c| c.display().to_string()),
-                session_id: facts.recorded.as_ref().map(|r| r.session.to_string()),
-                workspace_id: workspace.map(|w| w.0.to_string()),
-                workspace: workspace.map(|w| w.1.clone()),
-                preset: facts.preset.to_string(),
-                age_s: elapsed(facts.connected_at).as_secs(),
-                host: None,
-                detached: c.detached,
-                terminals: c.terminals,
-                jobs: c.jobs,
-            }
-        })
-        .collect();
+    let connections = now(host).await.into_iter().map(connection_row).collect();
     Snapshot {
         daemon: DaemonRow {
             pid: std::process::id(),

@@ -17,14 +17,14 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use picker_seam::DirectoryPicker;
 use ui::{
-    CallFeed, Change, Changed, JobTail, LiveConnection, LiveView, Overview, RemoteHost,
-    SessionSummary, SessionView, SourceError, UiSource, WatchingGuard, WorkspaceSummary,
+    CallFeed, Change, Changed, JobTail, LiveView, Overview, RemoteHost, SessionSummary,
+    SessionView, SourceError, UiSource, WatchingGuard, WorkspaceSummary,
 };
 use workspace::{
     LogEntry, SessionId, SessionPersistence as _, SessionRecord, Workspace, WorkspaceError,
 };
 
-use super::live::{elapsed, job_row};
+use super::live::{connection_row, job_row};
 use crate::calls::RECENT_CALLS;
 use crate::host::Host;
 use crate::protocol::codes;
@@ -139,23 +139,7 @@ fn remote_host(r: crate::remotes::RemoteSnapshot) -> RemoteHost {
     let connections = r
         .snapshot
         .as_ref()
-        .map(|s| {
-            s.connections
-                .iter()
-                .map(|c| LiveConnection {
-                    id: c.id,
-                    client: c.client.clone(),
-                    pid: c.pid,
-                    cwd: c.cwd.clone(),
-                    session: c.session_id.as_deref().and_then(|s| s.parse().ok()),
-                    workspace: c.workspace.clone(),
-                    age_s: c.age_s,
-                    detached: c.detached.clone(),
-                    terminals: c.terminals.clone(),
-                    jobs: c.jobs.clone(),
-                })
-                .collect()
-        })
+        .map(|s| s.connections.clone())
         .unwrap_or_default();
     RemoteHost {
         answered: r.snapshot.is_some(),
@@ -344,24 +328,7 @@ impl UiSource for DaemonUiSource {
             let connections = super::live::now(&self.host)
                 .await
                 .into_iter()
-                .map(|c| {
-                    let facts = c.facts;
-                    let recorded = facts.recorded.as_ref();
-                    LiveConnection {
-                        id: facts.id,
-                        client: facts.client.as_ref().map(|c| c.name.clone()),
-                        pid: facts.peer_pid,
-                        cwd: facts.cwd.as_ref().map(|c| c.display().to_string()),
-                        session: facts.session.or(recorded.map(|r| r.session)),
-                        workspace: recorded
-                            .and_then(|r| r.workspace.as_ref())
-                            .map(|w| w.1.clone()),
-                        age_s: elapsed(facts.connected_at).as_secs(),
-                        detached: c.detached,
-                        terminals: c.terminals,
-                        jobs: c.jobs,
-                    }
-                })
+                .map(connection_row)
                 .collect();
             let remotes = self
                 .remotes
