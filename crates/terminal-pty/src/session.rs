@@ -416,14 +416,20 @@ impl Session {
     }
 
     /// Whether `pid`, waiting for input, reads a secret in a full-screen
-    /// dialog: the terminal is in raw mode with echo off (as any
+    /// dialog: the screen is the alternate one, the terminal is in raw
+    /// mode with echo off (as any
     /// full-screen program sets it) and the process keeps locked memory,
     /// which programs that read secrets do so the secret never reaches
     /// swap (pinentry's secure memory). Editors, pagers and REPLs lock
     /// none.
+    /// Only a full-screen program (on the alternate screen) is looked at:
+    /// a line editor at its prompt is in raw mode with echo off too, and
+    /// reading its status costs every REPL's settle.
     pub(crate) fn secret_dialog(&self, pid: i32) -> bool {
-        self.modes()
-            .is_some_and(|m| m.c_lflag & (libc::ICANON | libc::ECHO) == 0)
+        self.lock().out.screen().alternate_screen()
+            && self
+                .modes()
+                .is_some_and(|m| m.c_lflag & (libc::ICANON | libc::ECHO) == 0)
             && locks_memory(pid)
     }
 

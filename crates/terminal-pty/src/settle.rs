@@ -777,17 +777,18 @@ impl Watch<'_> {
             seen.since = now;
             return false;
         }
+        let threads = thread_ids(seen.pid);
         if !seen.checked {
             seen.checked = true;
             if !seen.remote
-                && let Some(hold) = self.remote_hold(seen.pid, Some(seen.tid))
+                && let Some(hold) = self.remote_hold(seen.pid, Some((seen.tid, threads.len())))
             {
                 seen.remote = true;
                 seen.hold = seen.hold.max(hold);
                 return false;
             }
         }
-        if now - seen.first < BUSY_LIMIT && self.job_busy(seen.pid, seen.tid) {
+        if now - seen.first < BUSY_LIMIT && self.job_busy(seen.pid, seen.tid, &threads) {
             seen.since = now;
             return false;
         }
@@ -797,30 +798,32 @@ impl Watch<'_> {
     /// Whether a thread of process `pid` other than `tid`, or a thread of
     /// another process of the foreground job, is running (or in an
     /// uninterruptible wait, as on the disk).
-    fn job_busy(&self, pid: i32, tid: i32) -> bool {
-        let others = self.group.iter().copied().filter(|p| *p != pid);
-        std::iter::once(pid).chain(others).any(|p| {
-            thread_ids(p)
-                .into_iter()
-                .filter(|t| *t != tid)
-                .any(|t| matches!(thread_state(p, t), Some('R' | 'D')))
-        })
+    /// (`threads`: those of `pid`, listed by the caller.)
+    fn job_busy(&self, pid: i32, tid: i32, threads: &[i32]) -> bool {
+        let running = |p: i32, t: i32| t != tid && matches!(thread_state(p, t), Some('R' | 'D'));
+        threads.iter().any(|t| running(pid, *t))
+            || self
+                .group
+                .iter()
+                .filter(|p| **p != pid)
+                .any(|p| thread_ids(*p).into_iter().any(|t| running(*p, t)))
     }
 
     /// The hold of a wait of process `pid` when it is provisional, else
     /// `None`. Provisional: the waiting thread `tid` waits, beside the
     /// terminal, on a pipe or socket to another process (see
-    /// `holders::waits_on_another_process`), or the process keeps an
-    /// established TCP connection (another thread may wait on it: jshell's
-    /// link to its evaluator). Looked up in `/proc` only when `tid` is
-    /// given; a connection seen once in a send is remembered for the rest
-    /// of it.
-    fn remote_hold(&mut self, pid: i32, tid: Option<i32>) -> Option<Duration> {
+    /// `holders::waits_on_another_process`), or the process has other
+    /// threads and keeps an established TCP connection (another thread
+    /// may wait on it: jshell's link to its evaluator). Looked up in
+    /// `/proc` only when `waiter` (the thread and how many threads the
+    /// process has) is given; a connection seen once in a send is
+    /// remembered for the rest of it.
+    fn remote_hold(&mut self, pid: i32, waiter: Option<(i32, usize)>) -> Option<Duration> {
         let known = self.remote.get(&pid).copied().unwrap_or(false);
         let remote = known
-            || tid.is_some_and(|tid| {
+            || waiter.is_some_and(|(tid, threads)| {
                 waits_on_another_process(pid, &wait_set(pid, tid))
-                    || remote_peer(pid).unwrap_or(false)
+                    || (threads > 1 && remote_peer(pid).unwrap_or(false))
             });
         if remote {
             self.remote.insert(pid, true);
