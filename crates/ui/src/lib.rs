@@ -33,6 +33,8 @@
 //! the seam's `PersonViews`, and directories only through the picker
 //! seam's `DirectoryPicker`.
 
+#![forbid(unsafe_code)]
+
 pub mod accept;
 mod assets;
 pub mod changes;
