@@ -41,6 +41,8 @@ use anyhow::{Context as _, bail};
 #[cfg(test)]
 mod deps;
 #[cfg(test)]
+mod docpaths;
+#[cfg(test)]
 mod layers;
 #[cfg(test)]
 mod lengths;
