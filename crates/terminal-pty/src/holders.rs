@@ -40,10 +40,7 @@ impl Mark {
     /// (Only where `/proc` shows our own pid namespace: elsewhere its
     /// pids are not the counter's.)
     pub(crate) fn now() -> Self {
-        let last_pid = proc_is_ours()
-            .then(|| fs::read_to_string("/proc/sys/kernel/ns_last_pid").ok())
-            .flatten()
-            .and_then(|t| t.trim().parse().ok());
+        let last_pid = proc_is_ours().then(last_pid).flatten();
         Self {
             last_pid,
             ticks: boot_ticks(),
@@ -89,6 +86,20 @@ fn boot_ticks() -> Option<u64> {
     let nanos =
         u64::try_from(now.tv_sec).ok()? * 1_000_000_000 + u64::try_from(now.tv_nsec).ok()?;
     (per_second > 0).then(|| nanos / (1_000_000_000 / per_second))
+}
+
+/// The last pid the kernel gave out in our pid namespace, read with one
+/// `pread` of `/proc/sys/kernel/ns_last_pid` kept open (a send reads it
+/// before each write).
+fn last_pid() -> Option<i32> {
+    use std::os::unix::fs::FileExt as _;
+    static FILE: OnceLock<Option<fs::File>> = OnceLock::new();
+    let file = FILE
+        .get_or_init(|| fs::File::open("/proc/sys/kernel/ns_last_pid").ok())
+        .as_ref()?;
+    let mut buf = [0u8; 16];
+    let n = file.read_at(&mut buf, 0).ok()?;
+    std::str::from_utf8(&buf[..n]).ok()?.trim().parse().ok()
 }
 
 /// Whether `/proc` shows this process's own pid namespace (checked once).

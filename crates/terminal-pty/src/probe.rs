@@ -90,7 +90,12 @@ impl Tty {
 pub(crate) enum WaitState {
     /// Blocked reading the terminal, in thread `tid` (the process's own
     /// id for its main thread), for at most `limit` (`None`: no limit).
-    OnTerminal { tid: i32, limit: Option<Duration> },
+    /// `alone`: the wait is a `read` of the terminal, on nothing else.
+    OnTerminal {
+        tid: i32,
+        limit: Option<Duration>,
+        alone: bool,
+    },
     /// Running, or blocked on something else.
     Other,
     /// `/proc` does not tell (no permission, no such file).
@@ -201,7 +206,8 @@ fn thread_wait(pid: i32, tid: i32, tty: &Tty) -> (WaitState, Option<i64>) {
         _ => (false, None),
     };
     if on_terminal {
-        (WaitState::OnTerminal { tid, limit }, Some(number))
+        let alone = number == nr::READ || number == nr::READV;
+        (WaitState::OnTerminal { tid, limit, alone }, Some(number))
     } else {
         (WaitState::Other, Some(number))
     }

@@ -15,7 +15,7 @@ use crate::holders::{Holder, Mark, holders, remote_peer, waits_on_another_proces
 use crate::interrupt::{Interrupt, SettledOnDrop};
 use crate::output::Marker;
 use crate::probe::{
-    Tty, WaitState, group_members, thread_ids, thread_state, voluntary_switches, wait_set,
+    Tty, WaitState, group_members, switches_and_threads, thread_ids, thread_state, wait_set,
     wait_state,
 };
 use crate::session::{Session, SlotGuard, switch_counts};
@@ -175,6 +175,10 @@ struct WaitSeen {
     /// When a wait of this process was first seen with this output: the
     /// hold restarts while the job is busy, for [`BUSY_LIMIT`] at most.
     first: Instant,
+    /// How many threads the process has (0: unknown).
+    threads: usize,
+    /// Whether the wait is a `read` of the terminal alone.
+    alone: bool,
 }
 
 /// A thread found waiting on the terminal, fresh since the write.
@@ -188,6 +192,10 @@ struct Found {
     /// Our shell, back in the foreground since the write: a job ended and
     /// the shell is about to print its prompt (see [`SHELL_BACK_HOLD`]).
     shell_back: bool,
+    /// How many threads the process has (0: unknown).
+    threads: usize,
+    /// Whether the wait is a `read` of the terminal alone.
+    alone: bool,
 }
 
 impl WaitSeen {
@@ -213,6 +221,8 @@ impl WaitSeen {
             remote: remote_hold.is_some(),
             checked: false,
             first: now,
+            threads: found.threads,
+            alone: found.alone,
         }
     }
 }
@@ -717,6 +727,7 @@ impl Watch<'_> {
                     let wait = WaitState::OnTerminal {
                         tid: pid,
                         limit: None,
+                        alone: false,
                     };
                     (wait, true)
                 } else {
@@ -727,10 +738,10 @@ impl Watch<'_> {
                 (state, false)
             }
         };
-        let WaitState::OnTerminal { tid, limit } = state else {
+        let WaitState::OnTerminal { tid, limit, alone } = state else {
             return None;
         };
-        let switches = voluntary_switches(tid);
+        let (switches, threads) = switches_and_threads(tid);
         // Not woken since the terminal answered its query: it has the
         // answer still to read.
         if self.answered.get(&tid) == Some(&switches) {
@@ -760,6 +771,8 @@ impl Watch<'_> {
             limit,
             inferred,
             shell_back,
+            threads,
+            alone,
         })
     }
 
@@ -777,11 +790,18 @@ impl Watch<'_> {
             seen.since = now;
             return false;
         }
-        let threads = thread_ids(seen.pid);
+        // A process with one thread (as its status said) is listed
+        // without a look at /proc.
+        let threads = if seen.threads == 1 {
+            vec![seen.tid]
+        } else {
+            thread_ids(seen.pid)
+        };
         if !seen.checked {
             seen.checked = true;
             if !seen.remote
-                && let Some(hold) = self.remote_hold(seen.pid, Some((seen.tid, threads.len())))
+                && let Some(hold) =
+                    self.remote_hold(seen.pid, Some((seen.tid, seen.alone, threads.len())))
             {
                 seen.remote = true;
                 seen.hold = seen.hold.max(hold);
@@ -818,11 +838,11 @@ impl Watch<'_> {
     /// `/proc` only when `waiter` (the thread and how many threads the
     /// process has) is given; a connection seen once in a send is
     /// remembered for the rest of it.
-    fn remote_hold(&mut self, pid: i32, waiter: Option<(i32, usize)>) -> Option<Duration> {
+    fn remote_hold(&mut self, pid: i32, waiter: Option<(i32, bool, usize)>) -> Option<Duration> {
         let known = self.remote.get(&pid).copied().unwrap_or(false);
         let remote = known
-            || waiter.is_some_and(|(tid, threads)| {
-                waits_on_another_process(pid, &wait_set(pid, tid))
+            || waiter.is_some_and(|(tid, alone, threads)| {
+                (!alone && waits_on_another_process(pid, &wait_set(pid, tid)))
                     || (threads > 1 && remote_peer(pid).unwrap_or(false))
             });
         if remote {
