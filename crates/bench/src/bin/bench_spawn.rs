@@ -53,49 +53,95 @@ fn forked() {
     assert!(command.status().unwrap().success());
 }
 
-fn spawn_path() {
-    let spawned = SessionCommand::new("bash")
+/// The stages of one spawn path run, in milliseconds: the spawn call (to
+/// the program's `exec`), the program's run to its exit, the proof that
+/// the session is empty (ending a namespace's init), the reap.
+type Stages = [f64; 4];
+
+fn staged(command: SessionCommand, namespaced: bool) -> Stages {
+    let t0 = Instant::now();
+    let spawned = command.spawn().unwrap();
+    let t1 = Instant::now();
+    if namespaced {
+        assert_ne!(
+            spawned.program,
+            spawned.leader.pid(),
+            "no PID namespace was made"
+        );
+    }
+    assert!(spawned.leader.wait_exit().unwrap().success());
+    let t2 = Instant::now();
+    while !spawned.leader.session_is_over() {
+        // A namespace's init is ended by the first look that finds
+        // nothing else.
+        std::thread::yield_now();
+    }
+    let t3 = Instant::now();
+    assert!(spawned.leader.reap().is_some());
+    let t4 = Instant::now();
+    let ms = |a: Instant, b: Instant| (b - a).as_secs_f64() * 1e3;
+    [ms(t0, t1), ms(t1, t2), ms(t2, t3), ms(t3, t4)]
+}
+
+fn bash_true() -> SessionCommand {
+    SessionCommand::new("bash")
         .args(["-c", "true"])
         .stdin(ChildIo::Null)
         .stdout(ChildIo::Null)
         .stderr(ChildIo::Null)
-        .spawn()
-        .unwrap();
-    assert!(spawned.leader.wait_exit().unwrap().success());
-    assert!(spawned.leader.session_is_over());
-    assert!(spawned.leader.reap().is_some());
 }
 
-fn namespaced() {
-    let command = SessionCommand::new("bash")
-        .args(["-c", "true"])
-        .stdin(ChildIo::Null)
-        .stdout(ChildIo::Null)
-        .stderr(ChildIo::Null);
+fn session_staged() -> Stages {
+    staged(bash_true(), false)
+}
+
+/// The namespaces alone: the leader unshares a PID and a mount namespace
+/// (as the PID namespace path does) and then runs the program itself,
+/// outside them — what making them costs, without an init or a waiter.
+fn unshare_only() -> Stages {
+    let step: process_tree::PreExecStep = std::sync::Arc::new(|| {
+        // SAFETY: plain system call in the child.
+        if unsafe { libc::unshare(libc::CLONE_NEWPID | libc::CLONE_NEWNS) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(())
+    });
+    // SAFETY: the step makes one system call on no memory.
+    staged(unsafe { bash_true().pre_exec(step) }, false)
+}
+
+fn namespaced_staged() -> Stages {
     // SAFETY: no entry step.
-    let spawned = unsafe { command.pid_namespace(None) }.spawn().unwrap();
-    assert_ne!(
-        spawned.program,
-        spawned.leader.pid(),
-        "no PID namespace was made"
-    );
-    assert!(spawned.leader.wait_exit().unwrap().success());
-    while !spawned.leader.session_is_over() {
-        // The waiter exits as soon as the program has; the init is killed
-        // by the first look that finds nothing else.
-        std::thread::yield_now();
-    }
-    assert!(spawned.leader.reap().is_some());
+    staged(unsafe { bash_true().pid_namespace(None) }, true)
 }
 
-type Series = (&'static str, fn());
+fn floor_staged() -> Stages {
+    let t0 = Instant::now();
+    floor();
+    [t0.elapsed().as_secs_f64() * 1e3, 0.0, 0.0, 0.0]
+}
 
-const SERIES: [Series; 4] = [
-    ("std posix_spawn (no pre_exec): the floor", floor),
-    ("std fork (a setsid pre_exec)", forked),
-    ("process_tree::SessionCommand + proof", spawn_path),
-    ("… in a PID namespace of its own + proof", namespaced),
+fn forked_staged() -> Stages {
+    let t0 = Instant::now();
+    forked();
+    [t0.elapsed().as_secs_f64() * 1e3, 0.0, 0.0, 0.0]
+}
+
+type Series = (&'static str, fn() -> Stages);
+
+const SERIES: [Series; 5] = [
+    ("std posix_spawn (no pre_exec): the floor", floor_staged),
+    ("std fork (a setsid pre_exec)", forked_staged),
+    ("process_tree::SessionCommand + proof", session_staged),
+    (
+        "… + unshare(PID, mount) in the leader, no init",
+        unshare_only,
+    ),
+    ("… in a PID namespace of its own + proof", namespaced_staged),
 ];
+
+/// The stages a spawn path run is timed in (see [`Stages`]).
+const STAGES: [&str; 4] = ["spawn call", "run to exit", "proof", "reap"];
 
 /// Whether this process may make a PID namespace (root).
 fn namespaces_here() -> bool {
@@ -113,7 +159,7 @@ fn measure(n: usize, rounds: usize) {
     } else {
         &SERIES[..3]
     };
-    let mut samples: Vec<Vec<f64>> = vec![Vec::new(); series.len()];
+    let mut samples: Vec<Vec<Stages>> = vec![Vec::new(); series.len()];
     for (_, run) in series {
         for _ in 0..n / 10 {
             run();
@@ -122,28 +168,40 @@ fn measure(n: usize, rounds: usize) {
     for _ in 0..rounds {
         for (i, (_, run)) in series.iter().enumerate() {
             for _ in 0..n / rounds {
-                let start = Instant::now();
-                run();
-                samples[i].push(start.elapsed().as_secs_f64() * 1e3);
+                samples[i].push(run());
             }
         }
     }
-    println!("| what | median ms | p99 ms | ratio |");
-    println!("|---|---|---|---|");
+    println!(
+        "| what | median ms | p99 ms | ratio | {} |",
+        STAGES.join(" | ")
+    );
+    println!("|---|---|---|---|{}", "---|".repeat(STAGES.len()));
     let mut floor_median = 0.0;
     for (i, (name, _)) in series.iter().enumerate() {
-        let s = &mut samples[i];
-        s.sort_by(f64::total_cmp);
-        let median = percentile(s, 0.5);
+        let mut totals: Vec<f64> = samples[i].iter().map(|s| s.iter().sum()).collect();
+        totals.sort_by(f64::total_cmp);
+        let median = percentile(&totals, 0.5);
         if i == 0 {
             floor_median = median;
         }
+        let stages: Vec<String> = (0..STAGES.len())
+            .map(|stage| {
+                let mut one: Vec<f64> = samples[i].iter().map(|s| s[stage]).collect();
+                one.sort_by(f64::total_cmp);
+                format!("{:.3}", percentile(&one, 0.5))
+            })
+            .collect();
         println!(
-            "| {name} | {median:.3} | {:.3} | {:.2}x |",
-            percentile(s, 0.99),
-            median / floor_median
+            "| {name} | {median:.3} | {:.3} | {:.2}x | {} |",
+            percentile(&totals, 0.99),
+            median / floor_median,
+            stages.join(" | ")
         );
     }
+    println!(
+        "\nstages: the median of each stage alone (the std series are one stage: spawn, wait, reap)"
+    );
 }
 
 fn main() {
