@@ -4,11 +4,6 @@
 
 use std::time::Duration;
 
-/// Runs this binary's part in a PID namespace (its init, or a leader's
-/// waiter) when it was started as one, and never returns then; returns at
-/// once otherwise. `main` calls it first (see `process_tree::pidns`).
-pub use process_tree::pidns::run_helper_if_asked;
-
 /// The hidden subcommand of the `dsh` binary that runs the guardian (see
 /// [`start`] and [`serve_guardian`]).
 pub const GUARDIAN_SUBCOMMAND: &str = "__guardian";
@@ -34,13 +29,9 @@ pub fn start() {
             "could not start the guardian ({e}): if dsh is killed, what its terminals and jobs started in the background keeps running"
         ),
     }
-    // Terminals and jobs run in PID namespaces whose init is this binary:
+    // Terminals and jobs run in PID namespaces whose init dies with dsh:
     // the kernel ends them when dsh dies, even with the guardian.
-    if let Err(e) = process_tree::pidns::set_helper(std::path::Path::new("/proc/self/exe")) {
-        tracing::warn!(
-            "cannot open this binary to serve as PID namespaces' init ({e}): terminals and jobs run without one"
-        );
-    }
+    process_tree::pidns::enable();
     match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::child()) {
         Ok(mut sigchld) => {
             tokio::spawn(async move {

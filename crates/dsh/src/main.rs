@@ -275,9 +275,6 @@ enum Format {
 }
 
 fn main() -> ExitCode {
-    // A PID namespace's init or waiter (see `process_tree::pidns`): never
-    // returns then.
-    daemon::processes::run_helper_if_asked();
     let cli = Cli::parse();
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,

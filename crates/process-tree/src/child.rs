@@ -46,12 +46,13 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicI32, Ordering};
 
-use nix::sched::CloneFlags;
-
 use crate::spawn::PreExecStep;
 
 /// The size of the child's stack (mapped lazily; a few pages are touched).
 const STACK_BYTES: usize = 256 * 1024;
+
+/// The size of a namespace's init's stack: it only reaps.
+const HELPER_STACK_BYTES: usize = 64 * 1024;
 
 /// The search path `execvp` uses when the environment has none.
 const DEFAULT_PATH: &[u8] = b"/bin:/usr/bin";
@@ -119,8 +120,6 @@ pub(crate) struct NamespacePlan {
     /// The step that gives the right to make one (a sandbox's entry into
     /// its user namespace), run first.
     pub(crate) enter: Option<PreExecStep>,
-    /// The helper binary (`O_PATH`), `exec`ed as the init and the waiter.
-    pub(crate) helper: RawFd,
 }
 
 /// What the child tells the parent, in the memory they share.
@@ -137,8 +136,11 @@ struct Slots {
     unshare_errno: AtomicI32,
     /// Why the namespace's `/proc` was not mounted (0: it was).
     proc_errno: AtomicI32,
-    /// Why the init could not become the helper (0: it did).
-    init_errno: AtomicI32,
+    /// Non-zero until the leader is done with the plan and these slots:
+    /// cleared by the kernel when the leader `exec`s or exits
+    /// (`CLONE_CHILD_CLEARTID`), or by the leader itself when it stays
+    /// on as the waiter; a futex word the host waits on.
+    pending: AtomicI32,
 }
 
 /// How a child started (see [`Plan::start`]).
@@ -154,6 +156,9 @@ pub(crate) struct Started {
     pub(crate) unshare_errno: i32,
     /// Why the namespace's `/proc` is the host's (0: its own).
     pub(crate) proc_errno: i32,
+    /// Where the waiter leaves the program's wait status (with a
+    /// namespace).
+    pub(crate) status: Option<std::sync::Arc<AtomicI32>>,
 }
 
 fn c_string(bytes: &[u8]) -> io::Result<CString> {
@@ -310,6 +315,14 @@ impl Plan {
     /// Starts the child and returns its pid once it has `exec`ed; the
     /// child's `errno` when a step or the `exec` failed (the child is
     /// reaped then).
+    ///
+    /// Without a namespace the leader is started as `posix_spawn` starts
+    /// a child (`CLONE_VFORK`: this thread sleeps until it `exec`s or
+    /// exits). With one, the leader stays on as the waiter without an
+    /// `exec`, so this thread sleeps on the `pending` slot instead, which
+    /// the kernel clears when the leader `exec`s or exits and the leader
+    /// clears once it no longer reads the plan. The leader's stack and
+    /// the init's then outlive this call ([`crate::helpers`]).
     pub(crate) fn start(&self) -> io::Result<Started> {
         let slots = Slots {
             failure: AtomicI32::new(DIED_BEFORE_EXEC),
@@ -317,33 +330,56 @@ impl Plan {
             init: AtomicI32::new(0),
             unshare_errno: AtomicI32::new(0),
             proc_errno: AtomicI32::new(0),
-            init_errno: AtomicI32::new(0),
+            pending: AtomicI32::new(1),
         };
-        let failure = &slots.failure;
+        let namespaced = self.namespace.is_some() && crate::raw::AVAILABLE;
         let mut stack = Stack::new(STACK_BYTES)?;
-        // The init's and then the program's stack, when the leader starts
-        // them (one at a time: each runs until it `exec`s).
-        let mut inner_stack = match &self.namespace {
-            Some(_) => Some(Stack::new(STACK_BYTES)?),
-            None => None,
+        // The program's stack (it runs until it `exec`s, while the leader
+        // waits) and the init's (it never `exec`s).
+        let mut program_stack = None;
+        let mut init_stack = None;
+        if namespaced {
+            program_stack = Some(Stack::new(STACK_BYTES)?);
+            init_stack = Some(Stack::new(HELPER_STACK_BYTES)?);
+        }
+        let status = std::sync::Arc::new(AtomicI32::new(crate::helpers::NO_STATUS));
+        let args = LeaderArgs {
+            plan: self,
+            slots: &slots,
+            program_stack: program_stack.as_mut().map(Stack::top),
+            init_stack: init_stack.as_mut().map(Stack::top),
+            status: &status,
         };
-        let inner_top = inner_stack.as_mut().map(Stack::top);
+        let flags = if namespaced {
+            libc::CLONE_VM | libc::CLONE_CHILD_CLEARTID | libc::SIGCHLD
+        } else {
+            libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD
+        };
         let blocked = BlockedSignals::all()?;
-        // SAFETY: the child runs `child_main` on its own stack and only
-        // reads the plan and writes the slots (see the module docs); the
-        // closure lives until `clone` returns, which with CLONE_VFORK is
-        // after the child has exec'd or exited.
-        let cloned = unsafe {
-            nix::sched::clone(
-                Box::new(|| child_main(self, &slots, inner_top)),
-                stack.usable(),
-                CloneFlags::CLONE_VM | CloneFlags::CLONE_VFORK,
-                Some(libc::SIGCHLD),
+        // SAFETY: the leader runs `leader_child` on its own stack and only
+        // reads the plan and writes the slots (see the module docs) until
+        // `pending` is clear: with CLONE_VFORK `clone` returns after that,
+        // else this thread waits for it below before anything it points
+        // at is dropped.
+        let pid = unsafe {
+            libc::clone(
+                leader_child,
+                stack.top(),
+                flags,
+                (&raw const args).cast_mut().cast(),
+                std::ptr::null_mut::<libc::pid_t>(),
+                std::ptr::null_mut::<libc::c_void>(),
+                slots.pending.as_ptr(),
             )
         };
+        if pid < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        if namespaced {
+            wait_until_clear(&slots.pending);
+        }
         drop(blocked);
-        let pid = cloned.map_err(io::Error::from)?.as_raw();
-        let errno = failure.load(Ordering::Acquire);
+        let errno = slots.failure.load(Ordering::Acquire);
         let init = slots.init.load(Ordering::Acquire);
         if errno != 0 {
             // The child has exited (or is exiting), and so has the init it
@@ -357,8 +393,15 @@ impl Plan {
                 io::Error::from_raw_os_error(errno)
             });
         }
-        drop(inner_stack);
         let program = slots.program.load(Ordering::Acquire);
+        if program > 0 {
+            // The leader waits and the init reaps on these stacks, in
+            // this memory, until each has exited.
+            crate::helpers::keep(pid, stack, crate::helpers::Helper::Waiter(status.clone()));
+            if let Some(init_stack) = init_stack {
+                crate::helpers::keep(init, init_stack, crate::helpers::Helper::Init);
+            }
+        }
         Ok(Started {
             pid,
             program: if program > 0 { program } else { pid },
@@ -369,8 +412,53 @@ impl Plan {
             } else {
                 0
             },
+            status: (program > 0).then_some(status),
         })
     }
+}
+
+/// Sleeps until the leader has cleared `pending` (see [`Plan::start`]).
+/// Reads no `errno`: the leader, on this thread's thread pointer, may
+/// write it meanwhile.
+fn wait_until_clear(pending: &AtomicI32) {
+    loop {
+        let value = pending.load(Ordering::Acquire);
+        if value == 0 {
+            return;
+        }
+        // SAFETY: a valid, aligned futex word that outlives the call; a
+        // shared (not private) futex, as the kernel's wake on `exec` or
+        // exit is.
+        unsafe {
+            libc::syscall(
+                libc::SYS_futex,
+                pending.as_ptr(),
+                libc::FUTEX_WAIT,
+                value,
+                std::ptr::null::<libc::timespec>(),
+            )
+        };
+    }
+}
+
+/// What the leader needs (on the host's stack until `pending` clears).
+struct LeaderArgs<'a> {
+    plan: &'a Plan,
+    slots: &'a Slots,
+    program_stack: Option<*mut libc::c_void>,
+    init_stack: Option<*mut libc::c_void>,
+    /// Where the waiter leaves the program's status: an allocation the
+    /// helpers' registry keeps until the waiter has exited.
+    status: &'a std::sync::Arc<AtomicI32>,
+}
+
+/// The leader, from `clone` on (see [`child_main`]).
+extern "C" fn leader_child(arg: *mut libc::c_void) -> libc::c_int {
+    // SAFETY: `arg` points at the host's `LeaderArgs`, alive until
+    // `pending` is clear, which the leader does last before it stops
+    // reading it (or the kernel does when it `exec`s or exits).
+    let args = unsafe { &*arg.cast::<LeaderArgs<'_>>() };
+    child_main(args) as libc::c_int
 }
 
 /// Waits for our own child `pid` to exit and reaps it.
@@ -388,12 +476,12 @@ fn reap_child(pid: libc::pid_t) {
 /// the plan's prepared memory, and the steps (whose contract is the
 /// same). Returns (and the child exits with) 127 only on failure, with
 /// the errno stored in `failure`.
-fn child_main(plan: &Plan, slots: &Slots, inner_stack: Option<*mut libc::c_void>) -> isize {
-    let errno = match prepare_and_exec(plan, slots, inner_stack) {
+fn child_main(args: &LeaderArgs<'_>) -> isize {
+    let errno = match prepare_and_exec(args) {
         Ok(never) => match never {},
         Err(errno) => errno,
     };
-    slots.failure.store(
+    args.slots.failure.store(
         if errno == 0 { libc::EINVAL } else { errno },
         Ordering::Release,
     );
@@ -410,11 +498,8 @@ fn check(rc: libc::c_int) -> Result<(), i32> {
     if rc < 0 { Err(last_errno()) } else { Ok(()) }
 }
 
-fn prepare_and_exec(
-    plan: &Plan,
-    slots: &Slots,
-    inner_stack: Option<*mut libc::c_void>,
-) -> Result<std::convert::Infallible, i32> {
+fn prepare_and_exec(args: &LeaderArgs<'_>) -> Result<std::convert::Infallible, i32> {
+    let (plan, slots) = (args.plan, args.slots);
     for (target, source) in plan.stdio.iter().enumerate() {
         if let Some(fd) = source {
             // Every source is 3 or above: no dup2 clobbers another's source.
@@ -441,13 +526,13 @@ fn prepare_and_exec(
     for step in &plan.steps {
         step().map_err(|e| e.raw_os_error().unwrap_or(libc::EINVAL))?;
     }
-    if let (Some(ns), Some(stack)) = (&plan.namespace, inner_stack) {
+    if let (Some(ns), Some(_), Some(_)) = (&plan.namespace, args.program_stack, args.init_stack) {
         if let Some(enter) = &ns.enter {
             enter().map_err(|e| e.raw_os_error().unwrap_or(libc::EINVAL))?;
         }
         // SAFETY: plain system call.
         if unsafe { libc::unshare(libc::CLONE_NEWPID | libc::CLONE_NEWNS) } == 0 {
-            return namespaced(plan, ns, slots, stack);
+            return namespaced(args);
         }
         // Not allowed here (no user namespace, not root): run as before.
         slots.unshare_errno.store(last_errno(), Ordering::Release);
@@ -495,33 +580,24 @@ fn run_program(plan: &Plan, failure: &AtomicI32) -> Result<std::convert::Infalli
     Err(if seen_eacces { libc::EACCES } else { last })
 }
 
-/// What the init needs (on the leader's stack while it runs).
-struct InitArgs<'a> {
-    plan: &'a NamespacePlan,
+/// What the program's process needs.
+struct ProgramArgs<'a> {
+    plan: &'a Plan,
     slots: &'a Slots,
-    /// A pidfd of the host, the init's parent (-1 without pidfds).
-    host: RawFd,
     /// Whether the new mount namespace stopped sending mounts back, so
     /// mounting `/proc` in it changes nothing outside.
     may_mount: bool,
 }
 
-/// What the program's process needs.
-struct ProgramArgs<'a> {
-    plan: &'a Plan,
-    slots: &'a Slots,
-}
-
 /// The leader's part once it has unshared the namespaces: start the init
-/// and the program (each sharing this memory, as the leader shares the
-/// host's, until it `exec`s), then become the waiter. Returns only on
-/// failure, having killed what it started.
-fn namespaced(
-    plan: &Plan,
-    ns: &NamespacePlan,
-    slots: &Slots,
-    stack: *mut libc::c_void,
-) -> Result<std::convert::Infallible, i32> {
+/// (on a stack of its own that outlives the spawn: it never `exec`s) and
+/// the program (sharing this memory until it `exec`s), then stay on as
+/// the waiter. Returns only on failure, having killed what it started.
+fn namespaced(args: &LeaderArgs<'_>) -> Result<std::convert::Infallible, i32> {
+    let (plan, slots) = (args.plan, args.slots);
+    let (Some(program_stack), Some(init_stack)) = (args.program_stack, args.init_stack) else {
+        return Err(libc::EINVAL);
+    };
     // SAFETY: plain system calls with constant C strings.
     let may_mount = unsafe {
         libc::mount(
@@ -534,28 +610,23 @@ fn namespaced(
     } == 0;
     // SAFETY: plain system calls.
     let host = unsafe { libc::syscall(libc::SYS_pidfd_open, libc::getppid(), 0) } as RawFd;
-    let init_args = InitArgs {
-        plan: ns,
-        slots,
-        host,
-        may_mount,
-    };
-    // SAFETY: the init runs `init_child` on the spare stack, reads
-    // `init_args` and writes the slots, and `exec`s or exits before
-    // `clone` returns (CLONE_VFORK). CLONE_PARENT makes it the host's
-    // child (a sibling of the leader): it outlives the leader until the
-    // host has ended what the program left, and dies with the host.
+    // SAFETY: the init runs `init_child` on its own stack, which the host
+    // keeps until it has exited, and reads nothing but its argument (the
+    // host's pidfd, a number: its copy of the descriptor table has it).
+    // CLONE_PARENT makes it the host's child (a sibling of the leader):
+    // it outlives the leader until the host has ended what the program
+    // left, and dies with the host.
     let init = unsafe {
         libc::clone(
             init_child,
-            stack,
-            libc::CLONE_VM | libc::CLONE_VFORK | libc::CLONE_PARENT | libc::SIGCHLD,
-            (&raw const init_args).cast_mut().cast(),
+            init_stack,
+            libc::CLONE_VM | libc::CLONE_PARENT | libc::SIGCHLD,
+            host as isize as *mut libc::c_void,
         )
     };
     let errno = last_errno();
     if host >= 0 {
-        // SAFETY: our own descriptor.
+        // SAFETY: our own descriptor (the init has its own copy).
         unsafe { libc::close(host) };
     }
     if init < 0 {
@@ -568,18 +639,18 @@ fn namespaced(
         // reaps it only after this process has exited).
         unsafe { libc::kill(init, libc::SIGKILL) };
     };
-    let init_errno = slots.init_errno.load(Ordering::Acquire);
-    if init_errno != 0 {
-        end_init();
-        return Err(init_errno);
-    }
-    let program_args = ProgramArgs { plan, slots };
-    // SAFETY: as for the init; the program's process runs the rest of the
-    // chain and `exec`s the program (or stores why not and exits).
+    let program_args = ProgramArgs {
+        plan,
+        slots,
+        may_mount,
+    };
+    // SAFETY: the program's process runs `program_child` on the spare
+    // stack, reads the plan, writes the slots and `exec`s or exits before
+    // `clone` returns (CLONE_VFORK).
     let program = unsafe {
         libc::clone(
             program_child,
-            stack,
+            program_stack,
             libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
             (&raw const program_args).cast_mut().cast(),
         )
@@ -597,62 +668,81 @@ fn namespaced(
         return Err(failed);
     }
     slots.program.store(program, Ordering::Release);
-    let mut program_text = [0u8; 16];
-    crate::pidns::write_pid(&mut program_text, program);
-    let argv = [
-        crate::pidns::HELPER_NAME.as_ptr(),
-        crate::pidns::WAIT_ARG_C.as_ptr(),
-        program_text.as_ptr().cast(),
-        std::ptr::null(),
-    ];
-    let envp: [*const libc::c_char; 1] = [std::ptr::null()];
-    // SAFETY: NUL-terminated vectors on this stack; the helper's descriptor.
-    unsafe {
-        libc::syscall(
-            libc::SYS_execveat,
-            ns.helper,
-            c"".as_ptr(),
-            argv.as_ptr(),
-            envp.as_ptr(),
-            libc::AT_EMPTY_PATH,
-        )
-    };
-    let errno = last_errno();
-    end_init();
-    // SAFETY: our own child, killed with the namespace.
-    unsafe { libc::waitpid(program, std::ptr::null_mut(), 0) };
-    Err(errno)
+    // The allocation the host keeps until this process has exited.
+    let status: &AtomicI32 = args.status;
+    // From here on, nothing of the host's but `status` is touched, and
+    // only raw system calls are made (no `errno`: see `crate::raw`).
+    crate::raw::forget_clear_tid();
+    slots.pending.store(0, Ordering::Release);
+    crate::raw::futex_wake(&slots.pending);
+    wait_for(program, status)
 }
 
-/// The init, from `clone` to `exec` of the helper: armed to die with the
-/// host (its parent), it mounts the namespace's `/proc`.
-/// Async-signal-safe.
-extern "C" fn init_child(arg: *mut libc::c_void) -> libc::c_int {
-    // SAFETY: `arg` points at the leader's `InitArgs`, alive until this
-    // process `exec`s or exits (the leader waits: CLONE_VFORK).
-    let args = unsafe { &*arg.cast::<InitArgs<'_>>() };
-    // SAFETY: prctl with integer arguments.
-    unsafe {
-        libc::prctl(
-            libc::PR_SET_PDEATHSIG,
-            libc::SIGKILL as libc::c_ulong,
-            0,
-            0,
-            0,
-        )
-    };
-    if args.host >= 0 {
-        // The host may have died before the signal was armed.
-        let mut host = libc::pollfd {
-            fd: args.host,
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        // SAFETY: poll on one local pollfd, without waiting.
-        if unsafe { libc::poll(&mut host, 1, 0) } > 0 {
-            // SAFETY: plain system call.
-            unsafe { libc::_exit(1) };
+/// The leader once the program runs: waits for it (and for anything else
+/// it is given to reap), leaves its wait status in `status` for the host
+/// and exits. Every signal stays blocked (as the leader left them), so a
+/// Ctrl-C or a SIGTERM to the session reaches the program only; SIGKILL
+/// ends the waiter (the program, orphaned, is the init's then, and the
+/// host sees the waiter killed). It never dies of another signal, so no
+/// core of the host's memory is ever written for it.
+fn wait_for(program: libc::pid_t, status: &AtomicI32) -> ! {
+    crate::raw::close_all();
+    // Not "dsh mcp …" in `top`: the command line is the host's memory.
+    let _ = crate::raw::prctl(libc::PR_SET_NAME, c"dsh-wait".as_ptr() as usize);
+    loop {
+        let mut code = 0;
+        let rc = crate::raw::wait_any(&mut code);
+        if rc == program as isize {
+            status.store(code, Ordering::Release);
+        } else if rc == -(libc::EINTR as isize) {
+            continue;
+        } else if rc < 0 {
+            break;
         }
+    }
+    crate::raw::exit(0)
+}
+
+/// The namespace's init: armed to die with the host (its parent), it
+/// reaps every orphan the namespace gives it until it is killed (by the
+/// host once it has ended what the program left, or by its parent-death
+/// signal). It runs in the host's memory, on a stack of its own, beside
+/// the host's threads: raw system calls only (see `crate::raw`). Every
+/// signal stays blocked (as the leader left them): as pid 1 it ignores
+/// what it does not catch anyway.
+extern "C" fn init_child(arg: *mut libc::c_void) -> libc::c_int {
+    let host = arg as isize as libc::c_int;
+    let _ = crate::raw::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as usize);
+    // The host may have died before the signal was armed.
+    if host >= 0 && crate::raw::pidfd_exited(host) {
+        crate::raw::exit(1);
+    }
+    let _ = crate::raw::prctl(libc::PR_SET_NAME, c"dsh-init".as_ptr() as usize);
+    crate::raw::close_all();
+    loop {
+        let mut code = 0;
+        if crate::raw::wait_any(&mut code) == -(libc::ECHILD as isize) {
+            // No child now: sleep until one (an orphan adopted later) exits.
+            crate::raw::wait_sigchld();
+        }
+    }
+}
+
+/// The program's process, from `clone` to `exec`: a process group of its
+/// own, in the terminal's foreground when its stdin is one, so that the
+/// waiter and the init never count as what the terminal runs; the
+/// namespace's own `/proc` (so `ps`, `kill` and pid files inside agree);
+/// then the program's steps and `exec`. Async-signal-safe.
+extern "C" fn program_child(arg: *mut libc::c_void) -> libc::c_int {
+    // SAFETY: `arg` points at the leader's `ProgramArgs`, alive until this
+    // process `exec`s or exits (CLONE_VFORK).
+    let args = unsafe { &*arg.cast::<ProgramArgs<'_>>() };
+    // SAFETY: plain system calls; every signal is still blocked, so
+    // `tcsetpgrp` from a background group raises no SIGTTOU. Without a
+    // controlling terminal on stdin it fails, and nothing changes.
+    unsafe {
+        libc::setpgid(0, 0);
+        libc::tcsetpgrp(0, libc::getpid());
     }
     let proc_errno = if !args.may_mount {
         libc::EPERM
@@ -670,43 +760,6 @@ extern "C" fn init_child(arg: *mut libc::c_void) -> libc::c_int {
         if rc == 0 { 0 } else { last_errno() }
     };
     args.slots.proc_errno.store(proc_errno, Ordering::Release);
-    let argv = [
-        crate::pidns::HELPER_NAME.as_ptr(),
-        crate::pidns::INIT_ARG_C.as_ptr(),
-        std::ptr::null(),
-    ];
-    let envp: [*const libc::c_char; 1] = [std::ptr::null()];
-    // SAFETY: NUL-terminated vectors on this stack; the helper's descriptor.
-    unsafe {
-        libc::syscall(
-            libc::SYS_execveat,
-            args.plan.helper,
-            c"".as_ptr(),
-            argv.as_ptr(),
-            envp.as_ptr(),
-            libc::AT_EMPTY_PATH,
-        )
-    };
-    args.slots.init_errno.store(last_errno(), Ordering::Release);
-    // SAFETY: plain system call.
-    unsafe { libc::_exit(127) }
-}
-
-/// The program's process, from `clone` to `exec`: a process group of its
-/// own, in the terminal's foreground when its stdin is one, so that the
-/// waiter and the init never count as what the terminal runs; then the
-/// program's steps and `exec`. Async-signal-safe.
-extern "C" fn program_child(arg: *mut libc::c_void) -> libc::c_int {
-    // SAFETY: `arg` points at the leader's `ProgramArgs`, alive until this
-    // process `exec`s or exits (CLONE_VFORK).
-    let args = unsafe { &*arg.cast::<ProgramArgs<'_>>() };
-    // SAFETY: plain system calls; every signal is still blocked, so
-    // `tcsetpgrp` from a background group raises no SIGTTOU. Without a
-    // controlling terminal on stdin it fails, and nothing changes.
-    unsafe {
-        libc::setpgid(0, 0);
-        libc::tcsetpgrp(0, libc::getpid());
-    }
     let errno = match run_program(args.plan, &args.slots.failure) {
         Ok(never) => match never {},
         Err(errno) => errno,
@@ -783,11 +836,15 @@ impl Drop for BlockedSignals {
 
 /// An anonymous mapping for the child's stack, with a guard page below it
 /// (an overflow faults instead of writing over the host's memory).
-struct Stack {
+pub(crate) struct Stack {
     base: *mut libc::c_void,
     len: usize,
     guard: usize,
 }
+
+// SAFETY: the mapping is owned by the value alone (no other value
+// refers to it); moving it to another thread moves that ownership.
+unsafe impl Send for Stack {}
 
 impl Stack {
     fn new(len: usize) -> io::Result<Self> {

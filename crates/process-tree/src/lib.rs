@@ -42,8 +42,10 @@
 mod child;
 mod end;
 pub mod guardian;
+mod helpers;
 mod peer;
 pub mod pidns;
+mod raw;
 mod reap;
 mod scan;
 mod spawn;

@@ -24,9 +24,9 @@ use std::path::{Path, PathBuf};
 #[cfg(doc)]
 use std::process::Command;
 use std::process::{ChildStderr, ChildStdin, ChildStdout, ExitStatus};
+use std::sync::atomic::AtomicI32;
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
-use std::time::Duration;
 
 use nix::sys::signal::Signal;
 
@@ -369,10 +369,10 @@ fn spawn_here(command: SessionCommand, parent_death: Option<Signal>) -> io::Resu
         parent_death: _,
     } = command;
     let mut steps = steps;
-    let namespace = match (pid_namespace, crate::pidns::helper_fd()) {
-        (Some(enter), Some(helper)) => Some(NamespacePlan { enter, helper }),
-        (Some(enter), None) => {
-            // No helper: the entry step still runs, where it would have.
+    let namespace = match (pid_namespace, crate::pidns::enabled()) {
+        (Some(enter), true) => Some(NamespacePlan { enter }),
+        (Some(enter), false) => {
+            // Not enabled: the entry step still runs, where it would have.
             steps.extend(enter);
             None
         }
@@ -408,7 +408,8 @@ fn spawn_here(command: SessionCommand, parent_death: Option<Signal>) -> io::Resu
     let init = (started.init > 0)
         .then(|| process_info(started.init))
         .flatten()
-        .filter(|p| p.ppid == me && p.sid == pid);
+        .filter(|p| p.ppid == me && p.sid == pid)
+        .and_then(|p| Some((pidfd_open(p.pid).ok()?, p)));
     drop(held);
     let [stdin, stdout, stderr] = plan.into_parent_ends();
     let pidfd = pidfd_open(pid).ok();
@@ -420,6 +421,7 @@ fn spawn_here(command: SessionCommand, parent_death: Option<Signal>) -> io::Resu
             start_time,
             pidfd,
             init,
+            program_status: started.status,
             state: Mutex::new(LeaderState::default()),
         },
         stdin: stdin.map(ChildStdin::from),
@@ -468,10 +470,14 @@ pub struct Leader {
     pid: i32,
     start_time: u64,
     pidfd: Option<OwnedFd>,
-    /// The init of the program's PID namespace, if it has one: a member
-    /// of the session that outlives the leader until [`Leader::end_session`]
-    /// has ended the rest (see [`crate::pidns`]).
-    init: Option<ProcessInfo>,
+    /// The init of the program's PID namespace, if it has one (and a
+    /// pidfd of it): a member of the session that outlives the leader
+    /// until [`Leader::end_session`] has ended the rest (see
+    /// [`crate::pidns`]).
+    init: Option<(OwnedFd, ProcessInfo)>,
+    /// With a PID namespace, where the leader (the waiter) leaves the
+    /// program's wait status before it exits: how the session ended.
+    program_status: Option<Arc<AtomicI32>>,
     state: Mutex<LeaderState>,
 }
 
@@ -523,11 +529,26 @@ impl Leader {
             if rc == 0 {
                 // SAFETY: as above.
                 let pid = unsafe { info.si_pid() };
-                return (pid != 0).then(|| decode(&info));
+                return (pid != 0).then(|| self.program_exit(decode(&info)));
             }
             if io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
                 return None;
             }
+        }
+    }
+
+    /// How the session's program ended, given how the leader did: with a
+    /// PID namespace, the status the waiter left (when it left one: a
+    /// waiter that was killed leaves none, and is seen killed).
+    fn program_exit(&self, leader: ExitStatus) -> ExitStatus {
+        let left = self
+            .program_status
+            .as_ref()
+            .map(|s| s.load(std::sync::atomic::Ordering::Acquire))
+            .filter(|&s| s != crate::helpers::NO_STATUS);
+        match left {
+            Some(status) if leader.code() == Some(0) => ExitStatus::from_raw(status),
+            _ => leader,
         }
     }
 
@@ -564,7 +585,7 @@ impl Leader {
 
     fn live_members(&self) -> Vec<ProcessInfo> {
         let mut members = live_session_members(self.pid);
-        if let Some(init) = &self.init {
+        if let Some((_, init)) = &self.init {
             members.retain(|p| p.pid != init.pid);
             for p in live_descendants(init) {
                 if members.iter().all(|m| m.pid != p.pid) {
@@ -575,22 +596,27 @@ impl Leader {
         members
     }
 
-    /// Kills the namespace's init (the kernel kills what is left in it),
-    /// waits until it has exited (at most 3 s) and reaps it.
+    /// Kills the namespace's init (the kernel kills what is left in it:
+    /// nothing, once the session was found empty) through its pidfd, so a
+    /// reused pid is never a concern. It is not waited for: its death
+    /// cannot be refused, and the namespaces' teardown that comes with it
+    /// is the kernel's work, off the way to the reply; it is reaped by the
+    /// next sweep of the helpers (or the orphan reaper, if first).
     fn end_init(&self) {
-        let Some(init) = &self.init else {
+        let Some((pidfd, _)) = &self.init else {
             return;
         };
-        if crate::end::signal_process(init, Signal::SIGKILL) {
-            let alive = || {
-                process_info(init.pid)
-                    .filter(|p| p.start_time == init.start_time && !p.is_zombie())
-                    .into_iter()
-                    .collect()
-            };
-            crate::end::wait_until_none(&alive, Duration::from_secs(3));
-        }
-        crate::reap::reap_adopted();
+        // SAFETY: a pidfd we own; no siginfo.
+        unsafe {
+            libc::syscall(
+                libc::SYS_pidfd_send_signal,
+                pidfd.as_raw_fd(),
+                libc::SIGKILL,
+                std::ptr::null::<libc::siginfo_t>(),
+                0,
+            )
+        };
+        crate::helpers::sweep();
     }
 
     /// Reaped, or its session known to be over: nothing of it is ever

@@ -76,7 +76,7 @@ impl ConfinedSpawn {
     /// it (a container without `CAP_SYS_ADMIN`), and the program then runs
     /// without one, as it does elsewhere (see `process_tree::pidns`).
     pub fn child_steps(&self) -> ChildSteps {
-        let namespaced = process_tree::pidns::helper_is_set()
+        let namespaced = process_tree::pidns::enabled()
             && (self.prepared.has_user_namespace() || nix::unistd::geteuid().is_root());
         if !namespaced {
             return ChildSteps {

@@ -11,11 +11,18 @@
 //! size of a running `dsh mcp` (17 MB touched, 16 threads) — the size a
 //! `fork` pays for in page tables, and `clone(CLONE_VM)` does not.
 //!
-//! A fourth series runs the program in a PID namespace of its own, as
-//! terminals and jobs do (`process_tree::pidns`): two more `clone`s and two
-//! `exec`s of the helper binary (`$DSH_BIN` when set, as the daemon uses
-//! its own binary; else this one). It needs root here (inside a sandbox,
-//! the sandbox's user namespace gives the right); without, it is skipped.
+//! Two more series: the leader unsharing a PID and a mount namespace and
+//! then running the program itself (what making the namespaces costs),
+//! and the program in a PID namespace of its own, as terminals and jobs
+//! run (`process_tree::pidns`: two more `clone`s, an init and a waiter
+//! that run in place, a `/proc` mount). They need root here (inside a
+//! sandbox, the sandbox's user namespace gives the right); without, they
+//! are skipped.
+//!
+//! Each run of the spawn path is timed in stages, and the table gives
+//! each stage's median: the spawn call (until the program's `exec`), the
+//! run to the exit the host observes, the proof that the session is
+//! empty (with a namespace: ending its init) and the reap.
 //!
 //! Run: `cargo xtask bench spawn` (release build; `--quick` for a short
 //! smoke run on the debug build), or
@@ -173,54 +180,44 @@ fn measure(n: usize, rounds: usize) {
         }
     }
     println!(
-        "| what | median ms | p99 ms | ratio | {} |",
+        "| what | median ms | p99 ms | ratio | mean ms | {} |",
         STAGES.join(" | ")
     );
-    println!("|---|---|---|---|{}", "---|".repeat(STAGES.len()));
+    println!("|---|---|---|---|---|{}", "---|".repeat(STAGES.len()));
     let mut floor_median = 0.0;
     for (i, (name, _)) in series.iter().enumerate() {
-        let mut totals: Vec<f64> = samples[i].iter().map(|s| s.iter().sum()).collect();
+        let runs = &samples[i];
+        let mut totals: Vec<f64> = runs.iter().map(|s| s.iter().sum()).collect();
         totals.sort_by(f64::total_cmp);
         let median = percentile(&totals, 0.5);
         if i == 0 {
             floor_median = median;
         }
+        let mean = |f: &dyn Fn(&Stages) -> f64| runs.iter().map(f).sum::<f64>() / runs.len() as f64;
         let stages: Vec<String> = (0..STAGES.len())
-            .map(|stage| {
-                let mut one: Vec<f64> = samples[i].iter().map(|s| s[stage]).collect();
-                one.sort_by(f64::total_cmp);
-                format!("{:.3}", percentile(&one, 0.5))
-            })
+            .map(|stage| format!("{:.3}", mean(&|s| s[stage])))
             .collect();
         println!(
-            "| {name} | {median:.3} | {:.3} | {:.2}x | {} |",
+            "| {name} | {median:.3} | {:.3} | {:.2}x | {:.3} | {} |",
             percentile(&totals, 0.99),
             median / floor_median,
+            mean(&|s| s.iter().sum()),
             stages.join(" | ")
         );
     }
     println!(
-        "\nstages: the median of each stage alone (the std series are one stage: spawn, wait, reap)"
+        "\nstages: the mean of each stage (they add up to the mean); the std series are one \
+         stage: spawn, wait, reap"
     );
 }
 
 fn main() {
-    process_tree::pidns::run_helper_if_asked();
-    let helper = std::env::var_os("DSH_BIN")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| std::env::current_exe().unwrap());
-    process_tree::pidns::set_helper(&helper).unwrap();
+    process_tree::pidns::enable();
     let quick = std::env::args().any(|a| a == "--quick");
     let (n, rounds) = if quick { (30, 3) } else { (300, 3) };
     println!("`bash -c true`, spawned, waited for and reaped: {n} each, in {rounds} rounds\n");
-    if namespaces_here() {
-        println!(
-            "the PID namespace's helper: {} ({} MB)\n",
-            helper.display(),
-            std::fs::metadata(&helper).map_or(0, |m| m.len() >> 20)
-        );
-    } else {
-        println!("not root: the PID namespace series is skipped\n");
+    if !namespaces_here() {
+        println!("not root: the PID namespace series are skipped\n");
     }
     println!(
         "this process as it starts ({} KiB resident):\n",
