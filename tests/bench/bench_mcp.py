@@ -130,6 +130,9 @@ def main():
     overhead = m["bash"] - floor
     print(f"\nadded by MCP + dsh over a bare spawn: {overhead:.3f} ms median "
           f"({overhead / floor * 100:.0f}% of one spawn)")
+    own = m["bash"] - m["job_list"]
+    print(f"dsh's own cost of the call: bash - job_list = {own:.3f} ms median, "
+          f"{own / floor:.2f}x the bare spawn (goal: at most 1.5x)")
     print("\nwhat the bash call is made of (differences of the medians above):")
     parts = [
         ("protocol: client, stdio, server loop", m["ping"], "ping"),

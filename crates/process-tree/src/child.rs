@@ -380,20 +380,28 @@ impl Plan {
         }
         drop(blocked);
         let errno = slots.failure.load(Ordering::Acquire);
+        // Written by the kernel as the init starts (CLONE_PARENT_SETTID),
+        // so known here even if the leader died right after.
         let init = slots.init.load(Ordering::Acquire);
-        if errno != 0 {
-            // The child has exited (or is exiting), and so has the init it
-            // started (a child of ours too), which it killed: reap both.
+        let program = slots.program.load(Ordering::Acquire);
+        if errno != 0 || (init > 0 && program <= 0) {
+            // The leader has exited (or is exiting) short of waiting for a
+            // program: end the init it started, a child of ours (the
+            // namespace, and a program started in it, die with it), and
+            // reap both before their stacks go.
+            if init > 0 {
+                // SAFETY: our own child, not yet reaped: its pid is its own.
+                unsafe { libc::kill(init, libc::SIGKILL) };
+            }
             for child in [pid, init].into_iter().filter(|&p| p > 0) {
                 reap_child(child);
             }
-            return Err(if errno == DIED_BEFORE_EXEC {
+            return Err(if errno == DIED_BEFORE_EXEC || errno == 0 {
                 io::Error::other("the new process died before it could run the program")
             } else {
                 io::Error::from_raw_os_error(errno)
             });
         }
-        let program = slots.program.load(Ordering::Acquire);
         if program > 0 {
             // The leader waits and the init reaps on these stacks, in
             // this memory, until each has exited.
@@ -620,8 +628,9 @@ fn namespaced(args: &LeaderArgs<'_>) -> Result<std::convert::Infallible, i32> {
         libc::clone(
             init_child,
             init_stack,
-            libc::CLONE_VM | libc::CLONE_PARENT | libc::SIGCHLD,
+            libc::CLONE_VM | libc::CLONE_PARENT | libc::CLONE_PARENT_SETTID | libc::SIGCHLD,
             host as isize as *mut libc::c_void,
+            slots.init.as_ptr(),
         )
     };
     let errno = last_errno();
@@ -632,7 +641,6 @@ fn namespaced(args: &LeaderArgs<'_>) -> Result<std::convert::Infallible, i32> {
     if init < 0 {
         return Err(errno);
     }
-    slots.init.store(init, Ordering::Release);
     // The host reaps the init (its child) when the start fails.
     let end_init = || {
         // SAFETY: the init this process started, not yet reaped (the host

@@ -14,7 +14,13 @@
 //! 4. the `bash` tool through the tool layer, in process, with no
 //!    sandbox: the above plus arguments, the environment policy, the
 //!    sandbox preparation's trip to the blocking pool, the foreground
-//!    slot and the reply.
+//!    slot and the reply;
+//! 5. `process_tree::SessionCommand` in a PID namespace of its own (as
+//!    root: no sandbox needed to make one): series 2 plus the namespaces,
+//!    the init, the waiter and the init's end;
+//! 6. the `bash` tool with the default sandbox, where the kernel has one
+//!    (its user, mount and network namespaces entered, Landlock and
+//!    seccomp, and the PID namespace): what `dsh mcp` runs, less MCP.
 //!
 //! What MCP adds on top (protocol, the session log) and what the sandbox
 //! costs are `cargo xtask bench mcp`'s rows. Each line below is a
@@ -39,19 +45,24 @@ use tools_catalog::{CallContext, Catalog, JobsConfig, Preset, Runtime, Settings,
 const HOST_BYTES: usize = 17 << 20;
 const HOST_THREADS: usize = 16;
 
-const SERIES: [&str; 4] = [
+const SERIES: [&str; 6] = [
     "std posix_spawn, output read: the floor",
     "process_tree::SessionCommand + wait + proof + reap",
     "jobs::run_command (bash -c true)",
     "the bash tool, in process, no sandbox",
+    "series 2 in a PID namespace of its own",
+    "the bash tool, in process, default sandbox",
 ];
+
+/// The series each one builds on (its line says what it adds to it).
+const BUILDS_ON: [Option<usize>; 6] = [None, Some(0), Some(1), Some(2), Some(1), Some(3)];
 
 fn median(samples: &mut [f64]) -> f64 {
     samples.sort_by(f64::total_cmp);
     samples[samples.len() / 2]
 }
 
-async fn once(series: usize, tool: &Arc<dyn Tool>, cx: &CallContext) {
+async fn once(series: usize, tool: &Arc<dyn Tool>, cx: &CallContext, sandboxed: &CallContext) {
     match series {
         0 => {
             let out = Command::new("bash")
@@ -61,19 +72,27 @@ async fn once(series: usize, tool: &Arc<dyn Tool>, cx: &CallContext) {
                 .unwrap();
             assert!(out.status.success());
         }
-        1 => {
-            let spawned = SessionCommand::new("bash")
+        1 | 4 => {
+            let command = SessionCommand::new("bash")
                 .args(["-c", "true"])
                 .stdin(ChildIo::Null)
                 .stdout(ChildIo::Piped)
-                .stderr(ChildIo::Null)
-                .spawn()
-                .unwrap();
+                .stderr(ChildIo::Null);
+            let command = if series == 4 {
+                // SAFETY: no entry step.
+                unsafe { command.pid_namespace(None) }
+            } else {
+                command
+            };
+            let spawned = command.spawn().unwrap();
             let mut out = Vec::new();
             std::io::Read::read_to_end(&mut spawned.stdout.unwrap(), &mut out).unwrap();
             assert!(spawned.leader.wait_exit().unwrap().success());
             assert!(spawned.leader.session_is_over());
             assert!(spawned.leader.reap().is_some());
+            if series == 4 {
+                assert_ne!(spawned.program, spawned.leader.pid(), "no PID namespace");
+            }
         }
         2 => {
             let run = jobs::run_command(&jobs::CommandSpec::shell("true"), None, 16 * 1024)
@@ -81,8 +100,15 @@ async fn once(series: usize, tool: &Arc<dyn Tool>, cx: &CallContext) {
                 .unwrap();
             assert_eq!(run.exit_code, Some(0));
         }
-        _ => {
+        3 => {
             let reply = tool.call(cx, json!({ "command": "true" })).await.unwrap();
+            assert_eq!(reply.structured["exit_code"], json!(0), "{}", reply.text);
+        }
+        _ => {
+            let reply = tool
+                .call(sandboxed, json!({ "command": "true" }))
+                .await
+                .unwrap();
             assert_eq!(reply.structured["exit_code"], json!(0), "{}", reply.text);
         }
     }
@@ -121,17 +147,27 @@ async fn main() {
         secrets: None,
     };
     let tool = catalog.get("bash").cloned().expect("the bash tool");
+    process_tree::pidns::enable();
+    let sandboxed = CallContext {
+        confinement: Arc::new(tools_catalog::Confinement::new(
+            tools_catalog::sandbox::SandboxPolicy::default(),
+            tools_catalog::sandbox::EnvPolicy::default(),
+            tools_catalog::sandbox::Availability::probe().map_err(|e| e.to_string()),
+            Vec::new(),
+        )),
+        ..cx.clone()
+    };
     let mut samples: Vec<Vec<f64>> = vec![Vec::new(); SERIES.len()];
     for series in 0..SERIES.len() {
         for _ in 0..n / 10 {
-            once(series, &tool, &cx).await;
+            once(series, &tool, &cx, &sandboxed).await;
         }
     }
     for _ in 0..rounds {
         for (series, out) in samples.iter_mut().enumerate() {
             for _ in 0..n / rounds {
                 let start = Instant::now();
-                once(series, &tool, &cx).await;
+                once(series, &tool, &cx, &sandboxed).await;
                 out.push(start.elapsed().as_secs_f64() * 1e3);
             }
         }
@@ -147,15 +183,18 @@ async fn main() {
         process_tree::resident_kib()
     );
     let medians: Vec<f64> = samples.iter_mut().map(|s| median(s)).collect();
-    println!("| layer | median ms | beyond the layer above |");
-    println!("|---|---|---|");
+    println!("| layer | median ms | ratio to the floor | beyond the series it builds on |");
+    println!("|---|---|---|---|");
     for (i, name) in SERIES.iter().enumerate() {
-        let beyond = if i == 0 {
-            "".to_owned()
-        } else {
-            format!("{:+.3} ms", medians[i] - medians[i - 1])
-        };
-        println!("| {name} | {:.3} | {beyond} |", medians[i]);
+        let beyond = BUILDS_ON[i].map_or_else(String::new, |base| {
+            format!("{:+.3} ms (beyond {})", medians[i] - medians[base], base + 1)
+        });
+        println!(
+            "| {}. {name} | {:.3} | {:.2}x | {beyond} |",
+            i + 1,
+            medians[i],
+            medians[i] / medians[0]
+        );
     }
     runtime.end_owner(&cx.owner).await;
 }
