@@ -81,10 +81,27 @@ def alive(pid):
     return state not in ("Z", "X")
 
 
+# The names of the PID namespace helpers a dsh process runs in its own
+# memory (`process_tree::pidns`): their command line, environment and
+# executable are the host's, their name is their own.
+HELPER_NAMES = ("dsh-init", "dsh-wait")
+
+
+def is_pidns_helper(pid):
+    """Whether `pid` is a PID namespace's init or waiter of some dsh."""
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            return f.read().strip() in HELPER_NAMES
+    except OSError:
+        return False
+
+
 def daemons_of(env, marker=None, binary=None):
     """Pids of the `dsh daemon` processes (of `binary`, by default the dsh
     under test) whose environment holds `marker` (bytes, `NAME=value`),
-    from /proc; by default this environment's runtime dir."""
+    from /proc; by default this environment's runtime dir. Their PID
+    namespace helpers (which show the daemon's command line) are not
+    daemons."""
     if marker is None:
         marker = f"DSH_RUNTIME_DIR={env['DSH_RUNTIME_DIR']}".encode()
     real = os.path.realpath(binary or dsh_bin())
@@ -103,7 +120,8 @@ def daemons_of(env, marker=None, binary=None):
                 state = f.read().rsplit(")", 1)[1].split()[0]
         except OSError:
             continue
-        if b"daemon" in argv and marker in environ and state not in ("Z", "X"):
+        if (b"daemon" in argv and marker in environ and state not in ("Z", "X")
+                and not is_pidns_helper(entry)):
             out.append(int(entry))
     return out
 

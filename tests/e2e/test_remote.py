@@ -25,8 +25,8 @@ import pytest
 from mcp import types
 
 from loopback_ssh import HOST, LoopbackSshd, free_port
-from conftest import (ROOT, ask_lsp, connect, descendants, dsh, dsh_bin, err, ok, processes, stop_daemons,
-                      text_of, wait_settled)
+from conftest import (ROOT, ask_lsp, connect, descendants, dsh, dsh_bin, err, is_pidns_helper, ok, processes,
+                      stop_daemons, text_of, wait_settled)
 from test_daemon import Tmux
 from test_secrets import GETPASS, SECRET, answer_on_a_terminal
 from test_ts_client import FIXTURES, run_ts_client
@@ -79,7 +79,8 @@ class Remote:
                     environ = f.read().split(b"\0")
             except OSError:
                 continue
-            if b"daemon" in argv and marker in environ and state not in ("Z", "X"):
+            if (b"daemon" in argv and marker in environ and state not in ("Z", "X")
+                    and not is_pidns_helper(pid)):
                 out.append(pid)
         return out
 

@@ -62,7 +62,7 @@ tasks:
                       move the pinned agent clients of the real-client suite (Claude Code,
                       Codex, Gemini CLI) to their newest releases, or to the versions named
   bench <name> [--quick]
-                      run a benchmark: mcp, spawn, terminal, memory, jobs, lsp, lsp-real,
+                      run a benchmark: mcp, floor, spawn, terminal, memory, jobs, lsp, lsp-real,
                       lsp-diagnostics, workspace,
                       sandbox, daemon, ui, corpus, redact, remote, resume, all (--quick: a short smoke run on the debug build)";
 
@@ -684,6 +684,11 @@ fn bench(name: &str, speed: Speed) -> anyhow::Result<()> {
             "a bash call through MCP vs a direct spawn",
             &[],
         ),
+        "floor" => python(
+            "bench_floor.py",
+            "dsh against its floors in one table, quiet and with the cores busy",
+            &[],
+        ),
         "terminal" => {
             build_dsh()?;
             bin("bench_terminal")
@@ -778,6 +783,7 @@ fn bench(name: &str, speed: Speed) -> anyhow::Result<()> {
         "all" => {
             for n in [
                 "mcp",
+                "floor",
                 "spawn",
                 "terminal",
                 "memory",

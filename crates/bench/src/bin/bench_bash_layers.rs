@@ -187,7 +187,11 @@ async fn main() {
     println!("|---|---|---|---|");
     for (i, name) in SERIES.iter().enumerate() {
         let beyond = BUILDS_ON[i].map_or_else(String::new, |base| {
-            format!("{:+.3} ms (beyond {})", medians[i] - medians[base], base + 1)
+            format!(
+                "{:+.3} ms (beyond {})",
+                medians[i] - medians[base],
+                base + 1
+            )
         });
         println!(
             "| {}. {name} | {:.3} | {:.2}x | {beyond} |",
