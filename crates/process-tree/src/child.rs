@@ -618,6 +618,10 @@ fn namespaced(args: &LeaderArgs<'_>) -> Result<std::convert::Infallible, i32> {
     } == 0;
     // SAFETY: plain system calls.
     let host = unsafe { libc::syscall(libc::SYS_pidfd_open, libc::getppid(), 0) } as RawFd;
+    // Not "dsh mcp …" in `top`, as their command line (the host's memory)
+    // says: the init is born with this name (so whatever looks at pid 1
+    // inside sees it at once), then this process takes its own.
+    let _ = crate::raw::prctl(libc::PR_SET_NAME, c"dsh-init".as_ptr() as usize);
     // SAFETY: the init runs `init_child` on its own stack, which the host
     // keeps until it has exited, and reads nothing but its argument (the
     // host's pidfd, a number: its copy of the descriptor table has it).
@@ -634,6 +638,7 @@ fn namespaced(args: &LeaderArgs<'_>) -> Result<std::convert::Infallible, i32> {
         )
     };
     let errno = last_errno();
+    let _ = crate::raw::prctl(libc::PR_SET_NAME, c"dsh-wait".as_ptr() as usize);
     if host >= 0 {
         // SAFETY: our own descriptor (the init has its own copy).
         unsafe { libc::close(host) };
@@ -695,8 +700,6 @@ fn namespaced(args: &LeaderArgs<'_>) -> Result<std::convert::Infallible, i32> {
 /// core of the host's memory is ever written for it.
 fn wait_for(program: libc::pid_t, status: &AtomicI32) -> ! {
     crate::raw::close_all();
-    // Not "dsh mcp …" in `top`: the command line is the host's memory.
-    let _ = crate::raw::prctl(libc::PR_SET_NAME, c"dsh-wait".as_ptr() as usize);
     loop {
         let mut code = 0;
         let rc = crate::raw::wait_any(&mut code);
@@ -725,7 +728,6 @@ extern "C" fn init_child(arg: *mut libc::c_void) -> libc::c_int {
     if host >= 0 && crate::raw::pidfd_exited(host) {
         crate::raw::exit(1);
     }
-    let _ = crate::raw::prctl(libc::PR_SET_NAME, c"dsh-init".as_ptr() as usize);
     crate::raw::close_all();
     loop {
         let mut code = 0;

@@ -67,10 +67,11 @@ fn lock() -> std::sync::MutexGuard<'static, Vec<Kept>> {
 }
 
 /// Drops what was kept for helpers that have exited, and reaps the inits
-/// among them (unless the orphan reaper was first). Called on each spawn
-/// and after an init is killed, so a killed init is never waited for on
-/// the way to a reply: the kernel tears its namespaces down on its own
-/// time, and it is reaped at the next sweep.
+/// among them (unless the orphan reaper was first). Called on each spawn,
+/// after an init is killed, when a leader is reaped and by the orphan
+/// reaper (which the host runs after each burst of SIGCHLD), so a killed
+/// init is never waited for on the way to a reply — the kernel tears its
+/// namespaces down on its own time — and its stack goes soon after.
 pub(crate) fn sweep() {
     sweep_locked(&mut lock());
 }

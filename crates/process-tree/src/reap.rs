@@ -42,6 +42,9 @@ pub fn become_subreaper() -> Result<(), Errno> {
 /// own wait then fails with `ECHILD`. The host therefore spawns every
 /// child it waits for through [`crate::spawn_session`].
 pub fn reap_adopted() -> usize {
+    // The stacks of PID namespace helpers that have exited go, and the
+    // inits among them are reaped, through their pidfds.
+    crate::helpers::sweep();
     let me = std::process::id() as i32;
     // SAFETY: plain syscall.
     let our_session = unsafe { libc::getsid(0) };

@@ -678,6 +678,9 @@ impl Leader {
             let _ = self.wait_with(libc::WNOHANG);
             held.remove(&self.pid);
             state.reaped = true;
+            drop(held);
+            // A waiter's stack (and an init's, killed before) goes now.
+            crate::helpers::sweep();
         }
         Some(status)
     }

@@ -86,9 +86,10 @@ fn inits() -> usize {
 
 fn what_left_the_session_inside_the_namespace_is_ended_and_counted() {
     // The program waits until the sleep has a session of its own (field 6
-    // of its stat), then exits.
+    // of its stat) and is `sleep` (setsid has `exec`ed it), then exits.
     let spawned = namespaced(
-        "setsid sleep 1002 >/dev/null & until [ \"$(cut -d' ' -f6 /proc/$!/stat)\" = \"$!\" ]; do :; done",
+        "setsid sleep 1002 >/dev/null & until [ \"$(cut -d' ' -f6 /proc/$!/stat)\" = \"$!\" ] \
+         && [ \"$(cat /proc/$!/comm)\" = sleep ]; do :; done",
     );
     let leader = spawned.leader;
     assert_eq!(leader.wait_exit().unwrap().code(), Some(0));
