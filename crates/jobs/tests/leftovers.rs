@@ -98,9 +98,11 @@ async fn leftovers_that_cannot_be_ended_make_the_job_failed_and_are_named() {
     let steps: &'static [process_tree::Step] = &STEPS;
     let registry = registry();
     let owner = Owner::new("t");
-    // The leader waits until the leftover runs `sleep` (ignoring SIGTERM).
+    // The leader waits until the leftover runs `sleep` (ignoring SIGTERM):
+    // its name, not its command line, which the subshell it was forked as
+    // shares with the script (`305` included) before the trap is set.
     let spec = CommandSpec::shell(
-        "(trap '' TERM; exec sleep 305) & until grep -q 305 /proc/$!/cmdline; do :; done",
+        "(trap '' TERM; exec sleep 305) & until [ \"$(cat /proc/$!/comm)\" = sleep ]; do :; done",
     )
     .with_leftover_steps(steps);
     let started = start_spec(&registry, &owner, spec).await;
