@@ -295,9 +295,9 @@ impl SessionCommand {
     /// when the host dies, whatever else dies with it (see the `pidns`
     /// module). `enter` runs in the leader after its own steps, before the
     /// namespace is made: a step that gives the right to make one (a
-    /// sandbox's entry into its user namespace). Without a helper binary
-    /// ([`crate::pidns::set_helper`]), or where the kernel refuses the
-    /// namespace, the session runs without one.
+    /// sandbox's entry into its user namespace). Until the host enables
+    /// namespaces ([`crate::pidns::enable`]), or where the kernel refuses
+    /// the namespace, the session runs without one.
     ///
     /// # Safety
     ///
