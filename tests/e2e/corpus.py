@@ -603,8 +603,9 @@ PROGRAMS = [
 
     # --- the reader is not the foreground group's leader: a program
     # another program runs for it, or the last of a pipe ---
-    # (an editor git opens for its own configuration: the sandbox keeps a
-    # repository's .git read-only, so no commit or rebase is made here)
+    # (an editor git opens for its own configuration, and for a commit in
+    # a repository nested in the workspace, whose objects, refs and HEAD
+    # the sandbox leaves writable)
     Program("git config editor", ("git", "vim"), rows=24, cols=80, env={"GIT_EDITOR": "vim"},
             setup=_write("notes.cfg", "[corpus]\n\tname = one\n"),
             check=_file_is("notes.cfg", "[corpus]\n\tname = two\n"), steps=[
@@ -612,6 +613,16 @@ PROGRAMS = [
              screen=r"name = one", bench=True, floor=r"name = one"),
         Step("change", ":%s/one/two/", "input_wait", screen=r"name = two"),
         Step("write and quit", ":wq", "prompt", r"edited\n$", exit_code=0),
+    ]),
+    Program("git commit editor", ("git", "vim"), rows=24, cols=80,
+            env={"GIT_EDITOR": "vim", "GIT_AUTHOR_NAME": "corpus", "GIT_AUTHOR_EMAIL": "corpus@example.invalid",
+                 "GIT_COMMITTER_NAME": "corpus", "GIT_COMMITTER_EMAIL": "corpus@example.invalid"},
+            setup=_git_history, steps=[
+        Step("editor opens", "cd repo && git commit && git log --oneline -1", "input_wait",
+             screen=r"Please enter the commit message", bench=True, floor=r"Please enter the commit message"),
+        Step("message", f"Oadd four{ESC}", "input_wait", submit=False, screen=r"^add four"),
+        Step("write and quit", ":wq", "prompt", r"\[\w+ [0-9a-f]{7}\] add four\n(.*\n)*[0-9a-f]{7} .*add four\n$",
+             exit_code=0),
     ]),
     Program("find -exec editor", ("find", "vim"), rows=24, cols=80, setup=_write("f.txt", "alpha\n"),
             check=_file_is("f.txt", "alpha\nbeta\n"), steps=[
