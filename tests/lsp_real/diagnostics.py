@@ -207,7 +207,9 @@ async def ask(session, path, tally):
                 tally["not_ready"] += 1
                 continue
             return None, e
-        return r.structuredContent, None
+        answer = dict(r.structuredContent)
+        answer["text"] = r.content[0].text.split("\n")[0] if r.content else ""
+        return answer, None
 
 
 def lines_of(answer, severity):

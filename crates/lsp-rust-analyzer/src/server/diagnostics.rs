@@ -188,9 +188,24 @@ impl Server {
                 Ok((items, DiagnosticsProof::Published { version }))
             }
             Ok(Err(_)) => Err(Failure::Dead),
-            Err(_) => Err(not_ready(
-                "no diagnostics published yet for the file's current content".into(),
-            )),
+            Err(_) => {
+                let last = self
+                    .shared
+                    .diagnostics
+                    .borrow()
+                    .get(&uri)
+                    .map(|p| p.version);
+                let since = self.content_versions(path).map_or(0, |(since, _)| since);
+                let last = match last {
+                    Some(Some(v)) => format!("version {v}"),
+                    Some(None) => "one naming no version".to_owned(),
+                    None => "none".to_owned(),
+                };
+                Err(not_ready(format!(
+                    "no diagnostics published yet for the file's current content (its versions \
+                     from {since}; the last published for the file: {last})"
+                )))
+            }
         }
     }
 
@@ -324,7 +339,13 @@ impl Server {
         self.notify::<RunFlycheck>(json!({ "textDocument": { "uri": uri } }))?;
         let done = rx.wait_for(|s| s.checks_begun > begun && !s.check_active());
         let check = match tokio::time::timeout_at(deadline, done).await {
-            Ok(Ok(status)) => status.check_end.clone(),
+            Ok(Ok(status)) => match &status.warning {
+                Some(w) => Some(format!(
+                    "{} / warning: {w}",
+                    status.check_end.clone().unwrap_or_default()
+                )),
+                None => status.check_end.clone(),
+            },
             Ok(Err(_)) => return Err(Failure::Dead),
             Err(_) => {
                 let running = self.shared.status.borrow().checks_begun > begun;
