@@ -134,6 +134,12 @@ struct Known {
     /// latest send whose reader kept a connection to another process
     /// (see `settle`, the hold of a provisional wait).
     remote_gap: Option<Duration>,
+    /// Processes seen waiting beside the terminal on a connection to
+    /// another process (ssh's to its server): their later waits are
+    /// provisional too, even one caught when it looks otherwise. A pid
+    /// reused by another program of this terminal only costs that program
+    /// the hold, never an early answer.
+    remote_readers: Vec<i32>,
 }
 
 /// The most processes remembered as holding one terminal.
@@ -400,6 +406,22 @@ impl Session {
         }
         let excess = known.holders.len().saturating_sub(MAX_KNOWN_HOLDERS);
         known.holders.drain(..excess);
+    }
+
+    /// Whether an earlier send saw `pid` wait on a connection to another
+    /// process (see [`Session::note_remote_reader`]).
+    pub(crate) fn was_remote_reader(&self, pid: i32) -> bool {
+        self.known().remote_readers.contains(&pid)
+    }
+
+    /// Remembers that `pid` waited on a connection to another process.
+    pub(crate) fn note_remote_reader(&self, pid: i32) {
+        let mut known = self.known();
+        if !known.remote_readers.contains(&pid) {
+            known.remote_readers.push(pid);
+            let excess = known.remote_readers.len().saturating_sub(MAX_KNOWN_HOLDERS);
+            known.remote_readers.drain(..excess);
+        }
     }
 
     /// The quiet stretch noted by [`Session::note_remote_gap`], if any.

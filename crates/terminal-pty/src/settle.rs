@@ -836,10 +836,14 @@ impl Watch<'_> {
     /// threads and keeps an established TCP connection (another thread
     /// may wait on it: jshell's link to its evaluator). Looked up in
     /// `/proc` only when `waiter` (the thread and how many threads the
-    /// process has) is given; a connection seen once in a send is
-    /// remembered for the rest of it.
+    /// process has) is given; a connection seen once is remembered for
+    /// the rest of the send and, by the terminal, for its later sends.
     fn remote_hold(&mut self, pid: i32, waiter: Option<(i32, bool, usize)>) -> Option<Duration> {
-        let known = self.remote.get(&pid).copied().unwrap_or(false);
+        // Seen by an earlier send of this terminal too (ssh, caught once
+        // between its poll and its read, looks like a reader of the
+        // terminal alone).
+        let known =
+            self.remote.get(&pid).copied().unwrap_or(false) || self.session.was_remote_reader(pid);
         let remote = known
             || waiter.is_some_and(|(tid, alone, threads)| {
                 (!alone && waits_on_another_process(pid, &wait_set(pid, tid)))
@@ -847,6 +851,7 @@ impl Watch<'_> {
             });
         if remote {
             self.remote.insert(pid, true);
+            self.session.note_remote_reader(pid);
         }
         remote.then(|| {
             self.session.remote_gap().map_or(REMOTE_HOLD_FIRST, |gap| {
