@@ -115,10 +115,15 @@ async fn a_wait_beside_a_pipe_to_another_process_holds_for_the_answer() {
     // must carry the answer, not settle at the reader's wait before it.
     // sleep-ok: the helper under test answers late on purpose; the test waits on the reply
     let helper = "while read l; do sleep 0.2; echo answer $l; done";
+    // The reader's first prompt comes after half a second, a round trip
+    // like a remote login's: the hold adapts to the quiet stretches seen
+    // in this terminal (twice the longest), so it covers the helper's
+    // 0.2 s answers however fast the machine starts Python.
     let path = script(
         "relay.py",
         &format!(
-            "import select, subprocess, sys\np = subprocess.Popen([\"sh\", \"-c\", \"{helper}\"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)\nsys.stdout.write(\"q> \"); sys.stdout.flush()\nwhile True:\n    ready, _, _ = select.select([sys.stdin, p.stdout], [], [])\n    if sys.stdin in ready:\n        l = sys.stdin.readline()\n        if l.strip() == \"quit\":\n            break\n        p.stdin.write(l.encode()); p.stdin.flush()\n    if p.stdout in ready:\n        sys.stdout.write(p.stdout.readline().decode() + \"q> \"); sys.stdout.flush()\n"
+            // sleep-ok: the program under test pauses before its prompt on purpose
+            "import select, subprocess, sys, time\np = subprocess.Popen([\"sh\", \"-c\", \"{helper}\"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)\nsys.stdout.write(\"starting\\n\"); sys.stdout.flush(); time.sleep(0.5)\nsys.stdout.write(\"q> \"); sys.stdout.flush()\nwhile True:\n    ready, _, _ = select.select([sys.stdin, p.stdout], [], [])\n    if sys.stdin in ready:\n        l = sys.stdin.readline()\n        if l.strip() == \"quit\":\n            break\n        p.stdin.write(l.encode()); p.stdin.flush()\n    if p.stdout in ready:\n        sys.stdout.write(p.stdout.readline().decode() + \"q> \"); sys.stdout.flush()\n"
         ),
     );
     let start = send(&f, id, &format!("python3 {path}")).await;
