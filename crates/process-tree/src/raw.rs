@@ -14,8 +14,15 @@
 #![allow(clippy::cast_possible_wrap, clippy::cast_sign_loss)]
 
 /// Whether this architecture has the wrappers (else they fail with
-/// `-ENOSYS` and no namespace is made).
-pub(crate) const AVAILABLE: bool = cfg!(any(target_arch = "x86_64", target_arch = "aarch64"));
+/// `-ENOSYS` and no namespace is made). Not with musl either: its `clone`
+/// refuses `CLONE_CHILD_CLEARTID` (`EINVAL`, without a system call),
+/// which the leader's start needs; a static (musl) build runs its
+/// sessions without a PID namespace of their own, bounded by the
+/// guardian.
+pub(crate) const AVAILABLE: bool = cfg!(all(
+    any(target_arch = "x86_64", target_arch = "aarch64"),
+    not(target_env = "musl")
+));
 
 /// A system call with up to four arguments; `-errno` on failure.
 ///
