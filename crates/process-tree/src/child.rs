@@ -350,8 +350,11 @@ impl Plan {
             init_stack: init_stack.as_mut().map(Stack::top),
             status: &status,
         };
-        let flags = if namespaced {
+        let flags = if namespaced && crate::raw::CLONE_TAKES_CLEAR_TID {
             libc::CLONE_VM | libc::CLONE_CHILD_CLEARTID | libc::SIGCHLD
+        } else if namespaced {
+            // The leader sets the word itself (see `leader_child`).
+            libc::CLONE_VM | libc::SIGCHLD
         } else {
             libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD
         };
@@ -466,6 +469,10 @@ extern "C" fn leader_child(arg: *mut libc::c_void) -> libc::c_int {
     // `pending` is clear, which the leader does last before it stops
     // reading it (or the kernel does when it `exec`s or exits).
     let args = unsafe { &*arg.cast::<LeaderArgs<'_>>() };
+    if args.program_stack.is_some() && !crate::raw::CLONE_TAKES_CLEAR_TID {
+        // Before anything could `exec` or exit: the host waits on it.
+        crate::raw::clear_tid_at(&args.slots.pending);
+    }
     child_main(args) as libc::c_int
 }
 

@@ -14,15 +14,14 @@
 #![allow(clippy::cast_possible_wrap, clippy::cast_sign_loss)]
 
 /// Whether this architecture has the wrappers (else they fail with
-/// `-ENOSYS` and no namespace is made). Not with musl either: its `clone`
-/// refuses `CLONE_CHILD_CLEARTID` (`EINVAL`, without a system call),
-/// which the leader's start needs; a static (musl) build runs its
-/// sessions without a PID namespace of their own, bounded by the
-/// guardian.
-pub(crate) const AVAILABLE: bool = cfg!(all(
-    any(target_arch = "x86_64", target_arch = "aarch64"),
-    not(target_env = "musl")
-));
+/// `-ENOSYS` and no namespace is made).
+pub(crate) const AVAILABLE: bool = cfg!(any(target_arch = "x86_64", target_arch = "aarch64"));
+
+/// Whether the C library's `clone` takes `CLONE_CHILD_CLEARTID`. musl's
+/// refuses it (`EINVAL`, without a system call): there the leader sets
+/// the same word itself as its first step ([`clear_tid_at`]), which the
+/// kernel then clears and wakes exactly as for the flag.
+pub(crate) const CLONE_TAKES_CLEAR_TID: bool = !cfg!(target_env = "musl");
 
 /// A system call with up to four arguments; `-errno` on failure.
 ///
@@ -164,6 +163,15 @@ pub(crate) fn pidfd_exited(fd: libc::c_int) -> bool {
             0,
         ) > 0
     }
+}
+
+/// Has the kernel clear (and wake, as a shared futex) the word at `word`
+/// when this process `exec`s or exits: what `CLONE_CHILD_CLEARTID` does,
+/// asked by the child itself.
+pub(crate) fn clear_tid_at(word: &std::sync::atomic::AtomicI32) {
+    // SAFETY: a valid, aligned word the caller keeps alive until it is
+    // cleared (the host waits for that before letting it go).
+    unsafe { syscall4(libc::SYS_set_tid_address, word.as_ptr() as usize, 0, 0, 0) };
 }
 
 /// Stops the kernel from clearing (and waking) this process's
