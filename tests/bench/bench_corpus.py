@@ -14,7 +14,8 @@ the corpus expects is listed with what went wrong instead of figures.
 Prints, per program, the dsh median and p90, the floor's median and p90
 and the ratio of the medians. Run with `cargo xtask bench corpus
 [--quick]` (`--quick`: one round on the debug build, figures not to be
-quoted; BENCH_N sets the number of rounds)."""
+quoted; BENCH_N sets the number of rounds; BENCH_PROGRAMS, a
+comma-separated list of names, runs only those programs)."""
 
 import fcntl
 import os
@@ -233,9 +234,30 @@ def raw_round(program, root):
         return timed
     finally:
         pty.close()
+        end_marked(root)
         if "gpgconf" in program.requires:
             # gpg started its agent, which outlives the pty
             subprocess.run(["gpgconf", "--kill", "gpg-agent"], env=raw_env(root, program), check=False)
+
+
+def end_marked(root):
+    """Kills every process of this user whose environment carries the
+    floor's marker for `root`: what left the pty's session (tmux's and
+    screen's servers, a daemonised agent) outlives the process group."""
+    marker = f"DSH_CORPUS_FLOOR={root}".encode()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                marked = marker in f.read().split(b"\0")
+        except OSError:
+            continue
+        if marked:
+            try:
+                os.kill(int(entry), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
 
 
 def raw_samples(base, programs):
@@ -258,6 +280,12 @@ def raw_samples(base, programs):
 
 def main():
     programs = [p for p in PROGRAMS if bench_index(p) is not None]
+    only = [n for n in os.environ.get("BENCH_PROGRAMS", "").split(",") if n]
+    if only:
+        unknown = set(only) - {p.name for p in programs}
+        if unknown:
+            sys.exit(f"BENCH_PROGRAMS names no benchmarked program: {', '.join(sorted(unknown))}")
+        programs = [p for p in programs if p.name in only]
     absent = {p.name: missing(p) for p in programs if missing(p) or (p.skip_if and p.skip_if())}
     programs = [p for p in programs if p.name not in absent]
     with tempfile.TemporaryDirectory(prefix="bench-corpus-") as tmp:

@@ -47,10 +47,28 @@ def make_env(tmp_path):
     env["XDG_CONFIG_HOME"] = str(xdg / "config")
     env["XDG_DATA_HOME"] = str(xdg / "data")
     env["XDG_STATE_HOME"] = str(xdg / "state")
-    env["DSH_RUNTIME_DIR"] = tempfile.mkdtemp(prefix="dsh-run-")
+    env["DSH_RUNTIME_DIR"] = runtime_dir()
     env.pop("XDG_RUNTIME_DIR", None)
     env.setdefault("DSH_LOG", "warn")
     return env
+
+
+_RUNTIME_DIRS = []
+
+
+def runtime_dir():
+    """A short, fresh daemon runtime dir (a socket path must fit in 108
+    bytes, so not under tmp_path), removed when the test session ends."""
+    path = tempfile.mkdtemp(prefix="dsh-run-")
+    _RUNTIME_DIRS.append(path)
+    return path
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Removes the runtime dirs this session made; every daemon in them
+    was stopped by its test's teardown."""
+    for path in _RUNTIME_DIRS:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def dsh(env, *args, timeout=60, check=True, cwd=None, command=None):

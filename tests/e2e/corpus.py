@@ -676,8 +676,8 @@ PROGRAMS = [
         Step("exit", "exit", "prompt", r"exited", exit_code=0),
     ]),
     Program("screen", ("screen",), rows=24, cols=80, steps=[
-        Step("open", "screen -q bash --norc --noprofile -i", "input_wait", screen=r"bash-[0-9.]+[$#]",
-             bench=True, floor=r"bash-"),
+        Step("open", "screen -q env PS1='in-screen$ ' bash --norc --noprofile -i", "input_wait",
+             screen=r"in-screen\$", bench=True, floor=r"in-screen"),
         Step("evaluate", "echo $((6 * 7))", "input_wait", r"42", screen=r"^42\s*$"),
         # (our shell's prompt is back; the reply may see the shell reading
         # before the prompt's marker is parsed)
@@ -774,7 +774,10 @@ def strip_ansi(text: str) -> str:
 
 def raw_env(root: pathlib.Path, program: Program) -> dict:
     """The environment of a raw-pty run: the shell's prompt is a marker
-    the floor waits for."""
-    env = dict(os.environ, TERM="xterm-256color", PAGER="cat", GIT_PAGER="cat", PS1="raw$ ")
+    the floor waits for. `DSH_CORPUS_FLOOR` marks every process of the run,
+    so the ones that leave the pty's session (a multiplexer's server, an
+    agent) can be found and ended after it."""
+    env = dict(os.environ, TERM="xterm-256color", PAGER="cat", GIT_PAGER="cat", PS1="raw$ ",
+               DSH_CORPUS_FLOOR=str(root))
     env.update(program.terminal_env(root))
     return env

@@ -23,11 +23,10 @@ async fn send(f: &Fixture, id: TerminalId, text: &str) -> SendOutcome {
     .await
 }
 
-/// Writes `text` to a script file of this test's own; returns its path.
-fn script(name: &str, text: &str) -> String {
-    let dir = std::env::temp_dir().join(format!("terminal-pty-holders-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join(name);
+/// Writes `text` to a script file in `dir`, the test's own temporary
+/// directory (removed when the test drops it); returns its path.
+fn script(dir: &tempfile::TempDir, name: &str, text: &str) -> String {
+    let path = dir.path().join(name);
     std::fs::write(&path, text).unwrap();
     path.display().to_string()
 }
@@ -35,10 +34,12 @@ fn script(name: &str, text: &str) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_last_program_of_a_pipe_is_seen_waiting_at_each_line() {
     let f = Fixture::new();
+    let scripts = tempfile::tempdir().unwrap();
     let id = f.open_shell().await;
     // `true` leads the group and exits; the reader is the pipe's end,
     // reading the terminal (its stdin is the pipe).
     let path = script(
+        &scripts,
         "pipe_end.py",
         "import sys\ntty = open(\"/dev/tty\")\nwhile True:\n    sys.stdout.write(\"p> \"); sys.stdout.flush()\n    print(\"got\", tty.readline().strip().upper())\n",
     );
@@ -85,8 +86,10 @@ async fn a_reader_in_a_session_of_its_own_is_seen_waiting() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reader_on_a_side_thread_is_seen_while_the_main_thread_waits_on_a_pipe() {
     let f = Fixture::new();
+    let scripts = tempfile::tempdir().unwrap();
     let id = f.open_shell().await;
     let path = script(
+        &scripts,
         "side_thread.py",
         "import os, threading\nr, w = os.pipe()\ndef reader():\n    while True:\n        l = input(\"t> \")\n        if l == \"quit\":\n            break\n        print(\"got\", l)\n    os.write(w, b\"x\")\nthreading.Thread(target=reader, daemon=True).start()\nos.read(r, 1)\n",
     );
@@ -109,6 +112,7 @@ async fn a_reader_on_a_side_thread_is_seen_while_the_main_thread_waits_on_a_pipe
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wait_beside_a_pipe_to_another_process_holds_for_the_answer() {
     let f = Fixture::new();
+    let scripts = tempfile::tempdir().unwrap();
     let id = f.open_shell().await;
     // The reader waits on the terminal and, in the same `select`, on a
     // pipe from a helper that answers each line a while later: the reply
@@ -120,6 +124,7 @@ async fn a_wait_beside_a_pipe_to_another_process_holds_for_the_answer() {
     // in this terminal (twice the longest), so it covers the helper's
     // 0.2 s answers however fast the machine starts Python.
     let path = script(
+        &scripts,
         "relay.py",
         &format!(
             // sleep-ok: the program under test pauses before its prompt on purpose
