@@ -189,6 +189,15 @@ class RawPty:
                 return
         raise RuntimeError(f"waited {deadline_s} s for {pattern!r}; read {strip_ansi(buf.decode(errors='replace'))[-120:]!r}")
 
+    def wait_until_started(self, deadline_s=TIMEOUT_S):
+        """Waits until the terminal's foreground group is no longer the
+        shell's (the shell started the command line's program)."""
+        deadline = time.monotonic() + deadline_s
+        while os.tcgetpgrp(self.master) == self.proc.pid:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the shell kept the terminal for {deadline_s} s")
+            time.sleep(0.001)  # sleep-ok: polling the terminal's foreground group, which has no event
+
     def close(self):
         try:
             os.killpg(self.proc.pid, signal.SIGKILL)
@@ -229,8 +238,15 @@ def raw_round(program, root):
             keys = step.text + ("\r" if step.submit else "")
             started = time.perf_counter()
             os.write(pty.master, keys.encode())
-            pty.wait_for(floor_pattern(step), after=step.text if step.submit else "")
+            pattern = floor_pattern(step)
+            pty.wait_for(pattern, after=step.text if step.submit else "")
             timed = (time.perf_counter() - started) * 1000
+            if pattern == "" and not program.command and step.submit:
+                # A program the shell starts with nothing to show: the
+                # next keys wait until the shell handed it the terminal,
+                # or they race the shell's line editor (typed ahead in
+                # its raw mode, `\r` is never made a newline).
+                pty.wait_until_started()
         return timed
     finally:
         pty.close()
