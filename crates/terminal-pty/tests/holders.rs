@@ -33,6 +33,9 @@ fn script(dir: &tempfile::TempDir, name: &str, text: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_last_program_of_a_pipe_is_seen_waiting_at_each_line() {
+    if !test_support::needs(&["python3"]) {
+        return;
+    }
     let f = Fixture::new();
     let scripts = tempfile::tempdir().unwrap();
     let id = f.open_shell().await;
@@ -64,6 +67,9 @@ async fn the_last_program_of_a_pipe_is_seen_waiting_at_each_line() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reader_in_a_session_of_its_own_is_seen_waiting() {
+    if !test_support::needs(&["python3", "setsid"]) {
+        return;
+    }
     let f = Fixture::new();
     let id = f.open_shell().await;
     let start = send(&f, id, "setsid -w python3 -q -i").await;
@@ -85,6 +91,9 @@ async fn a_reader_in_a_session_of_its_own_is_seen_waiting() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reader_on_a_side_thread_is_seen_while_the_main_thread_waits_on_a_pipe() {
+    if !test_support::needs(&["python3"]) {
+        return;
+    }
     let f = Fixture::new();
     let scripts = tempfile::tempdir().unwrap();
     let id = f.open_shell().await;
@@ -111,6 +120,9 @@ async fn a_reader_on_a_side_thread_is_seen_while_the_main_thread_waits_on_a_pipe
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wait_beside_a_pipe_to_another_process_holds_for_the_answer() {
+    if !test_support::needs(&["python3"]) {
+        return;
+    }
     let f = Fixture::new();
     let scripts = tempfile::tempdir().unwrap();
     let id = f.open_shell().await;

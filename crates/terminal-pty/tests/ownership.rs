@@ -239,6 +239,9 @@ async fn an_interrupt_reaches_a_program_that_took_the_foreground_after_it() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_interrupt_reaches_a_program_its_target_became_after_it() {
+    if !test_support::needs(&["python3"]) {
+        return;
+    }
     let f = Fixture::new();
     let id = f.open_shell().await;
     // The foreground program catches the SIGINT and becomes `sleep`, as

@@ -78,6 +78,9 @@ async fn multi_line_shell_input_settles_after_the_last_command() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn python_repl_keeps_state_and_settles_on_input_wait() {
+    if !test_support::needs(&["python3"]) {
+        return;
+    }
     let f = Fixture::new();
     let id = f.open_command(&["python3", "-q", "-i"]).await;
     let set = f.send(id, "x = 41").await;
@@ -104,6 +107,9 @@ async fn python_repl_keeps_state_and_settles_on_input_wait() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn python_started_from_the_shell_settles_on_its_prompt() {
+    if !test_support::needs(&["python3"]) {
+        return;
+    }
     let f = Fixture::new();
     let id = f.open_shell().await;
     let start = f.send(id, "python3 -q -i").await;
@@ -221,6 +227,9 @@ async fn timeout_returns_while_the_command_runs_and_read_shows_the_rest() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigint_interrupts_a_busy_python_loop_and_the_repl_answers_again() {
+    if !test_support::needs(&["python3"]) {
+        return;
+    }
     let f = Fixture::new();
     let id = f.open_command(&["python3", "-q", "-i"]).await;
     // The loop says when it spins (`sp` + `in`: the echo of the typed line

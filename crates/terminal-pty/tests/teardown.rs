@@ -28,6 +28,9 @@ fn alive(pid: i32) -> bool {
 fn closing_spares_a_process_that_took_the_exited_first_processs_pid() {
     // Needs root (CAP_SYS_ADMIN) to make a private pid namespace, where the
     // test can ask for a given pid (ns_last_pid).
+    if !test_support::needs(&["unshare"]) || !test_support::needs_root("a private pid namespace") {
+        return;
+    }
     if !process_tree::testing::run_in_private_pid_namespace(
         "closing_spares_a_process_that_took_the_exited_first_processs_pid",
     ) {
@@ -187,6 +190,9 @@ line()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn text_the_program_did_not_read_is_reported_and_never_runs_glued_to_the_next_send() {
+    if !test_support::needs(&["python3"]) {
+        return;
+    }
     let f = Fixture::with_config(TerminalConfig {
         max_send_bytes: 4 << 20,
         ..TerminalConfig::default()

@@ -48,6 +48,9 @@ async fn a_read_of_dev_tty_with_echo_off_is_a_secret_input_wait() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn python_getpass_settles_as_a_secret_prompt_twice() {
+    if !test_support::needs(&["python3"]) {
+        return;
+    }
     let f = Fixture::new();
     let id = f.open_shell().await;
     let first = send(
@@ -77,6 +80,9 @@ async fn python_getpass_settles_as_a_secret_prompt_twice() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_perl_debugger_reading_dev_tty_settles_at_each_prompt() {
+    if !test_support::needs(&["perl"]) {
+        return;
+    }
     let f = Fixture::new();
     let id = f.open_command(&["perl", "-de0"]).await;
     let step = send(&f, id, "p 6*7").await;
@@ -117,6 +123,9 @@ async fn a_read_through_the_pts_path_or_a_dup_is_a_wait_with_echo_on() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_line_editor_prompt_is_not_a_secret() {
+    if !test_support::needs(&["python3"]) {
+        return;
+    }
     let f = Fixture::new();
     let id = f.open_command(&["python3", "-q", "-i"]).await;
     let answer = send(&f, id, "1+1").await;

@@ -98,6 +98,9 @@ async fn stream_reads_are_non_destructive_and_report_dropped_after_the_ring_wrap
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn screen_mode_shows_a_full_screen_program() {
+    if !test_support::needs(&["less"]) {
+        return;
+    }
     let f = Fixture::new();
     let id = f.open_shell().await;
     let dir = tempfile::tempdir().unwrap();

@@ -49,6 +49,28 @@ pub fn needs(programs: &[&str]) -> bool {
     false
 }
 
+/// Whether this test runs as root, for a test that needs what only root
+/// may do (`what`: a private PID namespace made with `unshare(1)`, say).
+/// As [`needs`]: skipped (false, with a line on stderr) unless
+/// [`ALL_TESTS`] is set, where it fails.
+#[track_caller]
+pub fn needs_root(what: &str) -> bool {
+    use std::os::unix::fs::MetadataExt as _;
+    // /proc/self belongs to the process's effective user.
+    if std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0) {
+        return true;
+    }
+    let caller = std::panic::Location::caller();
+    assert!(
+        std::env::var_os(ALL_TESTS).is_none_or(|v| v.is_empty()),
+        "{caller}: this test needs root for {what}"
+    );
+    eprintln!(
+        "{caller}: skipped: needs root for {what} ({ALL_TESTS}=1 cargo test as root runs it)"
+    );
+    false
+}
+
 /// Whether `program` names an executable file on `PATH` (or is a path to
 /// one).
 fn on_path(program: &str) -> bool {
