@@ -64,7 +64,7 @@ pub use peer::{peer_pid, peer_pidfd, pidfd_alive, pidfd_open};
 pub use reap::{become_subreaper, reap_adopted};
 pub use scan::{
     ProcessInfo, all_processes, command_line, live_descendants, live_session_members, parse_stat,
-    process_info, resident_kib, session_members, ticks_since_boot,
+    proc_is_ours, process_info, resident_kib, session_members, ticks_since_boot,
 };
 pub use spawn::{Leader, PreExecStep, SessionCommand, Spawned, add_pre_exec_step, spawn_session};
 

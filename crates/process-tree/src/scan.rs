@@ -83,8 +83,8 @@ pub fn all_processes() -> Vec<ProcessInfo> {
 }
 
 /// Whether `/proc` shows this process's own pid namespace, so a pid it
-/// lists is the pid `getsid` takes (checked once).
-fn proc_is_ours() -> bool {
+/// lists is the pid system calls take (checked once).
+pub fn proc_is_ours() -> bool {
     static OURS: OnceLock<bool> = OnceLock::new();
     *OURS.get_or_init(|| {
         fs::read_link("/proc/self")

@@ -40,7 +40,7 @@ impl Mark {
     /// (Only where `/proc` shows our own pid namespace: elsewhere its
     /// pids are not the counter's.)
     pub(crate) fn now() -> Self {
-        let last_pid = proc_is_ours().then(last_pid).flatten();
+        let last_pid = process_tree::proc_is_ours().then(last_pid).flatten();
         Self {
             last_pid,
             ticks: boot_ticks(),
@@ -100,17 +100,6 @@ fn last_pid() -> Option<i32> {
     let mut buf = [0u8; 16];
     let n = file.read_at(&mut buf, 0).ok()?;
     std::str::from_utf8(&buf[..n]).ok()?.trim().parse().ok()
-}
-
-/// Whether `/proc` shows this process's own pid namespace (checked once).
-fn proc_is_ours() -> bool {
-    static OURS: OnceLock<bool> = OnceLock::new();
-    *OURS.get_or_init(|| {
-        fs::read_link("/proc/self")
-            .ok()
-            .and_then(|target| target.to_str()?.parse::<u32>().ok())
-            == Some(std::process::id())
-    })
 }
 
 /// The largest pid plus one (`/proc/sys/kernel/pid_max`), read once.

@@ -34,17 +34,20 @@ pub const ALL_TESTS: &str = "DSH_TEST_ALL";
 #[track_caller]
 pub fn needs(programs: &[&str]) -> bool {
     let missing: Vec<&str> = programs.iter().copied().filter(|p| !on_path(p)).collect();
-    if missing.is_empty() {
-        return true;
-    }
-    let what = missing.join(", ");
+    missing.is_empty() || skip(&format!("{} on PATH", missing.join(", ")))
+}
+
+/// Skips the calling test for want of `what` (false, after a line on
+/// stderr), or fails it when [`ALL_TESTS`] is set.
+#[track_caller]
+fn skip(what: &str) -> bool {
     let caller = std::panic::Location::caller();
     assert!(
         std::env::var_os(ALL_TESTS).is_none_or(|v| v.is_empty()),
-        "{caller}: this test needs {what} on PATH; `cargo xtask test` installs it"
+        "{caller}: this test needs {what}; `cargo xtask test` installs what it can"
     );
     eprintln!(
-        "{caller}: skipped: needs {what} on PATH (`cargo xtask test`, or {ALL_TESTS}=1 cargo test with it installed, runs it)"
+        "{caller}: skipped: needs {what} (`cargo xtask test`, or {ALL_TESTS}=1 cargo test with it there, runs it)"
     );
     false
 }
@@ -57,18 +60,7 @@ pub fn needs(programs: &[&str]) -> bool {
 pub fn needs_root(what: &str) -> bool {
     use std::os::unix::fs::MetadataExt as _;
     // /proc/self belongs to the process's effective user.
-    if std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0) {
-        return true;
-    }
-    let caller = std::panic::Location::caller();
-    assert!(
-        std::env::var_os(ALL_TESTS).is_none_or(|v| v.is_empty()),
-        "{caller}: this test needs root for {what}"
-    );
-    eprintln!(
-        "{caller}: skipped: needs root for {what} ({ALL_TESTS}=1 cargo test as root runs it)"
-    );
-    false
+    std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0) || skip(&format!("root for {what}"))
 }
 
 /// Whether `program` names an executable file on `PATH` (or is a path to
