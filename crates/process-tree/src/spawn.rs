@@ -422,6 +422,7 @@ fn spawn_here(command: SessionCommand, parent_death: Option<Signal>) -> io::Resu
             pidfd,
             init,
             program_status: started.status,
+            program: started.program,
             state: Mutex::new(LeaderState::default()),
         },
         stdin: stdin.map(ChildStdin::from),
@@ -478,6 +479,9 @@ pub struct Leader {
     /// With a PID namespace, where the leader (the waiter) leaves the
     /// program's wait status before it exits: how the session ended.
     program_status: Option<Arc<AtomicI32>>,
+    /// The pid of the process that runs the program (the leader's own
+    /// without a namespace).
+    program: i32,
     state: Mutex<LeaderState>,
 }
 
@@ -584,11 +588,22 @@ impl Leader {
     }
 
     fn live_members(&self) -> Vec<ProcessInfo> {
-        let mut members = live_session_members(self.pid);
-        if let Some((_, init)) = &self.init {
-            members.retain(|p| p.pid != init.pid);
-            for p in live_descendants(init) {
-                if members.iter().all(|m| m.pid != p.pid) {
+        let Some((_, init)) = &self.init else {
+            return live_session_members(self.pid);
+        };
+        // Everything the program started is in the namespace and, once
+        // the program is gone, below its init (an orphan there goes to
+        // the init, the namespace's reaper, never to a reaper outside):
+        // the init's descendants are all of them, found without reading
+        // every process in `/proc`.
+        let mut members = live_descendants(init);
+        let program_lives =
+            process_info(self.program).is_some_and(|p| p.sid == self.pid && !p.is_zombie());
+        if program_lives {
+            // The program outlived its waiter (it went to this process,
+            // with what it started): the session's members too.
+            for p in live_session_members(self.pid) {
+                if p.pid != init.pid && members.iter().all(|m| m.pid != p.pid) {
                     members.push(p);
                 }
             }
