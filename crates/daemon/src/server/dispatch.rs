@@ -14,17 +14,17 @@ use tokio::sync::oneshot;
 use tools_catalog::Preset;
 
 use super::{Busy, Control, Shared};
-use crate::host::{ConnectionSetup, serve_connection};
-use crate::paths::DaemonPaths;
-use crate::protocol::records::SessionRecordOp;
-use crate::protocol::registry::RegistryOp;
-use crate::protocol::replies::{
+use daemon_client::paths::DaemonPaths;
+use daemon_wire::records::SessionRecordOp;
+use daemon_wire::registry::RegistryOp;
+use daemon_wire::replies::{
     Accepted, LanguageServerStatus, McpAccepted, PageStatus, Reloaded, Status, UiPage,
 };
-use crate::protocol::{
+use daemon_wire::{
     Hello, MAX_REQUEST_LINE, McpHello, PROTOCOL, Reply, Request, codes, read_line, version,
     write_line,
 };
+use mcp_host::{ConnectionSetup, serve_connection};
 
 /// The preset a bridge asked for, by name ([`Preset::from_name`]).
 fn parse_preset(name: Option<&str>) -> Result<Option<Preset>, String> {
@@ -217,7 +217,7 @@ pub(super) async fn handle(shared: Arc<Shared>, stream: UnixStream) {
             answer(&shared, &id, secret).await
         }
         Request::Asking { id } => match id.parse::<terminal_seam::TerminalId>() {
-            Ok(id) => Reply::of(&crate::protocol::replies::Asking {
+            Ok(id) => Reply::of(&daemon_wire::replies::Asking {
                 question: shared.host.answer_question(id),
             }),
             Err(e) => Reply::failed(e.code(), e.to_string()),
@@ -239,12 +239,12 @@ pub(super) async fn handle(shared: Arc<Shared>, stream: UnixStream) {
 
 /// `approvals`: the commands waiting for a person's approval.
 fn approvals(shared: &Shared) -> Reply {
-    Reply::of(&crate::protocol::replies::Approvals {
+    Reply::of(&daemon_wire::replies::Approvals {
         approvals: shared
             .host
             .waiting_approvals()
             .into_iter()
-            .map(|a| crate::protocol::replies::WaitingApproval {
+            .map(|a| daemon_wire::replies::WaitingApproval {
                 id: a.id,
                 agent: a.agent,
                 cwd: a.cwd,
@@ -261,7 +261,7 @@ fn approve(shared: &Shared, id: &str, run: bool) -> Reply {
     match shared.host.person_decides(id, run) {
         Ok(what) => {
             tracing::info!(approval = %id, run, "a person decided (dsh approve)");
-            Reply::of(&crate::protocol::replies::Decided { what })
+            Reply::of(&daemon_wire::replies::Decided { what })
         }
         Err(e) => Reply::failed(e.code(), e.to_string()),
     }
@@ -473,7 +473,7 @@ async fn status(shared: &Shared) -> Status {
 }
 
 /// `answer`: a person's answer to terminal `id`'s secret prompt.
-async fn answer(shared: &Shared, id: &str, secret: crate::protocol::Secret) -> Reply {
+async fn answer(shared: &Shared, id: &str, secret: daemon_wire::Secret) -> Reply {
     let id: terminal_seam::TerminalId = match id.parse() {
         Ok(id) => id,
         Err(e) => {
@@ -484,7 +484,7 @@ async fn answer(shared: &Shared, id: &str, secret: crate::protocol::Secret) -> R
     match shared.host.person_answers(id, secret.0).await {
         Ok(how) => {
             tracing::info!(terminal = %id, "a person answered a secret prompt (dsh answer)");
-            Reply::of(&crate::protocol::replies::Answered {
+            Reply::of(&daemon_wire::replies::Answered {
                 how: how.to_owned(),
             })
         }

@@ -5,13 +5,13 @@
 
 use std::time::{Duration, SystemTime};
 
-use crate::host::{ConnectionFacts, Host};
-use crate::protocol::ps::{
+use daemon_wire::ps::{
     ConnectionRow, DaemonRow, DetachedDone, DetachedRow, JobRow, LanguageServerRow, Snapshot,
     TerminalRow,
 };
-use crate::protocol::version;
-use crate::protocol::{Reply, codes};
+use daemon_wire::version;
+use daemon_wire::{Reply, codes};
+use mcp_host::{ConnectionFacts, Host};
 
 /// One connection as it is now.
 pub struct ConnectionNow {

@@ -1,7 +1,7 @@
 //! What the `dsh ui` page reads of this daemon: [`DaemonUiSource`]
 //! answers it from the held store, the host's live state (the snapshot of
 //! `server::live`, which `dsh ps` reads too) and the host's
-//! [`CallHub`](crate::calls::CallHub) of tool calls as they happen. The
+//! [`CallHub`](mcp_host::calls::CallHub) of tool calls as they happen. The
 //! page's changes are the registry operations of the CLI, run on the
 //! held store the same way ([`crate::registry::execute_held`]); its
 //! directory picker is `picker-fs`, from the daemon's `$HOME`.
@@ -25,11 +25,11 @@ use workspace::{
 };
 
 use super::live::{connection_row, job_row};
-use crate::calls::RECENT_CALLS;
-use crate::host::Host;
-use crate::protocol::codes;
-use crate::protocol::registry::{Archived, Created, RegistryOp};
-use crate::store::{HeldStore, SledRegistry};
+use daemon_wire::codes;
+use daemon_wire::registry::{Archived, Created, RegistryOp};
+use mcp_host::Host;
+use mcp_host::calls::RECENT_CALLS;
+use mcp_host::store::{HeldStore, SledRegistry};
 
 /// The page's view of this daemon.
 pub struct DaemonUiSource {
@@ -37,7 +37,7 @@ pub struct DaemonUiSource {
     held: Arc<HeldStore>,
     watchers: Arc<AtomicUsize>,
     picker: Arc<dyn DirectoryPicker>,
-    remotes: Option<Arc<crate::remotes::Watch>>,
+    remotes: Option<Arc<daemon_client::remotes::Watch>>,
 }
 
 impl DaemonUiSource {
@@ -58,7 +58,7 @@ impl DaemonUiSource {
     /// bridges registered under `runtime_dir` too.
     pub fn with_remotes(self, runtime_dir: std::path::PathBuf) -> Self {
         Self {
-            remotes: Some(Arc::new(crate::remotes::Watch::new(runtime_dir))),
+            remotes: Some(Arc::new(daemon_client::remotes::Watch::new(runtime_dir))),
             ..self
         }
     }
@@ -135,7 +135,7 @@ fn overview(
 
 /// A remote host as the page shows it, from what its daemon answered to
 /// `dsh ps` (ids already qualified with the host).
-fn remote_host(r: crate::remotes::RemoteSnapshot) -> RemoteHost {
+fn remote_host(r: daemon_client::remotes::RemoteSnapshot) -> RemoteHost {
     let connections = r
         .snapshot
         .as_ref()

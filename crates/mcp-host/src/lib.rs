@@ -30,9 +30,14 @@ use workspace::{ClientInfo, SessionHeader, SessionId};
 
 use crate::session_log::{LogPolicy, SessionRecorder};
 
+pub mod calls;
+pub mod config;
 mod detach;
 mod links;
+pub mod processes;
 mod secrets;
+pub mod session_log;
+pub mod store;
 mod tasks;
 pub use detach::{Agent, AgentCell, Detached, KEY_PREFIX, TakeBackLock};
 use detach::{ConnectionResume, current, new_agent};
@@ -409,7 +414,7 @@ impl Host {
 
     /// The directories closed to a connection's sandboxed processes: the
     /// host's, and the connection's config file.
-    pub(crate) fn connection_private(&self, config_path: Option<&Path>) -> Vec<PathBuf> {
+    pub fn connection_private(&self, config_path: Option<&Path>) -> Vec<PathBuf> {
         let mut private = self.private.clone();
         private.extend(config_path.map(Path::to_path_buf));
         private
@@ -1087,7 +1092,7 @@ fn mcp_progress(
     (Some(sink), Some(sending))
 }
 
-use crate::protocol::model_view::ModelView;
+use daemon_wire::model_view::ModelView;
 
 fn to_mcp_result(
     outcome: Result<tools_catalog::ToolReply, ToolError>,
@@ -1447,7 +1452,7 @@ mod tests {
         let codex = to_mcp_result(reply(long.clone()), ModelView::of(Some("codex-mcp-client")));
         let text = &codex.content[0].as_text().unwrap().text;
         assert!(
-            text.len() <= crate::protocol::model_view::CODEX_WHOLE_BYTES + 64,
+            text.len() <= daemon_wire::model_view::CODEX_WHOLE_BYTES + 64,
             "{}",
             text.len()
         );

@@ -146,7 +146,7 @@ impl Host {
 /// says) for a person's decision in the page or `dsh approve`, and sends
 /// the client the page's link when it can open one; `None` when the host
 /// serves no page (standalone: no person can be reached).
-pub(in crate::host) fn approval_asker(
+pub(crate) fn approval_asker(
     host: Arc<Host>,
     links: LinkSender,
     agent: String,

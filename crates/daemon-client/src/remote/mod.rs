@@ -40,8 +40,8 @@ use serde_json::{Value, json};
 use self::bootstrap::{Build, Line, Stream};
 use super::ClientError;
 use super::bridge::BridgeEnd;
-use crate::protocol::model_view::ModelView;
 use crate::remotes::{self as hosts, target::Target};
+use daemon_wire::model_view::ModelView;
 
 /// How `dsh mcp --remote` was started.
 #[derive(Debug, Clone)]
