@@ -2,10 +2,15 @@
 //! hello; the typed [`Client`] of the CLI's one-shot requests (`dsh
 //! workspace …`, `dsh session …`, `dsh daemon status|stop`, `dsh ps`,
 //! `dsh ui`), and the client halves of `dsh attach` ([`attach`]) and
-//! `dsh mcp` ([`bridge`]); where a registry command runs
-//! ([`RegistryAccess`]: in the daemon, or on the store with
-//! `--standalone`). The client depends on the protocol (and, for
-//! `--standalone`, on the registry operations), never on the server.
+//! `dsh mcp` ([`bridge`]); `dsh mcp --remote` ([`remote`]). What finds a
+//! daemon is here too, since the server uses it as a client does: where a
+//! data directory's daemon keeps its files ([`paths`]), who holds its lock
+//! ([`holder`]), and the remote hosts of live bridges ([`remotes`]).
+//!
+//! Of the daemon's crates this one names only the wire (`daemon-wire`):
+//! never the MCP host or the server, and never the store (a registry
+//! command with `--standalone` runs on the store through the `daemon`
+//! crate's `RegistryAccess`).
 //!
 //! A client that may start a daemon runs `dsh daemon --spawned` detached
 //! (a session of its own, stdio to the daemon's log file) and waits for a

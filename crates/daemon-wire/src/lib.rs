@@ -13,12 +13,18 @@
 //! `record` keep their shape across versions ([`PROTOCOL`]), so an upgrade
 //! can hand the store over.
 //!
-//! This module is the daemon's wire format and nothing else: every
+//! This crate is the daemon's wire format and nothing else: every
 //! request ([`Request`]) and the data of every reply ([`replies`], [`ps`],
 //! [`registry`]), the error codes ([`codes`]), the `daemon.json` record
-//! ([`info`]) and the framing ([`framing`], [`exchange`]). It depends on
-//! no other module of the crate: the client and the server both use it,
-//! and never each other (a tidy test in the xtask keeps it so).
+//! ([`info`]), the framing ([`framing`], [`exchange`]) and what a model is
+//! shown of a result per client ([`model_view`]). It names none of the
+//! daemon's other crates: the client (`daemon-client`) and the side that
+//! serves (`mcp-host`, `daemon`) both use it, and the client and the MCP
+//! host never each other (the crate graph, checked by a tidy test in the
+//! xtask). It does not find a daemon (`daemon-client` does) and serves
+//! nothing (`daemon` does).
+
+#![forbid(unsafe_code)]
 
 use std::path::PathBuf;
 

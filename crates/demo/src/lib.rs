@@ -21,6 +21,8 @@
 //! REPL keeps); everything it started is ended and checked gone before it
 //! returns.
 
+#![forbid(unsafe_code)]
+
 use std::collections::BTreeMap;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};

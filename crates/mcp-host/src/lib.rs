@@ -1,6 +1,18 @@
 //! The MCP server: one [`Host`] (the long-lived runtime, the store, the
 //! language servers) and one [`Connection`] per MCP client.
 //!
+//! Beside them, what the host reads and records: the config file and what
+//! the host takes of it ([`config`]), the store held open for a daemon's
+//! life or taken per operation ([`store`]), each connection's session log
+//! ([`session_log`]) and the calls it carries to the page as they happen
+//! ([`calls`]); and the duties of a process that runs a host: the
+//! subreaper, the orphan reaper and the guardian ([`processes`]).
+//!
+//! Of the daemon's crates this one names only the wire (`daemon-wire`): it
+//! does not listen on a socket (the `daemon` crate does) or reach a daemon
+//! (`daemon-client` does), and it holds no tool logic (`tools-catalog`
+//! does).
+//!
 //! The host is the same whether one stdio client is served in process
 //! (`dsh mcp --standalone`) or many socket clients by the daemon. A
 //! connection has its own [`Owner`], its own tool layer (the preset and
