@@ -41,7 +41,7 @@ pub use api::{Client, StatusReport, Stopped, Unreachable};
 use crate::paths::DaemonPaths;
 use daemon_wire::exchange::read_result;
 use daemon_wire::{
-    Failure, Hello, LineError, MAX_REPLY_LINE, Reply, Request, codes, read_line_blocking,
+    Code, Failure, Hello, LineError, MAX_REPLY_LINE, Reply, Request, read_line_blocking,
     write_line_blocking,
 };
 
@@ -221,7 +221,7 @@ pub(crate) fn connect(
                     let Some(failure) = reply.error.clone() else {
                         return Err(ClientError::Unreachable("empty reply".into()));
                     };
-                    if failure.code != codes::VERSION_MISMATCH || start.is_none() {
+                    if failure.code != Code::VersionMismatch || start.is_none() {
                         return Err(ClientError::Refused(failure));
                     }
                     last_mismatch = Some(reply);

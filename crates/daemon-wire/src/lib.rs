@@ -31,6 +31,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 pub mod codes;
+pub use codes::Code;
 pub mod exchange;
 pub mod framing;
 pub mod info;
@@ -271,7 +272,7 @@ impl Reply {
     pub fn of<T: Serialize>(data: &T) -> Self {
         match serde_json::to_value(data) {
             Ok(data) => Self::ok(data),
-            Err(e) => Self::failed(codes::INTERNAL, format!("cannot encode the reply: {e}")),
+            Err(e) => Self::failed(Code::Internal, format!("cannot encode the reply: {e}")),
         }
     }
 
@@ -281,12 +282,12 @@ impl Reply {
     }
 
     /// A failed reply of this process.
-    pub fn failed(code: &str, message: impl Into<String>) -> Self {
+    pub fn failed(code: Code, message: impl Into<String>) -> Self {
         Self {
             pid: std::process::id(),
             version: version(),
             error: Some(Failure {
-                code: code.to_owned(),
+                code,
                 message: message.into(),
             }),
             data: serde_json::Value::Null,
@@ -295,12 +296,14 @@ impl Reply {
 }
 
 /// A refused or failed request: a stable code and a message that says
-/// what to do.
+/// what to do. The code is one of [`Code`]'s: a new code is a change of
+/// the wire, which a client of an earlier build reads as a reply it does
+/// not understand.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
 #[error("{message}")]
 pub struct Failure {
-    /// SCREAMING_SNAKE code.
-    pub code: String,
+    /// The stable code, written as its SCREAMING_SNAKE name.
+    pub code: Code,
     /// One line for a person.
     pub message: String,
 }

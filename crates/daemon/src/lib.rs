@@ -32,6 +32,7 @@
 //! This crate does not parse the command line (the `dsh` binary does), and
 //! holds no tool logic (that is `tools-catalog`'s).
 
+pub mod codes;
 pub mod logging;
 pub mod memory;
 pub mod registry;

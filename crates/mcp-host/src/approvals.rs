@@ -20,6 +20,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::super::links::{LinkOutcome, LinkSender};
+use daemon_wire::Code;
 use tokio::sync::oneshot;
 use tools_catalog::{Answer, Approval, Asker};
 
@@ -60,8 +61,8 @@ pub struct NoApproval(String);
 
 impl NoApproval {
     /// The stable code: `NO_APPROVAL`.
-    pub fn code(&self) -> &'static str {
-        "NO_APPROVAL"
+    pub fn code(&self) -> Code {
+        Code::NoApproval
     }
 }
 

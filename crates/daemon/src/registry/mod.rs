@@ -44,7 +44,7 @@ pub fn execute(
                 ..
             },
         ) => Failure {
-            code: e.code().to_owned(),
+            code: crate::codes::registry(&e),
             message: format!(
                 "cannot move before {anchor}: no workspace has that id; `dsh workspace list` shows the ids"
             ),
@@ -202,7 +202,7 @@ pub fn explain(error: WorkspaceError, data_dir: &Path) -> Failure {
         | WorkspaceError::SessionExists(_) => error.to_string(),
     };
     Failure {
-        code: error.code().to_owned(),
+        code: crate::codes::registry(&error),
         message,
     }
 }

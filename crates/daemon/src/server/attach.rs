@@ -44,7 +44,7 @@ pub async fn serve<R, W>(
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
 {
-    let fail = |e: TerminalError| Reply::failed(e.code(), e.to_string());
+    let fail = |e: TerminalError| Reply::failed(crate::codes::terminal(&e), e.to_string());
     let id: TerminalId = match id.parse() {
         Ok(id) => id,
         Err(e) => {

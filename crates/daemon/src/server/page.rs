@@ -25,7 +25,7 @@ use workspace::{
 };
 
 use super::live::{connection_row, job_row};
-use daemon_wire::codes;
+use daemon_wire::Code;
 use daemon_wire::registry::{Archived, Created, RegistryOp};
 use mcp_host::Host;
 use mcp_host::calls::RECENT_CALLS;
@@ -78,7 +78,7 @@ impl DaemonUiSource {
 }
 
 fn source_error(e: WorkspaceError) -> SourceError {
-    SourceError::new(e.code(), e.to_string())
+    SourceError::new(crate::codes::registry(&e).as_str(), e.to_string())
 }
 
 fn end_of(entry: &LogEntry) -> chrono::DateTime<chrono::Utc> {
@@ -166,7 +166,7 @@ fn registry_op(change: Change) -> RegistryOp {
 fn decode<T: serde::de::DeserializeOwned>(data: serde_json::Value) -> Result<T, SourceError> {
     serde_json::from_value(data).map_err(|e| {
         SourceError::new(
-            codes::INTERNAL,
+            Code::Internal.as_str(),
             format!("the registry's answer did not decode: {e}"),
         )
     })
@@ -264,7 +264,12 @@ impl UiSource for DaemonUiSource {
                     .map_err(source_error)
             })
             .await
-            .map_err(|e| SourceError::new(codes::INTERNAL, format!("the store task failed: {e}")))?
+            .map_err(|e| {
+                SourceError::new(
+                    Code::Internal.as_str(),
+                    format!("the store task failed: {e}"),
+                )
+            })?
         })
     }
 
@@ -286,7 +291,10 @@ impl UiSource for DaemonUiSource {
             })
             .await
             .map_err(|e| {
-                SourceError::new(codes::INTERNAL, format!("the store task failed: {e}"))
+                SourceError::new(
+                    Code::Internal.as_str(),
+                    format!("the store task failed: {e}"),
+                )
             })?;
             let (detail, workspace) = stored?;
             let mut log = detail.log;
@@ -363,7 +371,10 @@ impl UiSource for DaemonUiSource {
                     tracing::info!(terminal = %id, "a person answered a secret prompt in the page");
                     Ok(how.to_owned())
                 }
-                Err(e) => Err(SourceError::new(e.code(), e.to_string())),
+                Err(e) => Err(SourceError::new(
+                    crate::codes::answer(&e).as_str(),
+                    e.to_string(),
+                )),
             }
         })
     }
@@ -376,7 +387,7 @@ impl UiSource for DaemonUiSource {
         let decided = self
             .host
             .person_decides(id, run)
-            .map_err(|e| SourceError::new(e.code(), e.to_string()))?;
+            .map_err(|e| SourceError::new(e.code().as_str(), e.to_string()))?;
         tracing::info!(approval = %id, run, "a person decided in the page");
         Ok(decided)
     }
@@ -442,9 +453,12 @@ impl UiSource for DaemonUiSource {
                 tokio::task::spawn_blocking(move || crate::registry::execute_held(&held, &run))
                     .await
                     .map_err(|e| {
-                        SourceError::new(codes::INTERNAL, format!("the store task failed: {e}"))
+                        SourceError::new(
+                            Code::Internal.as_str(),
+                            format!("the store task failed: {e}"),
+                        )
                     })?
-                    .map_err(|f| SourceError::new(&f.code, f.message))?;
+                    .map_err(|f| SourceError::new(f.code.as_str(), f.message))?;
             Ok(Changed {
                 said: said(&op, data)?,
             })
