@@ -27,6 +27,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime};
 
 use arc_swap::ArcSwap;
+use daemon_wire::Code;
 use futures::FutureExt as _;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
@@ -637,7 +638,7 @@ impl Connection {
     ) -> CallToolResponse {
         let outcome = tokio::select! {
             ended = &mut running.call => ended.unwrap_or_else(|_| {
-                Err(ToolError::new("CANCELLED", "the call was ended"))
+                Err(ToolError::new(Code::Cancelled.as_str(), "the call was ended"))
             }),
             Some(links::LinkAskFrom(ask)) = running.asks.recv() => {
                 static PARKS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
@@ -658,11 +659,11 @@ impl Connection {
             }
             () = context.ct.cancelled() => {
                 running.call.abort();
-                Err(ToolError::new("CANCELLED", "the client cancelled this call"))
+                Err(ToolError::new(Code::Cancelled.as_str(), "the client cancelled this call"))
             }
             () = self.closed.cancelled() => {
                 running.call.abort();
-                Err(ToolError::new("CANCELLED", "the client disconnected"))
+                Err(ToolError::new(Code::Cancelled.as_str(), "the client disconnected"))
             }
         };
         CallToolResponse::from(self.finish(running.record, outcome).await)
@@ -948,7 +949,7 @@ impl ServerHandler for Connection {
             drop(cx);
             outcome.unwrap_or_else(|_| {
                 Err(ToolError::new(
-                    "INTERNAL",
+                    Code::Internal.as_str(),
                     format!("the `{name}` tool failed unexpectedly; the server is still running — try again or use another approach"),
                 ))
             })
