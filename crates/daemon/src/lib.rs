@@ -25,6 +25,7 @@
 //!   daemon, or the store itself with `--standalone`).
 //! * [`standalone`] — `dsh mcp --standalone`: one host serving stdio,
 //!   without a daemon.
+//! * [`codes`] — the wire's code of each error the daemon passes on.
 //! * [`memory`] — the allocator policy of a long-running host;
 //!   [`logging`] — the host's log (stderr and a private file, each
 //!   statement rate-limited).
