@@ -1,5 +1,5 @@
 //! ARCHITECTURE.md names only paths that exist: every file or directory
-//! it writes in backticks (`crates/daemon/src/host/mod.rs`, `settle.rs`,
+//! it writes in backticks (`crates/mcp-host/src/lib.rs`, `settle.rs`,
 //! `server/`) is found in the repository, whole or as the end of a path,
 //! so a moved or renamed file cannot leave the map pointing at nothing.
 

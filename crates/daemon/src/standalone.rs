@@ -9,9 +9,9 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use tools_catalog::Preset;
 
-use crate::config::HostConfig;
-use crate::host::{ConnectionSetup, Host, serve_connection};
-use crate::store::StoreAccess;
+use mcp_host::config::HostConfig;
+use mcp_host::store::StoreAccess;
+use mcp_host::{ConnectionSetup, Host, serve_connection};
 
 /// How `dsh mcp --standalone` was started.
 pub struct StandaloneOptions {
@@ -37,7 +37,7 @@ pub fn run(config: HostConfig, options: StandaloneOptions) -> anyhow::Result<()>
 /// Serves one client on stdin/stdout until it disconnects or the process
 /// is asked to stop; SIGHUP reloads the config.
 pub async fn serve_stdio(config: HostConfig, options: StandaloneOptions) -> anyhow::Result<()> {
-    crate::processes::start();
+    mcp_host::processes::start();
     // One client, and the process ends with it: nothing is kept detached.
     let config = HostConfig {
         detach_grace: Duration::ZERO,
@@ -48,7 +48,7 @@ pub async fn serve_stdio(config: HostConfig, options: StandaloneOptions) -> anyh
         StoreAccess::per_operation(&options.data_dir),
         vec![
             options.data_dir.clone(),
-            crate::paths::runtime_dir(&options.data_dir),
+            daemon_client::paths::runtime_dir(&options.data_dir),
         ],
     ));
     let stop = CancellationToken::new();

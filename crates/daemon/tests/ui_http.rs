@@ -10,11 +10,11 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicUsize;
 use std::time::{Duration, Instant};
 
-use daemon::config::{HostConfig, UiSettings};
-use daemon::host::Host;
-use daemon::protocol::records::SessionRecordOp;
 use daemon::server::page::DaemonUiSource;
-use daemon::store::{HeldStore, StoreAccess};
+use daemon_wire::records::SessionRecordOp;
+use mcp_host::Host;
+use mcp_host::config::{HostConfig, UiSettings};
+use mcp_host::store::{HeldStore, StoreAccess};
 use pretty_assertions::assert_eq;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio_util::sync::CancellationToken;
@@ -1063,7 +1063,7 @@ async fn the_workspaces_stream_shows_every_change_and_a_missing_directory() {
     assert!(first["html"].as_str().unwrap().contains(">project</a>"));
     // A change through the CLI's path shows.
     let held = page.held.clone();
-    let op = daemon::protocol::registry::RegistryOp::WorkspaceRename {
+    let op = daemon_wire::registry::RegistryOp::WorkspaceRename {
         id: ws.id,
         title: "by the CLI".into(),
     };

@@ -16,11 +16,12 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
-use daemon::client::remote::RemoteOptions;
-use daemon::client::{Client, ClientError, RegistryAccess, StartSpec, StatusReport, bridge};
-use daemon::demo::Scenario;
-use daemon::paths::DaemonPaths;
-use daemon::remotes::{self as hosts, target::Target};
+use daemon::registry::RegistryAccess;
+use daemon_client::paths::DaemonPaths;
+use daemon_client::remote::RemoteOptions;
+use daemon_client::remotes::{self as hosts, target::Target};
+use daemon_client::{Client, ClientError, StartSpec, StatusReport, bridge};
+use demo::Scenario;
 use tools_catalog::Preset;
 
 const ABOUT: &str = "Tools for AI coding agents — one-shot bash, persistent terminals, \
@@ -161,7 +162,7 @@ enum Command {
         format: Format,
     },
     /// Internal: ends dsh's sessions when dsh dies (started by dsh itself).
-    #[command(name = daemon::processes::GUARDIAN_SUBCOMMAND, hide = true)]
+    #[command(name = mcp_host::processes::GUARDIAN_SUBCOMMAND, hide = true)]
     Guardian,
 }
 
@@ -317,8 +318,8 @@ impl From<anyhow::Error> for Failure {
     }
 }
 
-impl From<daemon::config::ConfigError> for Failure {
-    fn from(err: daemon::config::ConfigError) -> Self {
+impl From<mcp_host::config::ConfigError> for Failure {
+    fn from(err: mcp_host::config::ConfigError) -> Self {
         Failure::Usage(err.to_string())
     }
 }
@@ -340,13 +341,13 @@ fn first_contact_hint() {
 impl Globals {
     /// The daemon's files for `--data-dir`.
     fn paths(&self) -> DaemonPaths {
-        DaemonPaths::new(&daemon::paths::data_dir(self.data_dir.clone()))
+        DaemonPaths::new(&daemon_client::paths::data_dir(self.data_dir.clone()))
     }
 
     /// Where the registry commands run: in the daemon (started if needed),
     /// or on the store directly with --standalone.
     fn registry(&self) -> Result<RegistryAccess, ClientError> {
-        let data_dir = daemon::paths::data_dir(self.data_dir.clone());
+        let data_dir = daemon_client::paths::data_dir(self.data_dir.clone());
         RegistryAccess::new(data_dir, self.standalone, self.config.clone())
     }
 }
@@ -370,7 +371,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
                 preset,
                 runtime_dir,
             };
-            Ok(daemon::client::remote::run(options).map(drop)?)
+            Ok(daemon_client::remote::run(options).map(drop)?)
         }
         Command::Mcp {
             preset, log_file, ..
@@ -416,9 +417,9 @@ fn run(cli: Cli) -> Result<(), Failure> {
             }
             let client = Client::new(cli.paths());
             let question = client.asking(&id)?.question;
-            let prompt = daemon::client::answer::question(&id, &question);
+            let prompt = daemon_client::answer::question(&id, &question);
             let secret =
-                daemon::client::answer::read_secret(&prompt).map_err(anyhow::Error::from)?;
+                daemon_client::answer::read_secret(&prompt).map_err(anyhow::Error::from)?;
             let done = client.answer(&id, secret)?;
             eprintln!("dsh: your answer was {}", done.how);
             Ok(())
@@ -432,9 +433,9 @@ fn run(cli: Cli) -> Result<(), Failure> {
         Command::Ui { open } => ui(&cli, &cli.paths(), open),
         Command::Workspace(command) => Ok(registry_cli::run_workspace(command, &cli.registry()?)?),
         Command::Session(command) => Ok(registry_cli::run_session(command, &cli.registry()?)?),
-        Command::Demo { scenario } => Ok(daemon::demo::run(scenario.0)?),
+        Command::Demo { scenario } => Ok(demo::run(scenario.0)?),
         Command::Guardian => {
-            daemon::processes::serve_guardian();
+            mcp_host::processes::serve_guardian();
             Ok(())
         }
         Command::Catalog { preset, format } => {
@@ -454,7 +455,7 @@ fn mcp_standalone(
     log_file: Option<PathBuf>,
 ) -> Result<(), Failure> {
     daemon::memory::tune_allocator();
-    let (config, config_path) = daemon::config::load(cli.config.as_deref())?;
+    let (config, config_path) = mcp_host::config::load(cli.config.as_deref())?;
     let log_file = log_file.or_else(|| config.log.file.clone());
     daemon::logging::init(config.log.level.as_deref(), log_file.as_deref())
         .map_err(Failure::Other)?;
@@ -466,7 +467,7 @@ fn mcp_standalone(
     let options = daemon::standalone::StandaloneOptions {
         preset,
         config_path,
-        data_dir: daemon::paths::data_dir(cli.data_dir.clone()),
+        data_dir: daemon_client::paths::data_dir(cli.data_dir.clone()),
     };
     Ok(daemon::standalone::run(config.host(), options)?)
 }
@@ -477,7 +478,7 @@ fn mcp_bridge(cli: &Globals, preset: Option<Preset>) -> Result<(), Failure> {
     // (exit 2), before any daemon is involved. The connection's tools come
     // from the file it was read from (made absolute: the daemon's working
     // directory is not ours).
-    let (_, config_path) = daemon::config::load(cli.config.as_deref())?;
+    let (_, config_path) = mcp_host::config::load(cli.config.as_deref())?;
     first_contact_hint();
     let options = bridge::BridgeOptions {
         paths: cli.paths(),
@@ -497,7 +498,7 @@ fn mcp_bridge(cli: &Globals, preset: Option<Preset>) -> Result<(), Failure> {
 /// `dsh daemon`: the daemon, in the foreground.
 fn daemon_run(cli: &Globals, spawned: bool) -> Result<(), Failure> {
     daemon::memory::tune_allocator();
-    let (config, config_path) = daemon::config::load(cli.config.as_deref())?;
+    let (config, config_path) = mcp_host::config::load(cli.config.as_deref())?;
     daemon::logging::init(config.log.level.as_deref(), config.log.file.as_deref())
         .map_err(Failure::Other)?;
     let options = daemon::server::DaemonOptions {
@@ -566,7 +567,7 @@ fn approve(
         };
         let question = format!("{} ({}) asks:\n{}", a.id, a.agent, a.question);
         let shown = output::escape_controls(&question, true);
-        match daemon::client::answer::decide_on_tty(&shown).map_err(anyhow::Error::from)? {
+        match daemon_client::answer::decide_on_tty(&shown).map_err(anyhow::Error::from)? {
             Some(run) => run,
             None => {
                 eprintln!("dsh: nothing was decided (type yes or no); {id} still waits");
@@ -634,7 +635,7 @@ fn ui(cli: &Globals, paths: &DaemonPaths, open: bool) -> Result<(), Failure> {
         );
     }
     if open {
-        match daemon::client::open::open_in_browser(&paths.runtime_dir, &page.url) {
+        match daemon_client::open::open_in_browser(&paths.runtime_dir, &page.url) {
             Ok(browser) => {
                 eprintln!(
                     "dsh: opened the page in `{browser}` (through a file only you can read); `dsh ui` prints a link for another browser"

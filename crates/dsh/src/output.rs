@@ -7,9 +7,9 @@
 use std::fmt::Write as _;
 use std::io::Write as _;
 
-use daemon::protocol::ps::Snapshot;
-use daemon::protocol::replies::Status;
-use daemon::remotes::RemoteSnapshot;
+use daemon_client::remotes::RemoteSnapshot;
+use daemon_wire::ps::Snapshot;
+use daemon_wire::replies::Status;
 use serde::Serialize;
 
 /// Writes `text` to stdout; a closed pipe (`| head`) is not an error.
@@ -268,7 +268,7 @@ mod tests {
     use pretty_assertions::assert_eq;
 
     use super::*;
-    use daemon::protocol::ps::{DaemonRow, LanguageServerRow};
+    use daemon_wire::ps::{DaemonRow, LanguageServerRow};
 
     #[test]
     fn table_aligns_columns_and_leaves_the_last_unpadded() {

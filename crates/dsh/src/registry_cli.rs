@@ -12,13 +12,13 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, Utc};
-use daemon::protocol::registry::{
+use daemon_wire::registry::{
     Archived, Created, RegistryOp, SessionJson, SessionWithWorkspace, SessionsWithWorkspaces,
     WorkspaceJson, WorkspaceWithSessions, status_word,
 };
 use workspace::{ClientInfo, LogEntry, SessionId, SessionRecord, Workspace, WorkspaceId};
 
-use daemon::client::RegistryAccess;
+use daemon::registry::RegistryAccess;
 
 use crate::output::{cell, emit, key_values, table, to_json};
 

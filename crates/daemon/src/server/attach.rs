@@ -3,7 +3,7 @@
 //! receives what the screen shows — rows of text with their colors, the
 //! cursor, whether cursor keys are in application mode — as a few
 //! drawing sequences (cursor moves, colors, line erases; frames, see
-//! [`crate::protocol::frame`]), nothing the program printed as it printed
+//! [`daemon_wire::frame`]), nothing the program printed as it printed
 //! it: no clipboard or title string, no query the person's terminal would
 //! answer by typing. Full-screen programs stay usable (the emulator keeps
 //! their screen); only rows that changed are redrawn, at most once a
@@ -24,9 +24,9 @@ use terminal_seam::{
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt as _};
 use tokio_util::sync::CancellationToken;
 
-use crate::host::Host;
-use crate::protocol::replies::AttachAccepted;
-use crate::protocol::{Reply, frame, write_line};
+use daemon_wire::replies::AttachAccepted;
+use daemon_wire::{Reply, frame, write_line};
+use mcp_host::Host;
 
 async fn send_frame<W: AsyncWrite + Unpin>(w: &mut W, tag: u8, payload: &[u8]) -> bool {
     w.write_all(&frame::encode(tag, payload)).await.is_ok() && w.flush().await.is_ok()
@@ -44,7 +44,7 @@ pub async fn serve<R, W>(
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
 {
-    let fail = |e: TerminalError| Reply::failed(e.code(), e.to_string());
+    let fail = |e: TerminalError| Reply::failed(crate::codes::terminal(&e), e.to_string());
     let id: TerminalId = match id.parse() {
         Ok(id) => id,
         Err(e) => {

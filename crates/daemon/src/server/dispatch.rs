@@ -14,17 +14,17 @@ use tokio::sync::oneshot;
 use tools_catalog::Preset;
 
 use super::{Busy, Control, Shared};
-use crate::host::{ConnectionSetup, serve_connection};
-use crate::paths::DaemonPaths;
-use crate::protocol::records::SessionRecordOp;
-use crate::protocol::registry::RegistryOp;
-use crate::protocol::replies::{
+use daemon_client::paths::DaemonPaths;
+use daemon_wire::Code;
+use daemon_wire::records::SessionRecordOp;
+use daemon_wire::registry::RegistryOp;
+use daemon_wire::replies::{
     Accepted, LanguageServerStatus, McpAccepted, PageStatus, Reloaded, Status, UiPage,
 };
-use crate::protocol::{
-    Hello, MAX_REQUEST_LINE, McpHello, PROTOCOL, Reply, Request, codes, read_line, version,
-    write_line,
+use daemon_wire::{
+    Hello, MAX_REQUEST_LINE, McpHello, PROTOCOL, Reply, Request, read_line, version, write_line,
 };
+use mcp_host::{ConnectionSetup, serve_connection};
 
 /// The preset a bridge asked for, by name ([`Preset::from_name`]).
 fn parse_preset(name: Option<&str>) -> Result<Option<Preset>, String> {
@@ -107,7 +107,7 @@ pub(super) async fn handle(shared: Arc<Shared>, stream: UnixStream) {
         Ok(Ok(hello)) => hello,
         Ok(Err(e)) => {
             tracing::warn!("closing a connection that sent a malformed hello: {e}");
-            let reply = Reply::failed(codes::MALFORMED_HELLO, e.to_string());
+            let reply = Reply::failed(Code::MalformedHello, e.to_string());
             let _ = write_line(&mut write, &reply).await;
             return;
         }
@@ -126,7 +126,7 @@ pub(super) async fn handle(shared: Arc<Shared>, stream: UnixStream) {
             why = refusal.log_reason(),
             "refused a client that may run in a sandbox"
         );
-        let reply = Reply::failed(codes::SANDBOXED_CLIENT, refusal.message());
+        let reply = Reply::failed(Code::SandboxedClient, refusal.message());
         let _ = write_line(&mut write, &reply).await;
         return;
     }
@@ -138,7 +138,7 @@ pub(super) async fn handle(shared: Arc<Shared>, stream: UnixStream) {
             "refused a client of another version"
         );
         let reply = Reply::failed(
-            codes::VERSION_MISMATCH,
+            Code::VersionMismatch,
             format!(
                 "this dsh daemon is version {} and the client is {}; a client only talks to a daemon of its own version",
                 version(),
@@ -217,10 +217,10 @@ pub(super) async fn handle(shared: Arc<Shared>, stream: UnixStream) {
             answer(&shared, &id, secret).await
         }
         Request::Asking { id } => match id.parse::<terminal_seam::TerminalId>() {
-            Ok(id) => Reply::of(&crate::protocol::replies::Asking {
+            Ok(id) => Reply::of(&daemon_wire::replies::Asking {
                 question: shared.host.answer_question(id),
             }),
-            Err(e) => Reply::failed(e.code(), e.to_string()),
+            Err(e) => Reply::failed(crate::codes::terminal(&e), e.to_string()),
         },
         Request::Approvals => approvals(&shared),
         Request::Approve { id, run } => approve(&shared, &id, run),
@@ -228,7 +228,7 @@ pub(super) async fn handle(shared: Arc<Shared>, stream: UnixStream) {
             let _busy = Busy::new(&shared.busy);
             match serve_page(&shared).await {
                 Ok(page) => Reply::of(&page),
-                Err(e) => Reply::failed(e.code(), e.to_string()),
+                Err(e) => Reply::failed(crate::codes::page(&e), e.to_string()),
             }
         }
         Request::Handover { socket } => handover(&shared, socket).await,
@@ -239,12 +239,12 @@ pub(super) async fn handle(shared: Arc<Shared>, stream: UnixStream) {
 
 /// `approvals`: the commands waiting for a person's approval.
 fn approvals(shared: &Shared) -> Reply {
-    Reply::of(&crate::protocol::replies::Approvals {
+    Reply::of(&daemon_wire::replies::Approvals {
         approvals: shared
             .host
             .waiting_approvals()
             .into_iter()
-            .map(|a| crate::protocol::replies::WaitingApproval {
+            .map(|a| daemon_wire::replies::WaitingApproval {
                 id: a.id,
                 agent: a.agent,
                 cwd: a.cwd,
@@ -261,7 +261,7 @@ fn approve(shared: &Shared, id: &str, run: bool) -> Reply {
     match shared.host.person_decides(id, run) {
         Ok(what) => {
             tracing::info!(approval = %id, run, "a person decided (dsh approve)");
-            Reply::of(&crate::protocol::replies::Decided { what })
+            Reply::of(&daemon_wire::replies::Decided { what })
         }
         Err(e) => Reply::failed(e.code(), e.to_string()),
     }
@@ -281,7 +281,7 @@ async fn mcp_session(
     let preset = match parse_preset(mcp.preset.as_deref()) {
         Ok(p) => p,
         Err(e) => {
-            let _ = write_line(&mut write, &Reply::failed(codes::INVALID_ARGUMENT, e)).await;
+            let _ = write_line(&mut write, &Reply::failed(Code::InvalidArgument, e)).await;
             return;
         }
     };
@@ -289,7 +289,7 @@ async fn mcp_session(
     let config = match shared.host.load_config(config_path.as_deref()) {
         Ok(c) => c,
         Err(e) => {
-            let _ = write_line(&mut write, &Reply::failed(codes::CONFIG_ERROR, e)).await;
+            let _ = write_line(&mut write, &Reply::failed(Code::ConfigError, e)).await;
             return;
         }
     };
@@ -340,8 +340,8 @@ async fn registry(shared: &Shared, op: RegistryOp) -> Reply {
         tokio::task::spawn_blocking(move || crate::registry::execute_held(&held, &op)).await;
     match result {
         Ok(Ok(data)) => Reply::ok(data),
-        Ok(Err(failure)) => Reply::failed(&failure.code, failure.message),
-        Err(e) => Reply::failed(codes::INTERNAL, format!("the registry task failed: {e}")),
+        Ok(Err(failure)) => Reply::failed(failure.code, failure.message),
+        Err(e) => Reply::failed(Code::Internal, format!("the registry task failed: {e}")),
     }
 }
 
@@ -355,7 +355,7 @@ async fn handover(shared: &Shared, socket: PathBuf) -> Reply {
         .await;
     match (sent, done_rx.await) {
         (Ok(()), Ok(())) => Reply::ok(serde_json::Value::Null),
-        _ => Reply::failed(codes::HANDOVER_FAILED, "the daemon is stopping"),
+        _ => Reply::failed(Code::HandoverFailed, "the daemon is stopping"),
     }
 }
 
@@ -373,8 +373,8 @@ async fn record(shared: &Shared, records: Vec<SessionRecordOp>) -> Reply {
     .await;
     match result {
         Ok(Ok(())) => Reply::ok(serde_json::Value::Null),
-        Ok(Err(e)) => Reply::failed(e.code(), e.to_string()),
-        Err(e) => Reply::failed(codes::INTERNAL, e.to_string()),
+        Ok(Err(e)) => Reply::failed(crate::codes::registry(&e), e.to_string()),
+        Err(e) => Reply::failed(Code::Internal, e.to_string()),
     }
 }
 
@@ -473,21 +473,21 @@ async fn status(shared: &Shared) -> Status {
 }
 
 /// `answer`: a person's answer to terminal `id`'s secret prompt.
-async fn answer(shared: &Shared, id: &str, secret: crate::protocol::Secret) -> Reply {
+async fn answer(shared: &Shared, id: &str, secret: daemon_wire::Secret) -> Reply {
     let id: terminal_seam::TerminalId = match id.parse() {
         Ok(id) => id,
         Err(e) => {
             let e: terminal_seam::TerminalError = e;
-            return Reply::failed(e.code(), e.to_string());
+            return Reply::failed(crate::codes::terminal(&e), e.to_string());
         }
     };
     match shared.host.person_answers(id, secret.0).await {
         Ok(how) => {
             tracing::info!(terminal = %id, "a person answered a secret prompt (dsh answer)");
-            Reply::of(&crate::protocol::replies::Answered {
+            Reply::of(&daemon_wire::replies::Answered {
                 how: how.to_owned(),
             })
         }
-        Err(e) => Reply::failed(e.code(), e.to_string()),
+        Err(e) => Reply::failed(crate::codes::answer(&e), e.to_string()),
     }
 }

@@ -12,11 +12,11 @@ use nix::fcntl::{Flock, FlockArg};
 use tokio::net::UnixListener;
 
 use super::DaemonError;
-use crate::holder::pid_alive;
-use crate::paths::DaemonPaths;
-use crate::protocol::exchange::request_at;
-use crate::protocol::info::{DaemonInfo, read_info};
-use crate::protocol::{Reply, Request, codes, version};
+use daemon_client::holder::pid_alive;
+use daemon_client::paths::DaemonPaths;
+use daemon_wire::exchange::request_at;
+use daemon_wire::info::{DaemonInfo, read_info};
+use daemon_wire::{Code, Reply, Request, version};
 
 /// Takes the daemon lock of `paths`, asking a daemon of another version to
 /// hand over first.
@@ -77,7 +77,7 @@ pub(super) fn take_lock(paths: &DaemonPaths) -> Result<Flock<File>, DaemonError>
                     Ok(Reply {
                         error: Some(failure),
                         ..
-                    }) if failure.code == codes::SANDBOXED_CLIENT => {
+                    }) if failure.code == Code::SandboxedClient => {
                         return Err(DaemonError::Failed(format!(
                             "the running dsh daemon (pid {}, version {}) refused to hand the store over: {}",
                             info.pid, info.version, failure.message

@@ -5,13 +5,13 @@
 
 use std::time::{Duration, SystemTime};
 
-use crate::host::{ConnectionFacts, Host};
-use crate::protocol::ps::{
+use daemon_wire::ps::{
     ConnectionRow, DaemonRow, DetachedDone, DetachedRow, JobRow, LanguageServerRow, Snapshot,
     TerminalRow,
 };
-use crate::protocol::version;
-use crate::protocol::{Reply, codes};
+use daemon_wire::version;
+use daemon_wire::{Code, Reply};
+use mcp_host::{ConnectionFacts, Host};
 
 /// One connection as it is now.
 pub struct ConnectionNow {
@@ -144,7 +144,7 @@ pub async fn decide_detached(host: &Host, connection: u64, give_to: Option<u64>)
         .find(|c| c.id == connection && c.detached.is_some())
     else {
         return Reply::failed(
-            codes::NO_DETACHED,
+            Code::NoDetached,
             format!("connection {connection} is not detached work; `dsh ps` marks what is"),
         );
     };
@@ -167,7 +167,7 @@ pub async fn decide_detached(host: &Host, connection: u64, give_to: Option<u64>)
         None => {
             if !host.end_detached_now(connection).await {
                 return Reply::failed(
-                    codes::NO_DETACHED,
+                    Code::NoDetached,
                     format!("connection {connection} was just taken back or ended"),
                 );
             }
@@ -175,7 +175,10 @@ pub async fn decide_detached(host: &Host, connection: u64, give_to: Option<u64>)
         }
         Some(to) => match host.give_detached(connection, to).await {
             Ok(_) => "given",
-            Err(e) => return Reply::failed(e.code, e.message),
+            Err(e) => {
+                let code = Code::from_name(e.code).unwrap_or(Code::Internal);
+                return Reply::failed(code, e.message);
+            }
         },
     };
     Reply::of(&DetachedDone {

@@ -4,7 +4,7 @@
 //! naming the running one's pid and socket; a daemon of another version is
 //! asked to hand the store over first), write `DATA/daemon.json`, open the
 //! store and hold it, replace a stale socket, listen. Every accepted
-//! connection says hello first (see [`crate::protocol`]); an MCP
+//! connection says hello first (see [`daemon_wire`]); an MCP
 //! connection is served by the same [`Host`] code as a standalone server.
 //!
 //! Life: SIGHUP reloads every connection's config; SIGTERM, SIGINT and
@@ -35,13 +35,13 @@ use nix::fcntl::Flock;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
-use crate::config::HostConfig;
-use crate::host::Host;
-use crate::paths::DaemonPaths;
-use crate::protocol::exchange::request_at;
-use crate::protocol::info::{DaemonInfo, read_info};
-use crate::protocol::{Request, version};
-use crate::store::{HeldStore, StoreAccess};
+use daemon_client::paths::DaemonPaths;
+use daemon_wire::exchange::request_at;
+use daemon_wire::info::{DaemonInfo, read_info};
+use daemon_wire::{Request, version};
+use mcp_host::Host;
+use mcp_host::config::HostConfig;
+use mcp_host::store::{HeldStore, StoreAccess};
 
 /// How `dsh daemon` was started.
 pub struct DaemonOptions {
@@ -103,7 +103,7 @@ struct Shared {
 /// host must not keep the daemon's state alive).
 struct Links(std::sync::Weak<Shared>);
 
-impl crate::host::PageLinks for Links {
+impl mcp_host::PageLinks for Links {
     fn link_to<'a>(
         &'a self,
         path: &'a str,
@@ -130,7 +130,7 @@ pub fn run(options: DaemonOptions) -> Result<(), DaemonError> {
     paths
         .ensure_data_dir()
         .map_err(|e| DaemonError::Failed(e.to_string()))?;
-    if crate::paths::in_shared_temp(&paths.runtime_dir) {
+    if daemon_client::paths::in_shared_temp(&paths.runtime_dir) {
         tracing::warn!(
             runtime_dir = %paths.runtime_dir.display(),
             "the runtime directory is inside the temp directory, which the sandbox leaves \
@@ -170,7 +170,7 @@ async fn serve(
     lock: Flock<File>,
     recorded: DaemonInfo,
 ) -> Result<(), DaemonError> {
-    crate::processes::start();
+    mcp_host::processes::start();
     // Read once here: every connection is checked against them.
     if let Err(e) = peer::own_marks() {
         tracing::warn!(
@@ -347,7 +347,7 @@ async fn shut_down(
 
 /// Where the records of the connections this daemon still serves go once
 /// it handed the store over: to the daemon listening at `socket`.
-fn forward_to(socket: PathBuf) -> crate::store::Forward {
+fn forward_to(socket: PathBuf) -> mcp_host::store::Forward {
     Arc::new(move |records| {
         let reply = request_at(&socket, Request::Record { records })?;
         match reply.error {

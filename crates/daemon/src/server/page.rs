@@ -1,7 +1,7 @@
 //! What the `dsh ui` page reads of this daemon: [`DaemonUiSource`]
 //! answers it from the held store, the host's live state (the snapshot of
 //! `server::live`, which `dsh ps` reads too) and the host's
-//! [`CallHub`](crate::calls::CallHub) of tool calls as they happen. The
+//! [`CallHub`](mcp_host::calls::CallHub) of tool calls as they happen. The
 //! page's changes are the registry operations of the CLI, run on the
 //! held store the same way ([`crate::registry::execute_held`]); its
 //! directory picker is `picker-fs`, from the daemon's `$HOME`.
@@ -25,11 +25,11 @@ use workspace::{
 };
 
 use super::live::{connection_row, job_row};
-use crate::calls::RECENT_CALLS;
-use crate::host::Host;
-use crate::protocol::codes;
-use crate::protocol::registry::{Archived, Created, RegistryOp};
-use crate::store::{HeldStore, SledRegistry};
+use daemon_wire::Code;
+use daemon_wire::registry::{Archived, Created, RegistryOp};
+use mcp_host::Host;
+use mcp_host::calls::RECENT_CALLS;
+use mcp_host::store::{HeldStore, SledRegistry};
 
 /// The page's view of this daemon.
 pub struct DaemonUiSource {
@@ -37,7 +37,7 @@ pub struct DaemonUiSource {
     held: Arc<HeldStore>,
     watchers: Arc<AtomicUsize>,
     picker: Arc<dyn DirectoryPicker>,
-    remotes: Option<Arc<crate::remotes::Watch>>,
+    remotes: Option<Arc<daemon_client::remotes::Watch>>,
 }
 
 impl DaemonUiSource {
@@ -58,7 +58,7 @@ impl DaemonUiSource {
     /// bridges registered under `runtime_dir` too.
     pub fn with_remotes(self, runtime_dir: std::path::PathBuf) -> Self {
         Self {
-            remotes: Some(Arc::new(crate::remotes::Watch::new(runtime_dir))),
+            remotes: Some(Arc::new(daemon_client::remotes::Watch::new(runtime_dir))),
             ..self
         }
     }
@@ -78,7 +78,7 @@ impl DaemonUiSource {
 }
 
 fn source_error(e: WorkspaceError) -> SourceError {
-    SourceError::new(e.code(), e.to_string())
+    SourceError::new(crate::codes::registry(&e).as_str(), e.to_string())
 }
 
 fn end_of(entry: &LogEntry) -> chrono::DateTime<chrono::Utc> {
@@ -135,7 +135,7 @@ fn overview(
 
 /// A remote host as the page shows it, from what its daemon answered to
 /// `dsh ps` (ids already qualified with the host).
-fn remote_host(r: crate::remotes::RemoteSnapshot) -> RemoteHost {
+fn remote_host(r: daemon_client::remotes::RemoteSnapshot) -> RemoteHost {
     let connections = r
         .snapshot
         .as_ref()
@@ -166,7 +166,7 @@ fn registry_op(change: Change) -> RegistryOp {
 fn decode<T: serde::de::DeserializeOwned>(data: serde_json::Value) -> Result<T, SourceError> {
     serde_json::from_value(data).map_err(|e| {
         SourceError::new(
-            codes::INTERNAL,
+            Code::Internal.as_str(),
             format!("the registry's answer did not decode: {e}"),
         )
     })
@@ -264,7 +264,12 @@ impl UiSource for DaemonUiSource {
                     .map_err(source_error)
             })
             .await
-            .map_err(|e| SourceError::new(codes::INTERNAL, format!("the store task failed: {e}")))?
+            .map_err(|e| {
+                SourceError::new(
+                    Code::Internal.as_str(),
+                    format!("the store task failed: {e}"),
+                )
+            })?
         })
     }
 
@@ -286,7 +291,10 @@ impl UiSource for DaemonUiSource {
             })
             .await
             .map_err(|e| {
-                SourceError::new(codes::INTERNAL, format!("the store task failed: {e}"))
+                SourceError::new(
+                    Code::Internal.as_str(),
+                    format!("the store task failed: {e}"),
+                )
             })?;
             let (detail, workspace) = stored?;
             let mut log = detail.log;
@@ -363,7 +371,10 @@ impl UiSource for DaemonUiSource {
                     tracing::info!(terminal = %id, "a person answered a secret prompt in the page");
                     Ok(how.to_owned())
                 }
-                Err(e) => Err(SourceError::new(e.code(), e.to_string())),
+                Err(e) => Err(SourceError::new(
+                    crate::codes::answer(&e).as_str(),
+                    e.to_string(),
+                )),
             }
         })
     }
@@ -376,7 +387,7 @@ impl UiSource for DaemonUiSource {
         let decided = self
             .host
             .person_decides(id, run)
-            .map_err(|e| SourceError::new(e.code(), e.to_string()))?;
+            .map_err(|e| SourceError::new(e.code().as_str(), e.to_string()))?;
         tracing::info!(approval = %id, run, "a person decided in the page");
         Ok(decided)
     }
@@ -442,9 +453,12 @@ impl UiSource for DaemonUiSource {
                 tokio::task::spawn_blocking(move || crate::registry::execute_held(&held, &run))
                     .await
                     .map_err(|e| {
-                        SourceError::new(codes::INTERNAL, format!("the store task failed: {e}"))
+                        SourceError::new(
+                            Code::Internal.as_str(),
+                            format!("the store task failed: {e}"),
+                        )
                     })?
-                    .map_err(|f| SourceError::new(&f.code, f.message))?;
+                    .map_err(|f| SourceError::new(f.code.as_str(), f.message))?;
             Ok(Changed {
                 said: said(&op, data)?,
             })

@@ -136,7 +136,7 @@ impl Refusal {
         match self {
             Refusal::StartedByUs | Refusal::Gone => format!(
                 "this client is refused: {}",
-                crate::protocol::SANDBOXED_CLIENT_WHY
+                daemon_wire::SANDBOXED_CLIENT_WHY
             ),
             Refusal::Confined(Confined::NoNewPrivs) => format!(
                 "this client is refused: it runs with no_new_privs set and this dsh daemon \

@@ -12,10 +12,10 @@ use serde::de::DeserializeOwned;
 use super::{ClientError, StartSpec, holder_of, request};
 use crate::holder::pid_alive;
 use crate::paths::DaemonPaths;
-use crate::protocol::ps::{DetachedDone, Snapshot};
-use crate::protocol::registry::RegistryOp;
-use crate::protocol::replies::{Reloaded, Status, UiPage};
-use crate::protocol::{Reply, Request};
+use daemon_wire::ps::{DetachedDone, Snapshot};
+use daemon_wire::registry::RegistryOp;
+use daemon_wire::replies::{Reloaded, Status, UiPage};
+use daemon_wire::{Reply, Request};
 
 /// A daemon's client: where it is, and how to start one when none
 /// answers (only the requests that may start one use it).
@@ -162,18 +162,18 @@ impl Client {
         &self,
         id: &str,
         secret: zeroize::Zeroizing<String>,
-    ) -> Result<crate::protocol::replies::Answered, ClientError> {
+    ) -> Result<daemon_wire::replies::Answered, ClientError> {
         decode(
             &self.call(Request::Answer {
                 id: id.to_owned(),
-                secret: crate::protocol::Secret(secret),
+                secret: daemon_wire::Secret(secret),
             })?,
             "the daemon's",
         )
     }
 
     /// `dsh answer`: what the person is asked before answering `id`.
-    pub fn asking(&self, id: &str) -> Result<crate::protocol::replies::Asking, ClientError> {
+    pub fn asking(&self, id: &str) -> Result<daemon_wire::replies::Asking, ClientError> {
         decode(
             &self.call(Request::Asking { id: id.to_owned() })?,
             "the daemon's",
@@ -181,7 +181,7 @@ impl Client {
     }
 
     /// `dsh approve`: the commands waiting for a person's approval.
-    pub fn approvals(&self) -> Result<crate::protocol::replies::Approvals, ClientError> {
+    pub fn approvals(&self) -> Result<daemon_wire::replies::Approvals, ClientError> {
         decode(&self.call(Request::Approvals)?, "the daemon's")
     }
 
@@ -191,7 +191,7 @@ impl Client {
         &self,
         id: &str,
         run: bool,
-    ) -> Result<crate::protocol::replies::Decided, ClientError> {
+    ) -> Result<daemon_wire::replies::Decided, ClientError> {
         decode(
             &self.call(Request::Approve {
                 id: id.to_owned(),

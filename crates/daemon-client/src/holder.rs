@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::paths::DaemonPaths;
-use crate::protocol::info::{DaemonInfo, read_info};
+use daemon_wire::info::{DaemonInfo, read_info};
 
 /// A daemon found through the data directory's lock and `daemon.json`
 /// rather than its socket, and checked to be that daemon: the process
@@ -190,7 +190,7 @@ pub fn pid_alive(pid: u32) -> bool {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
-    use crate::protocol::version;
+    use daemon_wire::version;
     use nix::fcntl::{Flock, FlockArg};
     use std::fs::File;
 

@@ -13,18 +13,25 @@
 //! `record` keep their shape across versions ([`PROTOCOL`]), so an upgrade
 //! can hand the store over.
 //!
-//! This module is the daemon's wire format and nothing else: every
+//! This crate is the daemon's wire format and nothing else: every
 //! request ([`Request`]) and the data of every reply ([`replies`], [`ps`],
 //! [`registry`]), the error codes ([`codes`]), the `daemon.json` record
-//! ([`info`]) and the framing ([`framing`], [`exchange`]). It depends on
-//! no other module of the crate: the client and the server both use it,
-//! and never each other (a tidy test in the xtask keeps it so).
+//! ([`info`]), the framing ([`framing`], [`exchange`]) and what a model is
+//! shown of a result per client ([`model_view`]). It names none of the
+//! daemon's other crates: the client (`daemon-client`) and the side that
+//! serves (`mcp-host`, `daemon`) both use it, and the client and the MCP
+//! host never each other (the crate graph, checked by a tidy test in the
+//! xtask). It does not find a daemon (`daemon-client` does) and serves
+//! nothing (`daemon` does).
+
+#![forbid(unsafe_code)]
 
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
 pub mod codes;
+pub use codes::Code;
 pub mod exchange;
 pub mod framing;
 pub mod info;
@@ -265,7 +272,7 @@ impl Reply {
     pub fn of<T: Serialize>(data: &T) -> Self {
         match serde_json::to_value(data) {
             Ok(data) => Self::ok(data),
-            Err(e) => Self::failed(codes::INTERNAL, format!("cannot encode the reply: {e}")),
+            Err(e) => Self::failed(Code::Internal, format!("cannot encode the reply: {e}")),
         }
     }
 
@@ -275,12 +282,12 @@ impl Reply {
     }
 
     /// A failed reply of this process.
-    pub fn failed(code: &str, message: impl Into<String>) -> Self {
+    pub fn failed(code: Code, message: impl Into<String>) -> Self {
         Self {
             pid: std::process::id(),
             version: version(),
             error: Some(Failure {
-                code: code.to_owned(),
+                code,
                 message: message.into(),
             }),
             data: serde_json::Value::Null,
@@ -289,12 +296,14 @@ impl Reply {
 }
 
 /// A refused or failed request: a stable code and a message that says
-/// what to do.
+/// what to do. The code is one of [`Code`]'s: a new code is a change of
+/// the wire, which a client of an earlier build reads as a reply it does
+/// not understand.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
 #[error("{message}")]
 pub struct Failure {
-    /// SCREAMING_SNAKE code.
-    pub code: String,
+    /// The stable code, written as its SCREAMING_SNAKE name.
+    pub code: Code,
     /// One line for a person.
     pub message: String,
 }

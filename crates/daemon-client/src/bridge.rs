@@ -21,8 +21,8 @@ use std::time::Duration;
 use super::{Client, ClientError, StartSpec, connect};
 use crate::holder::pid_alive;
 use crate::paths::DaemonPaths;
-use crate::protocol::replies::McpAccepted;
-use crate::protocol::{Hello, McpHello, Request};
+use daemon_wire::replies::McpAccepted;
+use daemon_wire::{Hello, McpHello, Request};
 
 /// How `dsh mcp` (the bridge) was started.
 #[derive(Debug, Clone)]

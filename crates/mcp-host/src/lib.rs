@@ -1,6 +1,18 @@
 //! The MCP server: one [`Host`] (the long-lived runtime, the store, the
 //! language servers) and one [`Connection`] per MCP client.
 //!
+//! Beside them, what the host reads and records: the config file and what
+//! the host takes of it ([`config`]), the store held open for a daemon's
+//! life or taken per operation ([`store`]), each connection's session log
+//! ([`session_log`]) and the calls it carries to the page as they happen
+//! ([`calls`]); and the duties of a process that runs a host: the
+//! subreaper, the orphan reaper and the guardian ([`processes`]).
+//!
+//! Of the daemon's crates this one names only the wire (`daemon-wire`): it
+//! does not listen on a socket (the `daemon` crate does) or reach a daemon
+//! (`daemon-client` does), and it holds no tool logic (`tools-catalog`
+//! does).
+//!
 //! The host is the same whether one stdio client is served in process
 //! (`dsh mcp --standalone`) or many socket clients by the daemon. A
 //! connection has its own [`Owner`], its own tool layer (the preset and
@@ -15,6 +27,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime};
 
 use arc_swap::ArcSwap;
+use daemon_wire::Code;
 use futures::FutureExt as _;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
@@ -30,9 +43,14 @@ use workspace::{ClientInfo, SessionHeader, SessionId};
 
 use crate::session_log::{LogPolicy, SessionRecorder};
 
+pub mod calls;
+pub mod config;
 mod detach;
 mod links;
+pub mod processes;
 mod secrets;
+pub mod session_log;
+pub mod store;
 mod tasks;
 pub use detach::{Agent, AgentCell, Detached, KEY_PREFIX, TakeBackLock};
 use detach::{ConnectionResume, current, new_agent};
@@ -409,7 +427,7 @@ impl Host {
 
     /// The directories closed to a connection's sandboxed processes: the
     /// host's, and the connection's config file.
-    pub(crate) fn connection_private(&self, config_path: Option<&Path>) -> Vec<PathBuf> {
+    pub fn connection_private(&self, config_path: Option<&Path>) -> Vec<PathBuf> {
         let mut private = self.private.clone();
         private.extend(config_path.map(Path::to_path_buf));
         private
@@ -620,7 +638,7 @@ impl Connection {
     ) -> CallToolResponse {
         let outcome = tokio::select! {
             ended = &mut running.call => ended.unwrap_or_else(|_| {
-                Err(ToolError::new("CANCELLED", "the call was ended"))
+                Err(ToolError::new(Code::Cancelled.as_str(), "the call was ended"))
             }),
             Some(links::LinkAskFrom(ask)) = running.asks.recv() => {
                 static PARKS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
@@ -641,11 +659,11 @@ impl Connection {
             }
             () = context.ct.cancelled() => {
                 running.call.abort();
-                Err(ToolError::new("CANCELLED", "the client cancelled this call"))
+                Err(ToolError::new(Code::Cancelled.as_str(), "the client cancelled this call"))
             }
             () = self.closed.cancelled() => {
                 running.call.abort();
-                Err(ToolError::new("CANCELLED", "the client disconnected"))
+                Err(ToolError::new(Code::Cancelled.as_str(), "the client disconnected"))
             }
         };
         CallToolResponse::from(self.finish(running.record, outcome).await)
@@ -931,7 +949,7 @@ impl ServerHandler for Connection {
             drop(cx);
             outcome.unwrap_or_else(|_| {
                 Err(ToolError::new(
-                    "INTERNAL",
+                    Code::Internal.as_str(),
                     format!("the `{name}` tool failed unexpectedly; the server is still running — try again or use another approach"),
                 ))
             })
@@ -1087,7 +1105,7 @@ fn mcp_progress(
     (Some(sink), Some(sending))
 }
 
-use crate::protocol::model_view::ModelView;
+use daemon_wire::model_view::ModelView;
 
 fn to_mcp_result(
     outcome: Result<tools_catalog::ToolReply, ToolError>,
@@ -1447,7 +1465,7 @@ mod tests {
         let codex = to_mcp_result(reply(long.clone()), ModelView::of(Some("codex-mcp-client")));
         let text = &codex.content[0].as_text().unwrap().text;
         assert!(
-            text.len() <= crate::protocol::model_view::CODEX_WHOLE_BYTES + 64,
+            text.len() <= daemon_wire::model_view::CODEX_WHOLE_BYTES + 64,
             "{}",
             text.len()
         );

@@ -29,7 +29,7 @@ use serde::{Deserialize, Serialize};
 pub mod target;
 
 use self::target::Target;
-use crate::protocol::ps::Snapshot;
+use daemon_wire::ps::Snapshot;
 
 /// How long a host may take to answer `dsh ps`.
 const PS_TIMEOUT: Duration = Duration::from_secs(15);

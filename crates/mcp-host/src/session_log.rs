@@ -14,8 +14,8 @@ use chrono::{DateTime, Utc};
 use tokio::sync::mpsc;
 use workspace::{LogEntry, SessionHeader, SessionId, WorkspaceId};
 
-use crate::protocol::records::SessionRecordOp;
 use crate::store::StoreAccess;
+use daemon_wire::records::SessionRecordOp;
 
 /// How many records may wait for the writer before new ones are dropped.
 const QUEUE: usize = 1024;

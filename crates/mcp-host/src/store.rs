@@ -20,7 +20,7 @@ use std::sync::Mutex;
 use workspace::{Registry, SessionPersistence as _, SessionStart, StorageError, WorkspaceError};
 use workspace_sled::{OpenStore, SledDomain, SledSessions, Store, StoreOptions};
 
-use crate::protocol::records::SessionRecordOp;
+use daemon_wire::records::SessionRecordOp;
 
 /// The registry type on sled.
 pub type SledRegistry = Registry<SledDomain, SledSessions>;

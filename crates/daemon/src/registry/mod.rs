@@ -3,19 +3,22 @@
 //! ([`execute_held`]; or the CLI runs on a store of its own with
 //! `--standalone`), and the one-line messages its errors become. The
 //! operations and their results are the protocol's
-//! ([`crate::protocol::registry`]).
+//! ([`daemon_wire::registry`]).
 
 use std::path::Path;
+
+mod access;
+pub use access::RegistryAccess;
 
 use serde::Serialize;
 use workspace::{StorageError, WorkspaceError};
 
-use crate::protocol::Failure;
-use crate::protocol::registry::{
+use daemon_wire::Failure;
+use daemon_wire::registry::{
     Archived, Created, RegistryOp, SessionWithWorkspace, SessionsWithWorkspaces,
     WorkspaceWithSessions,
 };
-use crate::store::{HeldStore, SledRegistry};
+use mcp_host::store::{HeldStore, SledRegistry};
 
 fn json(value: impl Serialize) -> Result<serde_json::Value, WorkspaceError> {
     serde_json::to_value(value).map_err(|e| {
@@ -41,7 +44,7 @@ pub fn execute(
                 ..
             },
         ) => Failure {
-            code: e.code().to_owned(),
+            code: crate::codes::registry(&e),
             message: format!(
                 "cannot move before {anchor}: no workspace has that id; `dsh workspace list` shows the ids"
             ),
@@ -199,7 +202,7 @@ pub fn explain(error: WorkspaceError, data_dir: &Path) -> Failure {
         | WorkspaceError::SessionExists(_) => error.to_string(),
     };
     Failure {
-        code: error.code().to_owned(),
+        code: crate::codes::registry(&error),
         message,
     }
 }

@@ -2,10 +2,15 @@
 //! hello; the typed [`Client`] of the CLI's one-shot requests (`dsh
 //! workspace …`, `dsh session …`, `dsh daemon status|stop`, `dsh ps`,
 //! `dsh ui`), and the client halves of `dsh attach` ([`attach`]) and
-//! `dsh mcp` ([`bridge`]); where a registry command runs
-//! ([`RegistryAccess`]: in the daemon, or on the store with
-//! `--standalone`). The client depends on the protocol (and, for
-//! `--standalone`, on the registry operations), never on the server.
+//! `dsh mcp` ([`bridge`]); `dsh mcp --remote` ([`remote`]). What finds a
+//! daemon is here too, since the server uses it as a client does: where a
+//! data directory's daemon keeps its files ([`paths`]), who holds its lock
+//! ([`holder`]), and the remote hosts of live bridges ([`remotes`]).
+//!
+//! Of the daemon's crates this one names only the wire (`daemon-wire`):
+//! never the MCP host or the server, and never the store (a registry
+//! command with `--standalone` runs on the store through the `daemon`
+//! crate's `RegistryAccess`).
 //!
 //! A client that may start a daemon runs `dsh daemon --spawned` detached
 //! (a session of its own, stdio to the daemon's log file) and waits for a
@@ -25,17 +30,18 @@ pub mod answer;
 mod api;
 pub mod attach;
 pub mod bridge;
+pub mod holder;
 pub mod open;
-mod registry;
+pub mod paths;
 pub mod remote;
+pub mod remotes;
 
 pub use api::{Client, StatusReport, Stopped, Unreachable};
-pub use registry::RegistryAccess;
 
 use crate::paths::DaemonPaths;
-use crate::protocol::exchange::read_result;
-use crate::protocol::{
-    Failure, Hello, LineError, MAX_REPLY_LINE, Reply, Request, codes, read_line_blocking,
+use daemon_wire::exchange::read_result;
+use daemon_wire::{
+    Code, Failure, Hello, LineError, MAX_REPLY_LINE, Reply, Request, read_line_blocking,
     write_line_blocking,
 };
 
@@ -151,7 +157,7 @@ pub struct Connected {
 }
 
 fn daemon_pid_hint(paths: &DaemonPaths) -> String {
-    crate::protocol::info::read_info(&paths.info)
+    daemon_wire::info::read_info(&paths.info)
         .map(|i| format!(" (pid {})", i.pid))
         .unwrap_or_default()
 }
@@ -215,7 +221,7 @@ pub(crate) fn connect(
                     let Some(failure) = reply.error.clone() else {
                         return Err(ClientError::Unreachable("empty reply".into()));
                     };
-                    if failure.code != codes::VERSION_MISMATCH || start.is_none() {
+                    if failure.code != Code::VersionMismatch || start.is_none() {
                         return Err(ClientError::Refused(failure));
                     }
                     last_mismatch = Some(reply);
@@ -366,7 +372,7 @@ pub fn holder_of(paths: &DaemonPaths, error: &ClientError) -> Option<crate::hold
 fn recorded_elsewhere(paths: &DaemonPaths) -> Option<DaemonPaths> {
     // Read cheaply first: where the daemon listens where this process
     // looks (the usual case), nothing else is read.
-    let recorded = crate::protocol::info::read_info(&paths.info)?;
+    let recorded = daemon_wire::info::read_info(&paths.info)?;
     if !recorded.listening || recorded.socket == paths.socket {
         return None;
     }
@@ -460,13 +466,13 @@ enum NoAnswer {
 /// again: a daemon taking over writes its file before it binds the
 /// socket), and named if it lasts.
 fn check_peer(paths: &DaemonPaths, stream: &UnixStream) -> Result<(), NoAnswer> {
-    let recorded = match crate::protocol::info::try_read_info(&paths.info) {
+    let recorded = match daemon_wire::info::try_read_info(&paths.info) {
         // The data directory is closed to what the daemon confines.
         Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
             return Err(NoAnswer::Failed(ClientError::Unreachable(format!(
                 "this process may not read {} ({e}): {}",
                 paths.info.display(),
-                crate::protocol::SANDBOXED_CLIENT_WHY
+                daemon_wire::SANDBOXED_CLIENT_WHY
             ))));
         }
         read => read.ok().flatten().map(|i| i.pid as i32),
@@ -558,7 +564,7 @@ fn say_hello(
                 ) =>
             {
                 let running =
-                    crate::protocol::info::read_info(&paths.info).is_some_and(|i| runs(i.pid));
+                    daemon_wire::info::read_info(&paths.info).is_some_and(|i| runs(i.pid));
                 if running && asked.elapsed() < HELLO_PATIENCE {
                     continue;
                 }
@@ -698,7 +704,7 @@ pub fn log_tail(log: &Path) -> String {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
-    use crate::protocol::Request;
+    use daemon_wire::Request;
     use std::os::unix::net::UnixListener;
 
     fn paths_in(dir: &Path) -> DaemonPaths {
@@ -763,7 +769,7 @@ mod tests {
     /// listening on `socket` (bound already, with identity `socket_id`).
     fn record_this_process(paths: &DaemonPaths, socket: &Path, socket_id: Option<(u64, u64)>) {
         let me = std::process::id();
-        let info = crate::protocol::info::DaemonInfo {
+        let info = daemon_wire::info::DaemonInfo {
             pid: me,
             version: version_of_test(),
             socket: socket.to_path_buf(),
@@ -888,6 +894,6 @@ mod tests {
     }
 
     fn version_of_test() -> String {
-        crate::protocol::version()
+        daemon_wire::version()
     }
 }

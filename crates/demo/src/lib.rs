@@ -21,6 +21,8 @@
 //! REPL keeps); everything it started is ended and checked gone before it
 //! returns.
 
+#![forbid(unsafe_code)]
+
 use std::collections::BTreeMap;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -32,9 +34,9 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tools_catalog::{CallContext, Owner, Runtime, ToolReply};
 
-use crate::config::{Config, SubagentConfig};
-use crate::host::{Host, ToolLayer};
-use crate::store::StoreAccess;
+use mcp_host::config::{Config, SubagentConfig};
+use mcp_host::store::StoreAccess;
+use mcp_host::{Host, ToolLayer};
 
 /// Which scenario to run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -74,7 +76,7 @@ pub fn run(scenario: Scenario) -> anyhow::Result<()> {
         // Orphans of the demo's commands come back to this process and are
         // reaped, and a guardian ends them if the demo is killed, as in
         // `dsh mcp`.
-        crate::processes::start();
+        mcp_host::processes::start();
         let scratch = ScratchDir::create()?;
         let outcome = match scenario {
             Scenario::Terminal => scenario_terminal(scratch.path()).await,
@@ -143,7 +145,10 @@ fn host(config: &Config, scratch: &Path) -> (Arc<Host>, Arc<ToolLayer>) {
     let host = Arc::new(Host::new(
         config.clone(),
         StoreAccess::per_operation(&data_dir),
-        vec![data_dir.clone(), crate::paths::runtime_dir(&data_dir)],
+        vec![
+            data_dir.clone(),
+            daemon_client::paths::runtime_dir(&data_dir),
+        ],
     ));
     let layer = ToolLayer::build(config, None, &host.connection_private(None));
     (host, Arc::new(layer))

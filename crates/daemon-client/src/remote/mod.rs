@@ -40,8 +40,9 @@ use serde_json::{Value, json};
 use self::bootstrap::{Build, Line, Stream};
 use super::ClientError;
 use super::bridge::BridgeEnd;
-use crate::protocol::model_view::ModelView;
 use crate::remotes::{self as hosts, target::Target};
+use daemon_wire::Code;
+use daemon_wire::model_view::ModelView;
 
 /// How `dsh mcp --remote` was started.
 #[derive(Debug, Clone)]
@@ -415,7 +416,7 @@ impl Relay {
                     return Ok(());
                 }
                 // The old connection is ending on the target right now.
-                Some("RESUME_BUSY") if Instant::now() < deadline => {
+                Some(code) if code == Code::ResumeBusy.as_str() && Instant::now() < deadline => {
                     std::thread::sleep(Duration::from_millis(200)); // sleep-ok: a bounded retry while the target notices the old stream's end
                 }
                 Some(code) => {
@@ -520,7 +521,7 @@ impl Relay {
                     "{} cannot be reached: {}; {hint}, then call again",
                     self.host, self.last_error
                 );
-                self.answer_failed(&message, &method, "REMOTE_UNREACHABLE", &reason);
+                self.answer_failed(&message, &method, Code::RemoteUnreachable, &reason);
                 return;
             }
         }
@@ -697,7 +698,7 @@ impl Relay {
         for (id, method) in std::mem::take(&mut self.pending) {
             if let Ok(id) = serde_json::from_str::<Value>(&id) {
                 let message = json!({ "id": id });
-                self.answer_failed(&message, &method, "REMOTE_DISCONNECTED", &reason);
+                self.answer_failed(&message, &method, Code::RemoteDisconnected, &reason);
             }
         }
         self.resuming.clear();
@@ -733,7 +734,7 @@ impl Relay {
 
     /// Answers `request` with an error: a tool error for `tools/call` (the
     /// model reads it), a JSON-RPC error otherwise.
-    fn answer_failed(&self, request: &Value, method: &str, code: &str, message: &str) {
+    fn answer_failed(&self, request: &Value, method: &str, code: Code, message: &str) {
         let Some(id) = request.get("id") else { return };
         let reply = if method == "tools/call" {
             json!({"jsonrpc": "2.0", "id": id, "result": {

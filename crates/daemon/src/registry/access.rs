@@ -7,9 +7,9 @@ use std::path::PathBuf;
 
 use serde::de::DeserializeOwned;
 
-use super::{Client, ClientError, StartSpec};
-use crate::paths::DaemonPaths;
-use crate::protocol::registry::RegistryOp;
+use daemon_client::paths::DaemonPaths;
+use daemon_client::{Client, ClientError, StartSpec};
+use daemon_wire::registry::RegistryOp;
 
 /// Where a registry command runs.
 pub enum RegistryAccess {
@@ -56,8 +56,7 @@ impl RegistryAccess {
                 };
             }
             RegistryAccess::Standalone { data_dir } => {
-                crate::registry::execute_standalone(data_dir, &op)
-                    .map_err(|f| anyhow::anyhow!(f.message))?
+                super::execute_standalone(data_dir, &op).map_err(|f| anyhow::anyhow!(f.message))?
             }
         };
         serde_json::from_value(value)

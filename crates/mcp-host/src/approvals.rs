@@ -20,6 +20,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::super::links::{LinkOutcome, LinkSender};
+use daemon_wire::Code;
 use tokio::sync::oneshot;
 use tools_catalog::{Answer, Approval, Asker};
 
@@ -60,8 +61,8 @@ pub struct NoApproval(String);
 
 impl NoApproval {
     /// The stable code: `NO_APPROVAL`.
-    pub fn code(&self) -> &'static str {
-        "NO_APPROVAL"
+    pub fn code(&self) -> Code {
+        Code::NoApproval
     }
 }
 
@@ -146,7 +147,7 @@ impl Host {
 /// says) for a person's decision in the page or `dsh approve`, and sends
 /// the client the page's link when it can open one; `None` when the host
 /// serves no page (standalone: no person can be reached).
-pub(in crate::host) fn approval_asker(
+pub(crate) fn approval_asker(
     host: Arc<Host>,
     links: LinkSender,
     agent: String,

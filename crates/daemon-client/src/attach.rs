@@ -3,7 +3,7 @@
 //! daemon's is `server::attach`).
 //!
 //! The daemon draws the terminal's screen (frames, see
-//! [`crate::protocol::frame`]): what reaches the person's terminal is
+//! [`daemon_wire::frame`]): what reaches the person's terminal is
 //! drawing, never the program's own output, so nothing the program prints
 //! sets the person's clipboard or title or makes their terminal answer a
 //! query. Read-only, `q` or Ctrl-C leaves. With `--write` the person's
@@ -20,7 +20,7 @@ use tokio::io::AsyncWriteExt as _;
 
 use super::{ClientError, connect};
 use crate::paths::DaemonPaths;
-use crate::protocol::{Hello, Request, frame};
+use daemon_wire::{Hello, Request, frame};
 
 /// The key that leaves a writable view (Ctrl-]).
 pub const DETACH_KEY: u8 = 0x1d;

@@ -1,0 +1,313 @@
+//! The stable codes of the daemon's refusals and failures
+//! ([`super::Failure::code`]: its own, and those of the registry, a
+//! terminal and the page that it passes on), and of the tool errors the
+//! MCP host and the `dsh mcp --remote` relay make themselves: one closed
+//! [`Code`].
+//!
+//! A code is written on the wire as its SCREAMING_SNAKE name
+//! (`VERSION_MISMATCH`); a new code is a new variant, and every `match`
+//! on a code names it. The daemon turns each error it passes on into its
+//! code by an exhaustive match over that error's enum. The codes of the
+//! errors tools return (a job's, a language server's) are the tool
+//! layer's.
+
+use serde::{Deserialize, Serialize};
+
+/// A stable error code, closed: a new code is a new variant, named in
+/// [`Code::as_str`] (the compiler asks for it) and in [`Code::ALL`] (the
+/// list the round-trip test reads).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum Code {
+    // The daemon's own refusals and failures.
+    /// The client's protocol or version is not the daemon's (for a kind
+    /// that needs the same version); a client that may start a daemon
+    /// starts one of its own version, which takes the store over.
+    VersionMismatch,
+    /// The client may run in a dsh sandbox (see the daemon's peer check).
+    SandboxedClient,
+    /// The hello was not a line of the expected JSON.
+    MalformedHello,
+    /// A value of the request is not valid (an unknown preset).
+    InvalidArgument,
+    /// The connection's config file could not be read.
+    ConfigError,
+    /// The daemon failed in a way that is not the request's fault.
+    Internal,
+    /// The daemon could not hand its store over (it is stopping).
+    HandoverFailed,
+    /// The connection a person named is not detached work (`dsh ps
+    /// --end`), or a resume key names no detached work.
+    NoDetached,
+
+    // The registry's, one per `workspace::WorkspaceError` kind.
+    /// No workspace has the id.
+    UnknownWorkspace,
+    /// No session has the id.
+    UnknownSession,
+    /// The path does not exist.
+    PathNotFound,
+    /// The path is not a directory.
+    NotADirectory,
+    /// The path cannot be resolved.
+    PathUnresolvable,
+    /// The title is not valid.
+    InvalidTitle,
+    /// Another process holds the store.
+    StoreBusy,
+    /// The store could not be read or written.
+    StorageIo,
+    /// The store's handle is poisoned.
+    StoragePoisoned,
+    /// The store's data is corrupt.
+    StorageCorrupt,
+    /// A failed change could not be rolled back.
+    RollbackFailed,
+    /// The registry is poisoned by an earlier failure.
+    RegistryPoisoned,
+    /// The store contradicts itself; nothing was changed.
+    StoreInconsistent,
+    /// The store was written by a newer dsh.
+    UnsupportedVersion,
+    /// A session move names an invalid place.
+    WorkspaceMoveInvalid,
+    /// A new order of workspaces is not a permutation of them.
+    WorkspaceOrderInvalid,
+    /// A session's directory is missing.
+    SessionCwdMissing,
+    /// A session's directory cannot be resolved.
+    SessionCwdUnresolvable,
+    /// A session's directory is not a directory.
+    SessionCwdNotDirectory,
+    /// A session's directory is not in its workspace.
+    SessionCwdMismatch,
+    /// The session exists already.
+    SessionExists,
+
+    // A terminal's, passed on by `dsh attach` and the answer to a prompt.
+    /// No terminal has the id.
+    NoSession,
+    /// The terminal is another agent's.
+    ForeignSession,
+    /// The terminal is busy with an earlier send.
+    SendActive,
+    /// The terminal is closing or closed.
+    SessionClosing,
+    /// The terminal's program has exited.
+    SessionExited,
+    /// A terminal of that name exists.
+    DuplicateName,
+    /// The signal would end the terminal's shell: close it instead.
+    UseClose,
+    /// The terminal's program could not be started.
+    SpawnFailed,
+    /// The agent has as many terminals open as it may.
+    TerminalLimit,
+    /// The terminal does not wait for a secret now.
+    NoSecretPrompt,
+    /// The answer is not typed where it is asked for.
+    AnswerRefused,
+
+    // The page's, when it cannot be served.
+    /// The page's fixed port is taken.
+    UiPortInUse,
+    /// The page's address could not be bound.
+    UiBindFailed,
+    /// The page's token could not be made.
+    UiTokenFailed,
+
+    // The tool errors the MCP host and the relay make themselves.
+    /// The call was ended (cancelled, or its client went away).
+    Cancelled,
+    /// A decision named an approval no command waits for.
+    NoApproval,
+    /// The connection a resume names is gone.
+    NoConnection,
+    /// The detached work is being taken back by another connection; the
+    /// relay retries a resume that meets it.
+    ResumeBusy,
+    /// The connection resuming has work of its own.
+    ResumeNotEmpty,
+    /// The resume key is another agent's.
+    ResumeKeyForeign,
+    /// The resume key is in use by a live connection.
+    ResumeKeyInUse,
+    /// The detached work the key named has ended.
+    ResumeExpired,
+    /// No detached work has the key.
+    ResumeKeyUnknown,
+    /// The relay cannot reach the remote host.
+    RemoteUnreachable,
+    /// The relay's stream to the remote host dropped during the call.
+    RemoteDisconnected,
+}
+
+impl Code {
+    /// Every code, in declaration order.
+    pub const ALL: [Code; 54] = [
+        Code::VersionMismatch,
+        Code::SandboxedClient,
+        Code::MalformedHello,
+        Code::InvalidArgument,
+        Code::ConfigError,
+        Code::Internal,
+        Code::HandoverFailed,
+        Code::NoDetached,
+        Code::UnknownWorkspace,
+        Code::UnknownSession,
+        Code::PathNotFound,
+        Code::NotADirectory,
+        Code::PathUnresolvable,
+        Code::InvalidTitle,
+        Code::StoreBusy,
+        Code::StorageIo,
+        Code::StoragePoisoned,
+        Code::StorageCorrupt,
+        Code::RollbackFailed,
+        Code::RegistryPoisoned,
+        Code::StoreInconsistent,
+        Code::UnsupportedVersion,
+        Code::WorkspaceMoveInvalid,
+        Code::WorkspaceOrderInvalid,
+        Code::SessionCwdMissing,
+        Code::SessionCwdUnresolvable,
+        Code::SessionCwdNotDirectory,
+        Code::SessionCwdMismatch,
+        Code::SessionExists,
+        Code::NoSession,
+        Code::ForeignSession,
+        Code::SendActive,
+        Code::SessionClosing,
+        Code::SessionExited,
+        Code::DuplicateName,
+        Code::UseClose,
+        Code::SpawnFailed,
+        Code::TerminalLimit,
+        Code::NoSecretPrompt,
+        Code::AnswerRefused,
+        Code::UiPortInUse,
+        Code::UiBindFailed,
+        Code::UiTokenFailed,
+        Code::Cancelled,
+        Code::NoApproval,
+        Code::NoConnection,
+        Code::ResumeBusy,
+        Code::ResumeNotEmpty,
+        Code::ResumeKeyForeign,
+        Code::ResumeKeyInUse,
+        Code::ResumeExpired,
+        Code::ResumeKeyUnknown,
+        Code::RemoteUnreachable,
+        Code::RemoteDisconnected,
+    ];
+
+    /// The code as written on the wire and shown to a model.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Code::VersionMismatch => "VERSION_MISMATCH",
+            Code::SandboxedClient => "SANDBOXED_CLIENT",
+            Code::MalformedHello => "MALFORMED_HELLO",
+            Code::InvalidArgument => "INVALID_ARGUMENT",
+            Code::ConfigError => "CONFIG_ERROR",
+            Code::Internal => "INTERNAL",
+            Code::HandoverFailed => "HANDOVER_FAILED",
+            Code::NoDetached => "NO_DETACHED",
+            Code::UnknownWorkspace => "UNKNOWN_WORKSPACE",
+            Code::UnknownSession => "UNKNOWN_SESSION",
+            Code::PathNotFound => "PATH_NOT_FOUND",
+            Code::NotADirectory => "NOT_A_DIRECTORY",
+            Code::PathUnresolvable => "PATH_UNRESOLVABLE",
+            Code::InvalidTitle => "INVALID_TITLE",
+            Code::StoreBusy => "STORE_BUSY",
+            Code::StorageIo => "STORAGE_IO",
+            Code::StoragePoisoned => "STORAGE_POISONED",
+            Code::StorageCorrupt => "STORAGE_CORRUPT",
+            Code::RollbackFailed => "ROLLBACK_FAILED",
+            Code::RegistryPoisoned => "REGISTRY_POISONED",
+            Code::StoreInconsistent => "STORE_INCONSISTENT",
+            Code::UnsupportedVersion => "UNSUPPORTED_VERSION",
+            Code::WorkspaceMoveInvalid => "WORKSPACE_MOVE_INVALID",
+            Code::WorkspaceOrderInvalid => "WORKSPACE_ORDER_INVALID",
+            Code::SessionCwdMissing => "SESSION_CWD_MISSING",
+            Code::SessionCwdUnresolvable => "SESSION_CWD_UNRESOLVABLE",
+            Code::SessionCwdNotDirectory => "SESSION_CWD_NOT_DIRECTORY",
+            Code::SessionCwdMismatch => "SESSION_CWD_MISMATCH",
+            Code::SessionExists => "SESSION_EXISTS",
+            Code::NoSession => "NO_SESSION",
+            Code::ForeignSession => "FOREIGN_SESSION",
+            Code::SendActive => "SEND_ACTIVE",
+            Code::SessionClosing => "SESSION_CLOSING",
+            Code::SessionExited => "SESSION_EXITED",
+            Code::DuplicateName => "DUPLICATE_NAME",
+            Code::UseClose => "USE_CLOSE",
+            Code::SpawnFailed => "SPAWN_FAILED",
+            Code::TerminalLimit => "TERMINAL_LIMIT",
+            Code::NoSecretPrompt => "NO_SECRET_PROMPT",
+            Code::AnswerRefused => "ANSWER_REFUSED",
+            Code::UiPortInUse => "UI_PORT_IN_USE",
+            Code::UiBindFailed => "UI_BIND_FAILED",
+            Code::UiTokenFailed => "UI_TOKEN_FAILED",
+            Code::Cancelled => "CANCELLED",
+            Code::NoApproval => "NO_APPROVAL",
+            Code::NoConnection => "NO_CONNECTION",
+            Code::ResumeBusy => "RESUME_BUSY",
+            Code::ResumeNotEmpty => "RESUME_NOT_EMPTY",
+            Code::ResumeKeyForeign => "RESUME_KEY_FOREIGN",
+            Code::ResumeKeyInUse => "RESUME_KEY_IN_USE",
+            Code::ResumeExpired => "RESUME_EXPIRED",
+            Code::ResumeKeyUnknown => "RESUME_KEY_UNKNOWN",
+            Code::RemoteUnreachable => "REMOTE_UNREACHABLE",
+            Code::RemoteDisconnected => "REMOTE_DISCONNECTED",
+        }
+    }
+
+    /// The code named `name` on the wire, if there is one.
+    pub fn from_name(name: &str) -> Option<Code> {
+        serde_json::from_value(serde_json::Value::from(name)).ok()
+    }
+}
+
+impl std::fmt::Display for Code {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    /// Every code is written on the wire as its name, read back as itself,
+    /// and listed once in `ALL`.
+    #[test]
+    fn every_code_round_trips_as_its_name() {
+        for code in Code::ALL {
+            let wire = serde_json::to_value(code).unwrap();
+            assert_eq!(wire, serde_json::Value::from(code.as_str()));
+            assert_eq!(serde_json::from_value::<Code>(wire).unwrap(), code);
+            assert_eq!(Code::from_name(code.as_str()), Some(code));
+        }
+        let names: std::collections::BTreeSet<&str> =
+            Code::ALL.iter().map(|c| c.as_str()).collect();
+        assert_eq!(names.len(), Code::ALL.len());
+        assert_eq!(Code::from_name("NOT_A_CODE"), None);
+        // serde names every variant it expects: `ALL` leaves none out.
+        let unknown = serde_json::from_str::<Code>("\"NOT_A_CODE\"")
+            .unwrap_err()
+            .to_string();
+        let expected = unknown.matches('`').count() / 2 - 1;
+        assert_eq!(expected, Code::ALL.len(), "{unknown}");
+    }
+
+    /// The codes a client of an earlier build reads keep their names.
+    #[test]
+    fn the_daemon_s_codes_keep_their_names_on_the_wire() {
+        let reply = crate::Reply::failed(Code::VersionMismatch, "upgrade");
+        assert_eq!(
+            serde_json::to_value(&reply).unwrap()["error"],
+            serde_json::json!({"code": "VERSION_MISMATCH", "message": "upgrade"})
+        );
+    }
+}
