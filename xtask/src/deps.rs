@@ -90,8 +90,11 @@ pub const LAYERS: &[(&str, &[&str])] = &[
             "terminal-seam",
         ],
     ),
-    ("ui", &["picker-seam", "terminal-seam", "workspace"]),
-    ("daemon-wire", &["ui", "workspace"]),
+    ("daemon-wire", &["workspace"]),
+    (
+        "ui",
+        &["daemon-wire", "picker-seam", "terminal-seam", "workspace"],
+    ),
     (
         "daemon-client",
         &[

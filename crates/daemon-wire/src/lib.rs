@@ -40,6 +40,7 @@ pub mod ps;
 pub mod records;
 pub mod registry;
 pub mod replies;
+pub mod snapshot;
 
 pub use framing::{
     LineError, frame, read_line, read_line_blocking, write_line, write_line_blocking,

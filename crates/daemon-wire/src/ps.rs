@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-pub use ui::snapshot::{ConnectionRow, DetachedRow, JobRow, TerminalRow};
+pub use crate::snapshot::{ConnectionRow, DetachedRow, JobRow, TerminalRow};
 
 /// The whole snapshot (`dsh ps --json`).
 #[derive(Debug, Clone, Serialize, Deserialize)]

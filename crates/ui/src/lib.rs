@@ -45,13 +45,11 @@ pub mod html;
 pub mod pages;
 pub mod screen;
 pub mod server;
-pub mod snapshot;
 pub mod source;
 
 pub use accept::{AcceptBackoff, is_resource_error};
 pub use guard::PageLink;
 pub use server::{UiError, UiServer, UiSettings, start};
-pub use snapshot::{ConnectionRow, DetachedRow, JobRow, TerminalRow};
 pub use source::{
     ApprovalView, CallFeed, JobTail, LiveCall, LiveView, Overview, PromptView, RemoteHost,
     SessionSummary, SessionView, SourceError, UiSource, WatchingGuard, WorkspaceSummary,

@@ -20,11 +20,11 @@ use workspace::LogEntry;
 
 use crate::chart;
 use crate::html::{Nav, PageData, ago, layout, page, short_id, span, time};
-use crate::snapshot::{ConnectionRow, JobRow, TerminalRow};
 use crate::source::{
     ApprovalView, JobTail, LiveView, Overview, PromptView, RemoteHost, SessionSummary, SessionView,
     WorkspaceSummary,
 };
+use daemon_wire::snapshot::{ConnectionRow, JobRow, TerminalRow};
 
 /// Sessions listed per workspace on the workspaces page (the rest are on
 /// the workspace's own page).

@@ -20,7 +20,7 @@ use picker_seam::DirectoryPicker;
 use serde::{Deserialize, Serialize};
 use workspace::{LogEntry, SessionId, WorkspaceId};
 
-use crate::snapshot::{ConnectionRow, JobRow, TerminalRow};
+use daemon_wire::snapshot::{ConnectionRow, JobRow, TerminalRow};
 
 /// A failure of the source, with a stable code and a message that says
 /// what to do.

@@ -1,7 +1,7 @@
 //! One live snapshot of what the daemon serves: every connection with its
 //! terminals and jobs, walked once by [`now`]. `dsh ps` ([`ps`]) and the
 //! `dsh ui` page (`page::DaemonUiSource::live`) both read it, as the one
-//! [`ConnectionRow`] of `ui::snapshot` ([`connection_row`]).
+//! [`ConnectionRow`] of `daemon_wire::snapshot` ([`connection_row`]).
 
 use std::time::{Duration, SystemTime};
 
