@@ -90,7 +90,8 @@ pub const LAYERS: &[(&str, &[&str])] = &[
             "terminal-seam",
         ],
     ),
-    ("daemon-wire", &["workspace"]),
+    ("error-code", &[]),
+    ("daemon-wire", &["error-code", "workspace"]),
     (
         "ui",
         &["daemon-wire", "picker-seam", "terminal-seam", "workspace"],

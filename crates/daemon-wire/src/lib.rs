@@ -15,7 +15,7 @@
 //!
 //! This crate is the daemon's wire format and nothing else: every
 //! request ([`Request`]) and the data of every reply ([`replies`], [`ps`],
-//! [`registry`]), the error codes ([`codes`]), the `daemon.json` record
+//! [`registry`]), the error codes ([`Code`], from the `error-code` crate), the `daemon.json` record
 //! ([`info`]), the framing ([`framing`], [`exchange`]) and what a model is
 //! shown of a result per client ([`model_view`]). It names none of the
 //! daemon's other crates: the client (`daemon-client`) and the side that
@@ -30,8 +30,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-pub mod codes;
-pub use codes::Code;
+pub use error_code::Code;
 pub mod exchange;
 pub mod framing;
 pub mod info;
@@ -314,6 +313,16 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
     use pretty_assertions::assert_eq;
+
+    /// The codes a client of an earlier build reads keep their names.
+    #[test]
+    fn the_daemon_s_codes_keep_their_names_on_the_wire() {
+        let reply = Reply::failed(Code::VersionMismatch, "upgrade");
+        assert_eq!(
+            serde_json::to_value(&reply).unwrap()["error"],
+            serde_json::json!({"code": "VERSION_MISMATCH", "message": "upgrade"})
+        );
+    }
 
     #[tokio::test]
     async fn lines_round_trip_and_limits_hold() {

@@ -1,5 +1,6 @@
-//! The stable codes of the daemon's refusals and failures
-//! ([`super::Failure::code`]: its own, and those of the registry, a
+//! dsh's stable error codes, one closed set. The stable codes of the
+//! daemon's refusals and failures
+//! (`daemon_wire::Failure::code`: its own, and those of the registry, a
 //! terminal and the page that it passes on), and of the tool errors the
 //! MCP host and the `dsh mcp --remote` relay make themselves: one closed
 //! [`Code`].
@@ -10,6 +11,8 @@
 //! code by an exhaustive match over that error's enum. The codes of the
 //! errors tools return (a job's, a language server's) are the tool
 //! layer's.
+
+#![forbid(unsafe_code)]
 
 use serde::{Deserialize, Serialize};
 
@@ -299,15 +302,5 @@ mod tests {
             .to_string();
         let expected = unknown.matches('`').count() / 2 - 1;
         assert_eq!(expected, Code::ALL.len(), "{unknown}");
-    }
-
-    /// The codes a client of an earlier build reads keep their names.
-    #[test]
-    fn the_daemon_s_codes_keep_their_names_on_the_wire() {
-        let reply = crate::Reply::failed(Code::VersionMismatch, "upgrade");
-        assert_eq!(
-            serde_json::to_value(&reply).unwrap()["error"],
-            serde_json::json!({"code": "VERSION_MISMATCH", "message": "upgrade"})
-        );
     }
 }
