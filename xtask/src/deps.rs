@@ -61,6 +61,7 @@ pub const SEAMS: [&str; 3] = ["terminal-seam", "lsp-seam", "picker-seam"];
 
 /// The workspace crates each crate may name in `[dependencies]`.
 pub const LAYERS: &[(&str, &[&str])] = &[
+    ("error-code", &[]),
     ("output-text", &[]),
     ("process-tree", &[]),
     ("test-support", &[]),
@@ -70,7 +71,10 @@ pub const LAYERS: &[(&str, &[&str])] = &[
     ("workspace", &[]),
     ("sandbox", &[]),
     ("redact", &[]),
-    ("jobs", &["output-text", "process-tree", "terminal-seam"]),
+    (
+        "jobs",
+        &["error-code", "output-text", "process-tree", "terminal-seam"],
+    ),
     (
         "terminal-pty",
         &["output-text", "process-tree", "terminal-seam"],
@@ -81,6 +85,7 @@ pub const LAYERS: &[(&str, &[&str])] = &[
     (
         "tools-catalog",
         &[
+            "error-code",
             "jobs",
             "lsp-seam",
             "output-text",
@@ -90,7 +95,6 @@ pub const LAYERS: &[(&str, &[&str])] = &[
             "terminal-seam",
         ],
     ),
-    ("error-code", &[]),
     ("daemon-wire", &["error-code", "workspace"]),
     (
         "ui",

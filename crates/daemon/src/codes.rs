@@ -7,20 +7,10 @@ use daemon_wire::Code;
 use terminal_seam::{AnswerError, TerminalError};
 use workspace::{StorageError, WorkspaceError};
 
-/// The code of a terminal's error.
+/// The code of a terminal's error (the tool layer's mapping: one for
+/// every side).
 pub fn terminal(error: &TerminalError) -> Code {
-    match error {
-        TerminalError::NoSession { .. } => Code::NoSession,
-        TerminalError::ForeignSession { .. } => Code::ForeignSession,
-        TerminalError::SendActive { .. } => Code::SendActive,
-        TerminalError::SessionClosing { .. } => Code::SessionClosing,
-        TerminalError::SessionExited { .. } => Code::SessionExited,
-        TerminalError::DuplicateName { .. } => Code::DuplicateName,
-        TerminalError::UseClose { .. } => Code::UseClose,
-        TerminalError::SpawnFailed { .. } => Code::SpawnFailed,
-        TerminalError::TerminalLimit { .. } => Code::TerminalLimit,
-        TerminalError::InvalidArgument { .. } => Code::InvalidArgument,
-    }
+    tools_catalog::terminal_code(error)
 }
 
 /// The code of the reason a person's answer to a secret prompt was not

@@ -8,9 +8,8 @@
 //! A code is written on the wire as its SCREAMING_SNAKE name
 //! (`VERSION_MISMATCH`); a new code is a new variant, and every `match`
 //! on a code names it. The daemon turns each error it passes on into its
-//! code by an exhaustive match over that error's enum. The codes of the
-//! errors tools return (a job's, a language server's) are the tool
-//! layer's.
+//! code by an exhaustive match over that error's enum, and so does the
+//! tool layer for a terminal's, a job's and a language server's.
 
 #![forbid(unsafe_code)]
 
@@ -143,11 +142,47 @@ pub enum Code {
     RemoteUnreachable,
     /// The relay's stream to the remote host dropped during the call.
     RemoteDisconnected,
+
+    // The tool layer's: jobs, subagents, the sandbox, language servers.
+    /// No job has the id.
+    NoJob,
+    /// The job is another agent's.
+    ForeignJob,
+    /// The agent runs as many jobs as it may.
+    JobLimit,
+    /// No subagent command is configured, or it could not start.
+    SubagentUnavailable,
+    /// The sandbox the call needs cannot be made on this machine.
+    SandboxUnavailable,
+    /// The sandbox keeps the file from being read.
+    SandboxReadDenied,
+    /// No person can be asked to run the command outside the sandbox.
+    SandboxEscalationUnavailable,
+    /// The person declined to run the command outside the sandbox.
+    SandboxEscalationDeclined,
+    /// No language server serves the file.
+    LspUnavailable,
+    /// The language server cannot answer yet (it indexes, or cannot prove its answer fresh).
+    LspNotReady,
+    /// The position is not in the file.
+    LspInvalidPosition,
+    /// The file does not exist.
+    LspFileNotFound,
+    /// The language server did not answer in time.
+    LspTimeout,
+    /// The language server failed the request.
+    LspServerError,
+    /// The language server does not offer the operation.
+    LspUnsupportedOperation,
+    /// Two configured servers claim the same files.
+    LspRouteConflict,
+    /// A configured server's routing is not valid.
+    LspRouteMalformed,
 }
 
 impl Code {
     /// Every code, in declaration order.
-    pub const ALL: [Code; 54] = [
+    pub const ALL: [Code; 71] = [
         Code::VersionMismatch,
         Code::SandboxedClient,
         Code::MalformedHello,
@@ -202,6 +237,23 @@ impl Code {
         Code::ResumeKeyUnknown,
         Code::RemoteUnreachable,
         Code::RemoteDisconnected,
+        Code::NoJob,
+        Code::ForeignJob,
+        Code::JobLimit,
+        Code::SubagentUnavailable,
+        Code::SandboxUnavailable,
+        Code::SandboxReadDenied,
+        Code::SandboxEscalationUnavailable,
+        Code::SandboxEscalationDeclined,
+        Code::LspUnavailable,
+        Code::LspNotReady,
+        Code::LspInvalidPosition,
+        Code::LspFileNotFound,
+        Code::LspTimeout,
+        Code::LspServerError,
+        Code::LspUnsupportedOperation,
+        Code::LspRouteConflict,
+        Code::LspRouteMalformed,
     ];
 
     /// The code as written on the wire and shown to a model.
@@ -261,6 +313,23 @@ impl Code {
             Code::ResumeKeyUnknown => "RESUME_KEY_UNKNOWN",
             Code::RemoteUnreachable => "REMOTE_UNREACHABLE",
             Code::RemoteDisconnected => "REMOTE_DISCONNECTED",
+            Code::NoJob => "NO_JOB",
+            Code::ForeignJob => "FOREIGN_JOB",
+            Code::JobLimit => "JOB_LIMIT",
+            Code::SubagentUnavailable => "SUBAGENT_UNAVAILABLE",
+            Code::SandboxUnavailable => "SANDBOX_UNAVAILABLE",
+            Code::SandboxReadDenied => "SANDBOX_READ_DENIED",
+            Code::SandboxEscalationUnavailable => "SANDBOX_ESCALATION_UNAVAILABLE",
+            Code::SandboxEscalationDeclined => "SANDBOX_ESCALATION_DECLINED",
+            Code::LspUnavailable => "LSP_UNAVAILABLE",
+            Code::LspNotReady => "LSP_NOT_READY",
+            Code::LspInvalidPosition => "LSP_INVALID_POSITION",
+            Code::LspFileNotFound => "LSP_FILE_NOT_FOUND",
+            Code::LspTimeout => "LSP_TIMEOUT",
+            Code::LspServerError => "LSP_SERVER_ERROR",
+            Code::LspUnsupportedOperation => "LSP_UNSUPPORTED_OPERATION",
+            Code::LspRouteConflict => "LSP_ROUTE_CONFLICT",
+            Code::LspRouteMalformed => "LSP_ROUTE_MALFORMED",
         }
     }
 

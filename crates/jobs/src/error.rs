@@ -1,5 +1,7 @@
 //! The errors of the job registry and its producers.
 
+use error_code::Code;
+
 /// Why a producer could not start its work (spawn failed, the terminal's
 /// send slot is taken, …). Its code passes through the registry unchanged,
 /// so a tool reports the producer's own code (`SPAWN_FAILED`,
@@ -7,8 +9,8 @@
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{message}")]
 pub struct StartError {
-    /// A stable SCREAMING_SNAKE code.
-    pub code: &'static str,
+    /// Its stable code.
+    pub code: Code,
     /// A message for the model.
     pub message: String,
     /// True when the same call may succeed later.
@@ -17,7 +19,7 @@ pub struct StartError {
 
 impl StartError {
     /// A start error with `code` and `message`, not retryable.
-    pub fn new(code: &'static str, message: impl Into<String>) -> Self {
+    pub fn new(code: Code, message: impl Into<String>) -> Self {
         Self {
             code,
             message: message.into(),
@@ -28,7 +30,7 @@ impl StartError {
     /// `SPAWN_FAILED` for a process that could not be started.
     pub fn spawn_failed(program: &str, error: &std::io::Error) -> Self {
         Self::new(
-            "SPAWN_FAILED",
+            Code::SpawnFailed,
             format!("could not start {program}: {error}"),
         )
     }
@@ -91,12 +93,12 @@ pub enum JobError {
 impl JobError {
     /// The stable code: `NO_JOB`, `FOREIGN_JOB`, `JOB_LIMIT`,
     /// `INVALID_ARGUMENT`, or the producer's own code for [`JobError::Start`].
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> Code {
         match self {
-            JobError::NoJob { .. } => "NO_JOB",
-            JobError::ForeignJob { .. } => "FOREIGN_JOB",
-            JobError::JobLimit { .. } | JobError::ForegroundLimit { .. } => "JOB_LIMIT",
-            JobError::InvalidArgument { .. } => "INVALID_ARGUMENT",
+            JobError::NoJob { .. } => Code::NoJob,
+            JobError::ForeignJob { .. } => Code::ForeignJob,
+            JobError::JobLimit { .. } | JobError::ForegroundLimit { .. } => Code::JobLimit,
+            JobError::InvalidArgument { .. } => Code::InvalidArgument,
             JobError::Start(e) => e.code,
         }
     }

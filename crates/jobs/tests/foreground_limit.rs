@@ -3,6 +3,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use error_code::Code;
 use jobs::{JobError, JobRegistry, JobsConfig, Owner};
 use pretty_assertions::assert_eq;
 
@@ -26,7 +27,7 @@ async fn foreground_commands_per_owner_are_capped_and_freed_on_drop() {
             limit: 2
         }
     );
-    assert_eq!(refused.code(), "JOB_LIMIT");
+    assert_eq!(refused.code(), Code::JobLimit);
     assert!(refused.retryable());
     assert_eq!(
         refused.to_string(),

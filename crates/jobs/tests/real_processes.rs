@@ -3,6 +3,7 @@
 //! host's terminal-send producer.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use error_code::Code;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -392,7 +393,7 @@ async fn reads_without_since_continue_where_the_last_read_ended() {
         .output(&owner, &started.id, Some(9), None, Duration::ZERO)
         .await
         .unwrap_err();
-    assert_eq!(past.code(), "INVALID_ARGUMENT");
+    assert_eq!(past.code(), Code::InvalidArgument);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -416,11 +417,11 @@ async fn owners_see_only_their_own_jobs() {
                 id: "bash-1".into()
             }
         );
-        assert_eq!((error.code(), error.retryable()), ("FOREIGN_JOB", false));
+        assert_eq!((error.code(), error.retryable()), (Code::ForeignJob, false));
     }
     assert_eq!(registry.list(&bob, None), vec![]);
     let missing = registry.kill(&alice, "bash-99").await.unwrap_err();
-    assert_eq!(missing.code(), "NO_JOB");
+    assert_eq!(missing.code(), Code::NoJob);
     assert_eq!(
         missing.to_string(),
         "no job bash-99: job_list shows the jobs you have"
@@ -458,7 +459,7 @@ async fn running_jobs_per_owner_are_capped() {
             limit: 2
         }
     );
-    assert_eq!((error.code(), error.retryable()), ("JOB_LIMIT", true));
+    assert_eq!((error.code(), error.retryable()), (Code::JobLimit, true));
     assert!(error.to_string().contains("job_kill"), "{error}");
     // Another owner is not affected; killing one makes room.
     start_shell(&registry, &other, "exit 0").await;
@@ -496,7 +497,7 @@ async fn settled_jobs_are_retained_up_to_the_bound_oldest_evicted_first() {
         .collect();
     assert_eq!(ids, vec!["bash-2".to_owned(), "bash-3".to_owned()]);
     let evicted = registry.info(&owner, "bash-1").unwrap_err();
-    assert_eq!(evicted.code(), "NO_JOB");
+    assert_eq!(evicted.code(), Code::NoJob);
     assert!(evicted.to_string().contains("evicted"), "{evicted}");
 }
 
@@ -584,7 +585,10 @@ async fn ending_an_owner_leaves_no_process_behind() {
         .collect();
     assert_eq!(zombies, Vec::<i32>::new());
     assert_eq!(registry.list(&owner, None), vec![]);
-    assert_eq!(registry.info(&owner, &ids[0]).unwrap_err().code(), "NO_JOB");
+    assert_eq!(
+        registry.info(&owner, &ids[0]).unwrap_err().code(),
+        Code::NoJob
+    );
     // The other owner's job is untouched.
     assert_eq!(
         registry.info(&keeper, &kept.id).unwrap().status,
@@ -620,12 +624,12 @@ async fn spawn_failures_return_the_producers_code_and_consume_no_id() {
         )
         .await
         .unwrap_err();
-    assert_eq!(error.code(), "SPAWN_FAILED");
+    assert_eq!(error.code(), Code::SpawnFailed);
     assert_eq!(registry.list(&owner, None), vec![]);
     assert_eq!(start_shell(&registry, &owner, "exit 0").await.id, "bash-1");
     assert_eq!(
         CommandSpec::new(JobKind::Bash, vec![]).unwrap_err().code(),
-        "INVALID_ARGUMENT"
+        Code::InvalidArgument
     );
 }
 

@@ -377,13 +377,13 @@ impl Host {
             let entries = self.entries();
             if entries.get(&id).is_none_or(|e| e.detached.is_none()) {
                 return Err(ToolError::new(
-                    Code::NoDetached.as_str(),
+                    Code::NoDetached,
                     format!("connection {id} is not detached work (dsh ps lists what is)"),
                 ));
             }
             let Some(target) = entries.get(&to).filter(|e| e.detached.is_none()) else {
                 return Err(ToolError::new(
-                    Code::NoConnection.as_str(),
+                    Code::NoConnection,
                     format!("no connected agent is connection {to} (dsh ps lists them)"),
                 ));
             };
@@ -447,13 +447,13 @@ impl Host {
             }
             Claim::Busy | Claim::Ending(_) => {
                 return Err(ToolError::retryable(
-                    Code::ResumeBusy.as_str(),
+                    Code::ResumeBusy,
                     "the work of this key is changing hands right now; try again in a moment",
                 ));
             }
             Claim::NotEmpty => {
                 return Err(ToolError::new(
-                    Code::ResumeNotEmpty.as_str(),
+                    Code::ResumeNotEmpty,
                     format!(
                         "this connection already has work of its own ({}); resume before starting any, or in a new connection",
                         work_words(terminals, jobs)
@@ -462,37 +462,37 @@ impl Host {
             }
             Claim::Foreign => {
                 return Err(ToolError::new(
-                    Code::ResumeKeyForeign.as_str(),
+                    Code::ResumeKeyForeign,
                     "this resume key's work was started in another directory, and only an agent working there takes it back; start work of your own here, or ask the person to give it to you (`dsh ps --give N --to M`)",
                 ));
             }
             Claim::InUse => {
                 return Err(ToolError::new(
-                    Code::ResumeKeyInUse.as_str(),
+                    Code::ResumeKeyInUse,
                     "the agent this resume key belongs to is still connected, from another directory, and keeps its work; if it is yours and its client is gone, present the key again once `dsh ps` shows its work detached, else start work of your own",
                 ));
             }
             Claim::Unknown if wanted.key().is_some_and(|k| self.expired.contains(k)) => {
                 return Err(ToolError::new(
-                    Code::ResumeExpired.as_str(),
+                    Code::ResumeExpired,
                     "the grace period of this resume key ended: its terminals and jobs were closed; start new ones",
                 ));
             }
             Claim::Unknown if wanted.key().is_some_and(|k| self.expired.was_used(k)) => {
                 return Err(ToolError::new(
-                    Code::ResumeKeyUnknown.as_str(),
+                    Code::ResumeKeyUnknown,
                     "this resume key was already used: a key takes work back once, and the reply that did so gave a new one; pass the newest key a reply gave you",
                 ));
             }
             Claim::Unknown if matches!(wanted, Wanted::Connection(_)) => {
                 return Err(ToolError::new(
-                    Code::NoDetached.as_str(),
+                    Code::NoDetached,
                     "that connection's work is no longer detached (dsh ps lists what is)",
                 ));
             }
             Claim::Unknown => {
                 return Err(ToolError::new(
-                    Code::ResumeKeyUnknown.as_str(),
+                    Code::ResumeKeyUnknown,
                     format!(
                         "no detached work has this resume key; pass the key ({KEY_PREFIX}…) exactly as an earlier reply of yours gave it"
                     ),

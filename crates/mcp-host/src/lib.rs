@@ -638,7 +638,7 @@ impl Connection {
     ) -> CallToolResponse {
         let outcome = tokio::select! {
             ended = &mut running.call => ended.unwrap_or_else(|_| {
-                Err(ToolError::new(Code::Cancelled.as_str(), "the call was ended"))
+                Err(ToolError::new(Code::Cancelled, "the call was ended"))
             }),
             Some(links::LinkAskFrom(ask)) = running.asks.recv() => {
                 static PARKS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
@@ -659,11 +659,11 @@ impl Connection {
             }
             () = context.ct.cancelled() => {
                 running.call.abort();
-                Err(ToolError::new(Code::Cancelled.as_str(), "the client cancelled this call"))
+                Err(ToolError::new(Code::Cancelled, "the client cancelled this call"))
             }
             () = self.closed.cancelled() => {
                 running.call.abort();
-                Err(ToolError::new(Code::Cancelled.as_str(), "the client disconnected"))
+                Err(ToolError::new(Code::Cancelled, "the client disconnected"))
             }
         };
         CallToolResponse::from(self.finish(running.record, outcome).await)
@@ -749,7 +749,7 @@ impl Connection {
         if let Some(sent) = record.progress_sent {
             let _ = tokio::time::timeout(Duration::from_secs(1), sent).await;
         }
-        let code = outcome.as_ref().err().map_or("OK", |e| e.code);
+        let code = outcome.as_ref().err().map_or("OK", |e| e.code.as_str());
         self.recorder.call(
             record.at,
             &record.tool,
@@ -949,7 +949,7 @@ impl ServerHandler for Connection {
             drop(cx);
             outcome.unwrap_or_else(|_| {
                 Err(ToolError::new(
-                    Code::Internal.as_str(),
+                    Code::Internal,
                     format!("the `{name}` tool failed unexpectedly; the server is still running — try again or use another approach"),
                 ))
             })
@@ -1451,7 +1451,7 @@ mod tests {
             assert_eq!(r.structured_content, None, "{client}");
             assert_eq!(r.content[0].as_text().unwrap().text, "hi\n[exit 0 · 1 ms]");
             let e = to_mcp_result(
-                Err(ToolError::new("NO_JOB", "no job bash-9")),
+                Err(ToolError::new(Code::NoJob, "no job bash-9")),
                 ModelView::of(Some(client)),
             );
             assert_eq!(e.is_error, Some(true));

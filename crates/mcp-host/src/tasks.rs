@@ -18,7 +18,7 @@ use futures::future::BoxFuture;
 use rmcp::model::CallToolResult;
 use rmcp::task_manager::{TaskContext, TaskExit, TaskManager, TaskOptions};
 use serde_json::{Value, json};
-use tools_catalog::{CallContext, ToolError, ToolReply};
+use tools_catalog::{CallContext, Code, ToolError, ToolReply};
 
 /// The tools whose calls become tasks for a client that asks for them.
 const TASK_TOOLS: &[&str] = &["bash", "terminal_send", "subagent"];
@@ -103,7 +103,7 @@ async fn read_to_the_end(
     let (Some(output), Some(kill)) = (catalog.get("job_output"), catalog.get("job_kill")) else {
         return (
             Err(ToolError::new(
-                "INTERNAL",
+                Code::Internal,
                 "the job tools are not served here; read the job with job_output",
             )),
             false,

@@ -82,7 +82,7 @@ mod tests {
     fn wrong_type_names_the_field() {
         let err = parse_args::<Args>(serde_json::json!({"command": "x", "timeout_ms": "soon"}))
             .unwrap_err();
-        assert_eq!(err.code, "INVALID_ARGUMENT");
+        assert_eq!(err.code, crate::Code::InvalidArgument);
         assert!(
             err.message.starts_with("timeout_ms: invalid type: string"),
             "{}",

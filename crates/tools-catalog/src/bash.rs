@@ -8,6 +8,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::error::Code;
 use crate::job_tools::{CommandCall, run_command, started_reply};
 use crate::{
     Answer, Approval, CallContext, Clamped, Effect, Preset, RefusalsJson, SANDBOX_UNAVAILABLE,
@@ -89,9 +90,9 @@ impl BashTool {
                 DESCRIPTION,
                 &[Preset::Minimal, Preset::Full],
                 &[
-                    "INVALID_ARGUMENT",
-                    "SPAWN_FAILED",
-                    "JOB_LIMIT",
+                    Code::InvalidArgument,
+                    Code::SpawnFailed,
+                    Code::JobLimit,
                     SANDBOX_UNAVAILABLE,
                     SANDBOX_ESCALATION_UNAVAILABLE,
                     SANDBOX_ESCALATION_DECLINED,
@@ -220,10 +221,10 @@ fn render(result: &BashResult, timeout_ms: u64) -> String {
 
 /// The code of a `sandbox: "off"` request no person approved: none could
 /// be asked, or none decided in time.
-pub(crate) const SANDBOX_ESCALATION_UNAVAILABLE: &str = "SANDBOX_ESCALATION_UNAVAILABLE";
+pub(crate) const SANDBOX_ESCALATION_UNAVAILABLE: Code = Code::SandboxEscalationUnavailable;
 /// The code of a `sandbox: "off"` request a person refused (in the page or
 /// with `dsh approve`).
-pub(crate) const SANDBOX_ESCALATION_DECLINED: &str = "SANDBOX_ESCALATION_DECLINED";
+pub(crate) const SANDBOX_ESCALATION_DECLINED: Code = Code::SandboxEscalationDeclined;
 
 /// Asks a person whether `command` may run outside the sandbox; true when
 /// a person approved it (or the sandbox is off anyway). Only a person's

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use schemars::JsonSchema;
 use serde_json::{Map, Value, json};
 
+use crate::error::Code;
 use crate::{CallContext, Settings, ToolError, ToolReply};
 
 /// A named set of tools.
@@ -53,7 +54,7 @@ pub struct ToolSpec {
     /// The presets that include the tool.
     pub presets: &'static [Preset],
     /// The error codes the tool can return.
-    pub error_codes: &'static [&'static str],
+    pub error_codes: &'static [Code],
     /// The JSON Schema of the arguments.
     pub input_schema: Map<String, Value>,
     /// What a call does to the world, as clients are told.
@@ -66,7 +67,7 @@ impl ToolSpec {
         name: &'static str,
         description: &'static str,
         presets: &'static [Preset],
-        error_codes: &'static [&'static str],
+        error_codes: &'static [Code],
         effect: Effect,
     ) -> Self {
         Self {

@@ -17,10 +17,11 @@ use sandbox::{
 use serde::Serialize;
 
 use crate::ToolError;
+use crate::error::Code;
 
 /// The code of a spawn refused because the required sandbox cannot be
 /// enforced.
-pub const SANDBOX_UNAVAILABLE: &str = "SANDBOX_UNAVAILABLE";
+pub const SANDBOX_UNAVAILABLE: Code = Code::SandboxUnavailable;
 
 /// How every process a tool starts is confined.
 #[derive(Debug)]
@@ -269,7 +270,7 @@ impl Confinement {
         .with_state_dir(state_dir.clone());
         let prepared = sandbox
             .prepare(&context)
-            .map_err(|e| ToolError::new(e.code(), e.to_string()))?;
+            .map_err(|e| ToolError::new(crate::error::sandbox_code(&e), e.to_string()))?;
         if let Some(dir) = state_dir {
             if prepared.can_write(&dir) {
                 self.point_repls_at(&dir, &mut env);
@@ -343,7 +344,7 @@ impl Confinement {
         .await
         .map_err(|e| {
             ToolError::new(
-                "INTERNAL",
+                Code::Internal,
                 format!("preparing the sandbox failed unexpectedly: {e}; try again"),
             )
         })?

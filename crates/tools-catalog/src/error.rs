@@ -10,7 +10,7 @@ use serde_json::json;
 pub const MAX_ERROR_MESSAGE_BYTES: usize = 2048;
 
 /// A stable error code, SCREAMING_SNAKE (`SEND_ACTIVE`, `INVALID_ARGUMENT`, …).
-pub type ErrorCode = &'static str;
+pub use error_code::Code;
 
 /// A failed call: a stable code, a message that tells the model what to do,
 /// and whether retrying the same call later can succeed.
@@ -18,7 +18,7 @@ pub type ErrorCode = &'static str;
 #[error("[error {code}] {message}")]
 pub struct ToolError {
     /// The stable code.
-    pub code: ErrorCode,
+    pub code: Code,
     /// What went wrong and what to do about it.
     pub message: String,
     /// True when the same call may succeed later.
@@ -29,7 +29,7 @@ pub struct ToolError {
 
 impl ToolError {
     /// A non-retryable error.
-    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+    pub fn new(code: Code, message: impl Into<String>) -> Self {
         Self {
             code,
             message: message.into(),
@@ -39,7 +39,7 @@ impl ToolError {
     }
 
     /// A retryable error.
-    pub fn retryable(code: ErrorCode, message: impl Into<String>) -> Self {
+    pub fn retryable(code: Code, message: impl Into<String>) -> Self {
         Self {
             code,
             message: message.into(),
@@ -57,7 +57,7 @@ impl ToolError {
     /// `INVALID_ARGUMENT` naming the field.
     pub fn invalid_argument(field: &str, message: impl std::fmt::Display) -> Self {
         Self::new(
-            "INVALID_ARGUMENT",
+            Code::InvalidArgument,
             if field.is_empty() {
                 message.to_string()
             } else {
@@ -111,6 +111,46 @@ impl ToolError {
     }
 }
 
+/// The code of a terminal's error.
+pub fn terminal_code(error: &terminal_seam::TerminalError) -> Code {
+    use terminal_seam::TerminalError as E;
+    match error {
+        E::NoSession { .. } => Code::NoSession,
+        E::ForeignSession { .. } => Code::ForeignSession,
+        E::SendActive { .. } => Code::SendActive,
+        E::SessionClosing { .. } => Code::SessionClosing,
+        E::SessionExited { .. } => Code::SessionExited,
+        E::DuplicateName { .. } => Code::DuplicateName,
+        E::UseClose { .. } => Code::UseClose,
+        E::SpawnFailed { .. } => Code::SpawnFailed,
+        E::TerminalLimit { .. } => Code::TerminalLimit,
+        E::InvalidArgument { .. } => Code::InvalidArgument,
+    }
+}
+
+/// The code of a language server's error.
+pub fn lsp_code(error: &lsp_seam::LspError) -> Code {
+    use lsp_seam::LspError as E;
+    match error {
+        E::Unavailable { .. } => Code::LspUnavailable,
+        E::NotReady { .. } => Code::LspNotReady,
+        E::InvalidPosition { .. } => Code::LspInvalidPosition,
+        E::FileNotFound { .. } => Code::LspFileNotFound,
+        E::Timeout { .. } => Code::LspTimeout,
+        E::ServerError { .. } => Code::LspServerError,
+        E::UnsupportedOperation { .. } => Code::LspUnsupportedOperation,
+        E::ReadDenied(_) => Code::SandboxReadDenied,
+        E::InvalidArgument { .. } => Code::InvalidArgument,
+    }
+}
+
+/// The code of the sandbox's error.
+pub fn sandbox_code(error: &sandbox::SandboxError) -> Code {
+    match error {
+        sandbox::SandboxError::Unavailable { .. } => Code::SandboxUnavailable,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -133,7 +173,7 @@ mod tests {
         let message = structured["error"]["message"].as_str().unwrap_or_default();
         assert_eq!(format!("[error INVALID_ARGUMENT] {message}"), text);
 
-        let small = ToolError::new("NO_JOB", "no job bash-9");
+        let small = ToolError::new(Code::NoJob, "no job bash-9");
         assert_eq!(small.text(), "[error NO_JOB] no job bash-9");
     }
 }

@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::bash::{MAX_ARG_BYTES, resolve_cwd};
+use crate::error::Code;
 use crate::{
     CallContext, Clamped, ConfinedSpawn, Effect, Preset, RefusalsJson, SANDBOX_UNAVAILABLE,
     SandboxJson, Settings, Tool, ToolError, ToolFuture, ToolReply, ToolSpec, clamp_ms, parse_args,
@@ -244,7 +245,7 @@ impl JobListTool {
             "job_list",
             "List your background jobs (from `bash`, `terminal_send` and `subagent` with `run_in_background`), oldest first, with their status and how much output each has.",
             &[Preset::Full],
-            &["INVALID_ARGUMENT"],
+            &[Code::InvalidArgument],
             Effect::ReadOnly,
         ))
     }
@@ -327,7 +328,7 @@ impl JobOutputTool {
 With `wait_ms` the call waits until new output arrives or the job ends, so never poll in a loop: pass the last `next` as `since` and a generous `wait_ms`. \
 Paths or connections the sandbox refused, as the output shows them, are named in `refusals`.",
                 &[Preset::Full],
-                &["NO_JOB", "FOREIGN_JOB", "INVALID_ARGUMENT"],
+                &[Code::NoJob, Code::ForeignJob, Code::InvalidArgument],
                 Effect::ReadOnly,
             ),
             settings.max_result_bytes,
@@ -429,7 +430,7 @@ impl JobKillTool {
             "job_kill",
             "Stop a background job: SIGINT, then SIGTERM, then SIGKILL to every process it started; return once none is left. A background `terminal_send` is interrupted instead; its terminal stays open. A job that already ended reports `already_finished`.",
             &[Preset::Full],
-            &["NO_JOB", "FOREIGN_JOB", "INVALID_ARGUMENT"],
+            &[Code::NoJob, Code::ForeignJob, Code::InvalidArgument],
             Effect::EndsOwnWork { idempotent: true },
         ))
     }
@@ -555,10 +556,10 @@ Use `run_in_background` to keep working meanwhile: it returns a job id for `job_
 The agent runs in `bash`'s sandbox (the result reports it): it too writes only inside the workspace, the temp dir and package caches.",
                 &[Preset::Full],
                 &[
-                    "SUBAGENT_UNAVAILABLE",
-                    "INVALID_ARGUMENT",
-                    "SPAWN_FAILED",
-                    "JOB_LIMIT",
+                    Code::SubagentUnavailable,
+                    Code::InvalidArgument,
+                    Code::SpawnFailed,
+                    Code::JobLimit,
                     SANDBOX_UNAVAILABLE,
                 ],
                 Effect::RunsCommands,
@@ -579,7 +580,7 @@ impl Tool for SubagentTool {
             let args: SubagentArgs = parse_args(args)?;
             let Some(settings) = &self.settings else {
                 return Err(ToolError::new(
-                    "SUBAGENT_UNAVAILABLE",
+                    Code::SubagentUnavailable,
                     "no subagent command is configured on this server (the `[subagent] command` key of the dsh config); do the task yourself",
                 ));
             };

@@ -40,7 +40,7 @@ pub use context::{
     Answer, Approval, Asker, CallContext, ProgressReport, ProgressSink, Resume, Resumed, Runtime,
     SecretAsked, SecretPrompts, Settings,
 };
-pub use error::{ErrorCode, MAX_ERROR_MESSAGE_BYTES, ToolError};
+pub use error::{Code, MAX_ERROR_MESSAGE_BYTES, ToolError, lsp_code, sandbox_code, terminal_code};
 pub use job_tools::{SubagentSettings, settled_job_message};
 pub use jobs::JobsConfig;
 pub use reply::ToolReply;

@@ -12,6 +12,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use crate::error::Code;
 use crate::{
     CallContext, Effect, Preset, SANDBOX_UNAVAILABLE, Settings, Tool, ToolError, ToolFuture,
     ToolReply, ToolSpec, parse_args,
@@ -91,16 +92,16 @@ impl LspTool {
                 DESCRIPTION,
                 &[Preset::Full],
                 &[
-                    "LSP_UNAVAILABLE",
-                    "LSP_NOT_READY",
-                    "LSP_INVALID_POSITION",
-                    "LSP_FILE_NOT_FOUND",
-                    "LSP_TIMEOUT",
-                    "LSP_SERVER_ERROR",
-                    "LSP_UNSUPPORTED_OPERATION",
-                    "SANDBOX_READ_DENIED",
+                    Code::LspUnavailable,
+                    Code::LspNotReady,
+                    Code::LspInvalidPosition,
+                    Code::LspFileNotFound,
+                    Code::LspTimeout,
+                    Code::LspServerError,
+                    Code::LspUnsupportedOperation,
+                    Code::SandboxReadDenied,
                     SANDBOX_UNAVAILABLE,
-                    "INVALID_ARGUMENT",
+                    Code::InvalidArgument,
                 ],
                 Effect::ReadOnly,
             ),
@@ -114,7 +115,7 @@ impl LspTool {
 /// names.
 fn lsp_error(e: LspError, requested: &str, absolute: &Path) -> ToolError {
     let mut err = ToolError {
-        code: e.code(),
+        code: crate::error::lsp_code(&e),
         message: e.to_string(),
         retryable: e.retryable(),
         details: Default::default(),

@@ -10,6 +10,7 @@ mod common;
 use common::{Model, runtime, session_dir, session_is_gone};
 use pretty_assertions::assert_eq;
 use serde_json::json;
+use tools_catalog::Code;
 use tools_catalog::Settings;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -123,7 +124,7 @@ async fn a_models_mistakes_get_invalid_argument_naming_the_field() {
     let e = model.err("bash", json!({})).await;
     assert_eq!(
         e,
-        json!({ "code": "INVALID_ARGUMENT", "message": "missing field `command`", "retryable": false })
+        json!({ "code": Code::InvalidArgument, "message": "missing field `command`", "retryable": false })
     );
     let e = model
         .err("bash", json!({ "command": "true", "timeout_ms": "soon" }))

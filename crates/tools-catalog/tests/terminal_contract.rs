@@ -10,6 +10,7 @@ mod common;
 use common::{Model, runtime, session_dir, session_is_gone};
 use pretty_assertions::assert_eq;
 use serde_json::json;
+use tools_catalog::Code;
 use tools_catalog::Settings;
 
 /// The steps of `dsh demo terminal`: state (data, a function) survives
@@ -219,7 +220,7 @@ async fn terminal_errors_carry_their_stable_codes() {
     let e = model.err("terminal_send", json!({ "id": "pty-1" })).await;
     assert_eq!(
         e,
-        json!({ "code": "INVALID_ARGUMENT", "message": "missing field `text`", "retryable": false })
+        json!({ "code": Code::InvalidArgument, "message": "missing field `text`", "retryable": false })
     );
     let e = model
         .err(

@@ -176,8 +176,7 @@ pub async fn decide_detached(host: &Host, connection: u64, give_to: Option<u64>)
         Some(to) => match host.give_detached(connection, to).await {
             Ok(_) => "given",
             Err(e) => {
-                let code = Code::from_name(e.code).unwrap_or(Code::Internal);
-                return Reply::failed(code, e.message);
+                return Reply::failed(e.code, e.message);
             }
         },
     };

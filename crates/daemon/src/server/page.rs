@@ -414,7 +414,7 @@ impl UiSource for DaemonUiSource {
                 .jobs
                 .watch_output(&id, since, max_bytes, wait)
                 .await
-                .map_err(|e| SourceError::new(e.code(), e.to_string()))?;
+                .map_err(|e| SourceError::new(e.code().as_str(), e.to_string()))?;
             // The page shows no secret a job printed.
             let output = match self.host.runtime().redactor() {
                 Some(r) => r.redact(&read.output).text.into_owned(),

@@ -19,6 +19,7 @@ use terminal_seam::{
 
 use crate::bash::resolve_cwd;
 use crate::context::JobSandbox;
+use crate::error::Code;
 use crate::{
     CallContext, Effect, Preset, SANDBOX_UNAVAILABLE, Tool, ToolError, ToolFuture, ToolReply,
     ToolSpec, parse_args,
@@ -26,7 +27,7 @@ use crate::{
 
 fn terminal_error(e: TerminalError) -> ToolError {
     ToolError {
-        code: e.code(),
+        code: crate::error::terminal_code(&e),
         message: e.to_string(),
         retryable: e.retryable(),
         details: Default::default(),
@@ -66,11 +67,11 @@ simple_tool!(TerminalListTool);
 /// The footer's mark of an input wait with echo off.
 const ECHO_OFF: &str = " · echo off: the program asks for a secret";
 
-const TERMINAL_ERRORS: &[&str] = &[
-    "NO_SESSION",
-    "FOREIGN_SESSION",
-    "SESSION_CLOSING",
-    "INVALID_ARGUMENT",
+const TERMINAL_ERRORS: &[Code] = &[
+    Code::NoSession,
+    Code::ForeignSession,
+    Code::SessionClosing,
+    Code::InvalidArgument,
 ];
 
 /// Arguments of `terminal_open`.
@@ -102,10 +103,10 @@ Close it with `terminal_close` when done. \
 The program and everything typed into it run in `bash`'s sandbox, reported in the result (`[sandbox: …]`); `env` is applied after the environment policy.",
             &[Preset::Full],
             &[
-                "SPAWN_FAILED",
-                "DUPLICATE_NAME",
-                "TERMINAL_LIMIT",
-                "INVALID_ARGUMENT",
+                Code::SpawnFailed,
+                Code::DuplicateName,
+                Code::TerminalLimit,
+                Code::InvalidArgument,
                 SANDBOX_UNAVAILABLE,
             ],
             Effect::RunsCommands,
@@ -214,13 +215,13 @@ impl TerminalListTool {
 After your client restarted, pass `resume` (the resume key an earlier reply gave you) to take back your terminals and jobs under their ids; read on from where you left off.",
             &[Preset::Full],
             &[
-                "INVALID_ARGUMENT",
-                "RESUME_KEY_UNKNOWN",
-                "RESUME_KEY_IN_USE",
-                "RESUME_KEY_FOREIGN",
-                "RESUME_EXPIRED",
-                "RESUME_NOT_EMPTY",
-                "RESUME_BUSY",
+                Code::InvalidArgument,
+                Code::ResumeKeyUnknown,
+                Code::ResumeKeyInUse,
+                Code::ResumeKeyForeign,
+                Code::ResumeExpired,
+                Code::ResumeNotEmpty,
+                Code::ResumeBusy,
             ],
             Effect::ReadOnly,
         ))
@@ -232,7 +233,7 @@ After your client restarted, pass `resume` (the resume key an earlier reply gave
 async fn resume_for(cx: &CallContext, key: &str) -> Result<(Owner, String), ToolError> {
     let Some(resume) = &cx.resume else {
         return Err(ToolError::new(
-            "RESUME_KEY_UNKNOWN",
+            Code::ResumeKeyUnknown,
             "this server keeps no work across a client restart ([daemon] detach_grace is 0, or it runs standalone), so no key takes anything back",
         ));
     };

@@ -17,6 +17,7 @@ use terminal_seam::{
 
 use super::{ECHO_OFF, TerminalSendTool, parse_id, status_json, terminal_error};
 use crate::context::JobSandbox;
+use crate::error::Code;
 use crate::job_tools::{job_error, started_reply};
 use crate::{
     CallContext, Effect, Preset, RefusalsJson, SecretAsked, Tool, ToolError, ToolFuture, ToolReply,
@@ -51,13 +52,13 @@ Paths or connections the sandbox refused, as the output shows them, are named in
 One send at a time per terminal.",
             &[Preset::Full],
             &[
-                "NO_SESSION",
-                "FOREIGN_SESSION",
-                "SESSION_CLOSING",
-                "SESSION_EXITED",
-                "SEND_ACTIVE",
-                "JOB_LIMIT",
-                "INVALID_ARGUMENT",
+                Code::NoSession,
+                Code::ForeignSession,
+                Code::SessionClosing,
+                Code::SessionExited,
+                Code::SendActive,
+                Code::JobLimit,
+                Code::InvalidArgument,
             ],
             Effect::RunsCommands,
         ))
@@ -431,7 +432,7 @@ impl Producer for PtySendProducer {
         let started = terminals
             .start_background_send(&owner, id, request)
             .map_err(|e| StartError {
-                code: e.code(),
+                code: crate::error::terminal_code(&e),
                 message: e.to_string(),
                 retryable: e.retryable(),
             });

@@ -7,6 +7,7 @@ use serde_json::{Value, json};
 use terminal_seam::{CloseKind, TerminalId, TerminalSignal};
 
 use super::{TerminalCloseTool, TerminalSignalTool, exit_json, parse_id, terminal_error};
+use crate::error::Code;
 use crate::{CallContext, Effect, Preset, Tool, ToolFuture, ToolReply, ToolSpec, parse_args};
 
 /// A signal the model may send.
@@ -67,12 +68,12 @@ impl TerminalSignalTool {
 SIGKILL is refused for the terminal's own shell: to end the terminal use `terminal_close`.",
             &[Preset::Full],
             &[
-                "NO_SESSION",
-                "FOREIGN_SESSION",
-                "SESSION_CLOSING",
-                "SESSION_EXITED",
-                "USE_CLOSE",
-                "INVALID_ARGUMENT",
+                Code::NoSession,
+                Code::ForeignSession,
+                Code::SessionClosing,
+                Code::SessionExited,
+                Code::UseClose,
+                Code::InvalidArgument,
             ],
             Effect::EndsOwnWork { idempotent: false },
         ))
@@ -121,7 +122,7 @@ impl TerminalCloseTool {
             "terminal_close",
             "Close a terminal: end every process of its session, background jobs included, and return once none is left (any that cannot be ended are named); the terminal is hung up.",
             &[Preset::Full],
-            &["NO_SESSION", "FOREIGN_SESSION", "INVALID_ARGUMENT"],
+            &[Code::NoSession, Code::ForeignSession, Code::InvalidArgument],
             Effect::EndsOwnWork { idempotent: true },
         ))
     }

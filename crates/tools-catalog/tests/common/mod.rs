@@ -93,7 +93,7 @@ impl Model {
                 );
                 assert_eq!(e.text(), format!("[error {}] {}", e.code, e.message));
                 let structured = e.structured();
-                assert_eq!(structured["error"]["code"], e.code);
+                assert_eq!(structured["error"]["code"], e.code.as_str());
                 assert_eq!(structured["error"]["message"], e.message.as_str());
                 assert_eq!(structured["error"]["retryable"], e.retryable);
             }
