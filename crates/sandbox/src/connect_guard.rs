@@ -88,6 +88,11 @@ pub(crate) struct GuardPolicy {
     /// The workspace roots where no repository may be made
     /// ([`crate::git_guard`]); empty: the guard of repositories is off.
     pub git_roots: Vec<PathBuf>,
+    /// Every path the sandbox may write (a symbolic link in the workspace
+    /// may not lead out of it into one of these).
+    pub writable: Vec<PathBuf>,
+    /// The worker that makes the creating calls the guard allowed.
+    pub emulator: Arc<crate::emulate::Emulator>,
 }
 
 /// A sandbox's guard: the socket pair its children send their listeners
@@ -96,6 +101,7 @@ pub(crate) struct GuardPolicy {
 pub(crate) struct Guard {
     child_end: OwnedFd,
     program: Vec<libc::sock_filter>,
+    emulator: Arc<crate::emulate::Emulator>,
 }
 
 impl std::fmt::Debug for Guard {
@@ -127,6 +133,7 @@ impl Guard {
         let (host_end, child_end) =
             unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
         let guard_git = !policy.git_roots.is_empty();
+        let emulator = Arc::clone(&policy.emulator);
         let policy = Arc::new(policy);
         std::thread::Builder::new()
             .name("dsh-guard-recv".to_owned())
@@ -135,7 +142,15 @@ impl Guard {
         Ok(Self {
             child_end,
             program: notify_program(guard_git),
+            emulator,
         })
+    }
+
+    /// Gives the worker that makes creating calls the sandbox's Landlock
+    /// ruleset, which it restricts itself with (before any spawn; without
+    /// it every such call is refused).
+    pub(crate) fn set_ruleset(&self, ruleset: OwnedFd) {
+        self.emulator.set_ruleset(ruleset);
     }
 
     /// The filter a child loads with [`install_in_child`].
@@ -206,7 +221,7 @@ pub(crate) fn notify_program(guard_git: bool) -> Vec<libc::sock_filter> {
                     let low = 16 + 8 * arg + if cfg!(target_endian = "big") { 4 } else { 0 };
                     program.push(jump(JEQ_K, number(call), 0, 4));
                     program.push(stmt(LD_W_ABS, low));
-                    program.push(jump(JSET_K, libc::O_CREAT as u32, 0, 1));
+                    program.push(jump(JSET_K, crate::git_guard::OPEN_FLAGS_GUARDED, 0, 1));
                     program.push(stmt(RET_K, libc::SECCOMP_RET_USER_NOTIF));
                     program.push(stmt(RET_K, libc::SECCOMP_RET_ALLOW));
                 }
@@ -321,9 +336,17 @@ fn load_listening(program: &[libc::sock_filter]) -> io::Result<RawFd> {
         len,
         filter: program.as_ptr().cast_mut(),
     };
+    // WAIT_KILLABLE_RECV (5.19): once the supervisor has a request, only
+    // a fatal signal ends the wait, so a call it made is never made again
+    // by a restarted system call.
+    let listen = libc::SECCOMP_FILTER_FLAG_NEW_LISTENER;
+    let killable = libc::SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV;
+    let spec = libc::SECCOMP_FILTER_FLAG_SPEC_ALLOW;
     for flags in [
-        libc::SECCOMP_FILTER_FLAG_NEW_LISTENER | libc::SECCOMP_FILTER_FLAG_SPEC_ALLOW,
-        libc::SECCOMP_FILTER_FLAG_NEW_LISTENER,
+        listen | killable | spec,
+        listen | killable,
+        listen | spec,
+        listen,
     ] {
         // SAFETY: a valid program; the kernel copies it.
         let rc = unsafe {
@@ -497,7 +520,7 @@ enum Address {
 
 /// Serves one listener.
 struct Supervisor {
-    listener: OwnedFd,
+    listener: Arc<OwnedFd>,
     /// A diagnostics socket in the sandbox's network namespace.
     diag: OwnedFd,
     /// One in this process's (`None` if it could not be made: a socket
@@ -530,7 +553,7 @@ impl Supervisor {
         // SAFETY: a new descriptor, if any.
         let host_diag = (host >= 0).then(|| unsafe { OwnedFd::from_raw_fd(host) });
         Self {
-            listener,
+            listener: Arc::new(listener),
             diag,
             host_diag,
             policy,
@@ -622,7 +645,8 @@ impl Supervisor {
         }
     }
 
-    /// A call that creates a directory entry ([`crate::git_guard`]).
+    /// A call that creates a directory entry ([`crate::git_guard`]): judged
+    /// here, made by the emulator's worker, never continued.
     fn handle_creation(&self, request: &libc::seccomp_notif) {
         let Ok(pid) = i32::try_from(request.pid) else {
             return;
@@ -633,20 +657,31 @@ impl Supervisor {
             respond(&self.listener, request.id, libc::EPERM);
             return;
         };
-        let answer = crate::git_guard::judge(
-            pid,
-            &proc_dir,
+        let read = |address| read_c_string(pid, address);
+        let borrow = |fd| borrow_descriptor(pid, fd);
+        let asker = crate::git_guard::Asker {
+            proc_dir: &proc_dir,
+            read: &read,
+            borrow: &borrow,
+        };
+        let plan = crate::git_guard::plan(
+            &asker,
             i64::from(request.data.nr),
             &request.data.args,
-            &self.policy.git_roots,
-            |address| read_c_string(pid, address),
+            &self.policy,
         );
+        // What was read and borrowed was the asking thread's only if its
+        // request is still pending.
         if !self.still_valid(request.id) {
             return;
         }
-        match answer {
-            crate::git_guard::Answer::Continue => respond_continue(&self.listener, request.id),
-            crate::git_guard::Answer::Fail(errno) => respond(&self.listener, request.id, errno),
+        match plan {
+            crate::git_guard::Plan::Fail(errno) => respond(&self.listener, request.id, errno),
+            crate::git_guard::Plan::Make { umask, op } => {
+                self.policy
+                    .emulator
+                    .submit(&self.listener, request.id, umask, op);
+            }
         }
     }
 
@@ -786,15 +821,7 @@ impl Supervisor {
     }
 
     fn still_valid(&self, id: u64) -> bool {
-        let mut id = id;
-        // SAFETY: the listener and a u64 the ioctl reads.
-        unsafe {
-            libc::ioctl(
-                self.listener.as_raw_fd(),
-                libc::SECCOMP_IOCTL_NOTIF_ID_VALID,
-                &raw mut id,
-            ) == 0
-        }
+        still_valid(&self.listener, id)
     }
 
     /// Who holds the Unix socket bound to `wanted`: a process of the
@@ -1517,27 +1544,22 @@ fn connect_marked(
     }
 }
 
-/// Lets the kernel carry on with request `id`.
-fn respond_continue(listener: &OwnedFd, id: u64) {
-    let mut response = libc::seccomp_notif_resp {
-        id,
-        val: 0,
-        error: 0,
-        flags: libc::SECCOMP_USER_NOTIF_FLAG_CONTINUE as u32,
-    };
-    // SAFETY: the listener and a response struct; ENOENT (the process left
-    // the call) needs nothing more.
+/// Whether request `id` is still pending (the thread that asked is still
+/// in the call).
+pub(crate) fn still_valid(listener: &OwnedFd, id: u64) -> bool {
+    let mut id = id;
+    // SAFETY: the listener and a u64 the ioctl reads.
     unsafe {
         libc::ioctl(
             listener.as_raw_fd(),
-            libc::SECCOMP_IOCTL_NOTIF_SEND,
-            &raw mut response,
-        );
+            libc::SECCOMP_IOCTL_NOTIF_ID_VALID,
+            &raw mut id,
+        ) == 0
     }
 }
 
 /// Answers request `id` with `errno` (0: success).
-fn respond(listener: &OwnedFd, id: u64, errno: i32) {
+pub(crate) fn respond(listener: &OwnedFd, id: u64, errno: i32) {
     let mut response = libc::seccomp_notif_resp {
         id,
         val: 0,

@@ -35,6 +35,7 @@
 
 mod connect_guard;
 mod context;
+mod emulate;
 mod env;
 mod git_guard;
 mod namespaces;
