@@ -676,6 +676,15 @@ fn read_link(link: &OwnedFd) -> Result<Vec<u8>, i32> {
     Ok(buffer)
 }
 
+/// The target of entry `name` of `dir` if it is a symbolic link.
+pub(crate) fn link_target(dir: &OwnedFd, name: &CString) -> Result<Vec<u8>, i32> {
+    let link = open_path(dir, name.as_bytes(), libc::O_NOFOLLOW)?;
+    if file_kind(&link)? != libc::S_IFLNK {
+        return Err(libc::EINVAL);
+    }
+    read_link(&link)
+}
+
 /// The path of `fd` as the kernel names it (in the process's mount
 /// namespace, from its root); `None` for a file without one.
 pub(crate) fn path_of(fd: &OwnedFd) -> Option<PathBuf> {

@@ -369,6 +369,12 @@ impl Judge<'_> {
     }
 
     fn open(&self, at: PathArg, flags: i32, mode: u32) -> Result<Op, i32> {
+        // `O_PATH` keeps only these flags: it creates and writes nothing.
+        let flags = if flags & libc::O_PATH != 0 {
+            flags & (libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        } else {
+            flags
+        };
         let (path, start) = self.take(at)?;
         let creates = flags & libc::O_CREAT != 0;
         let writes = flags & libc::O_ACCMODE != libc::O_RDONLY || flags & libc::O_TRUNC != 0;
@@ -446,6 +452,12 @@ impl Judge<'_> {
         }
         let (parent, name) = self.entry(at)?;
         self.may_make(&parent, name.as_bytes())?;
+        // A hard link to a symbolic link is a symbolic link made here.
+        if let LinkSource::Entry(dir, old_name) = &source
+            && let Ok(target) = crate::emulate::link_target(dir, old_name)
+        {
+            self.may_point(&parent, &target)?;
+        }
         Ok(Op::Link {
             old: source,
             parent,

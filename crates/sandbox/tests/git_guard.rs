@@ -266,13 +266,16 @@ try /usr/bin/env to-env
 try sub in-ws
 try ../sub sub/up
 ln -s sub hop && try hop/../../tmp/repo via-hop
+ln -s "{tmp}/repo" "{tmp}/outside-link"
+if ln -P "{tmp}/outside-link" hard 2>/dev/null; then echo made; else echo refused; fi
 "#
     );
     let out = f.run(&prepared, "bash", &["-c", &script]);
     assert_eq!(
         stdout(&out).lines().collect::<Vec<_>>(),
         [
-            "refused", "refused", "refused", "refused", "made", "made", "made", "refused"
+            "refused", "refused", "refused", "refused", "made", "made", "made", "refused",
+            "refused"
         ]
     );
     assert!(!f.ws.join("to-repo").exists());
