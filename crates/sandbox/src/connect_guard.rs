@@ -30,9 +30,14 @@
 //! What differs from a connection the process makes itself: the server
 //! sees the host, or the marked child, as its peer in `SO_PEERCRED` (same
 //! user).
-//! A datagram sent to a path with `sendto`/`sendmsg`, without `connect`,
-//! is not guarded; the known receivers of such datagrams (the logging and
-//! service-manager sockets) are hidden in the mount namespace instead.
+//! A Unix datagram socket could send to any socket file by path
+//! (`sendto`, or `sendmsg`, whose address lies in memory no filter can
+//! read) without a `connect`; so the same filter refuses to make one
+//! (`socket` or `socketpair` of `AF_UNIX` with `SOCK_DGRAM`, or
+//! `SOCK_RAW`, which `AF_UNIX` makes a datagram socket). Stream and
+//! seqpacket sockets reach another socket only through `connect`. The
+//! logging and service-manager sockets are hidden in the mount namespace
+//! as well.
 //!
 //! Each confined spawn creates the filter's listener in the child, before
 //! `exec`, and sends it (with a `NETLINK_SOCK_DIAG` socket in the child's
@@ -203,6 +208,7 @@ pub(crate) fn notify_program(guard_git: bool) -> Vec<libc::sock_filter> {
         program.push(jump(JEQ_K, u32::try_from(call).unwrap_or(u32::MAX), 0, 1));
         program.push(stmt(RET_K, eperm));
     }
+    program.extend(datagram_block(eperm));
     program.push(jump(JEQ_K, connect, 0, 1));
     program.push(stmt(RET_K, libc::SECCOMP_RET_USER_NOTIF));
     if guard_git {
@@ -230,6 +236,45 @@ pub(crate) fn notify_program(guard_git: bool) -> Vec<libc::sock_filter> {
     }
     program.push(stmt(RET_K, libc::SECCOMP_RET_ALLOW));
     program
+}
+
+/// The part of the notify program that refuses (`refuse`) a Unix
+/// datagram socket: `socket` or `socketpair` of `AF_UNIX` with type
+/// `SOCK_DGRAM`, or `SOCK_RAW`, which `AF_UNIX` makes a datagram socket.
+/// Such a socket sends to any socket file by path (`sendto`, `sendmsg`
+/// with an address) without the `connect` the guard judges, and
+/// `sendmsg`'s address is in memory no filter can read; every other
+/// socket reaches a Unix socket only through `connect`. Expects the
+/// system call number loaded; for `socket` and `socketpair` it answers,
+/// for any other call it falls through with the number still loaded.
+fn datagram_block(refuse: u32) -> [libc::sock_filter; 10] {
+    const LD_W_ABS: u16 = (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16;
+    const JEQ_K: u16 = (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16;
+    const AND_K: u16 = (libc::BPF_ALU | libc::BPF_AND | libc::BPF_K) as u16;
+    const RET_K: u16 = (libc::BPF_RET | libc::BPF_K) as u16;
+    let number = |call: i64| u32::try_from(call).unwrap_or(u32::MAX);
+    // seccomp_data: nr, arch, instruction_pointer (u64), then args; the
+    // low half of a little-endian argument.
+    let low = |arg: u32| 16 + 8 * arg + if cfg!(target_endian = "big") { 4 } else { 0 };
+    let op = |code: u16, k: u32, jt: u8, jf: u8| libc::sock_filter { code, jt, jf, k };
+    [
+        // 0: socket → 2; else 1.
+        op(JEQ_K, number(libc::SYS_socket), 1, 0),
+        // 1: socketpair → 2; else past the block (10).
+        op(JEQ_K, number(libc::SYS_socketpair), 0, 8),
+        // 2, 3: the family; not AF_UNIX → allow (8).
+        op(LD_W_ABS, low(0), 0, 0),
+        op(JEQ_K, libc::AF_UNIX as u32, 0, 4),
+        // 4, 5: the type without SOCK_NONBLOCK and SOCK_CLOEXEC.
+        op(LD_W_ABS, low(1), 0, 0),
+        op(AND_K, 0xf, 0, 0),
+        // 6, 7: a datagram → refuse (9).
+        op(JEQ_K, libc::SOCK_DGRAM as u32, 2, 0),
+        op(JEQ_K, libc::SOCK_RAW as u32, 1, 0),
+        // 8: allow; 9: refuse.
+        op(RET_K, libc::SECCOMP_RET_ALLOW, 0, 0),
+        op(RET_K, refuse, 0, 0),
+    ]
 }
 
 /// In the child, before `exec` (async-signal-safe: system calls on the
