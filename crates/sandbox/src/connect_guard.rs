@@ -1603,6 +1603,25 @@ pub(crate) fn still_valid(listener: &OwnedFd, id: u64) -> bool {
     }
 }
 
+/// Answers request `id` with success and `value` (a descriptor's number).
+pub(crate) fn respond_value(listener: &OwnedFd, id: u64, value: i64) {
+    let mut response = libc::seccomp_notif_resp {
+        id,
+        val: value,
+        error: 0,
+        flags: 0,
+    };
+    // SAFETY: the listener and a response struct; ENOENT (the process left
+    // the call) needs nothing more.
+    unsafe {
+        libc::ioctl(
+            listener.as_raw_fd(),
+            libc::SECCOMP_IOCTL_NOTIF_SEND,
+            &raw mut response,
+        );
+    }
+}
+
 /// Answers request `id` with `errno` (0: success).
 pub(crate) fn respond(listener: &OwnedFd, id: u64, errno: i32) {
     let mut response = libc::seccomp_notif_resp {

@@ -432,12 +432,31 @@ fn hand_over(listener: &OwnedFd, id: u64, file: &OwnedFd, flags: i32) {
             &raw mut addfd,
         )
     };
-    if rc < 0 {
-        match errno() {
-            // The process left the call: nothing to answer.
-            libc::ENOENT => {}
-            errno => crate::connect_guard::respond(listener, id, errno),
+    if rc >= 0 {
+        return;
+    }
+    match errno() {
+        // The process left the call: nothing to answer.
+        libc::ENOENT => {}
+        // Before Linux 5.14 (no `SEND`): install, then answer with the
+        // number (a process that left the call in between keeps it).
+        libc::EINVAL => {
+            addfd.flags = 0;
+            // SAFETY: as above.
+            let fd = unsafe {
+                libc::ioctl(
+                    listener.as_raw_fd(),
+                    libc::SECCOMP_IOCTL_NOTIF_ADDFD,
+                    &raw mut addfd,
+                )
+            };
+            if fd < 0 {
+                crate::connect_guard::respond(listener, id, errno());
+            } else {
+                crate::connect_guard::respond_value(listener, id, i64::from(fd));
+            }
         }
+        errno => crate::connect_guard::respond(listener, id, errno),
     }
 }
 

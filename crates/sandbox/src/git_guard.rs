@@ -22,10 +22,20 @@
 //! through the same check. `openat2` answers `ENOSYS` (its flags are in
 //! memory the filter cannot read); callers fall back to `openat`.
 //!
-//! The check reads the name from the process's memory and lets the
-//! kernel carry on (`SECCOMP_USER_NOTIF_FLAG_CONTINUE`); the kernel reads
-//! the name again, so a second thread that rewrites it in between can get
-//! one past the check. See docs/subsystems/sandbox.md.
+//! Opens for writing are handed over too (`O_WRONLY`, `O_RDWR`,
+//! `O_TRUNC`): a config or hook of a nested repository is not opened for
+//! writing, with or without `O_CREAT` (Python's `r+`), nor hard-linked
+//! elsewhere to be written there. A symbolic link made in the workspace
+//! may not lead out of it into a place the sandbox may write (the temp
+//! dir, a cache) or through `/proc`: a person who `cd`s through it would
+//! run git in a repository made there.
+//!
+//! No call is let through to the kernel after the check
+//! (`SECCOMP_USER_NOTIF_FLAG_CONTINUE` would have it read the path again,
+//! from memory a second thread may rewrite): [`plan`] copies the bytes
+//! once, resolves the path itself and checks what it found, and
+//! [`crate::emulate`] makes that very entry. See
+//! docs/subsystems/sandbox.md.
 
 use std::ffi::{CString, OsStr};
 use std::os::fd::OwnedFd;
