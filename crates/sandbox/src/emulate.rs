@@ -388,13 +388,46 @@ fn reopen(listener: Arc<OwnedFd>, id: u64, file: OwnedFd, flags: i32) {
         .stack_size(64 * 1024)
         .spawn(move || {
             let _keep = &file;
-            match open(flags) {
-                Ok(opened) => hand_over(&listener, id, &opened, flags),
-                Err(errno) => respond_errno(&listener, id, errno),
+            let opened = if flags & libc::O_ACCMODE == libc::O_WRONLY {
+                wait_for_reader(&listener, id, || open(flags | libc::O_NONBLOCK))
+            } else {
+                Some(open(flags))
+            };
+            match opened {
+                Some(Ok(opened)) => {
+                    restore_blocking(&opened, flags);
+                    hand_over(&listener, id, &opened, flags);
+                }
+                Some(Err(errno)) => respond_errno(&listener, id, errno),
+                None => {}
             }
         });
     if spawned.is_err() {
         respond_errno(&fallback, id, libc::EAGAIN);
+    }
+}
+
+/// Opens a FIFO for writing once it has a reader (`open` answers `ENXIO`
+/// until then), as a blocking open would; `None` when the process left
+/// the call meanwhile (a blocking open of ours would wait for ever).
+fn wait_for_reader(
+    listener: &OwnedFd,
+    id: u64,
+    open: impl Fn() -> Result<OwnedFd, i32>,
+) -> Option<Result<OwnedFd, i32>> {
+    let mut pause = std::time::Duration::from_millis(1);
+    loop {
+        match open() {
+            Err(libc::ENXIO) => {}
+            done => return Some(done),
+        }
+        if !crate::connect_guard::still_valid(listener, id) {
+            return None;
+        }
+        // sleep-ok: no event says a FIFO got a reader; the pause grows to
+        // 50 ms, and the process asked to wait for one.
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(std::time::Duration::from_millis(50));
     }
 }
 

@@ -420,6 +420,9 @@ impl Judge<'_> {
                 if creates && kind == libc::S_IFDIR {
                     return Err(libc::EISDIR);
                 }
+                if path.ends_with(b"/") && kind != libc::S_IFDIR {
+                    return Err(libc::ENOTDIR);
+                }
                 let file = if crate::emulate::is_dev_tty(&file) {
                     crate::emulate::controlling_terminal(self.asker.proc_dir)?
                 } else {
