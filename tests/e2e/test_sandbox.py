@@ -639,6 +639,12 @@ printf '[core]\n\tfsmonitor = %s\n' "$OUT/evil.sh" >> vendor/lib/.git/config
 cp "$OUT/evil.sh" vendor/lib/.git/hooks/post-index-change
 mv vendor/lib/.git/hooks/pre-commit.sample vendor/lib/.git/hooks/post-checkout
 sed -i "s|\[core\]|[core]\n\thooksPath = $OUT|" vendor/lib/.git/config
+# opened for writing without O_CREAT, and through a hard link
+python3 -c 'import sys; f = open(sys.argv[1], "r+"); f.seek(0, 2); f.write("[core]\n\tfsmonitor = " + sys.argv[2] + "\n")' vendor/lib/.git/config "$OUT/evil.sh"
+ln vendor/lib/.git/config config-link && printf '[core]\n\tpager = %s\n' "$OUT/evil.sh" >> config-link
+# a symbolic link to a repository planted in the temp dir
+git init -q "$TMPDIR/elsewhere" && git -C "$TMPDIR/elsewhere" config core.fsmonitor "$OUT/evil.sh"
+ln -s "$TMPDIR/elsewhere" vendor/elsewhere
 true
 """
 
@@ -646,8 +652,9 @@ true
 async def test_a_repository_already_in_the_workspace_takes_no_config_from_the_sandbox(box):
     """A repository the person made below the workspace (vendored, a
     submodule's checkout): a confined command cannot set its config or
-    hooks by any of git config, >>, a new hook, a rename or sed -i, and
-    still reads and commits there."""
+    hooks by any of git config, >>, a new hook, a rename, sed -i, Python's
+    r+ or a hard link, nor link the workspace to a repository it made in
+    the temp dir, and still reads and commits there."""
     import subprocess
     home, ws = box["home"], box["ws"]
     lib = ws / "vendor" / "lib"
@@ -665,6 +672,7 @@ async def test_a_repository_already_in_the_workspace_takes_no_config_from_the_sa
     assert (lib / ".git" / "config").read_text() == before, res["output"]
     assert not (lib / ".git" / "hooks" / "post-index-change").exists(), res["output"]
     assert person_git(lib, home) == "", res["output"]
+    assert not (ws / "vendor" / "elsewhere").is_symlink(), res["output"]
 
 
 @pytest.mark.parametrize("layout", ["no-repo", "nested", "in-a-monorepo"])
