@@ -126,6 +126,9 @@ for _ in range(rounds):
         rc = libc.symlink(target, buf)
     elif call == "mknod":
         rc = libc.mknod(buf, 0o10644, 0)
+    elif call in ("rename", "link"):
+        open("race/src", "w").close()
+        rc = getattr(libc, call)(b"race/src", buf)
     if rc == 0 or (call == "open" and rc >= 0):
         made += 1
     else:
@@ -151,7 +154,7 @@ fn a_name_rewritten_by_another_thread_during_the_check_never_makes_a_repository(
     }
     let f = Fixture::new();
     let prepared = f.prepare();
-    for call in ["mkdir", "open", "symlink", "mknod"] {
+    for call in ["mkdir", "open", "symlink", "mknod", "rename", "link"] {
         let out = f.run(&prepared, "python3", &["-c", RACE, call, "3000"]);
         // No `.git` made; both names were tried (some calls made the
         // decoy, some were refused as `.git`).
