@@ -705,6 +705,7 @@ impl Supervisor {
         let read = |address| read_c_string(pid, address);
         let borrow = |fd| borrow_descriptor(pid, fd);
         let asker = crate::git_guard::Asker {
+            tid: pid,
             proc_dir: &proc_dir,
             read: &read,
             borrow: &borrow,

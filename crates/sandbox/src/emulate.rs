@@ -521,11 +521,12 @@ pub(crate) enum Last {
 pub(crate) struct Walker {
     /// The process's root.
     pub(crate) root: OwnedFd,
-    /// The thread group's and the thread's numbers in the process's own
-    /// PID namespace (what `/proc/self` names in the `/proc` it sees).
-    pub(crate) tgid: i32,
-    pub(crate) tid: i32,
-    /// Set when a walk went through a magic link of `/proc`.
+    /// The thread's `/proc/TID` and `/proc/TID/task/TID`, in this
+    /// process's `/proc`: what `/proc/self` and `/proc/thread-self` name
+    /// for the thread, whichever `/proc` it sees.
+    pub(crate) proc_self: OwnedFd,
+    pub(crate) proc_thread: OwnedFd,
+    /// Set when a walk went through a symbolic link of `/proc`.
     pub(crate) through_proc: std::cell::Cell<bool>,
 }
 
@@ -544,6 +545,9 @@ impl Walker {
             dup(start)?
         };
         let mut links = 0usize;
+        // Whether `current` is in the thread's own `/proc/TID`, reached
+        // through `/proc/self` (its magic links are then its own).
+        let mut own_proc = false;
         // `pending` holds the components still to walk, last first.
         while let Some(component) = pending.pop() {
             let is_last = pending.is_empty();
@@ -551,6 +555,7 @@ impl Walker {
                 continue;
             }
             if component == b".." {
+                own_proc = false;
                 if !same_place(&current, &self.root) {
                     current = open_path(&current, b"..", libc::O_DIRECTORY)?;
                 }
@@ -596,16 +601,25 @@ impl Walker {
             if is_proc(&current) {
                 self.through_proc.set(true);
                 if component == b"self" || component == b"thread-self" {
-                    let mut names = vec![self.tgid.to_string().into_bytes()];
-                    if component == b"thread-self" {
-                        names.push(b"task".to_vec());
-                        names.push(self.tid.to_string().into_bytes());
+                    current = if component == b"self" {
+                        dup(&self.proc_self)?
+                    } else {
+                        dup(&self.proc_thread)?
+                    };
+                    own_proc = true;
+                    if is_last {
+                        return Ok(Found::Existing(current));
                     }
-                    pending.extend(names.into_iter().rev());
                     continue;
                 }
-                // A magic link (`fd/N`, `cwd`, `root`, `exe`): the kernel
-                // follows it from here, as it would for the process.
+                // A magic link (`fd/N`, `cwd`, `root`, `exe`) of the
+                // thread's own: the kernel follows it from here. One of
+                // another process is not followed (this process may look
+                // into processes the confined one may not).
+                if !own_proc {
+                    return Err(libc::EACCES);
+                }
+                own_proc = false;
                 let target = open_path(&current, &component, 0)?;
                 if is_last {
                     return Ok(Found::Existing(target));
@@ -791,9 +805,8 @@ pub(crate) fn is_dev_tty(fd: &OwnedFd) -> bool {
     rc == 0 && st.st_mode & libc::S_IFMT == libc::S_IFCHR && st.st_rdev == libc::makedev(5, 0)
 }
 
-/// The umask of the thread whose `/proc/TID` is `proc_dir`, and its thread
-/// group's and own numbers in its innermost PID namespace.
-pub(crate) fn thread_facts(proc_dir: &OwnedFd) -> Option<(u32, i32, i32)> {
+/// The umask of the thread whose `/proc/TID` is `proc_dir`.
+pub(crate) fn thread_umask(proc_dir: &OwnedFd) -> Option<u32> {
     let status =
         std::fs::read_to_string(format!("/proc/self/fd/{}/status", proc_dir.as_raw_fd())).ok()?;
     let field = |name: &str| {
@@ -802,8 +815,5 @@ pub(crate) fn thread_facts(proc_dir: &OwnedFd) -> Option<(u32, i32, i32)> {
             .find_map(|l| l.strip_prefix(name))
             .map(str::trim)
     };
-    let umask = u32::from_str_radix(field("Umask:")?, 8).ok()?;
-    let innermost =
-        |name: &str| -> Option<i32> { field(name)?.split_whitespace().last()?.parse().ok() };
-    Some((umask, innermost("NStgid:")?, innermost("NSpid:")?))
+    u32::from_str_radix(field("Umask:")?, 8).ok()
 }

@@ -266,6 +266,8 @@ fn names_what_git_runs(dir: &Path, name: &[u8], root: &Path) -> bool {
 /// What the guard takes from the thread that asked: its `/proc/TID`, a
 /// reader of its memory and a borrower of its descriptors.
 pub(crate) struct Asker<'a> {
+    /// The thread's id, as this process sees it.
+    pub(crate) tid: i32,
     pub(crate) proc_dir: &'a OwnedFd,
     pub(crate) read: &'a dyn Fn(u64) -> Option<Vec<u8>>,
     pub(crate) borrow: &'a dyn Fn(i32) -> Result<OwnedFd, i32>,
@@ -281,17 +283,20 @@ pub(crate) fn plan(asker: &Asker<'_>, nr: i64, args: &[u64; 6], policy: &GuardPo
     let Some(call) = decode(nr, args) else {
         return Plan::Fail(libc::ENOSYS);
     };
-    let Some((umask, tgid, tid)) = crate::emulate::thread_facts(asker.proc_dir) else {
+    let Some(umask) = crate::emulate::thread_umask(asker.proc_dir) else {
         return Plan::Fail(libc::EPERM);
     };
-    let root = match crate::emulate::open_path(asker.proc_dir, b"root", libc::O_DIRECTORY) {
-        Ok(root) => root,
-        Err(_) => return Plan::Fail(libc::EPERM),
+    let open = |path: &[u8]| crate::emulate::open_path(asker.proc_dir, path, libc::O_DIRECTORY);
+    let thread = format!("task/{}", asker.tid);
+    let (Ok(root), Ok(proc_self), Ok(proc_thread)) =
+        (open(b"root"), open(b"."), open(thread.as_bytes()))
+    else {
+        return Plan::Fail(libc::EPERM);
     };
     let walker = Walker {
         root,
-        tgid,
-        tid,
+        proc_self,
+        proc_thread,
         through_proc: std::cell::Cell::new(false),
     };
     let judge = Judge {

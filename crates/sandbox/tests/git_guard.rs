@@ -9,6 +9,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
+use std::io::Read;
+use std::os::fd::{AsRawFd, FromRawFd};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -327,4 +329,62 @@ python3 -c 'import os; fd = os.open("y", os.O_CREAT | os.O_WRONLY | os.O_CLOEXEC
         uid,
         "owned as before"
     );
+}
+
+#[test]
+fn another_processs_files_are_not_reached_through_its_proc_links() {
+    if !test_support::needs(&["python3", "git"]) || !guarded() {
+        return;
+    }
+    let f = Fixture::new();
+    let git = Command::new("git")
+        .args(["init", "-q"])
+        .arg(&f.ws)
+        .status()
+        .unwrap();
+    assert!(git.success());
+    let config = f.ws.join(".git/config");
+    let before = std::fs::read_to_string(&config).unwrap();
+    let prepared = f.prepare();
+    // A pipe of this process (outside the sandbox): its write end is
+    // open here, visible as /proc/PID/fd/N where /proc is the host's.
+    let mut ends = [0; 2];
+    // SAFETY: pipe2 writes two descriptors.
+    assert_eq!(
+        unsafe { libc::pipe2(ends.as_mut_ptr(), libc::O_CLOEXEC) },
+        0
+    );
+    // SAFETY: both are new and ours.
+    let (read_end, write_end) = unsafe {
+        (
+            std::os::fd::OwnedFd::from_raw_fd(ends[0]),
+            std::os::fd::OwnedFd::from_raw_fd(ends[1]),
+        )
+    };
+    let pid = std::process::id();
+    let pipe = format!("/proc/{pid}/fd/{}", write_end.as_raw_fd());
+    // The workspace's .git, read-only in the sandbox's mount namespace,
+    // reached through this process's root (the host's mounts).
+    let escape = format!("/proc/{pid}/root{}", config.display());
+    let script = r#"
+import sys
+results = []
+for path in sys.argv[1:]:
+    try:
+        with open(path, "a") as f:
+            f.write("[core]\n\tfsmonitor = /tmp/evil.sh\n")
+        results.append("written")
+    except OSError as e:
+        results.append("refused")
+print(" ".join(results))
+"#;
+    let out = f.run(&prepared, "python3", &["-c", script, &pipe, &escape]);
+    assert_eq!(stdout(&out), "refused refused");
+    assert_eq!(std::fs::read_to_string(&config).unwrap(), before);
+    drop(write_end);
+    let mut got = String::new();
+    std::fs::File::from(read_end)
+        .read_to_string(&mut got)
+        .unwrap();
+    assert_eq!(got, "", "nothing came through the pipe");
 }
