@@ -1372,7 +1372,8 @@ fn guard_stage(
     if connect_guard::host_has_listener() {
         gaps.push(Gap {
             what: "Unix sockets outside can be reached by path (another seccomp listener, a \
-                   container runtime's or an outer dsh sandbox's, decides connect here)"
+                   container runtime's or an outer dsh sandbox's, decides connect here; an outer \
+                   dsh guard also makes the calls that create files, under its own rules)"
                 .to_owned(),
             refuses_required: false,
         });
