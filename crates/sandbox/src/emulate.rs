@@ -744,11 +744,15 @@ fn read_link(link: &OwnedFd) -> Result<Vec<u8>, i32> {
 
 /// The target of entry `name` of `dir` if it is a symbolic link.
 pub(crate) fn link_target(dir: &OwnedFd, name: &CString) -> Result<Vec<u8>, i32> {
-    let link = open_path(dir, name.as_bytes(), libc::O_NOFOLLOW)?;
-    if file_kind(&link)? != libc::S_IFLNK {
+    symlink_target(&open_path(dir, name.as_bytes(), libc::O_NOFOLLOW)?)
+}
+
+/// The target of `file` (`O_PATH`) if it is a symbolic link.
+pub(crate) fn symlink_target(file: &OwnedFd) -> Result<Vec<u8>, i32> {
+    if file_kind(file)? != libc::S_IFLNK {
         return Err(libc::EINVAL);
     }
-    read_link(&link)
+    read_link(file)
 }
 
 /// The path of `fd` as the kernel names it (in the process's mount

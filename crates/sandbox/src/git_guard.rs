@@ -471,9 +471,11 @@ impl Judge<'_> {
         let (parent, name) = self.entry(at)?;
         self.may_make(&parent, name.as_bytes())?;
         // A hard link to a symbolic link is a symbolic link made here.
-        if let LinkSource::Entry(dir, old_name) = &source
-            && let Ok(target) = crate::emulate::link_target(dir, old_name)
-        {
+        let target = match &source {
+            LinkSource::Entry(dir, old_name) => crate::emulate::link_target(dir, old_name),
+            LinkSource::File(file) => crate::emulate::symlink_target(file),
+        };
+        if let Ok(target) = target {
             self.may_point(&parent, &target)?;
         }
         Ok(Op::Link {

@@ -273,6 +273,12 @@ try ../sub sub/up
 ln -s sub hop && try hop/../../tmp/repo via-hop
 ln -s "{tmp}/repo" "{tmp}/outside-link"
 if ln -P "{tmp}/outside-link" hard 2>/dev/null; then echo made; else echo refused; fi
+python3 -c '
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+fd = os.open(sys.argv[1], os.O_PATH | os.O_NOFOLLOW)
+print("made" if libc.linkat(fd, b"", -100, b"hard-by-fd", 0x1000) == 0 else "refused")
+' "{tmp}/outside-link"
 "#
     );
     let out = f.run(&prepared, "bash", &["-c", &script]);
@@ -280,7 +286,7 @@ if ln -P "{tmp}/outside-link" hard 2>/dev/null; then echo made; else echo refuse
         stdout(&out).lines().collect::<Vec<_>>(),
         [
             "refused", "refused", "refused", "refused", "made", "made", "made", "refused",
-            "refused"
+            "refused", "refused"
         ]
     );
     assert!(!f.ws.join("to-repo").exists());
