@@ -764,8 +764,9 @@ pub(crate) fn path_of(fd: &OwnedFd) -> Option<PathBuf> {
 
 /// The process's controlling terminal (what its `/dev/tty` opens), as an
 /// `O_PATH` descriptor: one of its descriptors on that terminal, found
-/// through `proc_dir` (`/proc/TID`).
-pub(crate) fn controlling_terminal(proc_dir: &OwnedFd) -> Result<OwnedFd, i32> {
+/// through `proc_dir` (`/proc/TID`), or else a pseudo-terminal's name in
+/// the `/dev/pts` under its `root`.
+pub(crate) fn controlling_terminal(proc_dir: &OwnedFd, root: &OwnedFd) -> Result<OwnedFd, i32> {
     let stat = std::fs::read_to_string(format!("/proc/self/fd/{}/stat", proc_dir.as_raw_fd()))
         .map_err(|_| libc::ENXIO)?;
     // The fields after the command name, which is in parentheses.
@@ -797,7 +798,22 @@ pub(crate) fn controlling_terminal(proc_dir: &OwnedFd) -> Result<OwnedFd, i32> {
             return Ok(file);
         }
     }
-    Err(libc::ENXIO)
+    // None held: a pseudo-terminal by its name in the process's /dev/pts.
+    let (major, minor) = (libc::major(wanted), libc::minor(wanted));
+    if !(136..=143).contains(&major) {
+        return Err(libc::ENXIO);
+    }
+    let name = format!("dev/pts/{}", (major - 136) * 256 + minor);
+    let file = open_path(root, name.as_bytes(), libc::O_NOFOLLOW).map_err(|_| libc::ENXIO)?;
+    // SAFETY: plain data.
+    let mut st: libc::stat = unsafe { zeroed() };
+    // SAFETY: fstat into a stat on the stack.
+    let rc = unsafe { libc::fstat(file.as_raw_fd(), &raw mut st) };
+    if rc == 0 && st.st_mode & libc::S_IFMT == libc::S_IFCHR && st.st_rdev == wanted {
+        Ok(file)
+    } else {
+        Err(libc::ENXIO)
+    }
 }
 
 /// Whether `fd` is `/dev/tty` (character device 5:0).

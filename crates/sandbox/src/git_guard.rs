@@ -429,7 +429,7 @@ impl Judge<'_> {
                     return Err(libc::ENOTDIR);
                 }
                 let file = if crate::emulate::is_dev_tty(&file) {
-                    crate::emulate::controlling_terminal(self.asker.proc_dir)?
+                    crate::emulate::controlling_terminal(self.asker.proc_dir, &self.walker.root)?
                 } else {
                     file
                 };

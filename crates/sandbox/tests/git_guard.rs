@@ -394,3 +394,21 @@ print(" ".join(results))
         .unwrap();
     assert_eq!(got, "", "nothing came through the pipe");
 }
+
+#[test]
+fn dev_tty_opened_for_writing_is_the_controlling_terminal() {
+    if !test_support::needs(&["bash", "script"]) || !guarded() {
+        return;
+    }
+    let f = Fixture::new();
+    let prepared = f.prepare();
+    // In a terminal of its own (script's), with its own descriptors on
+    // the terminal, and with none of them left on it.
+    let inner =
+        "echo held > /dev/tty; bash -c 'exec </dev/null >/dev/null 2>&1; echo none > /dev/tty'";
+    let out = f.run(&prepared, "script", &["-qec", inner, "/dev/null"]);
+    assert_eq!(
+        stdout(&out).lines().map(str::trim).collect::<Vec<_>>(),
+        ["held", "none"]
+    );
+}
