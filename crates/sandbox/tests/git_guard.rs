@@ -45,12 +45,16 @@ impl Fixture {
     }
 
     fn prepare(&self) -> Prepared {
+        self.prepare_with(Availability::probe_kernel())
+    }
+
+    fn prepare_with(&self, availability: Availability) -> Prepared {
         let context = SpawnContext::command(&self.ws, &self.home).with_temp_dir(&self.tmp);
         let policy = SandboxPolicy {
             mode: Mode::WorkspaceWrite,
             ..SandboxPolicy::default()
         };
-        Sandbox::new(policy, Availability::probe_kernel())
+        Sandbox::new(policy, availability)
             .unwrap()
             .prepare(&context)
             .unwrap()
@@ -155,13 +159,17 @@ fn a_name_rewritten_by_another_thread_during_the_check_never_makes_a_repository(
         return;
     }
     let f = Fixture::new();
-    let prepared = f.prepare();
-    for call in ["mkdir", "open", "symlink", "mknod", "rename", "link"] {
-        let out = f.run(&prepared, "python3", &["-c", RACE, call, "3000"]);
-        // No `.git` made; both names were tried (some calls made the
-        // decoy, some were refused as `.git`).
-        assert_eq!(stdout(&out), "False True True", "{call}");
-        assert!(!f.ws.join("race/.git").exists(), "{call}");
+    // With the sandbox's user and mount namespaces, and without them
+    // (the worker then carries the Landlock rules alone).
+    let no_userns = Availability::probe_kernel().pretend("no-userns").unwrap();
+    for prepared in [f.prepare(), f.prepare_with(no_userns)] {
+        for call in ["mkdir", "open", "symlink", "mknod", "rename", "link"] {
+            let out = f.run(&prepared, "python3", &["-c", RACE, call, "1500"]);
+            // No `.git` made; both names were tried (some calls made the
+            // decoy, some were refused as `.git`).
+            assert_eq!(stdout(&out), "False True True", "{call}");
+            assert!(!f.ws.join("race/.git").exists(), "{call}");
+        }
     }
 }
 
@@ -327,14 +335,11 @@ python3 -c 'import os; fd = os.open("y", os.O_CREAT | os.O_WRONLY | os.O_CLOEXEC
             "750", "640", "out", "through", "m", "more", "False", "False"
         ]
     );
-    // SAFETY: getuid cannot fail.
-    let uid = unsafe { libc::getuid() };
+    // SAFETY: getuid and getgid cannot fail.
+    let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
     let meta = std::fs::metadata(f.ws.join("d/f")).unwrap();
-    assert_eq!(
-        std::os::unix::fs::MetadataExt::uid(&meta),
-        uid,
-        "owned as before"
-    );
+    use std::os::unix::fs::MetadataExt;
+    assert_eq!((meta.uid(), meta.gid()), (uid, gid), "owned as before");
 }
 
 #[test]
