@@ -531,7 +531,11 @@ impl Judge<'_> {
     /// repository in the workspace (or where that cannot be told), or what
     /// git runs in a nested repository.
     fn may_make(&self, parent: &OwnedFd, name: &[u8]) -> Result<(), i32> {
-        let dir = crate::emulate::path_of(parent);
+        self.may_make_in(crate::emulate::path_of(parent), name)
+    }
+
+    /// [`Judge::may_make`] for directory `dir` (`None`: not known).
+    fn may_make_in(&self, dir: Option<PathBuf>, name: &[u8]) -> Result<(), i32> {
         let inside = dir
             .as_ref()
             .map(|d| self.roots().iter().any(|r| d.starts_with(r)));
@@ -562,10 +566,18 @@ impl Judge<'_> {
 
     /// Refuses opening for writing a file that names a program git runs in
     /// a nested repository (a config opened without `O_CREAT`: Python's
-    /// `r+`).
+    /// `r+`), or one that names a repository (an existing `.git` file).
     fn may_write(&self, file: &OwnedFd) -> Result<(), i32> {
-        match crate::emulate::path_of(file) {
-            Some(path) if self.runs_in_nested(&path) => Err(libc::EPERM),
+        let Some(path) = crate::emulate::path_of(file) else {
+            return Ok(());
+        };
+        if self.runs_in_nested(&path) {
+            return Err(libc::EPERM);
+        }
+        // Writing an entry that names a repository is making it anew (a
+        // `.git` file pointed at another git directory).
+        match (path.parent(), path.file_name()) {
+            (Some(dir), Some(name)) => self.may_make_in(Some(dir.to_path_buf()), name.as_bytes()),
             _ => Ok(()),
         }
     }

@@ -226,6 +226,10 @@ for path in sys.argv[1:]:
 print(" ".join(results))
 "#;
     let hook = lib.join(".git/hooks/pre-commit.sample");
+    // A submodule-like `.git` file, which could be pointed elsewhere.
+    let sub = f.ws.join("sub");
+    std::fs::create_dir_all(&sub).unwrap();
+    std::fs::write(sub.join(".git"), "gitdir: ../lib/.git\n").unwrap();
     let out = f.run(
         &prepared,
         "python3",
@@ -234,10 +238,25 @@ print(" ".join(results))
             script,
             lib.join(".git/config").to_str().unwrap(),
             hook.to_str().unwrap(),
+            sub.join(".git").to_str().unwrap(),
             lib.join("a.txt").to_str().unwrap(),
         ],
     );
-    assert_eq!(stdout(&out), "refused refused written");
+    assert_eq!(stdout(&out), "refused refused refused written");
+    assert_eq!(
+        std::fs::read_to_string(sub.join(".git")).unwrap(),
+        "gitdir: ../lib/.git\n"
+    );
+    // Nor with `O_CREAT` (a shell's `>`).
+    let out = f.run(
+        &prepared,
+        "bash",
+        &[
+            "-c",
+            "echo 'gitdir: /tmp/elsewhere' > sub/.git && echo written || echo refused",
+        ],
+    );
+    assert_eq!(stdout(&out), "refused");
     assert_eq!(
         std::fs::read_to_string(lib.join(".git/config")).unwrap(),
         before
