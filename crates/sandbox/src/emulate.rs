@@ -24,12 +24,16 @@
 //! * its user and groups are the host user's, which the sandbox's user
 //!   namespace maps to themselves: a file comes out owned as before.
 //!
-//! `/proc/self` and `/proc/thread-self` in a path name the process (its
-//! number in the `/proc` it sees), and the magic links below `/proc`
-//! (`/dev/stdout` → `/proc/self/fd/1`) are followed by the kernel from the
-//! supervisor, which may look into the process; the file found is then
-//! reopened by the worker through its own `/proc/self/fd`. `/dev/tty`
-//! is the process's controlling terminal, found among its descriptors.
+//! `/proc/self` and `/proc/thread-self` in a path name the thread's own
+//! `/proc/TID` (in this process's `/proc`, whichever one the thread
+//! sees), and the magic links below it (`/dev/stdout` →
+//! `/proc/self/fd/1`, `cwd`, `root`) are followed by the kernel from the
+//! supervisor, which may look into the thread; the file found is then
+//! reopened by the worker through its own `/proc/self/fd`. The magic
+//! links of any other process are not followed (`EACCES`): the supervisor
+//! may look where the process may not. `/dev/tty` is the process's
+//! controlling terminal, found among its descriptors or, for a
+//! pseudo-terminal, by name in its `/dev/pts`.
 //! A FIFO opened without `O_NONBLOCK`, which waits for its other end, is
 //! opened on a thread of its own, so no other call waits behind it.
 
