@@ -525,11 +525,11 @@ pub(crate) enum Last {
 pub(crate) struct Walker {
     /// The process's root.
     pub(crate) root: OwnedFd,
-    /// The thread's `/proc/TID` and `/proc/TID/task/TID`, in this
-    /// process's `/proc`: what `/proc/self` and `/proc/thread-self` name
+    /// The thread's `/proc/TID` in this process's `/proc`, and its id:
+    /// what `/proc/self` (and, with `task/TID`, `/proc/thread-self`) name
     /// for the thread, whichever `/proc` it sees.
     pub(crate) proc_self: OwnedFd,
-    pub(crate) proc_thread: OwnedFd,
+    pub(crate) tid: i32,
     /// Set when a walk went through a symbolic link of `/proc`.
     pub(crate) through_proc: std::cell::Cell<bool>,
 }
@@ -608,7 +608,8 @@ impl Walker {
                     current = if component == b"self" {
                         dup(&self.proc_self)?
                     } else {
-                        dup(&self.proc_thread)?
+                        let task = format!("task/{}", self.tid);
+                        open_path(&self.proc_self, task.as_bytes(), libc::O_DIRECTORY)?
                     };
                     own_proc = true;
                     if is_last {

@@ -286,17 +286,14 @@ pub(crate) fn plan(asker: &Asker<'_>, nr: i64, args: &[u64; 6], policy: &GuardPo
     let Some(umask) = crate::emulate::thread_umask(asker.proc_dir) else {
         return Plan::Fail(libc::EPERM);
     };
-    let open = |path: &[u8]| crate::emulate::open_path(asker.proc_dir, path, libc::O_DIRECTORY);
-    let thread = format!("task/{}", asker.tid);
-    let (Ok(root), Ok(proc_self), Ok(proc_thread)) =
-        (open(b"root"), open(b"."), open(thread.as_bytes()))
-    else {
+    let root = crate::emulate::open_path(asker.proc_dir, b"root", libc::O_DIRECTORY);
+    let (Ok(root), Ok(proc_self)) = (root, asker.proc_dir.try_clone()) else {
         return Plan::Fail(libc::EPERM);
     };
     let walker = Walker {
         root,
         proc_self,
-        proc_thread,
+        tid: asker.tid,
         through_proc: std::cell::Cell::new(false),
     };
     let judge = Judge {
