@@ -334,6 +334,7 @@ set -e
 umask 027
 mkdir d && touch d/f && stat -c '%a' d d/f
 echo out > /dev/stdout
+echo thread > /proc/thread-self/fd/1
 echo err > /dev/stderr 2>&1
 echo gone > /dev/null
 mkfifo p
@@ -351,7 +352,7 @@ python3 -c 'import os; fd = os.open("y", os.O_CREAT | os.O_WRONLY | os.O_CLOEXEC
     assert_eq!(
         stdout(&out).lines().collect::<Vec<_>>(),
         [
-            "750", "640", "out", "through", "m", "more", "False", "False"
+            "750", "640", "out", "thread", "through", "m", "more", "False", "False"
         ]
     );
     // SAFETY: getuid and getgid cannot fail.
