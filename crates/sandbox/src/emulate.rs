@@ -211,30 +211,36 @@ fn run(job: Job) {
     let answer = |result: Result<(), i32>| {
         crate::connect_guard::respond(&listener, id, result.err().unwrap_or(0));
     };
-    // SAFETY (every call below): descriptors we own and NUL-terminated
-    // names; the kernel copies what it reads.
     match op {
-        Op::Mkdir { parent, name, mode } => answer(check(unsafe {
-            libc::mkdirat(parent.as_raw_fd(), name.as_ptr(), mode)
-        })),
+        Op::Mkdir { parent, name, mode } => {
+            // SAFETY: a descriptor we own and a NUL-terminated name.
+            let rc = unsafe { libc::mkdirat(parent.as_raw_fd(), name.as_ptr(), mode) };
+            answer(check(rc));
+        }
         Op::Mknod {
             parent,
             name,
             mode,
             dev,
-        } => answer(check(unsafe {
-            libc::mknodat(parent.as_raw_fd(), name.as_ptr(), mode, dev)
-        })),
+        } => {
+            // SAFETY: a descriptor we own and a NUL-terminated name.
+            let rc = unsafe { libc::mknodat(parent.as_raw_fd(), name.as_ptr(), mode, dev) };
+            answer(check(rc));
+        }
         Op::Symlink {
             target,
             parent,
             name,
-        } => answer(check(unsafe {
-            libc::symlinkat(target.as_ptr(), parent.as_raw_fd(), name.as_ptr())
-        })),
+        } => {
+            // SAFETY: a descriptor we own and NUL-terminated strings.
+            let rc = unsafe { libc::symlinkat(target.as_ptr(), parent.as_raw_fd(), name.as_ptr()) };
+            answer(check(rc));
+        }
         Op::Link { old, parent, name } => {
             let rc = match &old {
                 LinkSource::File(file) => match self_fd_path(file) {
+                    // SAFETY: a NUL-terminated path, a descriptor we own
+                    // and a NUL-terminated name.
                     Ok(path) => unsafe {
                         libc::linkat(
                             libc::AT_FDCWD,
@@ -246,6 +252,7 @@ fn run(job: Job) {
                     },
                     Err(errno) => return answer(Err(errno)),
                 },
+                // SAFETY: descriptors we own and NUL-terminated names.
                 LinkSource::Entry(dir, old_name) => unsafe {
                     libc::linkat(
                         dir.as_raw_fd(),
@@ -264,16 +271,20 @@ fn run(job: Job) {
             parent,
             name,
             flags,
-        } => answer(check(unsafe {
-            libc::syscall(
-                libc::SYS_renameat2,
-                old_parent.as_raw_fd(),
-                old_name.as_ptr(),
-                parent.as_raw_fd(),
-                name.as_ptr(),
-                flags,
-            ) as libc::c_int
-        })),
+        } => {
+            // SAFETY: descriptors we own and NUL-terminated names.
+            let rc = unsafe {
+                libc::syscall(
+                    libc::SYS_renameat2,
+                    old_parent.as_raw_fd(),
+                    old_name.as_ptr(),
+                    parent.as_raw_fd(),
+                    name.as_ptr(),
+                    flags,
+                )
+            };
+            answer(check(rc as libc::c_int));
+        }
         Op::Create {
             parent,
             name,
