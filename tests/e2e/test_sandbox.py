@@ -542,26 +542,26 @@ async def test_a_confined_pyright_outlives_its_check_of_the_client(isolated_env,
 SEND_DATAGRAMS = r'''
 import os, socket, sys
 for path in sys.argv[1:]:
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
     try:
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         s.sendto(b"<13>forged: root login accepted", path)
         print(f"{path}: sent")
     except OSError as e:
         print(f"{path}: refused {e.errno}")
-inside = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-inside.bind("inside.sock")
-socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM).sendto(b"in the sandbox", "inside.sock")
-print("inside:", inside.recv(100).decode())
+a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+a.sendall(b"in the sandbox")
+print("stream pair:", b.recv(100).decode())
 '''
 
 
 async def test_a_confined_command_cannot_send_a_datagram_to_the_hosts_log_or_notify_sockets(box, tmp_path_factory):
-    """A datagram needs no `connect`, so the guard of connect does not see
-    it: the logging and service-manager sockets (`/dev/log`, journald's,
-    `$NOTIFY_SOCKET`) and sockets `deny_read` lists are hidden instead, so a
-    confined command cannot forge a journal or syslog entry. The test's
-    own stand-ins, outside the workspace, the HOME and the temp dir, do not
-    depend on the machine having journald."""
+    """A datagram needs no `connect`, so the guard of connect would not see
+    it: no Unix datagram socket can be made in the sandbox, and the logging
+    and service-manager sockets (`/dev/log`, journald's, `$NOTIFY_SOCKET`)
+    and sockets `deny_read` lists are hidden besides, so a confined command
+    cannot forge a journal or syslog entry. The test's own stand-ins,
+    outside the workspace, the HOME and the temp dir, do not depend on the
+    machine having journald."""
     outside = tmp_path_factory.mktemp("dgram")  # not under the box's dir
     log_path, notify_path = str(outside / "log.sock"), str(outside / "notify.sock")
     listeners = []
@@ -580,8 +580,9 @@ async def test_a_confined_command_cannot_send_a_datagram_to_the_hosts_log_or_not
             r = ok(await bash(s, f"python3 {script} {' '.join(targets)}"))
         for target in targets:
             assert f"{target}: refused" in r["output"], r
-        # nothing real breaks: a datagram socket of the sandbox's own works
-        assert "inside: in the sandbox" in r["output"], r
+        # stream sockets, which reach another only through the guarded
+        # connect, still work
+        assert "stream pair: in the sandbox" in r["output"], r
         for sock in listeners:
             with pytest.raises(BlockingIOError):
                 sock.recv(100)
@@ -638,6 +639,12 @@ printf '[core]\n\tfsmonitor = %s\n' "$OUT/evil.sh" >> vendor/lib/.git/config
 cp "$OUT/evil.sh" vendor/lib/.git/hooks/post-index-change
 mv vendor/lib/.git/hooks/pre-commit.sample vendor/lib/.git/hooks/post-checkout
 sed -i "s|\[core\]|[core]\n\thooksPath = $OUT|" vendor/lib/.git/config
+# opened for writing without O_CREAT, and through a hard link
+python3 -c 'import sys; f = open(sys.argv[1], "r+"); f.seek(0, 2); f.write("[core]\n\tfsmonitor = " + sys.argv[2] + "\n")' vendor/lib/.git/config "$OUT/evil.sh"
+ln vendor/lib/.git/config config-link && printf '[core]\n\tpager = %s\n' "$OUT/evil.sh" >> config-link
+# a symbolic link to a repository planted in the temp dir
+git init -q "$TMPDIR/elsewhere" && git -C "$TMPDIR/elsewhere" config core.fsmonitor "$OUT/evil.sh"
+ln -s "$TMPDIR/elsewhere" vendor/elsewhere
 true
 """
 
@@ -645,8 +652,9 @@ true
 async def test_a_repository_already_in_the_workspace_takes_no_config_from_the_sandbox(box):
     """A repository the person made below the workspace (vendored, a
     submodule's checkout): a confined command cannot set its config or
-    hooks by any of git config, >>, a new hook, a rename or sed -i, and
-    still reads and commits there."""
+    hooks by any of git config, >>, a new hook, a rename, sed -i, Python's
+    r+ or a hard link, nor link the workspace to a repository it made in
+    the temp dir, and still reads and commits there."""
     import subprocess
     home, ws = box["home"], box["ws"]
     lib = ws / "vendor" / "lib"
@@ -664,6 +672,7 @@ async def test_a_repository_already_in_the_workspace_takes_no_config_from_the_sa
     assert (lib / ".git" / "config").read_text() == before, res["output"]
     assert not (lib / ".git" / "hooks" / "post-index-change").exists(), res["output"]
     assert person_git(lib, home) == "", res["output"]
+    assert not (ws / "vendor" / "elsewhere").is_symlink(), res["output"]
 
 
 @pytest.mark.parametrize("layout", ["no-repo", "nested", "in-a-monorepo"])

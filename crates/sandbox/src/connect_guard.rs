@@ -30,9 +30,14 @@
 //! What differs from a connection the process makes itself: the server
 //! sees the host, or the marked child, as its peer in `SO_PEERCRED` (same
 //! user).
-//! A datagram sent to a path with `sendto`/`sendmsg`, without `connect`,
-//! is not guarded; the known receivers of such datagrams (the logging and
-//! service-manager sockets) are hidden in the mount namespace instead.
+//! A Unix datagram socket could send to any socket file by path
+//! (`sendto`, or `sendmsg`, whose address lies in memory no filter can
+//! read) without a `connect`; so the same filter refuses to make one
+//! (`socket` or `socketpair` of `AF_UNIX` with `SOCK_DGRAM`, or
+//! `SOCK_RAW`, which `AF_UNIX` makes a datagram socket). Stream and
+//! seqpacket sockets reach another socket only through `connect`. The
+//! logging and service-manager sockets are hidden in the mount namespace
+//! as well.
 //!
 //! Each confined spawn creates the filter's listener in the child, before
 //! `exec`, and sends it (with a `NETLINK_SOCK_DIAG` socket in the child's
@@ -88,6 +93,11 @@ pub(crate) struct GuardPolicy {
     /// The workspace roots where no repository may be made
     /// ([`crate::git_guard`]); empty: the guard of repositories is off.
     pub git_roots: Vec<PathBuf>,
+    /// Every path the sandbox may write (a symbolic link in the workspace
+    /// may not lead out of it into one of these).
+    pub writable: Vec<PathBuf>,
+    /// The worker that makes the creating calls the guard allowed.
+    pub emulator: Arc<crate::emulate::Emulator>,
 }
 
 /// A sandbox's guard: the socket pair its children send their listeners
@@ -96,6 +106,7 @@ pub(crate) struct GuardPolicy {
 pub(crate) struct Guard {
     child_end: OwnedFd,
     program: Vec<libc::sock_filter>,
+    emulator: Arc<crate::emulate::Emulator>,
 }
 
 impl std::fmt::Debug for Guard {
@@ -127,6 +138,7 @@ impl Guard {
         let (host_end, child_end) =
             unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
         let guard_git = !policy.git_roots.is_empty();
+        let emulator = Arc::clone(&policy.emulator);
         let policy = Arc::new(policy);
         std::thread::Builder::new()
             .name("dsh-guard-recv".to_owned())
@@ -135,7 +147,15 @@ impl Guard {
         Ok(Self {
             child_end,
             program: notify_program(guard_git),
+            emulator,
         })
+    }
+
+    /// Gives the worker that makes creating calls the sandbox's Landlock
+    /// ruleset, which it restricts itself with (before any spawn; without
+    /// it every such call is refused).
+    pub(crate) fn set_ruleset(&self, ruleset: OwnedFd) {
+        self.emulator.set_ruleset(ruleset);
     }
 
     /// The filter a child loads with [`install_in_child`].
@@ -188,6 +208,7 @@ pub(crate) fn notify_program(guard_git: bool) -> Vec<libc::sock_filter> {
         program.push(jump(JEQ_K, u32::try_from(call).unwrap_or(u32::MAX), 0, 1));
         program.push(stmt(RET_K, eperm));
     }
+    program.extend(datagram_block(eperm));
     program.push(jump(JEQ_K, connect, 0, 1));
     program.push(stmt(RET_K, libc::SECCOMP_RET_USER_NOTIF));
     if guard_git {
@@ -206,7 +227,7 @@ pub(crate) fn notify_program(guard_git: bool) -> Vec<libc::sock_filter> {
                     let low = 16 + 8 * arg + if cfg!(target_endian = "big") { 4 } else { 0 };
                     program.push(jump(JEQ_K, number(call), 0, 4));
                     program.push(stmt(LD_W_ABS, low));
-                    program.push(jump(JSET_K, libc::O_CREAT as u32, 0, 1));
+                    program.push(jump(JSET_K, crate::git_guard::OPEN_FLAGS_GUARDED, 0, 1));
                     program.push(stmt(RET_K, libc::SECCOMP_RET_USER_NOTIF));
                     program.push(stmt(RET_K, libc::SECCOMP_RET_ALLOW));
                 }
@@ -215,6 +236,45 @@ pub(crate) fn notify_program(guard_git: bool) -> Vec<libc::sock_filter> {
     }
     program.push(stmt(RET_K, libc::SECCOMP_RET_ALLOW));
     program
+}
+
+/// The part of the notify program that refuses (`refuse`) a Unix
+/// datagram socket: `socket` or `socketpair` of `AF_UNIX` with type
+/// `SOCK_DGRAM`, or `SOCK_RAW`, which `AF_UNIX` makes a datagram socket.
+/// Such a socket sends to any socket file by path (`sendto`, `sendmsg`
+/// with an address) without the `connect` the guard judges, and
+/// `sendmsg`'s address is in memory no filter can read; every other
+/// socket reaches a Unix socket only through `connect`. Expects the
+/// system call number loaded; for `socket` and `socketpair` it answers,
+/// for any other call it falls through with the number still loaded.
+fn datagram_block(refuse: u32) -> [libc::sock_filter; 10] {
+    const LD_W_ABS: u16 = (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16;
+    const JEQ_K: u16 = (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16;
+    const AND_K: u16 = (libc::BPF_ALU | libc::BPF_AND | libc::BPF_K) as u16;
+    const RET_K: u16 = (libc::BPF_RET | libc::BPF_K) as u16;
+    let number = |call: i64| u32::try_from(call).unwrap_or(u32::MAX);
+    // seccomp_data: nr, arch, instruction_pointer (u64), then args; the
+    // low half of a little-endian argument.
+    let low = |arg: u32| 16 + 8 * arg + if cfg!(target_endian = "big") { 4 } else { 0 };
+    let op = |code: u16, k: u32, jt: u8, jf: u8| libc::sock_filter { code, jt, jf, k };
+    [
+        // 0: socket → 2; else 1.
+        op(JEQ_K, number(libc::SYS_socket), 1, 0),
+        // 1: socketpair → 2; else past the block (10).
+        op(JEQ_K, number(libc::SYS_socketpair), 0, 8),
+        // 2, 3: the family; not AF_UNIX → allow (8).
+        op(LD_W_ABS, low(0), 0, 0),
+        op(JEQ_K, libc::AF_UNIX as u32, 0, 4),
+        // 4, 5: the type without SOCK_NONBLOCK and SOCK_CLOEXEC.
+        op(LD_W_ABS, low(1), 0, 0),
+        op(AND_K, 0xf, 0, 0),
+        // 6, 7: a datagram → refuse (9).
+        op(JEQ_K, libc::SOCK_DGRAM as u32, 2, 0),
+        op(JEQ_K, libc::SOCK_RAW as u32, 1, 0),
+        // 8: allow; 9: refuse.
+        op(RET_K, libc::SECCOMP_RET_ALLOW, 0, 0),
+        op(RET_K, refuse, 0, 0),
+    ]
 }
 
 /// In the child, before `exec` (async-signal-safe: system calls on the
@@ -321,9 +381,17 @@ fn load_listening(program: &[libc::sock_filter]) -> io::Result<RawFd> {
         len,
         filter: program.as_ptr().cast_mut(),
     };
+    // WAIT_KILLABLE_RECV (5.19): once the supervisor has a request, only
+    // a fatal signal ends the wait, so a call it made is never made again
+    // by a restarted system call.
+    let listen = libc::SECCOMP_FILTER_FLAG_NEW_LISTENER;
+    let killable = libc::SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV;
+    let spec = libc::SECCOMP_FILTER_FLAG_SPEC_ALLOW;
     for flags in [
-        libc::SECCOMP_FILTER_FLAG_NEW_LISTENER | libc::SECCOMP_FILTER_FLAG_SPEC_ALLOW,
-        libc::SECCOMP_FILTER_FLAG_NEW_LISTENER,
+        listen | killable | spec,
+        listen | killable,
+        listen | spec,
+        listen,
     ] {
         // SAFETY: a valid program; the kernel copies it.
         let rc = unsafe {
@@ -497,7 +565,7 @@ enum Address {
 
 /// Serves one listener.
 struct Supervisor {
-    listener: OwnedFd,
+    listener: Arc<OwnedFd>,
     /// A diagnostics socket in the sandbox's network namespace.
     diag: OwnedFd,
     /// One in this process's (`None` if it could not be made: a socket
@@ -530,7 +598,7 @@ impl Supervisor {
         // SAFETY: a new descriptor, if any.
         let host_diag = (host >= 0).then(|| unsafe { OwnedFd::from_raw_fd(host) });
         Self {
-            listener,
+            listener: Arc::new(listener),
             diag,
             host_diag,
             policy,
@@ -622,7 +690,8 @@ impl Supervisor {
         }
     }
 
-    /// A call that creates a directory entry ([`crate::git_guard`]).
+    /// A call that creates a directory entry ([`crate::git_guard`]): judged
+    /// here, made by the emulator's worker, never continued.
     fn handle_creation(&self, request: &libc::seccomp_notif) {
         let Ok(pid) = i32::try_from(request.pid) else {
             return;
@@ -633,20 +702,32 @@ impl Supervisor {
             respond(&self.listener, request.id, libc::EPERM);
             return;
         };
-        let answer = crate::git_guard::judge(
-            pid,
-            &proc_dir,
+        let read = |address| read_c_string(pid, address);
+        let borrow = |fd| borrow_descriptor(pid, fd);
+        let asker = crate::git_guard::Asker {
+            tid: pid,
+            proc_dir: &proc_dir,
+            read: &read,
+            borrow: &borrow,
+        };
+        let plan = crate::git_guard::plan(
+            &asker,
             i64::from(request.data.nr),
             &request.data.args,
-            &self.policy.git_roots,
-            |address| read_c_string(pid, address),
+            &self.policy,
         );
+        // What was read and borrowed was the asking thread's only if its
+        // request is still pending.
         if !self.still_valid(request.id) {
             return;
         }
-        match answer {
-            crate::git_guard::Answer::Continue => respond_continue(&self.listener, request.id),
-            crate::git_guard::Answer::Fail(errno) => respond(&self.listener, request.id, errno),
+        match plan {
+            crate::git_guard::Plan::Fail(errno) => respond(&self.listener, request.id, errno),
+            crate::git_guard::Plan::Make { umask, op } => {
+                self.policy
+                    .emulator
+                    .submit(&self.listener, request.id, umask, op);
+            }
         }
     }
 
@@ -786,15 +867,7 @@ impl Supervisor {
     }
 
     fn still_valid(&self, id: u64) -> bool {
-        let mut id = id;
-        // SAFETY: the listener and a u64 the ioctl reads.
-        unsafe {
-            libc::ioctl(
-                self.listener.as_raw_fd(),
-                libc::SECCOMP_IOCTL_NOTIF_ID_VALID,
-                &raw mut id,
-            ) == 0
-        }
+        still_valid(&self.listener, id)
     }
 
     /// Who holds the Unix socket bound to `wanted`: a process of the
@@ -1517,13 +1590,27 @@ fn connect_marked(
     }
 }
 
-/// Lets the kernel carry on with request `id`.
-fn respond_continue(listener: &OwnedFd, id: u64) {
+/// Whether request `id` is still pending (the thread that asked is still
+/// in the call).
+pub(crate) fn still_valid(listener: &OwnedFd, id: u64) -> bool {
+    let mut id = id;
+    // SAFETY: the listener and a u64 the ioctl reads.
+    unsafe {
+        libc::ioctl(
+            listener.as_raw_fd(),
+            libc::SECCOMP_IOCTL_NOTIF_ID_VALID,
+            &raw mut id,
+        ) == 0
+    }
+}
+
+/// Answers request `id` with success and `value` (a descriptor's number).
+pub(crate) fn respond_value(listener: &OwnedFd, id: u64, value: i64) {
     let mut response = libc::seccomp_notif_resp {
         id,
-        val: 0,
+        val: value,
         error: 0,
-        flags: libc::SECCOMP_USER_NOTIF_FLAG_CONTINUE as u32,
+        flags: 0,
     };
     // SAFETY: the listener and a response struct; ENOENT (the process left
     // the call) needs nothing more.
@@ -1537,7 +1624,7 @@ fn respond_continue(listener: &OwnedFd, id: u64) {
 }
 
 /// Answers request `id` with `errno` (0: success).
-fn respond(listener: &OwnedFd, id: u64, errno: i32) {
+pub(crate) fn respond(listener: &OwnedFd, id: u64, errno: i32) {
     let mut response = libc::seccomp_notif_resp {
         id,
         val: 0,

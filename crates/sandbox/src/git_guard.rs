@@ -22,28 +22,47 @@
 //! through the same check. `openat2` answers `ENOSYS` (its flags are in
 //! memory the filter cannot read); callers fall back to `openat`.
 //!
-//! The check reads the name from the process's memory and lets the
-//! kernel carry on (`SECCOMP_USER_NOTIF_FLAG_CONTINUE`); the kernel reads
-//! the name again, so a second thread that rewrites it in between can get
-//! one past the check. See docs/subsystems/sandbox.md.
+//! Opens for writing are handed over too (`O_WRONLY`, `O_RDWR`,
+//! `O_TRUNC`): a config or hook of a nested repository is not opened for
+//! writing, with or without `O_CREAT` (Python's `r+`), nor hard-linked
+//! elsewhere to be written there. A symbolic link made in the workspace
+//! may not lead out of it into a place the sandbox may write (the temp
+//! dir, a cache) or through `/proc`: a person who `cd`s through it would
+//! run git in a repository made there.
+//!
+//! No call is let through to the kernel after the check
+//! (`SECCOMP_USER_NOTIF_FLAG_CONTINUE` would have it read the path again,
+//! from memory a second thread may rewrite): [`plan`] copies the bytes
+//! once, resolves the path itself and checks what it found, and
+//! [`crate::emulate`] makes that very entry. See
+//! docs/subsystems/sandbox.md.
 
-use std::ffi::OsStr;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::ffi::{CString, OsStr};
+use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 
-/// What the guard answers to one creating call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Answer {
-    /// Let the kernel carry on.
-    Continue,
+use crate::connect_guard::GuardPolicy;
+use crate::emulate::{Found, Last, LinkSource, Op, Walker};
+
+/// What the guard does with one creating call.
+#[derive(Debug)]
+pub(crate) enum Plan {
     /// Fail the call with this errno.
     Fail(i32),
+    /// Make the call for the process ([`crate::emulate`]), with its umask.
+    Make { umask: u32, op: Op },
 }
+
+/// The open flags that hand an `open`/`openat` to the guard: one that
+/// may create an entry, or write (a nested repository's config is
+/// refused to writers too).
+pub(crate) const OPEN_FLAGS_GUARDED: u32 =
+    (libc::O_CREAT | libc::O_WRONLY | libc::O_RDWR | libc::O_TRUNC) as u32;
 
 /// The calls the filter hands to the guard: the system call number and,
 /// for `open`-like calls, which argument holds the flags (only a call with
-/// `O_CREAT` is handed over).
+/// one of [`OPEN_FLAGS_GUARDED`] is handed over).
 pub(crate) fn calls() -> Vec<(i64, Option<u32>)> {
     let mut calls = vec![
         (libc::SYS_openat, Some(2)),
@@ -69,44 +88,130 @@ pub(crate) fn calls() -> Vec<(i64, Option<u32>)> {
 
 /// A path argument of a call: the directory descriptor it is relative to
 /// (`AT_FDCWD` for the working directory) and the address of its bytes.
+#[derive(Debug, Clone, Copy)]
 struct PathArg {
     dirfd: i32,
     address: u64,
 }
 
-/// The paths a call creates (`new`) and, for a rename, the one it moves
-/// (`old`).
-fn path_args(nr: i64, args: &[u64; 6]) -> Option<(Option<PathArg>, PathArg)> {
+/// One guarded call, its arguments sorted out.
+#[derive(Debug, Clone, Copy)]
+enum Call {
+    Open {
+        at: PathArg,
+        flags: i32,
+        mode: u32,
+    },
+    Mkdir {
+        at: PathArg,
+        mode: u32,
+    },
+    Mknod {
+        at: PathArg,
+        mode: u32,
+        dev: u64,
+    },
+    Symlink {
+        target: u64,
+        at: PathArg,
+    },
+    Link {
+        old: PathArg,
+        at: PathArg,
+        flags: i32,
+    },
+    Rename {
+        old: PathArg,
+        at: PathArg,
+        flags: u32,
+    },
+}
+
+fn decode(nr: i64, args: &[u64; 6]) -> Option<Call> {
     let at = |fd: u64, address: u64| PathArg {
         dirfd: fd as i32,
         address,
     };
+    #[cfg(target_arch = "x86_64")]
     let cwd = |address: u64| at(libc::AT_FDCWD as u64, address);
-    let found = match nr {
-        n if n == libc::SYS_openat || n == libc::SYS_mkdirat || n == libc::SYS_mknodat => {
-            (None, at(args[0], args[1]))
-        }
-        n if n == libc::SYS_linkat => (None, at(args[2], args[3])),
-        n if n == libc::SYS_symlinkat => (None, at(args[1], args[2])),
-        n if n == libc::SYS_renameat2 => (Some(at(args[0], args[1])), at(args[2], args[3])),
+    let call = match nr {
+        n if n == libc::SYS_openat => Call::Open {
+            at: at(args[0], args[1]),
+            flags: args[2] as i32,
+            mode: args[3] as u32,
+        },
+        n if n == libc::SYS_mkdirat => Call::Mkdir {
+            at: at(args[0], args[1]),
+            mode: args[2] as u32,
+        },
+        n if n == libc::SYS_mknodat => Call::Mknod {
+            at: at(args[0], args[1]),
+            mode: args[2] as u32,
+            dev: args[3],
+        },
+        n if n == libc::SYS_linkat => Call::Link {
+            old: at(args[0], args[1]),
+            at: at(args[2], args[3]),
+            flags: args[4] as i32,
+        },
+        n if n == libc::SYS_symlinkat => Call::Symlink {
+            target: args[0],
+            at: at(args[1], args[2]),
+        },
+        n if n == libc::SYS_renameat2 => Call::Rename {
+            old: at(args[0], args[1]),
+            at: at(args[2], args[3]),
+            flags: args[4] as u32,
+        },
         #[cfg(target_arch = "x86_64")]
-        n if n == libc::SYS_renameat => (Some(at(args[0], args[1])), at(args[2], args[3])),
+        n if n == libc::SYS_renameat => Call::Rename {
+            old: at(args[0], args[1]),
+            at: at(args[2], args[3]),
+            flags: 0,
+        },
         #[cfg(target_arch = "x86_64")]
-        n if n == libc::SYS_open
-            || n == libc::SYS_creat
-            || n == libc::SYS_mkdir
-            || n == libc::SYS_mknod =>
-        {
-            (None, cwd(args[0]))
-        }
+        n if n == libc::SYS_open => Call::Open {
+            at: cwd(args[0]),
+            flags: args[1] as i32,
+            mode: args[2] as u32,
+        },
         #[cfg(target_arch = "x86_64")]
-        n if n == libc::SYS_link || n == libc::SYS_symlink => (None, cwd(args[1])),
+        n if n == libc::SYS_creat => Call::Open {
+            at: cwd(args[0]),
+            flags: libc::O_CREAT | libc::O_WRONLY | libc::O_TRUNC,
+            mode: args[1] as u32,
+        },
         #[cfg(target_arch = "x86_64")]
-        n if n == libc::SYS_rename => (Some(cwd(args[0])), cwd(args[1])),
+        n if n == libc::SYS_mkdir => Call::Mkdir {
+            at: cwd(args[0]),
+            mode: args[1] as u32,
+        },
+        #[cfg(target_arch = "x86_64")]
+        n if n == libc::SYS_mknod => Call::Mknod {
+            at: cwd(args[0]),
+            mode: args[1] as u32,
+            dev: args[2],
+        },
+        #[cfg(target_arch = "x86_64")]
+        n if n == libc::SYS_link => Call::Link {
+            old: cwd(args[0]),
+            at: cwd(args[1]),
+            flags: 0,
+        },
+        #[cfg(target_arch = "x86_64")]
+        n if n == libc::SYS_symlink => Call::Symlink {
+            target: args[0],
+            at: cwd(args[1]),
+        },
+        #[cfg(target_arch = "x86_64")]
+        n if n == libc::SYS_rename => Call::Rename {
+            old: cwd(args[0]),
+            at: cwd(args[1]),
+            flags: 0,
+        },
         _ => return None,
     };
-    let _ = cwd;
-    Some(found)
+    Some(call)
 }
 
 /// Whether `name` is one git takes for a repository: `.git` (in any case,
@@ -158,113 +263,379 @@ fn names_what_git_runs(dir: &Path, name: &[u8], root: &Path) -> bool {
             && (lower.starts_with(b"config") || lower == b"commondir" || lower == b"gitdir"))
 }
 
-/// The last component of `path` and the directory before it.
-fn split(path: &[u8]) -> (&[u8], &[u8]) {
-    let mut end = path.len();
-    while end > 1 && path[end - 1] == b'/' {
-        end -= 1;
+/// What the guard takes from the thread that asked: its `/proc/TID`, a
+/// reader of its memory and a borrower of its descriptors.
+pub(crate) struct Asker<'a> {
+    /// The thread's id, as this process sees it.
+    pub(crate) tid: i32,
+    pub(crate) proc_dir: &'a OwnedFd,
+    pub(crate) read: &'a dyn Fn(u64) -> Option<Vec<u8>>,
+    pub(crate) borrow: &'a dyn Fn(i32) -> Result<OwnedFd, i32>,
+}
+
+/// The guard's plan for call `nr` with `args`: everything it reads from
+/// the process (the path's bytes, the directories it is relative to) is
+/// read here, once, and what it makes is made from those copies.
+pub(crate) fn plan(asker: &Asker<'_>, nr: i64, args: &[u64; 6], policy: &GuardPolicy) -> Plan {
+    if nr == libc::SYS_openat2 {
+        return Plan::Fail(libc::ENOSYS);
     }
-    let path = &path[..end];
-    match path.iter().rposition(|&b| b == b'/') {
-        Some(0) => (b"/", &path[1..]),
-        Some(i) => (&path[..i], &path[i + 1..]),
-        None => (b".", path),
+    let Some(call) = decode(nr, args) else {
+        return Plan::Fail(libc::ENOSYS);
+    };
+    let Some(umask) = crate::emulate::thread_umask(asker.proc_dir) else {
+        return Plan::Fail(libc::EPERM);
+    };
+    let root = crate::emulate::open_path(asker.proc_dir, b"root", libc::O_DIRECTORY);
+    let (Ok(root), Ok(proc_self)) = (root, asker.proc_dir.try_clone()) else {
+        return Plan::Fail(libc::EPERM);
+    };
+    let walker = Walker {
+        root,
+        proc_self,
+        tid: asker.tid,
+        through_proc: std::cell::Cell::new(false),
+    };
+    let judge = Judge {
+        asker,
+        walker: &walker,
+        policy,
+    };
+    match judge.op(call) {
+        Ok(op) => Plan::Make { umask, op },
+        Err(errno) => Plan::Fail(errno),
     }
 }
 
-/// The guard's verdict on call `nr` with `args`, for the thread whose
-/// `/proc/TID` is `proc_dir`; `roots` are the workspace roots it protects.
-pub(crate) fn judge(
-    pid: i32,
-    proc_dir: &OwnedFd,
-    nr: i64,
-    args: &[u64; 6],
-    roots: &[PathBuf],
-    read: impl Fn(u64) -> Option<Vec<u8>>,
-) -> Answer {
-    if nr == libc::SYS_openat2 {
-        return Answer::Fail(libc::ENOSYS);
-    }
-    let Some((old, new)) = path_args(nr, args) else {
-        return Answer::Continue;
-    };
-    let _ = pid;
-    let Some(new_path) = read(new.address) else {
-        return Answer::Fail(libc::EFAULT);
-    };
-    let (new_dir, new_name) = split(&new_path);
-    let new_resolved = match directory(proc_dir, new.dirfd, new_dir) {
-        // The kernel would answer the same: nothing is created.
-        Err(errno @ (libc::ENOENT | libc::ENOTDIR)) => return Answer::Fail(errno),
-        found => found.ok(),
-    };
-    let new_inside = new_resolved
-        .as_ref()
-        .map(|d| roots.iter().any(|r| d.starts_with(r)));
-    // A `HEAD` in a nested repository's `.git` (a checkout, the reflog's
-    // `logs/HEAD`) names a ref, not a program: no config can be made
-    // beside it (below).
-    let in_nested_git = new_resolved
-        .as_ref()
-        .is_some_and(|d| roots.iter().any(|r| in_a_nested_git_dir(d, r)));
-    if names_a_repository(new_name)
-        && new_inside != Some(false)
-        && !(in_nested_git && new_name.eq_ignore_ascii_case(b"HEAD"))
-    {
-        return Answer::Fail(libc::EPERM);
-    }
-    // In a repository that was already there (a nested one, a vendored
-    // one), what names programs git runs is made by creating files
-    // (`config.lock` renamed over `config`, a hook, `>>`, `sed -i`), so
-    // none of those is created in a `.git` below the workspace.
-    if new_resolved
-        .as_ref()
-        .is_some_and(|d| roots.iter().any(|r| names_what_git_runs(d, new_name, r)))
-    {
-        return Answer::Fail(libc::EPERM);
-    }
-    if let Some(old) = old {
-        let Some(old_path) = read(old.address) else {
-            return Answer::Fail(libc::EFAULT);
+/// The checks of one call.
+struct Judge<'a> {
+    asker: &'a Asker<'a>,
+    walker: &'a Walker,
+    policy: &'a GuardPolicy,
+}
+
+impl Judge<'_> {
+    /// The bytes of a path argument and the directory it starts from.
+    fn take(&self, at: PathArg) -> Result<(Vec<u8>, OwnedFd), i32> {
+        let path = (self.asker.read)(at.address).ok_or(libc::EFAULT)?;
+        let start = if path.first() == Some(&b'/') {
+            self.walker
+                .root
+                .try_clone()
+                .map_err(|e| e.raw_os_error().unwrap_or(libc::EMFILE))?
+        } else if at.dirfd == libc::AT_FDCWD {
+            crate::emulate::open_path(self.asker.proc_dir, b"cwd", libc::O_DIRECTORY)
+                .map_err(|_| libc::ENOENT)?
+        } else {
+            (self.asker.borrow)(at.dirfd)?
         };
-        let (old_dir, old_name) = split(&old_path);
-        let old_inside = match directory(proc_dir, old.dirfd, old_dir) {
-            Err(errno @ (libc::ENOENT | libc::ENOTDIR)) => return Answer::Fail(errno),
-            found => found.ok().map(|d| roots.iter().any(|r| d.starts_with(r))),
+        Ok((path, start))
+    }
+
+    /// The directory and the last name of a path whose last entry the
+    /// call makes (not followed).
+    fn entry(&self, at: PathArg) -> Result<(OwnedFd, CString), i32> {
+        let (path, start) = self.take(at)?;
+        match self.walker.resolve(&start, &path, Last::Keep)? {
+            Found::Entry { parent, name } => Ok((parent, c_name(name)?)),
+            Found::Missing { .. } | Found::Existing(_) => Err(libc::EINVAL),
+        }
+    }
+
+    fn roots(&self) -> &[PathBuf] {
+        &self.policy.git_roots
+    }
+
+    fn op(&self, call: Call) -> Result<Op, i32> {
+        match call {
+            Call::Open { at, flags, mode } => self.open(at, flags, mode),
+            Call::Mkdir { at, mode } => {
+                let (parent, name) = self.entry(at)?;
+                self.may_make(&parent, name.as_bytes())?;
+                Ok(Op::Mkdir { parent, name, mode })
+            }
+            Call::Mknod { at, mode, dev } => {
+                let (parent, name) = self.entry(at)?;
+                self.may_make(&parent, name.as_bytes())?;
+                Ok(Op::Mknod {
+                    parent,
+                    name,
+                    mode,
+                    dev,
+                })
+            }
+            Call::Symlink { target, at } => {
+                let target = (self.asker.read)(target).ok_or(libc::EFAULT)?;
+                let (parent, name) = self.entry(at)?;
+                self.may_make(&parent, name.as_bytes())?;
+                self.may_point(&parent, &target)?;
+                Ok(Op::Symlink {
+                    target: c_name(target)?,
+                    parent,
+                    name,
+                })
+            }
+            Call::Link { old, at, flags } => self.link(old, at, flags),
+            Call::Rename { old, at, flags } => self.rename(old, at, flags),
+        }
+    }
+
+    fn open(&self, at: PathArg, flags: i32, mode: u32) -> Result<Op, i32> {
+        // `O_PATH` keeps only these flags: it creates and writes nothing.
+        let flags = if flags & libc::O_PATH != 0 {
+            flags & (libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        } else {
+            flags
         };
-        let exchange = nr == libc::SYS_renameat2 && args[4] & u64::from(libc::RENAME_EXCHANGE) != 0;
-        if exchange && names_a_repository(old_name) && old_inside != Some(false) {
-            return Answer::Fail(libc::EPERM);
+        let (path, start) = self.take(at)?;
+        let creates = flags & libc::O_CREAT != 0;
+        let writes = flags & libc::O_ACCMODE != libc::O_RDONLY || flags & libc::O_TRUNC != 0;
+        let last = if flags & libc::O_NOFOLLOW != 0 || (creates && flags & libc::O_EXCL != 0) {
+            Last::NoFollow
+        } else {
+            Last::Follow
+        };
+        match self.walker.resolve(&start, &path, last)? {
+            Found::Missing { parent, name } => {
+                if !creates {
+                    return Err(libc::ENOENT);
+                }
+                if path.ends_with(b"/") {
+                    return Err(libc::EISDIR);
+                }
+                self.may_make(&parent, &name)?;
+                Ok(Op::Create {
+                    parent,
+                    name: c_name(name)?,
+                    flags,
+                    mode,
+                })
+            }
+            Found::Existing(file) => {
+                if creates && flags & libc::O_EXCL != 0 {
+                    return Err(libc::EEXIST);
+                }
+                let kind = crate::emulate::file_kind(&file)?;
+                if kind == libc::S_IFLNK && flags & libc::O_PATH == 0 {
+                    return Err(libc::ELOOP);
+                }
+                if creates && kind == libc::S_IFDIR {
+                    return Err(libc::EISDIR);
+                }
+                if path.ends_with(b"/") && kind != libc::S_IFDIR {
+                    return Err(libc::ENOTDIR);
+                }
+                let file = if crate::emulate::is_dev_tty(&file) {
+                    crate::emulate::controlling_terminal(self.asker.proc_dir, &self.walker.root)?
+                } else {
+                    file
+                };
+                if writes {
+                    self.may_write(&file)?;
+                }
+                Ok(Op::Reopen { file, flags })
+            }
+            Found::Entry { .. } => Err(libc::EINVAL),
+        }
+    }
+
+    fn link(&self, old: PathArg, at: PathArg, flags: i32) -> Result<Op, i32> {
+        let (old_path, old_start) = self.take(old)?;
+        let source = if old_path.is_empty() && flags & libc::AT_EMPTY_PATH != 0 {
+            LinkSource::File(old_start)
+        } else if flags & libc::AT_SYMLINK_FOLLOW != 0 {
+            match self.walker.resolve(&old_start, &old_path, Last::Follow)? {
+                Found::Existing(file) => LinkSource::File(file),
+                Found::Missing { .. } | Found::Entry { .. } => return Err(libc::ENOENT),
+            }
+        } else {
+            match self.walker.resolve(&old_start, &old_path, Last::Keep)? {
+                Found::Entry { parent, name } => LinkSource::Entry(parent, c_name(name)?),
+                Found::Missing { .. } | Found::Existing(_) => return Err(libc::EINVAL),
+            }
+        };
+        // What names a program git runs in a nested repository is not
+        // linked elsewhere, where it could be written.
+        let old_place = match &source {
+            LinkSource::File(file) => crate::emulate::path_of(file),
+            LinkSource::Entry(dir, name) => {
+                crate::emulate::path_of(dir).map(|d| d.join(OsStr::from_bytes(name.as_bytes())))
+            }
+        };
+        if old_place.as_deref().is_some_and(|p| self.runs_in_nested(p)) {
+            return Err(libc::EPERM);
+        }
+        let (parent, name) = self.entry(at)?;
+        self.may_make(&parent, name.as_bytes())?;
+        // A hard link to a symbolic link is a symbolic link made here.
+        let target = match &source {
+            LinkSource::Entry(dir, old_name) => crate::emulate::link_target(dir, old_name),
+            LinkSource::File(file) => crate::emulate::symlink_target(file),
+        };
+        if let Ok(target) = target {
+            self.may_point(&parent, &target)?;
+        }
+        Ok(Op::Link {
+            old: source,
+            parent,
+            name,
+        })
+    }
+
+    fn rename(&self, old: PathArg, at: PathArg, flags: u32) -> Result<Op, i32> {
+        let (old_parent, old_name) = self.entry(old)?;
+        let (parent, name) = self.entry(at)?;
+        self.may_make(&parent, name.as_bytes())?;
+        let new_inside = self.inside(&parent);
+        let old_inside = self.inside(&old_parent);
+        let exchange = flags & libc::RENAME_EXCHANGE != 0;
+        if exchange {
+            self.may_make(&old_parent, old_name.as_bytes())?;
         }
         // Into the workspace from outside (either way for an exchange):
         // `mv` then copies, entry by entry, through this check.
         if (new_inside != Some(false) && old_inside != Some(true))
             || (exchange && old_inside != Some(false) && new_inside != Some(true))
         {
-            return Answer::Fail(libc::EXDEV);
+            return Err(libc::EXDEV);
+        }
+        Ok(Op::Rename {
+            old_parent,
+            old_name,
+            parent,
+            name,
+            flags,
+        })
+    }
+
+    /// Whether directory `dir` is in the workspace (`None`: unknown).
+    fn inside(&self, dir: &OwnedFd) -> Option<bool> {
+        crate::emulate::path_of(dir).map(|d| self.roots().iter().any(|r| d.starts_with(r)))
+    }
+
+    /// Whether `path` (a file's) names a program git runs in a nested
+    /// repository.
+    fn runs_in_nested(&self, path: &Path) -> bool {
+        let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+            return false;
+        };
+        self.roots()
+            .iter()
+            .any(|r| names_what_git_runs(dir, name.as_bytes(), r))
+    }
+
+    /// Refuses making entry `name` in directory `parent` when it names a
+    /// repository in the workspace (or where that cannot be told), or what
+    /// git runs in a nested repository.
+    fn may_make(&self, parent: &OwnedFd, name: &[u8]) -> Result<(), i32> {
+        self.may_make_in(crate::emulate::path_of(parent), name)
+    }
+
+    /// [`Judge::may_make`] for directory `dir` (`None`: not known).
+    fn may_make_in(&self, dir: Option<PathBuf>, name: &[u8]) -> Result<(), i32> {
+        let inside = dir
+            .as_ref()
+            .map(|d| self.roots().iter().any(|r| d.starts_with(r)));
+        // A `HEAD` in a nested repository's `.git` (a checkout, the
+        // reflog's `logs/HEAD`) names a ref, not a program: no config can
+        // be made beside it (below).
+        let in_nested_git = dir
+            .as_ref()
+            .is_some_and(|d| self.roots().iter().any(|r| in_a_nested_git_dir(d, r)));
+        if names_a_repository(name)
+            && inside != Some(false)
+            && !(in_nested_git && name.eq_ignore_ascii_case(b"HEAD"))
+        {
+            return Err(libc::EPERM);
+        }
+        // In a repository that was already there (a nested one, a vendored
+        // one), what names programs git runs is made by creating files
+        // (`config.lock` renamed over `config`, a hook, `>>`, `sed -i`), so
+        // none of those is created in a `.git` below the workspace.
+        if dir
+            .as_ref()
+            .is_some_and(|d| self.roots().iter().any(|r| names_what_git_runs(d, name, r)))
+        {
+            return Err(libc::EPERM);
+        }
+        Ok(())
+    }
+
+    /// Refuses opening for writing a file that names a program git runs in
+    /// a nested repository (a config opened without `O_CREAT`: Python's
+    /// `r+`), or one that names a repository (an existing `.git` file).
+    fn may_write(&self, file: &OwnedFd) -> Result<(), i32> {
+        let Some(path) = crate::emulate::path_of(file) else {
+            return Ok(());
+        };
+        if self.runs_in_nested(&path) {
+            return Err(libc::EPERM);
+        }
+        // Writing an entry that names a repository is making it anew (a
+        // `.git` file pointed at another git directory).
+        match (path.parent(), path.file_name()) {
+            (Some(dir), Some(name)) => self.may_make_in(Some(dir.to_path_buf()), name.as_bytes()),
+            _ => Ok(()),
         }
     }
-    Answer::Continue
+
+    /// Refuses a symbolic link made in the workspace that leads out of it
+    /// into a place the sandbox may write (the temp dir, a cache), or
+    /// through `/proc`: a person who `cd`s through it would run git in a
+    /// repository the sandbox made there.
+    fn may_point(&self, parent: &OwnedFd, target: &[u8]) -> Result<(), i32> {
+        let Some(base) = crate::emulate::path_of(parent) else {
+            return Ok(());
+        };
+        if !self.roots().iter().any(|r| base.starts_with(r)) {
+            return Ok(());
+        }
+        let lexical = lexical_join(&base, target);
+        self.walker.through_proc.set(false);
+        let resolved = match self.walker.resolve(parent, target, Last::Follow) {
+            Ok(Found::Existing(file)) => crate::emulate::path_of(&file),
+            Ok(Found::Missing { parent, name }) => {
+                crate::emulate::path_of(&parent).map(|p| p.join(OsStr::from_bytes(&name)))
+            }
+            Ok(Found::Entry { .. }) | Err(_) => None,
+        };
+        if self.walker.through_proc.get() || lexical.starts_with("/proc") {
+            return Err(libc::EPERM);
+        }
+        let escapes = |place: &Path| {
+            !self.roots().iter().any(|r| place.starts_with(r))
+                && self.policy.writable.iter().any(|w| place.starts_with(w))
+        };
+        if escapes(&lexical) || resolved.as_deref().is_some_and(escapes) {
+            return Err(libc::EPERM);
+        }
+        Ok(())
+    }
 }
 
-/// The directory `dir` (relative to descriptor `dirfd` of the thread, or
-/// its working directory) as the thread sees it, symbolic links resolved;
-/// the errno when it cannot be found (`ENOENT`, `ENOTDIR`: it does not
-/// exist).
-fn directory(proc_dir: &OwnedFd, dirfd: i32, dir: &[u8]) -> Result<PathBuf, i32> {
-    let dir = Path::new(OsStr::from_bytes(dir));
-    let full = if dir.is_absolute() || dirfd == libc::AT_FDCWD {
-        dir.to_path_buf()
+/// `target` read from directory `base`, `.` and `..` taken lexically.
+fn lexical_join(base: &Path, target: &[u8]) -> PathBuf {
+    let target = Path::new(OsStr::from_bytes(target));
+    let joined = if target.is_absolute() {
+        target.to_path_buf()
     } else {
-        let base = std::fs::read_link(format!("/proc/self/fd/{}/fd/{dirfd}", proc_dir.as_raw_fd()))
-            .map_err(|_| libc::EBADF)?;
-        if !base.is_absolute() {
-            return Err(libc::EBADF);
-        }
-        base.join(dir)
+        base.join(target)
     };
-    let pinned = crate::connect_guard::open_as(proc_dir, &full)?;
-    std::fs::read_link(format!("/proc/self/fd/{}", pinned.as_raw_fd())).map_err(|_| libc::EACCES)
+    let mut out = PathBuf::from("/");
+    for component in joined.components() {
+        match component {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::Normal(c) => out.push(c),
+            Component::RootDir | Component::CurDir | Component::Prefix(_) => {}
+        }
+    }
+    out
+}
+
+fn c_name(name: Vec<u8>) -> Result<CString, i32> {
+    CString::new(name).map_err(|_| libc::EINVAL)
 }
 
 #[cfg(test)]
@@ -273,9 +644,14 @@ mod tests {
 
     #[test]
     fn the_last_component_is_what_is_created() {
-        assert_eq!(split(b"a/b/.git"), (&b"a/b"[..], &b".git"[..]));
-        assert_eq!(split(b".git/"), (&b"."[..], &b".git"[..]));
-        assert_eq!(split(b"/x"), (&b"/"[..], &b"x"[..]));
+        assert_eq!(
+            lexical_join(Path::new("/ws/a"), b"../../tmp/./r"),
+            PathBuf::from("/tmp/r")
+        );
+        assert_eq!(
+            lexical_join(Path::new("/ws"), b"/usr/bin"),
+            PathBuf::from("/usr/bin")
+        );
         assert!(names_a_repository(b".GIT") && names_a_repository(b"HEAD"));
         assert!(!names_a_repository(b"config") && !names_a_repository(b".gitignore"));
         let root = Path::new("/ws");

@@ -18,8 +18,10 @@
 //! the denied paths, write only in the writable ones), Landlock for TCP
 //! and a seccomp filter for every other socket when the network is off,
 //! Landlock scopes so a confined process cannot signal processes outside
-//! its sandbox, and a shared user and mount namespace that keeps `.git`
-//! read-only inside a writable root. Everything that allocates or opens a
+//! its sandbox, a shared user and mount namespace that keeps `.git`
+//! read-only inside a writable root, and a seccomp listener whose
+//! supervisor decides `connect` and makes, for the process, the calls
+//! that create files (so no repository is planted in the workspace). Everything that allocates or opens a
 //! file is done in the parent, once per context and cached; the child step
 //! is a handful of system calls.
 //!
@@ -35,6 +37,7 @@
 
 mod connect_guard;
 mod context;
+mod emulate;
 mod env;
 mod git_guard;
 mod namespaces;

@@ -726,6 +726,7 @@ fn build(
         context,
         availability,
         GuardFacts {
+            writable: &write_roots,
             seccomp: seccomp.is_some(),
             mount_namespace: namespaces.is_some(),
             tcp_by_landlock,
@@ -771,6 +772,13 @@ fn build(
         }
     };
 
+    // The worker that makes the creating calls the guard allows is
+    // restricted by this very ruleset; without a copy it refuses them all.
+    if let Some(guard) = &guard
+        && let Ok(copy) = ruleset.try_clone()
+    {
+        guard.set_ruleset(copy);
+    }
     let status = enforced_status(policy, network, &gaps)?;
     let stamps = unique_stamps(stamps);
     let read_only = namespaces
@@ -1314,7 +1322,9 @@ fn namespace_stage(
 }
 
 /// What [`guard_stage`] needs to know of the stages before it.
-struct GuardFacts {
+struct GuardFacts<'a> {
+    /// Every path the sandbox may write.
+    writable: &'a [PathBuf],
     seccomp: bool,
     mount_namespace: bool,
     tcp_by_landlock: bool,
@@ -1328,7 +1338,7 @@ fn guard_stage(
     policy: &SandboxPolicy,
     context: &SpawnContext,
     availability: &Availability,
-    facts: GuardFacts,
+    facts: GuardFacts<'_>,
     gaps: &mut Vec<Gap>,
 ) -> (Option<Guard>, Option<BpfProgram>) {
     if !facts.seccomp {
@@ -1362,7 +1372,8 @@ fn guard_stage(
     if connect_guard::host_has_listener() {
         gaps.push(Gap {
             what: "Unix sockets outside can be reached by path (another seccomp listener, a \
-                   container runtime's or an outer dsh sandbox's, decides connect here)"
+                   container runtime's or an outer dsh sandbox's, decides connect here; an outer \
+                   dsh guard also makes the calls that create files, under its own rules)"
                 .to_owned(),
             refuses_required: false,
         });
@@ -1379,6 +1390,8 @@ fn guard_stage(
         mount_namespace: facts.mount_namespace,
         tcp_refused: facts.tcp_by_landlock,
         git_roots: git_roots(policy, context),
+        writable: facts.writable.to_vec(),
+        emulator: Arc::default(),
     });
     let guard = match guard {
         Ok(guard) => guard,

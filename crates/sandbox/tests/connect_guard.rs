@@ -533,3 +533,56 @@ fn a_socket_the_host_holds_is_outside_even_when_a_confined_process_holds_it_too(
     holder.wait().unwrap();
     drop(held);
 }
+
+#[test]
+fn a_datagram_never_reaches_a_socket_outside_without_connect() {
+    if !test_support::needs(&["python3"]) {
+        return;
+    }
+    let _serial = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if !guarded() {
+        return;
+    }
+    let f = Fixture::new();
+    // A datagram receiver of this process (outside every sandbox) in the
+    // temp dir, which the sandbox may write and does not hide.
+    let path = f.tmp.join("log.sock");
+    let receiver = std::os::unix::net::UnixDatagram::bind(&path).unwrap();
+    receiver.set_nonblocking(true).unwrap();
+    // `sendto` and `sendmsg` with the path, from a socket made by
+    // `socket` (datagram, or raw, which Unix sockets take for datagram)
+    // and from one of a `socketpair`: a guard of `connect` alone sees
+    // none of them. A stream pair still works.
+    let script = r#"
+import socket, sys
+path = sys.argv[1]
+results = []
+def attempt(make, send):
+    try:
+        s = make()
+        send(s)
+        results.append("sent")
+    except OSError as e:
+        results.append("refused %d" % e.errno)
+attempt(lambda: socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM),
+        lambda s: s.sendto(b"forged", path))
+attempt(lambda: socket.socket(socket.AF_UNIX, socket.SOCK_RAW),
+        lambda s: s.sendmsg([b"forged"], [], 0, path))
+attempt(lambda: socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)[0],
+        lambda s: s.sendto(b"forged", path))
+a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+a.sendall(b"ok")
+results.append(b.recv(2).decode())
+print(" ".join(results))
+"#;
+    let prepared = f.prepare(policy(Vec::new()));
+    let out = f.python(&prepared, script, &[path.to_str().unwrap()]);
+    assert_eq!(stdout(&out), "refused 1 refused 1 refused 1 ok");
+    let mut buffer = [0u8; 16];
+    assert!(
+        receiver.recv(&mut buffer).is_err(),
+        "no datagram arrived outside"
+    );
+}

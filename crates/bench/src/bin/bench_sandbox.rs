@@ -1,6 +1,9 @@
 //! The cost of confinement per spawn: `true` and `bash -c true` started
-//! unconfined and in each kind of sandbox, interleaved in one run, plus
-//! the cost of preparing a sandbox (first time, and a cache hit).
+//! unconfined and in each kind of sandbox, interleaved in one run, a
+//! program that creates and writes files (each such `open` goes through
+//! the guard of repositories) and one that connects (through the guard of
+//! connect), plus the cost of preparing a sandbox (first time, and a
+//! cache hit).
 //!
 //! `cargo run --release -p bench --bin bench_sandbox [-- --quick]`
 
@@ -152,8 +155,21 @@ fn main() {
                     \x20   s = socket.socket()\n\
                     \x20   s.connect_ex(('127.0.0.1', int(sys.argv[1])))\n\
                     \x20   s.close()\n";
+    // Creating and writing files: in `workspace-write` each `open` with
+    // `O_CREAT` or for writing goes through the guard of repositories,
+    // which makes it for the process (not in the variant without a guard).
+    let files = "import os\n\
+                 for i in range(1000):\n\
+                 \x20   name = 'bench-%d' % (i % 20)\n\
+                 \x20   os.close(os.open(name, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o644))\n\
+                 \x20   os.close(os.open(name, os.O_WRONLY))\n";
     for (program, argv, rounds) in [
         ("true", &["true"][..], rounds),
+        (
+            "python3: 1000 creating + 1000 writing opens",
+            &["python3", "-c", files][..],
+            (rounds / 10).max(6),
+        ),
         ("bash -c true", &["bash", "-c", "true"][..], rounds),
         (
             "python3: 200 TCP connects",

@@ -1,0 +1,855 @@
+//! The creating calls of a confined process, made for it by the
+//! supervisor with the bytes it checked ([`crate::git_guard`] decides).
+//!
+//! Letting the kernel carry on after a check
+//! (`SECCOMP_USER_NOTIF_FLAG_CONTINUE`) would have it read the path from
+//! the process's memory again, where a second thread may have rewritten
+//! it. So no call whose verdict depends on a path is continued: the
+//! supervisor resolves the path itself, checks the entry it found, and a
+//! worker thread makes that very entry, relative to the directory
+//! descriptor it resolved, and answers the process (an opened file is
+//! handed over with `SECCOMP_IOCTL_NOTIF_ADDFD`).
+//!
+//! The worker never widens what the process may do:
+//! * it is restricted by the sandbox's own Landlock ruleset
+//!   (`landlock_restrict_self` applies to the calling thread only);
+//! * it resolves nothing by name from its own root: every path is walked
+//!   component by component ([`Walker`]) from descriptors of the
+//!   process's root, working directory or `dirfd`, so the walk stays in
+//!   the process's mount namespace (its read-only `.git` mounts, its hidden
+//!   socket places) and an absolute symbolic link restarts at the
+//!   process's root; `..` never climbs above it;
+//! * it has a file-system context of its own (`unshare(CLONE_FS)`) whose
+//!   umask is set to the process's for each call;
+//! * its user and groups are the host user's, which the sandbox's user
+//!   namespace maps to themselves: a file comes out owned as before.
+//!
+//! `/proc/self` and `/proc/thread-self` in a path name the thread's own
+//! `/proc/TID` (in this process's `/proc`, whichever one the thread
+//! sees), and the magic links below it (`/dev/stdout` →
+//! `/proc/self/fd/1`, `cwd`, `root`) are followed by the kernel from the
+//! supervisor, which may look into the thread; the file found is then
+//! reopened by the worker through its own `/proc/self/fd`. The magic
+//! links of any other process are not followed (`EACCES`): the supervisor
+//! may look where the process may not. `/dev/tty` is the process's
+//! controlling terminal, found among its descriptors or, for a
+//! pseudo-terminal, by name in its `/dev/pts`.
+//! A FIFO opened without `O_NONBLOCK`, which waits for its other end, is
+//! opened on a thread of its own, so no other call waits behind it.
+
+use std::ffi::CString;
+use std::io;
+use std::mem::zeroed;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::PathBuf;
+use std::sync::mpsc;
+use std::sync::{Arc, OnceLock};
+
+/// Symbolic links followed in one walk before `ELOOP`, as the kernel.
+const MAX_LINKS: usize = 40;
+
+/// `statfs` magic of procfs.
+const PROC_SUPER_MAGIC: i64 = 0x9fa0;
+
+/// One call to make, on entries already resolved and checked.
+#[derive(Debug)]
+pub(crate) enum Op {
+    /// `mkdirat(parent, name, mode)`.
+    Mkdir {
+        parent: OwnedFd,
+        name: CString,
+        mode: u32,
+    },
+    /// `mknodat(parent, name, mode, dev)`.
+    Mknod {
+        parent: OwnedFd,
+        name: CString,
+        mode: u32,
+        dev: u64,
+    },
+    /// `symlinkat(target, parent, name)`.
+    Symlink {
+        target: CString,
+        parent: OwnedFd,
+        name: CString,
+    },
+    /// A hard link to `old` named `name` in `parent`.
+    Link {
+        old: LinkSource,
+        parent: OwnedFd,
+        name: CString,
+    },
+    /// `renameat2(old_parent, old_name, parent, name, flags)`.
+    Rename {
+        old_parent: OwnedFd,
+        old_name: CString,
+        parent: OwnedFd,
+        name: CString,
+        flags: u32,
+    },
+    /// `open` of `name` in `parent`, which did not exist when resolved:
+    /// created exclusively (a link or file that appeared since is opened
+    /// without following, or the error answered).
+    Create {
+        parent: OwnedFd,
+        name: CString,
+        flags: i32,
+        mode: u32,
+    },
+    /// `open` of a file that exists (`O_PATH` descriptor), with `flags`
+    /// less `O_CREAT`.
+    Reopen { file: OwnedFd, flags: i32 },
+}
+
+/// What a hard link is made to.
+#[derive(Debug)]
+pub(crate) enum LinkSource {
+    /// This file (`O_PATH`), linked through `/proc/self/fd`.
+    File(OwnedFd),
+    /// The entry `name` of `parent`, not followed.
+    Entry(OwnedFd, CString),
+}
+
+/// A call to make and how to answer it.
+struct Job {
+    listener: Arc<OwnedFd>,
+    id: u64,
+    umask: u32,
+    op: Op,
+}
+
+/// The worker of one sandbox: a thread restricted by the sandbox's
+/// Landlock ruleset, started with the first call it makes.
+#[derive(Debug, Default)]
+pub(crate) struct Emulator {
+    ruleset: OnceLock<OwnedFd>,
+    worker: OnceLock<Option<mpsc::Sender<Job>>>,
+}
+
+impl Emulator {
+    /// Gives the worker the sandbox's ruleset (before any spawn).
+    pub(crate) fn set_ruleset(&self, ruleset: OwnedFd) {
+        let _ = self.ruleset.set(ruleset);
+    }
+
+    /// Makes `op` for request `id` and answers it, on the worker; the
+    /// process waits for the answer, this thread does not.
+    pub(crate) fn submit(&self, listener: &Arc<OwnedFd>, id: u64, umask: u32, op: Op) {
+        let worker = self.worker.get_or_init(|| self.start());
+        let job = Job {
+            listener: Arc::clone(listener),
+            id,
+            umask,
+            op,
+        };
+        let sent = match worker {
+            Some(sender) => sender.send(job).map_err(|e| e.0),
+            None => Err(job),
+        };
+        if let Err(job) = sent {
+            crate::connect_guard::respond(&job.listener, job.id, libc::EPERM);
+        }
+    }
+
+    fn start(&self) -> Option<mpsc::Sender<Job>> {
+        let ruleset = self.ruleset.get()?.try_clone().ok()?;
+        let (sender, receiver) = mpsc::channel::<Job>();
+        std::thread::Builder::new()
+            .name("dsh-guard-make".to_owned())
+            .stack_size(256 * 1024)
+            .spawn(move || work(&ruleset, &receiver))
+            .ok()?;
+        Some(sender)
+    }
+}
+
+/// The worker: restricts itself, then makes each call it is sent. If it
+/// cannot restrict itself, it refuses every call.
+fn work(ruleset: &OwnedFd, jobs: &mpsc::Receiver<Job>) {
+    let restricted = restrict_this_thread(ruleset);
+    while let Ok(job) = jobs.recv() {
+        if restricted.is_err() {
+            crate::connect_guard::respond(&job.listener, job.id, libc::EPERM);
+            continue;
+        }
+        // The thread that asked may have been killed meanwhile: nothing
+        // is made for it then.
+        if !crate::connect_guard::still_valid(&job.listener, job.id) {
+            continue;
+        }
+        // SAFETY: umask of this thread's own file-system context.
+        unsafe { libc::umask(job.umask) };
+        run(job);
+    }
+}
+
+/// Gives this thread a file-system context of its own (its umask) and the
+/// sandbox's Landlock domain.
+fn restrict_this_thread(ruleset: &OwnedFd) -> io::Result<()> {
+    // SAFETY: unshare and prctl with integer arguments; they change only
+    // this thread.
+    unsafe {
+        if libc::unshare(libc::CLONE_FS) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        if libc::syscall(libc::SYS_landlock_restrict_self, ruleset.as_raw_fd(), 0u32) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// Makes one call and answers it.
+fn run(job: Job) {
+    let Job {
+        listener, id, op, ..
+    } = job;
+    let answer = |result: Result<(), i32>| {
+        crate::connect_guard::respond(&listener, id, result.err().unwrap_or(0));
+    };
+    match op {
+        Op::Mkdir { parent, name, mode } => {
+            // SAFETY: a descriptor we own and a NUL-terminated name.
+            let rc = unsafe { libc::mkdirat(parent.as_raw_fd(), name.as_ptr(), mode) };
+            answer(check(rc));
+        }
+        Op::Mknod {
+            parent,
+            name,
+            mode,
+            dev,
+        } => {
+            // SAFETY: a descriptor we own and a NUL-terminated name.
+            let rc = unsafe { libc::mknodat(parent.as_raw_fd(), name.as_ptr(), mode, dev) };
+            answer(check(rc));
+        }
+        Op::Symlink {
+            target,
+            parent,
+            name,
+        } => {
+            // SAFETY: a descriptor we own and NUL-terminated strings.
+            let rc = unsafe { libc::symlinkat(target.as_ptr(), parent.as_raw_fd(), name.as_ptr()) };
+            answer(check(rc));
+        }
+        Op::Link { old, parent, name } => {
+            let rc = match &old {
+                LinkSource::File(file) => match self_fd_path(file) {
+                    // SAFETY: a NUL-terminated path, a descriptor we own
+                    // and a NUL-terminated name.
+                    Ok(path) => unsafe {
+                        libc::linkat(
+                            libc::AT_FDCWD,
+                            path.as_ptr(),
+                            parent.as_raw_fd(),
+                            name.as_ptr(),
+                            libc::AT_SYMLINK_FOLLOW,
+                        )
+                    },
+                    Err(errno) => return answer(Err(errno)),
+                },
+                // SAFETY: descriptors we own and NUL-terminated names.
+                LinkSource::Entry(dir, old_name) => unsafe {
+                    libc::linkat(
+                        dir.as_raw_fd(),
+                        old_name.as_ptr(),
+                        parent.as_raw_fd(),
+                        name.as_ptr(),
+                        0,
+                    )
+                },
+            };
+            answer(check(rc));
+        }
+        Op::Rename {
+            old_parent,
+            old_name,
+            parent,
+            name,
+            flags,
+        } => {
+            // SAFETY: descriptors we own and NUL-terminated names.
+            let rc = unsafe {
+                libc::syscall(
+                    libc::SYS_renameat2,
+                    old_parent.as_raw_fd(),
+                    old_name.as_ptr(),
+                    parent.as_raw_fd(),
+                    name.as_ptr(),
+                    flags,
+                )
+            };
+            answer(check(rc as libc::c_int));
+        }
+        Op::Create {
+            parent,
+            name,
+            flags,
+            mode,
+        } => match create(&parent, &name, flags, mode) {
+            Ok(file) => hand_over(&listener, id, &file, flags),
+            Err(errno) => answer(Err(errno)),
+        },
+        Op::Reopen { file, flags } => reopen(listener, id, file, flags),
+    }
+}
+
+fn check(rc: libc::c_int) -> Result<(), i32> {
+    if rc == 0 { Ok(()) } else { Err(errno()) }
+}
+
+fn errno() -> i32 {
+    io::Error::last_os_error()
+        .raw_os_error()
+        .unwrap_or(libc::EIO)
+}
+
+/// The flags every open the worker makes carries: its descriptor is not
+/// inherited by anything the host starts, and a terminal never becomes
+/// the host's controlling terminal.
+const OPEN_ALWAYS: i32 = libc::O_CLOEXEC | libc::O_NOCTTY;
+
+/// Creates `name` in `parent` for an `open` with `O_CREAT`; when it
+/// appeared since the walk (and the call did not ask `O_EXCL`), opens
+/// what is there without following a link.
+fn create(parent: &OwnedFd, name: &CString, flags: i32, mode: u32) -> Result<OwnedFd, i32> {
+    let open = |flags: i32| {
+        // SAFETY: a directory descriptor we own and a NUL-terminated name.
+        let fd = unsafe {
+            libc::openat(
+                parent.as_raw_fd(),
+                name.as_ptr(),
+                flags | OPEN_ALWAYS | libc::O_NOFOLLOW | libc::O_NONBLOCK,
+                mode,
+            )
+        };
+        if fd < 0 {
+            Err(errno())
+        } else {
+            // SAFETY: a new descriptor.
+            Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+        }
+    };
+    let file = match open(flags | libc::O_EXCL) {
+        Err(libc::EEXIST) if flags & libc::O_EXCL == 0 => open(flags & !libc::O_CREAT)?,
+        other => other?,
+    };
+    restore_blocking(&file, flags);
+    Ok(file)
+}
+
+/// Clears the `O_NONBLOCK` the worker opened with when the call did not
+/// ask for it.
+fn restore_blocking(file: &OwnedFd, flags: i32) {
+    if flags & libc::O_NONBLOCK == 0 {
+        // SAFETY: F_GETFL/F_SETFL on a descriptor we own.
+        unsafe {
+            let now = libc::fcntl(file.as_raw_fd(), libc::F_GETFL);
+            if now >= 0 {
+                libc::fcntl(file.as_raw_fd(), libc::F_SETFL, now & !libc::O_NONBLOCK);
+            }
+        }
+    }
+}
+
+/// `/proc/self/fd/N` for `file`.
+fn self_fd_path(file: &OwnedFd) -> Result<CString, i32> {
+    CString::new(format!("/proc/self/fd/{}", file.as_raw_fd())).map_err(|_| libc::EINVAL)
+}
+
+/// Opens an existing file anew with the call's flags (through the
+/// worker's `/proc/self/fd`, so Landlock judges it as for the process)
+/// and answers. A FIFO that would wait for its other end is opened on a
+/// thread of its own.
+fn reopen(listener: Arc<OwnedFd>, id: u64, file: OwnedFd, flags: i32) {
+    let flags = flags & !(libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW);
+    let path = match self_fd_path(&file) {
+        Ok(path) => path,
+        Err(errno) => return respond_errno(&listener, id, errno),
+    };
+    let open = move |flags: i32| {
+        // SAFETY: a NUL-terminated path.
+        let fd = unsafe { libc::open(path.as_ptr(), flags | OPEN_ALWAYS, 0) };
+        if fd < 0 {
+            Err(errno())
+        } else {
+            // SAFETY: a new descriptor.
+            Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+        }
+    };
+    let waits =
+        flags & libc::O_NONBLOCK == 0 && flags & libc::O_ACCMODE != libc::O_RDWR && is_fifo(&file);
+    if !waits {
+        match open(flags | libc::O_NONBLOCK) {
+            Ok(opened) => {
+                restore_blocking(&opened, flags);
+                hand_over(&listener, id, &opened, flags);
+            }
+            Err(errno) => respond_errno(&listener, id, errno),
+        }
+        return;
+    }
+    // A thread started here shares this one's Landlock domain and
+    // file-system context.
+    let Ok(fallback) = listener.try_clone() else {
+        return respond_errno(&listener, id, libc::EAGAIN);
+    };
+    let spawned = std::thread::Builder::new()
+        .name("dsh-guard-fifo".to_owned())
+        .stack_size(64 * 1024)
+        .spawn(move || {
+            let _keep = &file;
+            let opened = if flags & libc::O_ACCMODE == libc::O_WRONLY {
+                wait_for_reader(&listener, id, || open(flags | libc::O_NONBLOCK))
+            } else {
+                Some(open(flags))
+            };
+            match opened {
+                Some(Ok(opened)) => {
+                    restore_blocking(&opened, flags);
+                    hand_over(&listener, id, &opened, flags);
+                }
+                Some(Err(errno)) => respond_errno(&listener, id, errno),
+                None => {}
+            }
+        });
+    if spawned.is_err() {
+        respond_errno(&fallback, id, libc::EAGAIN);
+    }
+}
+
+/// Opens a FIFO for writing once it has a reader (`open` answers `ENXIO`
+/// until then), as a blocking open would; `None` when the process left
+/// the call meanwhile (a blocking open of ours would wait for ever).
+fn wait_for_reader(
+    listener: &OwnedFd,
+    id: u64,
+    open: impl Fn() -> Result<OwnedFd, i32>,
+) -> Option<Result<OwnedFd, i32>> {
+    let mut pause = std::time::Duration::from_millis(1);
+    loop {
+        match open() {
+            Err(libc::ENXIO) => {}
+            done => return Some(done),
+        }
+        if !crate::connect_guard::still_valid(listener, id) {
+            return None;
+        }
+        // sleep-ok: no event says a FIFO got a reader; the pause grows to
+        // 50 ms, and the process asked to wait for one.
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(std::time::Duration::from_millis(50));
+    }
+}
+
+fn respond_errno(listener: &OwnedFd, id: u64, errno: i32) {
+    crate::connect_guard::respond(listener, id, errno);
+}
+
+fn is_fifo(file: &OwnedFd) -> bool {
+    // SAFETY: plain data.
+    let mut stat: libc::stat = unsafe { zeroed() };
+    // SAFETY: fstat into a stat on the stack.
+    let rc = unsafe { libc::fstat(file.as_raw_fd(), &raw mut stat) };
+    rc == 0 && stat.st_mode & libc::S_IFMT == libc::S_IFIFO
+}
+
+/// Installs `file` in the process and answers with its number, at once
+/// (`SECCOMP_ADDFD_FLAG_SEND`), close-on-exec if the call asked.
+fn hand_over(listener: &OwnedFd, id: u64, file: &OwnedFd, flags: i32) {
+    let mut addfd = libc::seccomp_notif_addfd {
+        id,
+        flags: libc::SECCOMP_ADDFD_FLAG_SEND as u32,
+        srcfd: file.as_raw_fd() as u32,
+        newfd: 0,
+        newfd_flags: if flags & libc::O_CLOEXEC != 0 {
+            libc::O_CLOEXEC as u32
+        } else {
+            0
+        },
+    };
+    // SAFETY: the listener and an addfd struct of the size the ioctl names.
+    let rc = unsafe {
+        libc::ioctl(
+            listener.as_raw_fd(),
+            libc::SECCOMP_IOCTL_NOTIF_ADDFD,
+            &raw mut addfd,
+        )
+    };
+    if rc >= 0 {
+        return;
+    }
+    match errno() {
+        // The process left the call: nothing to answer.
+        libc::ENOENT => {}
+        // Before Linux 5.14 (no `SEND`): install, then answer with the
+        // number (a process that left the call in between keeps it).
+        libc::EINVAL => {
+            addfd.flags = 0;
+            // SAFETY: as above.
+            let fd = unsafe {
+                libc::ioctl(
+                    listener.as_raw_fd(),
+                    libc::SECCOMP_IOCTL_NOTIF_ADDFD,
+                    &raw mut addfd,
+                )
+            };
+            if fd < 0 {
+                crate::connect_guard::respond(listener, id, errno());
+            } else {
+                crate::connect_guard::respond_value(listener, id, i64::from(fd));
+            }
+        }
+        errno => crate::connect_guard::respond(listener, id, errno),
+    }
+}
+
+/// What a walk found at the end of a path.
+#[derive(Debug)]
+pub(crate) enum Found {
+    /// The last entry does not exist: `name` in directory `parent`.
+    Missing { parent: OwnedFd, name: Vec<u8> },
+    /// The last entry, as an `O_PATH` descriptor (a symbolic link itself
+    /// when not followed).
+    Existing(OwnedFd),
+    /// The directory and the last name, untouched (a call that makes the
+    /// entry and does not follow it).
+    Entry { parent: OwnedFd, name: Vec<u8> },
+}
+
+/// What a walk does with the last component.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Last {
+    /// Leave it (return the directory and the name).
+    Keep,
+    /// Follow a symbolic link there.
+    Follow,
+    /// Open it without following.
+    NoFollow,
+}
+
+/// Resolves paths as a thread of the process would.
+pub(crate) struct Walker {
+    /// The process's root.
+    pub(crate) root: OwnedFd,
+    /// The thread's `/proc/TID` in this process's `/proc`, and its id:
+    /// what `/proc/self` (and, with `task/TID`, `/proc/thread-self`) name
+    /// for the thread, whichever `/proc` it sees.
+    pub(crate) proc_self: OwnedFd,
+    pub(crate) tid: i32,
+    /// Set when a walk went through a symbolic link of `/proc`.
+    pub(crate) through_proc: std::cell::Cell<bool>,
+}
+
+impl Walker {
+    /// Resolves `path` from `start` (the process's root for an absolute
+    /// one).
+    pub(crate) fn resolve(&self, start: &OwnedFd, path: &[u8], last: Last) -> Result<Found, i32> {
+        if path.is_empty() {
+            return Err(libc::ENOENT);
+        }
+        let mut pending: Vec<Vec<u8>> = Vec::new();
+        push_components(&mut pending, path);
+        let mut current = if path.first() == Some(&b'/') {
+            dup(&self.root)?
+        } else {
+            dup(start)?
+        };
+        let mut links = 0usize;
+        // Whether `current` is in the thread's own `/proc/TID`, reached
+        // through `/proc/self` (its magic links are then its own).
+        let mut own_proc = false;
+        // `pending` holds the components still to walk, last first.
+        while let Some(component) = pending.pop() {
+            let is_last = pending.is_empty();
+            if component == b"." && !is_last {
+                continue;
+            }
+            if component == b".." {
+                own_proc = false;
+                if !same_place(&current, &self.root) {
+                    current = open_path(&current, b"..", libc::O_DIRECTORY)?;
+                }
+                if is_last {
+                    return match last {
+                        Last::Keep => Err(libc::EEXIST),
+                        Last::Follow | Last::NoFollow => Ok(Found::Existing(current)),
+                    };
+                }
+                continue;
+            }
+            if is_last && last == Last::Keep {
+                return Ok(Found::Entry {
+                    parent: current,
+                    name: component,
+                });
+            }
+            let entry = match open_path(&current, &component, libc::O_NOFOLLOW) {
+                Ok(entry) => entry,
+                Err(libc::ENOENT) if is_last => {
+                    return Ok(Found::Missing {
+                        parent: current,
+                        name: component,
+                    });
+                }
+                Err(errno) => return Err(errno),
+            };
+            let mode = file_kind(&entry)?;
+            if mode != libc::S_IFLNK || (is_last && last == Last::NoFollow) {
+                if is_last {
+                    return Ok(Found::Existing(entry));
+                }
+                if mode != libc::S_IFDIR {
+                    return Err(libc::ENOTDIR);
+                }
+                current = entry;
+                continue;
+            }
+            links += 1;
+            if links > MAX_LINKS {
+                return Err(libc::ELOOP);
+            }
+            if is_proc(&current) {
+                self.through_proc.set(true);
+                if component == b"self" || component == b"thread-self" {
+                    current = if component == b"self" {
+                        dup(&self.proc_self)?
+                    } else {
+                        let task = format!("task/{}", self.tid);
+                        open_path(&self.proc_self, task.as_bytes(), libc::O_DIRECTORY)?
+                    };
+                    own_proc = true;
+                    if is_last {
+                        return Ok(Found::Existing(current));
+                    }
+                    continue;
+                }
+                // A magic link (`fd/N`, `cwd`, `root`, `exe`) of the
+                // thread's own: the kernel follows it from here. One of
+                // another process is not followed (this process may look
+                // into processes the confined one may not).
+                if !own_proc {
+                    return Err(libc::EACCES);
+                }
+                own_proc = false;
+                let target = open_path(&current, &component, 0)?;
+                if is_last {
+                    return Ok(Found::Existing(target));
+                }
+                current = target;
+                continue;
+            }
+            let target = read_link(&entry)?;
+            if target.first() == Some(&b'/') {
+                current = dup(&self.root)?;
+            }
+            push_components(&mut pending, &target);
+        }
+        // Only `.` or `/` components: the directory itself.
+        match last {
+            Last::Keep => Err(libc::EEXIST),
+            Last::Follow | Last::NoFollow => Ok(Found::Existing(current)),
+        }
+    }
+}
+
+/// Pushes the components of `path` onto `pending` (which is popped from
+/// the end), so that they come next, in order.
+fn push_components(pending: &mut Vec<Vec<u8>>, path: &[u8]) {
+    let mut parts: Vec<Vec<u8>> = path
+        .split(|&b| b == b'/')
+        .filter(|c| !c.is_empty())
+        .map(<[u8]>::to_vec)
+        .collect();
+    if parts.is_empty() {
+        parts.push(b".".to_vec());
+    }
+    pending.extend(parts.into_iter().rev());
+}
+
+fn dup(fd: &OwnedFd) -> Result<OwnedFd, i32> {
+    fd.try_clone()
+        .map_err(|e| e.raw_os_error().unwrap_or(libc::EMFILE))
+}
+
+/// `openat(dir, name, O_PATH | flags)`.
+pub(crate) fn open_path(dir: &OwnedFd, name: &[u8], flags: i32) -> Result<OwnedFd, i32> {
+    let name = CString::new(name).map_err(|_| libc::EINVAL)?;
+    // SAFETY: a descriptor we own and a NUL-terminated name.
+    let fd = unsafe {
+        libc::openat(
+            dir.as_raw_fd(),
+            name.as_ptr(),
+            libc::O_PATH | libc::O_CLOEXEC | flags,
+        )
+    };
+    if fd < 0 {
+        return Err(errno());
+    }
+    // SAFETY: a new descriptor.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+pub(crate) fn file_kind(fd: &OwnedFd) -> Result<u32, i32> {
+    // SAFETY: plain data.
+    let mut stat: libc::stat = unsafe { zeroed() };
+    // SAFETY: fstat into a stat on the stack (works on O_PATH).
+    if unsafe { libc::fstat(fd.as_raw_fd(), &raw mut stat) } != 0 {
+        return Err(errno());
+    }
+    Ok(stat.st_mode & libc::S_IFMT)
+}
+
+/// The (device, inode, mount) of `fd`.
+fn place(fd: &OwnedFd) -> Option<(u32, u32, u64, u64)> {
+    // SAFETY: plain data.
+    let mut stx: libc::statx = unsafe { zeroed() };
+    // SAFETY: statx of the descriptor itself into a struct on the stack.
+    let rc = unsafe {
+        libc::statx(
+            fd.as_raw_fd(),
+            c"".as_ptr(),
+            libc::AT_EMPTY_PATH,
+            libc::STATX_INO | libc::STATX_MNT_ID,
+            &raw mut stx,
+        )
+    };
+    (rc == 0).then_some((
+        stx.stx_dev_major,
+        stx.stx_dev_minor,
+        stx.stx_ino,
+        stx.stx_mnt_id,
+    ))
+}
+
+fn same_place(a: &OwnedFd, b: &OwnedFd) -> bool {
+    matches!((place(a), place(b)), (Some(x), Some(y)) if x == y)
+}
+
+fn is_proc(dir: &OwnedFd) -> bool {
+    // SAFETY: plain data.
+    let mut fs: libc::statfs = unsafe { zeroed() };
+    // SAFETY: fstatfs into a struct on the stack.
+    let rc = unsafe { libc::fstatfs(dir.as_raw_fd(), &raw mut fs) };
+    rc == 0 && fs.f_type as i64 == PROC_SUPER_MAGIC
+}
+
+/// The target of the symbolic link `link` (an `O_PATH` descriptor).
+fn read_link(link: &OwnedFd) -> Result<Vec<u8>, i32> {
+    let mut buffer = vec![0u8; libc::PATH_MAX as usize];
+    // SAFETY: readlinkat of the descriptor itself into a buffer of its
+    // length.
+    let n = unsafe {
+        libc::readlinkat(
+            link.as_raw_fd(),
+            c"".as_ptr(),
+            buffer.as_mut_ptr().cast(),
+            buffer.len(),
+        )
+    };
+    if n < 0 {
+        return Err(errno());
+    }
+    buffer.truncate(n as usize);
+    Ok(buffer)
+}
+
+/// The target of entry `name` of `dir` if it is a symbolic link.
+pub(crate) fn link_target(dir: &OwnedFd, name: &CString) -> Result<Vec<u8>, i32> {
+    symlink_target(&open_path(dir, name.as_bytes(), libc::O_NOFOLLOW)?)
+}
+
+/// The target of `file` (`O_PATH`) if it is a symbolic link.
+pub(crate) fn symlink_target(file: &OwnedFd) -> Result<Vec<u8>, i32> {
+    if file_kind(file)? != libc::S_IFLNK {
+        return Err(libc::EINVAL);
+    }
+    read_link(file)
+}
+
+/// The path of `fd` as the kernel names it (in the process's mount
+/// namespace, from its root); `None` for a file without one.
+pub(crate) fn path_of(fd: &OwnedFd) -> Option<PathBuf> {
+    let path = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())).ok()?;
+    (path.is_absolute() && !path.as_os_str().as_bytes().ends_with(b" (deleted)")).then_some(path)
+}
+
+/// The process's controlling terminal (what its `/dev/tty` opens), as an
+/// `O_PATH` descriptor: one of its descriptors on that terminal, found
+/// through `proc_dir` (`/proc/TID`), or else a pseudo-terminal's name in
+/// the `/dev/pts` under its `root`.
+pub(crate) fn controlling_terminal(proc_dir: &OwnedFd, root: &OwnedFd) -> Result<OwnedFd, i32> {
+    let stat = std::fs::read_to_string(format!("/proc/self/fd/{}/stat", proc_dir.as_raw_fd()))
+        .map_err(|_| libc::ENXIO)?;
+    // The fields after the command name, which is in parentheses.
+    let after = stat.rsplit_once(')').map(|(_, rest)| rest).unwrap_or("");
+    let tty: u64 = after
+        .split_whitespace()
+        .nth(4)
+        .and_then(|v| v.parse::<i64>().ok())
+        .and_then(|v| u64::try_from(v).ok())
+        .filter(|&v| v != 0)
+        .ok_or(libc::ENXIO)?;
+    let wanted = libc::makedev(
+        ((tty >> 8) & 0xfff) as u32,
+        ((tty & 0xff) | ((tty >> 12) & 0xfff00)) as u32,
+    );
+    let fd_dir = open_path(proc_dir, b"fd", libc::O_DIRECTORY)?;
+    let entries = std::fs::read_dir(format!("/proc/self/fd/{}", fd_dir.as_raw_fd()))
+        .map_err(|_| libc::ENXIO)?;
+    for entry in entries.filter_map(Result::ok) {
+        let name = entry.file_name();
+        let Ok(file) = open_path(&fd_dir, name.as_bytes(), 0) else {
+            continue;
+        };
+        // SAFETY: plain data.
+        let mut st: libc::stat = unsafe { zeroed() };
+        // SAFETY: fstat into a stat on the stack.
+        let rc = unsafe { libc::fstat(file.as_raw_fd(), &raw mut st) };
+        if rc == 0 && st.st_mode & libc::S_IFMT == libc::S_IFCHR && st.st_rdev == wanted {
+            return Ok(file);
+        }
+    }
+    // None held: a pseudo-terminal by its name in the process's /dev/pts.
+    let (major, minor) = (libc::major(wanted), libc::minor(wanted));
+    if !(136..=143).contains(&major) {
+        return Err(libc::ENXIO);
+    }
+    let name = format!("dev/pts/{}", (major - 136) * 256 + minor);
+    let file = open_path(root, name.as_bytes(), libc::O_NOFOLLOW).map_err(|_| libc::ENXIO)?;
+    // SAFETY: plain data.
+    let mut st: libc::stat = unsafe { zeroed() };
+    // SAFETY: fstat into a stat on the stack.
+    let rc = unsafe { libc::fstat(file.as_raw_fd(), &raw mut st) };
+    if rc == 0 && st.st_mode & libc::S_IFMT == libc::S_IFCHR && st.st_rdev == wanted {
+        Ok(file)
+    } else {
+        Err(libc::ENXIO)
+    }
+}
+
+/// Whether `fd` is `/dev/tty` (character device 5:0).
+pub(crate) fn is_dev_tty(fd: &OwnedFd) -> bool {
+    // SAFETY: plain data.
+    let mut st: libc::stat = unsafe { zeroed() };
+    // SAFETY: fstat into a stat on the stack.
+    let rc = unsafe { libc::fstat(fd.as_raw_fd(), &raw mut st) };
+    rc == 0 && st.st_mode & libc::S_IFMT == libc::S_IFCHR && st.st_rdev == libc::makedev(5, 0)
+}
+
+/// The umask of the thread whose `/proc/TID` is `proc_dir`.
+pub(crate) fn thread_umask(proc_dir: &OwnedFd) -> Option<u32> {
+    let status =
+        std::fs::read_to_string(format!("/proc/self/fd/{}/status", proc_dir.as_raw_fd())).ok()?;
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .map(str::trim)
+    };
+    u32::from_str_radix(field("Umask:")?, 8).ok()
+}

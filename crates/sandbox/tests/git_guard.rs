@@ -1,0 +1,439 @@
+//! The guard of repositories on the real kernel, attacked the ways a
+//! confined command can attack it: a second thread rewriting the name
+//! between the check and the call, a symbolic link to a repository the
+//! sandbox may write outside the workspace, a config file of a nested
+//! repository opened for writing without `O_CREAT`. The attackers are real
+//! `python3` processes spawned through `Prepared::pre_exec_step`; ordinary
+//! work (a nested repository's commit, `mv`, symbolic links to system
+//! paths) is checked to keep working.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::io::Read;
+use std::os::fd::{AsRawFd, FromRawFd};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use pretty_assertions::assert_eq;
+use sandbox::{Availability, Mode, Prepared, Sandbox, SandboxPolicy, SpawnContext};
+
+struct Fixture {
+    _base: tempfile::TempDir,
+    home: PathBuf,
+    ws: PathBuf,
+    tmp: PathBuf,
+}
+
+impl Fixture {
+    fn new() -> Self {
+        let base = tempfile::Builder::new()
+            .prefix("git-guard-")
+            .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+            .unwrap();
+        let root = base.path().canonicalize().unwrap();
+        let (home, ws, tmp) = (root.join("home"), root.join("ws"), root.join("tmp"));
+        for d in [&home, &ws, &tmp] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        Self {
+            _base: base,
+            home,
+            ws,
+            tmp,
+        }
+    }
+
+    fn prepare(&self) -> Prepared {
+        self.prepare_with(Availability::probe_kernel())
+    }
+
+    fn prepare_with(&self, availability: Availability) -> Prepared {
+        let context = SpawnContext::command(&self.ws, &self.home).with_temp_dir(&self.tmp);
+        let policy = SandboxPolicy {
+            mode: Mode::WorkspaceWrite,
+            ..SandboxPolicy::default()
+        };
+        Sandbox::new(policy, availability)
+            .unwrap()
+            .prepare(&context)
+            .unwrap()
+    }
+
+    /// Runs `program args…` confined by `prepared`, in the workspace.
+    fn run(&self, prepared: &Prepared, program: &str, args: &[&str]) -> Output {
+        let mut command = Command::new(program);
+        command
+            .args(args)
+            .current_dir(&self.ws)
+            .env("HOME", &self.home)
+            .env("TMPDIR", &self.tmp)
+            .stdin(Stdio::null());
+        let step = prepared.pre_exec_step();
+        // SAFETY: setsid and the sandbox step are async-signal-safe.
+        unsafe {
+            command.pre_exec(|| {
+                libc::setsid();
+                Ok(())
+            });
+            command.pre_exec(step);
+        }
+        command.output().expect("spawn")
+    }
+}
+
+fn guarded() -> bool {
+    let a = Availability::probe_kernel();
+    if !a.connect_guard || a.landlock_abi == 0 {
+        eprintln!("skipped: this kernel cannot guard creating calls ({a})");
+        return false;
+    }
+    true
+}
+
+fn stdout(out: &Output) -> String {
+    assert!(
+        out.status.success(),
+        "exit {:?}: {}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+/// One thread makes an entry through a buffer another thread keeps
+/// flipping between an allowed name and `.git`: a guard that checked the
+/// name and then let the kernel read it again would let one through.
+const RACE: &str = r#"
+import ctypes, os, sys, threading
+libc = ctypes.CDLL(None, use_errno=True)
+call, rounds = sys.argv[1], int(sys.argv[2])
+decoy, bad = b"race/ok_x", b"race/.git"
+os.makedirs("race", exist_ok=True)
+buf = ctypes.create_string_buffer(decoy, len(decoy) + 1)
+target = ctypes.create_string_buffer(b"/nowhere", 16)
+stop = False
+def flip():
+    while not stop:
+        for p in (decoy, bad):
+            ctypes.memmove(buf, p, len(p))
+t = threading.Thread(target=flip)
+t.start()
+made = refused = 0
+for _ in range(rounds):
+    if call == "mkdir":
+        rc = libc.mkdir(buf, 0o755)
+    elif call == "open":
+        rc = libc.open(buf, os.O_CREAT | os.O_WRONLY | os.O_CLOEXEC, 0o644)
+        if rc >= 0:
+            os.close(rc)
+    elif call == "symlink":
+        rc = libc.symlink(target, buf)
+    elif call == "mknod":
+        rc = libc.mknod(buf, 0o10644, 0)
+    elif call in ("rename", "link"):
+        open("race/src", "w").close()
+        rc = getattr(libc, call)(b"race/src", buf)
+    if rc == 0 or (call == "open" and rc >= 0):
+        made += 1
+    else:
+        refused += 1
+    if os.path.lexists("race/.git"):
+        break
+    try:
+        if call == "mkdir":
+            os.rmdir("race/ok_x")
+        else:
+            os.unlink("race/ok_x")
+    except OSError:
+        pass
+stop = True
+t.join()
+print(os.path.lexists("race/.git"), made > 0, refused > 0)
+"#;
+
+#[test]
+fn a_name_rewritten_by_another_thread_during_the_check_never_makes_a_repository() {
+    if !test_support::needs(&["python3"]) || !guarded() {
+        return;
+    }
+    let f = Fixture::new();
+    // With the sandbox's user and mount namespaces, and without them
+    // (the worker then carries the Landlock rules alone).
+    let no_userns = Availability::probe_kernel().pretend("no-userns").unwrap();
+    for prepared in [f.prepare(), f.prepare_with(no_userns)] {
+        for call in ["mkdir", "open", "symlink", "mknod", "rename", "link"] {
+            let out = f.run(&prepared, "python3", &["-c", RACE, call, "1500"]);
+            // No `.git` made; both names were tried (some calls made the
+            // decoy, some were refused as `.git`).
+            assert_eq!(stdout(&out), "False True True", "{call}");
+            assert!(!f.ws.join("race/.git").exists(), "{call}");
+        }
+    }
+}
+
+/// A nested repository made outside the sandbox (as a person's clone is),
+/// with a commit, at `ws/lib`.
+fn nested_repository(ws: &Path) -> PathBuf {
+    let lib = ws.join("lib");
+    let git = |args: &[&str]| {
+        let out = Command::new("git")
+            .arg("-C")
+            .arg(&lib)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+    };
+    std::fs::create_dir_all(&lib).unwrap();
+    git(&["init", "-q"]);
+    std::fs::write(lib.join("a.txt"), "a\n").unwrap();
+    git(&["add", "a.txt"]);
+    git(&[
+        "-c",
+        "user.name=p",
+        "-c",
+        "user.email=p@x",
+        "commit",
+        "-q",
+        "-m",
+        "first",
+    ]);
+    lib
+}
+
+#[test]
+fn a_nested_repositorys_config_cannot_be_opened_for_writing_without_o_creat() {
+    if !test_support::needs(&["python3", "git"]) || !guarded() {
+        return;
+    }
+    let f = Fixture::new();
+    let lib = nested_repository(&f.ws);
+    let before = std::fs::read_to_string(lib.join(".git/config")).unwrap();
+    let prepared = f.prepare();
+    let script = r#"
+import os, sys
+results = []
+for path in sys.argv[1:]:
+    try:
+        with open(path, "r+") as config:
+            config.seek(0, 2)
+            config.write("[core]\n\tfsmonitor = /tmp/evil.sh\n")
+        results.append("written")
+    except PermissionError:
+        results.append("refused")
+print(" ".join(results))
+"#;
+    let hook = lib.join(".git/hooks/pre-commit.sample");
+    // A submodule-like `.git` file, which could be pointed elsewhere.
+    let sub = f.ws.join("sub");
+    std::fs::create_dir_all(&sub).unwrap();
+    std::fs::write(sub.join(".git"), "gitdir: ../lib/.git\n").unwrap();
+    let out = f.run(
+        &prepared,
+        "python3",
+        &[
+            "-c",
+            script,
+            lib.join(".git/config").to_str().unwrap(),
+            hook.to_str().unwrap(),
+            sub.join(".git").to_str().unwrap(),
+            lib.join("a.txt").to_str().unwrap(),
+        ],
+    );
+    assert_eq!(stdout(&out), "refused refused refused written");
+    assert_eq!(
+        std::fs::read_to_string(sub.join(".git")).unwrap(),
+        "gitdir: ../lib/.git\n"
+    );
+    // Nor with `O_CREAT` (a shell's `>`).
+    let out = f.run(
+        &prepared,
+        "bash",
+        &[
+            "-c",
+            "echo 'gitdir: /tmp/elsewhere' > sub/.git && echo written || echo refused",
+        ],
+    );
+    assert_eq!(stdout(&out), "refused");
+    assert_eq!(
+        std::fs::read_to_string(lib.join(".git/config")).unwrap(),
+        before
+    );
+    // Reading it, and committing there, still work.
+    let out = f.run(
+        &prepared,
+        "bash",
+        &[
+            "-c",
+            "cat lib/.git/config >/dev/null && echo b > lib/b.txt && git -C lib add b.txt && \
+             git -C lib -c user.name=a -c user.email=a@x commit -q -m second && \
+             git -C lib log --format=%s | head -1",
+        ],
+    );
+    assert_eq!(stdout(&out), "second");
+}
+
+#[test]
+fn a_symbolic_link_from_the_workspace_into_a_writable_place_outside_it_is_refused() {
+    if !test_support::needs(&["bash"]) || !guarded() {
+        return;
+    }
+    let f = Fixture::new();
+    let prepared = f.prepare();
+    let tmp = f.tmp.display().to_string();
+    // Into the temp dir (the repository does not exist yet, or does), or
+    // through /proc to a process's working directory there: refused.
+    // Inside the workspace, to system paths: made.
+    let script = format!(
+        r#"
+mkdir -p "{tmp}/repo/.git" sub
+try() {{ if ln -s "$1" "$2" 2>/dev/null; then echo made; else echo refused; fi; }}
+try "{tmp}/repo" to-repo
+try "{tmp}/later" to-later
+try ../../tmp/repo sub/relative
+try /proc/self/cwd to-cwd
+try /usr/bin/env to-env
+try sub in-ws
+try ../sub sub/up
+ln -s sub hop && try hop/../../tmp/repo via-hop
+ln -s "{tmp}/repo" "{tmp}/outside-link"
+if ln -P "{tmp}/outside-link" hard 2>/dev/null; then echo made; else echo refused; fi
+python3 -c '
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+fd = os.open(sys.argv[1], os.O_PATH | os.O_NOFOLLOW)
+print("made" if libc.linkat(fd, b"", -100, b"hard-by-fd", 0x1000) == 0 else "refused")
+' "{tmp}/outside-link"
+"#
+    );
+    let out = f.run(&prepared, "bash", &["-c", &script]);
+    assert_eq!(
+        stdout(&out).lines().collect::<Vec<_>>(),
+        [
+            "refused", "refused", "refused", "refused", "made", "made", "made", "refused",
+            "refused", "refused"
+        ]
+    );
+    assert!(!f.ws.join("to-repo").exists());
+}
+
+#[test]
+fn ordinary_work_keeps_its_modes_owner_and_special_files() {
+    if !test_support::needs(&["bash", "python3"]) || !guarded() {
+        return;
+    }
+    let f = Fixture::new();
+    std::fs::write(f.tmp.join("moved.txt"), "m\n").unwrap();
+    let prepared = f.prepare();
+    let tmp = f.tmp.display().to_string();
+    let script = format!(
+        r#"
+set -e
+umask 027
+mkdir d && touch d/f && stat -c '%a' d d/f
+echo out > /dev/stdout
+echo thread > /proc/thread-self/fd/1
+echo err > /dev/stderr 2>&1
+echo gone > /dev/null
+mkfifo p
+(cat p > fifo.txt) &
+echo through > p
+wait
+cat fifo.txt
+mv "{tmp}/moved.txt" . && cat moved.txt
+ln -s d/f link && echo more >> link && cat d/f
+python3 -c 'import os; fd = os.open("x", os.O_CREAT | os.O_WRONLY | os.O_EXCL); print(os.get_inheritable(fd))'
+python3 -c 'import os; fd = os.open("y", os.O_CREAT | os.O_WRONLY | os.O_CLOEXEC); print(os.get_inheritable(fd))'
+"#
+    );
+    let out = f.run(&prepared, "bash", &["-c", &script]);
+    assert_eq!(
+        stdout(&out).lines().collect::<Vec<_>>(),
+        [
+            "750", "640", "out", "thread", "through", "m", "more", "False", "False"
+        ]
+    );
+    // SAFETY: getuid and getgid cannot fail.
+    let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+    let meta = std::fs::metadata(f.ws.join("d/f")).unwrap();
+    use std::os::unix::fs::MetadataExt;
+    assert_eq!((meta.uid(), meta.gid()), (uid, gid), "owned as before");
+}
+
+#[test]
+fn another_processs_files_are_not_reached_through_its_proc_links() {
+    if !test_support::needs(&["python3", "git"]) || !guarded() {
+        return;
+    }
+    let f = Fixture::new();
+    let git = Command::new("git")
+        .args(["init", "-q"])
+        .arg(&f.ws)
+        .status()
+        .unwrap();
+    assert!(git.success());
+    let config = f.ws.join(".git/config");
+    let before = std::fs::read_to_string(&config).unwrap();
+    let prepared = f.prepare();
+    // A pipe of this process (outside the sandbox): its write end is
+    // open here, visible as /proc/PID/fd/N where /proc is the host's.
+    let mut ends = [0; 2];
+    // SAFETY: pipe2 writes two descriptors.
+    assert_eq!(
+        unsafe { libc::pipe2(ends.as_mut_ptr(), libc::O_CLOEXEC) },
+        0
+    );
+    // SAFETY: both are new and ours.
+    let (read_end, write_end) = unsafe {
+        (
+            std::os::fd::OwnedFd::from_raw_fd(ends[0]),
+            std::os::fd::OwnedFd::from_raw_fd(ends[1]),
+        )
+    };
+    let pid = std::process::id();
+    let pipe = format!("/proc/{pid}/fd/{}", write_end.as_raw_fd());
+    // The workspace's .git, read-only in the sandbox's mount namespace,
+    // reached through this process's root (the host's mounts).
+    let escape = format!("/proc/{pid}/root{}", config.display());
+    let script = r#"
+import sys
+results = []
+for path in sys.argv[1:]:
+    try:
+        with open(path, "a") as f:
+            f.write("[core]\n\tfsmonitor = /tmp/evil.sh\n")
+        results.append("written")
+    except OSError as e:
+        results.append("refused")
+print(" ".join(results))
+"#;
+    let out = f.run(&prepared, "python3", &["-c", script, &pipe, &escape]);
+    assert_eq!(stdout(&out), "refused refused");
+    assert_eq!(std::fs::read_to_string(&config).unwrap(), before);
+    drop(write_end);
+    let mut got = String::new();
+    std::fs::File::from(read_end)
+        .read_to_string(&mut got)
+        .unwrap();
+    assert_eq!(got, "", "nothing came through the pipe");
+}
+
+#[test]
+fn dev_tty_opened_for_writing_is_the_controlling_terminal() {
+    if !test_support::needs(&["bash", "script"]) || !guarded() {
+        return;
+    }
+    let f = Fixture::new();
+    let prepared = f.prepare();
+    // In a terminal of its own (script's), with its own descriptors on
+    // the terminal, and with none of them left on it.
+    let inner =
+        "echo held > /dev/tty; bash -c 'exec </dev/null >/dev/null 2>&1; echo none > /dev/tty'";
+    let out = f.run(&prepared, "script", &["-qec", inner, "/dev/null"]);
+    assert_eq!(
+        stdout(&out).lines().map(str::trim).collect::<Vec<_>>(),
+        ["held", "none"]
+    );
+}
