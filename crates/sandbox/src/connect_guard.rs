@@ -10,8 +10,10 @@
 //! (duplicated with `pidfd_getfd`) and with the address it copied and
 //! checked: nothing the process changes after the check (the address in
 //! its memory, the socket behind its descriptor) reaches the kernel, which
-//! is why it never answers "continue" (`SECCOMP_USER_NOTIF_FLAG_CONTINUE`
-//! is not safe for a decision that depends on memory the process owns).
+//! is why it answers "continue" (`SECCOMP_USER_NOTIF_FLAG_CONTINUE`, not
+//! safe for a decision that depends on memory the process owns) to one
+//! call only: a single-threaded session leader taking a terminal as its
+//! controlling one (`git_guard::Plan::Continue`).
 //!
 //! A pathname socket may be reached when
 //! * the policy's `unix_sockets` lists it or a directory holding it, or
@@ -723,6 +725,7 @@ impl Supervisor {
         }
         match plan {
             crate::git_guard::Plan::Fail(errno) => respond(&self.listener, request.id, errno),
+            crate::git_guard::Plan::Continue => respond_continue(&self.listener, request.id),
             crate::git_guard::Plan::Make { umask, op } => {
                 self.policy
                     .emulator
@@ -1611,6 +1614,25 @@ pub(crate) fn respond_value(listener: &OwnedFd, id: u64, value: i64) {
         val: value,
         error: 0,
         flags: 0,
+    };
+    // SAFETY: the listener and a response struct; ENOENT (the process left
+    // the call) needs nothing more.
+    unsafe {
+        libc::ioctl(
+            listener.as_raw_fd(),
+            libc::SECCOMP_IOCTL_NOTIF_SEND,
+            &raw mut response,
+        );
+    }
+}
+
+/// Lets the kernel make request `id`'s call (`git_guard::Plan::Continue`).
+fn respond_continue(listener: &OwnedFd, id: u64) {
+    let mut response = libc::seccomp_notif_resp {
+        id,
+        val: 0,
+        error: 0,
+        flags: libc::SECCOMP_USER_NOTIF_FLAG_CONTINUE as u32,
     };
     // SAFETY: the listener and a response struct; ENOENT (the process left
     // the call) needs nothing more.

@@ -55,6 +55,9 @@ const PROC_SUPER_MAGIC: i64 = 0x9fa0;
 /// One call to make, on entries already resolved and checked.
 #[derive(Debug)]
 pub(crate) enum Op {
+    /// Not made here: the kernel opens the terminal (see
+    /// `git_guard::Plan::Continue`); never submitted.
+    TakeTerminal,
     /// `mkdirat(parent, name, mode)`.
     Mkdir {
         parent: OwnedFd,
@@ -212,6 +215,8 @@ fn run(job: Job) {
         crate::connect_guard::respond(&listener, id, result.err().unwrap_or(0));
     };
     match op {
+        // Answered by the kernel (`Plan::Continue`), never made here.
+        Op::TakeTerminal => answer(Err(libc::EINVAL)),
         Op::Mkdir { parent, name, mode } => {
             // SAFETY: a descriptor we own and a NUL-terminated name.
             let rc = unsafe { libc::mkdirat(parent.as_raw_fd(), name.as_ptr(), mode) };
@@ -839,6 +844,47 @@ pub(crate) fn is_dev_tty(fd: &OwnedFd) -> bool {
     // SAFETY: fstat into a stat on the stack.
     let rc = unsafe { libc::fstat(fd.as_raw_fd(), &raw mut st) };
     rc == 0 && st.st_mode & libc::S_IFMT == libc::S_IFCHR && st.st_rdev == libc::makedev(5, 0)
+}
+
+/// Whether `fd` is a terminal's device: a pseudo-terminal's slave
+/// (majors 136–143) or a virtual console or serial line (major 4), the
+/// devices a session leader takes as its controlling terminal by opening.
+pub(crate) fn is_terminal_device(fd: &OwnedFd) -> bool {
+    // SAFETY: plain data.
+    let mut st: libc::stat = unsafe { zeroed() };
+    // SAFETY: fstat into a stat on the stack (works on O_PATH).
+    let rc = unsafe { libc::fstat(fd.as_raw_fd(), &raw mut st) };
+    let major = libc::major(st.st_rdev);
+    rc == 0
+        && st.st_mode & libc::S_IFMT == libc::S_IFCHR
+        && (major == 4 || (136..=143).contains(&major))
+}
+
+/// Whether the thread whose `/proc/TID` is `proc_dir` could take a
+/// terminal as its controlling one by opening it: its process leads its
+/// session, has no controlling terminal and runs one thread (no other
+/// thread of it can rewrite the path while the kernel reads it again).
+pub(crate) fn may_take_a_terminal(proc_dir: &OwnedFd) -> bool {
+    let read = |name: &str| {
+        std::fs::read_to_string(format!("/proc/self/fd/{}/{name}", proc_dir.as_raw_fd())).ok()
+    };
+    let (Some(stat), Some(status)) = (read("stat"), read("status")) else {
+        return false;
+    };
+    let one_thread = status
+        .lines()
+        .any(|l| l.strip_prefix("Threads:").is_some_and(|v| v.trim() == "1"));
+    let tgid = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Tgid:"))
+        .and_then(|v| v.trim().parse::<i64>().ok());
+    // The fields after the command name, which is in parentheses: state,
+    // ppid, pgrp, session, tty_nr.
+    let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    let session = fields.get(3).and_then(|v| v.parse::<i64>().ok());
+    let tty = fields.get(4).and_then(|v| v.parse::<i64>().ok());
+    one_thread && tty == Some(0) && session.is_some() && session == tgid
 }
 
 /// The umask of the thread whose `/proc/TID` is `proc_dir`.

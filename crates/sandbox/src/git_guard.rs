@@ -52,6 +52,12 @@ pub(crate) enum Plan {
     Fail(i32),
     /// Make the call for the process ([`crate::emulate`]), with its umask.
     Make { umask: u32, op: Op },
+    /// Let the kernel make the call: only a single-threaded session
+    /// leader with no controlling terminal opening an existing terminal
+    /// without `O_NOCTTY`, which takes that terminal as its controlling
+    /// one only if the kernel opens it in its own context (screen's
+    /// windows do). See docs/subsystems/sandbox.md, *Limits*.
+    Continue,
 }
 
 /// The open flags that hand an `open`/`openat` to the guard: one that
@@ -302,6 +308,7 @@ pub(crate) fn plan(asker: &Asker<'_>, nr: i64, args: &[u64; 6], policy: &GuardPo
         policy,
     };
     match judge.op(call) {
+        Ok(Op::TakeTerminal) => Plan::Continue,
         Ok(op) => Plan::Make { umask, op },
         Err(errno) => Plan::Fail(errno),
     }
@@ -424,6 +431,13 @@ impl Judge<'_> {
                 }
                 if path.ends_with(b"/") && kind != libc::S_IFDIR {
                     return Err(libc::ENOTDIR);
+                }
+                if !creates
+                    && flags & libc::O_NOCTTY == 0
+                    && crate::emulate::is_terminal_device(&file)
+                    && crate::emulate::may_take_a_terminal(self.asker.proc_dir)
+                {
+                    return Ok(Op::TakeTerminal);
                 }
                 let file = if crate::emulate::is_dev_tty(&file) {
                     crate::emulate::controlling_terminal(self.asker.proc_dir, &self.walker.root)?
