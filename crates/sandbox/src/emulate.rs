@@ -102,7 +102,11 @@ pub(crate) enum Op {
     },
     /// `open` of a file that exists (`O_PATH` descriptor), with `flags`
     /// less `O_CREAT`.
-    Reopen { file: OwnedFd, flags: i32 },
+    Reopen {
+        file: OwnedFd,
+        flags: i32,
+        mode: u32,
+    },
 }
 
 /// What a hard link is made to.
@@ -203,6 +207,45 @@ fn restrict_this_thread(ruleset: &OwnedFd) -> io::Result<()> {
             return Err(io::Error::last_os_error());
         }
     }
+    drop_capabilities()
+}
+
+/// Empties this thread's capability sets (they are per thread): run as
+/// root, the worker would otherwise override permissions and make device
+/// nodes the confined process, without capabilities in the host's user
+/// namespace, could not.
+fn drop_capabilities() -> io::Result<()> {
+    /// `struct __user_cap_header_struct`.
+    #[repr(C)]
+    struct Header {
+        version: u32,
+        pid: i32,
+    }
+    /// `struct __user_cap_data_struct`.
+    #[repr(C)]
+    #[derive(Clone, Copy)]
+    struct Data {
+        effective: u32,
+        permitted: u32,
+        inheritable: u32,
+    }
+    /// `_LINUX_CAPABILITY_VERSION_3`: two data structs, 64 capabilities.
+    const VERSION_3: u32 = 0x2008_0522;
+    let mut header = Header {
+        version: VERSION_3,
+        pid: 0,
+    };
+    let data = [Data {
+        effective: 0,
+        permitted: 0,
+        inheritable: 0,
+    }; 2];
+    // SAFETY: capset with a valid header and two data structs, as version
+    // 3 reads; pid 0 is this thread.
+    let rc = unsafe { libc::syscall(libc::SYS_capset, &raw mut header, data.as_ptr()) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
     Ok(())
 }
 
@@ -299,7 +342,7 @@ fn run(job: Job) {
             Ok(file) => hand_over(&listener, id, &file, flags),
             Err(errno) => answer(Err(errno)),
         },
-        Op::Reopen { file, flags } => reopen(listener, id, file, flags),
+        Op::Reopen { file, flags, mode } => reopen(listener, id, file, flags, mode),
     }
 }
 
@@ -370,15 +413,24 @@ fn self_fd_path(file: &OwnedFd) -> Result<CString, i32> {
 /// worker's `/proc/self/fd`, so Landlock judges it as for the process)
 /// and answers. A FIFO that would wait for its other end is opened on a
 /// thread of its own.
-fn reopen(listener: Arc<OwnedFd>, id: u64, file: OwnedFd, flags: i32) {
-    let flags = flags & !(libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW);
+fn reopen(listener: Arc<OwnedFd>, id: u64, file: OwnedFd, flags: i32, mode: u32) {
+    // `O_EXCL` means "create" only with `O_CREAT` (the file exists); with
+    // `O_TMPFILE` it keeps the file from being linked, and on a block
+    // device it is an exclusive open: kept there.
+    let flags = if flags & libc::O_CREAT != 0 {
+        flags & !(libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW)
+    } else {
+        flags & !libc::O_NOFOLLOW
+    };
     let path = match self_fd_path(&file) {
         Ok(path) => path,
         Err(errno) => return respond_errno(&listener, id, errno),
     };
     let open = move |flags: i32| {
         // SAFETY: a NUL-terminated path.
-        let fd = unsafe { libc::open(path.as_ptr(), flags | OPEN_ALWAYS, 0) };
+        // The mode matters to `O_TMPFILE` only (the umask is this
+        // thread's, the process's).
+        let fd = unsafe { libc::open(path.as_ptr(), flags | OPEN_ALWAYS, mode) };
         if fd < 0 {
             Err(errno())
         } else {
@@ -398,20 +450,29 @@ fn reopen(listener: Arc<OwnedFd>, id: u64, file: OwnedFd, flags: i32) {
         }
         return;
     }
+    // At most this many opens wait for a FIFO's other end at once: each
+    // holds a thread (two for a reader) until it comes or the process
+    // leaves the call.
+    const MAX_FIFO_WAITS: usize = 64;
+    static WAITING: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    if WAITING.fetch_add(1, std::sync::atomic::Ordering::AcqRel) >= MAX_FIFO_WAITS {
+        WAITING.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+        return respond_errno(&listener, id, libc::EAGAIN);
+    }
     // A thread started here shares this one's Landlock domain and
     // file-system context.
     let Ok(fallback) = listener.try_clone() else {
+        WAITING.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
         return respond_errno(&listener, id, libc::EAGAIN);
     };
     let spawned = std::thread::Builder::new()
         .name("dsh-guard-fifo".to_owned())
         .stack_size(64 * 1024)
         .spawn(move || {
-            let _keep = &file;
             let opened = if flags & libc::O_ACCMODE == libc::O_WRONLY {
                 wait_for_reader(&listener, id, || open(flags | libc::O_NONBLOCK))
             } else {
-                Some(open(flags))
+                wait_for_writer(&listener, id, &file, move || open(flags))
             };
             match opened {
                 Some(Ok(opened)) => {
@@ -421,9 +482,61 @@ fn reopen(listener: Arc<OwnedFd>, id: u64, file: OwnedFd, flags: i32) {
                 Some(Err(errno)) => respond_errno(&listener, id, errno),
                 None => {}
             }
+            WAITING.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
         });
     if spawned.is_err() {
+        WAITING.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
         respond_errno(&fallback, id, libc::EAGAIN);
+    }
+}
+
+/// Opens a FIFO for reading, which waits for a writer, on a thread of its
+/// own; `None` when the process left the call meanwhile: then this opens
+/// the FIFO's write end for a moment, so that open ends and its thread
+/// with it (else it would wait for ever).
+fn wait_for_writer(
+    listener: &OwnedFd,
+    id: u64,
+    file: &OwnedFd,
+    open: impl FnOnce() -> Result<OwnedFd, i32> + Send + 'static,
+) -> Option<Result<OwnedFd, i32>> {
+    let (done, opened) = std::sync::mpsc::channel();
+    let blocked = std::thread::Builder::new()
+        .name("dsh-guard-fifo".to_owned())
+        .stack_size(64 * 1024)
+        .spawn(move || {
+            let _ = done.send(open());
+        });
+    if blocked.is_err() {
+        return Some(Err(libc::EAGAIN));
+    }
+    loop {
+        match opened.recv_timeout(std::time::Duration::from_millis(50)) {
+            Ok(result) => return Some(result),
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return Some(Err(libc::EIO)),
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+        }
+        if !crate::connect_guard::still_valid(listener, id) {
+            // The waiting open counts as a reader: a writer that does not
+            // wait gets in, and the open ends.
+            let Ok(path) = self_fd_path(file) else {
+                return None;
+            };
+            // SAFETY: a NUL-terminated path; the descriptor is closed at once.
+            let fd = unsafe {
+                libc::open(
+                    path.as_ptr(),
+                    libc::O_WRONLY | libc::O_NONBLOCK | OPEN_ALWAYS,
+                )
+            };
+            if fd >= 0 {
+                // SAFETY: the descriptor just opened.
+                unsafe { libc::close(fd) };
+            }
+            // The opened end, if any, is dropped with the channel.
+            let _ = opened.recv_timeout(std::time::Duration::from_secs(1));
+            return None;
+        }
     }
 }
 
@@ -777,10 +890,23 @@ pub(crate) fn symlink_target(file: &OwnedFd) -> Result<Vec<u8>, i32> {
 }
 
 /// The path of `fd` as the kernel names it (in the process's mount
-/// namespace, from its root); `None` for a file without one.
+/// namespace, from its root); `None` for a file without one (removed: no
+/// link is left — a name that merely ends in " (deleted)" is a name).
 pub(crate) fn path_of(fd: &OwnedFd) -> Option<PathBuf> {
     let path = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())).ok()?;
-    (path.is_absolute() && !path.as_os_str().as_bytes().ends_with(b" (deleted)")).then_some(path)
+    if !path.is_absolute() {
+        return None;
+    }
+    if path.as_os_str().as_bytes().ends_with(b" (deleted)") {
+        // SAFETY: plain data.
+        let mut st: libc::stat = unsafe { zeroed() };
+        // SAFETY: fstat into a stat on the stack (works on O_PATH).
+        let rc = unsafe { libc::fstat(fd.as_raw_fd(), &raw mut st) };
+        if rc != 0 || st.st_nlink == 0 {
+            return None;
+        }
+    }
+    Some(path)
 }
 
 /// The process's controlling terminal (what its `/dev/tty` opens), as an

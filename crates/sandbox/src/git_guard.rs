@@ -240,8 +240,8 @@ fn in_a_nested_git_dir(dir: &Path, root: &Path) -> bool {
 /// Whether entry `name` of directory `dir` is, in a `.git` directory
 /// (any case) deeper below `root` than its top (the top one is mounted
 /// read-only), one that can name a program git runs or a git directory
-/// to take config from: a `config*` file (a worktree's too), `commondir`
-/// or `gitdir`, or anything in `hooks/`. The objects, refs and index stay
+/// to take config from: a `config*` file (a worktree's, a submodule's
+/// too), `commondir` or `gitdir`, or anything in a `hooks/` at any depth. The objects, refs and index stay
 /// writable, so agents still commit in a nested repository.
 fn names_what_git_runs(dir: &Path, name: &[u8], root: &Path) -> bool {
     let Ok(below) = dir.strip_prefix(root) else {
@@ -262,9 +262,11 @@ fn names_what_git_runs(dir: &Path, name: &[u8], root: &Path) -> bool {
     };
     let inside = &parts[git + 1..];
     let lower = name.to_ascii_lowercase();
+    // A hooks directory at any depth: a submodule's git directory is
+    // `.git/modules/NAME/`, with hooks of its own.
     inside
-        .first()
-        .is_some_and(|first| first.eq_ignore_ascii_case(b"hooks"))
+        .iter()
+        .any(|part| part.eq_ignore_ascii_case(b"hooks"))
         || (!inside.is_empty()
             && (lower.starts_with(b"config") || lower == b"commondir" || lower == b"gitdir"))
 }
@@ -447,7 +449,7 @@ impl Judge<'_> {
                 if writes {
                     self.may_write(&file)?;
                 }
-                Ok(Op::Reopen { file, flags })
+                Ok(Op::Reopen { file, flags, mode })
             }
             Found::Entry { .. } => Err(libc::EINVAL),
         }
@@ -505,6 +507,14 @@ impl Judge<'_> {
         let exchange = flags & libc::RENAME_EXCHANGE != 0;
         if exchange {
             self.may_make(&old_parent, old_name.as_bytes())?;
+        }
+        // A symbolic link moved is judged where it lands: a relative
+        // target means another place at another depth.
+        if let Ok(target) = crate::emulate::link_target(&old_parent, &old_name) {
+            self.may_point(&parent, &target)?;
+        }
+        if exchange && let Ok(target) = crate::emulate::link_target(&parent, &name) {
+            self.may_point(&old_parent, &target)?;
         }
         // Into the workspace from outside (either way for an exchange):
         // `mv` then copies, entry by entry, through this check.

@@ -437,3 +437,30 @@ fn dev_tty_opened_for_writing_is_the_controlling_terminal() {
         ["held", "none"]
     );
 }
+
+#[test]
+fn a_link_moved_or_a_submodule_s_hooks_or_a_deleted_looking_name_open_no_way_out() {
+    if !test_support::needs(&["bash", "git"]) || !guarded() {
+        return;
+    }
+    let f = Fixture::new();
+    let lib = nested_repository(&f.ws);
+    let prepared = f.prepare();
+    // `../tmp/r` from ws/a/b is ws/a/tmp/r, inside; from ws itself it is
+    // the temp dir outside, where a repository is free to make.
+    let script = r##"
+try() { if "$@" 2>/dev/null; then echo made; else echo refused; fi; }
+mkdir -p a/b lib/.git/modules/dep/hooks "x (deleted)"
+try ln -s ../tmp/r a/b/L
+try mv a/b/L L
+try ln -s ../../tmp/r "x (deleted)/M"
+try bash -c 'echo "#!/bin/sh" > lib/.git/modules/dep/hooks/pre-commit'
+"##;
+    let out = f.run(&prepared, "bash", &["-c", script]);
+    assert_eq!(
+        stdout(&out).lines().collect::<Vec<_>>(),
+        ["made", "refused", "refused", "refused"]
+    );
+    assert!(!f.ws.join("L").exists());
+    assert!(!lib.join(".git/modules/dep/hooks/pre-commit").exists());
+}
