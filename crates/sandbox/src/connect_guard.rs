@@ -1609,49 +1609,27 @@ pub(crate) fn still_valid(listener: &OwnedFd, id: u64) -> bool {
 
 /// Answers request `id` with success and `value` (a descriptor's number).
 pub(crate) fn respond_value(listener: &OwnedFd, id: u64, value: i64) {
-    let mut response = libc::seccomp_notif_resp {
-        id,
-        val: value,
-        error: 0,
-        flags: 0,
-    };
-    // SAFETY: the listener and a response struct; ENOENT (the process left
-    // the call) needs nothing more.
-    unsafe {
-        libc::ioctl(
-            listener.as_raw_fd(),
-            libc::SECCOMP_IOCTL_NOTIF_SEND,
-            &raw mut response,
-        );
-    }
+    send_response(listener, id, value, 0, 0);
 }
 
 /// Lets the kernel make request `id`'s call (`git_guard::Plan::Continue`).
 fn respond_continue(listener: &OwnedFd, id: u64) {
-    let mut response = libc::seccomp_notif_resp {
-        id,
-        val: 0,
-        error: 0,
-        flags: libc::SECCOMP_USER_NOTIF_FLAG_CONTINUE as u32,
-    };
-    // SAFETY: the listener and a response struct; ENOENT (the process left
-    // the call) needs nothing more.
-    unsafe {
-        libc::ioctl(
-            listener.as_raw_fd(),
-            libc::SECCOMP_IOCTL_NOTIF_SEND,
-            &raw mut response,
-        );
-    }
+    send_response(listener, id, 0, 0, libc::SECCOMP_USER_NOTIF_FLAG_CONTINUE as u32);
 }
 
 /// Answers request `id` with `errno` (0: success).
 pub(crate) fn respond(listener: &OwnedFd, id: u64, errno: i32) {
+    send_response(listener, id, 0, -errno, 0);
+}
+
+/// Sends the response to request `id`: `val` (the call's result),
+/// `error` (a negated errno, or 0) and `flags`.
+fn send_response(listener: &OwnedFd, id: u64, val: i64, error: i32, flags: u32) {
     let mut response = libc::seccomp_notif_resp {
         id,
-        val: 0,
-        error: -errno,
-        flags: 0,
+        val,
+        error,
+        flags,
     };
     // SAFETY: the listener and a response struct; ENOENT (the process left
     // the call) needs nothing more.
