@@ -1,8 +1,11 @@
 //! The diagnostics a server computed for a document, and the proof that
 //! they are for the content just sent and complete: pulled
 //! (`textDocument/diagnostic`) where the server offers it, published for
-//! the version sent otherwise, and for rust-analyzer the check it runs on
-//! request (`cargo check`) begun after the content was sent and finished.
+//! the version sent otherwise, for a server that reports its diagnosis of
+//! each document notification as progress (gopls) the end of the
+//! diagnosis of the last one sent, and for rust-analyzer the check it runs
+//! on request (`cargo check`) begun after the content was sent and
+//! finished.
 
 use std::path::Path;
 use std::time::Duration;
@@ -16,7 +19,7 @@ use serde_json::{Value, json};
 
 use super::status::CHECK_TITLE;
 use super::{Failure, Server, Shared};
-use crate::config::ReadinessSignal;
+use crate::config::{DiagnosisProgress, ReadinessSignal};
 
 /// What a server last published for one document.
 #[derive(Debug, Clone)]
@@ -165,6 +168,11 @@ impl Server {
         if self.tsserver_request_command() {
             return self.tsserver_diagnostics(&uri, deadline, &not_ready).await;
         }
+        if let Some(progress) = &self.config.diagnosis_progress {
+            return self
+                .diagnosed_diagnostics(progress, path, &uri, deadline, &not_ready)
+                .await;
+        }
         // Published for a version that is this content: the answer. Else
         // the content is sent again (see `resend_document`) and what is
         // published for it awaited. A server may publish for the first
@@ -206,6 +214,81 @@ impl Server {
                      from {since}; the last published for the file: {last})"
                 )))
             }
+        }
+    }
+
+    /// A server that reports each document notification's diagnosis as
+    /// progress (gopls): waits until the diagnosis of every `didOpen` and
+    /// `didChange` sent so far has begun and none is running, the
+    /// document unchanged meanwhile, then takes what the server last
+    /// published for it, whatever version that names.
+    ///
+    /// Why that is this content's, complete: gopls handles document
+    /// notifications one at a time, in order, and begins the progress
+    /// (`diagnosing opened files`, `diagnosing changed files`) while
+    /// handling each, so the n-th such progress of a title is the n-th
+    /// notification's, and once as many have begun as were sent, the last
+    /// one sent (which carried this content) has begun. gopls ends it only
+    /// after the diagnosis it started has published, and the publications
+    /// precede the end on the connection, which the client reads in
+    /// order. A diagnosis may skip its final pass when a newer one
+    /// supersedes it; with none running, the newest has run in full. And
+    /// gopls publishes a file's diagnostics only when they differ from the
+    /// last ones it published for it (and once after each open or
+    /// change), never for a snapshot older than one it published for: so
+    /// with the newest diagnosis ended, the last publication received for
+    /// the file is that diagnosis's result, even when it was sent earlier,
+    /// for another snapshot, without a version (gopls names none for a
+    /// snapshot in which the file is not open, such as the workspace's
+    /// first). A notification gopls refuses begins no progress: the count
+    /// is then never reached, and the answer is `LSP_NOT_READY`, never a
+    /// guess.
+    async fn diagnosed_diagnostics(
+        &self,
+        progress: &DiagnosisProgress,
+        path: &Path,
+        uri: &Url,
+        deadline: tokio::time::Instant,
+        not_ready: &(dyn Fn(String) -> Failure + Sync),
+    ) -> Result<(Vec<Diagnostic>, DiagnosticsProof), Failure> {
+        let mut rx = self.shared.status.subscribe();
+        loop {
+            let Some(sent) = self.sent_so_far(path) else {
+                return Err(not_ready("the file is not open on the server".into()));
+            };
+            let diagnosed = rx.wait_for(|s| {
+                s.diagnoses_begun(&progress.opened) >= sent.opens
+                    && s.diagnoses_begun(&progress.changed) >= sent.changes
+                    && !s.diagnosis_active(&progress.prefix)
+            });
+            match tokio::time::timeout_at(deadline, diagnosed).await {
+                Ok(Ok(_)) => {}
+                Ok(Err(_)) => return Err(Failure::Dead),
+                Err(_) => {
+                    return Err(not_ready(format!(
+                        "its diagnosis of the content sent as version {} has not finished",
+                        sent.version
+                    )));
+                }
+            }
+            // Sent again meanwhile (another query): prove the new version.
+            if self.sent_so_far(path).map(|s| s.version) != Some(sent.version) {
+                continue;
+            }
+            let published = self.shared.diagnostics.borrow().get(uri).cloned();
+            let Some(published) = published else {
+                // gopls publishes for every file it opens: nothing yet is
+                // not proof of nothing.
+                return Err(not_ready(
+                    "its diagnosis ended, but it published nothing for the file yet".into(),
+                ));
+            };
+            return Ok((
+                published.items,
+                DiagnosticsProof::CheckFinished {
+                    check: format!("{} {}", self.config.name, progress.prefix.trim_end()),
+                },
+            ));
         }
     }
 

@@ -52,6 +52,9 @@ struct Shared {
     stderr_closed: watch::Sender<bool>,
     settings: Option<Value>,
     readiness: ReadinessSignal,
+    /// The title start of the server's diagnosis progress, if it reports
+    /// one (see [`crate::config::DiagnosisProgress`]).
+    diagnosis_prefix: Option<String>,
     /// What the server last published for each document
     /// (`textDocument/publishDiagnostics`).
     diagnostics: watch::Sender<HashMap<Url, diagnostics::Published>>,
@@ -67,6 +70,7 @@ impl Shared {
             stderr_closed: watch::channel(false).0,
             settings: config.settings.clone(),
             readiness: config.readiness.clone(),
+            diagnosis_prefix: config.diagnosis_progress.as_ref().map(|d| d.prefix.clone()),
             diagnostics: watch::channel(HashMap::new()).0,
         }
     }

@@ -59,6 +59,9 @@ pub(crate) struct Status {
     pub checks_begun: u64,
     /// The message the last check ended with, if any.
     pub check_end: Option<String>,
+    /// How many diagnosis progresses (see
+    /// [`crate::config::DiagnosisProgress`]) have begun, by title.
+    diagnoses_begun: BTreeMap<String, u64>,
 }
 
 /// The start of the title of rust-analyzer's `$/progress` for the check
@@ -69,6 +72,17 @@ impl Status {
     /// Whether a check (see [`CHECK_TITLE`]) is running.
     pub fn check_active(&self) -> bool {
         self.titles.values().any(|t| t.starts_with(CHECK_TITLE))
+    }
+
+    /// How many diagnosis progresses titled `title` have begun.
+    pub fn diagnoses_begun(&self, title: &str) -> u64 {
+        self.diagnoses_begun.get(title).copied().unwrap_or(0)
+    }
+
+    /// Whether a progress whose title starts with `prefix` (a diagnosis)
+    /// is running.
+    pub fn diagnosis_active(&self, prefix: &str) -> bool {
+        self.titles.values().any(|t| t.starts_with(prefix))
     }
 }
 
@@ -96,6 +110,7 @@ impl Status {
             active: BTreeMap::new(),
             checks_begun: 0,
             check_end: None,
+            diagnoses_begun: BTreeMap::new(),
         }
     }
 }
@@ -147,7 +162,19 @@ impl Shared {
             | ReadinessSignal::ServerStatus
             | ReadinessSignal::LogMessage(_) => None,
         };
+        let diagnosis = |title: &str| {
+            self.diagnosis_prefix
+                .as_deref()
+                .is_some_and(|p| title.starts_with(p))
+        };
         self.update(|s| match work {
+            // A diagnosis is counted and tracked, but is not loading: the
+            // server stays ready for the other queries.
+            WorkDoneProgress::Begin(b) if diagnosis(&b.title) => {
+                *s.diagnoses_begun.entry(b.title.clone()).or_default() += 1;
+                s.titles.insert(token, b.title);
+            }
+            WorkDoneProgress::Report(_) if s.titles.get(&token).is_some_and(|t| diagnosis(t)) => {}
             WorkDoneProgress::Begin(b) => {
                 let text = join_progress(&b.title, b.message.as_deref(), b.percentage);
                 s.progress = Some(text.clone());
