@@ -17,6 +17,7 @@ use lsp_types::{
 };
 use serde_json::{Value, json};
 
+use super::check_scope;
 use super::status::CHECK_TITLE;
 use super::{Failure, Server, Shared};
 use crate::config::{DiagnosisProgress, ReadinessSignal};
@@ -155,7 +156,9 @@ impl Server {
             })
         };
         if self.config.readiness == ReadinessSignal::ServerStatus {
-            return self.checked_diagnostics(&uri, deadline, &not_ready).await;
+            return self
+                .checked_diagnostics(path, &uri, deadline, &not_ready)
+                .await;
         }
         // The content was synced by the query (a new version when it
         // changed).
@@ -411,8 +414,17 @@ impl Server {
     /// before it answers a later request). Only the check's diagnostics are
     /// kept (source other than `rust-analyzer`): the same as the project's
     /// own `cargo check` reports, not rust-analyzer's own analysis.
+    ///
+    /// Nothing listed is an answer only when the check reached the file:
+    /// it compiled the file's target (see `check_scope`), or listed an
+    /// error in another file of its package (the package was compiled,
+    /// and failed). A check can end without either — a build racing it
+    /// removed its output directory, a crate the file's depends on failed
+    /// — and rust-analyzer then clears what it had listed for the file:
+    /// an empty list that is no proof, so `LSP_NOT_READY` instead.
     async fn checked_diagnostics(
         &self,
+        path: &Path,
         uri: &Url,
         deadline: tokio::time::Instant,
         not_ready: &(dyn Fn(String) -> Failure + Sync),
@@ -421,14 +433,17 @@ impl Server {
         let begun = rx.borrow_and_update().checks_begun;
         self.notify::<RunFlycheck>(json!({ "textDocument": { "uri": uri } }))?;
         let done = rx.wait_for(|s| s.checks_begun > begun && !s.check_active());
-        let check = match tokio::time::timeout_at(deadline, done).await {
-            Ok(Ok(status)) => match &status.warning {
-                Some(w) => Some(format!(
-                    "{} / warning: {w}",
-                    status.check_end.clone().unwrap_or_default()
-                )),
-                None => status.check_end.clone(),
-            },
+        let (check, reports) = match tokio::time::timeout_at(deadline, done).await {
+            Ok(Ok(status)) => (
+                match &status.warning {
+                    Some(w) => Some(format!(
+                        "{} / warning: {w}",
+                        status.check_end.clone().unwrap_or_default()
+                    )),
+                    None => status.check_end.clone(),
+                },
+                status.check_reports.clone(),
+            ),
             Ok(Err(_)) => return Err(Failure::Dead),
             Err(_) => {
                 let running = self.shared.status.borrow().checks_begun > begun;
@@ -460,6 +475,11 @@ impl Server {
             .into_iter()
             .filter(|d| d.source.as_deref() != Some("rust-analyzer"))
             .collect();
+        if items.is_empty()
+            && let Some(why) = self.check_missed(path, uri, &reports)
+        {
+            return Err(not_ready(why));
+        }
         let name = format!("{CHECK_TITLE}check");
         Ok((
             items,
@@ -468,6 +488,38 @@ impl Server {
                     .filter(|m| !m.is_empty())
                     .map_or(name.clone(), |m| format!("{name} ({m})")),
             },
+        ))
+    }
+
+    /// Why a check that listed nothing for `path` is no proof that it has
+    /// no problems, if it is not: it compiled none of the file's targets
+    /// (its `reports`) and listed no error in another file of the file's
+    /// package.
+    fn check_missed(&self, path: &Path, uri: &Url, reports: &[String]) -> Option<String> {
+        let Some((package, targets)) = check_scope::file_targets(path, &self.root) else {
+            return Some(format!(
+                "the file is in no Cargo package under {}, so its `cargo check` cannot reach it",
+                self.root.display()
+            ));
+        };
+        if check_scope::reported(reports, &targets) {
+            return None;
+        }
+        let failed_nearby = self.shared.diagnostics.borrow().iter().any(|(u, p)| {
+            u != uri
+                && u.to_file_path().is_ok_and(|f| f.starts_with(&package))
+                && p.items.iter().any(|d| {
+                    d.source.as_deref() != Some("rust-analyzer")
+                        && d.severity == Some(lsp_types::DiagnosticSeverity::ERROR)
+                })
+        });
+        if failed_nearby {
+            return None;
+        }
+        Some(format!(
+            "its `cargo check` ended without compiling {} (a build racing it, or an error in a \
+             crate it depends on): its empty list is no proof",
+            targets.join(" or ")
         ))
     }
 }

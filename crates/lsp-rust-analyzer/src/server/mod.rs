@@ -7,6 +7,7 @@
 //! (`documents.rs`), the diagnostics it computed (`diagnostics.rs`) and
 //! its file watcher (`watcher.rs`).
 
+mod check_scope;
 mod connection;
 mod diagnostics;
 mod documents;

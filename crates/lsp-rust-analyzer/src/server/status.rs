@@ -59,6 +59,9 @@ pub(crate) struct Status {
     pub checks_begun: u64,
     /// The message the last check ended with, if any.
     pub check_end: Option<String>,
+    /// What the last check reported while it ran: for rust-analyzer's,
+    /// each target it compiled (`NAME (KINDS)`).
+    pub check_reports: Vec<String>,
     /// How many diagnosis progresses (see
     /// [`crate::config::DiagnosisProgress`]) have begun, by title.
     diagnoses_begun: BTreeMap<String, u64>,
@@ -110,6 +113,7 @@ impl Status {
             active: BTreeMap::new(),
             checks_begun: 0,
             check_end: None,
+            check_reports: Vec::new(),
             diagnoses_begun: BTreeMap::new(),
         }
     }
@@ -182,11 +186,18 @@ impl Shared {
                 s.active.insert(token.clone(), text);
                 if b.title.starts_with(CHECK_TITLE) {
                     s.checks_begun += 1;
+                    s.check_reports.clear();
                 }
                 s.titles.insert(token, b.title);
             }
             WorkDoneProgress::Report(r) => {
                 let title = s.titles.get(&token).cloned().unwrap_or_default();
+                if title.starts_with(CHECK_TITLE)
+                    && let Some(m) = &r.message
+                    && s.check_reports.len() < 100_000
+                {
+                    s.check_reports.push(m.clone());
+                }
                 let text = join_progress(&title, r.message.as_deref(), r.percentage);
                 s.progress = Some(text.clone());
                 s.percentage = r.percentage.or(s.percentage);

@@ -1,0 +1,133 @@
+//! Which cargo target a Rust file is compiled in, by the name `cargo
+//! check` gives it in its artifacts (rust-analyzer reports each as its
+//! check's progress, `NAME (KINDS)`), so that a check that listed nothing
+//! for a file is trusted only when it reached the file's target.
+//!
+//! A check can end without compiling a target: a build racing it removed
+//! its output directory (`cargo clean`), or a crate the target depends on
+//! failed. rust-analyzer then clears the file's earlier diagnostics and
+//! lists none, which is no proof that the file has no problems.
+
+use std::path::{Path, PathBuf};
+
+/// A target name as compared: cargo writes a library's name with `_` for
+/// the package name's `-`.
+fn normalized(name: &str) -> String {
+    name.replace('-', "_")
+}
+
+/// The values of `name = "…"` in the `[package]` and `[lib]` tables of a
+/// manifest (a line-wise reading, enough for the name keys).
+fn manifest_names(manifest: &str) -> (Option<String>, Option<String>) {
+    let mut table = String::new();
+    let (mut package, mut lib) = (None, None);
+    for line in manifest.lines() {
+        let line = line.trim();
+        if line.starts_with('[') {
+            table = line
+                .trim_matches(|c| c == '[' || c == ']')
+                .trim()
+                .to_owned();
+            continue;
+        }
+        let Some((key, value)) = line.split_once('=') else {
+            continue;
+        };
+        if key.trim() != "name" {
+            continue;
+        }
+        let value = value.trim().trim_matches('"').to_owned();
+        match table.as_str() {
+            "package" => package = Some(value),
+            "lib" => lib = Some(value),
+            _ => {}
+        }
+    }
+    (package, lib)
+}
+
+/// The directory of the package `file` belongs to (the nearest ancestor,
+/// not above `root`, whose `Cargo.toml` has a `[package]` table) and the
+/// names its target can have in a check's artifacts: `src/bin/X…`,
+/// `tests/X…`, `examples/X…`, `benches/X…` are target `X`; anything else
+/// in the package is its library or main binary (the package's name, or
+/// the library's own).
+pub(crate) fn file_targets(file: &Path, root: &Path) -> Option<(PathBuf, Vec<String>)> {
+    let dir = file
+        .ancestors()
+        .skip(1)
+        .take_while(|d| d.starts_with(root))
+        .find(|d| {
+            std::fs::read_to_string(d.join("Cargo.toml"))
+                .is_ok_and(|m| m.lines().any(|l| l.trim() == "[package]"))
+        })?;
+    let manifest = std::fs::read_to_string(dir.join("Cargo.toml")).ok()?;
+    let (package, lib) = manifest_names(&manifest);
+    let relative = file.strip_prefix(dir).ok()?;
+    let parts: Vec<&str> = relative
+        .components()
+        .filter_map(|c| c.as_os_str().to_str())
+        .collect();
+    let stem = |part: &str| part.strip_suffix(".rs").unwrap_or(part).to_owned();
+    let names = match parts.as_slice() {
+        ["src", "bin", name, ..] | ["tests" | "examples" | "benches", name, ..] => {
+            vec![normalized(&stem(name))]
+        }
+        ["build.rs"] => vec!["build_script_build".to_owned()],
+        _ => package
+            .iter()
+            .chain(lib.iter())
+            .map(|n| normalized(n))
+            .collect(),
+    };
+    Some((dir.to_owned(), names))
+}
+
+/// Whether a check's progress reports (`NAME (KINDS)`, one per artifact)
+/// name one of `targets`.
+pub(crate) fn reported(reports: &[String], targets: &[String]) -> bool {
+    reports.iter().any(|r| {
+        let name = r.split_once(" (").map_or(r.as_str(), |(n, _)| n);
+        targets.contains(&normalized(name.trim()))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_file_is_in_its_library_or_the_target_its_directory_names() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let pkg = root.join("my-crate");
+        std::fs::create_dir_all(pkg.join("src/bin")).unwrap();
+        std::fs::write(
+            pkg.join("Cargo.toml"),
+            "[package]\nname = \"my-crate\"\nversion = \"0.1.0\"\n\n[dependencies]\nserde = { version = \"1\" }\n",
+        )
+        .unwrap();
+        let targets = |f: &str| file_targets(&pkg.join(f), root).map(|(d, n)| (d, n));
+        assert_eq!(
+            targets("src/parse/mod.rs"),
+            Some((pkg.clone(), vec!["my_crate".to_owned()]))
+        );
+        assert_eq!(
+            targets("src/bin/tool.rs"),
+            Some((pkg.clone(), vec!["tool".to_owned()]))
+        );
+        assert_eq!(
+            targets("tests/it/main.rs"),
+            Some((pkg.clone(), vec!["it".to_owned()]))
+        );
+        assert_eq!(file_targets(&root.join("loose.rs"), root), None);
+    }
+
+    #[test]
+    fn a_report_names_its_target_before_the_kinds() {
+        let reports = vec!["serde (lib)".to_owned(), "my-crate (lib, test)".to_owned()];
+        assert!(reported(&reports, &["my_crate".to_owned()]));
+        assert!(!reported(&reports, &["other".to_owned()]));
+        assert!(!reported(&[], &["my_crate".to_owned()]));
+    }
+}
