@@ -6,9 +6,35 @@
 //! A check can end without compiling a target: a build racing it removed
 //! its output directory (`cargo clean`), or a crate the target depends on
 //! failed. rust-analyzer then clears the file's earlier diagnostics and
-//! lists none, which is no proof that the file has no problems.
+//! lists none, which is no proof that the file has no problems. And a
+//! check whose output directory was removed while it ran can end having
+//! listed only the errors rustc reported before it failed to write (its
+//! error for that has no place in a file, so rust-analyzer drops it):
+//! the directory's identity before and after the check tells.
 
 use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+/// The directory rust-analyzer's check writes to, from its
+/// `cargo.targetDir` option: `true` is `target/rust-analyzer` of the root,
+/// a path is that directory, anything else the root's own `target`.
+pub(crate) fn check_target_dir(initialization_options: Option<&Value>, root: &Path) -> PathBuf {
+    match initialization_options.and_then(|o| o.pointer("/cargo/targetDir")) {
+        Some(Value::Bool(true)) => root.join("target").join("rust-analyzer"),
+        Some(Value::String(dir)) => root.join(dir),
+        _ => root.join("target"),
+    }
+}
+
+/// Which directory `dir` is: its inode and birth time, so that one
+/// removed and made again (by `cargo clean` and the next build) is told
+/// from the same one.
+pub(crate) fn dir_identity(dir: &Path) -> Option<(u64, Option<std::time::SystemTime>)> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(dir).ok()?;
+    Some((m.ino(), m.created().ok()))
+}
 
 /// A target name as compared: cargo writes a library's name with `_` for
 /// the package name's `-`.

@@ -415,13 +415,22 @@ impl Server {
     /// kept (source other than `rust-analyzer`): the same as the project's
     /// own `cargo check` reports, not rust-analyzer's own analysis.
     ///
-    /// Nothing listed is an answer only when the check reached the file:
-    /// it compiled the file's target (see `check_scope`), or listed an
-    /// error in another file of its package (the package was compiled,
-    /// and failed). A check can end without either — a build racing it
-    /// removed its output directory, a crate the file's depends on failed
-    /// — and rust-analyzer then clears what it had listed for the file:
-    /// an empty list that is no proof, so `LSP_NOT_READY` instead.
+    /// A check's end is the same progress end whether it finished or was
+    /// cancelled, and a cancelled check leaves what it had listed so far
+    /// (the first of three errors, seen under a concurrent build). A check
+    /// is cancelled by a later request for one (it restarts) and by a load
+    /// (new build-script results, a manifest change: rust-analyzer makes
+    /// its checks anew). And a check whose output directory is removed
+    /// while it runs (`cargo clean`) ends as finished, having listed only
+    /// the errors rustc reported before it failed to write (see
+    /// `check_scope`). So the check is asked for with the server idle,
+    /// and its result taken only when no later check was asked for, the
+    /// server reported no load until after the round trip, and the
+    /// output directory is the one there before the check; else it is
+    /// asked for again, within the deadline.
+    ///
+    /// Nothing listed is an answer only when the check reached the file
+    /// (see [`Server::check_missed`]).
     async fn checked_diagnostics(
         &self,
         path: &Path,
@@ -429,66 +438,113 @@ impl Server {
         deadline: tokio::time::Instant,
         not_ready: &(dyn Fn(String) -> Failure + Sync),
     ) -> Result<(Vec<Diagnostic>, DiagnosticsProof), Failure> {
+        use std::sync::atomic::Ordering;
         let mut rx = self.shared.status.subscribe();
-        let begun = rx.borrow_and_update().checks_begun;
-        self.notify::<RunFlycheck>(json!({ "textDocument": { "uri": uri } }))?;
-        let done = rx.wait_for(|s| s.checks_begun > begun && !s.check_active());
-        let (check, reports) = match tokio::time::timeout_at(deadline, done).await {
-            Ok(Ok(status)) => (
-                match &status.warning {
-                    Some(w) => Some(format!(
-                        "{} / warning: {w}",
-                        status.check_end.clone().unwrap_or_default()
-                    )),
-                    None => status.check_end.clone(),
-                },
-                status.check_reports.clone(),
-            ),
-            Ok(Err(_)) => return Err(Failure::Dead),
-            Err(_) => {
-                let running = self.shared.status.borrow().checks_begun > begun;
-                return Err(not_ready(if running {
-                    "its `cargo check` of the content has not finished".into()
-                } else {
-                    "its `cargo check` of the content has not started".into()
-                }));
+        let mut cut_short: Option<&str> = None;
+        loop {
+            if tokio::time::Instant::now() >= deadline
+                && let Some(why) = cut_short
+            {
+                return Err(not_ready(format!(
+                    "each `cargo check` of the content it ran was cut short ({why})"
+                )));
             }
-        };
-        // One more round trip: what the check published is received then.
-        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-        self.request::<lsp_types::request::FoldingRangeRequest>(
-            lsp_types::FoldingRangeParams {
-                text_document: TextDocumentIdentifier { uri: uri.clone() },
-                work_done_progress_params: WorkDoneProgressParams::default(),
-                partial_result_params: PartialResultParams::default(),
-            },
-            left.max(Duration::from_secs(1)),
-        )
-        .await?;
-        let items: Vec<Diagnostic> = self
-            .shared
-            .diagnostics
-            .borrow()
-            .get(uri)
-            .map(|p| p.items.clone())
-            .unwrap_or_default()
-            .into_iter()
-            .filter(|d| d.source.as_deref() != Some("rust-analyzer"))
-            .collect();
-        if items.is_empty()
-            && let Some(why) = self.check_missed(path, uri, &reports)
-        {
-            return Err(not_ready(why));
+            let idle = rx.wait_for(|s| s.phase != super::Phase::Loading);
+            match tokio::time::timeout_at(deadline, idle).await {
+                Ok(Ok(s)) if matches!(s.phase, super::Phase::Dead(_)) => return Err(Failure::Dead),
+                Ok(Ok(_)) => {}
+                Ok(Err(_)) => return Err(Failure::Dead),
+                Err(_) => {
+                    return Err(not_ready(
+                        "it is loading the project, which cancels its `cargo check`".into(),
+                    ));
+                }
+            }
+            let (begun, busy) = {
+                let s = rx.borrow_and_update();
+                (s.checks_begun, s.busy_reports)
+            };
+            // Made if missing (the check makes it anyway), so that its
+            // identity is known before the check.
+            let output = check_scope::check_target_dir(
+                self.config.initialization_options.as_ref(),
+                &self.root,
+            );
+            let _ = std::fs::create_dir_all(&output);
+            let output_before = check_scope::dir_identity(&output);
+            let request = self.checks_requested.fetch_add(1, Ordering::SeqCst) + 1;
+            self.notify::<RunFlycheck>(json!({ "textDocument": { "uri": uri } }))?;
+            let done = rx.wait_for(|s| s.checks_begun > begun && !s.check_active());
+            let (check, reports) = match tokio::time::timeout_at(deadline, done).await {
+                Ok(Ok(status)) => (
+                    match &status.warning {
+                        Some(w) => Some(format!(
+                            "{} / warning: {w}",
+                            status.check_end.clone().unwrap_or_default()
+                        )),
+                        None => status.check_end.clone(),
+                    },
+                    status.check_reports.clone(),
+                ),
+                Ok(Err(_)) => return Err(Failure::Dead),
+                Err(_) => {
+                    let running = self.shared.status.borrow().checks_begun > begun;
+                    return Err(not_ready(if running {
+                        "its `cargo check` of the content has not finished".into()
+                    } else {
+                        "its `cargo check` of the content has not started".into()
+                    }));
+                }
+            };
+            // One more round trip: what the check published is received then.
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            self.request::<lsp_types::request::FoldingRangeRequest>(
+                lsp_types::FoldingRangeParams {
+                    text_document: TextDocumentIdentifier { uri: uri.clone() },
+                    work_done_progress_params: WorkDoneProgressParams::default(),
+                    partial_result_params: PartialResultParams::default(),
+                },
+                left.max(Duration::from_secs(1)),
+            )
+            .await?;
+            let cancelled = self.shared.status.borrow().busy_reports != busy
+                || self.checks_requested.load(Ordering::SeqCst) != request;
+            let output_removed =
+                output_before.is_none() || check_scope::dir_identity(&output) != output_before;
+            if cancelled || output_removed {
+                // The check may have been cut short: ask for one again.
+                cut_short = Some(if output_removed {
+                    "its output directory was removed while it ran, as `cargo clean` does"
+                } else {
+                    "a load or a later request restarted it"
+                });
+                continue;
+            }
+            let items: Vec<Diagnostic> = self
+                .shared
+                .diagnostics
+                .borrow()
+                .get(uri)
+                .map(|p| p.items.clone())
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|d| d.source.as_deref() != Some("rust-analyzer"))
+                .collect();
+            if items.is_empty()
+                && let Some(why) = self.check_missed(path, uri, &reports)
+            {
+                return Err(not_ready(why));
+            }
+            let name = format!("{CHECK_TITLE}check");
+            return Ok((
+                items,
+                DiagnosticsProof::CheckFinished {
+                    check: check
+                        .filter(|m| !m.is_empty())
+                        .map_or(name.clone(), |m| format!("{name} ({m})")),
+                },
+            ));
         }
-        let name = format!("{CHECK_TITLE}check");
-        Ok((
-            items,
-            DiagnosticsProof::CheckFinished {
-                check: check
-                    .filter(|m| !m.is_empty())
-                    .map_or(name.clone(), |m| format!("{name} ({m})")),
-            },
-        ))
     }
 
     /// Why a check that listed nothing for `path` is no proof that it has

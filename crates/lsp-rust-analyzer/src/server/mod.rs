@@ -122,6 +122,9 @@ pub(crate) struct Server {
     leader: Arc<process_tree::Leader>,
     socket: ServerSocket,
     next_id: Mutex<i32>,
+    /// How many checks (rust-analyzer's `runFlycheck`) were asked for: a
+    /// later request restarts, so cancels, a check still running.
+    checks_requested: std::sync::atomic::AtomicU64,
     shared: Arc<Shared>,
     docs: Mutex<OpenDocuments>,
     dirty: Arc<Mutex<Vec<PathBuf>>>,
@@ -169,6 +172,7 @@ impl Server {
             leader: spawned.leader,
             socket,
             next_id: Mutex::new(0),
+            checks_requested: std::sync::atomic::AtomicU64::new(0),
             shared,
             docs: Mutex::new(OpenDocuments::default()),
             dirty: Arc::new(Mutex::new(Vec::new())),

@@ -44,6 +44,9 @@ pub(crate) struct Status {
     proof_seen: bool,
     /// rust-analyzer: a `quiescent: false` was seen.
     seen_busy: bool,
+    /// rust-analyzer: how many `quiescent: false` statuses were seen (a
+    /// load, which may restart or cancel its check).
+    pub busy_reports: u64,
     /// rust-analyzer: the message of a `health: "warning"` that stands
     /// (e.g. a build script or the proc-macro server failed): answers may
     /// be partial, so an empty one is not trusted while it stands.
@@ -108,6 +111,7 @@ impl Status {
             proof_seen: false,
             titles: BTreeMap::new(),
             seen_busy: false,
+            busy_reports: 0,
             warning: None,
             initialized: false,
             active: BTreeMap::new(),
@@ -266,6 +270,7 @@ impl Shared {
             };
             if !quiescent {
                 s.seen_busy = true;
+                s.busy_reports += 1;
                 s.phase = Phase::Loading;
             } else if s.seen_busy {
                 // Idle is not proof of a loaded project: a load that failed
