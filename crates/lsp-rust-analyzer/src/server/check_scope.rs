@@ -119,6 +119,7 @@ pub(crate) fn reported(reports: &[String], targets: &[String]) -> bool {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
@@ -133,7 +134,7 @@ mod tests {
             "[package]\nname = \"my-crate\"\nversion = \"0.1.0\"\n\n[dependencies]\nserde = { version = \"1\" }\n",
         )
         .unwrap();
-        let targets = |f: &str| file_targets(&pkg.join(f), root).map(|(d, n)| (d, n));
+        let targets = |f: &str| file_targets(&pkg.join(f), root);
         assert_eq!(
             targets("src/parse/mod.rs"),
             Some((pkg.clone(), vec!["my_crate".to_owned()]))
