@@ -548,9 +548,10 @@ impl Server {
     }
 
     /// Why a check that listed nothing for `path` is no proof that it has
-    /// no problems, if it is not: it compiled none of the file's targets
-    /// (its `reports`) and listed no error in another file of the file's
-    /// package.
+    /// no problems, if it is not: it listed errors elsewhere (a crate the
+    /// file's depends on may have failed first), none in another file of
+    /// the file's package, and compiled none of the file's targets (its
+    /// `reports`).
     fn check_missed(&self, path: &Path, uri: &Url, reports: &[String]) -> Option<String> {
         let Some((package, targets)) = check_scope::file_targets(path, &self.root) else {
             return Some(format!(
@@ -561,15 +562,29 @@ impl Server {
         if check_scope::reported(reports, &targets) {
             return None;
         }
-        let failed_nearby = self.shared.diagnostics.borrow().iter().any(|(u, p)| {
-            u != uri
-                && u.to_file_path().is_ok_and(|f| f.starts_with(&package))
-                && p.items.iter().any(|d| {
+        // The check's errors, by file (rust-analyzer's own are not its).
+        let check_errors: Vec<Url> = self
+            .shared
+            .diagnostics
+            .borrow()
+            .iter()
+            .filter(|(_, p)| {
+                p.items.iter().any(|d| {
                     d.source.as_deref() != Some("rust-analyzer")
                         && d.severity == Some(lsp_types::DiagnosticSeverity::ERROR)
                 })
-        });
-        if failed_nearby {
+            })
+            .map(|(u, _)| u.clone())
+            .collect();
+        // No error anywhere: the whole check succeeded, so every target
+        // was compiled or fresh (cargo reports a fresh one, unchanged
+        // since it last compiled without error, and rust-analyzer shows
+        // no progress for it). An error in another file of the package:
+        // the package was compiled.
+        let failed_nearby = check_errors
+            .iter()
+            .any(|u| u != uri && u.to_file_path().is_ok_and(|f| f.starts_with(&package)));
+        if check_errors.is_empty() || failed_nearby {
             return None;
         }
         Some(format!(
