@@ -1,7 +1,8 @@
 //! Which cargo target a Rust file is compiled in, by the name `cargo
-//! check` gives it in its artifacts (rust-analyzer reports each as its
-//! check's progress, `NAME (KINDS)`), so that a check that listed nothing
-//! for a file is trusted only when it reached the file's target.
+//! check` gives it in its artifacts (rust-analyzer reports each target it
+//! compiled, not one it found fresh, as its check's progress, `NAME
+//! (KINDS)`), so that a check that listed nothing for a file but errors
+//! elsewhere is trusted only when it reached the file's target.
 //!
 //! A check can end without compiling a target: a build racing it removed
 //! its output directory (`cargo clean`), or a crate the target depends on
