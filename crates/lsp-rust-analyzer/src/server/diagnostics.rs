@@ -157,7 +157,7 @@ impl Server {
         };
         if self.config.readiness == ReadinessSignal::ServerStatus {
             return self
-                .checked_diagnostics(path, &uri, deadline, &not_ready)
+                .checked_diagnostics(path, text, &uri, deadline, &not_ready)
                 .await;
         }
         // The content was synced by the query (a new version when it
@@ -434,6 +434,7 @@ impl Server {
     async fn checked_diagnostics(
         &self,
         path: &Path,
+        text: &str,
         uri: &Url,
         deadline: tokio::time::Instant,
         not_ready: &(dyn Fn(String) -> Failure + Sync),
@@ -472,6 +473,15 @@ impl Server {
             );
             let _ = std::fs::create_dir_all(&output);
             let output_before = check_scope::dir_identity(&output);
+            // cargo compiles again only a target one of whose files is
+            // newer than its last compile; one it finds fresh it does not
+            // report, and rust-analyzer shows no progress for it. The
+            // file's time is set to now (its content untouched), so that
+            // the check compiles its target and says so: the proof an
+            // empty list needs (see `check_missed`).
+            if let Ok(file) = std::fs::File::options().append(true).open(path) {
+                let _ = file.set_modified(std::time::SystemTime::now());
+            }
             let request = self.checks_requested.fetch_add(1, Ordering::SeqCst) + 1;
             self.notify::<RunFlycheck>(json!({ "textDocument": { "uri": uri } }))?;
             let done = rx.wait_for(|s| s.checks_begun > begun && !s.check_active());
@@ -530,8 +540,11 @@ impl Server {
                 .into_iter()
                 .filter(|d| d.source.as_deref() != Some("rust-analyzer"))
                 .collect();
+            if !items.is_empty() {
+                super::lock(&self.compiled).remove(path);
+            }
             if items.is_empty()
-                && let Some(why) = self.check_missed(path, uri, &reports)
+                && let Some(why) = self.check_missed(path, text, uri, &reports)
             {
                 return Err(not_ready(why));
             }
@@ -548,11 +561,23 @@ impl Server {
     }
 
     /// Why a check that listed nothing for `path` is no proof that it has
-    /// no problems, if it is not: it listed errors elsewhere (a crate the
-    /// file's depends on may have failed first), none in another file of
-    /// the file's package, and compiled none of the file's targets (its
-    /// `reports`).
-    fn check_missed(&self, path: &Path, uri: &Url, reports: &[String]) -> Option<String> {
+    /// no problems, if it is not: it compiled none of the file's targets
+    /// (its `reports`) and listed no error in another file of the file's
+    /// package.
+    ///
+    /// A target cargo finds fresh (unchanged since it compiled it without
+    /// error) is compiled again by no check, and rust-analyzer reports no
+    /// progress for it: so a file whose target a whole check compiled is
+    /// remembered with its content, and a later check that listed no error
+    /// in any file answers for that same content.
+    fn check_missed(
+        &self,
+        path: &Path,
+        text: &str,
+        uri: &Url,
+        reports: &[String],
+    ) -> Option<String> {
+        let hash = super::documents::content_hash(text);
         let Some((package, targets)) = check_scope::file_targets(path, &self.root) else {
             return Some(format!(
                 "the file is in no Cargo package under {}, so its `cargo check` cannot reach it",
@@ -560,31 +585,35 @@ impl Server {
             ));
         };
         if check_scope::reported(reports, &targets) {
+            let mut compiled = super::lock(&self.compiled);
+            if compiled.len() >= 4096 {
+                compiled.clear();
+            }
+            compiled.insert(path.to_owned(), hash);
             return None;
         }
-        // The check's errors, by file (rust-analyzer's own are not its).
-        let check_errors: Vec<Url> = self
-            .shared
-            .diagnostics
-            .borrow()
-            .iter()
-            .filter(|(_, p)| {
-                p.items.iter().any(|d| {
+        let errors_anywhere = self.shared.diagnostics.borrow().values().any(|p| {
+            p.items.iter().any(|d| {
+                d.source.as_deref() != Some("rust-analyzer")
+                    && d.severity == Some(lsp_types::DiagnosticSeverity::ERROR)
+            })
+        });
+        if !errors_anywhere && super::lock(&self.compiled).get(path) == Some(&hash) {
+            return None;
+        }
+        // An error in another file of the package: the package was
+        // compiled. (No error anywhere is no proof: a check whose cargo
+        // failed before any compiler output, its files removed under it,
+        // lists none either.)
+        let failed_nearby = self.shared.diagnostics.borrow().iter().any(|(u, p)| {
+            u != uri
+                && u.to_file_path().is_ok_and(|f| f.starts_with(&package))
+                && p.items.iter().any(|d| {
                     d.source.as_deref() != Some("rust-analyzer")
                         && d.severity == Some(lsp_types::DiagnosticSeverity::ERROR)
                 })
-            })
-            .map(|(u, _)| u.clone())
-            .collect();
-        // No error anywhere: the whole check succeeded, so every target
-        // was compiled or fresh (cargo reports a fresh one, unchanged
-        // since it last compiled without error, and rust-analyzer shows
-        // no progress for it). An error in another file of the package:
-        // the package was compiled.
-        let failed_nearby = check_errors
-            .iter()
-            .any(|u| u != uri && u.to_file_path().is_ok_and(|f| f.starts_with(&package)));
-        if check_errors.is_empty() || failed_nearby {
+        });
+        if failed_nearby {
             return None;
         }
         Some(format!(

@@ -55,7 +55,7 @@ pub(crate) struct SentSoFar {
     pub version: i32,
 }
 
-fn content_hash(text: &str) -> u64 {
+pub(super) fn content_hash(text: &str) -> u64 {
     let mut h = std::collections::hash_map::DefaultHasher::new();
     text.hash(&mut h);
     h.finish()

@@ -125,6 +125,9 @@ pub(crate) struct Server {
     /// How many checks (rust-analyzer's `runFlycheck`) were asked for: a
     /// later request restarts, so cancels, a check still running.
     checks_requested: std::sync::atomic::AtomicU64,
+    /// rust-analyzer: the content (hash) each file had when a whole check
+    /// compiled its target without error (see `check_missed`).
+    compiled: Mutex<HashMap<PathBuf, u64>>,
     shared: Arc<Shared>,
     docs: Mutex<OpenDocuments>,
     dirty: Arc<Mutex<Vec<PathBuf>>>,
@@ -173,6 +176,7 @@ impl Server {
             socket,
             next_id: Mutex::new(0),
             checks_requested: std::sync::atomic::AtomicU64::new(0),
+            compiled: Mutex::new(HashMap::new()),
             shared,
             docs: Mutex::new(OpenDocuments::default()),
             dirty: Arc::new(Mutex::new(Vec::new())),
