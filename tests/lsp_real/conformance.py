@@ -255,9 +255,72 @@ async def run(lang, scratch, build=False, sites=None, errlog=None):
     return tally
 
 
+def processes_in(directory):
+    """Pids of this user's processes working in `directory` (their
+    current directory inside it), from /proc."""
+    directory = os.path.realpath(directory)
+    out = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            if os.stat(f"/proc/{entry}").st_uid != os.getuid():
+                continue
+            cwd = os.readlink(f"/proc/{entry}/cwd")
+        except OSError:
+            continue
+        if cwd == directory or cwd.startswith(directory + os.sep):
+            out.append(int(entry))
+    return out
+
+
+@contextlib.contextmanager
+def scratch_dir(prefix):
+    """A temp dir for one run, removed afterwards with nothing left
+    running in it: the daemons whose data is in it are stopped and any
+    process still working in it (a language server's build, a build the
+    loop started) is killed before the removal, which is retried while
+    such a process still writes. SIGTERM and SIGHUP (a timeout, a closed
+    terminal) end the run as an exception does, so the run's own cleanup
+    and this one happen then too; Python's default for them leaves
+    everything behind."""
+
+    def ended(signum, _frame):
+        raise SystemExit(128 + signum)
+
+    handlers = {}
+    if threading.current_thread() is threading.main_thread():
+        handlers = {sig: signal.signal(sig, ended) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    scratch = tempfile.mkdtemp(prefix=prefix)
+    try:
+        yield scratch
+    finally:
+        try:
+            # the daemons of `make_env(scratch / "ws")`, as both runs make it
+            marker = f"XDG_DATA_HOME={scratch}/ws-xdg/data".encode()
+            stop_daemons({}, marker=marker)
+            for attempt in range(20):
+                for pid in processes_in(scratch):
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGKILL)
+                try:
+                    shutil.rmtree(scratch)
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    if attempt == 19:
+                        raise
+                    time.sleep(0.1)  # sleep-ok: a killed process's last writes land before the next removal
+        finally:
+            for sig, handler in handlers.items():
+                signal.signal(sig, handler)
+
+
 def run_sync(lang, build=False, sites=None):
-    """`run` in a temp dir of its own, removed afterwards (for scripts)."""
-    with tempfile.TemporaryDirectory(prefix="dsh-lsp-real-") as scratch:
+    """`run` in a temp dir of its own, removed afterwards with nothing
+    left running in it (for scripts; see `scratch_dir`)."""
+    with scratch_dir("dsh-lsp-real-") as scratch:
         with tempfile.TemporaryFile("w+") as errlog:
             return anyio.run(lambda: run(lang, scratch, build=build, sites=sites, errlog=errlog))
 

@@ -277,8 +277,9 @@ async def run(lang, scratch, build=False, errlog=None):
 
 
 def run_sync(lang, build=False):
-    """`run` in a temp dir of its own, removed afterwards (for scripts)."""
-    with tempfile.TemporaryDirectory(prefix="dsh-lsp-diag-") as scratch:
+    """`run` in a temp dir of its own, removed afterwards with nothing
+    left running in it (for scripts; see `conformance.scratch_dir`)."""
+    with conformance.scratch_dir("dsh-lsp-diag-") as scratch:
         with tempfile.TemporaryFile("w+") as errlog:
             return anyio.run(lambda: run(lang, scratch, build=build, errlog=errlog))
 

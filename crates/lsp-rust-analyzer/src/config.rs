@@ -42,6 +42,23 @@ pub enum ReadinessSignal {
     LogMessage(Vec<String>),
 }
 
+/// The `$/progress` a server reports for the diagnosis each document
+/// notification starts, and ends once that diagnosis is published (gopls
+/// with `verboseWorkDoneProgress`): the proof that what it published for a
+/// document is for the content sent, for a server whose publications do
+/// not always name the version (see the server's `fresh_diagnostics`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DiagnosisProgress {
+    /// The start of every such title: progress with it is the server's
+    /// diagnosis, never counted as loading (a server diagnosing an edit
+    /// is ready for the other queries).
+    pub prefix: String,
+    /// The title of the progress a `textDocument/didOpen` begins.
+    pub opened: String,
+    /// The title of the progress a `textDocument/didChange` begins.
+    pub changed: String,
+}
+
 /// Picks the server to start for one project root: given the configured
 /// server and the root, it returns the configuration to start there (see
 /// [`ServerConfig::per_root`]). A preset uses it when the right server
@@ -138,6 +155,10 @@ pub struct ServerConfig {
     /// (gopls: `no identifier found`): once it is ready, they are an
     /// honest empty answer, not an error.
     pub nothing_here_errors: Vec<String>,
+    /// The server reports each document notification's diagnosis as
+    /// progress (see [`DiagnosisProgress`]); its initialization options
+    /// turn that on. `None`: diagnostics are proven by version.
+    pub diagnosis_progress: Option<DiagnosisProgress>,
     /// Chooses the server per project root: when set, each server is
     /// started from what it returns for its root (the routing fields —
     /// `extensions`, `root_markers`, `root_strategy`, `require_root` —
@@ -174,6 +195,7 @@ impl ServerConfig {
             install_hint: Some(hint("`rustup component add rust-analyzer`", "rust", ".rs")),
             no_project_hint: None,
             nothing_here_errors: vec![],
+            diagnosis_progress: None,
             per_root: None,
         }
     }
@@ -447,6 +469,21 @@ impl ServerConfig {
             )),
             no_project_hint: Some("gopls needs a go.mod (run `go mod init NAME`)".into()),
             nothing_here_errors: vec!["no identifier found".into(), "no object found".into()],
+            // gopls publishes a document's diagnostics only when they
+            // differ from what it last published for the file, and then
+            // names the version of the snapshot it diagnosed, or none for
+            // a snapshot in which the file is not open: an unchanged file
+            // opened while its workspace's first diagnosis runs gets that
+            // diagnosis's publication, without a version, and no other.
+            // With `verboseWorkDoneProgress`, each `didOpen`/`didChange`
+            // begins a `diagnosing …` progress that ends after the
+            // diagnosis it started published (see `fresh_diagnostics`).
+            initialization_options: Some(json!({ "verboseWorkDoneProgress": true })),
+            diagnosis_progress: Some(DiagnosisProgress {
+                prefix: "diagnosing ".into(),
+                opened: "diagnosing opened files".into(),
+                changed: "diagnosing changed files".into(),
+            }),
             ..ServerConfig::default()
         }
     }

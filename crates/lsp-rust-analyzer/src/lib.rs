@@ -28,8 +28,8 @@ mod text;
 mod typescript;
 
 pub use config::{
-    ClientOptions, LanguagePreset, LspConfig, PerRoot, ReadinessSignal, RootStrategy, ServerConfig,
-    language_presets,
+    ClientOptions, DiagnosisProgress, LanguagePreset, LspConfig, PerRoot, ReadinessSignal,
+    RootStrategy, ServerConfig, language_presets,
 };
 pub use confine::{Confine, Confined};
 pub use pool::ServerPool;

@@ -776,9 +776,6 @@ fn cpp_diagnostics_are_for_the_content_on_disk() {
 }
 
 #[test]
-#[ignore = "open problem: gopls publishes an unchanged file's diagnostics once without a version and \
-            never for the open document, so dsh has no proof and answers LSP_NOT_READY (see \
-            \"Diagnostics on real projects\" in docs/subsystems/lsp.md)"]
 fn go_diagnostics_are_for_the_content_on_disk() {
     diagnostics_fresh(&GO);
 }

@@ -533,3 +533,106 @@ fn diagnostics_are_cargo_checks_of_the_content_on_disk() {
     }
     RT.block_on(p.shutdown());
 }
+
+/// While `cargo build` and `cargo clean` run in a loop in the project
+/// (`cargo clean` removes the check's own directory, `target/rust-analyzer`,
+/// under a running check), each `diagnostics` answer is whole or
+/// `LSP_NOT_READY`: three errors planted, an answer lists all three; the
+/// file put back, an answer lists none. Never a part of them, and never no
+/// problems for the planted file. Twenty trials of one call each; at
+/// least one answer of each kind must be given.
+#[test]
+#[ignore = "open problem: 1 answer in 39 listed 2 of the 3 planted errors (a check cut short by `cargo clean` not caught); see \"Diagnostics on real projects\" in docs/subsystems/lsp.md"]
+fn diagnostics_under_cargo_clean_are_whole_or_not_ready() {
+    require_rust_analyzer();
+    let (_dir, root) = fixture_copy("rust-workspace");
+    let p = StdioLspProvider::rust_analyzer(options()).unwrap();
+    let report = root.join("app/src/report.rs");
+    let original = std::fs::read_to_string(&report).unwrap();
+    let planted = "pub fn planted_type() -> u32 {\n    \"text\"\n}\n\
+                   pub fn planted_args(a: u32) -> u32 {\n    a\n}\n\
+                   pub fn planted_call() -> u32 {\n    planted_args(1, 2) + planted_undefined_xq\n}\n";
+    let base = u32::try_from(original.lines().count()).unwrap();
+    let want_lines = vec![base + 2, base + 8, base + 8];
+    let query = DiagnosticsQuery {
+        path: report.clone(),
+        all_severities: false,
+        progress: ProgressSink::none(),
+        access: ReadAccess::all(),
+        workspace: Workspace::Unbounded,
+    };
+    let error_lines = |d: &DiagnosticsResult| -> Vec<u32> {
+        let mut lines: Vec<u32> = d
+            .items
+            .iter()
+            .filter(|i| i.severity == Severity::Error)
+            .map(|i| i.line)
+            .collect();
+        lines.sort_unstable();
+        lines
+    };
+    // The project loaded and checked once, before the builds start.
+    RT.block_on(async {
+        let start = std::time::Instant::now();
+        loop {
+            match p.diagnostics(&query).await {
+                Err(LspError::NotReady { .. }) if start.elapsed() < Duration::from_secs(300) => {}
+                other => break other.unwrap(),
+            }
+        }
+    });
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let builds = {
+        let (stop, root) = (stop.clone(), root.clone());
+        std::thread::spawn(move || {
+            let mut cycles = 0;
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                for args in [
+                    &["build", "--offline", "--quiet"][..],
+                    &["clean", "--offline", "--quiet"],
+                ] {
+                    let _ = std::process::Command::new("cargo")
+                        .args(args)
+                        .current_dir(&root)
+                        .stderr(std::process::Stdio::null())
+                        .status();
+                }
+                cycles += 1;
+            }
+            cycles
+        })
+    };
+    let (mut wrong, mut planted_answers, mut clean_answers, mut not_ready) = (Vec::new(), 0, 0, 0);
+    for trial in 1..=20 {
+        for (text, want) in [
+            (format!("{original}{planted}"), want_lines.clone()),
+            (original.clone(), vec![]),
+        ] {
+            std::fs::write(&report, &text).unwrap();
+            match RT.block_on(p.diagnostics(&query)) {
+                Ok(d) if error_lines(&d) == want => {
+                    if want.is_empty() {
+                        clean_answers += 1;
+                    } else {
+                        planted_answers += 1;
+                    }
+                }
+                Ok(d) => wrong.push(format!("trial {trial}: want {want:?}, got {d:?}")),
+                Err(LspError::NotReady { .. }) => not_ready += 1,
+                Err(e) => wrong.push(format!("trial {trial}: {e}")),
+            }
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let cycles = builds.join().unwrap();
+    RT.block_on(p.shutdown());
+    eprintln!(
+        "planted answered {planted_answers}, put back answered {clean_answers}, \
+         LSP_NOT_READY {not_ready}, build/clean cycles {cycles}"
+    );
+    assert_eq!(wrong, Vec::<String>::new());
+    assert!(
+        planted_answers > 0 && clean_answers > 0 && cycles > 0,
+        "planted {planted_answers}, put back {clean_answers}, cycles {cycles}"
+    );
+}

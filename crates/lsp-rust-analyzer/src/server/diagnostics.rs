@@ -1,8 +1,11 @@
 //! The diagnostics a server computed for a document, and the proof that
 //! they are for the content just sent and complete: pulled
 //! (`textDocument/diagnostic`) where the server offers it, published for
-//! the version sent otherwise, and for rust-analyzer the check it runs on
-//! request (`cargo check`) begun after the content was sent and finished.
+//! the version sent otherwise, for a server that reports its diagnosis of
+//! each document notification as progress (gopls) the end of the
+//! diagnosis of the last one sent, and for rust-analyzer the check it runs
+//! on request (`cargo check`) begun after the content was sent and
+//! finished.
 
 use std::path::Path;
 use std::time::Duration;
@@ -14,9 +17,10 @@ use lsp_types::{
 };
 use serde_json::{Value, json};
 
+use super::check_scope;
 use super::status::CHECK_TITLE;
 use super::{Failure, Server, Shared};
-use crate::config::ReadinessSignal;
+use crate::config::{DiagnosisProgress, ReadinessSignal};
 
 /// What a server last published for one document.
 #[derive(Debug, Clone)]
@@ -152,7 +156,9 @@ impl Server {
             })
         };
         if self.config.readiness == ReadinessSignal::ServerStatus {
-            return self.checked_diagnostics(&uri, deadline, &not_ready).await;
+            return self
+                .checked_diagnostics(path, text, &uri, deadline, &not_ready)
+                .await;
         }
         // The content was synced by the query (a new version when it
         // changed).
@@ -164,6 +170,11 @@ impl Server {
         }
         if self.tsserver_request_command() {
             return self.tsserver_diagnostics(&uri, deadline, &not_ready).await;
+        }
+        if let Some(progress) = &self.config.diagnosis_progress {
+            return self
+                .diagnosed_diagnostics(progress, path, &uri, deadline, &not_ready)
+                .await;
         }
         // Published for a version that is this content: the answer. Else
         // the content is sent again (see `resend_document`) and what is
@@ -206,6 +217,81 @@ impl Server {
                      from {since}; the last published for the file: {last})"
                 )))
             }
+        }
+    }
+
+    /// A server that reports each document notification's diagnosis as
+    /// progress (gopls): waits until the diagnosis of every `didOpen` and
+    /// `didChange` sent so far has begun and none is running, the
+    /// document unchanged meanwhile, then takes what the server last
+    /// published for it, whatever version that names.
+    ///
+    /// Why that is this content's, complete: gopls handles document
+    /// notifications one at a time, in order, and begins the progress
+    /// (`diagnosing opened files`, `diagnosing changed files`) while
+    /// handling each, so the n-th such progress of a title is the n-th
+    /// notification's, and once as many have begun as were sent, the last
+    /// one sent (which carried this content) has begun. gopls ends it only
+    /// after the diagnosis it started has published, and the publications
+    /// precede the end on the connection, which the client reads in
+    /// order. A diagnosis may skip its final pass when a newer one
+    /// supersedes it; with none running, the newest has run in full. And
+    /// gopls publishes a file's diagnostics only when they differ from the
+    /// last ones it published for it (and once after each open or
+    /// change), never for a snapshot older than one it published for: so
+    /// with the newest diagnosis ended, the last publication received for
+    /// the file is that diagnosis's result, even when it was sent earlier,
+    /// for another snapshot, without a version (gopls names none for a
+    /// snapshot in which the file is not open, such as the workspace's
+    /// first). A notification gopls refuses begins no progress: the count
+    /// is then never reached, and the answer is `LSP_NOT_READY`, never a
+    /// guess.
+    async fn diagnosed_diagnostics(
+        &self,
+        progress: &DiagnosisProgress,
+        path: &Path,
+        uri: &Url,
+        deadline: tokio::time::Instant,
+        not_ready: &(dyn Fn(String) -> Failure + Sync),
+    ) -> Result<(Vec<Diagnostic>, DiagnosticsProof), Failure> {
+        let mut rx = self.shared.status.subscribe();
+        loop {
+            let Some(sent) = self.sent_so_far(path) else {
+                return Err(not_ready("the file is not open on the server".into()));
+            };
+            let diagnosed = rx.wait_for(|s| {
+                s.diagnoses_begun(&progress.opened) >= sent.opens
+                    && s.diagnoses_begun(&progress.changed) >= sent.changes
+                    && !s.diagnosis_active(&progress.prefix)
+            });
+            match tokio::time::timeout_at(deadline, diagnosed).await {
+                Ok(Ok(_)) => {}
+                Ok(Err(_)) => return Err(Failure::Dead),
+                Err(_) => {
+                    return Err(not_ready(format!(
+                        "its diagnosis of the content sent as version {} has not finished",
+                        sent.version
+                    )));
+                }
+            }
+            // Sent again meanwhile (another query): prove the new version.
+            if self.sent_so_far(path).map(|s| s.version) != Some(sent.version) {
+                continue;
+            }
+            let published = self.shared.diagnostics.borrow().get(uri).cloned();
+            let Some(published) = published else {
+                // gopls publishes for every file it opens: nothing yet is
+                // not proof of nothing.
+                return Err(not_ready(
+                    "its diagnosis ended, but it published nothing for the file yet".into(),
+                ));
+            };
+            return Ok((
+                published.items,
+                DiagnosticsProof::CheckFinished {
+                    check: format!("{} {}", self.config.name, progress.prefix.trim_end()),
+                },
+            ));
         }
     }
 
@@ -328,63 +414,212 @@ impl Server {
     /// before it answers a later request). Only the check's diagnostics are
     /// kept (source other than `rust-analyzer`): the same as the project's
     /// own `cargo check` reports, not rust-analyzer's own analysis.
+    ///
+    /// A check's end is the same progress end whether it finished or was
+    /// cancelled, and a cancelled check leaves what it had listed so far
+    /// (the first of three errors, seen under a concurrent build). A check
+    /// is cancelled by a later request for one (it restarts) and by a load
+    /// (new build-script results, a manifest change: rust-analyzer makes
+    /// its checks anew). And a check whose output directory is removed
+    /// while it runs (`cargo clean`) ends as finished, having listed only
+    /// the errors rustc reported before it failed to write (see
+    /// `check_scope`). So the check is asked for with the server idle,
+    /// and its result taken only when no later check was asked for, the
+    /// server reported no load until after the round trip, and the
+    /// output directory is the one there before the check; else it is
+    /// asked for again, within the deadline.
+    ///
+    /// Nothing listed is an answer only when the check reached the file
+    /// (see [`Server::check_missed`]).
     async fn checked_diagnostics(
         &self,
+        path: &Path,
+        text: &str,
         uri: &Url,
         deadline: tokio::time::Instant,
         not_ready: &(dyn Fn(String) -> Failure + Sync),
     ) -> Result<(Vec<Diagnostic>, DiagnosticsProof), Failure> {
+        use std::sync::atomic::Ordering;
         let mut rx = self.shared.status.subscribe();
-        let begun = rx.borrow_and_update().checks_begun;
-        self.notify::<RunFlycheck>(json!({ "textDocument": { "uri": uri } }))?;
-        let done = rx.wait_for(|s| s.checks_begun > begun && !s.check_active());
-        let check = match tokio::time::timeout_at(deadline, done).await {
-            Ok(Ok(status)) => match &status.warning {
-                Some(w) => Some(format!(
-                    "{} / warning: {w}",
-                    status.check_end.clone().unwrap_or_default()
-                )),
-                None => status.check_end.clone(),
-            },
-            Ok(Err(_)) => return Err(Failure::Dead),
-            Err(_) => {
-                let running = self.shared.status.borrow().checks_begun > begun;
-                return Err(not_ready(if running {
-                    "its `cargo check` of the content has not finished".into()
-                } else {
-                    "its `cargo check` of the content has not started".into()
-                }));
+        let mut cut_short: Option<&str> = None;
+        loop {
+            if tokio::time::Instant::now() >= deadline
+                && let Some(why) = cut_short
+            {
+                return Err(not_ready(format!(
+                    "each `cargo check` of the content it ran was cut short ({why})"
+                )));
             }
+            let idle = rx.wait_for(|s| s.phase != super::Phase::Loading);
+            match tokio::time::timeout_at(deadline, idle).await {
+                Ok(Ok(s)) if matches!(s.phase, super::Phase::Dead(_)) => return Err(Failure::Dead),
+                Ok(Ok(_)) => {}
+                Ok(Err(_)) => return Err(Failure::Dead),
+                Err(_) => {
+                    return Err(not_ready(
+                        "it is loading the project, which cancels its `cargo check`".into(),
+                    ));
+                }
+            }
+            let (begun, busy) = {
+                let s = rx.borrow_and_update();
+                (s.checks_begun, s.busy_reports)
+            };
+            // Made if missing (the check makes it anyway), so that its
+            // identity is known before the check.
+            let output = check_scope::check_target_dir(
+                self.config.initialization_options.as_ref(),
+                &self.root,
+            );
+            let _ = std::fs::create_dir_all(&output);
+            let output_before = check_scope::dir_identity(&output);
+            // cargo compiles again only a target one of whose files is
+            // newer than its last compile; one it finds fresh it does not
+            // report, and rust-analyzer shows no progress for it. The
+            // file's time is set to now (its content untouched), so that
+            // the check compiles its target and says so: the proof an
+            // empty list needs (see `check_missed`).
+            if let Ok(file) = std::fs::File::options().append(true).open(path) {
+                let _ = file.set_modified(std::time::SystemTime::now());
+            }
+            let request = self.checks_requested.fetch_add(1, Ordering::SeqCst) + 1;
+            self.notify::<RunFlycheck>(json!({ "textDocument": { "uri": uri } }))?;
+            let done = rx.wait_for(|s| s.checks_begun > begun && !s.check_active());
+            let (check, reports) = match tokio::time::timeout_at(deadline, done).await {
+                Ok(Ok(status)) => (
+                    match &status.warning {
+                        Some(w) => Some(format!(
+                            "{} / warning: {w}",
+                            status.check_end.clone().unwrap_or_default()
+                        )),
+                        None => status.check_end.clone(),
+                    },
+                    status.check_reports.clone(),
+                ),
+                Ok(Err(_)) => return Err(Failure::Dead),
+                Err(_) => {
+                    let running = self.shared.status.borrow().checks_begun > begun;
+                    return Err(not_ready(if running {
+                        "its `cargo check` of the content has not finished".into()
+                    } else {
+                        "its `cargo check` of the content has not started".into()
+                    }));
+                }
+            };
+            // One more round trip: what the check published is received then.
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            self.request::<lsp_types::request::FoldingRangeRequest>(
+                lsp_types::FoldingRangeParams {
+                    text_document: TextDocumentIdentifier { uri: uri.clone() },
+                    work_done_progress_params: WorkDoneProgressParams::default(),
+                    partial_result_params: PartialResultParams::default(),
+                },
+                left.max(Duration::from_secs(1)),
+            )
+            .await?;
+            let cancelled = self.shared.status.borrow().busy_reports != busy
+                || self.checks_requested.load(Ordering::SeqCst) != request;
+            let output_removed =
+                output_before.is_none() || check_scope::dir_identity(&output) != output_before;
+            if cancelled || output_removed {
+                // The check may have been cut short: ask for one again.
+                cut_short = Some(if output_removed {
+                    "its output directory was removed while it ran, as `cargo clean` does"
+                } else {
+                    "a load or a later request restarted it"
+                });
+                continue;
+            }
+            let items: Vec<Diagnostic> = self
+                .shared
+                .diagnostics
+                .borrow()
+                .get(uri)
+                .map(|p| p.items.clone())
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|d| d.source.as_deref() != Some("rust-analyzer"))
+                .collect();
+            if !items.is_empty() {
+                super::lock(&self.compiled).remove(path);
+            }
+            if items.is_empty()
+                && let Some(why) = self.check_missed(path, text, uri, &reports)
+            {
+                return Err(not_ready(why));
+            }
+            let name = format!("{CHECK_TITLE}check");
+            return Ok((
+                items,
+                DiagnosticsProof::CheckFinished {
+                    check: check
+                        .filter(|m| !m.is_empty())
+                        .map_or(name.clone(), |m| format!("{name} ({m})")),
+                },
+            ));
+        }
+    }
+
+    /// Why a check that listed nothing for `path` is no proof that it has
+    /// no problems, if it is not: it compiled none of the file's targets
+    /// (its `reports`) and listed no error in another file of the file's
+    /// package.
+    ///
+    /// A target cargo finds fresh (unchanged since it compiled it without
+    /// error) is compiled again by no check, and rust-analyzer reports no
+    /// progress for it: so a file whose target a whole check compiled is
+    /// remembered with its content, and a later check that listed no error
+    /// in any file answers for that same content.
+    fn check_missed(
+        &self,
+        path: &Path,
+        text: &str,
+        uri: &Url,
+        reports: &[String],
+    ) -> Option<String> {
+        let hash = super::documents::content_hash(text);
+        let Some((package, targets)) = check_scope::file_targets(path, &self.root) else {
+            return Some(format!(
+                "the file is in no Cargo package under {}, so its `cargo check` cannot reach it",
+                self.root.display()
+            ));
         };
-        // One more round trip: what the check published is received then.
-        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-        self.request::<lsp_types::request::FoldingRangeRequest>(
-            lsp_types::FoldingRangeParams {
-                text_document: TextDocumentIdentifier { uri: uri.clone() },
-                work_done_progress_params: WorkDoneProgressParams::default(),
-                partial_result_params: PartialResultParams::default(),
-            },
-            left.max(Duration::from_secs(1)),
-        )
-        .await?;
-        let items: Vec<Diagnostic> = self
-            .shared
-            .diagnostics
-            .borrow()
-            .get(uri)
-            .map(|p| p.items.clone())
-            .unwrap_or_default()
-            .into_iter()
-            .filter(|d| d.source.as_deref() != Some("rust-analyzer"))
-            .collect();
-        let name = format!("{CHECK_TITLE}check");
-        Ok((
-            items,
-            DiagnosticsProof::CheckFinished {
-                check: check
-                    .filter(|m| !m.is_empty())
-                    .map_or(name.clone(), |m| format!("{name} ({m})")),
-            },
+        if check_scope::reported(reports, &targets) {
+            let mut compiled = super::lock(&self.compiled);
+            if compiled.len() >= 4096 {
+                compiled.clear();
+            }
+            compiled.insert(path.to_owned(), hash);
+            return None;
+        }
+        let errors_anywhere = self.shared.diagnostics.borrow().values().any(|p| {
+            p.items.iter().any(|d| {
+                d.source.as_deref() != Some("rust-analyzer")
+                    && d.severity == Some(lsp_types::DiagnosticSeverity::ERROR)
+            })
+        });
+        if !errors_anywhere && super::lock(&self.compiled).get(path) == Some(&hash) {
+            return None;
+        }
+        // An error in another file of the package: the package was
+        // compiled. (No error anywhere is no proof: a check whose cargo
+        // failed before any compiler output, its files removed under it,
+        // lists none either.)
+        let failed_nearby = self.shared.diagnostics.borrow().iter().any(|(u, p)| {
+            u != uri
+                && u.to_file_path().is_ok_and(|f| f.starts_with(&package))
+                && p.items.iter().any(|d| {
+                    d.source.as_deref() != Some("rust-analyzer")
+                        && d.severity == Some(lsp_types::DiagnosticSeverity::ERROR)
+                })
+        });
+        if failed_nearby {
+            return None;
+        }
+        Some(format!(
+            "its `cargo check` ended without compiling {} (a build racing it, or an error in a \
+             crate it depends on): its empty list is no proof",
+            targets.join(" or ")
         ))
     }
 }

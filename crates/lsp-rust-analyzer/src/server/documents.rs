@@ -39,9 +39,23 @@ struct OpenDocument {
 pub(super) struct OpenDocuments {
     docs: HashMap<PathBuf, OpenDocument>,
     clock: u64,
+    /// How many `didOpen` notifications were sent to the server.
+    opens_sent: u64,
+    /// How many `didChange` notifications were sent to the server.
+    changes_sent: u64,
 }
 
-fn content_hash(text: &str) -> u64 {
+/// Where a document stands among the notifications sent to its server:
+/// how many `didOpen` and `didChange` were sent up to now, and the
+/// document's version.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct SentSoFar {
+    pub opens: u64,
+    pub changes: u64,
+    pub version: i32,
+}
+
+pub(super) fn content_hash(text: &str) -> u64 {
     let mut h = std::collections::hash_map::DefaultHasher::new();
     text.hash(&mut h);
     h.finish()
@@ -114,6 +128,7 @@ impl Server {
         let hash = content_hash(text);
         let stamp = file_stamp(path);
         let mut docs = lock(&self.docs);
+        let docs = &mut *docs;
         docs.clock += 1;
         let clock = docs.clock;
         if let Some(doc) = docs.docs.get_mut(path) {
@@ -127,6 +142,7 @@ impl Server {
             doc.version += 1;
             doc.since = doc.version;
             let version = doc.version;
+            docs.changes_sent += 1;
             self.notify::<DidChangeTextDocument>(DidChangeTextDocumentParams {
                 text_document: VersionedTextDocumentIdentifier {
                     uri: path_url(path)?,
@@ -148,6 +164,7 @@ impl Server {
                 text: text.to_owned(),
             },
         })?;
+        docs.opens_sent += 1;
         docs.docs.insert(
             path.to_owned(),
             OpenDocument {
@@ -190,6 +207,7 @@ impl Server {
     /// budget would never finish.
     pub fn resend_document(&self, path: &Path, text: &str) -> Result<Option<i32>, Failure> {
         let mut docs = lock(&self.docs);
+        let docs = &mut *docs;
         let Some(doc) = docs.docs.get_mut(path) else {
             return Ok(None);
         };
@@ -200,6 +218,7 @@ impl Server {
         doc.touch = Some(doc.version + 1);
         for content in [format!("{text}\n"), text.to_owned()] {
             doc.version += 1;
+            docs.changes_sent += 1;
             self.notify::<DidChangeTextDocument>(DidChangeTextDocumentParams {
                 text_document: VersionedTextDocumentIdentifier {
                     uri: uri.clone(),
@@ -222,6 +241,17 @@ impl Server {
     /// (every version from the first on but that one is this content).
     pub fn content_versions(&self, path: &Path) -> Option<(i32, Option<i32>)> {
         lock(&self.docs).docs.get(path).map(|d| (d.since, d.touch))
+    }
+
+    /// `path`'s version and the `didOpen`/`didChange` notifications sent
+    /// to the server so far, when it is open.
+    pub fn sent_so_far(&self, path: &Path) -> Option<SentSoFar> {
+        let docs = lock(&self.docs);
+        docs.docs.get(path).map(|d| SentSoFar {
+            opens: docs.opens_sent,
+            changes: docs.changes_sent,
+            version: d.version,
+        })
     }
 
     /// Re-syncs open documents whose file changed on disk, and opens files

@@ -7,6 +7,7 @@
 //! (`documents.rs`), the diagnostics it computed (`diagnostics.rs`) and
 //! its file watcher (`watcher.rs`).
 
+mod check_scope;
 mod connection;
 mod diagnostics;
 mod documents;
@@ -52,6 +53,9 @@ struct Shared {
     stderr_closed: watch::Sender<bool>,
     settings: Option<Value>,
     readiness: ReadinessSignal,
+    /// The title start of the server's diagnosis progress, if it reports
+    /// one (see [`crate::config::DiagnosisProgress`]).
+    diagnosis_prefix: Option<String>,
     /// What the server last published for each document
     /// (`textDocument/publishDiagnostics`).
     diagnostics: watch::Sender<HashMap<Url, diagnostics::Published>>,
@@ -67,6 +71,7 @@ impl Shared {
             stderr_closed: watch::channel(false).0,
             settings: config.settings.clone(),
             readiness: config.readiness.clone(),
+            diagnosis_prefix: config.diagnosis_progress.as_ref().map(|d| d.prefix.clone()),
             diagnostics: watch::channel(HashMap::new()).0,
         }
     }
@@ -117,6 +122,12 @@ pub(crate) struct Server {
     leader: Arc<process_tree::Leader>,
     socket: ServerSocket,
     next_id: Mutex<i32>,
+    /// How many checks (rust-analyzer's `runFlycheck`) were asked for: a
+    /// later request restarts, so cancels, a check still running.
+    checks_requested: std::sync::atomic::AtomicU64,
+    /// rust-analyzer: the content (hash) each file had when a whole check
+    /// compiled its target without error (see `check_missed`).
+    compiled: Mutex<HashMap<PathBuf, u64>>,
     shared: Arc<Shared>,
     docs: Mutex<OpenDocuments>,
     dirty: Arc<Mutex<Vec<PathBuf>>>,
@@ -164,6 +175,8 @@ impl Server {
             leader: spawned.leader,
             socket,
             next_id: Mutex::new(0),
+            checks_requested: std::sync::atomic::AtomicU64::new(0),
+            compiled: Mutex::new(HashMap::new()),
             shared,
             docs: Mutex::new(OpenDocuments::default()),
             dirty: Arc::new(Mutex::new(Vec::new())),

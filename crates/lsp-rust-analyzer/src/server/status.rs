@@ -44,6 +44,9 @@ pub(crate) struct Status {
     proof_seen: bool,
     /// rust-analyzer: a `quiescent: false` was seen.
     seen_busy: bool,
+    /// rust-analyzer: how many `quiescent: false` statuses were seen (a
+    /// load, which may restart or cancel its check).
+    pub busy_reports: u64,
     /// rust-analyzer: the message of a `health: "warning"` that stands
     /// (e.g. a build script or the proc-macro server failed): answers may
     /// be partial, so an empty one is not trusted while it stands.
@@ -59,6 +62,12 @@ pub(crate) struct Status {
     pub checks_begun: u64,
     /// The message the last check ended with, if any.
     pub check_end: Option<String>,
+    /// What the last check reported while it ran: for rust-analyzer's,
+    /// each target it compiled (`NAME (KINDS)`).
+    pub check_reports: Vec<String>,
+    /// How many diagnosis progresses (see
+    /// [`crate::config::DiagnosisProgress`]) have begun, by title.
+    diagnoses_begun: BTreeMap<String, u64>,
 }
 
 /// The start of the title of rust-analyzer's `$/progress` for the check
@@ -69,6 +78,17 @@ impl Status {
     /// Whether a check (see [`CHECK_TITLE`]) is running.
     pub fn check_active(&self) -> bool {
         self.titles.values().any(|t| t.starts_with(CHECK_TITLE))
+    }
+
+    /// How many diagnosis progresses titled `title` have begun.
+    pub fn diagnoses_begun(&self, title: &str) -> u64 {
+        self.diagnoses_begun.get(title).copied().unwrap_or(0)
+    }
+
+    /// Whether a progress whose title starts with `prefix` (a diagnosis)
+    /// is running.
+    pub fn diagnosis_active(&self, prefix: &str) -> bool {
+        self.titles.values().any(|t| t.starts_with(prefix))
     }
 }
 
@@ -91,11 +111,14 @@ impl Status {
             proof_seen: false,
             titles: BTreeMap::new(),
             seen_busy: false,
+            busy_reports: 0,
             warning: None,
             initialized: false,
             active: BTreeMap::new(),
             checks_begun: 0,
             check_end: None,
+            check_reports: Vec::new(),
+            diagnoses_begun: BTreeMap::new(),
         }
     }
 }
@@ -147,7 +170,19 @@ impl Shared {
             | ReadinessSignal::ServerStatus
             | ReadinessSignal::LogMessage(_) => None,
         };
+        let diagnosis = |title: &str| {
+            self.diagnosis_prefix
+                .as_deref()
+                .is_some_and(|p| title.starts_with(p))
+        };
         self.update(|s| match work {
+            // A diagnosis is counted and tracked, but is not loading: the
+            // server stays ready for the other queries.
+            WorkDoneProgress::Begin(b) if diagnosis(&b.title) => {
+                *s.diagnoses_begun.entry(b.title.clone()).or_default() += 1;
+                s.titles.insert(token, b.title);
+            }
+            WorkDoneProgress::Report(_) if s.titles.get(&token).is_some_and(|t| diagnosis(t)) => {}
             WorkDoneProgress::Begin(b) => {
                 let text = join_progress(&b.title, b.message.as_deref(), b.percentage);
                 s.progress = Some(text.clone());
@@ -155,11 +190,18 @@ impl Shared {
                 s.active.insert(token.clone(), text);
                 if b.title.starts_with(CHECK_TITLE) {
                     s.checks_begun += 1;
+                    s.check_reports.clear();
                 }
                 s.titles.insert(token, b.title);
             }
             WorkDoneProgress::Report(r) => {
                 let title = s.titles.get(&token).cloned().unwrap_or_default();
+                if title.starts_with(CHECK_TITLE)
+                    && let Some(m) = &r.message
+                    && s.check_reports.len() < 100_000
+                {
+                    s.check_reports.push(m.clone());
+                }
                 let text = join_progress(&title, r.message.as_deref(), r.percentage);
                 s.progress = Some(text.clone());
                 s.percentage = r.percentage.or(s.percentage);
@@ -228,6 +270,7 @@ impl Shared {
             };
             if !quiescent {
                 s.seen_busy = true;
+                s.busy_reports += 1;
                 s.phase = Phase::Loading;
             } else if s.seen_busy {
                 // Idle is not proof of a loaded project: a load that failed
