@@ -1614,7 +1614,13 @@ pub(crate) fn respond_value(listener: &OwnedFd, id: u64, value: i64) {
 
 /// Lets the kernel make request `id`'s call (`git_guard::Plan::Continue`).
 fn respond_continue(listener: &OwnedFd, id: u64) {
-    send_response(listener, id, 0, 0, libc::SECCOMP_USER_NOTIF_FLAG_CONTINUE as u32);
+    send_response(
+        listener,
+        id,
+        0,
+        0,
+        libc::SECCOMP_USER_NOTIF_FLAG_CONTINUE as u32,
+    );
 }
 
 /// Answers request `id` with `errno` (0: success).

@@ -277,7 +277,7 @@ print(" ".join(results))
 
 #[test]
 fn a_symbolic_link_from_the_workspace_into_a_writable_place_outside_it_is_refused() {
-    if !test_support::needs(&["bash"]) || !guarded() {
+    if !test_support::needs(&["bash", "python3"]) || !guarded() {
         return;
     }
     let f = Fixture::new();
