@@ -10,67 +10,27 @@ use std::io::Write;
 use std::net::TcpListener;
 use std::os::unix::net::UnixListener;
 use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use sandbox::{Availability, Mode, Prepared, Sandbox, SandboxPolicy, SpawnContext};
+use sandbox::{Availability, Mode, Prepared, SandboxPolicy};
 
-struct Fixture {
-    _base: tempfile::TempDir,
-    home: PathBuf,
-    ws: PathBuf,
-    tmp: PathBuf,
-}
+mod common;
+
+use common::Fixture;
 
 impl Fixture {
-    fn new() -> Self {
-        let base = tempfile::Builder::new()
-            .prefix("guard-")
-            .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
-            .unwrap();
-        let root = base.path().canonicalize().unwrap();
-        let (home, ws, tmp) = (root.join("home"), root.join("ws"), root.join("tmp"));
-        for d in [&home, &ws, &tmp] {
-            std::fs::create_dir_all(d).unwrap();
-        }
-        Self {
-            _base: base,
-            home,
-            ws,
-            tmp,
-        }
-    }
-
     fn prepare(&self, policy: SandboxPolicy) -> Prepared {
-        let context = SpawnContext::command(&self.ws, &self.home).with_temp_dir(&self.tmp);
-        Sandbox::new(policy, Availability::probe_kernel())
-            .unwrap()
-            .prepare(&context)
-            .unwrap()
+        self.prepare_with(policy, Availability::probe_kernel())
     }
 
-    /// Runs `python3 -c script` confined by `prepared`, in the workspace.
+    /// Runs `python3 -c script args…` confined by `prepared`.
     fn python(&self, prepared: &Prepared, script: &str, args: &[&str]) -> Output {
-        let mut command = Command::new("python3");
-        command
-            .arg("-c")
-            .arg(script)
-            .args(args)
-            .current_dir(&self.ws)
-            .env("HOME", &self.home)
-            .stdin(Stdio::null());
-        let step = prepared.pre_exec_step();
-        // SAFETY: setsid and the sandbox step are async-signal-safe.
-        unsafe {
-            command.pre_exec(|| {
-                libc::setsid();
-                Ok(())
-            });
-            command.pre_exec(step);
-        }
-        command.output().expect("spawn python3")
+        let mut all = vec!["-c", script];
+        all.extend_from_slice(args);
+        self.run(prepared, "python3", &all)
     }
 }
 
@@ -79,12 +39,7 @@ impl Fixture {
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn guarded() -> bool {
-    let a = Availability::probe_kernel();
-    if !a.connect_guard || a.landlock_abi == 0 {
-        eprintln!("skipped: this kernel cannot guard connect ({a})");
-        return false;
-    }
-    true
+    common::guarded("connect")
 }
 
 fn policy(unix_sockets: Vec<String>) -> SandboxPolicy {
@@ -160,7 +115,7 @@ fn a_socket_outside_is_refused_by_path_unless_the_policy_lists_it() {
     if !guarded() {
         return;
     }
-    let f = Fixture::new();
+    let f = Fixture::new("guard-");
     // In the temp dir, which the sandbox may write: no hidden place holds
     // it, so only the guard keeps it out of reach.
     let socket = f.tmp.join("outside.sock");
@@ -195,7 +150,7 @@ fn a_socket_the_sandbox_itself_holds_is_reached_by_path_and_by_abstract_name() {
     if !guarded() {
         return;
     }
-    let f = Fixture::new();
+    let f = Fixture::new("guard-");
     let prepared = f.prepare(policy(Vec::new()));
     // A server and its client in one confined process tree: the server a
     // child process, the client its parent, by absolute and relative path,
@@ -244,7 +199,7 @@ fn an_abstract_socket_outside_is_refused() {
     if !guarded() {
         return;
     }
-    let f = Fixture::new();
+    let f = Fixture::new("guard-");
     let name = format!("dsh-guard-outside-{}", std::process::id());
     let listener = std::os::unix::net::UnixListener::bind_addr(
         &<std::os::unix::net::SocketAddr as std::os::linux::net::SocketAddrExt>::from_abstract_name(
@@ -270,7 +225,7 @@ fn other_connections_behave_as_without_the_guard() {
     if !guarded() {
         return;
     }
-    let f = Fixture::new();
+    let f = Fixture::new("guard-");
     let port = tcp_server();
     std::fs::write(f.tmp.join("plain-file"), "x").unwrap();
     // A socket file nothing listens on any more (a server that died).
@@ -338,7 +293,7 @@ fn an_address_changed_while_it_is_checked_never_reaches_a_refused_socket() {
     if !guarded() {
         return;
     }
-    let f = Fixture::new();
+    let f = Fixture::new("guard-");
     let socket = f.tmp.join("target.sock");
     let accepted = outside_server(&socket);
     // One thread connects through a buffer another thread keeps flipping
@@ -388,7 +343,7 @@ fn the_supervisor_ends_with_the_processes_it_serves() {
     if !guarded() {
         return;
     }
-    let f = Fixture::new();
+    let f = Fixture::new("guard-");
     let count = || {
         std::fs::read_dir("/proc/self/task")
             .unwrap()
@@ -419,7 +374,7 @@ fn a_connection_from_another_thread_is_judged_the_same() {
     if !guarded() {
         return;
     }
-    let f = Fixture::new();
+    let f = Fixture::new("guard-");
     let listed_socket = f.tmp.join("listed.sock");
     let refused_socket = f.tmp.join("refused.sock");
     let listed_count = outside_server(&listed_socket);
@@ -468,7 +423,7 @@ fn io_uring_which_connects_without_connect_is_refused() {
     if !guarded() {
         return;
     }
-    let f = Fixture::new();
+    let f = Fixture::new("guard-");
     // With the network on, only the guard's filter refuses io_uring.
     let script = r#"
 import ctypes, errno
@@ -492,7 +447,7 @@ fn a_socket_the_host_holds_is_outside_even_when_a_confined_process_holds_it_too(
     if !guarded() {
         return;
     }
-    let f = Fixture::new();
+    let f = Fixture::new("guard-");
     // A child of the host holds copies of the host's descriptors until it
     // runs `exec` (and a confined one is in the sandbox's namespace by
     // then): the guard must not take the host's sockets for the
@@ -545,7 +500,7 @@ fn a_datagram_never_reaches_a_socket_outside_without_connect() {
     if !guarded() {
         return;
     }
-    let f = Fixture::new();
+    let f = Fixture::new("guard-");
     // A datagram receiver of this process (outside every sandbox) in the
     // temp dir, which the sandbox may write and does not hide.
     let path = f.tmp.join("log.sock");

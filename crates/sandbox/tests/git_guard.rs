@@ -11,84 +11,32 @@
 
 use std::io::Read;
 use std::os::fd::{AsRawFd, FromRawFd};
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 
 use pretty_assertions::assert_eq;
-use sandbox::{Availability, Mode, Prepared, Sandbox, SandboxPolicy, SpawnContext};
+use sandbox::{Availability, Mode, Prepared, SandboxPolicy};
 
-struct Fixture {
-    _base: tempfile::TempDir,
-    home: PathBuf,
-    ws: PathBuf,
-    tmp: PathBuf,
-}
+mod common;
+
+use common::Fixture;
 
 impl Fixture {
-    fn new() -> Self {
-        let base = tempfile::Builder::new()
-            .prefix("git-guard-")
-            .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
-            .unwrap();
-        let root = base.path().canonicalize().unwrap();
-        let (home, ws, tmp) = (root.join("home"), root.join("ws"), root.join("tmp"));
-        for d in [&home, &ws, &tmp] {
-            std::fs::create_dir_all(d).unwrap();
-        }
-        Self {
-            _base: base,
-            home,
-            ws,
-            tmp,
-        }
-    }
-
     fn prepare(&self) -> Prepared {
-        self.prepare_with(Availability::probe_kernel())
+        self.prepare_in(Availability::probe_kernel())
     }
 
-    fn prepare_with(&self, availability: Availability) -> Prepared {
-        let context = SpawnContext::command(&self.ws, &self.home).with_temp_dir(&self.tmp);
+    fn prepare_in(&self, availability: Availability) -> Prepared {
         let policy = SandboxPolicy {
             mode: Mode::WorkspaceWrite,
             ..SandboxPolicy::default()
         };
-        Sandbox::new(policy, availability)
-            .unwrap()
-            .prepare(&context)
-            .unwrap()
-    }
-
-    /// Runs `program args…` confined by `prepared`, in the workspace.
-    fn run(&self, prepared: &Prepared, program: &str, args: &[&str]) -> Output {
-        let mut command = Command::new(program);
-        command
-            .args(args)
-            .current_dir(&self.ws)
-            .env("HOME", &self.home)
-            .env("TMPDIR", &self.tmp)
-            .stdin(Stdio::null());
-        let step = prepared.pre_exec_step();
-        // SAFETY: setsid and the sandbox step are async-signal-safe.
-        unsafe {
-            command.pre_exec(|| {
-                libc::setsid();
-                Ok(())
-            });
-            command.pre_exec(step);
-        }
-        command.output().expect("spawn")
+        self.prepare_with(policy, availability)
     }
 }
 
 fn guarded() -> bool {
-    let a = Availability::probe_kernel();
-    if !a.connect_guard || a.landlock_abi == 0 {
-        eprintln!("skipped: this kernel cannot guard creating calls ({a})");
-        return false;
-    }
-    true
+    common::guarded("creating calls")
 }
 
 fn stdout(out: &Output) -> String {
@@ -158,11 +106,11 @@ fn a_name_rewritten_by_another_thread_during_the_check_never_makes_a_repository(
     if !test_support::needs(&["python3"]) || !guarded() {
         return;
     }
-    let f = Fixture::new();
+    let f = Fixture::new("git-guard-");
     // With the sandbox's user and mount namespaces, and without them
     // (the worker then carries the Landlock rules alone).
     let no_userns = Availability::probe_kernel().pretend("no-userns").unwrap();
-    for prepared in [f.prepare(), f.prepare_with(no_userns)] {
+    for prepared in [f.prepare(), f.prepare_in(no_userns)] {
         for call in ["mkdir", "open", "symlink", "mknod", "rename", "link"] {
             let out = f.run(&prepared, "python3", &["-c", RACE, call, "1500"]);
             // No `.git` made; both names were tried (some calls made the
@@ -208,7 +156,7 @@ fn a_nested_repositorys_config_cannot_be_opened_for_writing_without_o_creat() {
     if !test_support::needs(&["python3", "git"]) || !guarded() {
         return;
     }
-    let f = Fixture::new();
+    let f = Fixture::new("git-guard-");
     let lib = nested_repository(&f.ws);
     let before = std::fs::read_to_string(lib.join(".git/config")).unwrap();
     let prepared = f.prepare();
@@ -280,7 +228,7 @@ fn a_symbolic_link_from_the_workspace_into_a_writable_place_outside_it_is_refuse
     if !test_support::needs(&["bash", "python3"]) || !guarded() {
         return;
     }
-    let f = Fixture::new();
+    let f = Fixture::new("git-guard-");
     let prepared = f.prepare();
     let tmp = f.tmp.display().to_string();
     // Into the temp dir (the repository does not exist yet, or does), or
@@ -324,7 +272,7 @@ fn ordinary_work_keeps_its_modes_owner_and_special_files() {
     if !test_support::needs(&["bash", "python3"]) || !guarded() {
         return;
     }
-    let f = Fixture::new();
+    let f = Fixture::new("git-guard-");
     std::fs::write(f.tmp.join("moved.txt"), "m\n").unwrap();
     let prepared = f.prepare();
     let tmp = f.tmp.display().to_string();
@@ -367,7 +315,7 @@ fn another_processs_files_are_not_reached_through_its_proc_links() {
     if !test_support::needs(&["python3", "git"]) || !guarded() {
         return;
     }
-    let f = Fixture::new();
+    let f = Fixture::new("git-guard-");
     let git = Command::new("git")
         .args(["init", "-q"])
         .arg(&f.ws)
@@ -425,7 +373,7 @@ fn dev_tty_opened_for_writing_is_the_controlling_terminal() {
     if !test_support::needs(&["bash", "script"]) || !guarded() {
         return;
     }
-    let f = Fixture::new();
+    let f = Fixture::new("git-guard-");
     let prepared = f.prepare();
     // In a terminal of its own (script's), with its own descriptors on
     // the terminal, and with none of them left on it.
@@ -443,7 +391,7 @@ fn a_link_moved_or_a_submodule_s_hooks_or_a_deleted_looking_name_open_no_way_out
     if !test_support::needs(&["bash", "git"]) || !guarded() {
         return;
     }
-    let f = Fixture::new();
+    let f = Fixture::new("git-guard-");
     let lib = nested_repository(&f.ws);
     let prepared = f.prepare();
     // `../tmp/r` from ws/a/b is ws/a/tmp/r, inside; from ws itself it is
