@@ -634,6 +634,23 @@ impl Leader {
         crate::helpers::sweep();
     }
 
+    /// Waits, a bounded while, until the namespace's init has exited
+    /// (its pidfd turns readable): a SIGKILL cannot be refused, but the
+    /// kernel's teardown of the namespace takes a moment.
+    fn await_init_exit(&self) {
+        let Some((pidfd, _)) = &self.init else {
+            return;
+        };
+        let mut poll = libc::pollfd {
+            fd: pidfd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one pollfd on this stack, a pidfd we own.
+        unsafe { libc::poll(&raw mut poll, 1, 2000) };
+        crate::helpers::sweep();
+    }
+
     /// Reaped, or its session known to be over: nothing of it is ever
     /// signalled again.
     fn done_with_session(&self) -> bool {
@@ -672,6 +689,9 @@ impl Leader {
         }
         let report = crate::end::end_members(self.pid, steps, &|| self.live_members());
         self.end_init();
+        // Ended on purpose (a close, a timeout): the caller is told the
+        // session is over only once the init is no more than a zombie.
+        self.await_init_exit();
         let report = report?;
         if self.try_exit().is_some() {
             // The leader is dead and nothing of the session is alive: no
