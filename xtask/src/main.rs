@@ -33,6 +33,8 @@
 //!
 //! It is not part of the product and nothing depends on it.
 
+#![forbid(unsafe_code)]
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
@@ -74,7 +76,11 @@ fn main() -> ExitCode {
         ["codegen", "--check"] => codegen(true),
         ["static"] => build_static(StaticProfile::Release).map(drop),
         ["clients", pins @ ..] => update_agent_clients(pins),
-        ["test"] => test(),
+        ["test"] => {
+            let result = test();
+            print_step_times();
+            result
+        }
         ["bench", name] => bench(name, Speed::Full),
         ["bench", name, "--quick"] => bench(name, Speed::Quick),
         _ => {
@@ -133,13 +139,42 @@ fn step(name: &str, command: &mut Command) -> anyhow::Result<()> {
     if command.get_current_dir().is_none() {
         command.current_dir(root());
     }
-    let status = command
-        .status()
-        .with_context(|| format!("could not run: {name}"))?;
+    let started = std::time::Instant::now();
+    let status = command.status();
+    let took = started.elapsed();
+    let outcome = match &status {
+        Ok(s) if s.success() => "ok",
+        _ => "FAILED",
+    };
+    if let Ok(mut times) = STEP_TIMES.lock() {
+        times.push((name.to_owned(), took, outcome));
+    }
+    eprintln!("<== {name}: {outcome} in {:.0} s", took.as_secs_f64());
+    let status = status.with_context(|| format!("could not run: {name}"))?;
     if !status.success() {
         bail!("failed: {name} ({status})");
     }
     Ok(())
+}
+
+/// Each step run so far: its name, how long it took, and how it ended.
+static STEP_TIMES: std::sync::Mutex<Vec<(String, std::time::Duration, &'static str)>> =
+    std::sync::Mutex::new(Vec::new());
+
+/// Prints the time of every step run so far, and their total: the
+/// figures that show where the suite's minutes go.
+fn print_step_times() {
+    let Ok(times) = STEP_TIMES.lock() else {
+        return;
+    };
+    if times.is_empty() {
+        return;
+    }
+    let total: f64 = times.iter().map(|(_, took, _)| took.as_secs_f64()).sum();
+    eprintln!("\nstep times ({total:.0} s in all):");
+    for (name, took, outcome) in times.iter() {
+        eprintln!("{:>7.0} s  {outcome:<6}  {name}", took.as_secs_f64());
+    }
 }
 
 fn venv_bin() -> PathBuf {

@@ -20,6 +20,8 @@
 //! tool layer owns serialization. Positions here are the model's: 1-based
 //! lines and 1-based Unicode-scalar columns, never UTF-16 units or bytes.
 
+#![forbid(unsafe_code)]
+
 mod access;
 mod error;
 mod hook;

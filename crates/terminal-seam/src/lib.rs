@@ -15,6 +15,8 @@
 //! argument and result types live in the tool layer, which converts to and
 //! from these types by hand.
 
+#![forbid(unsafe_code)]
+
 mod error;
 mod owner;
 mod service;
