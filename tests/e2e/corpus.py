@@ -673,12 +673,16 @@ PROGRAMS = [
         Step("open", "tmux -f /dev/null -S tmux.sock new-session 'PS1=\"in-tmux$ \" bash --norc --noprofile -i'",
              "input_wait", screen=r"in-tmux\$", bench=True, floor=r"in-tmux"),
         Step("evaluate", "echo $((6 * 7))", "input_wait", r"42", screen=r"^42\s*$"),
+        # busy inside a window: the server waits at once, the answer is
+        # only complete once the window's shell reads again
+        Step("busy", "sleep 1; echo slept", "input_wait", r"slept", screen=r"^slept\s*$"),
         Step("exit", "exit", "prompt", r"exited", exit_code=0),
     ]),
     Program("screen", ("screen",), rows=24, cols=80, steps=[
         Step("open", "screen -q env PS1='in-screen$ ' bash --norc --noprofile -i", "input_wait",
              screen=r"in-screen\$", bench=True, floor=r"in-screen"),
         Step("evaluate", "echo $((6 * 7))", "input_wait", r"42", screen=r"^42\s*$"),
+        Step("busy", "sleep 1; echo slept", "input_wait", r"slept", screen=r"^slept\s*$"),
         # (our shell's prompt is back; the reply may see the shell reading
         # before the prompt's marker is parsed)
         Step("exit", "exit", ("prompt", "input_wait"), r"screen is terminating"),

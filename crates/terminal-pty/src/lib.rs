@@ -20,6 +20,7 @@ mod canon;
 mod echo;
 mod emulator;
 mod holders;
+mod inner;
 mod interrupt;
 mod memory;
 mod output;

@@ -30,7 +30,7 @@ use std::os::unix::fs::{FileTypeExt as _, MetadataExt as _};
 use std::time::Duration;
 
 /// Which terminal a probe looks for: the identity of a pty's other end.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) struct Tty {
     /// The device of the `devpts` instance that holds it, and its inode
     /// there: unique among every instance's ptys.
@@ -60,6 +60,18 @@ impl Tty {
             dev: st.st_dev,
             ino: st.st_ino,
             rdev: st.st_rdev,
+        })
+    }
+
+    /// The identity of the terminal device the path names (followed
+    /// through links, as `/proc/<pid>/fd/<n>` is); `None` when it is not
+    /// a character device or cannot be read.
+    pub(crate) fn of_path(path: &str) -> Option<Self> {
+        let meta = fs::metadata(path).ok()?;
+        meta.file_type().is_char_device().then(|| Self {
+            dev: meta.dev(),
+            ino: meta.ino(),
+            rdev: meta.rdev(),
         })
     }
 

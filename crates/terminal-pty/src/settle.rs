@@ -12,6 +12,7 @@ use terminal_seam::{InputCut, LineCut, SendOutcome, SettleReason, TerminalError}
 use crate::canon;
 use crate::echo::{sent_lines, strip_echo};
 use crate::holders::{Holder, Mark, holders, remote_peer, waits_on_another_process};
+use crate::inner::{self, Verdict};
 use crate::interrupt::{Interrupt, SettledOnDrop};
 use crate::output::Marker;
 use crate::probe::{
@@ -91,6 +92,11 @@ const REMOTE_HOLD_FACTOR: u32 = 2;
 const REMOTE_HOLD_MIN: Duration = Duration::from_millis(150);
 const REMOTE_HOLD_MAX: Duration = Duration::from_secs(3);
 const REMOTE_HOLD_FIRST: Duration = Duration::from_millis(800);
+
+/// How often, at most, the terminals inside a multiplexer are looked at
+/// while its wait is held (see `inner`): a look walks the server's
+/// descendants in /proc.
+const INNER_LOOK_EVERY: Duration = Duration::from_millis(5);
 
 /// How long a wait of our shell must hold when the shell took the
 /// foreground back since the write (a job ended): long enough for the
@@ -251,8 +257,11 @@ pub(crate) async fn run_send(
         // `probe::wait_state`): their counts too, before the write.
         baseline = switch_counts(fg);
     }
+    // The terminals inside a multiplexer among them (see `inner`).
+    let mut inner = inner::Baseline::default();
     for holder in session.known_holders(fg_at_write) {
         baseline.extend(switch_counts(holder.pid));
+        inner.add(holder.pid, &tty);
     }
     let mark = Mark::now();
     {
@@ -297,6 +306,8 @@ pub(crate) async fn run_send(
         remote: HashMap::new(),
         gap: Duration::ZERO,
         answered: HashMap::new(),
+        inner,
+        multiplexer: false,
     };
     // Spinning (probing without a pause) blocks the thread: on a
     // multi-thread runtime it is done in `block_in_place`, so the worker's
@@ -461,6 +472,11 @@ struct Watch<'a> {
     gap: Duration,
     /// A copy of the session's `answered`.
     answered: HashMap<i32, Option<u64>>,
+    /// The terminals inside the multiplexers known before the write.
+    inner: inner::Baseline,
+    /// Whether the wait held is a multiplexer's (its inner terminals
+    /// were looked at).
+    multiplexer: bool,
 }
 
 impl Watch<'_> {
@@ -600,8 +616,19 @@ impl Watch<'_> {
                             seen.first = first;
                         }
                         _ => {
-                            if now - seen.since >= seen.hold {
-                                let mut seen_now = *seen;
+                            // A multiplexer's provisional wait ends as
+                            // soon as its windows answered (see `inner`).
+                            let (pid, since, remote) = (seen.pid, seen.since, seen.remote);
+                            let answered_inside = remote
+                                && now - since >= INPUT_WAIT_CONFIRM
+                                && self.inner_verdict(pid) == Some(Verdict::Answered);
+                            let held = self
+                                .wait_seen
+                                .is_some_and(|seen| now - seen.since >= seen.hold);
+                            if answered_inside || held {
+                                let Some(mut seen_now) = self.wait_seen else {
+                                    return Step::Pause(INNER_LOOK_EVERY);
+                                };
                                 let confirmed = self.confirm(&mut seen_now, now);
                                 if confirmed {
                                     return Step::Settled(SettleReason::InputWait, None);
@@ -650,8 +677,10 @@ impl Watch<'_> {
             // one: look again as its hold runs out.
             Some(seen) if !tight => {
                 let left = (seen.since + seen.hold).saturating_duration_since(now);
-                let most = if seen.remote {
+                let most = if seen.remote && !self.multiplexer {
                     MAX_PAUSE
+                } else if seen.remote {
+                    INNER_LOOK_EVERY
                 } else {
                     Duration::from_millis(5)
                 };
@@ -790,6 +819,17 @@ impl Watch<'_> {
             seen.since = now;
             return false;
         }
+        // A multiplexer: its windows say whether the answer is complete
+        // (see `inner`); busy there, the wait holds on, however long.
+        match self.inner_verdict(seen.pid) {
+            Some(Verdict::Busy) => {
+                seen.since = now;
+                seen.hold = seen.hold.max(INNER_LOOK_EVERY);
+                return false;
+            }
+            Some(Verdict::Answered) => seen.checked = true,
+            Some(Verdict::Untouched | Verdict::Relaying) | None => {}
+        }
         // A process with one thread (as its status said) is listed
         // without a look at /proc.
         let threads = if seen.threads == 1 {
@@ -813,6 +853,14 @@ impl Watch<'_> {
             return false;
         }
         true
+    }
+
+    /// What the terminals inside process `pid` say of the send, when it is
+    /// a multiplexer (see `inner`).
+    fn inner_verdict(&mut self, pid: i32) -> Option<Verdict> {
+        let verdict = self.inner.verdict(pid, self.tty);
+        self.multiplexer = verdict.is_some();
+        verdict
     }
 
     /// Whether a thread of process `pid` other than `tid`, or a thread of
