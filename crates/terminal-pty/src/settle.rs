@@ -811,24 +811,15 @@ impl Watch<'_> {
     /// * the program read what was sent (else it was busy, or
     ///   descheduled, when it looked like it waited);
     /// * once: a process that keeps a connection to another process waits
-    ///   provisionally, for the longer hold of an answer on its way;
+    ///   provisionally, for the longer hold of an answer on its way —
+    ///   unless it is a multiplexer whose windows answered, and never
+    ///   while one of them is busy (see `inner`);
     /// * no other thread of the process, and no other process of the
     ///   foreground job, is running (for [`BUSY_LIMIT`] at most).
     fn confirm(&mut self, seen: &mut WaitSeen, now: Instant) -> bool {
         if self.session.unread_input().is_some_and(|n| n > 0) {
             seen.since = now;
             return false;
-        }
-        // A multiplexer: its windows say whether the answer is complete
-        // (see `inner`); busy there, the wait holds on, however long.
-        match self.inner_verdict(seen.pid) {
-            Some(Verdict::Busy) => {
-                seen.since = now;
-                seen.hold = seen.hold.max(INNER_LOOK_EVERY);
-                return false;
-            }
-            Some(Verdict::Answered) => seen.checked = true,
-            Some(Verdict::Untouched | Verdict::Relaying) | None => {}
         }
         // A process with one thread (as its status said) is listed
         // without a look at /proc.
@@ -837,6 +828,7 @@ impl Watch<'_> {
         } else {
             thread_ids(seen.pid)
         };
+        let mut now_provisional = false;
         if !seen.checked {
             seen.checked = true;
             if !seen.remote
@@ -845,7 +837,24 @@ impl Watch<'_> {
             {
                 seen.remote = true;
                 seen.hold = seen.hold.max(hold);
-                return false;
+                now_provisional = true;
+            }
+        }
+        // A provisional wait of a multiplexer: its windows say whether the
+        // answer is complete (see `inner`); busy there, the wait holds on,
+        // however long; answered there, it needs no hold.
+        if seen.remote {
+            match self.inner_verdict(seen.pid) {
+                Some(Verdict::Busy) => {
+                    seen.since = now;
+                    seen.hold = seen.hold.max(INNER_LOOK_EVERY);
+                    return false;
+                }
+                Some(Verdict::Answered) => {}
+                Some(Verdict::Untouched | Verdict::Relaying) | None if now_provisional => {
+                    return false;
+                }
+                Some(Verdict::Untouched | Verdict::Relaying) | None => {}
             }
         }
         if now - seen.first < BUSY_LIMIT && self.job_busy(seen.pid, seen.tid, &threads) {
