@@ -1005,9 +1005,9 @@ set = { NO_COLOR = "1" }
         assert_eq!(row("limits.max_result_bytes").toml_type, "integer");
         assert_eq!(
             row("sandbox.mode").toml_type,
-            "\"workspace-write\", \"read-only\" or \"off\""
+            "`\"workspace-write\"`, `\"read-only\"` or `\"off\"`"
         );
-        assert_eq!(row("preset").toml_type, "\"minimal\" or \"full\"");
+        assert_eq!(row("preset").toml_type, "`\"minimal\"` or `\"full\"`");
         assert!(row("lsp").section);
         assert!(row("lsp.servers").toml_type.contains("subsystems/lsp.md"));
         let md = reference_markdown();

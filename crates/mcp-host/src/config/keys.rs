@@ -20,7 +20,8 @@ pub struct KeyDoc {
     pub key: String,
     /// Whether this row is a section (a `[table]`) rather than a key.
     pub section: bool,
-    /// The TOML type, in words (`integer`, `array of strings`, …).
+    /// The TOML type, in words, as Markdown (`integer`, `array of
+    /// strings`, …).
     pub toml_type: String,
     /// The default as it would be written in TOML; `None` when the key has
     /// none (unset unless written, or required).
@@ -306,7 +307,7 @@ scalar!(IpAddr, "string (an IP address)", |v| toml::Value::String(
 ));
 scalar!(
     Duration,
-    "string (a duration such as \"10m\", \"90s\" or \"1h 30m\")",
+    "string (a duration such as `\"10m\"`, `\"90s\"` or `\"1h 30m\"`)",
     |v| toml::Value::String(humantime::format_duration(*v).to_string())
 );
 scalar!(Vec<String>, "array of strings", |v| toml::Value::Array(
@@ -374,9 +375,10 @@ macro_rules! named_value {
     };
 }
 
-/// The type of a string that is one of `names`: `"a", "b" or "c"`.
+/// The type of a string that is one of `names`, as Markdown:
+/// `` `"a"`, `"b"` or `"c"` ``.
 pub fn one_of(names: impl IntoIterator<Item = String>) -> String {
-    let quoted: Vec<String> = names.into_iter().map(|n| format!("\"{n}\"")).collect();
+    let quoted: Vec<String> = names.into_iter().map(|n| format!("`\"{n}\"`")).collect();
     match quoted.split_last() {
         Some((last, rest)) if !rest.is_empty() => format!("{} or {last}", rest.join(", ")),
         Some((last, _)) => last.clone(),
