@@ -16,7 +16,7 @@ use tools_catalog::{JobsConfig, Preset, Settings, SubagentSettings};
 pub use ui::UiSettings;
 
 #[macro_use]
-pub mod keys;
+mod keys;
 pub use keys::KeyDoc;
 
 config_section! {

@@ -1,4 +1,4 @@
-//! The declaration of the config file's keys: [`config_section!`] writes
+//! The declaration of the config file's keys: `config_section!` writes
 //! each key once (name, type, default, doc, and optionally a check) and
 //! generates from it the serde struct, its `Default`, the table of keys
 //! ([`KeyDoc`]) that `docs/config.md` is written from, and the checks
@@ -159,52 +159,12 @@ macro_rules! config_section {
             }
         }
 
-        impl $crate::config::keys::ConfigValue for $name {
-            fn toml_type() -> String {
-                "table".to_owned()
-            }
-
-            fn to_toml(&self) -> Option<toml::Value> {
-                None
-            }
-
-            fn rows(
-                key: &str,
-                default: Option<&Self>,
-                _required: bool,
-                doc: &str,
-                out: &mut Vec<$crate::config::keys::KeyDoc>,
-            ) {
-                out.push($crate::config::keys::KeyDoc {
-                    key: key.to_owned(),
-                    section: true,
-                    toml_type: Self::toml_type(),
-                    default: None,
-                    required: false,
-                    doc: doc.to_owned(),
-                });
-                let declared = Self::default();
-                let default = default.unwrap_or(&declared);
-                $(
-                    <$ty as $crate::config::keys::ConfigValue>::rows(
-                        &$crate::config::keys::dotted(key, stringify!($key)),
-                        Some(&default.$key),
-                        false,
-                        &$crate::config::keys::doc_line(&[$($doc),*]),
-                        out,
-                    );
-                )*
-            }
-
-            fn check(&self, key: &str) -> Result<(), $crate::config::keys::KeyError> {
-                $(
-                    let dotted = $crate::config::keys::dotted(key, stringify!($key));
-                    $($crate::config::keys::run_check(&self.$key, &dotted, $check)?;)?
-                    $crate::config::keys::ConfigValue::check(&self.$key, &dotted)?;
-                )*
-                Ok(())
-            }
-        }
+        config_section!(@value $name, |default| {
+            let declared = Self::default();
+            let default = default.unwrap_or(&declared);
+        }, $(
+            $key: $ty = (Some(default.$key.clone()), false), [$($doc),*] $(=> $check)?
+        ),*);
     };
     (
         $(#[doc = $sdoc:literal])*
@@ -227,6 +187,21 @@ macro_rules! config_section {
             )*
         }
 
+        config_section!(@value $name, |default| {}, $(
+            $key: $ty = {
+                let declared: Option<$ty> = None $(.or(Some($default)))?;
+                let required = declared.is_none();
+                (default.map(|d| d.$key.clone()).or(declared), required)
+            }, [$($doc),*] $(=> $check)?
+        ),*);
+    };
+    // The ConfigValue of a section: `$prelude` binds what each key's
+    // `$row` (its default, and whether it is required) reads of
+    // `$default`, the section's default as its parent declares it.
+    (
+        @value $name:ident, |$default:ident| { $($prelude:tt)* },
+        $($key:ident : $ty:ty = $row:expr, [$($doc:literal),*] $(=> $check:expr)?),*
+    ) => {
         impl $crate::config::keys::ConfigValue for $name {
             fn toml_type() -> String {
                 "table".to_owned()
@@ -238,7 +213,7 @@ macro_rules! config_section {
 
             fn rows(
                 key: &str,
-                default: Option<&Self>,
+                $default: Option<&Self>,
                 _required: bool,
                 doc: &str,
                 out: &mut Vec<$crate::config::keys::KeyDoc>,
@@ -251,12 +226,13 @@ macro_rules! config_section {
                     required: false,
                     doc: doc.to_owned(),
                 });
+                $($prelude)*
                 $(
-                    let declared: Option<$ty> = None $(.or(Some($default)))?;
+                    let (default, required): (Option<$ty>, bool) = $row;
                     <$ty as $crate::config::keys::ConfigValue>::rows(
                         &$crate::config::keys::dotted(key, stringify!($key)),
-                        default.map(|d| &d.$key).or(declared.as_ref()),
-                        declared.is_none(),
+                        default.as_ref(),
+                        required,
                         &$crate::config::keys::doc_line(&[$($doc),*]),
                         out,
                     );
