@@ -36,8 +36,8 @@ Start here:
   dsh ui --open                 the same, and every session's history, in a local web page
 
 Files:
-  config   $XDG_CONFIG_HOME/dsh/config.toml (or --config FILE); every key optional:
-           `dsh config reference` lists them, `dsh config check` reads the file
+  config   $XDG_CONFIG_HOME/dsh/config.toml (or --config FILE); every key optional
+           (`dsh config` checks it, `dsh config --reference` lists every key)
   data     $XDG_DATA_HOME/dsh/ (or --data-dir DIR): the workspace and session store,
            and the daemon's log (daemon.log)
   socket   $XDG_RUNTIME_DIR/dsh/ (else DATA/run/): the daemon's socket
@@ -162,10 +162,11 @@ enum Command {
         #[arg(long, value_enum, default_value = "md")]
         format: Format,
     },
-    /// Check the config file, or print the reference of every key.
+    /// Read the config file as `dsh mcp` would: say which file was read, or its first error.
     Config {
-        #[command(subcommand)]
-        action: ConfigAction,
+        /// Print every key instead, with its type, default and meaning (docs/config.md).
+        #[arg(long)]
+        reference: bool,
     },
     /// Internal: ends dsh's sessions when dsh dies (started by dsh itself).
     #[command(name = mcp_host::processes::GUARDIAN_SUBCOMMAND, hide = true)]
@@ -238,17 +239,6 @@ enum DaemonAction {
     },
     /// Stop the running daemon: every terminal and job is ended first.
     Stop,
-}
-
-/// `dsh config` subcommands.
-#[derive(Debug, Subcommand)]
-enum ConfigAction {
-    /// Read the config file (--config FILE, else the default one, if any) as
-    /// `dsh mcp` would: print which file was read, or its first error (exit 2).
-    Check,
-    /// Print every key of the config file with its type, default and
-    /// meaning (Markdown; the same as docs/config.md).
-    Reference,
 }
 
 /// A preset on the command line: its names are the presets' own
@@ -455,24 +445,12 @@ fn run(cli: Cli) -> Result<(), Failure> {
             mcp_host::processes::serve_guardian();
             Ok(())
         }
-        Command::Config {
-            action: ConfigAction::Check,
-        } => {
-            let line = match mcp_host::config::load(cli.config.as_deref())? {
-                (_, Some(path)) => format!("config: {}: ok\n", path.display()),
-                (_, None) => match mcp_host::config::default_path() {
-                    Some(path) => format!(
-                        "config: no file at {}: every key takes its default\n",
-                        path.display()
-                    ),
-                    None => "config: no config directory: every key takes its default\n".to_owned(),
-                },
-            };
-            Ok(output::emit(&line)?)
+        Command::Config { reference: true } => {
+            Ok(output::emit(&mcp_host::config::reference_markdown())?)
         }
-        Command::Config {
-            action: ConfigAction::Reference,
-        } => Ok(output::emit(&mcp_host::config::reference_markdown())?),
+        Command::Config { reference: false } => Ok(output::emit(&mcp_host::config::check(
+            cli.config.as_deref(),
+        )?)?),
         Command::Catalog { preset, format } => {
             let text = match format {
                 Format::Md => tools_catalog::catalog_markdown_for(preset.0),

@@ -578,6 +578,21 @@ pub fn load(explicit: Option<&Path>) -> Result<(Config, Option<PathBuf>), Config
     Ok((config, Some(path)))
 }
 
+/// What `dsh config` says of the config file [`load`] reads from
+/// `explicit` (else the default location): which file was read, or that
+/// there is none and every key takes its default; an error as [`load`].
+pub fn check(explicit: Option<&Path>) -> Result<String, ConfigError> {
+    let (_, path) = load(explicit)?;
+    Ok(match (path, default_path()) {
+        (Some(path), _) => format!("config: {}: ok\n", path.display()),
+        (None, Some(default)) => format!(
+            "config: no file at {}: every key takes its default\n",
+            default.display()
+        ),
+        (None, None) => "config: no config directory: every key takes its default\n".to_owned(),
+    })
+}
+
 /// What the host needs of the config file at `path` (`None`: the
 /// defaults); the error is one line. A daemon reads a connection's file
 /// with it, and every connection's file again on a reload.
@@ -1030,6 +1045,28 @@ set = { NO_COLOR = "1" }
         let (example, _) = example.split_once("```").unwrap();
         let c = parse(Path::new("README.md"), example).unwrap();
         assert_ne!(c, Config::default());
+    }
+
+    #[test]
+    fn check_names_the_file_read_or_its_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let good = dir.path().join("good.toml");
+        std::fs::write(&good, "[limits]\nmax_running_jobs = 4\n").unwrap();
+        assert_eq!(
+            check(Some(&good)).unwrap(),
+            format!("config: {}: ok\n", good.display())
+        );
+        let bad = dir.path().join("bad.toml");
+        std::fs::write(&bad, "[limits]\nmax_results = 3\n").unwrap();
+        let e = check(Some(&bad)).unwrap_err().to_string();
+        assert!(
+            e.starts_with(&format!(
+                "config error: {}:2: limits.max_results: unknown field",
+                bad.display()
+            )),
+            "{e}"
+        );
+        assert!(check(Some(&dir.path().join("none.toml"))).is_err());
     }
 
     #[test]
