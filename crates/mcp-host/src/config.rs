@@ -1023,6 +1023,12 @@ set = { NO_COLOR = "1" }
             "`\"workspace-write\"`, `\"read-only\"` or `\"off\"`"
         );
         assert_eq!(row("preset").toml_type, "`\"minimal\"` or `\"full\"`");
+        // an enum's ALL lists what serde accepts (its unknown-variant
+        // message lists the same names)
+        assert_eq!(
+            row("env.inherit").toml_type,
+            "`\"all\"`, `\"core\"` or `\"none\"`"
+        );
         assert!(row("lsp").section);
         assert!(row("lsp.servers").toml_type.contains("subsystems/lsp.md"));
         let md = reference_markdown();
