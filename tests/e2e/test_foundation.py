@@ -54,6 +54,30 @@ async def test_generated_catalog_file_is_current(isolated_env):
         assert f"## `{tool['name']}`" in committed
 
 
+async def test_config_reference_is_the_generated_file_and_check_reads_a_file(isolated_env, tmp_path):
+    """`dsh config --reference` prints docs/config.md (`cargo xtask
+    codegen` writes it); `dsh config` reads a file as `dsh mcp` would."""
+    from conftest import ROOT
+
+    def run(*args):
+        return subprocess.run(
+            [dsh_bin(), *args], env=isolated_env, capture_output=True, text=True,
+        )
+
+    reference = run("config", "--reference")
+    assert reference.returncode == 0, reference.stderr
+    assert reference.stdout == (ROOT / "docs" / "config.md").read_text()
+    good = tmp_path / "good.toml"
+    good.write_text("[limits]\nmax_running_jobs = 4\n")
+    checked = run("--config", str(good), "config")
+    assert (checked.returncode, checked.stdout) == (0, f"config: {good}: ok\n")
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[limits]\nmax_results = 3\n")
+    checked = run("--config", str(bad), "config")
+    assert checked.returncode == 2
+    assert f"config error: {bad}:2: limits.max_results: unknown field" in checked.stderr
+
+
 async def test_the_clients_first_root_is_the_sessions_directory(isolated_env, tmp_path):
     from mcp.types import ListRootsResult, Root
     from pydantic import FileUrl

@@ -177,7 +177,7 @@ pub const LAYERS: &[(&str, &[&str])] = &[
             "workspace-sled",
         ],
     ),
-    ("xtask", &["tools-catalog"]),
+    ("xtask", &["mcp-host", "tools-catalog"]),
 ];
 
 /// Every package of the workspace and its dependencies, from

@@ -1,7 +1,8 @@
 //! Project automation, run as `cargo xtask <task>`:
 //!
-//! * `codegen [--check]` writes `docs/tool-catalog.md` from the code, or
-//!   fails when the committed file is stale;
+//! * `codegen [--check]` writes `docs/tool-catalog.md` and
+//!   `docs/config.md` (the config file's keys, from their declarations in
+//!   the MCP host) from the code, or fails when a committed file is stale;
 //! * `test` checks the house style first (`cargo fmt --check`, clippy with
 //!   warnings as errors), installs what the tests need (the rust-analyzer
 //!   component, a Python virtual environment with the MCP SDK, pytest and
@@ -55,7 +56,8 @@ const USAGE: &str = "\
 usage: cargo xtask <task>
 
 tasks:
-  codegen [--check]   write docs/tool-catalog.md from the code (--check: fail if stale)
+  codegen [--check]   write docs/tool-catalog.md and docs/config.md from the code
+                      (--check: fail if stale)
   static              build the self-contained dsh that `dsh mcp --remote` installs on targets
                       (musl, statically linked, stripped) and print where it is and its size
   test                check fmt and clippy, install what the tests need, run every test,
@@ -106,6 +108,9 @@ fn root() -> PathBuf {
 
 const CATALOG: &str = "docs/tool-catalog.md";
 
+/// The config file's reference, from the keys' declarations.
+const CONFIG_REFERENCE: &str = "docs/config.md";
+
 /// Writes (or checks) a generated file; returns whether it was current.
 fn ensure_file_contents(path: &Path, contents: &str, check: bool) -> anyhow::Result<bool> {
     let current = std::fs::read_to_string(path).unwrap_or_default();
@@ -124,10 +129,24 @@ fn ensure_file_contents(path: &Path, contents: &str, check: bool) -> anyhow::Res
 }
 
 fn codegen(check: bool) -> anyhow::Result<()> {
-    let path = root().join(CATALOG);
-    let fresh = ensure_file_contents(&path, &tools_catalog::catalog_markdown(), check)?;
-    if check && !fresh {
-        bail!("{CATALOG} is stale: run `cargo xtask codegen` and commit the result");
+    let generated = [
+        (CATALOG, tools_catalog::catalog_markdown()),
+        (CONFIG_REFERENCE, mcp_host::config::reference_markdown()),
+    ];
+    let mut stale = Vec::new();
+    for (file, contents) in generated {
+        if !ensure_file_contents(&root().join(file), &contents, check)? {
+            stale.push(file);
+        }
+    }
+    if check && !stale.is_empty() {
+        bail!(
+            "{} stale: run `cargo xtask codegen` and commit the result",
+            match stale.as_slice() {
+                [one] => format!("{one} is"),
+                many => format!("{} are", many.join(" and ")),
+            }
+        );
     }
     Ok(())
 }
@@ -847,9 +866,9 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
 
-    /// Plain `cargo test` catches a stale tool catalog.
+    /// Plain `cargo test` catches a stale tool catalog or config reference.
     #[test]
-    fn tool_catalog_is_current() {
+    fn generated_docs_are_current() {
         if let Err(e) = codegen(true) {
             panic!("{e}");
         }

@@ -37,6 +37,7 @@ Start here:
 
 Files:
   config   $XDG_CONFIG_HOME/dsh/config.toml (or --config FILE); every key optional
+           (`dsh config` checks it, `dsh config --reference` lists every key)
   data     $XDG_DATA_HOME/dsh/ (or --data-dir DIR): the workspace and session store,
            and the daemon's log (daemon.log)
   socket   $XDG_RUNTIME_DIR/dsh/ (else DATA/run/): the daemon's socket
@@ -160,6 +161,12 @@ enum Command {
         /// Markdown for people, JSON for scripts.
         #[arg(long, value_enum, default_value = "md")]
         format: Format,
+    },
+    /// Read the config file as `dsh mcp` would: say which file was read, or its first error.
+    Config {
+        /// Print every key instead, with its type, default and meaning (docs/config.md).
+        #[arg(long)]
+        reference: bool,
     },
     /// Internal: ends dsh's sessions when dsh dies (started by dsh itself).
     #[command(name = mcp_host::processes::GUARDIAN_SUBCOMMAND, hide = true)]
@@ -438,6 +445,12 @@ fn run(cli: Cli) -> Result<(), Failure> {
             mcp_host::processes::serve_guardian();
             Ok(())
         }
+        Command::Config { reference: true } => {
+            Ok(output::emit(&mcp_host::config::reference_markdown())?)
+        }
+        Command::Config { reference: false } => Ok(output::emit(&mcp_host::config::check(
+            cli.config.as_deref(),
+        )?)?),
         Command::Catalog { preset, format } => {
             let text = match format {
                 Format::Md => tools_catalog::catalog_markdown_for(preset.0),

@@ -11,69 +11,68 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use tools_catalog::{JobsConfig, Preset, Settings, SubagentSettings};
 pub use ui::UiSettings;
 
-/// The whole config file.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct Config {
-    /// The preset `dsh mcp` serves when `--preset` is not given.
-    #[serde(deserialize_with = "preset")]
-    pub preset: Option<Preset>,
-    /// Limits of the tools.
-    pub limits: Limits,
-    /// The agent command behind the `subagent` tool.
-    pub subagent: Option<SubagentConfig>,
-    /// Language servers beyond the built-in ones.
-    pub lsp: LspConfig,
-    /// Where the server logs.
-    pub log: LogConfig,
-    /// What commands, terminals, subagents and language servers may write,
-    /// read and reach.
-    pub sandbox: SandboxConfig,
-    /// The environment they start with.
-    pub env: EnvConfig,
-    /// The per-user daemon.
-    pub daemon: DaemonConfig,
-    /// The local web page (`dsh ui`).
-    pub ui: UiConfig,
+#[macro_use]
+mod keys;
+pub use keys::KeyDoc;
+
+config_section! {
+    /// The whole config file.
+    pub struct Config {
+        /// The preset `dsh mcp` serves when `--preset` is not given (not
+        /// set: every tool).
+        #[serde(deserialize_with = "preset")]
+        preset: Option<Preset> = None,
+        /// Limits of the tools.
+        limits: Limits = Limits::default(),
+        /// The agent command behind the `subagent` tool; without it,
+        /// `subagent` answers `SUBAGENT_UNAVAILABLE`.
+        subagent: Option<SubagentConfig> = None,
+        /// Language servers beyond the built-in ones.
+        lsp: LspConfig = LspConfig::default(),
+        /// Where the server logs.
+        log: LogConfig = LogConfig::default(),
+        /// What commands, terminals, subagents and language servers may
+        /// write, read and reach. The lists replace the defaults (they are
+        /// not added to them): a `deny_read` that leaves out `~/.ssh` makes
+        /// it readable.
+        sandbox: SandboxConfig = SandboxConfig::default(),
+        /// The environment they start with.
+        env: EnvConfig = EnvConfig::default(),
+        /// The per-user daemon.
+        daemon: DaemonConfig = DaemonConfig::default(),
+        /// The local web page (`dsh ui`).
+        ui: UiConfig = UiConfig::default(),
+    }
 }
 
-/// `[ui]`.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct UiConfig {
-    /// The page's port; 0 (the default) picks a free one.
-    pub port: u16,
-    /// The address to listen on instead of 127.0.0.1 (an IP address such
-    /// as `0.0.0.0`); anything but loopback exposes the page to the
-    /// network, still behind its token, and is logged loudly.
-    pub listen: Option<std::net::IpAddr>,
+config_section! {
+    /// `[ui]`.
+    pub struct UiConfig {
+        /// The page's port; 0 picks a free one.
+        port: u16 = 0,
+        /// The address to listen on instead of 127.0.0.1 (an IP address such
+        /// as `0.0.0.0`); anything but loopback exposes the page to the
+        /// network, still behind its token, and is logged loudly.
+        listen: Option<std::net::IpAddr> = None,
+    }
 }
 
-/// `[daemon]`.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct DaemonConfig {
-    /// With no connection, terminal or job for this long the daemon exits
-    /// (`"10m"`, `"30s"`, `"1h 30m"`).
-    #[serde(deserialize_with = "duration")]
-    pub idle_exit: std::time::Duration,
-    /// How long an agent's terminals and jobs outlive its client: kept
-    /// detached for the agent to take back with its resume key, then
-    /// ended (`"0s"`: ended with the connection).
-    #[serde(deserialize_with = "duration")]
-    pub detach_grace: std::time::Duration,
-}
-
-impl Default for DaemonConfig {
-    fn default() -> Self {
-        Self {
-            idle_exit: std::time::Duration::from_secs(600),
-            detach_grace: std::time::Duration::from_secs(600),
-        }
+config_section! {
+    /// `[daemon]`.
+    pub struct DaemonConfig {
+        /// With no connection, terminal or job for this long the daemon exits
+        /// (`"10m"`, `"30s"`, `"1h 30m"`).
+        #[serde(deserialize_with = "duration")]
+        idle_exit: Duration = Duration::from_secs(600),
+        /// How long an agent's terminals and jobs outlive its client: kept
+        /// detached for the agent to take back with its resume key, then
+        /// ended (`"0s"`: ended with the connection).
+        #[serde(deserialize_with = "duration")]
+        detach_grace: Duration = Duration::from_secs(600),
     }
 }
 
@@ -87,84 +86,81 @@ fn preset<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Preset>, D::E
     }
 }
 
-/// `[limits]`.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct Limits {
-    /// Largest text a tool result carries before head+tail truncation.
-    pub max_result_bytes: usize,
-    /// Background jobs one agent may have running at once.
-    pub max_running_jobs: usize,
-    /// Foreground `bash` and `subagent` calls one agent may have running at once.
-    pub max_foreground_commands: usize,
-    /// Settled jobs kept per agent (oldest evicted first).
-    pub max_settled_jobs: usize,
-    /// Output kept per job, in bytes (the newest is kept).
-    pub job_output_bytes: usize,
-    /// Terminals one agent may have open at once.
-    pub max_terminals: usize,
-    /// Scrollback kept per terminal, in bytes.
-    pub terminal_scrollback_bytes: usize,
-}
-
-impl Default for Limits {
-    fn default() -> Self {
-        let jobs = JobsConfig::default();
-        let terminals = terminal_pty::TerminalConfig::default();
-        Self {
-            max_result_bytes: Settings::default().max_result_bytes,
-            max_running_jobs: jobs.max_running_per_owner,
-            max_foreground_commands: jobs.max_foreground_per_owner,
-            max_settled_jobs: jobs.max_settled_per_owner,
-            job_output_bytes: jobs.output_ring_bytes,
-            max_terminals: terminals.max_terminals_per_owner,
-            terminal_scrollback_bytes: terminals.scrollback_bytes,
-        }
+config_section! {
+    /// `[limits]`.
+    pub struct Limits {
+        /// Largest text a tool result carries before head+tail truncation
+        /// (at least 1024).
+        max_result_bytes: usize = Settings::default().max_result_bytes => |v| {
+            if *v < 1024 {
+                return Err(format!("must be at least 1024, got {v}"));
+            }
+            Ok(())
+        },
+        /// Background jobs one agent may have running at once.
+        max_running_jobs: usize = JobsConfig::default().max_running_per_owner,
+        /// Foreground `bash` and `subagent` calls one agent may have running
+        /// at once (at least 1).
+        max_foreground_commands: usize = JobsConfig::default().max_foreground_per_owner => |v| {
+            if *v == 0 {
+                return Err("must be at least 1 (0 would refuse every bash call)".into());
+            }
+            Ok(())
+        },
+        /// Settled jobs kept per agent (oldest evicted first).
+        max_settled_jobs: usize = JobsConfig::default().max_settled_per_owner,
+        /// Output kept per job, in bytes (the newest is kept).
+        job_output_bytes: usize = JobsConfig::default().output_ring_bytes,
+        /// Terminals one agent may have open at once.
+        max_terminals: usize = terminal_pty::TerminalConfig::default().max_terminals_per_owner,
+        /// Scrollback kept per terminal, in bytes.
+        terminal_scrollback_bytes: usize = terminal_pty::TerminalConfig::default().scrollback_bytes,
     }
 }
 
-/// `[subagent]`.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SubagentConfig {
-    /// The argv; `{prompt}` is replaced by the prompt (without it, the
-    /// prompt goes to stdin).
-    pub command: Vec<String>,
-    /// Default time limit of a run.
-    #[serde(default)]
-    pub timeout_ms: Option<u64>,
+config_section! {
+    /// `[subagent]`.
+    pub struct SubagentConfig without Default {
+        /// The argv; `{prompt}` is replaced by the prompt (without it, the
+        /// prompt goes to stdin).
+        command: Vec<String> => |command| {
+            if command.is_empty() {
+                return Err(
+                    "must name a program, e.g. [\"my-agent\", \"--print\", \"{prompt}\"]".into(),
+                );
+            }
+            Ok(())
+        },
+        /// Default time limit of a run, in milliseconds (1 to 3600000).
+        #[serde(default)]
+        timeout_ms: Option<u64> = None => |timeout| match timeout {
+            Some(t) if !(1..=3_600_000).contains(t) => {
+                Err(format!("must be from 1 to 3600000 (one hour), got {t}"))
+            }
+            _ => Ok(()),
+        },
+    }
 }
 
-/// `[lsp]`.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct LspConfig {
-    /// A language server with no query for this long stops (and starts
-    /// again on the next query), e.g. `"10m"`; `"0s"` never stops one.
-    #[serde(deserialize_with = "duration")]
-    pub idle_stop: std::time::Duration,
-    /// Start the language servers of a session's directory when it
-    /// connects, ahead of its first query.
-    pub eager: bool,
-    /// The most language servers running at once; one more stops the
-    /// least recently used.
-    pub max_servers: usize,
-    /// The largest file a language-server query reads, in bytes.
-    pub max_file_bytes: u64,
-    /// `[lsp.servers.NAME]`: one table per server.
-    pub servers: BTreeMap<String, LspServerConfig>,
-}
-
-impl Default for LspConfig {
-    fn default() -> Self {
-        let options = lsp_rust_analyzer::ClientOptions::default();
-        Self {
-            idle_stop: options.idle_stop.unwrap_or_default(),
-            eager: true,
-            max_servers: options.max_servers,
-            max_file_bytes: options.max_file_bytes,
-            servers: BTreeMap::new(),
-        }
+config_section! {
+    /// `[lsp]`.
+    pub struct LspConfig {
+        /// A language server with no query for this long stops (and starts
+        /// again on the next query), e.g. `"10m"`; `"0s"` never stops one.
+        #[serde(deserialize_with = "duration")]
+        idle_stop: Duration = lsp_rust_analyzer::ClientOptions::default()
+            .idle_stop
+            .unwrap_or_default(),
+        /// Start the language servers of a session's directory when it
+        /// connects, ahead of its first query.
+        eager: bool = true,
+        /// The most language servers running at once; one more stops the
+        /// least recently used.
+        max_servers: usize = lsp_rust_analyzer::ClientOptions::default().max_servers,
+        /// The largest file a language-server query reads, in bytes.
+        max_file_bytes: u64 = lsp_rust_analyzer::ClientOptions::default().max_file_bytes,
+        /// `[lsp.servers.NAME]`: one table per server.
+        servers: BTreeMap<String, LspServerConfig> = BTreeMap::new(),
     }
 }
 
@@ -203,74 +199,64 @@ pub struct LspServerConfig {
     pub settings: Option<toml::Value>,
 }
 
-/// `[log]`.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct LogConfig {
-    /// Also append the log to this file.
-    pub file: Option<PathBuf>,
-    /// A `tracing` filter such as `info` or `dsh=debug` (the `DSH_LOG`
-    /// environment variable wins).
-    pub level: Option<String>,
-    /// Keep the commands of `bash` calls (and the prompts of `subagent`
-    /// calls, the argv of `terminal_open`) in the session log; `false`
-    /// records only their length.
-    pub commands: bool,
-}
+/// The reference names `[lsp.servers.NAME]` tables and points to where
+/// their keys are described.
+impl keys::ConfigValue for BTreeMap<String, LspServerConfig> {
+    fn toml_type() -> String {
+        "tables, one per server (their keys: [lsp.md](subsystems/lsp.md#configuration))".to_owned()
+    }
 
-impl Default for LogConfig {
-    fn default() -> Self {
-        Self {
-            file: None,
-            level: None,
-            commands: true,
-        }
+    fn to_toml(&self) -> Option<toml::Value> {
+        self.is_empty()
+            .then(|| toml::Value::Table(toml::Table::new()))
     }
 }
 
-/// `[sandbox]`. The lists replace the defaults (they are not added to
-/// them): a `deny_read` that leaves out `~/.ssh` makes it readable.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct SandboxConfig {
-    /// `workspace-write`, `read-only` or `off`.
-    pub mode: SandboxMode,
-    /// Writable paths besides the workspace root and the temp dir
-    /// (workspace-write only); absolute or `~/…`.
-    pub writable: Vec<String>,
-    /// Let `.git` at the top of the workspace be written.
-    pub git_writable: bool,
-    /// Paths no sandboxed process may read or write; absolute or `~/…`.
-    pub deny_read: Vec<String>,
-    /// Let TCP/UDP connections leave the sandbox.
-    pub network: bool,
-    /// Unix sockets (or directories of them) of the host's programs that
-    /// stay reachable; absolute or `~/…`. By default the known ones are
-    /// hidden (the session bus, tmux, screen, X, Docker, the system bus,
-    /// the ssh agent).
-    pub unix_sockets: Vec<String>,
-    /// Refuse to run anything (`SANDBOX_UNAVAILABLE`) when the kernel
-    /// cannot enforce the above.
-    pub required: bool,
+config_section! {
+    /// `[log]`.
+    pub struct LogConfig {
+        /// Also append the log to this file.
+        file: Option<PathBuf> = None,
+        /// A `tracing` filter such as `info` or `dsh=debug` (the `DSH_LOG`
+        /// environment variable wins).
+        level: Option<String> = None,
+        /// Keep the commands of `bash` calls (and the prompts of `subagent`
+        /// calls, the argv of `terminal_open`) in the session log; `false`
+        /// records only their length.
+        commands: bool = true,
+    }
 }
 
-impl Default for SandboxConfig {
-    fn default() -> Self {
-        let p = sandbox::SandboxPolicy::default();
-        Self {
-            mode: SandboxMode::WorkspaceWrite,
-            writable: p.writable,
-            git_writable: p.git_writable,
-            deny_read: p.deny_read,
-            network: p.network,
-            unix_sockets: p.unix_sockets,
-            required: p.required,
-        }
+config_section! {
+    /// `[sandbox]`. The lists replace the defaults (they are not added to
+    /// them): a `deny_read` that leaves out `~/.ssh` makes it readable.
+    pub struct SandboxConfig {
+        /// What a sandboxed process may write: the workspace, the temp dir and
+        /// the caches (`workspace-write`), the temp dir only (`read-only`), or
+        /// anything (`off`: no sandbox).
+        mode: SandboxMode = SandboxMode::WorkspaceWrite,
+        /// Writable paths besides the workspace root and the temp dir
+        /// (workspace-write only); absolute or `~/…`.
+        writable: Vec<String> = sandbox::SandboxPolicy::default().writable,
+        /// Let `.git` at the top of the workspace be written.
+        git_writable: bool = sandbox::SandboxPolicy::default().git_writable,
+        /// Paths no sandboxed process may read or write; absolute or `~/…`.
+        deny_read: Vec<String> = sandbox::SandboxPolicy::default().deny_read,
+        /// Let TCP/UDP connections leave the sandbox.
+        network: bool = sandbox::SandboxPolicy::default().network,
+        /// Unix sockets (or directories of them) of the host's programs that
+        /// stay reachable; absolute or `~/…`. By default the known ones are
+        /// hidden (the session bus, tmux, screen, X, Docker, the system bus,
+        /// the ssh agent).
+        unix_sockets: Vec<String> = sandbox::SandboxPolicy::default().unix_sockets,
+        /// Refuse to run anything (`SANDBOX_UNAVAILABLE`) when the kernel
+        /// cannot enforce the above.
+        required: bool = sandbox::SandboxPolicy::default().required,
     }
 }
 
 /// A sandbox mode as written in the config file.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum SandboxMode {
     /// Writes in the workspace, the temp dir and the caches.
@@ -281,24 +267,31 @@ pub enum SandboxMode {
     Off,
 }
 
-/// `[env]`.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct EnvConfig {
-    /// `all`, `core` or `none` of the server's environment.
-    pub inherit: EnvInherit,
-    /// Keep names matching `*KEY*`, `*SECRET*`, `*TOKEN*`, `*PASSWORD*`.
-    pub ignore_default_excludes: bool,
-    /// More name patterns to drop (added to the default excludes).
-    pub exclude: Vec<String>,
-    /// When not empty, keep only names matching one of these patterns.
-    pub include_only: Vec<String>,
-    /// Variables set last.
-    pub set: BTreeMap<String, String>,
+impl SandboxMode {
+    /// Every mode, in the order the reference lists them.
+    pub const ALL: [SandboxMode; 3] = [Self::WorkspaceWrite, Self::ReadOnly, Self::Off];
+}
+
+named_value!(SandboxMode);
+
+config_section! {
+    /// `[env]`.
+    pub struct EnvConfig {
+        /// `all`, `core` or `none` of the server's environment.
+        inherit: EnvInherit = EnvInherit::All,
+        /// Keep names matching `*KEY*`, `*SECRET*`, `*TOKEN*`, `*PASSWORD*`.
+        ignore_default_excludes: bool = false,
+        /// More name patterns to drop (added to the default excludes).
+        exclude: Vec<String> = Vec::new(),
+        /// When not empty, keep only names matching one of these patterns.
+        include_only: Vec<String> = Vec::new(),
+        /// Variables set last.
+        set: BTreeMap<String, String> = BTreeMap::new(),
+    }
 }
 
 /// `[env] inherit` as written in the config file.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum EnvInherit {
     /// Everything.
@@ -308,6 +301,28 @@ pub enum EnvInherit {
     Core,
     /// Nothing.
     None,
+}
+
+impl EnvInherit {
+    /// Every choice, in the order the reference lists them.
+    pub const ALL: [EnvInherit; 3] = [Self::All, Self::Core, Self::None];
+}
+
+named_value!(EnvInherit);
+
+/// Every key of the config file, in the order declared: a section's row,
+/// then its keys' (the rows `docs/config.md` is written from).
+pub fn reference() -> Vec<KeyDoc> {
+    let mut rows = Vec::new();
+    <Config as keys::ConfigValue>::rows("", None, false, "", &mut rows);
+    rows.retain(|r| !r.key.is_empty());
+    rows
+}
+
+/// The reference of every key, its type, default and doc, as Markdown
+/// (`docs/config.md`, written by `cargo xtask codegen`).
+pub fn reference_markdown() -> String {
+    keys::markdown(&reference())
 }
 
 impl Config {
@@ -563,6 +578,21 @@ pub fn load(explicit: Option<&Path>) -> Result<(Config, Option<PathBuf>), Config
     Ok((config, Some(path)))
 }
 
+/// What `dsh config` says of the config file [`load`] reads from
+/// `explicit` (else the default location): which file was read, or that
+/// there is none and every key takes its default; an error as [`load`].
+pub fn check(explicit: Option<&Path>) -> Result<String, ConfigError> {
+    let (_, path) = load(explicit)?;
+    Ok(match (path, default_path()) {
+        (Some(path), _) => format!("config: {}: ok\n", path.display()),
+        (None, Some(default)) => format!(
+            "config: no file at {}: every key takes its default\n",
+            default.display()
+        ),
+        (None, None) => "config: no config directory: every key takes its default\n".to_owned(),
+    })
+}
+
 /// What the host needs of the config file at `path` (`None`: the
 /// defaults); the error is one line. A daemon reads a connection's file
 /// with it, and every connection's file again on a reload.
@@ -603,26 +633,13 @@ pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
             message: e.to_string(),
         });
     }
-    if let Some(t) = config.subagent.as_ref().and_then(|s| s.timeout_ms)
-        && !(1..=3_600_000).contains(&t)
-    {
+    if let Err(e) = keys::ConfigValue::check(&config, "") {
+        let parts: Vec<&str> = e.key.split('.').collect();
         return Err(ConfigError {
             path: path.to_path_buf(),
-            line: line_of_path(text, &["subagent", "timeout_ms"]),
-            key: Some("subagent.timeout_ms".into()),
-            message: format!("must be from 1 to 3600000 (one hour), got {t}"),
-        });
-    }
-    if config
-        .subagent
-        .as_ref()
-        .is_some_and(|s| s.command.is_empty())
-    {
-        return Err(ConfigError {
-            path: path.to_path_buf(),
-            line: line_of_path(text, &["subagent", "command"]),
-            key: Some("subagent.command".into()),
-            message: "must name a program, e.g. [\"my-agent\", \"--print\", \"{prompt}\"]".into(),
+            line: line_of_path(text, &parts),
+            key: Some(e.key),
+            message: e.message,
         });
     }
     if let Err(e) = config.sandbox_policy().validate() {
@@ -639,25 +656,6 @@ pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
             line: line_of_path(text, &["env", e.field]),
             key: Some(format!("env.{}", e.field)),
             message: e.message,
-        });
-    }
-    if config.limits.max_foreground_commands == 0 {
-        return Err(ConfigError {
-            path: path.to_path_buf(),
-            line: line_of_path(text, &["limits", "max_foreground_commands"]),
-            key: Some("limits.max_foreground_commands".into()),
-            message: "must be at least 1 (0 would refuse every bash call)".into(),
-        });
-    }
-    if config.limits.max_result_bytes < 1024 {
-        return Err(ConfigError {
-            path: path.to_path_buf(),
-            line: line_of_path(text, &["limits", "max_result_bytes"]),
-            key: Some("limits.max_result_bytes".into()),
-            message: format!(
-                "must be at least 1024, got {}",
-                config.limits.max_result_bytes
-            ),
         });
     }
     Ok(config)
@@ -929,6 +927,152 @@ set = { NO_COLOR = "1" }
             err("[env]\ninherit = \"some\"\n"),
             "config error: c.toml:2: env.inherit: unknown variant `some`, expected one of `all`, `core`, `none`"
         );
+    }
+
+    /// The names serde lists after "expected" for an unknown key in the
+    /// table at `section` (`""`: the top level), in its order.
+    fn expected_keys(section: &str) -> Vec<String> {
+        let unknown = if section.is_empty() {
+            "unknown_key_of_no_section = 1\n".to_owned()
+        } else {
+            format!("{section}.unknown_key_of_no_section = 1\n")
+        };
+        let e = err(&unknown);
+        let (_, expected) = e.split_once("expected").unwrap();
+        expected
+            .split('`')
+            .skip(1)
+            .step_by(2)
+            .map(str::to_owned)
+            .collect()
+    }
+
+    #[test]
+    fn the_reference_lists_every_key_of_every_section_in_order() {
+        let rows = reference();
+        let mut sections = vec![String::new()];
+        sections.extend(rows.iter().filter(|r| r.section).map(|r| r.key.clone()));
+        assert!(sections.len() >= 9, "{sections:?}");
+        for section in sections {
+            let listed: Vec<String> = rows
+                .iter()
+                .filter_map(|r| {
+                    let (parent, name) = r.key.rsplit_once('.').unwrap_or(("", &r.key));
+                    (parent == section).then(|| name.to_owned())
+                })
+                .collect();
+            assert_eq!(listed, expected_keys(&section), "[{section}]");
+        }
+    }
+
+    #[test]
+    fn every_default_the_reference_shows_parses_to_the_default() {
+        let mut all = String::new();
+        for row in reference().iter().filter(|r| !r.section) {
+            let Some(default) = &row.default else {
+                continue;
+            };
+            let line = format!("{} = {default}\n", row.key);
+            assert_eq!(
+                parse(Path::new("c.toml"), &line).unwrap(),
+                Config::default(),
+                "{line}"
+            );
+            all.push_str(&line);
+        }
+        assert!(all.lines().count() >= 25, "{all}");
+        assert_eq!(
+            parse(Path::new("c.toml"), &all).unwrap(),
+            Config::default(),
+            "{all}"
+        );
+        // a key shown without a default is unset by default, or required
+        let rows = reference();
+        let without: Vec<(&str, bool)> = rows
+            .iter()
+            .filter(|r| !r.section && r.default.is_none())
+            .map(|r| (r.key.as_str(), r.required))
+            .collect();
+        assert_eq!(
+            without,
+            [
+                ("preset", false),
+                ("subagent.command", true),
+                ("subagent.timeout_ms", false),
+                ("log.file", false),
+                ("log.level", false),
+                ("ui.listen", false),
+            ]
+        );
+        let c = parse(Path::new("c.toml"), "[subagent]\ncommand = [\"a\"]\n").unwrap();
+        assert_eq!(c.subagent.unwrap().timeout_ms, None);
+        assert_eq!(
+            err("[subagent]\ntimeout_ms = 5\n"),
+            "config error: c.toml:1: subagent: missing field `command`"
+        );
+    }
+
+    #[test]
+    fn the_reference_renders_types_and_defaults_as_toml() {
+        let rows = reference();
+        let row = |key: &str| rows.iter().find(|r| r.key == key).unwrap();
+        assert_eq!(row("daemon.idle_exit").default.as_deref(), Some("\"10m\""));
+        assert_eq!(row("limits.max_result_bytes").toml_type, "integer");
+        assert_eq!(
+            row("sandbox.mode").toml_type,
+            "`\"workspace-write\"`, `\"read-only\"` or `\"off\"`"
+        );
+        assert_eq!(row("preset").toml_type, "`\"minimal\"` or `\"full\"`");
+        // an enum's ALL lists what serde accepts (its unknown-variant
+        // message lists the same names)
+        assert_eq!(
+            row("env.inherit").toml_type,
+            "`\"all\"`, `\"core\"` or `\"none\"`"
+        );
+        assert!(row("lsp").section);
+        assert!(row("lsp.servers").toml_type.contains("subsystems/lsp.md"));
+        let md = reference_markdown();
+        assert!(md.contains("\n## `[limits]`\n"), "{md}");
+        assert!(
+            md.contains("| `max_result_bytes` | integer | `32768` |"),
+            "{md}"
+        );
+    }
+
+    /// The README's example file parses (its values are examples, the
+    /// defaults are in the generated reference).
+    #[test]
+    fn the_readme_example_parses() {
+        let readme =
+            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md"))
+                .unwrap();
+        let (_, section) = readme.split_once("\n## Configuration\n").unwrap();
+        let (_, example) = section.split_once("```toml\n").unwrap();
+        let (example, _) = example.split_once("```").unwrap();
+        let c = parse(Path::new("README.md"), example).unwrap();
+        assert_ne!(c, Config::default());
+    }
+
+    #[test]
+    fn check_names_the_file_read_or_its_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let good = dir.path().join("good.toml");
+        std::fs::write(&good, "[limits]\nmax_running_jobs = 4\n").unwrap();
+        assert_eq!(
+            check(Some(&good)).unwrap(),
+            format!("config: {}: ok\n", good.display())
+        );
+        let bad = dir.path().join("bad.toml");
+        std::fs::write(&bad, "[limits]\nmax_results = 3\n").unwrap();
+        let e = check(Some(&bad)).unwrap_err().to_string();
+        assert!(
+            e.starts_with(&format!(
+                "config error: {}:2: limits.max_results: unknown field",
+                bad.display()
+            )),
+            "{e}"
+        );
+        assert!(check(Some(&dir.path().join("none.toml"))).is_err());
     }
 
     #[test]
