@@ -157,7 +157,7 @@ pub struct LspConfig {
 
 impl Default for LspConfig {
     fn default() -> Self {
-        let options = lsp_rust_analyzer::ClientOptions::default();
+        let options = lsp_stdio::ClientOptions::default();
         Self {
             idle_stop: options.idle_stop.unwrap_or_default(),
             eager: true,
@@ -358,7 +358,7 @@ impl Config {
 
     /// The language servers to route to (the rust-analyzer preset is added
     /// when its binary is found and no configured server claims `.rs`).
-    pub fn lsp(&self) -> lsp_rust_analyzer::LspConfig {
+    pub fn lsp(&self) -> lsp_stdio::LspConfig {
         let to_json =
             |v: &Option<toml::Value>| v.as_ref().and_then(|v| serde_json::to_value(v).ok());
         let servers = self
@@ -366,7 +366,7 @@ impl Config {
             .servers
             .iter()
             .map(|(name, s)| {
-                let server = lsp_rust_analyzer::ServerConfig {
+                let server = lsp_stdio::ServerConfig {
                     name: name.clone(),
                     command: s.command.clone(),
                     args: s.args.clone(),
@@ -379,18 +379,18 @@ impl Config {
                     initialization_options: to_json(&s.initialization_options),
                     settings: to_json(&s.settings),
                     root_markers: s.root_markers.clone(),
-                    ..lsp_rust_analyzer::ServerConfig::default()
+                    ..lsp_stdio::ServerConfig::default()
                 };
                 (name.clone(), server)
             })
             .collect();
-        lsp_rust_analyzer::LspConfig {
+        lsp_stdio::LspConfig {
             servers,
-            options: lsp_rust_analyzer::ClientOptions {
+            options: lsp_stdio::ClientOptions {
                 idle_stop: (!self.lsp.idle_stop.is_zero()).then_some(self.lsp.idle_stop),
                 max_servers: self.lsp.max_servers.max(1),
                 max_file_bytes: self.lsp.max_file_bytes,
-                ..lsp_rust_analyzer::ClientOptions::default()
+                ..lsp_stdio::ClientOptions::default()
             },
         }
     }
@@ -456,7 +456,7 @@ pub struct HostConfig {
     /// The terminal service's limits (fixed for the host's life).
     pub terminals: terminal_pty::TerminalConfig,
     /// The language servers (fixed for the host's life).
-    pub lsp: lsp_rust_analyzer::LspConfig,
+    pub lsp: lsp_stdio::LspConfig,
     /// The log's file and filter (fixed for the host's life).
     pub log: (Option<PathBuf>, Option<String>),
     /// Whether the session log keeps commands, prompts and argv (`[log]
@@ -595,7 +595,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
             message: inner.message().trim().replace('\n', " "),
         }
     })?;
-    if let Err(e) = lsp_rust_analyzer::build_router(&config.lsp()) {
+    if let Err(e) = lsp_stdio::build_router(&config.lsp()) {
         return Err(ConfigError {
             path: path.to_path_buf(),
             line: line_of_path(text, &["lsp", "servers"]),

@@ -12,8 +12,8 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use common::*;
-use lsp_rust_analyzer::{ServerConfig, StdioLspProvider};
 use lsp_seam::*;
+use lsp_stdio::{ServerConfig, StdioLspProvider};
 use pretty_assertions::assert_eq;
 
 /// Answers definition, references and workspace symbols with the

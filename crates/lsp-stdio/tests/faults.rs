@@ -8,8 +8,8 @@ mod common;
 use std::time::Duration;
 
 use common::*;
-use lsp_rust_analyzer::{ClientOptions, StdioLspProvider};
 use lsp_seam::*;
+use lsp_stdio::{ClientOptions, StdioLspProvider};
 use pretty_assertions::assert_eq;
 
 fn stub(log: &std::path::Path, options: ClientOptions) -> StdioLspProvider {

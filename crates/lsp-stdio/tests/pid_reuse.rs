@@ -5,7 +5,7 @@
 mod common;
 
 use common::*;
-use lsp_rust_analyzer::{ServerConfig, StdioLspProvider};
+use lsp_stdio::{ServerConfig, StdioLspProvider};
 
 #[test]
 fn dropping_a_dead_server_spares_a_process_that_took_its_pid() {

@@ -9,8 +9,8 @@ use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use common::*;
-use lsp_rust_analyzer::{LspConfig, ServerConfig, StdioLspProvider, build_router};
 use lsp_seam::*;
+use lsp_stdio::{LspConfig, ServerConfig, StdioLspProvider, build_router};
 use pretty_assertions::assert_eq;
 
 struct Warm {

@@ -5,7 +5,7 @@
 mod common;
 
 use common::*;
-use lsp_rust_analyzer::{SERVER_NICE, ServerConfig, StdioLspProvider};
+use lsp_stdio::{SERVER_NICE, ServerConfig, StdioLspProvider};
 
 /// The nice value of `pid` (field 19 of /proc/PID/stat).
 fn nice_of(pid: i32) -> i32 {

@@ -5,8 +5,8 @@
 mod common;
 
 use common::*;
-use lsp_rust_analyzer::{LspConfig, ServerConfig, build_router};
 use lsp_seam::*;
+use lsp_stdio::{LspConfig, ServerConfig, build_router};
 use pretty_assertions::assert_eq;
 
 fn pylsp_config() -> LspConfig {

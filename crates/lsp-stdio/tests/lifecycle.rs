@@ -9,8 +9,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use common::*;
-use lsp_rust_analyzer::{ClientOptions, StdioLspProvider};
 use lsp_seam::*;
+use lsp_stdio::{ClientOptions, StdioLspProvider};
 use pretty_assertions::assert_eq;
 
 /// Every process of every server session of `p`.

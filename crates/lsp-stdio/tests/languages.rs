@@ -26,8 +26,8 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use common::*;
-use lsp_rust_analyzer::{ClientOptions, ServerConfig, StdioLspProvider, language_presets};
 use lsp_seam::*;
+use lsp_stdio::{ClientOptions, ServerConfig, StdioLspProvider, language_presets};
 use pretty_assertions::assert_eq;
 
 /// One language's fixture and the answers it must give.
@@ -906,7 +906,7 @@ fn go_sees_edits_on_disk() {
 
 #[test]
 fn a_config_entry_overrides_the_preset_extension_by_extension() {
-    use lsp_rust_analyzer::{LspConfig, build_router};
+    use lsp_stdio::{LspConfig, build_router};
     let mut config = LspConfig::default();
     config.servers.insert(
         "my-python".into(),

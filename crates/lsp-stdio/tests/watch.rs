@@ -6,7 +6,7 @@
 mod common;
 
 use common::*;
-use lsp_rust_analyzer::{ServerConfig, StdioLspProvider};
+use lsp_stdio::{ServerConfig, StdioLspProvider};
 
 /// The inotify watches this process holds, by watched directory (inode).
 fn inotify_watches() -> usize {
