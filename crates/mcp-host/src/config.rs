@@ -178,30 +178,8 @@ fn duration<'de, D: serde::Deserializer<'de>>(d: D) -> Result<std::time::Duratio
     })
 }
 
-/// One `[lsp.servers.NAME]` table.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct LspServerConfig {
-    /// The server's executable (a name looked up on `PATH`, or a path).
-    pub command: String,
-    /// Its arguments.
-    #[serde(default)]
-    pub args: Vec<String>,
-    /// Extra environment.
-    #[serde(default)]
-    pub env: BTreeMap<String, String>,
-    /// File extension (`.py`) → LSP language id (`python`).
-    pub extensions: BTreeMap<String, String>,
-    /// Files whose presence marks a project root (nearest wins).
-    #[serde(default)]
-    pub root_markers: Vec<String>,
-    /// `initializationOptions` sent at start.
-    #[serde(default)]
-    pub initialization_options: Option<toml::Value>,
-    /// Settings served to `workspace/configuration`.
-    #[serde(default)]
-    pub settings: Option<toml::Value>,
-}
+/// One `[lsp.servers.NAME]` table: the schema of the built-in presets too.
+pub use lsp_stdio::ServerSpec as LspServerConfig;
 
 /// `[log]`.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -359,30 +337,11 @@ impl Config {
     /// The language servers to route to (the rust-analyzer preset is added
     /// when its binary is found and no configured server claims `.rs`).
     pub fn lsp(&self) -> lsp_stdio::LspConfig {
-        let to_json =
-            |v: &Option<toml::Value>| v.as_ref().and_then(|v| serde_json::to_value(v).ok());
         let servers = self
             .lsp
             .servers
             .iter()
-            .map(|(name, s)| {
-                let server = lsp_stdio::ServerConfig {
-                    name: name.clone(),
-                    command: s.command.clone(),
-                    args: s.args.clone(),
-                    env: s.env.clone(),
-                    extensions: s
-                        .extensions
-                        .iter()
-                        .map(|(ext, lang)| (ext.to_lowercase(), lang.clone()))
-                        .collect(),
-                    initialization_options: to_json(&s.initialization_options),
-                    settings: to_json(&s.settings),
-                    root_markers: s.root_markers.clone(),
-                    ..lsp_stdio::ServerConfig::default()
-                };
-                (name.clone(), server)
-            })
+            .map(|(name, s)| (name.clone(), s.to_config(name)))
             .collect();
         lsp_stdio::LspConfig {
             servers,
@@ -856,6 +815,46 @@ settings = { pylsp = { plugins = { pycodestyle = { enabled = false } } } }
             "{e}"
         );
         assert!(e.contains("\"10m\""), "{e}");
+    }
+
+    #[test]
+    fn a_server_table_takes_the_keys_of_the_presets() {
+        let c = parse(
+            Path::new("c.toml"),
+            r#"
+[lsp.servers.my-ra]
+command = "rust-analyzer"
+extensions = { ".RS" = "rust" }
+root_markers = ["Cargo.toml"]
+root_strategy = "cargo-workspace"
+require_root = true
+readiness = "server-status"
+initialization_options = { cargo = { targetDir = true } }
+install_hint = "rustup component add rust-analyzer"
+"#,
+        )
+        .unwrap();
+        let server = &c.lsp().servers["my-ra"];
+        assert_eq!(server.name, "my-ra");
+        assert_eq!(server.extensions[".rs"], "rust");
+        assert_eq!(
+            server.root_strategy,
+            lsp_stdio::RootStrategy::CargoWorkspace
+        );
+        assert!(server.require_root);
+        assert_eq!(server.readiness, lsp_stdio::ReadinessSignal::ServerStatus);
+        assert_eq!(
+            server.initialization_options,
+            Some(serde_json::json!({ "cargo": { "targetDir": true } }))
+        );
+        let e = err(
+            "[lsp.servers.x]\ncommand = \"x\"\nextensions = { \".x\" = \"x\" }\nreadiness = \"soon\"\n",
+        );
+        assert!(
+            e.starts_with("config error: c.toml:4: lsp.servers.x.readiness: "),
+            "{e}"
+        );
+        assert!(e.contains("unknown variant `soon`"), "{e}");
     }
 
     #[test]

@@ -82,7 +82,7 @@ pub fn stub_config(log: Option<&Path>) -> ServerConfig {
 /// Fails unless rust-analyzer is installed.
 pub fn require_rust_analyzer() {
     require_binary(
-        &ServerConfig::rust_analyzer(),
+        &ServerConfig::preset("rust-analyzer").unwrap(),
         "run `rustup component add rust-analyzer`",
     );
 }
