@@ -28,6 +28,9 @@ fn pylsp_config() -> LspConfig {
 
 #[test]
 fn pylsp_answers_definition_and_symbols() {
+    if !test_support::needs(&["pylsp"]) {
+        return;
+    }
     let config = pylsp_config();
     require_binary(
         &config.servers["pylsp"],
