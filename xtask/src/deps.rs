@@ -33,12 +33,7 @@ pub struct Dep {
 }
 
 /// The providers: implementations of a seam, chosen by the host.
-pub const PROVIDERS: [&str; 4] = [
-    "terminal-pty",
-    "lsp-rust-analyzer",
-    "workspace-sled",
-    "picker-fs",
-];
+pub const PROVIDERS: [&str; 4] = ["terminal-pty", "lsp-stdio", "workspace-sled", "picker-fs"];
 
 /// The crates that may name a provider in `[dependencies]`.
 pub const WIRING: [&str; 3] = ["daemon", "mcp-host", "bench"];
@@ -79,7 +74,7 @@ pub const LAYERS: &[(&str, &[&str])] = &[
         "terminal-pty",
         &["output-text", "process-tree", "terminal-seam"],
     ),
-    ("lsp-rust-analyzer", &["lsp-seam", "process-tree"]),
+    ("lsp-stdio", &["lsp-seam", "process-tree"]),
     ("workspace-sled", &["workspace"]),
     ("picker-fs", &["picker-seam"]),
     (
@@ -114,8 +109,8 @@ pub const LAYERS: &[(&str, &[&str])] = &[
         "mcp-host",
         &[
             "daemon-wire",
-            "lsp-rust-analyzer",
             "lsp-seam",
+            "lsp-stdio",
             "process-tree",
             "redact",
             "sandbox",
@@ -165,8 +160,8 @@ pub const LAYERS: &[(&str, &[&str])] = &[
         "bench",
         &[
             "jobs",
-            "lsp-rust-analyzer",
             "lsp-seam",
+            "lsp-stdio",
             "process-tree",
             "redact",
             "sandbox",
@@ -334,7 +329,7 @@ mod tests {
         // A dev-dependency reaches anything.
         graph.get_mut("ui").unwrap().push(Dep {
             dev: true,
-            ..dep("lsp-rust-analyzer")
+            ..dep("lsp-stdio")
         });
         let found = violations(&graph);
         // The two arrows out of the daemon's layers break the table too.

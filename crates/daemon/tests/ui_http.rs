@@ -26,7 +26,7 @@ fn host_config() -> HostConfig {
         settings: tools_catalog::Settings::default(),
         jobs: tools_catalog::JobsConfig::default(),
         terminals: terminal_pty::TerminalConfig::default(),
-        lsp: lsp_rust_analyzer::LspConfig::default(),
+        lsp: lsp_stdio::LspConfig::default(),
         log: (None, None),
         log_commands: true,
         lsp_eager: false,

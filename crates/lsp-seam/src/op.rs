@@ -8,7 +8,7 @@
 /// 2. the seam: a [`crate::Request`] and an [`crate::Answer`] variant, its
 ///    query/result types, a required [`crate::LspProvider`] method, and the
 ///    arm in [`crate::dispatch`];
-/// 3. every provider: the new trait method (e.g. `lsp-rust-analyzer`);
+/// 3. every provider: the new trait method (e.g. `lsp-stdio`);
 /// 4. the tool layer: its argument enum, the conversion to [`crate::Request`]
 ///    and the renderer of the new [`crate::Answer`] variant; then regenerate
 ///    the tool catalog;

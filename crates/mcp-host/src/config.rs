@@ -148,7 +148,7 @@ config_section! {
         /// A language server with no query for this long stops (and starts
         /// again on the next query), e.g. `"10m"`; `"0s"` never stops one.
         #[serde(deserialize_with = "duration")]
-        idle_stop: Duration = lsp_rust_analyzer::ClientOptions::default()
+        idle_stop: Duration = lsp_stdio::ClientOptions::default()
             .idle_stop
             .unwrap_or_default(),
         /// Start the language servers of a session's directory when it
@@ -156,9 +156,9 @@ config_section! {
         eager: bool = true,
         /// The most language servers running at once; one more stops the
         /// least recently used.
-        max_servers: usize = lsp_rust_analyzer::ClientOptions::default().max_servers,
+        max_servers: usize = lsp_stdio::ClientOptions::default().max_servers,
         /// The largest file a language-server query reads, in bytes.
-        max_file_bytes: u64 = lsp_rust_analyzer::ClientOptions::default().max_file_bytes,
+        max_file_bytes: u64 = lsp_stdio::ClientOptions::default().max_file_bytes,
         /// `[lsp.servers.NAME]`: one table per server.
         servers: BTreeMap<String, LspServerConfig> = BTreeMap::new(),
     }
@@ -174,30 +174,8 @@ fn duration<'de, D: serde::Deserializer<'de>>(d: D) -> Result<std::time::Duratio
     })
 }
 
-/// One `[lsp.servers.NAME]` table.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct LspServerConfig {
-    /// The server's executable (a name looked up on `PATH`, or a path).
-    pub command: String,
-    /// Its arguments.
-    #[serde(default)]
-    pub args: Vec<String>,
-    /// Extra environment.
-    #[serde(default)]
-    pub env: BTreeMap<String, String>,
-    /// File extension (`.py`) → LSP language id (`python`).
-    pub extensions: BTreeMap<String, String>,
-    /// Files whose presence marks a project root (nearest wins).
-    #[serde(default)]
-    pub root_markers: Vec<String>,
-    /// `initializationOptions` sent at start.
-    #[serde(default)]
-    pub initialization_options: Option<toml::Value>,
-    /// Settings served to `workspace/configuration`.
-    #[serde(default)]
-    pub settings: Option<toml::Value>,
-}
+/// One `[lsp.servers.NAME]` table: the schema of the built-in presets too.
+pub use lsp_stdio::ServerSpec as LspServerConfig;
 
 /// The reference names `[lsp.servers.NAME]` tables and points to where
 /// their keys are described.
@@ -371,41 +349,23 @@ impl Config {
         }
     }
 
-    /// The language servers to route to (the rust-analyzer preset is added
-    /// when its binary is found and no configured server claims `.rs`).
-    pub fn lsp(&self) -> lsp_rust_analyzer::LspConfig {
-        let to_json =
-            |v: &Option<toml::Value>| v.as_ref().and_then(|v| serde_json::to_value(v).ok());
+    /// The language servers the file configures, and the client's bounds;
+    /// the built-in languages (`lsp_stdio`'s presets file) serve the
+    /// extensions none of them claims (see `lsp_stdio::build_router`).
+    pub fn lsp(&self) -> lsp_stdio::LspConfig {
         let servers = self
             .lsp
             .servers
             .iter()
-            .map(|(name, s)| {
-                let server = lsp_rust_analyzer::ServerConfig {
-                    name: name.clone(),
-                    command: s.command.clone(),
-                    args: s.args.clone(),
-                    env: s.env.clone(),
-                    extensions: s
-                        .extensions
-                        .iter()
-                        .map(|(ext, lang)| (ext.to_lowercase(), lang.clone()))
-                        .collect(),
-                    initialization_options: to_json(&s.initialization_options),
-                    settings: to_json(&s.settings),
-                    root_markers: s.root_markers.clone(),
-                    ..lsp_rust_analyzer::ServerConfig::default()
-                };
-                (name.clone(), server)
-            })
+            .map(|(name, s)| (name.clone(), s.to_config(name)))
             .collect();
-        lsp_rust_analyzer::LspConfig {
+        lsp_stdio::LspConfig {
             servers,
-            options: lsp_rust_analyzer::ClientOptions {
+            options: lsp_stdio::ClientOptions {
                 idle_stop: (!self.lsp.idle_stop.is_zero()).then_some(self.lsp.idle_stop),
                 max_servers: self.lsp.max_servers.max(1),
                 max_file_bytes: self.lsp.max_file_bytes,
-                ..lsp_rust_analyzer::ClientOptions::default()
+                ..lsp_stdio::ClientOptions::default()
             },
         }
     }
@@ -471,7 +431,7 @@ pub struct HostConfig {
     /// The terminal service's limits (fixed for the host's life).
     pub terminals: terminal_pty::TerminalConfig,
     /// The language servers (fixed for the host's life).
-    pub lsp: lsp_rust_analyzer::LspConfig,
+    pub lsp: lsp_stdio::LspConfig,
     /// The log's file and filter (fixed for the host's life).
     pub log: (Option<PathBuf>, Option<String>),
     /// Whether the session log keeps commands, prompts and argv (`[log]
@@ -625,7 +585,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
             message: inner.message().trim().replace('\n', " "),
         }
     })?;
-    if let Err(e) = lsp_rust_analyzer::build_router(&config.lsp()) {
+    if let Err(e) = lsp_stdio::build_router(&config.lsp()) {
         return Err(ConfigError {
             path: path.to_path_buf(),
             line: line_of_path(text, &["lsp", "servers"]),
@@ -854,6 +814,46 @@ settings = { pylsp = { plugins = { pycodestyle = { enabled = false } } } }
             "{e}"
         );
         assert!(e.contains("\"10m\""), "{e}");
+    }
+
+    #[test]
+    fn a_server_table_takes_the_keys_of_the_presets() {
+        let c = parse(
+            Path::new("c.toml"),
+            r#"
+[lsp.servers.my-ra]
+command = "rust-analyzer"
+extensions = { ".RS" = "rust" }
+root_markers = ["Cargo.toml"]
+root_strategy = "cargo-workspace"
+require_root = true
+readiness = "server-status"
+initialization_options = { cargo = { targetDir = true } }
+install_hint = "rustup component add rust-analyzer"
+"#,
+        )
+        .unwrap();
+        let server = &c.lsp().servers["my-ra"];
+        assert_eq!(server.name, "my-ra");
+        assert_eq!(server.extensions[".rs"], "rust");
+        assert_eq!(
+            server.root_strategy,
+            lsp_stdio::RootStrategy::CargoWorkspace
+        );
+        assert!(server.require_root);
+        assert_eq!(server.readiness, lsp_stdio::ReadinessSignal::ServerStatus);
+        assert_eq!(
+            server.initialization_options,
+            Some(serde_json::json!({ "cargo": { "targetDir": true } }))
+        );
+        let e = err(
+            "[lsp.servers.x]\ncommand = \"x\"\nextensions = { \".x\" = \"x\" }\nreadiness = \"soon\"\n",
+        );
+        assert!(
+            e.starts_with("config error: c.toml:4: lsp.servers.x.readiness: "),
+            "{e}"
+        );
+        assert!(e.contains("unknown variant `soon`"), "{e}");
     }
 
     #[test]

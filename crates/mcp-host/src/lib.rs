@@ -229,7 +229,7 @@ pub struct Host {
     /// person's views are this one service.
     terminals: Arc<terminal_pty::PtyTerminals>,
     warmups: Mutex<Vec<tokio::task::JoinHandle<()>>>,
-    lsp_providers: Vec<Arc<lsp_rust_analyzer::StdioLspProvider>>,
+    lsp_providers: Vec<Arc<lsp_stdio::StdioLspProvider>>,
     store: StoreAccess,
     config: HostConfig,
     connections: Mutex<BTreeMap<u64, ConnectionEntry>>,
@@ -258,12 +258,12 @@ impl Host {
         let servers = Arc::new(confinement(&config, &private));
         // `writable`: the server's project root bounded by the asking
         // session's workspace, the one directory its sandbox may write.
-        let confine: lsp_rust_analyzer::Confine = Arc::new(move |writable: &Path| {
+        let confine: lsp_stdio::Confine = Arc::new(move |writable: &Path| {
             let spawn = servers
                 .prepare_blocking(writable, None, tools_catalog::SpawnFor::LanguageServer)
                 .map_err(|e| format!("{}: {}", e.code, e.message))?;
             let steps = spawn.child_steps();
-            Ok(lsp_rust_analyzer::Confined {
+            Ok(lsp_stdio::Confined {
                 pre_exec: steps.program,
                 pid_namespace: steps.pid_namespace,
                 env: Some(
@@ -277,13 +277,11 @@ impl Host {
         });
         // The config was validated when it was read, so this only fails on
         // a config built in code; then no language server is routed.
-        let (router, lsp_providers) =
-            lsp_rust_analyzer::build_router_confined(&config.lsp, Some(confine)).unwrap_or_else(
-                |e| {
-                    tracing::error!("language servers disabled: {e}");
-                    (lsp_seam::Router::new(), Vec::new())
-                },
-            );
+        let (router, lsp_providers) = lsp_stdio::build_router_confined(&config.lsp, Some(confine))
+            .unwrap_or_else(|e| {
+                tracing::error!("language servers disabled: {e}");
+                (lsp_seam::Router::new(), Vec::new())
+            });
         let terminals = Arc::new(terminal_pty::PtyTerminals::new(config.terminals.clone()));
         let runtime = Arc::new(Runtime::new(
             config.jobs.clone(),
@@ -418,7 +416,7 @@ impl Host {
     }
 
     /// The language-server processes running now (pid, server, root).
-    pub fn language_servers(&self) -> Vec<lsp_rust_analyzer::ServerProcess> {
+    pub fn language_servers(&self) -> Vec<lsp_stdio::ServerProcess> {
         self.lsp_providers
             .iter()
             .flat_map(|p| p.servers())

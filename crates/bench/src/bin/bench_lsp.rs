@@ -15,8 +15,8 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use lsp_rust_analyzer::{ClientOptions, Encoding, StdioLspProvider, language_presets};
 use lsp_seam::{Address, LspError, LspProvider, PositionQuery, SymbolsQuery};
+use lsp_stdio::{ClientOptions, Encoding, StdioLspProvider, language_presets};
 use lsp_types::request::{DocumentSymbolRequest, GotoDefinition, HoverRequest, References};
 use lsp_types::{
     DocumentSymbolParams, GotoDefinitionParams, HoverParams, PartialResultParams, Position,

@@ -6,7 +6,7 @@
 mod common;
 
 use common::*;
-use lsp_rust_analyzer::{ServerConfig, StdioLspProvider};
+use lsp_stdio::{ServerConfig, StdioLspProvider};
 
 /// The inotify watches this process holds, by watched directory (inode).
 fn inotify_watches() -> usize {
@@ -24,6 +24,9 @@ fn inotify_watches() -> usize {
 
 #[test]
 fn build_output_is_not_watched_and_new_top_level_directories_are() {
+    if !test_support::needs(&["python3"]) {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
     std::fs::write(root.join("stub.toml"), "").unwrap();

@@ -13,9 +13,11 @@
 //! answer, never an empty or partial one), and for freshness (an edit on
 //! disk is seen by the very next query, 20 times in a row).
 //!
-//! A missing server fails its test with the install line. Go alone may be
-//! reported as not installable on this machine: `cargo xtask test` sets
-//! `DSH_GO_UNAVAILABLE` to the reason when Debian has no working
+//! A test whose server (or `tests/node/node_modules`) is missing is
+//! skipped with a line on stderr, and fails with what to install under
+//! `DSH_TEST_ALL` (`cargo xtask test`, see `test_support::needs`). Go alone
+//! may be reported as not installable on this machine: `cargo xtask test`
+//! sets `DSH_GO_UNAVAILABLE` to the reason when Debian has no working
 //! go/gopls pair, and the Go tests then print that reason instead of
 //! running.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -26,8 +28,8 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use common::*;
-use lsp_rust_analyzer::{ClientOptions, ServerConfig, StdioLspProvider, language_presets};
 use lsp_seam::*;
+use lsp_stdio::{ClientOptions, ServerConfig, StdioLspProvider, language_presets};
 use pretty_assertions::assert_eq;
 
 /// One language's fixture and the answers it must give.
@@ -338,6 +340,36 @@ impl Lang {
         expected.sort();
         (at(&decl_file, def, self.function), expected)
     }
+}
+
+/// Whether `tests/node/node_modules` (TypeScript 5 and 7,
+/// typescript-language-server) is installed, for the TypeScript tests: as
+/// `test_support::needs`, skipped without it (a line on stderr), failed
+/// under `DSH_TEST_ALL`.
+fn node_modules_installed() -> bool {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/node/node_modules");
+    if dir.is_dir() {
+        return true;
+    }
+    assert!(
+        std::env::var_os(test_support::ALL_TESTS).is_none_or(|v| v.is_empty()),
+        "this test needs tests/node/node_modules: run `cargo xtask test` (or `npm ci` in tests/node)"
+    );
+    eprintln!(
+        "skipped: needs tests/node/node_modules (`cargo xtask test`, or `npm ci` in tests/node)"
+    );
+    false
+}
+
+/// Whether `cargo xtask test` found Go not installable on this machine
+/// (`DSH_GO_UNAVAILABLE`, the reason, printed).
+fn go_unavailable() -> bool {
+    let Ok(reason) = std::env::var("DSH_GO_UNAVAILABLE") else {
+        return false;
+    };
+    eprintln!("Go is not installable on this machine: {reason}");
+    println!("Go is not installable on this machine: {reason}");
+    true
 }
 
 /// Where `cargo xtask test` installs the npm test tools.
@@ -757,71 +789,113 @@ fn diagnostics_fresh(lang: &Lang) {
 
 #[test]
 fn python_diagnostics_are_for_the_content_on_disk() {
+    if !test_support::needs(&["pyright-langserver", "node"]) {
+        return;
+    }
     diagnostics_fresh(&PYTHON);
 }
 
 #[test]
 fn typescript_diagnostics_are_for_the_content_on_disk() {
+    if !test_support::needs(&["typescript-language-server", "node"]) || !node_modules_installed() {
+        return;
+    }
     diagnostics_fresh(&TYPESCRIPT);
 }
 
 #[test]
 fn typescript7_diagnostics_are_for_the_content_on_disk() {
+    if !test_support::needs(&["node"]) || !node_modules_installed() {
+        return;
+    }
     diagnostics_fresh(&TYPESCRIPT7);
 }
 
 #[test]
 fn cpp_diagnostics_are_for_the_content_on_disk() {
+    if !test_support::needs(&["clangd"]) {
+        return;
+    }
     diagnostics_fresh(&CPP);
 }
 
 #[test]
 fn go_diagnostics_are_for_the_content_on_disk() {
+    if go_unavailable() || !test_support::needs(&["gopls", "go"]) {
+        return;
+    }
     diagnostics_fresh(&GO);
 }
 
 #[test]
 fn python_answers_the_four_queries() {
+    if !test_support::needs(&["pyright-langserver", "node"]) {
+        return;
+    }
     four_queries(&PYTHON);
 }
 
 #[test]
 fn python_cold_start_is_never_empty_or_partial() {
+    if !test_support::needs(&["pyright-langserver", "node"]) {
+        return;
+    }
     cold_start(&PYTHON);
 }
 
 #[test]
 fn python_sees_edits_on_disk() {
+    if !test_support::needs(&["pyright-langserver", "node"]) {
+        return;
+    }
     freshness(&PYTHON);
 }
 
 #[test]
 fn typescript_answers_the_four_queries() {
+    if !test_support::needs(&["typescript-language-server", "node"]) || !node_modules_installed() {
+        return;
+    }
     four_queries(&TYPESCRIPT);
 }
 
 #[test]
 fn typescript_cold_start_is_never_empty_or_partial() {
+    if !test_support::needs(&["typescript-language-server", "node"]) || !node_modules_installed() {
+        return;
+    }
     cold_start(&TYPESCRIPT);
 }
 
 #[test]
 fn typescript_sees_edits_on_disk() {
+    if !test_support::needs(&["typescript-language-server", "node"]) || !node_modules_installed() {
+        return;
+    }
     freshness(&TYPESCRIPT);
 }
 
 #[test]
 fn typescript7_answers_the_four_queries() {
+    if !test_support::needs(&["node"]) || !node_modules_installed() {
+        return;
+    }
     four_queries(&TYPESCRIPT7);
 }
 
 #[test]
 fn typescript7_cold_start_is_never_empty_or_partial() {
+    if !test_support::needs(&["node"]) || !node_modules_installed() {
+        return;
+    }
     cold_start(&TYPESCRIPT7);
 }
 
 #[test]
 fn typescript7_sees_edits_on_disk() {
+    if !test_support::needs(&["node"]) || !node_modules_installed() {
+        return;
+    }
     freshness(&TYPESCRIPT7);
 }
 
@@ -830,6 +904,9 @@ fn typescript7_sees_edits_on_disk() {
 /// by typescript-language-server (with that TypeScript).
 #[test]
 fn without_a_project_typescript_the_global_one_decides() {
+    if !test_support::needs(&["node"]) || !node_modules_installed() {
+        return;
+    }
     let modules = test_node_modules();
     let node = std::env::split_paths(&std::env::var_os("PATH").unwrap())
         .find(|d| d.join("node").is_file())
@@ -876,37 +953,55 @@ fn without_a_project_typescript_the_global_one_decides() {
 
 #[test]
 fn cpp_answers_the_four_queries() {
+    if !test_support::needs(&["clangd"]) {
+        return;
+    }
     four_queries(&CPP);
 }
 
 #[test]
 fn cpp_cold_start_is_never_the_header_declaration() {
+    if !test_support::needs(&["clangd"]) {
+        return;
+    }
     cold_start(&CPP);
 }
 
 #[test]
 fn cpp_sees_edits_on_disk() {
+    if !test_support::needs(&["clangd"]) {
+        return;
+    }
     freshness(&CPP);
 }
 
 #[test]
 fn go_answers_the_four_queries() {
+    if go_unavailable() || !test_support::needs(&["gopls", "go"]) {
+        return;
+    }
     four_queries(&GO);
 }
 
 #[test]
 fn go_cold_start_is_never_empty_or_partial() {
+    if go_unavailable() || !test_support::needs(&["gopls", "go"]) {
+        return;
+    }
     cold_start(&GO);
 }
 
 #[test]
 fn go_sees_edits_on_disk() {
+    if go_unavailable() || !test_support::needs(&["gopls", "go"]) {
+        return;
+    }
     freshness(&GO);
 }
 
 #[test]
 fn a_config_entry_overrides_the_preset_extension_by_extension() {
-    use lsp_rust_analyzer::{LspConfig, build_router};
+    use lsp_stdio::{LspConfig, build_router};
     let mut config = LspConfig::default();
     config.servers.insert(
         "my-python".into(),
@@ -999,6 +1094,9 @@ fn eventually(what: &str, f: impl FnMut() -> bool) {
 
 #[test]
 fn an_idle_server_stops_and_the_next_query_starts_it_again() {
+    if !test_support::needs(&["pyright-langserver", "node"]) {
+        return;
+    }
     let Some((_dir, root, p)) = python_provider(ClientOptions {
         idle_stop: Some(Duration::from_secs(1)),
         ..lang_options()
@@ -1026,6 +1124,9 @@ fn an_idle_server_stops_and_the_next_query_starts_it_again() {
 
 #[test]
 fn beyond_the_cap_the_least_recently_used_server_stops() {
+    if !test_support::needs(&["pyright-langserver", "node"]) {
+        return;
+    }
     let Some((_dir, root_a, p)) = python_provider(ClientOptions {
         max_servers: 1,
         ..lang_options()
@@ -1057,6 +1158,10 @@ fn beyond_the_cap_the_least_recently_used_server_stops() {
 
 #[test]
 fn a_file_over_the_size_cap_is_refused_without_reading_it() {
+    // The server's command is resolved before the file is read.
+    if !test_support::needs(&["pyright-langserver", "node"]) {
+        return;
+    }
     let (_dir, root) = PYTHON.copy();
     let p = PYTHON.provider(ClientOptions {
         max_file_bytes: 64,
@@ -1075,6 +1180,9 @@ fn a_file_over_the_size_cap_is_refused_without_reading_it() {
 
 #[test]
 fn concurrent_queries_on_one_root_share_one_server_and_stay_correct() {
+    if !test_support::needs(&["pyright-langserver", "node"]) {
+        return;
+    }
     let Some((_dir, root, p)) = python_provider(lang_options()) else {
         return;
     };

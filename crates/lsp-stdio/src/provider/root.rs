@@ -230,7 +230,7 @@ mod tests {
         // SAFETY: a valid NUL-terminated path.
         assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
         std::os::unix::fs::symlink("/dev/zero", top.join("Cargo.toml")).unwrap();
-        let config = ServerConfig::rust_analyzer();
+        let config = ServerConfig::preset("rust-analyzer").unwrap();
         let file = ws.join("src").join("lib.rs");
         let found = find_root(&config, &file, &ReadAccess::all());
         assert!(

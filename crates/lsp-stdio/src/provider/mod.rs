@@ -93,7 +93,7 @@ impl StdioLspProvider {
     /// The rust-analyzer preset, or `None` when no `rust-analyzer` binary
     /// is found in `PATH`.
     pub fn rust_analyzer(options: ClientOptions) -> Option<StdioLspProvider> {
-        let config = ServerConfig::rust_analyzer();
+        let config = ServerConfig::preset("rust-analyzer")?;
         config.resolve_command().ok()?;
         Some(StdioLspProvider::new(config, options))
     }

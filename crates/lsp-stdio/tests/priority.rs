@@ -5,7 +5,7 @@
 mod common;
 
 use common::*;
-use lsp_rust_analyzer::{SERVER_NICE, ServerConfig, StdioLspProvider};
+use lsp_stdio::{SERVER_NICE, ServerConfig, StdioLspProvider};
 
 /// The nice value of `pid` (field 19 of /proc/PID/stat).
 fn nice_of(pid: i32) -> i32 {
@@ -17,6 +17,9 @@ fn nice_of(pid: i32) -> i32 {
 
 #[test]
 fn a_language_server_runs_below_the_host_s_priority() {
+    if !test_support::needs(&["python3"]) {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let config = ServerConfig {
         root_markers: vec!["stub.toml".into()],

@@ -5,8 +5,8 @@
 mod common;
 
 use common::*;
-use lsp_rust_analyzer::{LspConfig, ServerConfig, build_router};
 use lsp_seam::*;
+use lsp_stdio::{LspConfig, ServerConfig, build_router};
 use pretty_assertions::assert_eq;
 
 fn pylsp_config() -> LspConfig {
@@ -28,6 +28,9 @@ fn pylsp_config() -> LspConfig {
 
 #[test]
 fn pylsp_answers_definition_and_symbols() {
+    if !test_support::needs(&["pylsp"]) {
+        return;
+    }
     let config = pylsp_config();
     require_binary(
         &config.servers["pylsp"],

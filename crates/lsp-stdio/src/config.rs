@@ -1,5 +1,6 @@
 //! Plain configuration: one [`ServerConfig`] per language server, the
-//! client's [`ClientOptions`], and the built-in presets.
+//! client's [`ClientOptions`], and the [`LanguagePreset`]s (the built-in
+//! ones are data, read in [`crate::spec`]).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -7,10 +8,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lsp_seam::{LspError, UnavailableReason};
-use serde_json::{Value, json};
+use serde::Deserialize;
+use serde_json::Value;
 
-/// How a server's project root is found from a file.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// How a server's project root is found from a file (in data:
+/// `"nearest-marker"`, `"cargo-workspace"`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum RootStrategy {
     /// The nearest ancestor directory holding any root marker.
     #[default]
@@ -21,8 +25,10 @@ pub enum RootStrategy {
 }
 
 /// How the client knows that a server has finished loading: what proves
-/// that its answers are complete.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+/// that its answers are complete. In data: `"progress"`, `"server-status"`,
+/// `{ progress-ended = "TITLE" }`, `{ log-message = ["TEXT", ...] }`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum ReadinessSignal {
     /// Ready after `initialized` once no `$/progress` is active (servers
     /// that load nothing ahead of a query, such as pylsp).
@@ -47,7 +53,8 @@ pub enum ReadinessSignal {
 /// with `verboseWorkDoneProgress`): the proof that what it published for a
 /// document is for the content sent, for a server whose publications do
 /// not always name the version (see the server's `fresh_diagnostics`).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct DiagnosisProgress {
     /// The start of every such title: progress with it is the server's
     /// diagnosis, never counted as loading (a server diagnosing an edit
@@ -93,9 +100,11 @@ impl PartialEq for PerRoot {
     }
 }
 
-/// One stdio language server. The host fills it from
-/// `[lsp.servers.NAME]`; every field but `command` and `extensions` may stay
-/// default.
+/// One stdio language server, as the client runs it: a
+/// [`crate::ServerSpec`] (a user's `[lsp.servers.NAME]` or a built-in
+/// preset) with its name and its per-root hook resolved
+/// ([`crate::ServerSpec::to_config`]); every field but `command` and
+/// `extensions` may stay default.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ServerConfig {
     /// The server's name (the table name), used in messages and routes.
@@ -167,39 +176,6 @@ pub struct ServerConfig {
 }
 
 impl ServerConfig {
-    /// The built-in rust-analyzer preset (`rust-analyzer` from `PATH`).
-    pub fn rust_analyzer() -> ServerConfig {
-        // `cargo.targetDir`: its builds (build scripts, proc macros) go to
-        // `target/rust-analyzer`, so they never hold the build directory
-        // lock of an agent's own `cargo build` or `cargo test`.
-        let options = json!({
-            "workspace": { "symbol": { "search": { "kind": "all_symbols" } } },
-            "checkOnSave": false,
-            "cargo": { "targetDir": true },
-        });
-        ServerConfig {
-            name: "rust-analyzer".into(),
-            command: "rust-analyzer".into(),
-            args: vec![],
-            env: BTreeMap::new(),
-            extensions: BTreeMap::from([(".rs".to_owned(), "rust".to_owned())]),
-            settings: Some(json!({ "rust-analyzer": options.clone() })),
-            initialization_options: Some(options),
-            root_markers: vec!["Cargo.toml".into()],
-            root_strategy: RootStrategy::CargoWorkspace,
-            require_root: true,
-            readiness: ReadinessSignal::ServerStatus,
-            wait_for_diagnostics: false,
-            outline_open_only: false,
-            follows_watched_files: false,
-            install_hint: Some(hint("`rustup component add rust-analyzer`", "rust", ".rs")),
-            no_project_hint: None,
-            nothing_here_errors: vec![],
-            diagnosis_progress: None,
-            per_root: None,
-        }
-    }
-
     /// The configuration to start for the project at `root`: what the
     /// [`ServerConfig::per_root`] hook chooses, else this one.
     pub fn for_root(&self, root: &Path) -> ServerConfig {
@@ -318,27 +294,12 @@ pub(crate) fn is_executable(path: &Path) -> bool {
     std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
-/// The one-line install hint of a preset: what to run, and the config key
-/// that replaces the server.
-pub(crate) fn hint(install: &str, language: &str, ext: &str) -> String {
-    format!(
-        "Install: {install}; or set another server for {ext} in the config: [lsp.servers.NAME] command = \"...\", extensions = {{ \"{ext}\" = \"{language}\" }}"
-    )
-}
-
-pub(crate) fn extensions(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-    pairs
-        .iter()
-        .map(|(e, l)| ((*e).to_owned(), (*l).to_owned()))
-        .collect()
-}
-
 /// A built-in language: the servers that can serve it, in order of
 /// preference; the first whose binary is on `PATH` is used.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LanguagePreset {
     /// The language, for messages (`Python`, `C/C++`, ...).
-    pub language: &'static str,
+    pub language: String,
     /// Candidate servers, preferred first; all claim the same extensions.
     pub servers: Vec<ServerConfig>,
 }
@@ -361,159 +322,6 @@ impl LanguagePreset {
             .or(self.servers.first())
             .cloned()
     }
-}
-
-impl ServerConfig {
-    /// Python (`.py`, `.pyi`): pyright, else basedpyright, else pylsp.
-    pub fn python_presets() -> Vec<ServerConfig> {
-        let ext = extensions(&[(".py", "python"), (".pyi", "python")]);
-        let markers: Vec<String> = [
-            "pyproject.toml",
-            "pyrightconfig.json",
-            "setup.py",
-            "setup.cfg",
-            "requirements.txt",
-            ".git",
-        ]
-        .map(String::from)
-        .to_vec();
-        let install = hint(
-            "`npm install -g pyright` (or `pip install pyright`, `pip install basedpyright`, `pip install python-lsp-server`)",
-            "python",
-            ".py",
-        );
-        let pyright = |name: &str, command: &str| ServerConfig {
-            name: name.into(),
-            command: command.into(),
-            args: vec!["--stdio".into()],
-            extensions: ext.clone(),
-            root_markers: markers.clone(),
-            readiness: ReadinessSignal::LogMessage(vec![
-                "source file".into(),
-                "No source files found".into(),
-            ]),
-            install_hint: Some(install.clone()),
-            ..ServerConfig::default()
-        };
-        vec![
-            pyright("pyright", "pyright-langserver"),
-            pyright("basedpyright", "basedpyright-langserver"),
-            ServerConfig {
-                name: "pylsp".into(),
-                command: "pylsp".into(),
-                extensions: ext.clone(),
-                root_markers: markers.clone(),
-                install_hint: Some(install.clone()),
-                ..ServerConfig::default()
-            },
-        ]
-    }
-
-    /// TypeScript and JavaScript, the server chosen per project root: the
-    /// project's own TypeScript decides — 7 or later through its native
-    /// server (`tsc --lsp --stdio`), earlier versions through
-    /// typescript-language-server; without one, a global `tsc` of version 7
-    /// or later, else typescript-language-server with a global TypeScript
-    /// 5/6.
-    pub fn typescript_preset() -> ServerConfig {
-        crate::typescript::preset()
-    }
-
-    /// C and C++: clangd, which needs a `compile_commands.json` to know the
-    /// files of the project and to build its index.
-    pub fn clangd_preset() -> ServerConfig {
-        ServerConfig {
-            name: "clangd".into(),
-            command: "clangd".into(),
-            args: vec![
-                "--background-index".into(),
-                "--header-insertion=never".into(),
-            ],
-            extensions: extensions(&[
-                (".c", "c"),
-                (".h", "c"),
-                (".cc", "cpp"),
-                (".cpp", "cpp"),
-                (".cxx", "cpp"),
-                (".hpp", "cpp"),
-                (".hh", "cpp"),
-            ]),
-            root_markers: ["compile_commands.json", "build/compile_commands.json"]
-                .map(String::from)
-                .to_vec(),
-            require_root: true,
-            readiness: ReadinessSignal::ProgressEnded("indexing".into()),
-            wait_for_diagnostics: true,
-            outline_open_only: true,
-            install_hint: Some(hint("`apt-get install clangd`", "cpp", ".cpp")),
-            no_project_hint: Some(
-                "clangd answers across files only with a compile_commands.json in the project root (or its build/ directory): generate one with `cmake -DCMAKE_EXPORT_COMPILE_COMMANDS=ON` or `bear -- make`".into(),
-            ),
-            ..ServerConfig::default()
-        }
-    }
-
-    /// Go: gopls.
-    pub fn gopls_preset() -> ServerConfig {
-        ServerConfig {
-            name: "gopls".into(),
-            command: "gopls".into(),
-            extensions: extensions(&[(".go", "go")]),
-            root_markers: ["go.work", "go.mod"].map(String::from).to_vec(),
-            require_root: true,
-            readiness: ReadinessSignal::ProgressEnded("Setting up workspace".into()),
-            install_hint: Some(hint(
-                "`go install golang.org/x/tools/gopls@latest` (Debian: `apt-get install gopls golang-go`)",
-                "go",
-                ".go",
-            )),
-            no_project_hint: Some("gopls needs a go.mod (run `go mod init NAME`)".into()),
-            nothing_here_errors: vec!["no identifier found".into(), "no object found".into()],
-            // gopls publishes a document's diagnostics only when they
-            // differ from what it last published for the file, and then
-            // names the version of the snapshot it diagnosed, or none for
-            // a snapshot in which the file is not open: an unchanged file
-            // opened while its workspace's first diagnosis runs gets that
-            // diagnosis's publication, without a version, and no other.
-            // With `verboseWorkDoneProgress`, each `didOpen`/`didChange`
-            // begins a `diagnosing …` progress that ends after the
-            // diagnosis it started published (see `fresh_diagnostics`).
-            initialization_options: Some(json!({ "verboseWorkDoneProgress": true })),
-            diagnosis_progress: Some(DiagnosisProgress {
-                prefix: "diagnosing ".into(),
-                opened: "diagnosing opened files".into(),
-                changed: "diagnosing changed files".into(),
-            }),
-            ..ServerConfig::default()
-        }
-    }
-}
-
-/// The built-in languages, each used for the extensions no configured
-/// server claims: Rust, Python, TypeScript/JavaScript, C/C++, Go.
-pub fn language_presets() -> Vec<LanguagePreset> {
-    vec![
-        LanguagePreset {
-            language: "Rust",
-            servers: vec![ServerConfig::rust_analyzer()],
-        },
-        LanguagePreset {
-            language: "Python",
-            servers: ServerConfig::python_presets(),
-        },
-        LanguagePreset {
-            language: "TypeScript/JavaScript",
-            servers: vec![ServerConfig::typescript_preset()],
-        },
-        LanguagePreset {
-            language: "C/C++",
-            servers: vec![ServerConfig::clangd_preset()],
-        },
-        LanguagePreset {
-            language: "Go",
-            servers: vec![ServerConfig::gopls_preset()],
-        },
-    ]
 }
 
 /// Limits and timings of the client. Defaults suit an interactive agent.

@@ -9,8 +9,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use common::*;
-use lsp_rust_analyzer::{ClientOptions, StdioLspProvider};
 use lsp_seam::*;
+use lsp_stdio::{ClientOptions, StdioLspProvider};
 use pretty_assertions::assert_eq;
 
 /// Every process of every server session of `p`.
@@ -32,6 +32,9 @@ fn reference_lines(r: &ReferencesResult, root: &Path) -> Vec<(String, Vec<u32>)>
 
 #[test]
 fn cold_start_answers_not_ready_or_correct_never_empty_and_drop_ends_the_server() {
+    if !test_support::needs(&["rust-analyzer", "cargo"]) {
+        return;
+    }
     require_rust_analyzer();
     let (_dir, root) = fixture_copy("rust-workspace");
     let p = StdioLspProvider::rust_analyzer(ClientOptions {
@@ -74,6 +77,9 @@ fn cold_start_answers_not_ready_or_correct_never_empty_and_drop_ends_the_server(
 
 #[test]
 fn an_edit_on_disk_is_seen_by_the_next_references_and_shutdown_is_clean() {
+    if !test_support::needs(&["rust-analyzer", "cargo"]) {
+        return;
+    }
     require_rust_analyzer();
     let (_dir, root) = fixture_copy("rust-workspace");
     let p = StdioLspProvider::rust_analyzer(options()).unwrap();
@@ -118,6 +124,9 @@ fn an_edit_on_disk_is_seen_by_the_next_references_and_shutdown_is_clean() {
 
 #[test]
 fn a_killed_server_is_restarted_until_the_budget_is_spent() {
+    if !test_support::needs(&["rust-analyzer", "cargo"]) {
+        return;
+    }
     require_rust_analyzer();
     let (_dir, root) = fixture_copy("rust-workspace");
     let p = StdioLspProvider::rust_analyzer(ClientOptions {
@@ -194,6 +203,9 @@ where
 /// is the answer, until the project is fixed.
 #[test]
 fn a_project_that_failed_to_load_never_answers_nothing_and_says_why() {
+    if !test_support::needs(&["rust-analyzer", "cargo"]) {
+        return;
+    }
     require_rust_analyzer();
     let (_dir, root) = fixture_copy("rust-workspace");
     let manifest = root.join("shapes/Cargo.toml");
@@ -262,6 +274,9 @@ fn a_project_that_failed_to_load_never_answers_nothing_and_says_why() {
 /// nothing about it. That nothing is not proof, so it is not given.
 #[test]
 fn a_file_in_no_loaded_crate_never_answers_nothing() {
+    if !test_support::needs(&["rust-analyzer", "cargo"]) {
+        return;
+    }
     require_rust_analyzer();
     let (_dir, root) = fixture_copy("rust-workspace");
     let stray = root.join("app/src/stray.rs");

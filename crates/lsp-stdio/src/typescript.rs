@@ -1,4 +1,6 @@
-//! The TypeScript/JavaScript preset, whose server depends on the project.
+//! The per-root choice of the TypeScript/JavaScript preset
+//! (`per_root = "typescript-version"`), whose server depends on the
+//! project.
 //!
 //! TypeScript 7 (the native compiler) has a language server of its own,
 //! `tsc --lsp --stdio`, and no `tsserver.js`: typescript-language-server
@@ -28,7 +30,7 @@ use std::sync::LazyLock;
 
 use serde_json::Value;
 
-use crate::config::{PerRoot, ReadinessSignal, ServerConfig, extensions, hint, is_executable};
+use crate::config::{PerRoot, ReadinessSignal, ServerConfig, is_executable};
 
 /// The first TypeScript major version with a language server of its own.
 const NATIVE_MAJOR: u64 = 7;
@@ -43,33 +45,11 @@ const LANGUAGE_SERVER: &str = "typescript-language-server";
 /// equal).
 static PER_ROOT: LazyLock<PerRoot> = LazyLock::new(|| PerRoot::new(choose));
 
-/// The preset: typescript-language-server's settings (routing, readiness,
-/// install hint) with the per-root choice.
-pub(crate) fn preset() -> ServerConfig {
-    ServerConfig {
-        name: "typescript".into(),
-        command: LANGUAGE_SERVER.into(),
-        args: vec!["--stdio".into()],
-        extensions: extensions(&[
-            (".ts", "typescript"),
-            (".tsx", "typescriptreact"),
-            (".js", "javascript"),
-            (".jsx", "javascriptreact"),
-            (".mjs", "javascript"),
-            (".cjs", "javascript"),
-        ]),
-        root_markers: ["tsconfig.json", "jsconfig.json", "package.json", ".git"]
-            .map(String::from)
-            .to_vec(),
-        readiness: ReadinessSignal::ProgressEnded("Initializing JS/TS".into()),
-        install_hint: Some(hint(
-            "`npm install -g typescript` (TypeScript 7 and later have their own server, `tsc --lsp`), or for TypeScript 5/6 `npm install -g typescript-language-server typescript@5` (a project's own `typescript` is used first)",
-            "typescript",
-            ".ts",
-        )),
-        per_root: Some(PER_ROOT.clone()),
-        ..ServerConfig::default()
-    }
+/// The hook of `per_root = "typescript-version"` (the preset's
+/// `[server.typescript]` in `presets.toml` holds typescript-language-server's
+/// settings: routing, readiness, install hint).
+pub(crate) fn per_root() -> PerRoot {
+    PER_ROOT.clone()
 }
 
 /// A `typescript` package found on disk.
@@ -231,6 +211,10 @@ fn node_arch() -> Option<&'static str> {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    fn preset() -> ServerConfig {
+        ServerConfig::preset("typescript").unwrap()
+    }
 
     fn write(path: &Path, text: &str) {
         if let Some(parent) = path.parent() {

@@ -5,13 +5,15 @@
 mod common;
 
 use common::*;
-use lsp_rust_analyzer::{ServerConfig, StdioLspProvider};
+use lsp_stdio::{ServerConfig, StdioLspProvider};
 
 #[test]
 fn dropping_a_dead_server_spares_a_process_that_took_its_pid() {
     // Needs root (CAP_SYS_ADMIN) to make a private pid namespace, where the
     // test can ask for a given pid (ns_last_pid).
-    if !test_support::needs(&["unshare"]) || !test_support::needs_root("a private pid namespace") {
+    if !test_support::needs(&["unshare", "python3"])
+        || !test_support::needs_root("a private pid namespace")
+    {
         return;
     }
     if !process_tree::testing::run_in_private_pid_namespace(

@@ -5,8 +5,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{LazyLock, Mutex, Once, PoisonError};
 use std::time::{Duration, Instant};
 
-use lsp_rust_analyzer::{ClientOptions, ServerConfig};
 use lsp_seam::{Address, LspError, PositionQuery};
+use lsp_stdio::{ClientOptions, ServerConfig};
 
 /// One runtime per test binary, so warm servers outlive single tests.
 pub static RT: LazyLock<tokio::runtime::Runtime> = LazyLock::new(|| {
@@ -82,7 +82,7 @@ pub fn stub_config(log: Option<&Path>) -> ServerConfig {
 /// Fails unless rust-analyzer is installed.
 pub fn require_rust_analyzer() {
     require_binary(
-        &ServerConfig::rust_analyzer(),
+        &ServerConfig::preset("rust-analyzer").unwrap(),
         "run `rustup component add rust-analyzer`",
     );
 }

@@ -8,8 +8,8 @@ mod common;
 use std::time::Duration;
 
 use common::*;
-use lsp_rust_analyzer::{ClientOptions, StdioLspProvider};
 use lsp_seam::*;
+use lsp_stdio::{ClientOptions, StdioLspProvider};
 use pretty_assertions::assert_eq;
 
 fn stub(log: &std::path::Path, options: ClientOptions) -> StdioLspProvider {
@@ -18,6 +18,9 @@ fn stub(log: &std::path::Path, options: ClientOptions) -> StdioLspProvider {
 
 #[test]
 fn a_timed_out_request_is_cancelled_on_the_server() {
+    if !test_support::needs(&["python3"]) {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("log");
     let file = dir.path().join("a.stub");
@@ -53,6 +56,9 @@ fn a_timed_out_request_is_cancelled_on_the_server() {
 
 #[test]
 fn a_server_that_keeps_crashing_is_crashed_with_its_stderr() {
+    if !test_support::needs(&["python3"]) {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("log");
     let file = dir.path().join("a.stub");
@@ -82,6 +88,9 @@ fn a_server_that_keeps_crashing_is_crashed_with_its_stderr() {
 
 #[test]
 fn a_server_gets_a_private_temp_dir_that_is_removed_when_it_stops() {
+    if !test_support::needs(&["python3"]) {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("log");
     let file = dir.path().join("a.stub");

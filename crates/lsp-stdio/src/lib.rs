@@ -1,8 +1,14 @@
 //! An implementation of the dsh lsp seam (`lsp-seam`) over stdio language
-//! servers, based on `async-lsp`: rust-analyzer is the built-in preset
-//! ([`StdioLspProvider::rust_analyzer`]), and any other server (pylsp,
-//! pyright, clangd, ...) is a [`ServerConfig`] filled from the host's
-//! configuration, with no code change.
+//! servers, based on `async-lsp`. Any server is data: a [`ServerSpec`] (the
+//! schema of the host's `[lsp.servers.NAME]` tables) made into a
+//! [`ServerConfig`]. The built-in languages ([`language_presets`]) are the
+//! same data, compiled in from the crate's `presets.toml`: Rust
+//! (rust-analyzer), Python (pyright, else basedpyright, else pylsp),
+//! TypeScript/JavaScript (TypeScript 7's `tsc --lsp`, else
+//! typescript-language-server, chosen per project root), C/C++ (clangd)
+//! and Go (gopls). What only code can do — rust-analyzer's
+//! `experimental/serverStatus` readiness, TypeScript's choice by installed
+//! version — is implemented here and named in the data.
 //!
 //! One [`StdioLspProvider`] serves one server kind and runs one process
 //! per project root, started lazily (or eagerly with
@@ -24,17 +30,19 @@ mod confine;
 mod pool;
 mod provider;
 mod server;
+mod spec;
 mod text;
 mod typescript;
 
 pub use config::{
     ClientOptions, DiagnosisProgress, LanguagePreset, LspConfig, PerRoot, ReadinessSignal,
-    RootStrategy, ServerConfig, language_presets,
+    RootStrategy, ServerConfig,
 };
 pub use confine::{Confine, Confined};
 pub use pool::ServerPool;
 pub use provider::{RawServer, StdioLspProvider};
 pub use server::{SERVER_NICE, ServerProcess};
+pub use spec::{PerRootRule, PresetsError, ServerSpec, language_presets, parse_presets};
 pub use text::Encoding;
 
 use std::sync::Arc;
