@@ -170,12 +170,7 @@ async def test_typescript7_references_leave_out_the_build_output(tmp_path):
 
 # What `diagnostics` gets wrong today, found by this suite (see "Diagnostics
 # on real projects" in docs/subsystems/lsp.md): expected to fail until fixed.
-DIAGNOSTICS_KNOWN_WRONG = {
-    ("rust", True): "no wrong answer, but no answer: `cargo clean` in the loop removes rust-analyzer's "
-                    "check directory every few seconds, a whole check of memchr takes longer, and a "
-                    "check cut short is no proof, so the calls stay LSP_NOT_READY past the suite's "
-                    "deadline",
-}
+DIAGNOSTICS_KNOWN_WRONG: dict[tuple[str, bool], str] = {}
 
 
 @pytest.mark.parametrize("build", [False, True], ids=["quiet", "under-build"])

@@ -197,26 +197,46 @@ impl ServerConfig {
         if writable == root {
             return self;
         }
-        let target = Value::String(
+        let target = writable.join("target").join("rust-analyzer");
+        self.replace_target_dir(|dir| *dir == Value::Bool(true), &target);
+        self
+    }
+
+    /// This configuration building in `dir`, a directory out of the
+    /// project the server's sandbox lets it write (see
+    /// [`crate::Confined::build_dir`]): a build directory the
+    /// configuration puts in the project (`cargo.targetDir = true`, or
+    /// where [`ServerConfig::writing_within`] moved it for `writable`)
+    /// becomes `dir`. A directory the configuration names otherwise is
+    /// kept.
+    pub fn building_in(mut self, writable: &Path, dir: &Path) -> ServerConfig {
+        let moved = Value::String(
             writable
                 .join("target")
                 .join("rust-analyzer")
                 .display()
                 .to_string(),
         );
+        self.replace_target_dir(|d| *d == Value::Bool(true) || *d == moved, dir);
+        self
+    }
+
+    /// Sets rust-analyzer's `cargo.targetDir`, in the initialization
+    /// options and the served settings, to `dir` where `which` holds.
+    fn replace_target_dir(&mut self, which: impl Fn(&Value) -> bool, dir: &Path) {
+        let target = Value::String(dir.display().to_string());
         let options = self.initialization_options.iter_mut();
         let settings = self
             .settings
             .iter_mut()
             .filter_map(|s| s.get_mut("rust-analyzer"));
         for options in options.chain(settings) {
-            if let Some(dir) = options.pointer_mut("/cargo/targetDir")
-                && *dir == Value::Bool(true)
+            if let Some(found) = options.pointer_mut("/cargo/targetDir")
+                && which(found)
             {
-                *dir = target.clone();
+                *found = target.clone();
             }
         }
-        self
     }
 
     /// The language id for `path`, by its final extension.
@@ -380,4 +400,59 @@ pub struct LspConfig {
     pub servers: BTreeMap<String, ServerConfig>,
     /// Client options shared by all servers.
     pub options: ClientOptions,
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    fn target_dirs(config: &ServerConfig) -> Vec<Value> {
+        let options = config.initialization_options.iter();
+        let settings = config
+            .settings
+            .iter()
+            .filter_map(|s| s.get("rust-analyzer"));
+        options
+            .chain(settings)
+            .filter_map(|o| o.pointer("/cargo/targetDir").cloned())
+            .collect()
+    }
+
+    #[test]
+    fn rust_analyzer_builds_where_its_sandbox_lets_it() {
+        let preset = ServerConfig::preset("rust-analyzer").unwrap();
+        let (root, below, build) = (
+            Path::new("/w/mono"),
+            Path::new("/w/mono/svc"),
+            Path::new("/s/dsh/lsp-build/svc-1"),
+        );
+        assert_eq!(target_dirs(&preset), [Value::Bool(true), Value::Bool(true)]);
+        // Its project root writable: the preset's `target/rust-analyzer`.
+        assert_eq!(
+            target_dirs(&preset.clone().writing_within(root, root)),
+            [Value::Bool(true), Value::Bool(true)]
+        );
+        // Only a directory below it writable: the build moves there.
+        let within = preset.clone().writing_within(root, below);
+        let moved = Value::String("/w/mono/svc/target/rust-analyzer".into());
+        assert_eq!(target_dirs(&within), [moved.clone(), moved]);
+        // A build directory from the host wins over both.
+        let built = Value::String(build.display().to_string());
+        for config in [preset.clone(), within] {
+            assert_eq!(
+                target_dirs(&config.building_in(below, build)),
+                [built.clone(), built.clone()]
+            );
+        }
+        // A directory a user named is theirs.
+        let mut named = preset;
+        for options in named.initialization_options.iter_mut() {
+            *options.pointer_mut("/cargo/targetDir").unwrap() = Value::String("/mine".into());
+        }
+        assert_eq!(
+            target_dirs(&named.building_in(below, build))[0],
+            Value::String("/mine".into())
+        );
+    }
 }

@@ -20,6 +20,12 @@ pub struct Confined {
     /// host's (the server's configured `env` is added on top); `None`:
     /// the host's.
     pub env: Option<Vec<(OsString, OsString)>>,
+    /// A directory out of the project that the server's sandbox lets it
+    /// write, for its builds: rust-analyzer's check goes there
+    /// (`cargo.targetDir`) instead of `target/rust-analyzer`, out of reach
+    /// of a `cargo clean` or a build in the project; `None`: in the
+    /// project.
+    pub build_dir: Option<std::path::PathBuf>,
 }
 
 impl std::fmt::Debug for Confined {
@@ -28,6 +34,7 @@ impl std::fmt::Debug for Confined {
             .field("pre_exec", &self.pre_exec.is_some())
             .field("pid_namespace", &self.pid_namespace.is_some())
             .field("env", &self.env.as_ref().map(Vec::len))
+            .field("build_dir", &self.build_dir)
             .finish()
     }
 }

@@ -581,7 +581,7 @@ fn diagnostics_are_cargo_checks_of_the_content_on_disk() {
 /// problems for the planted file. Twenty trials of one call each; at
 /// least one answer of each kind must be given.
 #[test]
-#[ignore = "open problem: 1 answer in 39 listed 2 of the 3 planted errors (a check cut short by `cargo clean` not caught); see \"Diagnostics on real projects\" in docs/subsystems/lsp.md"]
+#[ignore = "open problem where the check builds in the project (no Confined::build_dir, as here): 1 answer in 39 listed 2 of the 3 planted errors (a check cut short by `cargo clean` not caught); dsh's host gives every server a build directory out of the project; see \"Diagnostics on real projects\" in docs/subsystems/lsp.md"]
 fn diagnostics_under_cargo_clean_are_whole_or_not_ready() {
     if !test_support::needs(&["rust-analyzer", "cargo"]) {
         return;

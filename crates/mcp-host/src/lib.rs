@@ -273,6 +273,7 @@ impl Host {
                         .map(|(k, v)| (k.into(), v.into()))
                         .collect(),
                 ),
+                build_dir: spawn.build_dir,
             })
         });
         // The config was validated when it was read, so this only fails on

@@ -39,6 +39,37 @@ pub struct Confinement {
     repl_state: Option<ReplState>,
     /// Whether the REPL state's trouble was logged (once is enough).
     repl_state_warned: AtomicBool,
+    /// Whether the language servers' build directories of roots that are
+    /// gone were removed (once per process).
+    build_dirs_swept: AtomicBool,
+}
+
+/// The file in a language server's build directory that names the root it
+/// builds for, so that the build directories of roots that are gone can be
+/// removed ([`sweep_build_dirs`]).
+const BUILD_ROOT_FILE: &str = "ROOT";
+
+/// Removes, under `base`, the build directories whose root is gone (a
+/// project deleted or moved): what its checks built is of no more use, and
+/// a Rust project's can be gigabytes. Best effort; a directory whose root
+/// cannot be read is kept.
+fn sweep_build_dirs(base: &Path) {
+    use std::os::unix::ffi::OsStringExt as _;
+    let Ok(entries) = std::fs::read_dir(base) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let dir = entry.path();
+        let Ok(named) = std::fs::read(dir.join(BUILD_ROOT_FILE)) else {
+            continue;
+        };
+        let root = PathBuf::from(OsString::from_vec(named));
+        let gone = root.is_absolute()
+            && matches!(std::fs::symlink_metadata(&root), Err(e) if e.kind() == std::io::ErrorKind::NotFound);
+        if gone && let Err(e) = std::fs::remove_dir_all(&dir) {
+            tracing::warn!("cannot remove {}: {e}", dir.display());
+        }
+    }
 }
 
 /// What one spawn gets: the prepared sandbox and the whole environment
@@ -49,6 +80,10 @@ pub struct ConfinedSpawn {
     pub prepared: Prepared,
     /// The environment after the `[env]` policy.
     pub env: Vec<(String, String)>,
+    /// A language server's build directory, out of its project and
+    /// writable by its sandbox alone (see [`Confinement::prepare_blocking`]);
+    /// `None` for a command, or when there is none.
+    pub build_dir: Option<PathBuf>,
 }
 
 /// The steps of one spawn (see [`ConfinedSpawn::child_steps`]).
@@ -155,6 +190,7 @@ impl Confinement {
             private,
             repl_state: None,
             repl_state_warned: AtomicBool::new(false),
+            build_dirs_swept: AtomicBool::new(false),
         }
     }
 
@@ -183,6 +219,7 @@ impl Confinement {
             private: Vec::new(),
             repl_state: None,
             repl_state_warned: AtomicBool::new(false),
+            build_dirs_swept: AtomicBool::new(false),
         }
     }
 
@@ -254,8 +291,15 @@ impl Confinement {
             )
         })?;
         // Only a confined command gets a state directory: what a confined
-        // process wrote there must never be loaded by one outside.
-        let state_dir = if language_server || sandbox.policy().mode == Mode::Off {
+        // process wrote there must never be loaded by one outside. A
+        // language server gets a build directory in its place: beside the
+        // REPL states (`…/dsh/lsp-build/<root>`), out of its project, so a
+        // `cargo clean` or a build there never touches its check's output
+        // (rust-analyzer's `cargo.targetDir`), and writable by no command
+        // (what its check builds, its proc macros, it loads itself).
+        let state_dir = if language_server {
+            self.server_build_dir(root)
+        } else if sandbox.policy().mode == Mode::Off {
             None
         } else {
             self.repl_state_dir(root)
@@ -271,6 +315,14 @@ impl Confinement {
         let prepared = sandbox
             .prepare(&context)
             .map_err(|e| ToolError::new(crate::error::sandbox_code(&e), e.to_string()))?;
+        if language_server {
+            let build_dir = state_dir.filter(|dir| prepared.can_write(dir));
+            return Ok(ConfinedSpawn {
+                prepared,
+                env,
+                build_dir,
+            });
+        }
         if let Some(dir) = state_dir {
             if prepared.can_write(&dir) {
                 self.point_repls_at(&dir, &mut env);
@@ -283,7 +335,37 @@ impl Confinement {
                 ));
             }
         }
-        Ok(ConfinedSpawn { prepared, env })
+        Ok(ConfinedSpawn {
+            prepared,
+            env,
+            build_dir: None,
+        })
+    }
+
+    /// The build directory of a language server whose writable root is
+    /// `root`, created if missing; `None` (logged) when there are no REPL
+    /// states to put it beside or it cannot be made.
+    fn server_build_dir(&self, root: &Path) -> Option<PathBuf> {
+        let base = self.repl_state.as_ref()?.base().with_file_name("lsp-build");
+        if !self.build_dirs_swept.swap(true, Ordering::Relaxed) {
+            sweep_build_dirs(&base);
+        }
+        let root = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
+        let dir = ReplState::new(base)
+            .ensure(&root)
+            .inspect_err(|e| {
+                tracing::warn!(
+                    "a language server of {} builds in its project: its build directory cannot be made: {e}",
+                    root.display()
+                );
+            })
+            .ok()?;
+        let named = dir.join(BUILD_ROOT_FILE);
+        if std::fs::symlink_metadata(&named).is_err() {
+            use std::os::unix::ffi::OsStrExt as _;
+            let _ = std::fs::write(&named, root.as_os_str().as_bytes());
+        }
+        Some(dir)
     }
 
     /// The REPL state directory of the workspace `root`, created if
@@ -747,7 +829,44 @@ mod tests {
             .prepare_blocking(&ws, Some(&base), SpawnFor::Command)
             .unwrap();
         assert_eq!(names(&spawn.env), ["IPYTHONDIR=/h/.ipython"]);
-        assert!(!s.join("state").exists());
+        assert!(!s.join("state/dsh/repl").exists());
+    }
+
+    #[test]
+    fn a_language_server_builds_in_a_directory_of_its_own_that_goes_with_its_root() {
+        let (_dir, s) = scratch();
+        let (ws, _, _) = layout(&s);
+        let base = vec![("TMPDIR".to_owned(), s.join("tmp").display().to_string())];
+        let confined = with_state(Mode::WorkspaceWrite, &s, &[]);
+        let spawn = confined
+            .prepare_blocking(&ws, Some(&base), SpawnFor::LanguageServer)
+            .unwrap();
+        let build = ReplState::new(s.join("state/dsh/lsp-build")).dir_for(&ws);
+        assert_eq!(spawn.build_dir.as_deref(), Some(build.as_path()));
+        assert!(spawn.prepared.can_write(&build.join("debug")));
+        assert_eq!(
+            std::fs::read_to_string(build.join(BUILD_ROOT_FILE)).unwrap(),
+            ws.display().to_string()
+        );
+        // A command of the same workspace may not write it (a server
+        // loads what its check built), and gets none.
+        let command = confined
+            .prepare_blocking(&ws, Some(&base), SpawnFor::Command)
+            .unwrap();
+        assert!(!command.prepared.can_write(&build.join("debug")));
+        assert_eq!(command.build_dir, None);
+        // Once its root is gone, the next process's first server removes
+        // it; a directory whose root is there, or that names none, stays.
+        let kept = ReplState::new(s.join("state/dsh/lsp-build")).dir_for(&s.join("other"));
+        std::fs::create_dir_all(&kept).unwrap();
+        std::fs::remove_dir_all(&ws).unwrap();
+        std::fs::create_dir_all(s.join("ws2")).unwrap();
+        let again = with_state(Mode::WorkspaceWrite, &s, &[]);
+        again
+            .prepare_blocking(&s.join("ws2"), Some(&base), SpawnFor::LanguageServer)
+            .unwrap();
+        assert!(!build.exists());
+        assert!(kept.exists());
     }
 
     #[test]

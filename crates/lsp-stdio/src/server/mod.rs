@@ -161,6 +161,10 @@ impl Server {
     ) -> Result<Arc<Server>, LspError> {
         let program = config.resolve_command()?;
         let confined = process::confine(&config, &writable, confine).await?;
+        let config = match &confined.build_dir {
+            Some(dir) => Arc::new(config.as_ref().clone().building_in(&writable, dir)),
+            None => config,
+        };
         let spawned = process::spawn(&config, &program, &root, confined)?;
         let shared = Arc::new(Shared::new(&config));
         let socket = connection::connect(shared.clone(), spawned.stdin, spawned.stdout);
