@@ -965,7 +965,7 @@ fn without_user_namespaces_git_stays_read_only_at_the_cost_of_new_top_level_file
 
 #[test]
 fn the_env_policy_hides_secrets_from_a_real_child() {
-    if !test_support::needs(&["bash", "git"]) {
+    if !test_support::needs(&["git"]) {
         return;
     }
     let f = Fixture::new();
