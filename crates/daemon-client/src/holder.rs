@@ -85,8 +85,44 @@ pub fn lock_is_held(paths: &DaemonPaths) -> bool {
 /// that cannot be read.
 fn lock_holders(lock: &Path) -> Option<Vec<i32>> {
     let id = locks_id(lock)?;
-    let locks = std::fs::read_to_string("/proc/locks").ok()?;
-    Some(flock_holders(&locks, id))
+    // A held lock is on the list all along, but a text read in several
+    // calls may miss its line (see `read_locks`): such a text is read
+    // again before the lock is taken for free.
+    for _ in 0..3 {
+        let (locks, calls) = read_locks()?;
+        let holders = flock_holders(&locks, id);
+        if !holders.is_empty() || calls <= 1 {
+            return Some(holders);
+        }
+    }
+    Some(Vec::new())
+}
+
+/// The text of `/proc/locks`, and how many reads returned it. The kernel
+/// fills each read from the list as it is then, at most a page of it,
+/// and the next read resumes by count: when a lock already passed was
+/// released in between, the line after the last one read is skipped.
+/// So each read asks for more than a page — a list that fits one is then
+/// read whole, at one moment (`read_to_string` would start with a read
+/// of 32 bytes).
+fn read_locks() -> Option<(String, usize)> {
+    use std::io::Read as _;
+    let mut file = std::fs::File::open("/proc/locks").ok()?;
+    let mut text = Vec::new();
+    let mut chunk = vec![0; 64 * 1024];
+    let mut calls = 0;
+    loop {
+        match file.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => {
+                text.extend_from_slice(chunk.get(..n)?);
+                calls += 1;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return None,
+        }
+    }
+    Some((String::from_utf8(text).ok()?, calls))
 }
 
 /// A file as `/proc/locks` names it: its filesystem's device (major,
@@ -257,6 +293,51 @@ mod tests {
         }
         drop(lock);
         assert_eq!(lock_holders(&path), Some(vec![]));
+    }
+
+    /// A held lock is found on every look while other locks are taken
+    /// and released meanwhile (the list `/proc/locks` shows shifts under
+    /// the reader).
+    #[test]
+    fn a_held_lock_is_found_while_others_come_and_go() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("lock");
+        std::fs::write(&path, "").unwrap();
+        let held = Flock::lock(File::open(&path).unwrap(), FlockArg::LockExclusiveNonblock)
+            .map_err(|(_, e)| e)
+            .unwrap();
+        let others: Vec<std::path::PathBuf> = (0..4)
+            .map(|i| {
+                let other = dir.path().join(format!("other{i}"));
+                std::fs::write(&other, "").unwrap();
+                other
+            })
+            .collect();
+        let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let churn = {
+            let done = std::sync::Arc::clone(&done);
+            std::thread::spawn(move || {
+                while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                    let locks: Vec<_> = others
+                        .iter()
+                        .map(|other| {
+                            Flock::lock(File::open(other).unwrap(), FlockArg::LockExclusive)
+                                .map_err(|(_, e)| e)
+                                .unwrap()
+                        })
+                        .collect();
+                    drop(locks);
+                }
+            })
+        };
+        let me = std::process::id() as i32;
+        let missed = (0..5000)
+            .filter(|_| !lock_holders(&path).is_some_and(|h| h.contains(&me)))
+            .count();
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+        churn.join().unwrap();
+        drop(held);
+        assert_eq!(missed, 0, "looks that did not see the held lock");
     }
 
     fn info_of(pid: u32, start_time: Option<u64>, paths: &DaemonPaths) -> DaemonInfo {

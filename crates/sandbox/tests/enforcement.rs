@@ -171,7 +171,7 @@ fn wait_for_file(path: &Path) -> String {
 
 #[test]
 fn workspace_write_allows_the_root_the_temp_dir_and_caches_and_refuses_the_rest() {
-    if !test_support::needs(&["git", "python3"]) {
+    if !test_support::needs(&["bash", "git"]) {
         return;
     }
     let f = Fixture::new();
@@ -242,7 +242,7 @@ fn workspace_write_allows_the_root_the_temp_dir_and_caches_and_refuses_the_rest(
 
 #[test]
 fn git_writable_lets_git_write() {
-    if !test_support::needs(&["git", "python3"]) {
+    if !test_support::needs(&["bash", "git"]) {
         return;
     }
     let f = Fixture::new();
@@ -255,7 +255,7 @@ fn git_writable_lets_git_write() {
 
 #[test]
 fn grandchildren_started_with_setsid_or_nohup_are_confined_the_same() {
-    if !test_support::needs(&["git", "python3"]) {
+    if !test_support::needs(&["bash", "git"]) {
         return;
     }
     let f = Fixture::new();
@@ -280,7 +280,7 @@ fn grandchildren_started_with_setsid_or_nohup_are_confined_the_same() {
 
 #[test]
 fn deny_read_hides_credentials_in_every_mode_but_off() {
-    if !test_support::needs(&["git", "python3"]) {
+    if !test_support::needs(&["bash", "git"]) {
         return;
     }
     let f = Fixture::new();
@@ -316,7 +316,7 @@ fn deny_read_hides_credentials_in_every_mode_but_off() {
 
 #[test]
 fn a_denied_path_that_is_a_symlink_protects_its_target() {
-    if !test_support::needs(&["git", "python3"]) {
+    if !test_support::needs(&["bash", "git"]) {
         return;
     }
     let f = Fixture::new();
@@ -332,7 +332,7 @@ fn a_denied_path_that_is_a_symlink_protects_its_target() {
 
 #[test]
 fn read_only_allows_only_the_temp_dir_shared_memory_and_devices() {
-    if !test_support::needs(&["git", "python3"]) {
+    if !test_support::needs(&["bash", "git"]) {
         return;
     }
     let f = Fixture::new();
@@ -366,7 +366,7 @@ fn read_only_allows_only_the_temp_dir_shared_memory_and_devices() {
 
 #[test]
 fn a_language_server_may_write_only_its_project_root_and_caches() {
-    if !test_support::needs(&["git", "python3"]) {
+    if !test_support::needs(&["bash", "git"]) {
         return;
     }
     let f = Fixture::new();
@@ -396,7 +396,7 @@ fn a_language_server_may_write_only_its_project_root_and_caches() {
 
 #[test]
 fn the_host_private_dirs_are_neither_readable_nor_writable() {
-    if !test_support::needs(&["git", "python3"]) {
+    if !test_support::needs(&["bash", "git"]) {
         return;
     }
     let f = Fixture::new();
@@ -689,7 +689,7 @@ fn abstract_unix_sockets_outside_are_unreachable() {
 
 #[test]
 fn a_confined_process_can_neither_read_the_hosts_environment_nor_signal_its_processes() {
-    if !test_support::needs(&["git", "python3"]) {
+    if !test_support::needs(&["bash", "git"]) {
         return;
     }
     let f = Fixture::new();
@@ -815,7 +815,7 @@ fn below_landlock_abi_6_the_status_says_what_is_not_scoped_and_it_is_not() {
 
 #[test]
 fn without_landlock_it_runs_unconfined_and_says_so_or_refuses_when_required() {
-    if !test_support::needs(&["git", "python3"]) {
+    if !test_support::needs(&["bash", "git"]) {
         return;
     }
     let f = Fixture::new();
@@ -847,7 +847,7 @@ fn without_landlock_it_runs_unconfined_and_says_so_or_refuses_when_required() {
 
 #[test]
 fn an_old_kernel_without_tcp_rules_blocks_the_network_by_seccomp_alone() {
-    if !test_support::needs(&["git", "python3"]) {
+    if !test_support::needs(&["bash", "git"]) {
         return;
     }
     let f = Fixture::new();
@@ -890,7 +890,7 @@ fn an_old_kernel_without_tcp_rules_blocks_the_network_by_seccomp_alone() {
 
 #[test]
 fn without_namespaces_or_seccomp_only_tcp_is_blocked_and_required_refuses() {
-    if !test_support::needs(&["git", "python3"]) {
+    if !test_support::needs(&["bash", "git"]) {
         return;
     }
     let f = Fixture::new();
@@ -927,7 +927,7 @@ fn without_namespaces_or_seccomp_only_tcp_is_blocked_and_required_refuses() {
 
 #[test]
 fn without_user_namespaces_git_stays_read_only_at_the_cost_of_new_top_level_files() {
-    if !test_support::needs(&["git", "python3"]) {
+    if !test_support::needs(&["bash", "git"]) {
         return;
     }
     let f = Fixture::new();
@@ -965,7 +965,7 @@ fn without_user_namespaces_git_stays_read_only_at_the_cost_of_new_top_level_file
 
 #[test]
 fn the_env_policy_hides_secrets_from_a_real_child() {
-    if !test_support::needs(&["git", "python3"]) {
+    if !test_support::needs(&["git"]) {
         return;
     }
     let f = Fixture::new();
@@ -999,7 +999,7 @@ fn the_env_policy_hides_secrets_from_a_real_child() {
 
 #[test]
 fn the_repl_state_dir_is_writable_in_every_confined_mode_and_home_stays_closed() {
-    if !test_support::needs(&["git", "python3"]) {
+    if !test_support::needs(&["bash", "git"]) {
         return;
     }
     let f = Fixture::new();
@@ -1041,7 +1041,7 @@ fn the_repl_state_dir_is_writable_in_every_confined_mode_and_home_stays_closed()
 
 #[test]
 fn a_repl_state_dir_in_a_closed_directory_or_a_writable_one_gets_no_grant_of_its_own() {
-    if !test_support::needs(&["git", "python3"]) {
+    if !test_support::needs(&["bash", "git"]) {
         return;
     }
     let f = Fixture::new();

@@ -544,9 +544,6 @@ mod tests {
 
     #[test]
     fn a_peer_that_exited_is_refused_though_its_pid_now_names_a_stranger() {
-        if !test_support::needs(&["python3"]) {
-            return;
-        }
         // The peer connected and exited; its pid now names a process
         // whose parents reach init. The walk alone would let it in.
         let mut peer = Command::new("true").spawn().unwrap();
