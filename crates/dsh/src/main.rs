@@ -7,16 +7,9 @@
 //! `dsh ps`, `dsh attach` and the registry commands. It holds no tool
 //! logic of its own; that lives in `tools-catalog`.
 //!
-//! The subcommands: `mcp`, `daemon`, `ps`, `answer`, `approve`, `attach`,
-//! `ui`, `workspace`, `session`, `demo`, `catalog`, `config`, and the hidden
-//! `__guardian`. It reaches the daemon only through `daemon-client`'s typed
-//! `Client`, never building a request itself. The modules: `registry_cli`
-//! (`dsh workspace …` and `dsh session …`) and `output` (everything it
-//! prints: one way to write to stdout, one escaping rule for untrusted text
-//! — every control character, bidi controls included, in tables and JSON
-//! alike — and the renderings of `dsh ps` and `dsh daemon status`); here
-//! too `first_contact_hint`, which tells a person on a terminal what `dsh
-//! mcp` waits for.
+//! Beside this file: `registry_cli` (`dsh workspace …`, `dsh session …`)
+//! and `output` (everything it prints, with one escaping rule for
+//! untrusted text).
 
 #![forbid(unsafe_code)]
 
