@@ -24,7 +24,7 @@
 //! xtask). It does not find a daemon (`daemon-client` does) and serves
 //! nothing (`daemon` does).
 //!
-//! Beside them: the rows of the live snapshot ([`snapshot`]), shared by
+//! Also here: the rows of the live snapshot ([`snapshot`]), shared by
 //! `dsh ps --json` ([`ps`]), the page's `/api/live` and the page itself,
 //! which the `ui` crate reads from here; and the session records a daemon
 //! forwards to the daemon it handed its store over to ([`records`]).
