@@ -32,7 +32,23 @@
 //!   of `tests/bench` against the `dsh` binary; `--quick` runs a short
 //!   smoke version on the debug build, whose figures are not to be quoted.
 //!
-//! It is not part of the product and nothing depends on it.
+//! Its tidy tests run with plain `cargo test -p xtask`: the generated
+//! catalog and config reference are current; every crate root opens with
+//! a `//!` doc; the crate graph keeps the layers (`deps`: the one table of
+//! which crate may name which, checked against `cargo metadata` — providers
+//! named only by the daemon, the MCP host and the bench crate, seams on
+//! `thiserror` alone, the daemon's wire naming none of its other crates
+//! and the client and the MCP host never each other, MCP only in the MCP
+//! host, sled only in its provider, `process-tree`'s runtime optional, no
+//! dependency on `bench`, `test-support` only for tests); the binary
+//! reaches the daemon only through its typed client (`layers`) and stays
+//! thin; no function is over 150 lines without a `Long on purpose:`
+//! reason (`lengths`); no test sleeps to synchronise (`tidy`); and
+//! ARCHITECTURE.md names only paths that exist (`docpaths`).
+//!
+//! Of the product it names the tool catalog and the MCP host, whose config
+//! keys' declarations `docs/config.md` is made from. It is not part of the
+//! product and nothing depends on it.
 
 #![forbid(unsafe_code)]
 

@@ -18,6 +18,22 @@
 //! end with exactly one: every candidate takes the daemon lock first, and
 //! the losers exit quietly. A daemon of another version is asked by the
 //! new one to hand the store over (see the daemon's `server` module).
+//!
+//! The modules, besides those above: `api` ([`Client`]: one method per
+//! request kind, so `dsh` never builds a request; `dsh daemon stop` through
+//! the lock, and what `dsh daemon status` reports, when the socket does not
+//! lead to the daemon), [`answer`] (the answer a person types on a terminal
+//! to a secret prompt) and [`open`] (`dsh ui --open`'s launch file).
+//! [`remote`] is `dsh mcp --remote`: the bootstrap that installs the static
+//! build on the target and starts `dsh mcp` there (`remote::bootstrap`),
+//! and the MCP-aware relay that answers the calls in flight when the stream
+//! drops or stalls (an unanswered `ping` ends it), reconnects, takes the
+//! agent's work back, and tells the model when it could not. [`remotes`]
+//! holds where a bridge goes and the local command that opens a stdio
+//! stream there ([`remotes::target`]), the bridges' registrations, each
+//! host's `dsh ps` asked over the bridge's own ssh connection, `dsh attach
+//! HOST:pty-N`, and the `Watch` that asks them in the background for the
+//! page.
 
 use std::io::{BufReader, Read as _};
 use std::os::unix::fs::OpenOptionsExt as _;

@@ -23,6 +23,11 @@
 //! host never each other (the crate graph, checked by a tidy test in the
 //! xtask). It does not find a daemon (`daemon-client` does) and serves
 //! nothing (`daemon` does).
+//!
+//! Also here: the rows of the live snapshot ([`snapshot`]), shared by
+//! `dsh ps --json` ([`ps`]), the page's `/api/live` and the page itself,
+//! which the `ui` crate reads from here; and the session records a daemon
+//! forwards to the daemon it handed its store over to ([`records`]).
 
 #![forbid(unsafe_code)]
 

@@ -17,15 +17,33 @@
 //!
 //! Here:
 //!
-//! * [`server`] — `dsh daemon`: its files, the listener, the peer check
-//!   ([`server::peer`]), one function per request kind, the live snapshot
-//!   that `dsh ps` and the page both read, and the page's source.
-//! * [`registry`] — the registry operations run on the held store, and
+//! * [`server`] — `dsh daemon`: start-up, the accept loop, idle exit and
+//!   shutdown; its lock, `daemon.json` and socket (`files`); one function
+//!   per request kind (`dispatch`); the peer check ([`server::peer`]: a
+//!   client the daemon started itself, or one more confined than the
+//!   daemon — `no_new_privs`, seccomp filters, user namespace — is refused
+//!   with `SANDBOXED_CLIENT`; the pidfd and socket-option system calls are
+//!   `process-tree`'s); the daemon's half of `dsh attach` (`attach`: the
+//!   terminal's screen drawn from the emulator's copy, never what the
+//!   program printed); the one live snapshot of the connections that `dsh
+//!   ps` and the page both read (`live`: a connection's row is one type,
+//!   `daemon_wire::snapshot`'s `ConnectionRow`, the same in `dsh ps
+//!   --json`, `/api/live` and the page); and what the page reads
+//!   ([`server::page`]: `DaemonUiSource`, the held store and the host's
+//!   live state behind the `ui` crate's `UiSource`, the page's changes run
+//!   as the CLI's registry operations, its directory picker `picker-fs`
+//!   from `$HOME`; the daemon starts the page on the first `dsh ui`
+//!   request).
+//! * [`registry`] — the registry operations run on the held store
+//!   ([`registry::execute_held`], the one path of the CLI's commands and
+//!   the page's changes), and
 //!   where a registry command runs ([`registry::RegistryAccess`]: the
 //!   daemon, or the store itself with `--standalone`).
 //! * [`standalone`] — `dsh mcp --standalone`: one host serving stdio,
 //!   without a daemon.
-//! * [`codes`] — the wire's code of each error the daemon passes on.
+//! * [`codes`] — the wire's code of each error the daemon passes on — a
+//!   terminal's, the registry's, the page's — by an exhaustive match over
+//!   that error's enum.
 //! * [`memory`] — the allocator policy of a long-running host;
 //!   [`logging`] — the host's log (stderr and a private file, each
 //!   statement rate-limited).

@@ -6,6 +6,10 @@
 //! bridge to it, the standalone server, `dsh demo` and the clients of
 //! `dsh ps`, `dsh attach` and the registry commands. It holds no tool
 //! logic of its own; that lives in `tools-catalog`.
+//!
+//! Beside this file: `registry_cli` (`dsh workspace …`, `dsh session …`)
+//! and `output` (everything it prints, with one escaping rule for
+//! untrusted text).
 
 #![forbid(unsafe_code)]
 

@@ -16,10 +16,11 @@
 //!
 //! A [`Producer`] owns the execution resource behind a small seam: it
 //! starts, hands over an output stream, a settle future and a [`Cancel`]
-//! handle. This crate ships the [`CommandProducer`] (an argv in a session
-//! of its own, output merged into one pipe, ended by session id with
-//! SIGINT → SIGTERM → SIGKILL and verified gone); the host implements the
-//! terminal-send producer over its terminal service.
+//! handle. This crate ships the [`CommandProducer`] (what `bash` and
+//! `subagent` run: an argv in a session of its own, output merged into
+//! one pipe, ended by session id with SIGINT → SIGTERM → SIGKILL and
+//! verified gone); the host implements the terminal-send producer over
+//! its terminal service.
 //!
 //! This crate is deliberately not a tool layer: it has no serde or schema
 //! types and renders nothing for a model; it reads no configuration file

@@ -24,6 +24,31 @@
 //! This crate deliberately is not a tool: it renders no text and
 //! serializes nothing for the model (the tool layer does), and it does not
 //! read configuration files (the host builds [`LspConfig`]).
+//!
+//! The modules (how the servers behave is `docs/subsystems/lsp.md`):
+//!
+//! * `spec`, `config` — servers as data ([`ServerSpec`], the built-in
+//!   presets of `presets.toml`, each with its root markers, readiness proof
+//!   and install hint) and the plain [`ServerConfig`] made of them;
+//!   `typescript` — the code rule a preset names (`per_root =
+//!   "typescript-version"`): TypeScript's native `tsc --lsp` for TypeScript
+//!   7 and later, else typescript-language-server, per project root.
+//! * `server` — one running server: its process (confined, in a session of
+//!   its own — in a PID namespace when the host's [`Confine`] hook gives
+//!   one — ended by session id), the async-lsp connection with per-request
+//!   timeouts and `$/cancelRequest`, the `initialize` handshake and position
+//!   encodings, readiness (for rust-analyzer: idle with its load healthy),
+//!   its stderr, document sync by content hash, and its file watcher.
+//! * `provider` — [`StdioLspProvider`]: one server per project root with a
+//!   restart budget, one query's path (read policy, sync, readiness,
+//!   retries), one file per op, and the proof an empty answer needs (for
+//!   rust-analyzer, that the file is in a loaded crate).
+//! * `pool` — [`ServerPool`]: the cap on running servers and the idle stop,
+//!   shared by every provider of a process.
+//! * `confine` — [`Confine`], the hook through which the host gives each
+//!   server its sandbox step and environment.
+//! * `text` — positions between the model's columns and the server's
+//!   encoding.
 
 mod config;
 mod confine;

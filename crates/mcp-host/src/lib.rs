@@ -20,6 +20,39 @@
 //! environment its client gave `dsh mcp`; it only borrows the host, so a
 //! config reload swaps a connection's tool layer without touching its
 //! terminals or jobs.
+//!
+//! The modules:
+//!
+//! * this file — [`Host`] and [`Connection`], the rmcp `ServerHandler`. A
+//!   connection speaks the `initialize` revisions and 2026-07-28, where the
+//!   client's first request of any kind (`server/discover`) begins the
+//!   session and `subscriptions/listen` streams carry tool-list changes.
+//!   What a result carries is decided per client
+//!   (`daemon_wire::model_view`): the text alone for the agent clients that
+//!   show `structuredContent` instead of it (Claude Code, Codex, Gemini CLI;
+//!   cut to fit Codex's own limit), text and `structuredContent` for every
+//!   other. A call runs as a task its request awaits, so one that needs a
+//!   person's page is parked for the client's retry; `mcp_progress` turns a
+//!   call's progress reports into `notifications/progress`.
+//! * `links` — a call asks its client to open a link for the person: an
+//!   `elicitation/create` request, or over 2026-07-28 the request's
+//!   `InputRequiredResult`.
+//! * `tasks` — for a client with the Tasks extension, a long call becomes a
+//!   task that follows its job.
+//! * `secrets` — sends a person to the page's answer form, or says how to
+//!   answer, for a secret prompt; its `approvals` holds the commands waiting
+//!   for a person's Run or Refuse (`sandbox: "off"`).
+//! * `detach` — a connection's terminals and jobs kept detached after its
+//!   client went away, and handed back for the resume key.
+//! * [`config`] — the TOML config file and its conversion into the host's
+//!   [`config::HostConfig`]: the daemon reads it at start-up, reads each
+//!   connection's file and reads them all again on a reload, with no
+//!   callback into the binary.
+//! * [`store`] — the store held for the daemon's life, with a watch of its
+//!   changes for the page; [`session_log`] and [`calls`] — the session log
+//!   and the calls it publishes to the page, off every call's reply path.
+//! * [`processes`] — the subreaper, the orphan reaper, and the guardian the
+//!   binary's hidden `__guardian` subcommand runs.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -14,6 +14,11 @@
 //! This crate knows nothing of processes, terminals or tools; every tool and
 //! every provider that shows process output to a model uses it, so they all
 //! sanitize and truncate the same way.
+//!
+//! Beneath the two pieces, [`GroundParser`] (`ground`): a `vte` parser
+//! that hands the plain text it reads in its ground state over in runs
+//! rather than a character at a time; the sanitizer and the terminal's
+//! screen both read through it.
 
 #![forbid(unsafe_code)]
 

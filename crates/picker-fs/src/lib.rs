@@ -17,8 +17,9 @@
 //!   left out, as is everything that is not a directory.
 //! * **No device trees.** `/dev`, `/proc` and `/sys`, and a kernel
 //!   pseudo-filesystem (procfs, sysfs, devpts, cgroup, debugfs, …) mounted
-//!   anywhere, are refused ([`Refusal::DeviceTree`]): a project is not
-//!   kept there, and some of their files block or never end.
+//!   anywhere, told by its `statfs` type, are refused
+//!   ([`Refusal::DeviceTree`]): a project is not kept there, and some of
+//!   their files block or never end.
 //! * **Bounded.** At most [`MAX_READ`] names of one directory are read and
 //!   at most [`MAX_ENTRIES`] subdirectories returned (the listing says
 //!   when it was cut).

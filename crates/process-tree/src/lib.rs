@@ -35,6 +35,14 @@
 //! dev-dependencies enable, adds `testing` (forcing a pid to be reused, for
 //! tests). It knows nothing of terminals or jobs.
 //!
+//! In the child every signal starts at its default action, so a host
+//! started with SIGINT ignored (`nohup`, a background job of a script)
+//! does not pass that on. A sandbox plugs in through the steps: its
+//! `Prepared::enter_step` is a PID namespace's entry step
+//! ([`SessionCommand::pid_namespace`]), and its `Prepared::restrict_step`
+//! one of the steps that must run inside
+//! ([`SessionCommand::program_pre_exec`]).
+//!
 //! Beside them, the process on the other end of a Unix socket
 //! ([`peer_pid`], [`peer_pidfd`], [`pidfd_alive`]): a server that checks
 //! who connected pins it with the same pidfds.

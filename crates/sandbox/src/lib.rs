@@ -31,9 +31,31 @@
 //! history and profiles ([`SpawnContext::state_dir`]), and the variables
 //! that point them there.
 //!
-//! This crate spawns nothing of its own except a short-lived helper that
-//! creates the namespaces; it knows nothing of jobs, terminals or tools.
-//! See `docs/subsystems/sandbox.md` for the model and its limits.
+//! What the parent prepares ([`Sandbox::prepare`], `prepare`): the
+//! Landlock ruleset, the seccomp filter, and the user, mount and network
+//! namespaces every sandbox of a context shares, which keep `.git`
+//! read-only, give every sandbox its own `/dev/pts`, hide the host's
+//! socket places and give the network-off sandbox its own loopback. A
+//! [`Prepared`] sandbox also gives a spawn site its `pty_dir` (where a
+//! confined terminal's pty is allocated) and `can_read` (what `lsp` checks
+//! before it reads a file), and runs the guard of `connect`
+//! (`connect_guard`: a receiver thread per preparation and a supervisor
+//! thread per confined process tree serve the seccomp user-notification
+//! listener each child sends it before `exec`; a Unix socket is reached by
+//! path only if `unix_sockets` lists it or the same sandbox holds it). The
+//! same listener receives every call that makes a directory entry and
+//! refuses a new `.git` or `HEAD` in the workspace (`git_guard`), so no
+//! repository a confined command planted runs anything for the person's
+//! git. The variables of [`ReplState`] are set by the tool layer, for
+//! confined spawns only; its directory is writable in every confined mode.
+//!
+//! The child step makes system calls only: it allocates nothing and opens
+//! no file by path (it creates the guard's listener and a netlink socket,
+//! and sends them). This crate spawns nothing of its own except a
+//! short-lived helper that creates the namespaces and the guard's
+//! connector (a fork that connects a listed socket and exits); it knows
+//! nothing of jobs, terminals or tools. See `docs/subsystems/sandbox.md`
+//! for the model and its limits.
 
 mod connect_guard;
 mod context;

@@ -14,6 +14,17 @@
 //! no serialization. Async methods return boxed [`Future`]s. The model-facing
 //! argument and result types live in the tool layer, which converts to and
 //! from these types by hand.
+//!
+//! The modules: `owner` ([`Owner`], compared by pointer), `types` (terminal
+//! ids, requests and outcomes, [`SettleReason`], the bounds), `error`
+//! ([`TerminalError`] with stable codes), `service` ([`TerminalService`],
+//! with [`StartedSend`], a send whose settlement can be awaited or
+//! interrupted separately, and [`BackgroundSend`], a send the provider
+//! drives, whose output comes without its echo and whose stop escalates),
+//! and `views` (the person's views: [`PersonViews`] — a watch of the output,
+//! the screen as plain data, the person's keys through the send slot —
+//! which take no [`Owner`], and which a host hands only to the person's
+//! front ends).
 
 #![forbid(unsafe_code)]
 

@@ -14,6 +14,33 @@
 //! the capability crates. It knows nothing of MCP or of any transport, and
 //! it never chooses a provider: the host wires providers into the
 //! [`Runtime`]. Nothing here assumes there is only one [`Owner`].
+//!
+//! The modules:
+//!
+//! * `catalog` — [`Tool`], [`ToolSpec`], [`Catalog`], [`Preset`]; it renders
+//!   `docs/tool-catalog.md`.
+//! * `args`, `reply`, `error` — argument parsing that names the field, and
+//!   clamping; [`ToolReply`]; [`ToolError`], and each seam's error turned
+//!   into its [`Code`] by an exhaustive match.
+//! * `context` — what a call runs against: [`CallContext`] (the caller's
+//!   [`Owner`]), the [`Runtime`], and what reaches past the tool:
+//!   [`Asker`] (a yes/no question to the person), [`ProgressSink`] (a
+//!   call's progress reports, which the host turns into its transport's
+//!   notifications), [`Resume`] (taking back a detached agent's work with
+//!   its key) and [`SecretPrompts`] (a person answers a secret prompt out
+//!   of band).
+//! * `confine` — [`Confinement`]: the sandbox and `[env]` of every process a
+//!   tool starts, and the `sandbox` and `refusals` results.
+//! * [`redaction`] — the redaction of every result and error a model reads,
+//!   over the `redact` crate.
+//! * One module per surface: `bash`, `job_tools`, `terminal_tools`,
+//!   `lsp_tool`.
+//!
+//! Its contract tests (`tests/*_contract.rs`) play a model in process: the
+//! full catalog over a runtime wired as the host wires it (real PTYs through
+//! `terminal-pty`, a dev-dependency only; real jobs and processes), checking
+//! results, error codes (each one declared by its tool) and the error
+//! envelope.
 
 mod args;
 mod bash;

@@ -1,6 +1,6 @@
 //! An implementation of the workspace registry's two seams
-//! ([`StorageDomain`] and [`SessionPersistence`]), based on sled, and a
-//! [`Store`] that many processes can share.
+//! ([`workspace::StorageDomain`] and [`workspace::SessionPersistence`]),
+//! based on sled, and a [`Store`] that many processes can share.
 //!
 //! **Many processes, one store.** Every `dsh mcp` process and every CLI
 //! command uses the same store directory, while sled takes an exclusive lock
@@ -19,6 +19,10 @@
 //!
 //! This crate deliberately holds no registry logic (that is the `workspace`
 //! crate's) and chooses no data directory (the host passes one).
+//!
+//! [`OpenStore`] is the store open and locked, the two seams on it: a
+//! [`Store`] opens one for the span of one operation (`--standalone`),
+//! and the daemon, the store's only opener, holds one for its life.
 
 #![forbid(unsafe_code)]
 
