@@ -95,6 +95,10 @@ pub(crate) struct GuardPolicy {
     /// The workspace roots where no repository may be made
     /// ([`crate::git_guard`]); empty: the guard of repositories is off.
     pub git_roots: Vec<PathBuf>,
+    /// The (device, inode) of each of `git_roots`, in order: a directory
+    /// whose path is elsewhere but that has one of them above it is in the
+    /// workspace (a second view of it).
+    pub git_root_ids: Vec<Option<(u64, u64)>>,
     /// Every path the sandbox may write (a symbolic link in the workspace
     /// may not lead out of it into one of these).
     pub writable: Vec<PathBuf>,
@@ -726,10 +730,10 @@ impl Supervisor {
         match plan {
             crate::git_guard::Plan::Fail(errno) => respond(&self.listener, request.id, errno),
             crate::git_guard::Plan::Continue => respond_continue(&self.listener, request.id),
-            crate::git_guard::Plan::Make { umask, op } => {
+            crate::git_guard::Plan::Make { umask, op, judge } => {
                 self.policy
                     .emulator
-                    .submit(&self.listener, request.id, umask, op);
+                    .submit(&self.listener, request.id, umask, op, judge);
             }
         }
     }

@@ -1,0 +1,291 @@
+//! The guard of repositories where a place changes its name: a directory
+//! moved with symbolic links in it, the workspace seen through a second
+//! mount of its file system, a file system that stores a name other than
+//! the one given. The attackers are real `python3` and shell processes
+//! spawned through `Prepared::pre_exec_step`; the tests that need a mount
+//! namespace of their own run this test binary again under `unshare -m`.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use pretty_assertions::assert_eq;
+use sandbox::{Availability, Mode, Prepared, SandboxPolicy};
+
+mod common;
+
+use common::Fixture;
+
+/// Set in the copy of this binary that runs inside a private mount
+/// namespace.
+const INNER: &str = "DSH_GUARD_VIEWS_INNER";
+
+fn prepare(f: &Fixture) -> Prepared {
+    let policy = SandboxPolicy {
+        mode: Mode::WorkspaceWrite,
+        ..SandboxPolicy::default()
+    };
+    f.prepare_with(policy, Availability::probe_kernel())
+}
+
+fn guarded() -> bool {
+    common::guarded("creating calls")
+}
+
+fn stdout(out: &Output) -> String {
+    assert!(
+        out.status.success(),
+        "exit {:?}: {}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+/// Runs test `name` of this binary again in a private mount namespace,
+/// and checks that it passed there.
+fn run_in_private_mounts(name: &str) {
+    let exe = std::env::current_exe().unwrap();
+    let out = Command::new("unshare")
+        .args(["-m", "--propagation", "private"])
+        .arg(exe)
+        .args([name, "--exact", "--nocapture", "--test-threads=1"])
+        .env(INNER, "1")
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.contains("1 passed"),
+        "the inner test did not run: {text}"
+    );
+}
+
+fn inner() -> bool {
+    std::env::var_os(INNER).is_some()
+}
+
+fn mount(args: &[&str]) {
+    let out = Command::new("mount").args(args).output().unwrap();
+    assert!(out.status.success(), "mount {args:?}: {out:?}");
+}
+
+/// A nested repository made outside the sandbox, at `ws/lib`.
+fn nested_repository(ws: &Path) {
+    let lib = ws.join("lib");
+    std::fs::create_dir_all(&lib).unwrap();
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(&lib)
+        .args(["init", "-q"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+}
+
+#[test]
+fn a_directory_moved_with_links_in_it_leads_nowhere_out() {
+    if !test_support::needs(&["bash", "python3"]) || !guarded() {
+        return;
+    }
+    let f = Fixture::new("git-guard-views-");
+    let prepared = prepare(&f);
+    // `../../../tmp/r` from ws/a/b/c is ws/tmp/r, inside; once `b` is
+    // ws/b2, the same link in ws/b2/c leads to the temp dir outside.
+    let script = r#"
+try() { if "$@" 2>/dev/null; then echo made; else echo refused; fi; }
+mkdir -p a/b/c deep/er
+try ln -s ../../../tmp/r a/b/c/l
+python3 -c '
+import errno, os
+try:
+    os.rename("a/b", "b2")
+    print("renamed")
+except OSError as e:
+    print(errno.errorcode[e.errno])
+'
+try mv a/b b2
+test -L b2/c/l && echo "link out" || echo "no link out"
+# A link leading out of the moved tree that stays in the workspace.
+mkdir -p a/d && ln -s ../../x a/d/l2
+python3 -c 'import os; os.rename("a/d", "deep/er/d"); print("renamed")'
+# node_modules: links inside the tree, and to the system.
+mkdir -p pkg/node_modules/.bin pkg/node_modules/foo/bin
+touch pkg/node_modules/foo/bin/cli
+ln -s ../foo/bin/cli pkg/node_modules/.bin/cli
+ln -s /usr/bin/env pkg/node_modules/.bin/env
+mkdir -p moved
+python3 -c 'import os; os.rename("pkg", "moved/pkg"); print("renamed")'
+test -e moved/pkg/node_modules/.bin/cli && echo "cli there"
+"#;
+    let out = f.run(&prepared, "bash", &["-c", script]);
+    assert_eq!(
+        stdout(&out).lines().collect::<Vec<_>>(),
+        [
+            "made",
+            "EXDEV",
+            "refused",
+            "no link out",
+            "renamed",
+            "renamed",
+            "cli there"
+        ]
+    );
+    assert!(std::fs::symlink_metadata(f.ws.join("b2/c/l")).is_err());
+    assert!(std::fs::symlink_metadata(f.ws.join("a/b/c/l")).is_ok());
+}
+
+#[test]
+fn a_hard_link_to_a_dot_git_file_is_not_made_to_write_it_through() {
+    if !test_support::needs(&["bash"]) || !guarded() {
+        return;
+    }
+    let f = Fixture::new("git-guard-views-");
+    let sub = f.ws.join("sub");
+    std::fs::create_dir_all(&sub).unwrap();
+    std::fs::write(sub.join(".git"), "gitdir: ../lib/.git\n").unwrap();
+    let prepared = prepare(&f);
+    let script = r#"
+try() { if "$@" 2>/dev/null; then echo made; else echo refused; fi; }
+try ln sub/.git y
+try bash -c 'echo "gitdir: /tmp/evil" > y'
+"#;
+    let out = f.run(&prepared, "bash", &["-c", script]);
+    // `y` is then a file of its own.
+    assert_eq!(
+        stdout(&out).lines().collect::<Vec<_>>(),
+        ["refused", "made"]
+    );
+    assert_eq!(
+        std::fs::read_to_string(sub.join(".git")).unwrap(),
+        "gitdir: ../lib/.git\n"
+    );
+}
+
+#[test]
+fn a_second_view_of_the_workspace_is_the_workspace() {
+    if !inner() {
+        if test_support::needs_root("a bind mount")
+            && test_support::needs(&["unshare", "mount", "python3", "git"])
+            && guarded()
+        {
+            run_in_private_mounts("a_second_view_of_the_workspace_is_the_workspace");
+        }
+        return;
+    }
+    let f = Fixture::new("git-guard-views-");
+    nested_repository(&f.ws);
+    std::fs::create_dir_all(f.ws.join("d")).unwrap();
+    let view = f.ws.parent().unwrap().join("view");
+    std::fs::create_dir_all(&view).unwrap();
+    mount(&["--bind", f.ws.to_str().unwrap(), view.to_str().unwrap()]);
+    let prepared = prepare(&f);
+    let script = r##"
+import os, subprocess, sys
+view = sys.argv[1]
+def attempt(what, action):
+    try:
+        action()
+        print(what, "made")
+    except OSError:
+        print(what, "refused")
+def write(path, mode="a"):
+    with open(path, mode) as f:
+        f.write("#!/bin/sh\n")
+attempt("mkdir", lambda: os.mkdir(view + "/.git"))
+attempt("head", lambda: write(view + "/d/HEAD", "w"))
+attempt("hook", lambda: write(view + "/lib/.git/hooks/pre-commit", "w"))
+attempt("config", lambda: write(view + "/lib/.git/config"))
+attempt("plain", lambda: write(view + "/plain.txt", "w"))
+init = subprocess.run(["git", "init", "-q", view + "/x"], capture_output=True)
+print("init", "made" if init.returncode == 0 else "refused")
+"##;
+    let out = f.run(
+        &prepared,
+        "python3",
+        &["-c", script, view.to_str().unwrap()],
+    );
+    assert_eq!(
+        stdout(&out).lines().collect::<Vec<_>>(),
+        [
+            "mkdir refused",
+            "head refused",
+            "hook refused",
+            "config refused",
+            "plain made",
+            "init refused"
+        ]
+    );
+    assert!(!f.ws.join(".git").exists());
+    assert!(!f.ws.join("lib/.git/hooks/pre-commit").exists());
+    assert!(!f.ws.join("x/.git").exists());
+    assert!(f.ws.join("plain.txt").exists());
+}
+
+/// Whether this kernel mounts file system `fs`.
+fn kernel_has(fs: &str) -> bool {
+    let known = std::fs::read_to_string("/proc/filesystems")
+        .unwrap_or_default()
+        .lines()
+        .any(|l| l.split_whitespace().last() == Some(fs));
+    if !known {
+        eprintln!("skipped: this kernel has no {fs}");
+    }
+    known
+}
+
+#[test]
+fn a_file_system_that_drops_trailing_dots_makes_no_repository() {
+    if !inner() {
+        if test_support::needs_root("a loop mount")
+            && test_support::needs(&["unshare", "mount", "mkfs.vfat", "python3"])
+            && kernel_has("vfat")
+            && guarded()
+        {
+            run_in_private_mounts("a_file_system_that_drops_trailing_dots_makes_no_repository");
+        }
+        return;
+    }
+    let f = Fixture::new("git-guard-views-");
+    let image = f.ws.parent().unwrap().join("vfat.img");
+    std::fs::File::create(&image)
+        .unwrap()
+        .set_len(8 << 20)
+        .unwrap();
+    let out = Command::new("mkfs.vfat").arg(&image).output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    mount(&[
+        "-o",
+        "loop",
+        image.to_str().unwrap(),
+        f.ws.to_str().unwrap(),
+    ]);
+    let prepared = prepare(&f);
+    let script = r#"
+import os
+for name in (".git.", ".git..", "HEAD.", "ok."):
+    try:
+        os.mkdir(name)
+        print(name, "made")
+    except OSError:
+        print(name, "refused")
+print(os.path.exists(".git"), os.path.exists("HEAD"))
+"#;
+    let out = f.run(&prepared, "python3", &["-c", script]);
+    assert_eq!(
+        stdout(&out).lines().collect::<Vec<_>>(),
+        [
+            ".git. refused",
+            ".git.. refused",
+            "HEAD. refused",
+            "ok. made",
+            "False False"
+        ]
+    );
+}
