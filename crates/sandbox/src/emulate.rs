@@ -389,11 +389,8 @@ fn keep_made(
     name: &CString,
     remove_flags: i32,
 ) -> Result<(), i32> {
-    let Ok(made) = open_path(parent, name.as_bytes(), libc::O_NOFOLLOW) else {
+    let Some(made) = crate::git_guard::identity_at(parent, name) else {
         // Removed already by the process.
-        return Ok(());
-    };
-    let Some(made) = crate::git_guard::identity(&made) else {
         return Ok(());
     };
     if !judge.is_a_guarded_name(parent, made) {
@@ -421,13 +418,11 @@ fn rename(
     if exchange {
         judge.may_move(parent, name, old_parent, old_name)?;
     }
-    let replaced = |dir: &OwnedFd, entry: &CString| {
-        open_path(dir, entry.as_bytes(), libc::O_NOFOLLOW)
-            .ok()
-            .and_then(|e| crate::git_guard::identity(&e))
-            .is_some_and(|id| judge.is_a_guarded_name(dir, id))
+    // An entry there that a guarded name holds too.
+    let guarded = |dir: &OwnedFd, entry: &CString| {
+        crate::git_guard::identity_at(dir, entry).is_some_and(|id| judge.is_a_guarded_name(dir, id))
     };
-    if replaced(parent, name) || (exchange && replaced(old_parent, old_name)) {
+    if guarded(parent, name) || (exchange && guarded(old_parent, old_name)) {
         return Err(libc::EPERM);
     }
     let call =
@@ -446,13 +441,7 @@ fn rename(
             check(rc as libc::c_int)
         };
     call(old_parent, old_name, parent, name, flags)?;
-    let landed = |dir: &OwnedFd, entry: &CString| {
-        open_path(dir, entry.as_bytes(), libc::O_NOFOLLOW)
-            .ok()
-            .and_then(|e| crate::git_guard::identity(&e))
-            .is_some_and(|id| judge.is_a_guarded_name(dir, id))
-    };
-    if landed(parent, name) || (exchange && landed(old_parent, old_name)) {
+    if guarded(parent, name) || (exchange && guarded(old_parent, old_name)) {
         let back = if exchange {
             libc::RENAME_EXCHANGE
         } else {

@@ -587,7 +587,7 @@ impl Places<'_> {
     }
 
     fn canonical_dir(&self, dir: &OwnedFd, kernel: PathBuf) -> Option<PathBuf> {
-        if self.in_roots(&kernel) || !self.on_a_roots_device(dir) {
+        if self.in_roots(&kernel) || !self.on_a_roots_device(dir) || !self.may_show_a_root(dir) {
             return Some(kernel);
         }
         let found = self.root_above(dir, &kernel)?;
@@ -608,7 +608,7 @@ impl Places<'_> {
     }
 
     fn canonical_file(&self, file: &OwnedFd, kernel: PathBuf) -> Option<PathBuf> {
-        if self.in_roots(&kernel) || !self.on_a_roots_device(file) {
+        if self.in_roots(&kernel) || !self.on_a_roots_device(file) || !self.may_show_a_root(file) {
             return Some(kernel);
         }
         if crate::emulate::file_kind(file).ok()? == libc::S_IFDIR {
@@ -635,6 +635,55 @@ impl Places<'_> {
                 .git_root_ids
                 .iter()
                 .any(|id| id.is_some_and(|(d, _)| d == dev))
+        })
+    }
+
+    /// Whether the mount `fd` is on may show a workspace root at a path
+    /// other than its own: its root is a workspace root or a directory
+    /// above one, and it is not the mount the root's own path leads to
+    /// (in one mount a directory has one path). Remembered by the mount's
+    /// unique id (Linux 6.8); without one, every such mount may.
+    fn may_show_a_root(&self, fd: &OwnedFd) -> bool {
+        let Some((mount, true)) = mount_of(fd) else {
+            return true;
+        };
+        let memo = &self.policy.git_mounts;
+        if let Some(&known) = memo
+            .views
+            .lock()
+            .ok()
+            .and_then(|m| m.get(&mount).copied())
+            .as_ref()
+        {
+            return known;
+        }
+        let may = self.mount_may_show_a_root(fd, mount);
+        if let Ok(mut views) = memo.views.lock() {
+            if views.len() >= MOUNTS_REMEMBERED {
+                views.clear();
+            }
+            views.insert(mount, may);
+        }
+        may
+    }
+
+    fn mount_may_show_a_root(&self, fd: &OwnedFd, mount: u64) -> bool {
+        let Some(top) = mount_root(fd, mount) else {
+            return true;
+        };
+        // Neither a root nor above one (when all above can be known).
+        if let Some(above) = &self.policy.git_root_ancestors
+            && !self.policy.git_root_ids.contains(&Some(top))
+            && !above.contains(&top)
+        {
+            return false;
+        }
+        // The mount a root's own path leads to, as the process sees it.
+        !self.roots().iter().any(|root| {
+            let walked =
+                self.walker
+                    .resolve(&self.walker.root, root.as_os_str().as_bytes(), Last::Follow);
+            matches!(walked, Ok(Found::Existing(dir)) if mount_of(&dir) == Some((mount, true)))
         })
     }
 
@@ -809,6 +858,15 @@ const GUARDED_IN_NESTED_GIT: [&[u8]; 6] = [
     b"gitdir",
     b"hooks",
 ];
+const ALL_GUARDED_NAMES: [&CStr; 7] = [
+    c".git",
+    c"HEAD",
+    c"config",
+    c"config.worktree",
+    c"commondir",
+    c"gitdir",
+    c"hooks",
+];
 
 impl std::fmt::Debug for PlaceJudge {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -901,6 +959,16 @@ impl PlaceJudge {
     /// trailing dots, a case-folding one folds more than ASCII) stored it
     /// under that name.
     pub(crate) fn is_a_guarded_name(&self, parent: &OwnedFd, made: (u64, u64)) -> bool {
+        // Looked up first (most are missing): where the directory is is
+        // asked only when one of them is the entry made.
+        let aliases: Vec<&[u8]> = ALL_GUARDED_NAMES
+            .into_iter()
+            .filter(|name| identity_at(parent, name) == Some(made))
+            .map(CStr::to_bytes)
+            .collect();
+        if aliases.is_empty() {
+            return false;
+        }
         let places = self.places();
         let dir = places.dir_path(parent);
         if dir.as_ref().is_some_and(|d| !places.in_roots(d)) {
@@ -909,18 +977,110 @@ impl PlaceJudge {
         let nested = dir
             .as_ref()
             .is_some_and(|d| places.roots().iter().any(|r| in_a_nested_git_dir(d, r)));
-        let names: &[&[u8]] = if nested {
+        let guarded: &[&[u8]] = if nested {
             &GUARDED_IN_NESTED_GIT
         } else {
             &GUARDED_NAMES
         };
-        names.iter().any(|name| {
-            crate::emulate::open_path(parent, name, libc::O_NOFOLLOW)
-                .ok()
-                .and_then(|entry| identity(&entry))
-                == Some(made)
-        })
+        aliases.iter().any(|alias| guarded.contains(alias))
     }
+}
+
+/// Mounts remembered ([`Mounts`]) before the memory starts afresh.
+const MOUNTS_REMEMBERED: usize = 4096;
+
+/// What the guard learnt of the mounts on a workspace root's device:
+/// whether each (by its unique id) may show a root at another path.
+#[derive(Debug, Default)]
+pub(crate) struct Mounts {
+    views: std::sync::Mutex<std::collections::HashMap<u64, bool>>,
+}
+
+/// The mount id of `fd`, and whether it is the unique one (Linux 6.8),
+/// never reused.
+fn mount_of(fd: &OwnedFd) -> Option<(u64, bool)> {
+    let (id, mask) = statx_mount(fd, libc::STATX_MNT_ID_UNIQUE | libc::STATX_MNT_ID)?;
+    if mask & libc::STATX_MNT_ID_UNIQUE != 0 {
+        Some((id, true))
+    } else {
+        (mask & libc::STATX_MNT_ID != 0).then_some((id, false))
+    }
+}
+
+/// The mount id of `fd` that `/proc/PID/mountinfo` names (Linux 5.8).
+fn listed_mount_of(fd: &OwnedFd) -> Option<u64> {
+    let (id, mask) = statx_mount(fd, libc::STATX_MNT_ID)?;
+    (mask & libc::STATX_MNT_ID != 0).then_some(id)
+}
+
+fn statx_mount(fd: &OwnedFd, mask: u32) -> Option<(u64, u32)> {
+    // SAFETY: plain data.
+    let mut stx: libc::statx = unsafe { std::mem::zeroed() };
+    // SAFETY: statx of the descriptor itself into a struct on the stack.
+    let rc = unsafe {
+        libc::statx(
+            fd.as_raw_fd(),
+            c"".as_ptr(),
+            libc::AT_EMPTY_PATH,
+            mask,
+            &raw mut stx,
+        )
+    };
+    (rc == 0).then_some((stx.stx_mnt_id, stx.stx_mask))
+}
+
+/// The (device, inode) of the root of mount `mount`, which `fd` is on:
+/// the last directory walking up (`..`) before another mount.
+fn mount_root(fd: &OwnedFd, mount: u64) -> Option<(u64, u64)> {
+    let mut current = if crate::emulate::file_kind(fd).ok()? == libc::S_IFDIR {
+        fd.try_clone().ok()?
+    } else {
+        return None;
+    };
+    let mut here = identity(&current)?;
+    for _ in 0..4096 {
+        let up = crate::emulate::open_path(&current, b"..", libc::O_DIRECTORY).ok()?;
+        let there = identity(&up)?;
+        if there == here || mount_of(&up).map(|(m, _)| m) != Some(mount) {
+            return Some(here);
+        }
+        (current, here) = (up, there);
+    }
+    None
+}
+
+/// The (device, inode) of every directory above each workspace root, in
+/// the root's own mount (as this process sees it); `None` when that
+/// mount's root is not its file system's, so that directories above it
+/// cannot be seen from here.
+pub(crate) fn ancestors(roots: &[PathBuf]) -> Option<Vec<(u64, u64)>> {
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    let mut found = Vec::new();
+    for root in roots {
+        let mut current = OwnedFd::from(std::fs::File::open(root).ok()?);
+        let mount = listed_mount_of(&current)?;
+        // The mount's root (fourth field) must be its file system's.
+        let whole = mounts.lines().any(|line| {
+            let mut fields = line.split(' ');
+            fields.next() == Some(mount.to_string().as_str()) && fields.nth(2) == Some("/")
+        });
+        if !whole {
+            return None;
+        }
+        let mut here = identity(&current)?;
+        for _ in 0..4096 {
+            let up = crate::emulate::open_path(&current, b"..", libc::O_DIRECTORY).ok()?;
+            let there = identity(&up)?;
+            if there == here || listed_mount_of(&up) != Some(mount) {
+                break;
+            }
+            if !found.contains(&there) {
+                found.push(there);
+            }
+            (current, here) = (up, there);
+        }
+    }
+    Some(found)
 }
 
 /// The (device, inode) of each workspace root, in order (`None` for one
@@ -939,6 +1099,23 @@ pub(crate) fn identity(fd: &OwnedFd) -> Option<(u64, u64)> {
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
     // SAFETY: fstat into a stat on the stack (works on `O_PATH`).
     let rc = unsafe { libc::fstat(fd.as_raw_fd(), &raw mut st) };
+    (rc == 0).then_some((st.st_dev, st.st_ino))
+}
+
+/// The (device, inode) of entry `name` of `dir`, not followed.
+pub(crate) fn identity_at(dir: &OwnedFd, name: &CStr) -> Option<(u64, u64)> {
+    // SAFETY: plain data.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: fstatat of a NUL-terminated name in a descriptor we own
+    // into a stat on the stack.
+    let rc = unsafe {
+        libc::fstatat(
+            dir.as_raw_fd(),
+            name.as_ptr(),
+            &raw mut st,
+            libc::AT_SYMLINK_NOFOLLOW,
+        )
+    };
     (rc == 0).then_some((st.st_dev, st.st_ino))
 }
 
@@ -1089,6 +1266,7 @@ fn c_name(name: Vec<u8>) -> Result<CString, i32> {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
     use super::*;
 
     #[test]
@@ -1123,6 +1301,132 @@ mod tests {
         assert!(in_a_nested_git_dir(Path::new("/ws/lib/.git"), root));
         assert!(!in_a_nested_git_dir(Path::new("/ws/.git/logs"), root));
         assert!(!in_a_nested_git_dir(Path::new("/ws/lib"), root));
+    }
+
+    /// A judge for a workspace `ws`, with `writable` the places outside
+    /// it the sandbox may write, looking from this process.
+    fn judge_for(ws: &Path, writable: &Path) -> PlaceJudge {
+        let open = |p: &str| {
+            crate::emulate::open_path(
+                &std::fs::File::open("/").unwrap().into(),
+                p.as_bytes(),
+                libc::O_DIRECTORY,
+            )
+            .unwrap()
+        };
+        let roots = vec![ws.to_path_buf()];
+        PlaceJudge {
+            walker: Walker {
+                root: open("."),
+                proc_self: open("proc/thread-self"),
+                // SAFETY: gettid cannot fail.
+                tid: unsafe { libc::gettid() },
+                through_proc: std::cell::Cell::new(false),
+            },
+            policy: Arc::new(GuardPolicy {
+                listed: Vec::new(),
+                mount_namespace: false,
+                tcp_refused: false,
+                git_root_ids: identities(&roots),
+                git_root_ancestors: ancestors(&roots),
+                git_mounts: Arc::default(),
+                git_roots: roots,
+                writable: vec![writable.to_path_buf()],
+                emulator: Arc::default(),
+            }),
+        }
+    }
+
+    fn dir(path: &Path) -> OwnedFd {
+        std::fs::File::open(path).unwrap().into()
+    }
+
+    fn id_of(path: &Path) -> (u64, u64) {
+        use std::os::unix::fs::MetadataExt as _;
+        let m = std::fs::symlink_metadata(path).unwrap();
+        (m.dev(), m.ino())
+    }
+
+    #[test]
+    fn an_entry_that_is_a_guarded_name_by_another_spelling_is_found() {
+        let base = tempfile::tempdir().unwrap();
+        let base = base.path().canonicalize().unwrap();
+        let (ws, tmp) = (base.join("ws"), base.join("tmp"));
+        let lib_git = ws.join("lib/.git");
+        std::fs::create_dir_all(&lib_git).unwrap();
+        std::fs::create_dir_all(&tmp).unwrap();
+        let judge = judge_for(&ws, &tmp);
+        // A hard link stands in for a file system that stores a name as
+        // another: the entry made is the inode a guarded name holds.
+        std::fs::write(ws.join("made"), "").unwrap();
+        std::fs::hard_link(ws.join("made"), ws.join("HEAD")).unwrap();
+        assert!(judge.is_a_guarded_name(&dir(&ws), id_of(&ws.join("made"))));
+        std::fs::write(lib_git.join("made"), "").unwrap();
+        std::fs::hard_link(lib_git.join("made"), lib_git.join("config")).unwrap();
+        assert!(judge.is_a_guarded_name(&dir(&lib_git), id_of(&lib_git.join("made"))));
+        // A HEAD in a nested `.git` is a ref; outside the workspace
+        // nothing is guarded; another entry is not the one made.
+        std::fs::write(lib_git.join("ref"), "").unwrap();
+        std::fs::hard_link(lib_git.join("ref"), lib_git.join("HEAD")).unwrap();
+        assert!(!judge.is_a_guarded_name(&dir(&lib_git), id_of(&lib_git.join("ref"))));
+        std::fs::write(tmp.join("made"), "").unwrap();
+        std::fs::hard_link(tmp.join("made"), tmp.join("HEAD")).unwrap();
+        assert!(!judge.is_a_guarded_name(&dir(&tmp), id_of(&tmp.join("made"))));
+        std::fs::write(ws.join("other"), "").unwrap();
+        assert!(!judge.is_a_guarded_name(&dir(&ws), id_of(&ws.join("other"))));
+    }
+
+    #[test]
+    fn a_moved_tree_is_walked_for_links_that_lead_out() {
+        let base = tempfile::tempdir().unwrap();
+        let base = base.path().canonicalize().unwrap();
+        let (ws, tmp) = (base.join("ws"), base.join("tmp"));
+        std::fs::create_dir_all(ws.join("a/b/c")).unwrap();
+        std::fs::create_dir_all(ws.join("n/node_modules/.bin")).unwrap();
+        std::fs::create_dir_all(&tmp).unwrap();
+        std::os::unix::fs::symlink("../../../tmp/r", ws.join("a/b/c/l")).unwrap();
+        std::os::unix::fs::symlink("../x/cli", ws.join("n/node_modules/.bin/cli")).unwrap();
+        let judge = judge_for(&ws, &tmp);
+        let name = |s: &str| CString::new(s).unwrap();
+        // ws/a/b moved to ws/b2: its link now leads to the temp dir.
+        assert_eq!(
+            judge.may_move(&dir(&ws.join("a")), &name("b"), &dir(&ws), &name("b2")),
+            Err(libc::EXDEV)
+        );
+        // Within its own directory, or deeper: the link stays inside.
+        assert_eq!(
+            judge.may_move(
+                &dir(&ws.join("a")),
+                &name("b"),
+                &dir(&ws.join("a")),
+                &name("b3")
+            ),
+            Ok(())
+        );
+        std::fs::create_dir_all(ws.join("d/e")).unwrap();
+        assert_eq!(
+            judge.may_move(
+                &dir(&ws.join("a")),
+                &name("b"),
+                &dir(&ws.join("d/e")),
+                &name("b")
+            ),
+            Ok(())
+        );
+        assert_eq!(
+            judge.may_move(&dir(&ws), &name("n"), &dir(&ws.join("d")), &name("n")),
+            Ok(())
+        );
+        // The link itself, moved up a level: refused as made there.
+        assert_eq!(
+            judge.may_move(
+                &dir(&ws.join("a/b/c")),
+                &name("l"),
+                &dir(&ws.join("a/b")),
+                &name("l")
+            ),
+            Err(libc::EPERM)
+        );
     }
 
     #[test]

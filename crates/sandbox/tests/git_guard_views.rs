@@ -182,9 +182,13 @@ fn a_second_view_of_the_workspace_is_the_workspace() {
     let f = Fixture::new("git-guard-views-");
     nested_repository(&f.ws);
     std::fs::create_dir_all(f.ws.join("d")).unwrap();
-    let view = f.ws.parent().unwrap().join("view");
+    // The workspace itself at another path, and the directory above it.
+    let base = f.ws.parent().unwrap();
+    let (view, above) = (base.join("view"), base.join("above"));
     std::fs::create_dir_all(&view).unwrap();
+    std::fs::create_dir_all(&above).unwrap();
     mount(&["--bind", f.ws.to_str().unwrap(), view.to_str().unwrap()]);
+    mount(&["--bind", base.to_str().unwrap(), above.to_str().unwrap()]);
     let prepared = prepare(&f);
     let script = r##"
 import os, subprocess, sys
@@ -206,22 +210,26 @@ attempt("plain", lambda: write(view + "/plain.txt", "w"))
 init = subprocess.run(["git", "init", "-q", view + "/x"], capture_output=True)
 print("init", "made" if init.returncode == 0 else "refused")
 "##;
-    let out = f.run(
-        &prepared,
-        "python3",
-        &["-c", script, view.to_str().unwrap()],
-    );
-    assert_eq!(
-        stdout(&out).lines().collect::<Vec<_>>(),
-        [
-            "mkdir refused",
-            "head refused",
-            "hook refused",
-            "config refused",
-            "plain made",
-            "init refused"
-        ]
-    );
+    for view in [view, above.join("ws")] {
+        let out = f.run(
+            &prepared,
+            "python3",
+            &["-c", script, view.to_str().unwrap()],
+        );
+        assert_eq!(
+            stdout(&out).lines().collect::<Vec<_>>(),
+            [
+                "mkdir refused",
+                "head refused",
+                "hook refused",
+                "config refused",
+                "plain made",
+                "init refused"
+            ],
+            "{}",
+            view.display()
+        );
+    }
     assert!(!f.ws.join(".git").exists());
     assert!(!f.ws.join("lib/.git/hooks/pre-commit").exists());
     assert!(!f.ws.join("x/.git").exists());
