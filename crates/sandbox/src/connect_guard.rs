@@ -99,11 +99,10 @@ pub(crate) struct GuardPolicy {
     /// whose path is elsewhere but that has one of them above it is in the
     /// workspace (a second view of it).
     pub git_root_ids: Vec<Option<(u64, u64)>>,
-    /// The (device, inode) of the directories above them, in their own
-    /// mounts: only a mount whose root is a root or one of these may show
-    /// the workspace at another path (`None`: not all could be seen, so
-    /// any may).
-    pub git_root_ancestors: Option<Vec<(u64, u64)>>,
+    /// Each of `git_roots`' place in its file system (its mount's root
+    /// and the names below the mount point): a place in another mount of
+    /// that file system below it is in the workspace.
+    pub git_root_places: Vec<Option<PathBuf>>,
     /// What the guard learnt of such mounts.
     pub git_mounts: Arc<crate::git_guard::Mounts>,
     /// Every path the sandbox may write (a symbolic link in the workspace

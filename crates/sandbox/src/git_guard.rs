@@ -578,17 +578,27 @@ impl Places<'_> {
 
     /// The path of directory `dir` as the guard judges it (`None`: not
     /// known): the path the kernel names, or, when that is outside the
-    /// workspace but `dir` is on a workspace root's device and has that
-    /// root among its ancestors (a second view of the workspace, a bind
-    /// mount), the root's path and the names below it.
+    /// workspace but `dir` is on a workspace root's device and in its
+    /// file system below the root (a second view of the workspace, a bind
+    /// mount of it, of a directory in it or above it), the root's path
+    /// and the names below it.
     fn dir_path(&self, dir: &OwnedFd) -> Option<PathBuf> {
         let kernel = crate::emulate::path_of(dir)?;
         self.canonical_dir(dir, kernel)
     }
 
     fn canonical_dir(&self, dir: &OwnedFd, kernel: PathBuf) -> Option<PathBuf> {
-        if self.in_roots(&kernel) || !self.on_a_roots_device(dir) || !self.may_show_a_root(dir) {
+        if self.in_roots(&kernel) {
             return Some(kernel);
+        }
+        let Some((dev, _)) = identity(dir) else {
+            return Some(kernel);
+        };
+        if !self.on_a_roots_device(dev) {
+            return Some(kernel);
+        }
+        if let Some(mapped) = self.through_the_mount(dir, dev, &kernel) {
+            return Some(mapped);
         }
         let found = self.root_above(dir, &kernel)?;
         // Moved meanwhile: the names below the root may not be these.
@@ -608,8 +618,17 @@ impl Places<'_> {
     }
 
     fn canonical_file(&self, file: &OwnedFd, kernel: PathBuf) -> Option<PathBuf> {
-        if self.in_roots(&kernel) || !self.on_a_roots_device(file) || !self.may_show_a_root(file) {
+        if self.in_roots(&kernel) {
             return Some(kernel);
+        }
+        let Some((dev, _)) = identity(file) else {
+            return Some(kernel);
+        };
+        if !self.on_a_roots_device(dev) {
+            return Some(kernel);
+        }
+        if let Some(mapped) = self.through_the_mount(file, dev, &kernel) {
+            return Some(mapped);
         }
         if crate::emulate::file_kind(file).ok()? == libc::S_IFDIR {
             return self.canonical_dir(file, kernel);
@@ -629,62 +648,59 @@ impl Places<'_> {
             .map(|d| d.join(name))
     }
 
-    fn on_a_roots_device(&self, fd: &OwnedFd) -> bool {
-        identity(fd).is_some_and(|(dev, _)| {
-            self.policy
-                .git_root_ids
-                .iter()
-                .any(|id| id.is_some_and(|(d, _)| d == dev))
-        })
+    fn on_a_roots_device(&self, dev: u64) -> bool {
+        self.policy
+            .git_root_ids
+            .iter()
+            .any(|id| id.is_some_and(|(d, _)| d == dev))
     }
 
-    /// Whether the mount `fd` is on may show a workspace root at a path
-    /// other than its own: its root is a workspace root or a directory
-    /// above one, and it is not the mount the root's own path leads to
-    /// (in one mount a directory has one path). Remembered by the mount's
-    /// unique id (Linux 6.8); without one, every such mount may.
-    fn may_show_a_root(&self, fd: &OwnedFd) -> bool {
-        let Some((mount, true)) = mount_of(fd) else {
-            return true;
+    /// `kernel`, the path of `fd` (on device `dev`), taken through the
+    /// root of the mount it is on: the root's path in the file system
+    /// and the names below it; if that is a workspace root's place in the
+    /// same file system or below it, the root's path and the names below
+    /// that, else `kernel`. `None` when the mount is not known (no unique
+    /// mount id, or not listed): then the caller walks up.
+    fn through_the_mount(&self, fd: &OwnedFd, dev: u64, kernel: &Path) -> Option<PathBuf> {
+        let view = self.mount_view(fd)?;
+        let in_file_system = view.root.join(kernel.strip_prefix(&view.at).ok()?);
+        let roots = self.roots().iter().zip(&self.policy.git_root_ids);
+        for ((root, id), place) in roots.zip(&self.policy.git_root_places) {
+            if let (Some((root_dev, _)), Some(place)) = (id, place)
+                && *root_dev == dev
+                && let Ok(below) = in_file_system.strip_prefix(place)
+            {
+                return Some(root.join(below));
+            }
+        }
+        Some(kernel.to_path_buf())
+    }
+
+    /// Where the mount `fd` is on shows its file system, remembered by
+    /// the mount's unique id (Linux 6.8); read from the process's
+    /// `/proc/TID/mountinfo` the first time.
+    fn mount_view(&self, fd: &OwnedFd) -> Option<MountView> {
+        let (mount, true) = mount_of(fd)? else {
+            return None;
         };
         let memo = &self.policy.git_mounts;
-        if let Some(&known) = memo
-            .views
-            .lock()
-            .ok()
-            .and_then(|m| m.get(&mount).copied())
-            .as_ref()
-        {
-            return known;
+        if let Some(view) = memo.views.lock().ok()?.get(&mount) {
+            return Some(view.clone());
         }
-        let may = self.mount_may_show_a_root(fd, mount);
+        let listed = listed_mount_of(fd)?;
+        let table = std::fs::read(format!(
+            "/proc/self/fd/{}/mountinfo",
+            self.walker.proc_self.as_raw_fd()
+        ))
+        .ok()?;
+        let view = mount_line(&table, listed)?;
         if let Ok(mut views) = memo.views.lock() {
             if views.len() >= MOUNTS_REMEMBERED {
                 views.clear();
             }
-            views.insert(mount, may);
+            views.insert(mount, view.clone());
         }
-        may
-    }
-
-    fn mount_may_show_a_root(&self, fd: &OwnedFd, mount: u64) -> bool {
-        let Some(top) = mount_root(fd, mount) else {
-            return true;
-        };
-        // Neither a root nor above one (when all above can be known).
-        if let Some(above) = &self.policy.git_root_ancestors
-            && !self.policy.git_root_ids.contains(&Some(top))
-            && !above.contains(&top)
-        {
-            return false;
-        }
-        // The mount a root's own path leads to, as the process sees it.
-        !self.roots().iter().any(|root| {
-            let walked =
-                self.walker
-                    .resolve(&self.walker.root, root.as_os_str().as_bytes(), Last::Follow);
-            matches!(walked, Ok(Found::Existing(dir)) if mount_of(&dir) == Some((mount, true)))
-        })
+        Some(view)
     }
 
     /// Walks up from directory `dir` (its `..`, across mounts) looking for
@@ -989,11 +1005,75 @@ impl PlaceJudge {
 /// Mounts remembered ([`Mounts`]) before the memory starts afresh.
 const MOUNTS_REMEMBERED: usize = 4096;
 
-/// What the guard learnt of the mounts on a workspace root's device:
-/// whether each (by its unique id) may show a root at another path.
+/// What the guard learnt of the mounts it met on a workspace root's
+/// device, by unique id.
 #[derive(Debug, Default)]
 pub(crate) struct Mounts {
-    views: std::sync::Mutex<std::collections::HashMap<u64, bool>>,
+    views: std::sync::Mutex<std::collections::HashMap<u64, MountView>>,
+}
+
+/// Where a mount shows its file system: the path of its root in the file
+/// system, and where it is mounted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct MountView {
+    root: PathBuf,
+    at: PathBuf,
+}
+
+/// The line of mount `id` in a `mountinfo` table: its root (fourth
+/// field) and mount point (fifth), unescaped.
+fn mount_line(table: &[u8], id: u64) -> Option<MountView> {
+    let id = id.to_string();
+    table.split(|&b| b == b'\n').find_map(|line| {
+        let mut fields = line.split(|&b| b == b' ');
+        if fields.next()? != id.as_bytes() {
+            return None;
+        }
+        let root = fields.nth(2)?;
+        let at = fields.next()?;
+        Some(MountView {
+            root: PathBuf::from(OsStr::from_bytes(&unescape(root))),
+            at: PathBuf::from(OsStr::from_bytes(&unescape(at))),
+        })
+    })
+}
+
+/// A `mountinfo` path with its octal escapes (`\040` for a space) undone.
+fn unescape(field: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(field.len());
+    let mut i = 0;
+    while i < field.len() {
+        let octal = field
+            .get(i + 1..i + 4)
+            .filter(|d| field[i] == b'\\' && d.iter().all(|c| (b'0'..=b'7').contains(c)))
+            .map(|d| d.iter().fold(0u32, |n, c| n * 8 + u32::from(c - b'0')));
+        match octal.and_then(|n| u8::try_from(n).ok()) {
+            Some(byte) => {
+                out.push(byte);
+                i += 4;
+            }
+            None => {
+                out.push(field[i]);
+                i += 1;
+            }
+        }
+    }
+    out
+}
+
+/// Each workspace root's place in its file system (as this process sees
+/// it): the root of its mount and the names below the mount point.
+pub(crate) fn places_in_file_system(roots: &[PathBuf]) -> Vec<Option<PathBuf>> {
+    let table = std::fs::read("/proc/self/mountinfo").unwrap_or_default();
+    roots
+        .iter()
+        .map(|root| {
+            let real = std::fs::canonicalize(root).ok()?;
+            let dir = OwnedFd::from(std::fs::File::open(&real).ok()?);
+            let view = mount_line(&table, listed_mount_of(&dir)?)?;
+            Some(view.root.join(real.strip_prefix(&view.at).ok()?))
+        })
+        .collect()
 }
 
 /// The mount id of `fd`, and whether it is the unique one (Linux 6.8),
@@ -1027,60 +1107,6 @@ fn statx_mount(fd: &OwnedFd, mask: u32) -> Option<(u64, u32)> {
         )
     };
     (rc == 0).then_some((stx.stx_mnt_id, stx.stx_mask))
-}
-
-/// The (device, inode) of the root of mount `mount`, which `fd` is on:
-/// the last directory walking up (`..`) before another mount.
-fn mount_root(fd: &OwnedFd, mount: u64) -> Option<(u64, u64)> {
-    let mut current = if crate::emulate::file_kind(fd).ok()? == libc::S_IFDIR {
-        fd.try_clone().ok()?
-    } else {
-        return None;
-    };
-    let mut here = identity(&current)?;
-    for _ in 0..4096 {
-        let up = crate::emulate::open_path(&current, b"..", libc::O_DIRECTORY).ok()?;
-        let there = identity(&up)?;
-        if there == here || mount_of(&up).map(|(m, _)| m) != Some(mount) {
-            return Some(here);
-        }
-        (current, here) = (up, there);
-    }
-    None
-}
-
-/// The (device, inode) of every directory above each workspace root, in
-/// the root's own mount (as this process sees it); `None` when that
-/// mount's root is not its file system's, so that directories above it
-/// cannot be seen from here.
-pub(crate) fn ancestors(roots: &[PathBuf]) -> Option<Vec<(u64, u64)>> {
-    let mounts = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
-    let mut found = Vec::new();
-    for root in roots {
-        let mut current = OwnedFd::from(std::fs::File::open(root).ok()?);
-        let mount = listed_mount_of(&current)?;
-        // The mount's root (fourth field) must be its file system's.
-        let whole = mounts.lines().any(|line| {
-            let mut fields = line.split(' ');
-            fields.next() == Some(mount.to_string().as_str()) && fields.nth(2) == Some("/")
-        });
-        if !whole {
-            return None;
-        }
-        let mut here = identity(&current)?;
-        for _ in 0..4096 {
-            let up = crate::emulate::open_path(&current, b"..", libc::O_DIRECTORY).ok()?;
-            let there = identity(&up)?;
-            if there == here || listed_mount_of(&up) != Some(mount) {
-                break;
-            }
-            if !found.contains(&there) {
-                found.push(there);
-            }
-            (current, here) = (up, there);
-        }
-    }
-    Some(found)
 }
 
 /// The (device, inode) of each workspace root, in order (`None` for one
@@ -1328,7 +1354,7 @@ mod tests {
                 mount_namespace: false,
                 tcp_refused: false,
                 git_root_ids: identities(&roots),
-                git_root_ancestors: ancestors(&roots),
+                git_root_places: places_in_file_system(&roots),
                 git_mounts: Arc::default(),
                 git_roots: roots,
                 writable: vec![writable.to_path_buf()],
@@ -1427,6 +1453,21 @@ mod tests {
             ),
             Err(libc::EPERM)
         );
+    }
+
+    #[test]
+    fn a_mount_is_read_from_its_mountinfo_line() {
+        let table = b"22 27 0:21 / /proc rw - proc proc rw\n\
+            40 27 8:1 /srv/a\\040b /mnt/v\\134w rw shared:1 - ext4 /dev/sda1 rw\n";
+        assert_eq!(
+            mount_line(table, 40),
+            Some(MountView {
+                root: PathBuf::from("/srv/a b"),
+                at: PathBuf::from("/mnt/v\\w"),
+            })
+        );
+        assert_eq!(mount_line(table, 4), None);
+        assert_eq!(unescape(b"a\\011b\\9"), b"a\tb\\9".to_vec());
     }
 
     #[test]

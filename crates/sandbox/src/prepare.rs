@@ -1391,7 +1391,7 @@ fn guard_stage(
         mount_namespace: facts.mount_namespace,
         tcp_refused: facts.tcp_by_landlock,
         git_root_ids: crate::git_guard::identities(&git_roots),
-        git_root_ancestors: crate::git_guard::ancestors(&git_roots),
+        git_root_places: crate::git_guard::places_in_file_system(&git_roots),
         git_mounts: Arc::default(),
         git_roots,
         writable: facts.writable.to_vec(),

@@ -230,7 +230,58 @@ print("init", "made" if init.returncode == 0 else "refused")
             view.display()
         );
     }
+    // Directories in the workspace bound at other paths: Landlock grants
+    // the workspace by its top directory, which a path through such a
+    // mount does not pass, so nothing is written there at all.
+    let (d_view, lib_view) = (base.join("d-view"), base.join("lib-view"));
+    for (from, to) in [("d", &d_view), ("lib", &lib_view)] {
+        std::fs::create_dir_all(to).unwrap();
+        mount(&[
+            "--bind",
+            f.ws.join(from).to_str().unwrap(),
+            to.to_str().unwrap(),
+        ]);
+    }
+    let below = r##"
+import os, sys
+d, lib = sys.argv[1], sys.argv[2]
+def attempt(what, action):
+    try:
+        action()
+        print(what, "made")
+    except OSError:
+        print(what, "refused")
+def write(path, mode="a"):
+    with open(path, mode) as f:
+        f.write("#!/bin/sh\n")
+attempt("mkdir", lambda: os.mkdir(d + "/.git"))
+attempt("head", lambda: write(d + "/HEAD", "w"))
+attempt("hook", lambda: write(lib + "/.git/hooks/pre-commit", "w"))
+attempt("config", lambda: write(lib + "/.git/config"))
+attempt("plain", lambda: write(d + "/plain.txt", "w"))
+"##;
+    let out = f.run(
+        &prepared,
+        "python3",
+        &[
+            "-c",
+            below,
+            d_view.to_str().unwrap(),
+            lib_view.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(
+        stdout(&out).lines().collect::<Vec<_>>(),
+        [
+            "mkdir refused",
+            "head refused",
+            "hook refused",
+            "config refused",
+            "plain refused"
+        ]
+    );
     assert!(!f.ws.join(".git").exists());
+    assert!(!f.ws.join("d/.git").exists());
     assert!(!f.ws.join("lib/.git/hooks/pre-commit").exists());
     assert!(!f.ws.join("x/.git").exists());
     assert!(f.ws.join("plain.txt").exists());
