@@ -112,6 +112,15 @@ except OSError as e:
 '
 try mv a/b b2
 test -L b2/c/l && echo "link out" || echo "no link out"
+# Exchanged with a directory at the top: the same move.
+mkdir x2
+python3 -c '
+import ctypes, errno
+libc = ctypes.CDLL(None, use_errno=True)
+rc = libc.renameat2(-100, b"a/b", -100, b"x2", 2)
+print("exchanged" if rc == 0 else errno.errorcode[ctypes.get_errno()])
+'
+test -L x2/c/l && echo "link out" || echo "no link out"
 # A link leading out of the moved tree that stays in the workspace.
 mkdir -p a/d && ln -s ../../x a/d/l2
 python3 -c 'import os; os.rename("a/d", "deep/er/d"); print("renamed")'
@@ -121,7 +130,7 @@ touch pkg/node_modules/foo/bin/cli
 ln -s ../foo/bin/cli pkg/node_modules/.bin/cli
 ln -s /usr/bin/env pkg/node_modules/.bin/env
 mkdir -p moved
-python3 -c 'import os; os.rename("pkg", "moved/pkg"); print("renamed")'
+try mv pkg moved/pkg
 test -e moved/pkg/node_modules/.bin/cli && echo "cli there"
 "#;
     let out = f.run(&prepared, "bash", &["-c", script]);
@@ -132,8 +141,10 @@ test -e moved/pkg/node_modules/.bin/cli && echo "cli there"
             "EXDEV",
             "refused",
             "no link out",
+            "EXDEV",
+            "no link out",
             "renamed",
-            "renamed",
+            "made",
             "cli there"
         ]
     );
