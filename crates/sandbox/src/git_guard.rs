@@ -25,10 +25,20 @@
 //! Opens for writing are handed over too (`O_WRONLY`, `O_RDWR`,
 //! `O_TRUNC`): a config or hook of a nested repository is not opened for
 //! writing, with or without `O_CREAT` (Python's `r+`), nor hard-linked
-//! elsewhere to be written there. A symbolic link made in the workspace
-//! may not lead out of it into a place the sandbox may write (the temp
-//! dir, a cache) or through `/proc`: a person who `cd`s through it would
-//! run git in a repository made there.
+//! elsewhere to be written there (nor is a `.git` file). A symbolic link
+//! made in the workspace may not lead out of it into a place the sandbox
+//! may write (the temp dir, a cache) or through `/proc`: a person who
+//! `cd`s through it would run git in a repository made there. The worker
+//! judges that as it makes the link, and again for the links of a
+//! directory moved to another parent ([`PlaceJudge::may_move`]).
+//!
+//! A place is in the workspace by where it is in the workspace's file
+//! system, not only by the path the kernel names: a bind mount of the
+//! workspace elsewhere is the workspace ([`Places::dir_path`]). And once
+//! an entry is made, the worker looks the guarded names up in its
+//! directory: a file system that stores a name as another (vfat's
+//! `.git.` as `.git`) has the entry undone
+//! ([`PlaceJudge::is_a_guarded_name`]).
 //!
 //! No call is let through to the kernel after the check
 //! (`SECCOMP_USER_NOTIF_FLAG_CONTINUE` would have it read the path again,
@@ -760,7 +770,7 @@ impl Places<'_> {
         self.may_make_in(self.dir_path(parent), name)
     }
 
-    /// [`Judge::may_make`] for directory `dir` (`None`: not known).
+    /// [`Places::may_make`] for directory `dir` (`None`: not known).
     fn may_make_in(&self, dir: Option<PathBuf>, name: &[u8]) -> Result<(), i32> {
         let inside = dir
             .as_ref()
