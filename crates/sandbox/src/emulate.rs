@@ -768,6 +768,9 @@ pub(crate) struct Walker {
     pub(crate) tid: i32,
     /// Set when a walk went through a symbolic link of `/proc`.
     pub(crate) through_proc: std::cell::Cell<bool>,
+    /// The directory the last entry of the last walk was found in, when
+    /// it ended on an existing entry looked up by name.
+    pub(crate) last_parent: std::cell::Cell<Option<OwnedFd>>,
 }
 
 impl Walker {
@@ -777,6 +780,7 @@ impl Walker {
         if path.is_empty() {
             return Err(libc::ENOENT);
         }
+        self.last_parent.set(None);
         let mut pending: Vec<Vec<u8>> = Vec::new();
         push_components(&mut pending, path);
         let mut current = if path.first() == Some(&b'/') {
@@ -826,6 +830,7 @@ impl Walker {
             let mode = file_kind(&entry)?;
             if mode != libc::S_IFLNK || (is_last && last == Last::NoFollow) {
                 if is_last {
+                    self.last_parent.set(Some(current));
                     return Ok(Found::Existing(entry));
                 }
                 if mode != libc::S_IFDIR {

@@ -320,6 +320,7 @@ pub(crate) fn plan(asker: &Asker<'_>, nr: i64, args: &[u64; 6], policy: &Arc<Gua
         proc_self,
         tid: asker.tid,
         through_proc: std::cell::Cell::new(false),
+        last_parent: std::cell::Cell::new(None),
     };
     let judge = Judge {
         asker,
@@ -481,6 +482,14 @@ impl Judge<'_> {
                 };
                 if writes {
                     self.places.may_write(&file)?;
+                    // Opened by another spelling of a guarded name (vfat's
+                    // `.git.`, a case-folded one), which the path may show.
+                    let dir = self.places.walker.last_parent.take();
+                    if let (Some(dir), Some(id)) = (dir, identity(&file))
+                        && self.places.is_a_guarded_name(&dir, id)
+                    {
+                        return Err(libc::EPERM);
+                    }
                 }
                 Ok(Op::Reopen { file, flags, mode })
             }
@@ -752,6 +761,37 @@ impl Places<'_> {
         None
     }
 
+    /// Whether the entry `made` (its device and inode) in `parent` is, by
+    /// another spelling, a name the guard refuses there:
+    /// a file system that changes names as it stores them (vfat drops
+    /// trailing dots, a case-folding one folds more than ASCII) stored it
+    /// under that name.
+    fn is_a_guarded_name(&self, parent: &OwnedFd, made: (u64, u64)) -> bool {
+        // Looked up first (most are missing): where the directory is is
+        // asked only when one of them is the entry made.
+        let aliases: Vec<&[u8]> = ALL_GUARDED_NAMES
+            .into_iter()
+            .filter(|name| identity_at(parent, name) == Some(made))
+            .map(CStr::to_bytes)
+            .collect();
+        if aliases.is_empty() {
+            return false;
+        }
+        let dir = self.dir_path(parent);
+        if dir.as_ref().is_some_and(|d| !self.in_roots(d)) {
+            return false;
+        }
+        let nested = dir
+            .as_ref()
+            .is_some_and(|d| self.roots().iter().any(|r| in_a_nested_git_dir(d, r)));
+        let guarded: &[&[u8]] = if nested {
+            &GUARDED_IN_NESTED_GIT
+        } else {
+            &GUARDED_NAMES
+        };
+        aliases.iter().any(|alias| guarded.contains(alias))
+    }
+
     /// Whether `path` (a file's) names a program git runs in a nested
     /// repository.
     fn runs_in_nested(&self, path: &Path) -> bool {
@@ -980,35 +1020,10 @@ impl PlaceJudge {
     }
 
     /// Whether the entry `made` (its device and inode) just made in
-    /// `parent` is, by another spelling, a name the guard refuses there:
-    /// a file system that changes names as it stores them (vfat drops
-    /// trailing dots, a case-folding one folds more than ASCII) stored it
-    /// under that name.
+    /// `parent` is, by another spelling, a name the guard refuses there
+    /// ([`Places::is_a_guarded_name`]).
     pub(crate) fn is_a_guarded_name(&self, parent: &OwnedFd, made: (u64, u64)) -> bool {
-        // Looked up first (most are missing): where the directory is is
-        // asked only when one of them is the entry made.
-        let aliases: Vec<&[u8]> = ALL_GUARDED_NAMES
-            .into_iter()
-            .filter(|name| identity_at(parent, name) == Some(made))
-            .map(CStr::to_bytes)
-            .collect();
-        if aliases.is_empty() {
-            return false;
-        }
-        let places = self.places();
-        let dir = places.dir_path(parent);
-        if dir.as_ref().is_some_and(|d| !places.in_roots(d)) {
-            return false;
-        }
-        let nested = dir
-            .as_ref()
-            .is_some_and(|d| places.roots().iter().any(|r| in_a_nested_git_dir(d, r)));
-        let guarded: &[&[u8]] = if nested {
-            &GUARDED_IN_NESTED_GIT
-        } else {
-            &GUARDED_NAMES
-        };
-        aliases.iter().any(|alias| guarded.contains(alias))
+        self.places().is_a_guarded_name(parent, made)
     }
 }
 
@@ -1358,6 +1373,7 @@ mod tests {
                 // SAFETY: gettid cannot fail.
                 tid: unsafe { libc::gettid() },
                 through_proc: std::cell::Cell::new(false),
+                last_parent: std::cell::Cell::new(None),
             },
             policy: Arc::new(GuardPolicy {
                 listed: Vec::new(),

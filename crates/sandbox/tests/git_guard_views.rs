@@ -153,7 +153,7 @@ test -e moved/pkg/node_modules/.bin/cli && echo "cli there"
 }
 
 #[test]
-fn a_hard_link_to_a_dot_git_file_is_not_made_to_write_it_through() {
+fn a_dot_git_file_is_not_written_through_another_name() {
     if !test_support::needs(&["bash"]) || !guarded() {
         return;
     }
@@ -161,17 +161,24 @@ fn a_hard_link_to_a_dot_git_file_is_not_made_to_write_it_through() {
     let sub = f.ws.join("sub");
     std::fs::create_dir_all(&sub).unwrap();
     std::fs::write(sub.join(".git"), "gitdir: ../lib/.git\n").unwrap();
+    // A second name the person made for it, beside it, as a name stored
+    // otherwise would be (vfat opens `.git` for `.git.`).
+    std::fs::hard_link(sub.join(".git"), sub.join("alias")).unwrap();
+    std::fs::write(sub.join("plain"), "").unwrap();
     let prepared = prepare(&f);
     let script = r#"
 try() { if "$@" 2>/dev/null; then echo made; else echo refused; fi; }
 try ln sub/.git y
 try bash -c 'echo "gitdir: /tmp/evil" > y'
+try bash -c 'echo "gitdir: /tmp/evil" > sub/alias'
+try bash -c 'echo "gitdir: /tmp/evil" >> sub/alias'
+try bash -c 'echo x > sub/plain'
 "#;
     let out = f.run(&prepared, "bash", &["-c", script]);
     // `y` is then a file of its own.
     assert_eq!(
         stdout(&out).lines().collect::<Vec<_>>(),
-        ["refused", "made"]
+        ["refused", "made", "refused", "refused", "made"]
     );
     assert_eq!(
         std::fs::read_to_string(sub.join(".git")).unwrap(),
