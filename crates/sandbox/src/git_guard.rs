@@ -240,7 +240,18 @@ fn decode(nr: i64, args: &[u64; 6]) -> Option<Call> {
 /// Whether `name` is one git takes for a repository: `.git` (in any case,
 /// for case-folding file systems) or `HEAD`.
 pub(crate) fn names_a_repository(name: &[u8]) -> bool {
+    let name = plain(name);
     name.eq_ignore_ascii_case(b".git") || name.eq_ignore_ascii_case(b"HEAD")
+}
+
+/// `name` as a file system that drops trailing dots and spaces (vfat)
+/// stores it: every name rule compares this, in any ASCII case.
+fn plain(name: &[u8]) -> &[u8] {
+    let kept = name
+        .iter()
+        .rposition(|&b| b != b'.' && b != b' ')
+        .map_or(0, |i| i + 1);
+    name.get(..kept).unwrap_or_default()
 }
 
 /// Whether `dir` is in a `.git` directory (any case) deeper below `root`
@@ -250,7 +261,7 @@ fn in_a_nested_git_dir(dir: &Path, root: &Path) -> bool {
         below
             .components()
             .skip(1)
-            .any(|c| c.as_os_str().as_bytes().eq_ignore_ascii_case(b".git"))
+            .any(|c| plain(c.as_os_str().as_bytes()).eq_ignore_ascii_case(b".git"))
     })
 }
 
@@ -266,8 +277,8 @@ fn names_what_git_runs(dir: &Path, name: &[u8], root: &Path) -> bool {
     };
     let parts: Vec<&[u8]> = below
         .components()
-        .map(|c| c.as_os_str().as_bytes())
-        .chain(std::iter::once(name))
+        .map(|c| plain(c.as_os_str().as_bytes()))
+        .chain(std::iter::once(plain(name)))
         .collect();
     let Some(git) = parts
         .iter()
@@ -278,7 +289,7 @@ fn names_what_git_runs(dir: &Path, name: &[u8], root: &Path) -> bool {
         return false;
     };
     let inside = &parts[git + 1..];
-    let lower = name.to_ascii_lowercase();
+    let lower = plain(name).to_ascii_lowercase();
     // A hooks directory at any depth: a submodule's git directory is
     // `.git/modules/NAME/`, with hooks of its own.
     inside
@@ -823,7 +834,7 @@ impl Places<'_> {
             .is_some_and(|d| self.roots().iter().any(|r| in_a_nested_git_dir(d, r)));
         if names_a_repository(name)
             && inside != Some(false)
-            && !(in_nested_git && name.eq_ignore_ascii_case(b"HEAD"))
+            && !(in_nested_git && plain(name).eq_ignore_ascii_case(b"HEAD"))
         {
             return Err(libc::EPERM);
         }
@@ -1332,6 +1343,9 @@ mod tests {
         );
         assert!(names_a_repository(b".GIT") && names_a_repository(b"HEAD"));
         assert!(!names_a_repository(b"config") && !names_a_repository(b".gitignore"));
+        // As vfat stores them.
+        assert!(names_a_repository(b".git.") && names_a_repository(b"HEAD. ."));
+        assert!(!names_a_repository(b".") && !names_a_repository(b".git.x"));
         let root = Path::new("/ws");
         let runs =
             |dir: &str, name: &str| names_what_git_runs(Path::new(dir), name.as_bytes(), root);
@@ -1340,6 +1354,8 @@ mod tests {
         assert!(runs("/ws/vendor/lib/.git", "hooks"));
         assert!(runs("/ws/a/.GIT/worktrees/x", "config.worktree"));
         assert!(runs("/ws/a/.git", "commondir"));
+        assert!(runs("/ws/a/.git.", "config."));
+        assert!(runs("/ws/a/.git/hooks.", "pre-commit"));
         assert!(!runs("/ws/vendor/lib/.git", "index.lock"));
         assert!(!runs("/ws/vendor/lib/.git/objects/ab", "tmp_obj_x"));
         assert!(!runs("/ws/vendor/lib", "config"));

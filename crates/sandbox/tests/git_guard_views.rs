@@ -173,12 +173,13 @@ try bash -c 'echo "gitdir: /tmp/evil" > y'
 try bash -c 'echo "gitdir: /tmp/evil" > sub/alias'
 try bash -c 'echo "gitdir: /tmp/evil" >> sub/alias'
 try bash -c 'echo x > sub/plain'
+try mkdir sub2 .git.
 "#;
     let out = f.run(&prepared, "bash", &["-c", script]);
     // `y` is then a file of its own.
     assert_eq!(
         stdout(&out).lines().collect::<Vec<_>>(),
-        ["refused", "made", "refused", "refused", "made"]
+        ["refused", "made", "refused", "refused", "made", "refused"]
     );
     assert_eq!(
         std::fs::read_to_string(sub.join(".git")).unwrap(),
