@@ -265,6 +265,22 @@ fn in_a_nested_git_dir(dir: &Path, root: &Path) -> bool {
     })
 }
 
+/// How many directories `dir` is below the first `.git` (any case) deeper
+/// below `root` than its top; `None` when it is in none.
+fn levels_below_nested_git(dir: &Path, root: &Path) -> Option<usize> {
+    let below = dir.strip_prefix(root).ok()?;
+    let parts: Vec<&[u8]> = below
+        .components()
+        .map(|c| plain(c.as_os_str().as_bytes()))
+        .collect();
+    let git = parts
+        .iter()
+        .skip(1)
+        .position(|p| p.eq_ignore_ascii_case(b".git"))?
+        + 1;
+    Some(parts.len() - git - 1)
+}
+
 /// Whether entry `name` of directory `dir` is, in a `.git` directory
 /// (any case) deeper below `root` than its top (the top one is mounted
 /// read-only), one that can name a program git runs or a git directory
@@ -492,15 +508,8 @@ impl Judge<'_> {
                     file
                 };
                 if writes {
-                    self.places.may_write(&file)?;
-                    // Opened by another spelling of a guarded name (vfat's
-                    // `.git.`, a case-folded one), which the path may show.
                     let dir = self.places.walker.last_parent.take();
-                    if let (Some(dir), Some(id)) = (dir, identity(&file))
-                        && self.places.is_a_guarded_name(&dir, id)
-                    {
-                        return Err(libc::EPERM);
-                    }
+                    self.places.may_write(&file, dir)?;
                 }
                 Ok(Op::Reopen { file, flags, mode })
             }
@@ -818,7 +827,39 @@ impl Places<'_> {
     /// repository in the workspace (or where that cannot be told), or what
     /// git runs in a nested repository.
     fn may_make(&self, parent: &OwnedFd, name: &[u8]) -> Result<(), i32> {
-        self.may_make_in(self.dir_path(parent), name)
+        let dir = self.dir_path(parent);
+        if dir.as_deref().is_some_and(|d| self.in_hooks(parent, d)) {
+            return Err(libc::EPERM);
+        }
+        self.may_make_in(dir, name)
+    }
+
+    /// Whether directory `dir`, at `path` in a nested `.git`, is its
+    /// `hooks` directory or below it by identity: each directory from
+    /// `dir` up to the `.git` is compared with the `hooks` entry of its
+    /// parent (a case-folding file system finds `hooks` by another
+    /// spelling, which the path then shows).
+    fn in_hooks(&self, dir: &OwnedFd, path: &Path) -> bool {
+        let Some(levels) = self
+            .roots()
+            .iter()
+            .find_map(|r| levels_below_nested_git(path, r))
+        else {
+            return false;
+        };
+        let Ok(mut current) = dir.try_clone() else {
+            return false;
+        };
+        for _ in 0..levels {
+            let Ok(up) = crate::emulate::open_path(&current, b"..", libc::O_DIRECTORY) else {
+                return false;
+            };
+            if identity(&current).is_some() && identity_at(&up, c"hooks") == identity(&current) {
+                return true;
+            }
+            current = up;
+        }
+        false
     }
 
     /// [`Places::may_make`] for directory `dir` (`None`: not known).
@@ -854,7 +895,12 @@ impl Places<'_> {
     /// Refuses opening for writing a file that names a program git runs in
     /// a nested repository (a config opened without `O_CREAT`: Python's
     /// `r+`), or one that names a repository (an existing `.git` file).
-    fn may_write(&self, file: &OwnedFd) -> Result<(), i32> {
+    ///
+    /// `dir`, the directory the file was found in by name, is looked at
+    /// by identity too: a guarded name there that holds this very file
+    /// (vfat opens `.git` for `.git.`), or a nested repository's `hooks`
+    /// reached by another spelling.
+    fn may_write(&self, file: &OwnedFd, dir: Option<OwnedFd>) -> Result<(), i32> {
         let Some(kernel) = crate::emulate::path_of(file) else {
             return Ok(());
         };
@@ -863,6 +909,12 @@ impl Places<'_> {
             return Err(libc::EPERM);
         };
         if self.runs_in_nested(&path) {
+            return Err(libc::EPERM);
+        }
+        if let Some(dir) = dir
+            && (identity(file).is_some_and(|id| self.is_a_guarded_name(&dir, id))
+                || path.parent().is_some_and(|p| self.in_hooks(&dir, p)))
+        {
             return Err(libc::EPERM);
         }
         // Writing an entry that names a repository is making it anew (a
@@ -1368,6 +1420,11 @@ mod tests {
         assert!(in_a_nested_git_dir(Path::new("/ws/lib/.git"), root));
         assert!(!in_a_nested_git_dir(Path::new("/ws/.git/logs"), root));
         assert!(!in_a_nested_git_dir(Path::new("/ws/lib"), root));
+        let levels = |dir: &str| levels_below_nested_git(Path::new(dir), root);
+        assert_eq!(levels("/ws/lib/.git"), Some(0));
+        assert_eq!(levels("/ws/lib/.git/modules/x/hooks"), Some(3));
+        assert_eq!(levels("/ws/.git/hooks"), None);
+        assert_eq!(levels("/ws/lib"), None);
     }
 
     /// A judge for a workspace `ws`, with `writable` the places outside

@@ -191,7 +191,7 @@ try mkdir sub2 .git.
 fn a_second_view_of_the_workspace_is_the_workspace() {
     if !inner() {
         if test_support::needs_root("a bind mount")
-            && test_support::needs(&["unshare", "mount", "python3", "git"])
+            && test_support::needs(&["unshare", "mount", "umount", "python3", "git"])
             && guarded()
         {
             run_in_private_mounts("a_second_view_of_the_workspace_is_the_workspace");
@@ -201,13 +201,23 @@ fn a_second_view_of_the_workspace_is_the_workspace() {
     let f = Fixture::new("git-guard-views-");
     nested_repository(&f.ws);
     std::fs::create_dir_all(f.ws.join("d")).unwrap();
-    // The workspace itself at another path, and the directory above it.
-    let base = f.ws.parent().unwrap();
-    let (view, above) = (base.join("view"), base.join("above"));
-    std::fs::create_dir_all(&view).unwrap();
-    std::fs::create_dir_all(&above).unwrap();
-    mount(&["--bind", f.ws.to_str().unwrap(), view.to_str().unwrap()]);
-    mount(&["--bind", base.to_str().unwrap(), above.to_str().unwrap()]);
+    let base = f.ws.parent().unwrap().to_path_buf();
+    // The workspace itself at another path, and the directory above it;
+    // directories in it at other paths; a nested repository's hooks
+    // under another name in its `.git` (as a case-folding file system
+    // finds `hooks` by another spelling). All made before the sandbox,
+    // whose mount namespace is a copy.
+    let binds = [
+        (f.ws.clone(), base.join("view")),
+        (base.clone(), base.join("above")),
+        (f.ws.join("d"), base.join("d-view")),
+        (f.ws.join("lib"), base.join("lib-view")),
+        (f.ws.join("lib/.git/hooks"), f.ws.join("lib/.git/hk")),
+    ];
+    for (from, to) in &binds {
+        std::fs::create_dir_all(to).unwrap();
+        mount(&["--bind", from.to_str().unwrap(), to.to_str().unwrap()]);
+    }
     let prepared = prepare(&f);
     let script = r##"
 import os, subprocess, sys
@@ -229,7 +239,7 @@ attempt("plain", lambda: write(view + "/plain.txt", "w"))
 init = subprocess.run(["git", "init", "-q", view + "/x"], capture_output=True)
 print("init", "made" if init.returncode == 0 else "refused")
 "##;
-    for view in [view, above.join("ws")] {
+    for view in [base.join("view"), base.join("above/ws")] {
         let out = f.run(
             &prepared,
             "python3",
@@ -249,56 +259,48 @@ print("init", "made" if init.returncode == 0 else "refused")
             view.display()
         );
     }
-    // Directories in the workspace bound at other paths: Landlock grants
-    // the workspace by its top directory, which a path through such a
-    // mount does not pass, so nothing is written there at all.
-    let (d_view, lib_view) = (base.join("d-view"), base.join("lib-view"));
-    for (from, to) in [("d", &d_view), ("lib", &lib_view)] {
-        std::fs::create_dir_all(to).unwrap();
-        mount(&[
-            "--bind",
-            f.ws.join(from).to_str().unwrap(),
-            to.to_str().unwrap(),
-        ]);
-    }
+    // Directories in the workspace bound elsewhere: Landlock grants the
+    // workspace by its top directory, which a path through such a mount
+    // does not pass, so nothing at all is written there.
     let below = r##"
-import os, sys
-d, lib = sys.argv[1], sys.argv[2]
-def attempt(what, action):
-    try:
-        action()
-        print(what, "made")
-    except OSError:
-        print(what, "refused")
-def write(path, mode="a"):
-    with open(path, mode) as f:
-        f.write("#!/bin/sh\n")
-attempt("mkdir", lambda: os.mkdir(d + "/.git"))
-attempt("head", lambda: write(d + "/HEAD", "w"))
-attempt("hook", lambda: write(lib + "/.git/hooks/pre-commit", "w"))
-attempt("config", lambda: write(lib + "/.git/config"))
-attempt("plain", lambda: write(d + "/plain.txt", "w"))
+try() { if "$@" 2>/dev/null; then echo made; else echo refused; fi; }
+try mkdir "$1/.git"
+try bash -c "echo x > '$1/plain.txt'"
+try bash -c "echo x > '$2/.git/hooks/pre-commit'"
 "##;
+    let (d_view, lib_view) = (base.join("d-view"), base.join("lib-view"));
     let out = f.run(
         &prepared,
-        "python3",
+        "bash",
         &[
             "-c",
             below,
+            "below",
             d_view.to_str().unwrap(),
             lib_view.to_str().unwrap(),
         ],
     );
     assert_eq!(
         stdout(&out).lines().collect::<Vec<_>>(),
-        [
-            "mkdir refused",
-            "head refused",
-            "hook refused",
-            "config refused",
-            "plain refused"
-        ]
+        ["refused", "refused", "refused"]
     );
+    // The hooks under another name, in the workspace: refused by identity.
+    let hooks = r##"
+try() { if "$@" 2>/dev/null; then echo made; else echo refused; fi; }
+try bash -c 'echo "#!/bin/sh" > lib/.git/hk/pre-commit'
+try bash -c 'echo "#!/bin/sh" >> lib/.git/hk/pre-commit.sample'
+try mkdir lib/.git/hk/sub
+try bash -c 'echo x > lib/.git/description'
+"##;
+    let out = f.run(&prepared, "bash", &["-c", hooks]);
+    assert_eq!(
+        stdout(&out).lines().collect::<Vec<_>>(),
+        ["refused", "refused", "refused", "made"]
+    );
+    for (_, to) in binds.iter().rev() {
+        let out = Command::new("umount").arg(to).output().unwrap();
+        assert!(out.status.success(), "umount {}: {out:?}", to.display());
+    }
     assert!(!f.ws.join(".git").exists());
     assert!(!f.ws.join("d/.git").exists());
     assert!(!f.ws.join("lib/.git/hooks/pre-commit").exists());
