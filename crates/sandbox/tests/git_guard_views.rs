@@ -384,3 +384,175 @@ print(os.path.exists(".git"), os.path.exists("HEAD"))
     let out = Command::new("umount").arg(&f.ws).output().unwrap();
     assert!(out.status.success(), "umount: {out:?}");
 }
+
+/// A file system in memory, served over `/dev/fuse`, that drops U+200B
+/// (ZERO WIDTH SPACE) from every name as a file system with ignorable
+/// characters does: `.gi\u200bt` is stored, and found, as `.git`.
+const IGNORING_FS: &str = r##"
+# A file system in memory that drops U+200B (ZERO WIDTH SPACE) from every
+# name, as a file system with ignorable characters does: ".gi\u200bt" is
+# stored, and found, as ".git".
+import ctypes, errno, os, struct, sys, stat
+
+target = sys.argv[1].encode()
+fd = os.open("/dev/fuse", os.O_RDWR)
+libc = ctypes.CDLL(None, use_errno=True)
+opts = b"fd=%d,rootmode=40000,user_id=0,group_id=0,allow_other" % fd
+if libc.mount(b"toyfs", target, b"fuse.toyfs", 0, opts) != 0:
+    print("mount failed", os.strerror(ctypes.get_errno()), flush=True)
+    sys.exit(1)
+
+ZWSP = "\u200b".encode()
+nodes = {1: {"mode": stat.S_IFDIR | 0o755, "children": {}, "parent": 1}}
+next_id = [2]
+
+def attr(nid):
+    n = nodes[nid]
+    return struct.pack("<QQQQQQIIIIIIIIII", nid, 0, 0, 0, 0, 0, 0, 0, 0,
+                       n["mode"], 2, 0, 0, 0, 4096, 0)
+
+def entry(nid):
+    return struct.pack("<QQQQII", nid, 0, 0, 0, 0, 0) + attr(nid)
+
+def reply(unique, err=0, body=b""):
+    os.write(fd, struct.pack("<IiQ", 16 + len(body), -err, unique) + body)
+
+def name_of(data):
+    return data.split(b"\0", 1)[0].replace(ZWSP, b"")
+
+while True:
+    try:
+        req = os.read(fd, 1 << 20 | 4096)
+    except OSError as e:
+        if e.errno in (errno.ENODEV,):
+            break
+        if e.errno in (errno.EINTR, errno.ENOENT):
+            continue
+        raise
+    length, op, unique, nid = struct.unpack_from("<IIQQ", req)
+    body = req[40:length]
+    if op == 26:  # INIT
+        major, minor, readahead, flags = struct.unpack_from("<IIII", body)
+        out = struct.pack("<IIIIHHIIHHII", 7, 31, readahead, 0, 16, 12, 65536, 1, 32, 0, 0, 0)
+        reply(unique, 0, out + b"\0" * (64 - len(out)))
+        print("ready", flush=True)
+    elif op == 1:  # LOOKUP
+        child = nodes.get(nid, {}).get("children", {}).get(name_of(body))
+        if child is None:
+            reply(unique, errno.ENOENT)
+        else:
+            reply(unique, 0, entry(child))
+    elif op in (2, 42, 36):  # FORGET, BATCH_FORGET, INTERRUPT
+        pass
+    elif op == 3:  # GETATTR
+        if nid in nodes:
+            reply(unique, 0, struct.pack("<QII", 0, 0, 0) + attr(nid))
+        else:
+            reply(unique, errno.ENOENT)
+    elif op == 9:  # MKDIR
+        mode, umask = struct.unpack_from("<II", body)
+        name = name_of(body[8:])
+        children = nodes[nid]["children"]
+        if name in children:
+            reply(unique, errno.EEXIST)
+        else:
+            new = next_id[0]
+            next_id[0] += 1
+            nodes[new] = {"mode": stat.S_IFDIR | (mode & 0o7777 & ~umask), "children": {}, "parent": nid}
+            children[name] = new
+            reply(unique, 0, entry(new))
+    elif op == 11:  # RMDIR
+        name = name_of(body)
+        children = nodes[nid]["children"]
+        child = children.get(name)
+        if child is None:
+            reply(unique, errno.ENOENT)
+        elif nodes[child]["children"]:
+            reply(unique, errno.ENOTEMPTY)
+        else:
+            del children[name]
+            reply(unique, 0)
+    elif op == 27:  # OPENDIR
+        reply(unique, 0, struct.pack("<QII", 0, 0, 0))
+    elif op == 28:  # READDIR
+        fh, offset, size = struct.unpack_from("<QQI", body)
+        out = b""
+        names = [(b".", nid), (b"..", nodes[nid]["parent"])] + sorted(nodes[nid]["children"].items())
+        for i, (name, child) in enumerate(names):
+            if i < offset:
+                continue
+            kind = 4  # DT_DIR
+            rec = struct.pack("<QQII", child, i + 1, len(name), kind) + name
+            rec += b"\0" * ((8 - len(rec) % 8) % 8)
+            if len(out) + len(rec) > size:
+                break
+            out += rec
+        reply(unique, 0, out)
+    elif op in (29, 25, 18, 30, 34, 38):  # RELEASEDIR FLUSH RELEASE FSYNCDIR ACCESS DESTROY
+        reply(unique, 0)
+    elif op == 17:  # STATFS
+        reply(unique, 0, struct.pack("<QQQQQIIII", 1000, 1000, 1000, 1000, 1000, 4096, 255, 4096, 0) + b"\0" * 24)
+    else:
+        reply(unique, errno.ENOSYS)
+"##;
+
+#[test]
+fn a_file_system_that_ignores_characters_in_names_makes_no_repository() {
+    if !inner() {
+        if kernel_has("fuse")
+            && std::path::Path::new("/dev/fuse").exists()
+            && test_support::needs_root("a FUSE mount")
+            && test_support::needs(&["unshare", "umount", "python3"])
+            && guarded()
+        {
+            run_in_private_mounts(
+                "a_file_system_that_ignores_characters_in_names_makes_no_repository",
+            );
+        }
+        return;
+    }
+    use std::io::BufRead as _;
+    let f = Fixture::new("git-guard-views-");
+    let server = f.ws.parent().unwrap().join("ignoring-fs.py");
+    std::fs::write(&server, IGNORING_FS).unwrap();
+    let mut child = Command::new("python3")
+        .arg(&server)
+        .arg(&f.ws)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut ready = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut ready)
+        .unwrap();
+    assert_eq!(ready.trim(), "ready");
+    let prepared = prepare(&f);
+    let script = r#"
+import os
+for name in (".gi\u200bt", "HE\u200bAD", "o\u200bk"):
+    try:
+        os.mkdir(name)
+        print(name.replace("\u200b", "+"), "made")
+    except OSError:
+        print(name.replace("\u200b", "+"), "refused")
+print(os.path.exists(".git"), os.path.exists("HEAD"), os.path.exists("ok"))
+"#;
+    let out = f.run(&prepared, "python3", &["-c", script]);
+    let umount = Command::new("umount")
+        .arg("-l")
+        .arg(&f.ws)
+        .output()
+        .unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(umount.status.success(), "umount: {umount:?}");
+    assert_eq!(
+        stdout(&out).lines().collect::<Vec<_>>(),
+        [
+            ".gi+t refused",
+            "HE+AD refused",
+            "o+k made",
+            "False False True"
+        ]
+    );
+}
