@@ -95,6 +95,16 @@ pub(crate) struct GuardPolicy {
     /// The workspace roots where no repository may be made
     /// ([`crate::git_guard`]); empty: the guard of repositories is off.
     pub git_roots: Vec<PathBuf>,
+    /// The (device, inode) of each of `git_roots`, in order: a directory
+    /// whose path is elsewhere but that has one of them above it is in the
+    /// workspace (a second view of it).
+    pub git_root_ids: Vec<Option<(u64, u64)>>,
+    /// Each of `git_roots`' place in its file system (its mount's root
+    /// and the names below the mount point): a place in another mount of
+    /// that file system below it is in the workspace.
+    pub git_root_places: Vec<Option<PathBuf>>,
+    /// What the guard learnt of such mounts.
+    pub git_mounts: Arc<crate::git_guard::Mounts>,
     /// Every path the sandbox may write (a symbolic link in the workspace
     /// may not lead out of it into one of these).
     pub writable: Vec<PathBuf>,
@@ -726,10 +736,10 @@ impl Supervisor {
         match plan {
             crate::git_guard::Plan::Fail(errno) => respond(&self.listener, request.id, errno),
             crate::git_guard::Plan::Continue => respond_continue(&self.listener, request.id),
-            crate::git_guard::Plan::Make { umask, op } => {
+            crate::git_guard::Plan::Make { umask, op, judge } => {
                 self.policy
                     .emulator
-                    .submit(&self.listener, request.id, umask, op);
+                    .submit(&self.listener, request.id, umask, op, judge);
             }
         }
     }

@@ -124,6 +124,7 @@ struct Job {
     id: u64,
     umask: u32,
     op: Op,
+    judge: Box<crate::git_guard::PlaceJudge>,
 }
 
 /// The worker of one sandbox: a thread restricted by the sandbox's
@@ -142,13 +143,21 @@ impl Emulator {
 
     /// Makes `op` for request `id` and answers it, on the worker; the
     /// process waits for the answer, this thread does not.
-    pub(crate) fn submit(&self, listener: &Arc<OwnedFd>, id: u64, umask: u32, op: Op) {
+    pub(crate) fn submit(
+        &self,
+        listener: &Arc<OwnedFd>,
+        id: u64,
+        umask: u32,
+        op: Op,
+        judge: Box<crate::git_guard::PlaceJudge>,
+    ) {
         let worker = self.worker.get_or_init(|| self.start());
         let job = Job {
             listener: Arc::clone(listener),
             id,
             umask,
             op,
+            judge,
         };
         let sent = match worker {
             Some(sender) => sender.send(job).map_err(|e| e.0),
@@ -249,10 +258,17 @@ fn drop_capabilities() -> io::Result<()> {
     Ok(())
 }
 
-/// Makes one call and answers it.
+/// Makes one call and answers it. What depends on the moment is judged
+/// here, just before (where a symbolic link leads, the links of a
+/// directory moved) and just after (whether the entry made is a guarded
+/// name by another spelling: then it is undone and refused).
 fn run(job: Job) {
     let Job {
-        listener, id, op, ..
+        listener,
+        id,
+        op,
+        judge,
+        ..
     } = job;
     let answer = |result: Result<(), i32>| {
         crate::connect_guard::respond(&listener, id, result.err().unwrap_or(0));
@@ -263,7 +279,7 @@ fn run(job: Job) {
         Op::Mkdir { parent, name, mode } => {
             // SAFETY: a descriptor we own and a NUL-terminated name.
             let rc = unsafe { libc::mkdirat(parent.as_raw_fd(), name.as_ptr(), mode) };
-            answer(check(rc));
+            answer(check(rc).and_then(|()| keep_made(&judge, &parent, &name, libc::AT_REMOVEDIR)));
         }
         Op::Mknod {
             parent,
@@ -273,18 +289,31 @@ fn run(job: Job) {
         } => {
             // SAFETY: a descriptor we own and a NUL-terminated name.
             let rc = unsafe { libc::mknodat(parent.as_raw_fd(), name.as_ptr(), mode, dev) };
-            answer(check(rc));
+            answer(check(rc).and_then(|()| keep_made(&judge, &parent, &name, 0)));
         }
         Op::Symlink {
             target,
             parent,
             name,
         } => {
+            if let Err(errno) = judge.may_point(&parent, target.as_bytes()) {
+                return answer(Err(errno));
+            }
             // SAFETY: a descriptor we own and NUL-terminated strings.
             let rc = unsafe { libc::symlinkat(target.as_ptr(), parent.as_raw_fd(), name.as_ptr()) };
-            answer(check(rc));
+            answer(check(rc).and_then(|()| keep_made(&judge, &parent, &name, 0)));
         }
         Op::Link { old, parent, name } => {
+            // A hard link to a symbolic link is a symbolic link made here.
+            let target = match &old {
+                LinkSource::Entry(dir, old_name) => link_target(dir, old_name),
+                LinkSource::File(file) => symlink_target(file),
+            };
+            if let Ok(target) = target
+                && let Err(errno) = judge.may_point(&parent, &target)
+            {
+                return answer(Err(errno));
+            }
             let rc = match &old {
                 LinkSource::File(file) => match self_fd_path(file) {
                     // SAFETY: a NUL-terminated path, a descriptor we own
@@ -311,7 +340,7 @@ fn run(job: Job) {
                     )
                 },
             };
-            answer(check(rc));
+            answer(check(rc).and_then(|()| keep_made(&judge, &parent, &name, 0)));
         }
         Op::Rename {
             old_parent,
@@ -319,31 +348,109 @@ fn run(job: Job) {
             parent,
             name,
             flags,
-        } => {
-            // SAFETY: descriptors we own and NUL-terminated names.
-            let rc = unsafe {
-                libc::syscall(
-                    libc::SYS_renameat2,
-                    old_parent.as_raw_fd(),
-                    old_name.as_ptr(),
-                    parent.as_raw_fd(),
-                    name.as_ptr(),
-                    flags,
-                )
-            };
-            answer(check(rc as libc::c_int));
-        }
+        } => answer(rename(
+            &judge,
+            &old_parent,
+            &old_name,
+            &parent,
+            &name,
+            flags,
+        )),
         Op::Create {
             parent,
             name,
             flags,
             mode,
         } => match create(&parent, &name, flags, mode) {
-            Ok(file) => hand_over(&listener, id, &file, flags),
+            Ok((file, created)) => {
+                let made = crate::git_guard::identity(&file);
+                if made.is_some_and(|made| judge.is_a_guarded_name(&parent, made)) {
+                    drop(file);
+                    if created {
+                        // SAFETY: a descriptor we own and a NUL-terminated name.
+                        unsafe { libc::unlinkat(parent.as_raw_fd(), name.as_ptr(), 0) };
+                    }
+                    return answer(Err(libc::EPERM));
+                }
+                hand_over(&listener, id, &file, flags);
+            }
             Err(errno) => answer(Err(errno)),
         },
         Op::Reopen { file, flags, mode } => reopen(listener, id, file, flags, mode),
     }
+}
+
+/// Keeps entry `name` just made in `parent` unless it is a guarded name by
+/// another spelling ([`crate::git_guard::PlaceJudge::is_a_guarded_name`]):
+/// then removes it (`unlinkat` with `remove_flags`) and refuses.
+fn keep_made(
+    judge: &crate::git_guard::PlaceJudge,
+    parent: &OwnedFd,
+    name: &CString,
+    remove_flags: i32,
+) -> Result<(), i32> {
+    let Some(made) = crate::git_guard::identity_at(parent, name) else {
+        // Removed already by the process.
+        return Ok(());
+    };
+    if !judge.is_a_guarded_name(parent, made) {
+        return Ok(());
+    }
+    // SAFETY: a descriptor we own and a NUL-terminated name.
+    unsafe { libc::unlinkat(parent.as_raw_fd(), name.as_ptr(), remove_flags) };
+    Err(libc::EPERM)
+}
+
+/// A rename: a symbolic link or a directory moved is judged where it
+/// lands (both ways for an exchange); an entry that would replace a
+/// guarded name by another spelling is refused before, one that lands as
+/// one is moved back after.
+fn rename(
+    judge: &crate::git_guard::PlaceJudge,
+    old_parent: &OwnedFd,
+    old_name: &CString,
+    parent: &OwnedFd,
+    name: &CString,
+    flags: u32,
+) -> Result<(), i32> {
+    let exchange = flags & libc::RENAME_EXCHANGE != 0;
+    judge.may_move(old_parent, old_name, parent, name)?;
+    if exchange {
+        judge.may_move(parent, name, old_parent, old_name)?;
+    }
+    // An entry there that a guarded name holds too.
+    let guarded = |dir: &OwnedFd, entry: &CString| {
+        crate::git_guard::identity_at(dir, entry).is_some_and(|id| judge.is_a_guarded_name(dir, id))
+    };
+    if guarded(parent, name) || (exchange && guarded(old_parent, old_name)) {
+        return Err(libc::EPERM);
+    }
+    let call =
+        |from: &OwnedFd, from_name: &CString, to: &OwnedFd, to_name: &CString, flags: u32| {
+            // SAFETY: descriptors we own and NUL-terminated names.
+            let rc = unsafe {
+                libc::syscall(
+                    libc::SYS_renameat2,
+                    from.as_raw_fd(),
+                    from_name.as_ptr(),
+                    to.as_raw_fd(),
+                    to_name.as_ptr(),
+                    flags,
+                )
+            };
+            check(rc as libc::c_int)
+        };
+    call(old_parent, old_name, parent, name, flags)?;
+    if guarded(parent, name) || (exchange && guarded(old_parent, old_name)) {
+        let back = if exchange {
+            libc::RENAME_EXCHANGE
+        } else {
+            libc::RENAME_NOREPLACE
+        };
+        let _ = call(parent, name, old_parent, old_name, back);
+        return Err(libc::EPERM);
+    }
+    Ok(())
 }
 
 fn check(rc: libc::c_int) -> Result<(), i32> {
@@ -363,8 +470,8 @@ const OPEN_ALWAYS: i32 = libc::O_CLOEXEC | libc::O_NOCTTY;
 
 /// Creates `name` in `parent` for an `open` with `O_CREAT`; when it
 /// appeared since the walk (and the call did not ask `O_EXCL`), opens
-/// what is there without following a link.
-fn create(parent: &OwnedFd, name: &CString, flags: i32, mode: u32) -> Result<OwnedFd, i32> {
+/// what is there without following a link. Says whether it created it.
+fn create(parent: &OwnedFd, name: &CString, flags: i32, mode: u32) -> Result<(OwnedFd, bool), i32> {
     let open = |flags: i32| {
         // SAFETY: a directory descriptor we own and a NUL-terminated name.
         let fd = unsafe {
@@ -382,12 +489,12 @@ fn create(parent: &OwnedFd, name: &CString, flags: i32, mode: u32) -> Result<Own
             Ok(unsafe { OwnedFd::from_raw_fd(fd) })
         }
     };
-    let file = match open(flags | libc::O_EXCL) {
-        Err(libc::EEXIST) if flags & libc::O_EXCL == 0 => open(flags & !libc::O_CREAT)?,
-        other => other?,
+    let (file, created) = match open(flags | libc::O_EXCL) {
+        Err(libc::EEXIST) if flags & libc::O_EXCL == 0 => (open(flags & !libc::O_CREAT)?, false),
+        other => (other?, true),
     };
     restore_blocking(&file, flags);
-    Ok(file)
+    Ok((file, created))
 }
 
 /// Clears the `O_NONBLOCK` the worker opened with when the call did not
@@ -661,6 +768,9 @@ pub(crate) struct Walker {
     pub(crate) tid: i32,
     /// Set when a walk went through a symbolic link of `/proc`.
     pub(crate) through_proc: std::cell::Cell<bool>,
+    /// The directory the last entry of the last walk was found in, when
+    /// it ended on an existing entry looked up by name.
+    pub(crate) last_parent: std::cell::Cell<Option<OwnedFd>>,
 }
 
 impl Walker {
@@ -670,6 +780,7 @@ impl Walker {
         if path.is_empty() {
             return Err(libc::ENOENT);
         }
+        self.last_parent.set(None);
         let mut pending: Vec<Vec<u8>> = Vec::new();
         push_components(&mut pending, path);
         let mut current = if path.first() == Some(&b'/') {
@@ -719,6 +830,7 @@ impl Walker {
             let mode = file_kind(&entry)?;
             if mode != libc::S_IFLNK || (is_last && last == Last::NoFollow) {
                 if is_last {
+                    self.last_parent.set(Some(current));
                     return Ok(Found::Existing(entry));
                 }
                 if mode != libc::S_IFDIR {
@@ -878,7 +990,12 @@ fn read_link(link: &OwnedFd) -> Result<Vec<u8>, i32> {
 
 /// The target of entry `name` of `dir` if it is a symbolic link.
 pub(crate) fn link_target(dir: &OwnedFd, name: &CString) -> Result<Vec<u8>, i32> {
-    symlink_target(&open_path(dir, name.as_bytes(), libc::O_NOFOLLOW)?)
+    link_target_of(dir, name.as_bytes())
+}
+
+/// [`link_target`] for a name in bytes.
+pub(crate) fn link_target_of(dir: &OwnedFd, name: &[u8]) -> Result<Vec<u8>, i32> {
+    symlink_target(&open_path(dir, name, libc::O_NOFOLLOW)?)
 }
 
 /// The target of `file` (`O_PATH`) if it is a symbolic link.

@@ -1385,11 +1385,15 @@ fn guard_stage(
         .filter_map(|e| expand_entry(e, &context.home))
         .map(|p| existing(&p).unwrap_or(p))
         .collect();
+    let git_roots = git_roots(policy, context);
     let guard = Guard::start(GuardPolicy {
         listed,
         mount_namespace: facts.mount_namespace,
         tcp_refused: facts.tcp_by_landlock,
-        git_roots: git_roots(policy, context),
+        git_root_ids: crate::git_guard::identities(&git_roots),
+        git_root_places: crate::git_guard::places_in_file_system(&git_roots),
+        git_mounts: Arc::default(),
+        git_roots,
         writable: facts.writable.to_vec(),
         emulator: Arc::default(),
     });
