@@ -12,7 +12,9 @@ by side in one run (medians, p99, ratios):
    vs N standalone servers with one rust-analyzer each (RSS summed from
    /proc).
 
-Every daemon runs in a private runtime dir and is stopped at the end."""
+Every daemon runs in a private runtime dir and is stopped at the end.
+`--quick` (CI's smoke run, figures not to quote) makes each part small:
+20 calls, 5 registry operations, one cold start, 2 agents."""
 
 import contextlib
 import json
@@ -21,6 +23,7 @@ import pathlib
 import shutil
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 
@@ -28,10 +31,11 @@ import anyio
 
 from common import pct, session as common_session
 
-N = int(os.environ.get("BENCH_N", "300"))
-N_REGISTRY = int(os.environ.get("BENCH_N_REGISTRY", "40"))
-N_AGENTS = int(os.environ.get("BENCH_AGENTS", "3"))
-COLD_RUNS = int(os.environ.get("BENCH_COLD_RUNS", "3"))
+QUICK = "--quick" in sys.argv[1:]
+N = int(os.environ.get("BENCH_N", "20" if QUICK else "300"))
+N_REGISTRY = int(os.environ.get("BENCH_N_REGISTRY", "5" if QUICK else "40"))
+N_AGENTS = int(os.environ.get("BENCH_AGENTS", "2" if QUICK else "3"))
+COLD_RUNS = int(os.environ.get("BENCH_COLD_RUNS", "1" if QUICK else "3"))
 DSH = os.environ.get("DSH_BIN", "target/release/dsh")
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "tests" / "fixtures" / "lsp" / "rust-workspace"

@@ -16,7 +16,7 @@
 //! end, and the benchmark kills whatever is left at the end and checks
 //! that dsh reaps every one (no zombie). Each scenario runs
 //! in a fresh server whose working directory is an empty temp dir (so no
-//! language server starts). `--quick` runs 10 and 100 cycles.
+//! language server starts). `--quick` runs 10 and 40 cycles.
 //!
 //! `cargo run --release -p bench --bin bench_dsh_memory` (or
 //! `cargo xtask bench memory`); it uses `target/release/dsh`, or `$DSH_BIN`.
@@ -317,7 +317,7 @@ fn tempfile_dir() -> Result<PathBuf, BoxError> {
 
 fn main() -> Result<(), BoxError> {
     let quick = std::env::args().any(|a| a == "--quick");
-    let checkpoints: &[usize] = if quick { &[10, 100] } else { &[100, 1000] };
+    let checkpoints: &[usize] = if quick { &[10, 40] } else { &[100, 1000] };
     let bin = dsh_bin()?;
     // Orphans of the escaped sleeps' killers are ours to reap if any.
     let _ = process_tree::become_subreaper();
