@@ -19,7 +19,7 @@ use sandbox::{Availability, Mode, Prepared, SandboxPolicy};
 
 mod common;
 
-use common::Fixture;
+use common::{Fixture, stdout};
 
 impl Fixture {
     fn prepare(&self, policy: SandboxPolicy) -> Prepared {
@@ -92,17 +92,6 @@ try:
 except OSError as e:
     print("refused", e.errno)
 "#;
-
-fn stdout(out: &Output) -> String {
-    assert!(
-        out.status.success(),
-        "exit {:?}: {}{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_owned()
-}
 
 #[test]
 fn a_socket_outside_is_refused_by_path_unless_the_policy_lists_it() {

@@ -12,42 +12,17 @@
 use std::io::Read;
 use std::os::fd::{AsRawFd, FromRawFd};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
 use pretty_assertions::assert_eq;
-use sandbox::{Availability, Mode, Prepared, SandboxPolicy};
+use sandbox::Availability;
 
 mod common;
 
-use common::Fixture;
-
-impl Fixture {
-    fn prepare(&self) -> Prepared {
-        self.prepare_in(Availability::probe_kernel())
-    }
-
-    fn prepare_in(&self, availability: Availability) -> Prepared {
-        let policy = SandboxPolicy {
-            mode: Mode::WorkspaceWrite,
-            ..SandboxPolicy::default()
-        };
-        self.prepare_with(policy, availability)
-    }
-}
+use common::{Fixture, stdout};
 
 fn guarded() -> bool {
     common::guarded("creating calls")
-}
-
-fn stdout(out: &Output) -> String {
-    assert!(
-        out.status.success(),
-        "exit {:?}: {}{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_owned()
 }
 
 /// One thread makes an entry through a buffer another thread keeps
@@ -110,7 +85,7 @@ fn a_name_rewritten_by_another_thread_during_the_check_never_makes_a_repository(
     // With the sandbox's user and mount namespaces, and without them
     // (the worker then carries the Landlock rules alone).
     let no_userns = Availability::probe_kernel().pretend("no-userns").unwrap();
-    for prepared in [f.prepare(), f.prepare_in(no_userns)] {
+    for prepared in [f.prepare_default(), f.prepare_default_in(no_userns)] {
         for call in ["mkdir", "open", "symlink", "mknod", "rename", "link"] {
             let out = f.run(&prepared, "python3", &["-c", RACE, call, "1500"]);
             // No `.git` made; both names were tried (some calls made the
@@ -159,7 +134,7 @@ fn a_nested_repositorys_config_cannot_be_opened_for_writing_without_o_creat() {
     let f = Fixture::new("git-guard-");
     let lib = nested_repository(&f.ws);
     let before = std::fs::read_to_string(lib.join(".git/config")).unwrap();
-    let prepared = f.prepare();
+    let prepared = f.prepare_default();
     let script = r#"
 import os, sys
 results = []
@@ -229,7 +204,7 @@ fn a_symbolic_link_from_the_workspace_into_a_writable_place_outside_it_is_refuse
         return;
     }
     let f = Fixture::new("git-guard-");
-    let prepared = f.prepare();
+    let prepared = f.prepare_default();
     let tmp = f.tmp.display().to_string();
     // Into the temp dir (the repository does not exist yet, or does), or
     // through /proc to a process's working directory there: refused.
@@ -274,7 +249,7 @@ fn ordinary_work_keeps_its_modes_owner_and_special_files() {
     }
     let f = Fixture::new("git-guard-");
     std::fs::write(f.tmp.join("moved.txt"), "m\n").unwrap();
-    let prepared = f.prepare();
+    let prepared = f.prepare_default();
     let tmp = f.tmp.display().to_string();
     let script = format!(
         r#"
@@ -324,7 +299,7 @@ fn another_processs_files_are_not_reached_through_its_proc_links() {
     assert!(git.success());
     let config = f.ws.join(".git/config");
     let before = std::fs::read_to_string(&config).unwrap();
-    let prepared = f.prepare();
+    let prepared = f.prepare_default();
     // A pipe of this process (outside the sandbox): its write end is
     // open here, visible as /proc/PID/fd/N where /proc is the host's.
     let mut ends = [0; 2];
@@ -374,7 +349,7 @@ fn dev_tty_opened_for_writing_is_the_controlling_terminal() {
         return;
     }
     let f = Fixture::new("git-guard-");
-    let prepared = f.prepare();
+    let prepared = f.prepare_default();
     // In a terminal of its own (script's), with its own descriptors on
     // the terminal, and with none of them left on it.
     let inner =
@@ -393,7 +368,7 @@ fn a_link_moved_or_a_submodule_s_hooks_or_a_deleted_looking_name_open_no_way_out
     }
     let f = Fixture::new("git-guard-");
     let lib = nested_repository(&f.ws);
-    let prepared = f.prepare();
+    let prepared = f.prepare_default();
     // `../tmp/r` from ws/a/b is ws/a/tmp/r, inside; from ws itself it is
     // the temp dir outside, where a repository is free to make.
     let script = r##"

@@ -8,40 +8,20 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Command;
 
 use pretty_assertions::assert_eq;
-use sandbox::{Availability, Mode, Prepared, SandboxPolicy};
 
 mod common;
 
-use common::Fixture;
+use common::{Fixture, stdout};
 
 /// Set in the copy of this binary that runs inside a private mount
 /// namespace.
 const INNER: &str = "DSH_GUARD_VIEWS_INNER";
 
-fn prepare(f: &Fixture) -> Prepared {
-    let policy = SandboxPolicy {
-        mode: Mode::WorkspaceWrite,
-        ..SandboxPolicy::default()
-    };
-    f.prepare_with(policy, Availability::probe_kernel())
-}
-
 fn guarded() -> bool {
     common::guarded("creating calls")
-}
-
-fn stdout(out: &Output) -> String {
-    assert!(
-        out.status.success(),
-        "exit {:?}: {}{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_owned()
 }
 
 /// Runs test `name` of this binary again in a private mount namespace,
@@ -95,7 +75,7 @@ fn a_directory_moved_with_links_in_it_leads_nowhere_out() {
         return;
     }
     let f = Fixture::new("git-guard-views-");
-    let prepared = prepare(&f);
+    let prepared = f.prepare_default();
     // `../../../tmp/r` from ws/a/b/c is ws/tmp/r, inside; once `b` is
     // ws/b2, the same link in ws/b2/c leads to the temp dir outside.
     let script = r#"
@@ -165,7 +145,7 @@ fn a_dot_git_file_is_not_written_through_another_name() {
     // otherwise would be (vfat opens `.git` for `.git.`).
     std::fs::hard_link(sub.join(".git"), sub.join("alias")).unwrap();
     std::fs::write(sub.join("plain"), "").unwrap();
-    let prepared = prepare(&f);
+    let prepared = f.prepare_default();
     let script = r#"
 try() { if "$@" 2>/dev/null; then echo made; else echo refused; fi; }
 try ln sub/.git y
@@ -218,7 +198,7 @@ fn a_second_view_of_the_workspace_is_the_workspace() {
         std::fs::create_dir_all(to).unwrap();
         mount(&["--bind", from.to_str().unwrap(), to.to_str().unwrap()]);
     }
-    let prepared = prepare(&f);
+    let prepared = f.prepare_default();
     let script = r##"
 import os, subprocess, sys
 view = sys.argv[1]
@@ -359,7 +339,7 @@ fn a_file_system_that_drops_trailing_dots_makes_no_repository() {
         image.to_str().unwrap(),
         f.ws.to_str().unwrap(),
     ]);
-    let prepared = prepare(&f);
+    let prepared = f.prepare_default();
     let script = r#"
 import os
 for name in (".git.", ".git..", "HEAD.", "ok."):
@@ -526,7 +506,7 @@ fn a_file_system_that_ignores_characters_in_names_makes_no_repository() {
         .read_line(&mut ready)
         .unwrap();
     assert_eq!(ready.trim(), "ready");
-    let prepared = prepare(&f);
+    let prepared = f.prepare_default();
     let script = r#"
 import os
 for name in (".gi\u200bt", "HE\u200bAD", "o\u200bk"):

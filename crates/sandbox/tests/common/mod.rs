@@ -46,6 +46,21 @@ impl Fixture {
             .unwrap()
     }
 
+    /// The default `workspace-write` sandbox on `availability`, prepared
+    /// for a command in the workspace.
+    pub fn prepare_default_in(&self, availability: Availability) -> Prepared {
+        let policy = SandboxPolicy {
+            mode: sandbox::Mode::WorkspaceWrite,
+            ..SandboxPolicy::default()
+        };
+        self.prepare_with(policy, availability)
+    }
+
+    /// [`Fixture::prepare_default_in`] on this kernel.
+    pub fn prepare_default(&self) -> Prepared {
+        self.prepare_default_in(Availability::probe_kernel())
+    }
+
     /// Runs `program args…` confined by `prepared`, in the workspace.
     pub fn run(&self, prepared: &Prepared, program: &str, args: &[&str]) -> Output {
         let mut command = Command::new(program);
@@ -77,4 +92,17 @@ pub fn guarded(what: &str) -> bool {
         return false;
     }
     true
+}
+
+/// What a run printed on stdout, trimmed; fails naming its exit and both
+/// outputs when it did not succeed.
+pub fn stdout(out: &Output) -> String {
+    assert!(
+        out.status.success(),
+        "exit {:?}: {}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
 }
