@@ -208,6 +208,16 @@ enum Link {
     Other,
 }
 
+/// Whether process `pid` holds the master side of a pty ([`Link::Master`]
+/// among its descriptors): a multiplexer's server, `script`, `expect`.
+pub(crate) fn holds_a_master(pid: i32) -> bool {
+    let Ok(fds) = fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return false;
+    };
+    fds.filter_map(|fd| fd.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .any(|fd| link_of(pid, fd) == Link::Master)
+}
+
 fn link_of(pid: i32, fd: i32) -> Link {
     let Ok(target) = fs::read_link(format!("/proc/{pid}/fd/{fd}")) else {
         return Link::Other;

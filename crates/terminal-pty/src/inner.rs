@@ -18,6 +18,7 @@
 
 use std::collections::HashMap;
 
+use crate::holders::holds_a_master;
 use crate::probe::{Tty, WaitState, thread_ids, wait_state};
 
 /// One terminal inside a multiplexer.
@@ -150,16 +151,6 @@ fn io(path: &str) -> Option<Io> {
     Some(Io {
         read: field("rchar:")?,
         written: field("wchar:")?,
-    })
-}
-
-/// Whether process `pid` holds the master side of a pty.
-fn holds_a_master(pid: i32) -> bool {
-    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
-        return false;
-    };
-    fds.filter_map(Result::ok).any(|fd| {
-        std::fs::read_link(fd.path()).is_ok_and(|t| t.to_string_lossy().ends_with("/ptmx"))
     })
 }
 

@@ -617,19 +617,17 @@ impl Watch<'_> {
                         }
                         _ => {
                             // A multiplexer's provisional wait ends as
-                            // soon as its windows answered (see `inner`).
-                            let (pid, since, remote) = (seen.pid, seen.since, seen.remote);
-                            let answered_inside = remote
-                                && now - since >= INPUT_WAIT_CONFIRM
-                                && self.inner_verdict(pid) == Some(Verdict::Answered);
-                            let held = self
-                                .wait_seen
-                                .is_some_and(|seen| now - seen.since >= seen.hold);
-                            if answered_inside || held {
-                                let Some(mut seen_now) = self.wait_seen else {
-                                    return Step::Pause(INNER_LOOK_EVERY);
-                                };
-                                let confirmed = self.confirm(&mut seen_now, now);
+                            // soon as its windows answered (see `inner`);
+                            // what they say is looked at once a step, and
+                            // the confirmation takes it from here.
+                            let mut seen_now = *seen;
+                            let inside = (seen_now.remote
+                                && now - seen_now.since >= INPUT_WAIT_CONFIRM)
+                                .then(|| self.inner_verdict(seen_now.pid));
+                            if inside == Some(Some(Verdict::Answered))
+                                || now - seen_now.since >= seen_now.hold
+                            {
+                                let confirmed = self.confirm(&mut seen_now, now, inside);
                                 if confirmed {
                                     return Step::Settled(SettleReason::InputWait, None);
                                 }
@@ -816,7 +814,15 @@ impl Watch<'_> {
     ///   while one of them is busy (see `inner`);
     /// * no other thread of the process, and no other process of the
     ///   foreground job, is running (for [`BUSY_LIMIT`] at most).
-    fn confirm(&mut self, seen: &mut WaitSeen, now: Instant) -> bool {
+    ///
+    /// `inside`: the verdict of the multiplexer's windows when the step
+    /// already looked (`None`: not looked at yet).
+    fn confirm(
+        &mut self,
+        seen: &mut WaitSeen,
+        now: Instant,
+        inside: Option<Option<Verdict>>,
+    ) -> bool {
         if self.session.unread_input().is_some_and(|n| n > 0) {
             seen.since = now;
             return false;
@@ -844,7 +850,11 @@ impl Watch<'_> {
         // answer is complete (see `inner`); busy there, the wait holds on,
         // however long; answered there, it needs no hold.
         if seen.remote {
-            match self.inner_verdict(seen.pid) {
+            let verdict = match inside {
+                Some(verdict) => verdict,
+                None => self.inner_verdict(seen.pid),
+            };
+            match verdict {
                 Some(Verdict::Busy) => {
                     seen.since = now;
                     seen.hold = seen.hold.max(INNER_LOOK_EVERY);
