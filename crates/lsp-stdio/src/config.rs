@@ -197,7 +197,7 @@ impl ServerConfig {
         if writable == root {
             return self;
         }
-        let target = writable.join("target").join("rust-analyzer");
+        let target = build_dir_within(writable);
         self.replace_target_dir(|dir| *dir == Value::Bool(true), &target);
         self
     }
@@ -210,13 +210,7 @@ impl ServerConfig {
     /// becomes `dir`. A directory the configuration names otherwise is
     /// kept.
     pub fn building_in(mut self, writable: &Path, dir: &Path) -> ServerConfig {
-        let moved = Value::String(
-            writable
-                .join("target")
-                .join("rust-analyzer")
-                .display()
-                .to_string(),
-        );
+        let moved = Value::String(build_dir_within(writable).display().to_string());
         self.replace_target_dir(|d| *d == Value::Bool(true) || *d == moved, dir);
         self
     }
@@ -307,6 +301,12 @@ impl ServerConfig {
             .map(|dir| dir.join(program))
             .find(|candidate| is_executable(candidate))
     }
+}
+
+/// Where a server whose writes are bounded to `writable` builds when no
+/// build directory is given: `target/rust-analyzer` there.
+pub(crate) fn build_dir_within(writable: &Path) -> PathBuf {
+    writable.join("target").join("rust-analyzer")
 }
 
 pub(crate) fn is_executable(path: &Path) -> bool {

@@ -22,7 +22,7 @@ use serde_json::Value;
 /// a path is that directory, anything else the root's own `target`.
 pub(crate) fn check_target_dir(initialization_options: Option<&Value>, root: &Path) -> PathBuf {
     match initialization_options.and_then(|o| o.pointer("/cargo/targetDir")) {
-        Some(Value::Bool(true)) => root.join("target").join("rust-analyzer"),
+        Some(Value::Bool(true)) => crate::config::build_dir_within(root),
         Some(Value::String(dir)) => root.join(dir),
         _ => root.join("target"),
     }
