@@ -201,16 +201,23 @@ fn flock_holders(locks: &str, id: LocksId) -> Vec<i32> {
         let ino: u64 = ino.parse().ok()?;
         Some(ino == id.ino && id.dev.is_none_or(|ours| ours == dev))
     };
-    locks
-        .lines()
-        .filter_map(|line| {
-            let fields: Vec<&str> = line.split_whitespace().collect();
-            match fields.as_slice() {
-                [_, "FLOCK", _, _, pid, file, ..] if names(file)? => pid.parse().ok(),
-                _ => None,
-            }
-        })
-        .collect()
+    let mut holders: Vec<i32> = Vec::new();
+    for line in locks.lines() {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let holder = match fields.as_slice() {
+            [_, "FLOCK", _, _, pid, file, ..] if names(file) == Some(true) => pid.parse().ok(),
+            _ => None,
+        };
+        // A list read while other locks come and go can show a line
+        // twice (the kernel resumes its walk of the per-CPU lists by
+        // count): a holder is named once.
+        if let Some(pid) = holder
+            && !holders.contains(&pid)
+        {
+            holders.push(pid);
+        }
+    }
+    holders
 }
 
 /// Whether `pid` runs (exists and is not a zombie), read from `/proc`:
@@ -238,7 +245,8 @@ mod tests {
                      3: FLOCK  ADVISORY  WRITE 99 fd:01:4321 0 EOF\n\
                      4: OFDLCK ADVISORY  READ  -1 00:05:1234 0 EOF\n\
                      5: FLOCK  ADVISORY  WRITE 31 00:2a:1234 0 EOF\n\
-                     6: FLOCK  ADVISORY  WRITE 32 103:02:1234 0 EOF\n";
+                     6: FLOCK  ADVISORY  WRITE 32 103:02:1234 0 EOF\n\
+                     1: FLOCK  ADVISORY  WRITE 4242 fd:01:1234 0 EOF\n";
         let id = |dev, ino| LocksId { dev, ino };
         assert_eq!(flock_holders(locks, id(Some((0xfd, 1)), 1234)), vec![4242]);
         assert_eq!(flock_holders(locks, id(Some((0xfd, 1)), 4321)), vec![99]);
