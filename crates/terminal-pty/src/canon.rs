@@ -77,6 +77,18 @@ pub(crate) fn plan(bytes: &[u8], modes: &libc::termios) -> Plan {
     Plan::Pieces(pieces)
 }
 
+/// Whether `bytes` written as input wake a program blocked reading a
+/// terminal in the modes `modes`: always outside canonical mode; inside,
+/// only when they end a line (the kernel hands a reader nothing of an
+/// unfinished line, the echo aside).
+pub(crate) fn wakes_a_reader(bytes: &[u8], modes: &libc::termios) -> bool {
+    if modes.c_lflag & libc::ICANON == 0 {
+        return true;
+    }
+    let ends = LineEnds::of(modes);
+    bytes.iter().any(|&b| ends.ends(b))
+}
+
 /// `_POSIX_VDISABLE` on Linux: a control character that is switched off.
 const VDISABLE: u8 = 0;
 

@@ -878,8 +878,19 @@ fn answer_queries(fd: RawFd, out: &mut Output, answered: &mut HashMap<i32, Optio
     // SAFETY: writes from a buffer we own to the master, which the caller
     // holds open under the session's lock.
     let written = unsafe { libc::write(fd, replies.as_ptr().cast(), replies.len()) };
-    if written <= 0 {
-        // Nothing to read: nothing to wait for either.
+    // SAFETY: `tcgetattr` fills a `termios` we own (all-zero is a valid
+    // one), on the master the caller holds open (a master's modes are its
+    // terminal's).
+    let modes = unsafe {
+        let mut modes: libc::termios = std::mem::zeroed();
+        (libc::tcgetattr(fd, &mut modes) == 0).then_some(modes)
+    };
+    let wakes = modes.is_none_or(|m| crate::canon::wakes_a_reader(&replies, &m));
+    if written <= 0 || !wakes {
+        // Nothing to read, or nothing the program is handed before a line
+        // ends (answers typed into a line-buffered read: a program that
+        // did not switch to raw mode did not ask to read them): nothing to
+        // wait for either.
         answered.clear();
     }
 }

@@ -148,6 +148,33 @@ async fn a_password_prompt_settles_as_input_wait_and_takes_the_answer() {
     assert_eq!(check.output, "7\n");
 }
 
+/// A program that prints terminal queries (device attributes, cursor
+/// position) and then reads a line in canonical mode: the emulator's
+/// answers wait in the unfinished line, handed to nobody, and the program
+/// waits for input. The send settles as that wait, not at its timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queries_before_a_line_buffered_read_settle_as_input_wait() {
+    let f = Fixture::new();
+    let id = f.open_shell().await;
+    let ask = f
+        .send_req(
+            id,
+            SendRequest::line(r"printf '\033[c\033[6nname? '; read -r line; echo got-$line")
+                .with_timeout(Duration::from_secs(20)),
+        )
+        .await;
+    assert_eq!(
+        (ask.reason, ask.exit_code),
+        (SettleReason::InputWait, None),
+        "{ask:?}"
+    );
+    // the answers show as the terminal echoes them, after the prompt
+    assert!(ask.output.starts_with("name? "), "{ask:?}");
+    let got = f.send(id, "bob").await;
+    assert_eq!(got.reason, SettleReason::Prompt, "{got:?}");
+    assert!(got.output.contains("bob"), "{got:?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn until_settles_early_on_the_new_output_not_on_the_echo() {
     let f = Fixture::new();
