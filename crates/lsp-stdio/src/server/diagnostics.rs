@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use lsp_seam::{DiagnosticsProof, LspError};
 use lsp_types::{
-    Diagnostic, DocumentDiagnosticReport, DocumentDiagnosticReportResult, PartialResultParams,
-    TextDocumentIdentifier, Url, WorkDoneProgressParams,
+    Diagnostic, DocumentDiagnosticReport, DocumentDiagnosticReportResult, Url,
+    WorkDoneProgressParams,
 };
 use serde_json::{Value, json};
 
@@ -29,6 +29,11 @@ pub(crate) struct Published {
     pub version: Option<i32>,
     /// The diagnostics.
     pub items: Vec<Diagnostic>,
+    /// The publication naming the highest version so far, and its
+    /// diagnostics: what a later publication for an older version, or
+    /// for none, does not replace (rust-analyzer sends each publication
+    /// from a worker thread, so two of them can arrive in either order).
+    pub newest: Option<(i32, Vec<Diagnostic>)>,
 }
 
 /// `textDocument/diagnostic` with only the document named: some servers
@@ -122,7 +127,20 @@ impl Shared {
             if d.len() >= 4096 && !d.contains_key(&uri) {
                 d.clear();
             }
-            d.insert(uri, Published { version, items });
+            let before = d.remove(&uri).and_then(|p| p.newest);
+            let newest = match (version, before) {
+                (Some(v), Some((w, _))) if v >= w => Some((v, items.clone())),
+                (Some(v), None) => Some((v, items.clone())),
+                (_, before) => before,
+            };
+            d.insert(
+                uri,
+                Published {
+                    version,
+                    items,
+                    newest,
+                },
+            );
         });
     }
 }
@@ -155,15 +173,15 @@ impl Server {
                 waited_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
             })
         };
-        if self.config.readiness == ReadinessSignal::ServerStatus {
-            return self
-                .checked_diagnostics(path, text, &uri, deadline, &not_ready)
-                .await;
-        }
         // The content was synced by the query (a new version when it
         // changed).
         if self.content_versions(path).is_none() {
             self.sync_document(path, text, language_id)?;
+        }
+        if self.config.readiness == ReadinessSignal::ServerStatus {
+            return self
+                .checked_diagnostics(path, text, &uri, deadline, &not_ready)
+                .await;
         }
         if self.supports("diagnosticProvider") {
             return self.pulled_diagnostics(&uri, deadline, &not_ready).await;
@@ -409,11 +427,10 @@ impl Server {
     /// rust-analyzer: asks for its check (`rust-analyzer/runFlycheck`,
     /// which restarts a check already running), waits until a check begun
     /// after the request has ended, then takes what it published for the
-    /// file after one more round trip (rust-analyzer publishes a check's
-    /// diagnostics at the end of the loop turn in which the check ended, so
-    /// before it answers a later request). Only the check's diagnostics are
-    /// kept (source other than `rust-analyzer`): the same as the project's
-    /// own `cargo check` reports, not rust-analyzer's own analysis.
+    /// file since (see [`Server::published_after`]). Only the check's
+    /// diagnostics are kept (source other than `rust-analyzer`): the same
+    /// as the project's own `cargo check` reports, not rust-analyzer's own
+    /// analysis.
     ///
     /// A check's end is the same progress end whether it finished or was
     /// cancelled, and a cancelled check leaves what it had listed so far
@@ -424,9 +441,11 @@ impl Server {
     /// while it runs (`cargo clean`) ends as finished, having listed only
     /// the errors rustc reported before it failed to write (see
     /// `check_scope`). So the check is asked for with the server idle,
-    /// and its result taken only when no later check was asked for, the
-    /// server reported no load until after the round trip, and the
-    /// output directory is the one there before the check; else it is
+    /// and its result taken only when no later check was asked for, just
+    /// one check began since the request (`checkOnSave` is off in the
+    /// preset: a check rust-analyzer begins itself restarts ours), the
+    /// server reported no load until the publication was received, and
+    /// the output directory is the one there before the check; else it is
     /// asked for again, within the deadline.
     ///
     /// Nothing listed is an answer only when the check reached the file
@@ -506,37 +525,37 @@ impl Server {
                     }));
                 }
             };
-            // One more round trip: what the check published is received then.
-            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-            self.request::<lsp_types::request::FoldingRangeRequest>(
-                lsp_types::FoldingRangeParams {
-                    text_document: TextDocumentIdentifier { uri: uri.clone() },
-                    work_done_progress_params: WorkDoneProgressParams::default(),
-                    partial_result_params: PartialResultParams::default(),
-                },
-                left.max(Duration::from_secs(1)),
-            )
-            .await?;
-            let cancelled = self.shared.status.borrow().busy_reports != busy
-                || self.checks_requested.load(Ordering::SeqCst) != request;
+            // What the check published for the file, received in full:
+            // see `published_after`.
+            let Some(items) = self.published_after(path, text, uri, deadline).await? else {
+                return Err(not_ready(
+                    "its `cargo check` of the content finished, but it has not published the \
+                     file's diagnostics since"
+                        .into(),
+                ));
+            };
+            let (cancelled, restarted) = {
+                let s = self.shared.status.borrow();
+                (
+                    s.busy_reports != busy
+                        || self.checks_requested.load(Ordering::SeqCst) != request,
+                    s.checks_begun != begun + 1,
+                )
+            };
             let output_removed =
                 output_before.is_none() || check_scope::dir_identity(&output) != output_before;
-            if cancelled || output_removed {
+            if cancelled || restarted || output_removed {
                 // The check may have been cut short: ask for one again.
                 cut_short = Some(if output_removed {
                     "its output directory was removed while it ran, as `cargo clean` does"
+                } else if restarted {
+                    "a check it began itself restarted it"
                 } else {
                     "a load or a later request restarted it"
                 });
                 continue;
             }
-            let items: Vec<Diagnostic> = self
-                .shared
-                .diagnostics
-                .borrow()
-                .get(uri)
-                .map(|p| p.items.clone())
-                .unwrap_or_default()
+            let items: Vec<Diagnostic> = items
                 .into_iter()
                 .filter(|d| d.source.as_deref() != Some("rust-analyzer"))
                 .collect();
@@ -557,6 +576,45 @@ impl Server {
                         .map_or(name.clone(), |m| format!("{name} ({m})")),
                 },
             ));
+        }
+    }
+
+    /// Everything the server published for `path` up to now, received in
+    /// full; `None` when it published nothing new by the deadline.
+    ///
+    /// rust-analyzer sends each publication from a worker thread of its
+    /// own, so the last one of a check that ended may arrive after the
+    /// answer to a later request, and two may arrive in either order (one
+    /// answer taken after such a round trip listed 2 of the 3 errors its
+    /// check had reported). So the document is closed and opened again
+    /// with the same text as a new version: having dropped its own
+    /// diagnostics of the file at the close, rust-analyzer computes them
+    /// again and publishes, naming that version, with every check
+    /// diagnostic it holds for the file then. A publication naming it was
+    /// made after the server handled the reopening, so after everything
+    /// received before (the check's end among it).
+    async fn published_after(
+        &self,
+        path: &Path,
+        text: &str,
+        uri: &Url,
+        deadline: tokio::time::Instant,
+    ) -> Result<Option<Vec<Diagnostic>>, Failure> {
+        let mut rx = self.shared.diagnostics.subscribe();
+        let Some(version) = self.reopen_document(path, text)? else {
+            return Ok(None);
+        };
+        let newest = |d: &std::collections::HashMap<Url, Published>| {
+            d.get(uri)
+                .and_then(|p| p.newest.as_ref())
+                .filter(|(v, _)| *v >= version)
+                .map(|(_, items)| items.clone())
+        };
+        let published = rx.wait_for(|d| newest(d).is_some());
+        match tokio::time::timeout_at(deadline, published).await {
+            Ok(Ok(map)) => Ok(newest(&map)),
+            Ok(Err(_)) => Err(Failure::Dead),
+            Err(_) => Ok(None),
         }
     }
 

@@ -235,6 +235,39 @@ impl Server {
         Ok(Some(doc.version))
     }
 
+    /// Closes the open document `path` and opens it again with `text` as
+    /// the next version: a server that computes its own diagnostics of
+    /// each open document publishes for that version once it has (it
+    /// dropped them at the close), so a publication naming it was made
+    /// after the server handled the reopening. Returns that version, or
+    /// `None` when `path` is not open.
+    pub fn reopen_document(&self, path: &Path, text: &str) -> Result<Option<i32>, Failure> {
+        let mut docs = lock(&self.docs);
+        let docs = &mut *docs;
+        let Some(doc) = docs.docs.get_mut(path) else {
+            return Ok(None);
+        };
+        let uri = path_url(path)?;
+        doc.version += 1;
+        doc.since = doc.version;
+        doc.touch = None;
+        doc.hash = content_hash(text);
+        let (version, language_id) = (doc.version, doc.language_id.clone());
+        self.notify::<DidCloseTextDocument>(DidCloseTextDocumentParams {
+            text_document: TextDocumentIdentifier { uri: uri.clone() },
+        })?;
+        docs.opens_sent += 1;
+        self.notify::<DidOpenTextDocument>(DidOpenTextDocumentParams {
+            text_document: TextDocumentItem {
+                uri,
+                language_id,
+                version,
+                text: text.to_owned(),
+            },
+        })?;
+        Ok(Some(version))
+    }
+
     /// The versions of `path`'s current content on the server, when it is
     /// open: the first version it was sent as, and the version of the same
     /// text with one more newline that [`Server::resend_document`] sent
