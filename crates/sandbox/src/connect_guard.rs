@@ -105,6 +105,9 @@ pub(crate) struct GuardPolicy {
     pub git_root_places: Vec<Option<PathBuf>>,
     /// What the guard learnt of such mounts.
     pub git_mounts: Arc<crate::git_guard::Mounts>,
+    /// The symbolic links the sandbox made in the workspace, judged again
+    /// when a way out of it is made.
+    pub git_links: Arc<crate::git_guard::MadeLinks>,
     /// Every path the sandbox may write (a symbolic link in the workspace
     /// may not lead out of it into one of these).
     pub writable: Vec<PathBuf>,

@@ -301,7 +301,11 @@ fn run(job: Job) {
             }
             // SAFETY: a descriptor we own and NUL-terminated strings.
             let rc = unsafe { libc::symlinkat(target.as_ptr(), parent.as_raw_fd(), name.as_ptr()) };
-            answer(check(rc).and_then(|()| keep_made(&judge, &parent, &name, 0)));
+            answer(
+                check(rc)
+                    .and_then(|()| keep_made(&judge, &parent, &name, 0))
+                    .and_then(|()| keep_link(&judge, &parent, &name, target.as_bytes())),
+            );
         }
         Op::Link { old, parent, name } => {
             // A hard link to a symbolic link is a symbolic link made here.
@@ -309,8 +313,8 @@ fn run(job: Job) {
                 LinkSource::Entry(dir, old_name) => link_target(dir, old_name),
                 LinkSource::File(file) => symlink_target(file),
             };
-            if let Ok(target) = target
-                && let Err(errno) = judge.may_point(&parent, &target)
+            if let Ok(target) = &target
+                && let Err(errno) = judge.may_point(&parent, target)
             {
                 return answer(Err(errno));
             }
@@ -340,7 +344,14 @@ fn run(job: Job) {
                     )
                 },
             };
-            answer(check(rc).and_then(|()| keep_made(&judge, &parent, &name, 0)));
+            answer(
+                check(rc)
+                    .and_then(|()| keep_made(&judge, &parent, &name, 0))
+                    .and_then(|()| match &target {
+                        Ok(target) => keep_link(&judge, &parent, &name, target),
+                        Err(_) => Ok(()),
+                    }),
+            );
         }
         Op::Rename {
             old_parent,
@@ -401,6 +412,27 @@ fn keep_made(
     Err(libc::EPERM)
 }
 
+/// Keeps the symbolic link `name` (to `target`) just made in `parent`,
+/// remembered ([`crate::git_guard::MadeLinks`]), unless it is a way out
+/// of the workspace that completes the way of a link made before into a
+/// place the sandbox may write: then removes it and refuses.
+fn keep_link(
+    judge: &crate::git_guard::PlaceJudge,
+    parent: &OwnedFd,
+    name: &CString,
+    target: &[u8],
+) -> Result<(), i32> {
+    judge.note_link(parent, name, target);
+    if judge.leads_out(parent, target)
+        && let Err(errno) = judge.ways_out_hold()
+    {
+        // SAFETY: a descriptor we own and a NUL-terminated name.
+        unsafe { libc::unlinkat(parent.as_raw_fd(), name.as_ptr(), 0) };
+        return Err(errno);
+    }
+    Ok(())
+}
+
 /// A rename: a symbolic link or a directory moved is judged where it
 /// lands (both ways for an exchange); an entry that would replace a
 /// guarded name by another spelling is refused before, one that lands as
@@ -425,6 +457,20 @@ fn rename(
     if guarded(parent, name) || (exchange && guarded(old_parent, old_name)) {
         return Err(libc::EPERM);
     }
+    // A link or a directory put in place of an entry that a remembered
+    // link's way passes through: it could not be moved back whole.
+    let link_or_dir = |dir: &OwnedFd, entry: &CString| {
+        open_path(dir, entry.as_bytes(), libc::O_NOFOLLOW)
+            .and_then(|f| file_kind(&f))
+            .is_ok_and(|k| k == libc::S_IFLNK || k == libc::S_IFDIR)
+    };
+    if !exchange
+        && crate::git_guard::identity_at(parent, name).is_some()
+        && link_or_dir(old_parent, old_name)
+        && judge.a_link_passes_through(parent, name)
+    {
+        return Err(libc::EPERM);
+    }
     let call =
         |from: &OwnedFd, from_name: &CString, to: &OwnedFd, to_name: &CString, flags: u32| {
             // SAFETY: descriptors we own and NUL-terminated names.
@@ -441,14 +487,28 @@ fn rename(
             check(rc as libc::c_int)
         };
     call(old_parent, old_name, parent, name, flags)?;
+    let back = if exchange {
+        libc::RENAME_EXCHANGE
+    } else {
+        libc::RENAME_NOREPLACE
+    };
     if guarded(parent, name) || (exchange && guarded(old_parent, old_name)) {
-        let back = if exchange {
-            libc::RENAME_EXCHANGE
-        } else {
-            libc::RENAME_NOREPLACE
-        };
         let _ = call(parent, name, old_parent, old_name, back);
         return Err(libc::EPERM);
+    }
+    // A way out moved into place (a link that leads out, or a directory
+    // holding one): the links made before are judged again.
+    judge.links_moved((old_parent, old_name), (parent, name), exchange);
+    let way_out = |dir: &OwnedFd, entry: &CString| match link_target(dir, entry) {
+        Ok(target) => judge.leads_out(dir, &target),
+        Err(_) => judge.holds_a_way_out(dir, entry),
+    };
+    if (way_out(parent, name) || (exchange && way_out(old_parent, old_name)))
+        && let Err(errno) = judge.ways_out_hold()
+    {
+        let _ = call(parent, name, old_parent, old_name, back);
+        judge.links_moved((parent, name), (old_parent, old_name), exchange);
+        return Err(errno);
     }
     Ok(())
 }

@@ -29,8 +29,10 @@
 //! made in the workspace may not lead out of it into a place the sandbox
 //! may write (the temp dir, a cache) or through `/proc`: a person who
 //! `cd`s through it would run git in a repository made there. The worker
-//! judges that as it makes the link, and again for the links of a
-//! directory moved to another parent ([`PlaceJudge::may_move`]).
+//! judges that as it makes the link, again for the links of a
+//! directory moved to another parent ([`PlaceJudge::may_move`]), and
+//! again for every link the sandbox made once a way out of the workspace
+//! is made that may complete one's way ([`MadeLinks`]).
 //!
 //! A place is in the workspace by where it is in the workspace's file
 //! system, not only by the path the kernel names: a bind mount of the
@@ -1082,11 +1084,227 @@ impl PlaceJudge {
         Ok(())
     }
 
+    /// Remembers the symbolic link `name` with `target` just made in
+    /// `parent`, when `parent` is in the workspace.
+    pub(crate) fn note_link(&self, parent: &OwnedFd, name: &CStr, target: &[u8]) {
+        let places = self.places();
+        let Some(dir) = places.dir_path(parent) else {
+            return;
+        };
+        if !places.in_roots(&dir) {
+            return;
+        }
+        let path = dir.join(OsStr::from_bytes(name.to_bytes()));
+        let mut state = self.policy.git_links.state();
+        if state.links.len() >= LINKS_REMEMBERED && !state.links.contains_key(&path) {
+            state.overflow = true;
+            return;
+        }
+        state.links.insert(path, target.to_vec());
+    }
+
+    /// The links remembered under entry `from` of `from_dir` (or that
+    /// are it) are now under `to` of `to_dir`: it was moved there (and,
+    /// for an exchange, the other way too).
+    pub(crate) fn links_moved(
+        &self,
+        (from_dir, from): (&OwnedFd, &CStr),
+        (to_dir, to): (&OwnedFd, &CStr),
+        exchange: bool,
+    ) {
+        let places = self.places();
+        let (Some(a), Some(b)) = (places.dir_path(from_dir), places.dir_path(to_dir)) else {
+            return;
+        };
+        let from = a.join(OsStr::from_bytes(from.to_bytes()));
+        let to = b.join(OsStr::from_bytes(to.to_bytes()));
+        let mut moves = vec![(from.clone(), to.clone())];
+        if exchange {
+            moves.push((to, from));
+        }
+        let mut state = self.policy.git_links.state();
+        let moved: Vec<(PathBuf, PathBuf)> = state
+            .links
+            .keys()
+            .filter_map(|path| {
+                moves.iter().find_map(|(from, to)| {
+                    let rest = path.strip_prefix(from).ok()?;
+                    let new = if rest.as_os_str().is_empty() {
+                        to.clone()
+                    } else {
+                        to.join(rest)
+                    };
+                    Some((path.clone(), new))
+                })
+            })
+            .collect();
+        let mut targets: Vec<(PathBuf, Vec<u8>)> = moved
+            .into_iter()
+            .filter_map(|(old, new)| Some((new, state.links.remove(&old)?)))
+            .collect();
+        state.links.extend(targets.drain(..));
+    }
+
+    /// Whether a symbolic link with `target` in `parent` leads out of the
+    /// workspace (by its text, or where it leads now): a way out that
+    /// may complete another link's way.
+    pub(crate) fn leads_out(&self, parent: &OwnedFd, target: &[u8]) -> bool {
+        let places = self.places();
+        let Some(base) = places.dir_path(parent) else {
+            return true;
+        };
+        if !places.in_roots(&lexical_join(&base, target)) {
+            return true;
+        }
+        let resolved = match self.walker.resolve(parent, target, Last::Follow) {
+            Ok(Found::Existing(file)) => places.file_path(&file),
+            Ok(Found::Missing { parent, name }) => places
+                .dir_path(&parent)
+                .map(|p| p.join(OsStr::from_bytes(&name))),
+            Ok(Found::Entry { .. }) | Err(_) => None,
+        };
+        resolved.is_some_and(|r| !places.in_roots(&r))
+    }
+
+    /// Whether a remembered link under `dir`'s entry `name` (or that
+    /// entry) leads out of the workspace: a directory moved with a way
+    /// out in it.
+    pub(crate) fn holds_a_way_out(&self, dir: &OwnedFd, name: &CStr) -> bool {
+        let Some(under) = self
+            .places()
+            .dir_path(dir)
+            .map(|d| d.join(OsStr::from_bytes(name.to_bytes())))
+        else {
+            return true;
+        };
+        let links: Vec<(PathBuf, Vec<u8>)> = self
+            .policy
+            .git_links
+            .state()
+            .links
+            .iter()
+            .filter(|(p, _)| p.starts_with(&under))
+            .map(|(p, t)| (p.clone(), t.clone()))
+            .collect();
+        links.iter().any(|(path, target)| {
+            self.parent_of(path)
+                .is_none_or(|parent| self.leads_out(&parent, target))
+        })
+    }
+
+    /// Whether a remembered link passes, by its text, through `dir`'s
+    /// entry `name`: replacing that entry may change where it leads.
+    pub(crate) fn a_link_passes_through(&self, dir: &OwnedFd, name: &CStr) -> bool {
+        let Some(at) = self
+            .places()
+            .dir_path(dir)
+            .map(|d| d.join(OsStr::from_bytes(name.to_bytes())))
+        else {
+            return true;
+        };
+        self.policy
+            .git_links
+            .state()
+            .links
+            .iter()
+            .any(|(path, target)| {
+                path.parent()
+                    .is_some_and(|p| lexical_join(p, target).starts_with(&at))
+            })
+    }
+
+    /// Judges every remembered link again (see [`Places::may_point`]),
+    /// after a way out was made: `EPERM` when one now leads out into a
+    /// place the sandbox may write, or when more links were made than
+    /// are remembered. A link gone, or replaced, is forgotten.
+    pub(crate) fn ways_out_hold(&self) -> Result<(), i32> {
+        let links = {
+            let state = self.policy.git_links.state();
+            if state.overflow {
+                return Err(libc::EPERM);
+            }
+            state
+                .links
+                .iter()
+                .map(|(p, t)| (p.clone(), t.clone()))
+                .collect::<Vec<_>>()
+        };
+        let mut gone = Vec::new();
+        let mut verdict = Ok(());
+        for (path, target) in &links {
+            let (Some(parent), Some(name)) = (self.parent_of(path), path.file_name()) else {
+                gone.push(path.clone());
+                continue;
+            };
+            match crate::emulate::link_target_of(&parent, name.as_bytes()) {
+                Ok(now) if now == *target => {}
+                _ => {
+                    gone.push(path.clone());
+                    continue;
+                }
+            }
+            if self.places().may_point(&parent, target).is_err() {
+                verdict = Err(libc::EPERM);
+                break;
+            }
+        }
+        if !gone.is_empty() {
+            let mut state = self.policy.git_links.state();
+            for path in &gone {
+                state.links.remove(path);
+            }
+        }
+        verdict
+    }
+
+    /// The directory holding the link at `path`, opened (`O_PATH`) from
+    /// the process's root.
+    fn parent_of(&self, path: &Path) -> Option<OwnedFd> {
+        let parent = path.parent()?;
+        match self.walker.resolve(
+            &self.walker.root,
+            parent.as_os_str().as_bytes(),
+            Last::Follow,
+        ) {
+            Ok(Found::Existing(dir)) => Some(dir),
+            _ => None,
+        }
+    }
+
     /// Whether the entry `made` (its device and inode) just made in
     /// `parent` is, by another spelling, a name the guard refuses there
     /// ([`Places::is_a_guarded_name`]).
     pub(crate) fn is_a_guarded_name(&self, parent: &OwnedFd, made: (u64, u64)) -> bool {
         self.places().is_a_guarded_name(parent, made)
+    }
+}
+
+/// Symbolic links remembered ([`MadeLinks`]); past that, no way out of
+/// the workspace may be made (none can be proven harmless).
+const LINKS_REMEMBERED: usize = 65_536;
+
+/// The symbolic links a sandbox made in the workspace (their paths and
+/// targets), judged again whenever a way out of the workspace is made:
+/// a link made while its way did not exist yet (`x -> up/tmp/repo` with
+/// no `up`) is judged by where it leads once a second link (`up -> /`,
+/// to a place the sandbox may not write, so allowed itself) opens the
+/// way. The sandbox's worker makes every link of it, so it sees each.
+#[derive(Debug, Default)]
+pub(crate) struct MadeLinks {
+    state: std::sync::Mutex<MadeLinksState>,
+}
+
+#[derive(Debug, Default)]
+struct MadeLinksState {
+    /// Each link's path (as the guard judges it) and target.
+    links: std::collections::HashMap<PathBuf, Vec<u8>>,
+    /// More were made than are remembered.
+    overflow: bool,
+}
+
+impl MadeLinks {
+    fn state(&self) -> std::sync::MutexGuard<'_, MadeLinksState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 
@@ -1455,6 +1673,7 @@ mod tests {
                 git_root_ids: identities(&roots),
                 git_root_places: places_in_file_system(&roots),
                 git_mounts: Arc::default(),
+                git_links: Arc::default(),
                 git_roots: roots,
                 writable: vec![writable.to_path_buf()],
                 emulator: Arc::default(),

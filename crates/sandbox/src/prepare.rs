@@ -1393,6 +1393,7 @@ fn guard_stage(
         git_root_ids: crate::git_guard::identities(&git_roots),
         git_root_places: crate::git_guard::places_in_file_system(&git_roots),
         git_mounts: Arc::default(),
+        git_links: Arc::default(),
         git_roots,
         writable: facts.writable.to_vec(),
         emulator: Arc::default(),

@@ -242,6 +242,51 @@ print("made" if libc.linkat(fd, b"", -100, b"hard-by-fd", 0x1000) == 0 else "ref
     assert!(!f.ws.join("to-repo").exists());
 }
 
+/// A way out made in two steps: a link made while its way does not exist
+/// yet (`x -> up/tmp/…/repo`, no `up`), then a second one that leads out
+/// to a place the sandbox may not write (`up -> /`), through which the
+/// first would lead into the temp dir. The second is refused however it
+/// is made — a new link, a directory replaced by one, a link moved into
+/// place, a directory holding one moved into place — and a link out to a
+/// system place through which no waiting link leads is made.
+#[test]
+fn a_link_made_before_its_way_out_existed_is_judged_when_the_way_is_made() {
+    if !test_support::needs(&["bash", "python3"]) || !guarded() {
+        return;
+    }
+    let f = Fixture::new("git-guard-");
+    let prepared = f.prepare_default();
+    let tmp = f.tmp.display().to_string();
+    let below_root = tmp.trim_start_matches('/');
+    let script = format!(
+        r#"
+mkdir -p "{tmp}/repo/.git"
+try() {{ if ln -s "$1" "$2" 2>/dev/null; then echo made; else echo refused; fi; }}
+move() {{ if mv -T "$1" "$2" 2>/dev/null; then echo moved; else echo refused; fi; }}
+try "up/{below_root}/repo" x
+try / up
+try / g
+move g up
+mkdir d && try "d/{below_root}/repo" y
+rmdir d && try / d
+mkdir box && try / box/root
+try "w/root/{below_root}/repo" z
+move box w
+try /usr to-usr
+ls
+"#
+    );
+    let out = f.run(&prepared, "bash", &["-c", &script]);
+    assert_eq!(
+        stdout(&out).lines().collect::<Vec<_>>(),
+        [
+            "made", "refused", "made", "refused", "made", "refused", "made", "made", "refused",
+            "made", "box", "g", "to-usr", "x", "y", "z"
+        ],
+        "{out:?}"
+    );
+}
+
 #[test]
 fn ordinary_work_keeps_its_modes_owner_and_special_files() {
     if !test_support::needs(&["bash", "python3"]) || !guarded() {
