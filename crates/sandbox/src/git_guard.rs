@@ -1123,18 +1123,16 @@ impl PlaceJudge {
             moves.push((to, from));
         }
         let mut state = self.policy.git_links.state();
-        let moved: Vec<(PathBuf, PathBuf)> = state
-            .links
-            .keys()
-            .filter_map(|path| {
-                moves.iter().find_map(|(from, to)| {
-                    let rest = path.strip_prefix(from).ok()?;
-                    let new = if rest.as_os_str().is_empty() {
+        let moved: Vec<(PathBuf, PathBuf)> = moves
+            .iter()
+            .flat_map(|(from, to)| {
+                state.under(from).map(move |(path, rest)| {
+                    let new = if rest.is_empty() {
                         to.clone()
                     } else {
-                        to.join(rest)
+                        to.join(OsStr::from_bytes(rest))
                     };
-                    Some((path.clone(), new))
+                    (path.clone(), new)
                 })
             })
             .collect();
@@ -1177,15 +1175,13 @@ impl PlaceJudge {
         else {
             return true;
         };
-        let links: Vec<(PathBuf, Vec<u8>)> = self
-            .policy
-            .git_links
-            .state()
-            .links
-            .iter()
-            .filter(|(p, _)| p.starts_with(&under))
-            .map(|(p, t)| (p.clone(), t.clone()))
-            .collect();
+        let links: Vec<(PathBuf, Vec<u8>)> = {
+            let state = self.policy.git_links.state();
+            state
+                .under(&under)
+                .filter_map(|(p, _)| Some((p.clone(), state.links.get(p)?.clone())))
+                .collect()
+        };
         links.iter().any(|(path, target)| {
             self.parent_of(path)
                 .is_none_or(|parent| self.leads_out(&parent, target))
@@ -1296,8 +1292,9 @@ pub(crate) struct MadeLinks {
 
 #[derive(Debug, Default)]
 struct MadeLinksState {
-    /// Each link's path (as the guard judges it) and target.
-    links: std::collections::HashMap<PathBuf, Vec<u8>>,
+    /// Each link's path (as the guard judges it) and target, in path
+    /// order: the links under a directory are one range.
+    links: std::collections::BTreeMap<PathBuf, Vec<u8>>,
     /// More were made than are remembered.
     overflow: bool,
 }
@@ -1305,6 +1302,29 @@ struct MadeLinksState {
 impl MadeLinks {
     fn state(&self) -> std::sync::MutexGuard<'_, MadeLinksState> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl MadeLinksState {
+    /// The links at `dir` or below it, with the names below it.
+    fn under<'a>(&'a self, dir: &'a Path) -> impl Iterator<Item = (&'a PathBuf, &'a [u8])> + 'a {
+        self.links
+            .range::<Path, _>((std::ops::Bound::Included(dir), std::ops::Bound::Unbounded))
+            .take_while(move |(p, _)| p.starts_with(dir))
+            .filter_map(move |(p, _)| Some((p, below(p, dir)?)))
+    }
+}
+
+/// The names of `path` below `dir` (empty when it is `dir`), when it is
+/// `dir` or below it: [`Path::starts_with`] on the bytes, which a guard
+/// that looks at every remembered link on each move can afford.
+fn below<'a>(path: &'a Path, dir: &Path) -> Option<&'a [u8]> {
+    let (path, dir) = (path.as_os_str().as_bytes(), dir.as_os_str().as_bytes());
+    let dir = dir.strip_suffix(b"/").unwrap_or(dir);
+    match path.strip_prefix(dir)? {
+        [] => Some(&[]),
+        [b'/', rest @ ..] => Some(rest),
+        _ => None,
     }
 }
 
