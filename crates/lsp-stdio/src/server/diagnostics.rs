@@ -501,6 +501,7 @@ impl Server {
             if let Ok(file) = std::fs::File::options().append(true).open(path) {
                 let _ = file.set_modified(std::time::SystemTime::now());
             }
+            let asked = tokio::time::Instant::now();
             let request = self.checks_requested.fetch_add(1, Ordering::SeqCst) + 1;
             self.notify::<RunFlycheck>(json!({ "textDocument": { "uri": uri } }))?;
             let done = rx.wait_for(|s| s.checks_begun > begun && !s.check_active());
@@ -525,6 +526,12 @@ impl Server {
                     }));
                 }
             };
+            tracing::debug!(
+                server = %self.config.name,
+                path = %path.display(),
+                check_ms = asked.elapsed().as_millis(),
+                "its check of the content ended"
+            );
             // What the check published for the file, received in full:
             // see `published_after`.
             let Some(items) = self.published_after(path, text, uri, deadline).await? else {
@@ -610,9 +617,18 @@ impl Server {
                 .filter(|(v, _)| *v >= version)
                 .map(|(_, items)| items.clone())
         };
+        let reopened = tokio::time::Instant::now();
         let published = rx.wait_for(|d| newest(d).is_some());
         match tokio::time::timeout_at(deadline, published).await {
-            Ok(Ok(map)) => Ok(newest(&map)),
+            Ok(Ok(map)) => {
+                tracing::debug!(
+                    server = %self.config.name,
+                    path = %path.display(),
+                    waited_ms = reopened.elapsed().as_millis(),
+                    "published for the reopened document"
+                );
+                Ok(newest(&map))
+            }
             Ok(Err(_)) => Err(Failure::Dead),
             Err(_) => Ok(None),
         }
