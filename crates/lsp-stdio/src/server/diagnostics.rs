@@ -441,10 +441,11 @@ impl Server {
     /// while it runs (`cargo clean`) ends as finished, having listed only
     /// the errors rustc reported before it failed to write (see
     /// `check_scope`). So the check is asked for with the server idle,
-    /// and its result taken only when no later check was asked for, just
-    /// one check began since the request (`checkOnSave` is off in the
-    /// preset: a check rust-analyzer begins itself restarts ours), the
-    /// server reported no load until the publication was received, and
+    /// and its result taken only when no later check was asked for, no
+    /// check began after it ended (a restart ends the check it cancels,
+    /// then begins the next; `checkOnSave` is off in the preset, so
+    /// rust-analyzer begins none by itself), the server reported no load
+    /// until the publication was received, and
     /// the output directory is the one there before the check; else it is
     /// asked for again, within the deadline.
     ///
@@ -505,7 +506,8 @@ impl Server {
             let request = self.checks_requested.fetch_add(1, Ordering::SeqCst) + 1;
             self.notify::<RunFlycheck>(json!({ "textDocument": { "uri": uri } }))?;
             let done = rx.wait_for(|s| s.checks_begun > begun && !s.check_active());
-            let (check, reports) = match tokio::time::timeout_at(deadline, done).await {
+            let (check, reports, begun_by_end) = match tokio::time::timeout_at(deadline, done).await
+            {
                 Ok(Ok(status)) => (
                     match &status.warning {
                         Some(w) => Some(format!(
@@ -515,6 +517,7 @@ impl Server {
                         None => status.check_end.clone(),
                     },
                     status.check_reports.clone(),
+                    status.checks_begun,
                 ),
                 Ok(Err(_)) => return Err(Failure::Dead),
                 Err(_) => {
@@ -546,7 +549,7 @@ impl Server {
                 (
                     s.busy_reports != busy
                         || self.checks_requested.load(Ordering::SeqCst) != request,
-                    s.checks_begun != begun + 1,
+                    s.checks_begun != begun_by_end,
                 )
             };
             let output_removed =
@@ -556,7 +559,7 @@ impl Server {
                 cut_short = Some(if output_removed {
                     "its output directory was removed while it ran, as `cargo clean` does"
                 } else if restarted {
-                    "a check it began itself restarted it"
+                    "another check began as it ended: it was restarted, not finished"
                 } else {
                     "a load or a later request restarted it"
                 });
