@@ -219,13 +219,12 @@ impl Client {
         match id.split_once(':') {
             // `HOST:pty-N`: a terminal of a remote bridge's host.
             Some((host, pty)) => {
-                crate::remotes::attach(&self.paths.runtime_dir, host, pty, writable)
-                    .unwrap_or_else(|| {
-                        Err(format!(
-                            "no dsh mcp --remote bridge here serves {host} (dsh ps lists the hosts)"
-                        ))
-                    })
-                    .map_err(ClientError::Unreachable)
+                match crate::remotes::attach(&self.paths.runtime_dir, host, pty, writable) {
+                    Some(attached) => attached.map_err(|e| ClientError::Unreachable(e.to_string())),
+                    None => Err(ClientError::Unreachable(format!(
+                        "no dsh mcp --remote bridge here serves {host} (dsh ps lists the hosts)"
+                    ))),
+                }
             }
             None => super::attach::run(&self.paths, id, writable),
         }

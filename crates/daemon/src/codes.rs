@@ -176,7 +176,7 @@ mod tests {
             ui::UiError::Token("t".into()),
         ];
         for e in &pages {
-            assert_eq!(page(e).as_str(), e.code(), "{e:?}");
+            assert_eq!(page(e), e.code(), "{e:?}");
         }
     }
 }

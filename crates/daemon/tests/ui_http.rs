@@ -750,7 +750,7 @@ async fn a_fixed_port_in_use_is_refused_with_its_code() {
     )
     .await
     .unwrap_err();
-    assert_eq!(err.code(), "UI_PORT_IN_USE");
+    assert_eq!(err.code().as_str(), "UI_PORT_IN_USE");
     assert!(err.to_string().contains("[ui] port"), "{err}");
 }
 

@@ -418,13 +418,13 @@ fn run(cli: Cli) -> Result<(), Failure> {
         Command::Answer { id } => {
             if let Some((host, pty)) = id.split_once(':') {
                 // A remote host's terminal: its own `dsh answer` reads it.
-                return Ok(hosts::answer(&cli.paths().runtime_dir, host, pty)
-                    .unwrap_or_else(|| {
-                        Err(format!(
+                let answered =
+                    hosts::answer(&cli.paths().runtime_dir, host, pty).ok_or_else(|| {
+                        anyhow::Error::msg(format!(
                             "no dsh mcp --remote bridge here serves {host} (dsh ps lists the hosts)"
                         ))
-                    })
-                    .map_err(anyhow::Error::msg)?);
+                    })?;
+                return Ok(answered.map_err(|e| anyhow::Error::msg(e.to_string()))?);
             }
             let client = Client::new(cli.paths());
             let question = client.asking(&id)?.question;

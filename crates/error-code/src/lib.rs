@@ -2,8 +2,9 @@
 //! daemon's refusals and failures
 //! (`daemon_wire::Failure::code`: its own, and those of the registry, a
 //! terminal and the page that it passes on), and of the tool errors the
-//! MCP host and the `dsh mcp --remote` relay make themselves: one closed
-//! [`Code`].
+//! MCP host and the `dsh mcp --remote` relay make themselves, and of the
+//! page's answers (`dsh ui`: its refusals, and the errors it shows): one
+//! closed [`Code`].
 //!
 //! A code is written on the wire as its SCREAMING_SNAKE name
 //! (`VERSION_MISMATCH`); a new code is a new variant, and every `match`
@@ -118,6 +119,44 @@ pub enum Code {
     /// The page's token could not be made.
     UiTokenFailed,
 
+    // The page's refusals of a request, and its own failures.
+    /// A request to the page had no `Host`, or one that cannot be parsed.
+    InvalidRequest,
+    /// A request's `Host` does not name the page's server.
+    UiHostRefused,
+    /// A request came from a foreign `Origin` or a cross-site fetch.
+    UiOriginRefused,
+    /// A request had no token, or a wrong one.
+    UiTokenRequired,
+    /// A sign-in code was used already, has expired, or is unknown.
+    UiLoginUsed,
+    /// A change did not carry the token of a page the server rendered.
+    UiPageTokenRefused,
+    /// The page has as many signed-in connections or live views as it may.
+    UiBusy,
+    /// The page has no such address.
+    NotFound,
+    /// No workspace has the id the page's address names.
+    NoWorkspace,
+    /// Keys were sent to a terminal's view that has not taken the keyboard.
+    ReadOnly,
+
+    // The directory picker's, as the page passes them on.
+    /// The directory does not exist.
+    PickerNotFound,
+    /// The path is not a directory.
+    PickerNotADirectory,
+    /// The person cannot list the directory.
+    PickerUnreadable,
+    /// The path leads into a symlink loop.
+    PickerSymlinkLoop,
+    /// The directory is in a device tree (`/proc`, `/sys`, `/dev`).
+    PickerDeviceTree,
+    /// The picker does not do what was asked (a dialog does not list).
+    PickerUnsupported,
+    /// The picker failed to read the file system.
+    PickerIo,
+
     // The tool errors the MCP host and the relay make themselves.
     /// The call was ended (cancelled, or its client went away).
     Cancelled,
@@ -182,7 +221,7 @@ pub enum Code {
 
 impl Code {
     /// Every code, in declaration order.
-    pub const ALL: [Code; 71] = [
+    pub const ALL: [Code; 88] = [
         Code::VersionMismatch,
         Code::SandboxedClient,
         Code::MalformedHello,
@@ -226,6 +265,23 @@ impl Code {
         Code::UiPortInUse,
         Code::UiBindFailed,
         Code::UiTokenFailed,
+        Code::InvalidRequest,
+        Code::UiHostRefused,
+        Code::UiOriginRefused,
+        Code::UiTokenRequired,
+        Code::UiLoginUsed,
+        Code::UiPageTokenRefused,
+        Code::UiBusy,
+        Code::NotFound,
+        Code::NoWorkspace,
+        Code::ReadOnly,
+        Code::PickerNotFound,
+        Code::PickerNotADirectory,
+        Code::PickerUnreadable,
+        Code::PickerSymlinkLoop,
+        Code::PickerDeviceTree,
+        Code::PickerUnsupported,
+        Code::PickerIo,
         Code::Cancelled,
         Code::NoApproval,
         Code::NoConnection,
@@ -302,6 +358,23 @@ impl Code {
             Code::UiPortInUse => "UI_PORT_IN_USE",
             Code::UiBindFailed => "UI_BIND_FAILED",
             Code::UiTokenFailed => "UI_TOKEN_FAILED",
+            Code::InvalidRequest => "INVALID_REQUEST",
+            Code::UiHostRefused => "UI_HOST_REFUSED",
+            Code::UiOriginRefused => "UI_ORIGIN_REFUSED",
+            Code::UiTokenRequired => "UI_TOKEN_REQUIRED",
+            Code::UiLoginUsed => "UI_LOGIN_USED",
+            Code::UiPageTokenRefused => "UI_PAGE_TOKEN_REFUSED",
+            Code::UiBusy => "UI_BUSY",
+            Code::NotFound => "NOT_FOUND",
+            Code::NoWorkspace => "NO_WORKSPACE",
+            Code::ReadOnly => "READ_ONLY",
+            Code::PickerNotFound => "PICKER_NOT_FOUND",
+            Code::PickerNotADirectory => "PICKER_NOT_A_DIRECTORY",
+            Code::PickerUnreadable => "PICKER_UNREADABLE",
+            Code::PickerSymlinkLoop => "PICKER_SYMLINK_LOOP",
+            Code::PickerDeviceTree => "PICKER_DEVICE_TREE",
+            Code::PickerUnsupported => "PICKER_UNSUPPORTED",
+            Code::PickerIo => "PICKER_IO",
             Code::Cancelled => "CANCELLED",
             Code::NoApproval => "NO_APPROVAL",
             Code::NoConnection => "NO_CONNECTION",

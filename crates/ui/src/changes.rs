@@ -34,6 +34,7 @@ use axum::extract::{Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse as _, Response};
 use axum::routing::{get, post};
+use error_code::Code;
 use picker_seam::PickerError;
 use serde::Deserialize;
 use tokio::sync::OwnedSemaphorePermit;
@@ -58,37 +59,41 @@ pub(crate) fn routes() -> Router<Shared> {
         .route("/api/picker/choose", post(picker_choose))
 }
 
-/// The registry's refusals of a change: what the person asked cannot be
-/// done as asked (409), unlike a store that failed (500).
-const REFUSALS: [&str; 11] = [
-    "PATH_NOT_FOUND",
-    "PATH_UNRESOLVABLE",
-    "NOT_A_DIRECTORY",
-    "INVALID_TITLE",
-    "WORKSPACE_ORDER_INVALID",
-    "WORKSPACE_MOVE_INVALID",
-    "SESSION_CWD_MISSING",
-    "SESSION_CWD_UNRESOLVABLE",
-    "SESSION_CWD_NOT_DIRECTORY",
-    "SESSION_CWD_MISMATCH",
-    "INVALID_ARGUMENT",
-];
+/// Whether `code` is one of the registry's refusals of a change: what the
+/// person asked cannot be done as asked (409), unlike a store that failed
+/// (500).
+fn refusal(code: Code) -> bool {
+    matches!(
+        code,
+        Code::PathNotFound
+            | Code::PathUnresolvable
+            | Code::NotADirectory
+            | Code::InvalidTitle
+            | Code::WorkspaceOrderInvalid
+            | Code::WorkspaceMoveInvalid
+            | Code::SessionCwdMissing
+            | Code::SessionCwdUnresolvable
+            | Code::SessionCwdNotDirectory
+            | Code::SessionCwdMismatch
+            | Code::InvalidArgument
+    )
+}
 
 fn refused_change(e: SourceError) -> Failure {
     let status = if e.is_not_found() {
         StatusCode::NOT_FOUND
-    } else if REFUSALS.contains(&e.code.as_str()) {
+    } else if refusal(e.code) {
         StatusCode::CONFLICT
-    } else if e.code == "STORE_BUSY" {
+    } else if e.code == Code::StoreBusy {
         StatusCode::SERVICE_UNAVAILABLE
     } else {
         StatusCode::INTERNAL_SERVER_ERROR
     };
-    Failure::new(status, &e.code, e.message).json()
+    Failure::new(status, e.code, e.message).json()
 }
 
 fn invalid(message: impl Into<String>) -> Failure {
-    Failure::new(StatusCode::BAD_REQUEST, "INVALID_ARGUMENT", message).json()
+    Failure::new(StatusCode::BAD_REQUEST, Code::InvalidArgument, message).json()
 }
 
 fn json_response(value: &serde_json::Value) -> Response {
@@ -117,7 +122,7 @@ async fn change(
     if !json {
         return Err(Failure::new(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            "INVALID_ARGUMENT",
+            Code::InvalidArgument,
             "a change is JSON: send it with Content-Type: application/json",
         )
         .json());
@@ -228,7 +233,7 @@ fn picker_failure(e: &PickerError) -> Failure {
         PickerError::Unreadable { .. } => StatusCode::FORBIDDEN,
         PickerError::Io { .. } => StatusCode::INTERNAL_SERVER_ERROR,
     };
-    Failure::new(status, e.code(), e.to_string()).json()
+    Failure::new(status, crate::codes::picker(e), e.to_string()).json()
 }
 
 #[derive(Debug, Deserialize)]
@@ -257,7 +262,7 @@ async fn picker_list(
         .map_err(|e| {
             Failure::new(
                 StatusCode::INTERNAL_SERVER_ERROR,
-                "INTERNAL",
+                Code::Internal,
                 format!("the picker's task failed: {e}"),
             )
             .json()
@@ -278,7 +283,7 @@ async fn picker_choose(State(app): State<Shared>) -> Result<Response, Failure> {
         .map_err(|e| {
             Failure::new(
                 StatusCode::INTERNAL_SERVER_ERROR,
-                "INTERNAL",
+                Code::Internal,
                 format!("the picker's task failed: {e}"),
             )
             .json()

@@ -60,6 +60,7 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{Html, IntoResponse as _, Response};
+use error_code::Code;
 use subtle::ConstantTimeEq as _;
 
 use crate::conns::SlotHandle;
@@ -327,15 +328,15 @@ pub enum Refusal {
 
 impl Refusal {
     /// The stable code.
-    pub fn code(self) -> &'static str {
+    pub fn code(self) -> Code {
         match self {
-            Refusal::MalformedHost => "INVALID_REQUEST",
-            Refusal::Host => "UI_HOST_REFUSED",
-            Refusal::Origin => "UI_ORIGIN_REFUSED",
-            Refusal::Token => "UI_TOKEN_REQUIRED",
-            Refusal::LoginUsed => "UI_LOGIN_USED",
-            Refusal::PageToken => "UI_PAGE_TOKEN_REFUSED",
-            Refusal::Busy => "UI_BUSY",
+            Refusal::MalformedHost => Code::InvalidRequest,
+            Refusal::Host => Code::UiHostRefused,
+            Refusal::Origin => Code::UiOriginRefused,
+            Refusal::Token => Code::UiTokenRequired,
+            Refusal::LoginUsed => Code::UiLoginUsed,
+            Refusal::PageToken => Code::UiPageTokenRefused,
+            Refusal::Busy => Code::UiBusy,
         }
     }
 

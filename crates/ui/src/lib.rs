@@ -55,6 +55,7 @@ pub mod accept;
 mod assets;
 pub mod changes;
 pub mod chart;
+mod codes;
 pub mod conns;
 pub mod guard;
 pub mod html;

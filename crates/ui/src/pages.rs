@@ -14,6 +14,7 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
+use error_code::Code;
 use maud::{Markup, PreEscaped, html};
 use picker_seam::{Capability, Entry, Listing};
 use workspace::LogEntry;
@@ -378,9 +379,9 @@ fn picker_entry(listing: &Listing, entry: &Entry) -> Markup {
         }
     });
     let (code, why) = match (entry.refused, entry.path.to_str()) {
-        (Some(refusal), _) => (refusal.code(), refusal.words()),
+        (Some(refusal), _) => (crate::codes::picker_refusal(refusal), refusal.words()),
         (None, None) => (
-            "INVALID_ARGUMENT",
+            Code::InvalidArgument,
             "its path is not UTF-8: use `dsh workspace create`",
         ),
         (None, Some(path)) => {
@@ -395,7 +396,7 @@ fn picker_entry(listing: &Listing, entry: &Entry) -> Markup {
         }
     };
     html! {
-        li class={ "refused" (hidden) } data-code=(code) {
+        li class={ "refused" (hidden) } data-code=(code.as_str()) {
             span class="name" { (name) }
             @if let Some(link) = link { (link) }
             " "
@@ -880,7 +881,7 @@ pub fn terminal(connection: &ConnectionRow, t: &TerminalRow) -> String {
         }
         p class="hint" {
             "Taking the keyboard lets your keys reach the program. Keys are refused while an agent's send is active; while you type (until you pause for a second and the program waits for input again) the agent's sends get "
-            code { "SEND_ACTIVE" }
+            code { (Code::SendActive.as_str()) }
             "."
         }
         div id="notice" class="notice" role="status" aria-live="polite" {}
@@ -1140,14 +1141,14 @@ pub fn decided(id: &str, run: bool, what: &str) -> String {
 }
 
 /// An error page: what went wrong and what to do.
-pub fn error(code: &str, message: &str) -> String {
+pub fn error(code: Code, message: &str) -> String {
     let body = html! {
-        h1 { (code) }
+        h1 { (code.as_str()) }
         p { (message) }
         p { a href="/" { "Workspaces" } " · " a href="/live" { "Live" } }
     };
     page(layout(
-        code,
+        code.as_str(),
         "error",
         Nav::Workspaces,
         PageData::default(),

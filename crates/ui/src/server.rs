@@ -48,6 +48,7 @@ use axum::http::{StatusCode, header};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
+use error_code::Code;
 use futures::{SinkExt as _, Stream, StreamExt as _};
 use serde::Deserialize;
 use terminal_seam::{PersonKeys, PersonViews, TerminalError, TerminalId};
@@ -113,11 +114,11 @@ pub enum UiError {
 
 impl UiError {
     /// The stable code.
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> Code {
         match self {
-            UiError::PortInUse { .. } => "UI_PORT_IN_USE",
-            UiError::Bind { .. } => "UI_BIND_FAILED",
-            UiError::Token(_) => "UI_TOKEN_FAILED",
+            UiError::PortInUse { .. } => Code::UiPortInUse,
+            UiError::Bind { .. } => Code::UiBindFailed,
+            UiError::Token(_) => Code::UiTokenFailed,
         }
     }
 }
@@ -459,16 +460,16 @@ fn router(app: Shared, access: Arc<Access>) -> Router {
 /// A failure as a page (or JSON under `/api/`).
 pub(crate) struct Failure {
     status: StatusCode,
-    code: String,
+    code: Code,
     message: String,
     json: bool,
 }
 
 impl Failure {
-    pub(crate) fn new(status: StatusCode, code: &str, message: impl Into<String>) -> Self {
+    pub(crate) fn new(status: StatusCode, code: Code, message: impl Into<String>) -> Self {
         Self {
             status,
-            code: code.to_owned(),
+            code,
             message: message.into(),
             json: false,
         }
@@ -484,24 +485,31 @@ impl From<SourceError> for Failure {
     fn from(e: SourceError) -> Self {
         let status = if e.is_not_found() {
             StatusCode::NOT_FOUND
-        } else if e.code == "STORE_BUSY" {
+        } else if e.code == Code::StoreBusy {
             StatusCode::SERVICE_UNAVAILABLE
         } else {
             StatusCode::INTERNAL_SERVER_ERROR
         };
-        Self::new(status, &e.code, e.message)
+        Self::new(status, e.code, e.message)
     }
 }
 
 impl From<TerminalError> for Failure {
     fn from(e: TerminalError) -> Self {
-        let status = match e.code() {
-            "INVALID_ARGUMENT" => StatusCode::BAD_REQUEST,
-            "NO_SESSION" => StatusCode::NOT_FOUND,
-            "SESSION_CLOSING" | "SESSION_EXITED" => StatusCode::GONE,
-            _ => StatusCode::INTERNAL_SERVER_ERROR,
+        let status = match &e {
+            TerminalError::InvalidArgument { .. } => StatusCode::BAD_REQUEST,
+            TerminalError::NoSession { .. } => StatusCode::NOT_FOUND,
+            TerminalError::SessionClosing { .. } | TerminalError::SessionExited { .. } => {
+                StatusCode::GONE
+            }
+            TerminalError::ForeignSession { .. }
+            | TerminalError::SendActive { .. }
+            | TerminalError::DuplicateName { .. }
+            | TerminalError::UseClose { .. }
+            | TerminalError::SpawnFailed { .. }
+            | TerminalError::TerminalLimit { .. } => StatusCode::INTERNAL_SERVER_ERROR,
         };
-        Self::new(status, e.code(), e.to_string())
+        Self::new(status, crate::codes::terminal(&e), e.to_string())
     }
 }
 
@@ -516,7 +524,7 @@ impl IntoResponse for Failure {
             )
                 .into_response()
         } else {
-            (self.status, Html(pages::error(&self.code, &self.message))).into_response()
+            (self.status, Html(pages::error(self.code, &self.message))).into_response()
         }
     }
 }
@@ -525,7 +533,7 @@ fn parse_session(id: &str) -> Result<SessionId, Failure> {
     id.parse().map_err(|_| {
         Failure::new(
             StatusCode::BAD_REQUEST,
-            "INVALID_ARGUMENT",
+            Code::InvalidArgument,
             format!(
                 "`{}` is not a session id (a UUID, as on the workspaces page)",
                 id.escape_debug()
@@ -541,7 +549,7 @@ fn parse_terminal(id: &str) -> Result<TerminalId, Failure> {
 fn busy() -> Failure {
     Failure::new(
         StatusCode::SERVICE_UNAVAILABLE,
-        "UI_BUSY",
+        Code::UiBusy,
         format!("{MAX_STREAMS} live views are open already; close some tabs and reload"),
     )
 }
@@ -549,7 +557,7 @@ fn busy() -> Failure {
 async fn not_found() -> Failure {
     Failure::new(
         StatusCode::NOT_FOUND,
-        "NOT_FOUND",
+        Code::NotFound,
         "no such page; start from the workspaces or the live page",
     )
 }
@@ -559,7 +567,7 @@ fn mint_page_token(app: &Shared) -> Result<String, Failure> {
     app.page_tokens.mint().map_err(|e| {
         Failure::new(
             StatusCode::INTERNAL_SERVER_ERROR,
-            "UI_TOKEN_FAILED",
+            Code::UiTokenFailed,
             format!("cannot make the page's token: {e}"),
         )
     })
@@ -595,7 +603,7 @@ async fn workspace_page(
         .ok_or_else(|| {
             Failure::new(
                 StatusCode::NOT_FOUND,
-                "NO_WORKSPACE",
+                Code::NoWorkspace,
                 format!(
                     "no workspace `{}`; the workspaces page lists them",
                     id.escape_debug()
@@ -647,7 +655,7 @@ async fn terminal_page(
     let (connection, terminal) = view.terminal(&tid.to_string()).ok_or_else(|| {
         Failure::new(
             StatusCode::NOT_FOUND,
-            "NO_SESSION",
+            Code::NoSession,
             format!("no terminal {tid} is open now; the live page lists the open ones"),
         )
     })?;
@@ -693,7 +701,7 @@ async fn answer_post(
     if body.len() > 3 * MAX_ANSWER + 16 {
         return Err(Failure::new(
             StatusCode::PAYLOAD_TOO_LARGE,
-            "INVALID_ARGUMENT",
+            Code::InvalidArgument,
             format!("an answer is at most {MAX_ANSWER} bytes"),
         ));
     }
@@ -712,7 +720,7 @@ async fn answer_post(
     let secret = form_field(&body, "secret").ok_or_else(|| {
         Failure::new(
             StatusCode::BAD_REQUEST,
-            "INVALID_ARGUMENT",
+            Code::InvalidArgument,
             "the form had no answer; type it in the box and press Answer",
         )
     })?;
@@ -746,7 +754,7 @@ async fn approve_post(
     if body.len() > 1024 {
         return Err(Failure::new(
             StatusCode::PAYLOAD_TOO_LARGE,
-            "INVALID_ARGUMENT",
+            Code::InvalidArgument,
             "a decision is a page token and `run` or `refuse`; this form was too large",
         ));
     }
@@ -766,7 +774,7 @@ async fn approve_post(
         _ => {
             return Err(Failure::new(
                 StatusCode::BAD_REQUEST,
-                "INVALID_ARGUMENT",
+                Code::InvalidArgument,
                 "the form had no decision; press Run or Refuse",
             ));
         }
@@ -841,7 +849,7 @@ async fn live_json(State(app): State<Shared>) -> Response {
         Ok(body) => ([(header::CONTENT_TYPE, "application/json")], body).into_response(),
         Err(e) => Failure::new(
             StatusCode::INTERNAL_SERVER_ERROR,
-            "INTERNAL",
+            Code::Internal,
             format!("the live list did not encode: {e}"),
         )
         .json()
@@ -1111,7 +1119,7 @@ fn json_text(value: &serde_json::Value) -> Message {
     Message::Text(value.to_string().into())
 }
 
-fn notice(code: &str, text: &str) -> Message {
+fn notice(code: Code, text: &str) -> Message {
     json_text(&serde_json::json!({"t": "notice", "code": code, "text": text}))
 }
 
@@ -1223,7 +1231,7 @@ async fn read_viewer(
         };
         let reply = match serde_json::from_str::<ViewerMessage>(text.as_str()) {
             Err(e) => Some(notice(
-                "INVALID_ARGUMENT",
+                Code::InvalidArgument,
                 &format!("a message the page did not understand: {e}"),
             )),
             Ok(ViewerMessage::Take) => match terminals.person_typing(id) {
@@ -1234,7 +1242,7 @@ async fn read_viewer(
                         &serde_json::json!({"t": "keyboard", "held": true}),
                     ))
                 }
-                Err(e) => Some(notice(e.code(), &e.to_string())),
+                Err(e) => Some(notice(crate::codes::terminal(&e), &e.to_string())),
             },
             Ok(ViewerMessage::Release) => {
                 typing = None;
@@ -1244,11 +1252,11 @@ async fn read_viewer(
             }
             Ok(ViewerMessage::Keys { data }) => match &typing {
                 None => Some(notice(
-                    "READ_ONLY",
+                    Code::ReadOnly,
                     "this view is read-only: take the keyboard to type",
                 )),
                 Some(_) if data.len() > MAX_KEYS => Some(notice(
-                    "INVALID_ARGUMENT",
+                    Code::InvalidArgument,
                     &format!(
                         "{} bytes of keys at once is over the {MAX_KEYS}-byte limit; paste less at a time",
                         data.len()
@@ -1257,12 +1265,12 @@ async fn read_viewer(
                 Some(t) => match t.write(data.as_bytes()).await {
                     Ok(()) => None,
                     Err(TerminalError::SendActive { .. }) => Some(notice(
-                        "SEND_ACTIVE",
+                        Code::SendActive,
                         &format!(
                             "an agent's send is active on {id}; your keys were not sent — try again when it settles"
                         ),
                     )),
-                    Err(e) => Some(notice(e.code(), &e.to_string())),
+                    Err(e) => Some(notice(crate::codes::terminal(&e), &e.to_string())),
                 },
             },
         };

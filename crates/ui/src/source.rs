@@ -15,6 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
+use error_code::Code;
 use futures::future::BoxFuture;
 use picker_seam::DirectoryPicker;
 use serde::{Deserialize, Serialize};
@@ -27,24 +28,35 @@ use daemon_wire::snapshot::{ConnectionRow, JobRow, TerminalRow};
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{message}")]
 pub struct SourceError {
-    /// SCREAMING_SNAKE code (`NO_SESSION`, `NO_JOB`, `STORE_BUSY`, …).
-    pub code: String,
+    /// The stable code (`NO_SESSION`, `NO_JOB`, `STORE_BUSY`, …).
+    pub code: Code,
     /// One line for a person.
     pub message: String,
 }
 
 impl SourceError {
     /// An error with `code` and `message`.
-    pub fn new(code: &str, message: impl Into<String>) -> Self {
+    pub fn new(code: Code, message: impl Into<String>) -> Self {
         Self {
-            code: code.to_owned(),
+            code,
             message: message.into(),
         }
     }
 
     /// Whether the thing asked for does not exist (an HTTP 404).
     pub fn is_not_found(&self) -> bool {
-        self.code.starts_with("NO_") || self.code.starts_with("UNKNOWN_")
+        matches!(
+            self.code,
+            Code::NoSession
+                | Code::NoJob
+                | Code::NoWorkspace
+                | Code::NoDetached
+                | Code::NoSecretPrompt
+                | Code::NoApproval
+                | Code::NoConnection
+                | Code::UnknownWorkspace
+                | Code::UnknownSession
+        )
     }
 }
 
@@ -357,4 +369,25 @@ pub struct PromptView {
     /// Which executable reads the prompt, with a warning when it is a
     /// shell or an interpreter; `None` when it cannot be told.
     pub reader: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    /// The not-found codes are the `NO_…` and `UNKNOWN_…` ones: the page
+    /// answers 404 for exactly these.
+    #[test]
+    fn the_not_found_codes_are_the_no_and_unknown_ones() {
+        for code in Code::ALL {
+            let name = code.as_str();
+            let expected = name.starts_with("NO_") || name.starts_with("UNKNOWN_");
+            assert_eq!(
+                SourceError::new(code, "m").is_not_found(),
+                expected,
+                "{name}"
+            );
+        }
+    }
 }

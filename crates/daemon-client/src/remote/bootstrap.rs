@@ -60,6 +60,147 @@ const STEP_TIMEOUT: Duration = Duration::from_secs(60);
 /// How many lines of the transport's stderr are kept for messages.
 const STDERR_TAIL: usize = 6;
 
+/// Why the build to install could not be found, or a target could not be
+/// bootstrapped: what failed and why, in words a model can act on.
+#[derive(Debug, thiserror::Error)]
+pub enum BootstrapError {
+    /// This executable's path could not be found.
+    #[error("cannot find this dsh executable: {0}")]
+    CurrentExe(std::io::Error),
+    /// The build to install could not be opened.
+    #[error("cannot read the build to install, {}: {error}", path.display())]
+    OpenBuild {
+        /// The build.
+        path: PathBuf,
+        /// Why.
+        error: std::io::Error,
+    },
+    /// A file could not be read.
+    #[error("cannot read {}: {error}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        error: std::io::Error,
+    },
+    /// The build `$DSH_REMOTE_BINARY` names is not a static Linux
+    /// executable.
+    #[error(
+        "{} (${BINARY_VAR}) is not a statically linked Linux executable; build one with `cargo xtask static`",
+        path.display(),
+        BINARY_VAR = BINARY_VAR
+    )]
+    NotStatic {
+        /// The build.
+        path: PathBuf,
+    },
+    /// The stream's command could not be started.
+    #[error("cannot start the stream to {host}: {error}")]
+    Spawn {
+        /// The target's host.
+        host: String,
+        /// Why.
+        error: std::io::Error,
+    },
+    /// The stream's command started without its pipes.
+    #[error("cannot start the stream to {host}: no pipes")]
+    NoPipes {
+        /// The target's host.
+        host: String,
+    },
+    /// A dynamically linked build does not run on the target.
+    #[error(
+        "{error}; this dsh ({}) is dynamically linked: build the static one with `cargo xtask static`, which runs on any {arch} Linux",
+        path.display()
+    )]
+    Dynamic {
+        /// What the target said.
+        error: Box<BootstrapError>,
+        /// The build.
+        path: PathBuf,
+        /// Its architecture.
+        arch: &'static str,
+    },
+    /// The target is not Linux.
+    #[error("{host} runs {os}; dsh's daemon runs on Linux only, so it cannot be the remote end")]
+    NotLinux {
+        /// The target's host.
+        host: String,
+        /// What `uname -s` said.
+        os: String,
+    },
+    /// The target's architecture is not the build's.
+    #[error(
+        "{host} is {arch}, and the build this dsh installs ({}) is {build_arch}: name a static {arch} build of dsh in ${BINARY_VAR}",
+        path.display(),
+        BINARY_VAR = BINARY_VAR
+    )]
+    WrongArch {
+        /// The target's host.
+        host: String,
+        /// The target's architecture.
+        arch: String,
+        /// The build.
+        path: PathBuf,
+        /// The build's architecture.
+        build_arch: &'static str,
+    },
+    /// The stream closed while the build was sent.
+    #[error("the stream to {host} closed while dsh was installed there ({error}{status}){said}")]
+    ClosedWhileInstalling {
+        /// The target's host.
+        host: String,
+        /// The failed write.
+        error: std::io::Error,
+        /// How the transport exited (`, ssh exited with 255`), or nothing.
+        status: String,
+        /// Its last words (`; it said: …`), or nothing.
+        said: String,
+    },
+    /// The bootstrap script said dsh could not start.
+    #[error("dsh could not start on {host}: {why}")]
+    CouldNotStart {
+        /// The target's host.
+        host: String,
+        /// The script's words.
+        why: String,
+    },
+    /// The stream ended before dsh started.
+    #[error("the stream to {host} ended before dsh started there ({why}{status}){said}")]
+    EndedBeforeStart {
+        /// The target's host.
+        host: String,
+        /// How the stream ended.
+        why: String,
+        /// How the transport exited, or nothing.
+        status: String,
+        /// Its last words, or nothing.
+        said: String,
+    },
+    /// The target said nothing in time.
+    #[error("{host} did not answer within {secs} s{said}")]
+    NoAnswer {
+        /// The target's host.
+        host: String,
+        /// How long it was given.
+        secs: u64,
+        /// The transport's last words, or nothing.
+        said: String,
+    },
+    /// The stream closed while the bootstrap script was written.
+    #[error("the stream to {host} closed during the bootstrap ({error}{status}){said}")]
+    ClosedDuringBootstrap {
+        /// The target's host.
+        host: String,
+        /// The failed write.
+        error: std::io::Error,
+        /// How the transport exited, or nothing.
+        status: String,
+        /// Its last words, or nothing.
+        said: String,
+    },
+}
+
 /// The build installed on targets.
 #[derive(Debug, Clone)]
 pub struct Build {
@@ -87,12 +228,11 @@ impl Build {
     /// target whose C library is as new as this machine's (the target's
     /// `--version` check says when it is not, and how to get the static
     /// one). The error says how to get a build.
-    pub fn find() -> Result<Self, String> {
+    pub fn find() -> Result<Self, BootstrapError> {
         let (path, dynamic) = match std::env::var_os(BINARY_VAR).filter(|v| !v.is_empty()) {
             Some(path) => (PathBuf::from(path), false),
             None => {
-                let exe = std::env::current_exe()
-                    .map_err(|e| format!("cannot find this dsh executable: {e}"))?;
+                let exe = std::env::current_exe().map_err(BootstrapError::CurrentExe)?;
                 if static_arch(&exe)?.is_some() {
                     (exe, false)
                 } else if let Some(sibling) = static_sibling(&exe) {
@@ -102,26 +242,26 @@ impl Build {
                 }
             }
         };
-        let mut file = std::fs::File::open(&path)
-            .map_err(|e| format!("cannot read the build to install, {}: {e}", path.display()))?;
+        let mut file = std::fs::File::open(&path).map_err(|error| BootstrapError::OpenBuild {
+            path: path.clone(),
+            error,
+        })?;
         let arch = if dynamic {
             elf_arch(&path)?.map(|(arch, _)| arch)
         } else {
             static_arch(&path)?
         };
         let Some(arch) = arch else {
-            return Err(format!(
-                "{} (${BINARY_VAR}) is not a statically linked Linux executable; build one with `cargo xtask static`",
-                path.display()
-            ));
+            return Err(BootstrapError::NotStatic { path });
         };
         let mut hasher = sha2::Sha256::new();
         let mut buf = vec![0u8; 256 * 1024];
         let mut size = 0u64;
         loop {
-            let n = file
-                .read(&mut buf)
-                .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+            let n = file.read(&mut buf).map_err(|error| BootstrapError::Read {
+                path: path.clone(),
+                error,
+            })?;
             if n == 0 {
                 break;
             }
@@ -178,16 +318,19 @@ fn static_sibling(exe: &std::path::Path) -> Option<PathBuf> {
 /// executable with no program interpreter (statically linked), as every
 /// Linux build of dsh is; `None` for anything else. Reads the ELF header
 /// and the program headers only.
-fn static_arch(path: &std::path::Path) -> Result<Option<&'static str>, String> {
+fn static_arch(path: &std::path::Path) -> Result<Option<&'static str>, BootstrapError> {
     Ok(elf_arch(path)?.and_then(|(arch, interp)| (!interp).then_some(arch)))
 }
 
 /// The architecture of `path` when it is a 64-bit little-endian ELF
 /// executable, and whether it names a program interpreter (is dynamically
 /// linked); `None` for anything else.
-fn elf_arch(path: &std::path::Path) -> Result<Option<(&'static str, bool)>, String> {
+fn elf_arch(path: &std::path::Path) -> Result<Option<(&'static str, bool)>, BootstrapError> {
     const PT_INTERP: u32 = 3;
-    let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let bytes = std::fs::read(path).map_err(|error| BootstrapError::Read {
+        path: path.to_path_buf(),
+        error,
+    })?;
     let u16_at = |at: usize| {
         bytes
             .get(at..at + 2)
@@ -433,7 +576,7 @@ pub fn open(
     preset: Option<&str>,
     control: Option<&std::path::Path>,
     say: &dyn Fn(&str),
-) -> Result<Stream, String> {
+) -> Result<Stream, BootstrapError> {
     let host = target.host();
     let mut command = target.command(control);
     // A group of its own: ending the stream ends all of it, and a Ctrl-C
@@ -443,15 +586,16 @@ pub fn open(
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    let mut child = command
-        .spawn()
-        .map_err(|e| format!("cannot start the stream to {host}: {e}"))?;
+    let mut child = command.spawn().map_err(|error| BootstrapError::Spawn {
+        host: host.clone(),
+        error,
+    })?;
     let (Some(stdin), Some(stdout), Some(stderr)) =
         (child.stdin.take(), child.stdout.take(), child.stderr.take())
     else {
         let _ = child.kill();
         let _ = child.wait();
-        return Err(format!("cannot start the stream to {host}: no pipes"));
+        return Err(BootstrapError::NoPipes { host });
     };
     let tail = Arc::new(Mutex::new(VecDeque::new()));
     let (done, stderr_done) = mpsc::channel();
@@ -476,13 +620,15 @@ pub fn open(
         Ok(()) => Ok(stream),
         Err(e) => {
             stream.end();
+            // The bootstrap script's words for a build the target cannot
+            // run, wherever the message carries them.
             Err(
-                if build.dynamic && e.contains("does not run on the target") {
-                    format!(
-                        "{e}; this dsh ({}) is dynamically linked: build the static one with `cargo xtask static`, which runs on any {} Linux",
-                        build.path.display(),
-                        build.arch
-                    )
+                if build.dynamic && e.to_string().contains("does not run on the target") {
+                    BootstrapError::Dynamic {
+                        error: Box::new(e),
+                        path: build.path.clone(),
+                        arch: build.arch,
+                    }
                 } else {
                     e
                 },
@@ -498,7 +644,7 @@ fn handshake(
     build: &Build,
     preset: Option<&str>,
     say: &dyn Fn(&str),
-) -> Result<(), String> {
+) -> Result<(), BootstrapError> {
     write_to(
         stream,
         host,
@@ -512,16 +658,18 @@ fn handshake(
     let os = fields.get("os").copied().unwrap_or("?");
     let arch = normalised_arch(fields.get("arch").copied().unwrap_or("?"));
     if os != "Linux" {
-        return Err(format!(
-            "{host} runs {os}; dsh's daemon runs on Linux only, so it cannot be the remote end"
-        ));
+        return Err(BootstrapError::NotLinux {
+            host: host.to_owned(),
+            os: os.to_owned(),
+        });
     }
     if arch != build.arch {
-        return Err(format!(
-            "{host} is {arch}, and the build this dsh installs ({}) is {}: name a static {arch} build of dsh in ${BINARY_VAR}",
-            build.path.display(),
-            build.arch
-        ));
+        return Err(BootstrapError::WrongArch {
+            host: host.to_owned(),
+            arch: arch.to_owned(),
+            path: build.path.clone(),
+            build_arch: build.arch,
+        });
     }
     if fields.get("have") == Some(&"yes") {
         write_to(stream, host, b"go\n")?;
@@ -537,18 +685,22 @@ fn handshake(
             }
         ));
         write_to(stream, host, b"send\n")?;
-        let mut file = std::fs::File::open(&build.path)
-            .map_err(|e| format!("cannot read {}: {e}", build.path.display()))?;
-        if let Err(e) = std::io::copy(&mut (&mut file).take(build.size), &mut stream.stdin) {
+        let mut file = std::fs::File::open(&build.path).map_err(|error| BootstrapError::Read {
+            path: build.path.clone(),
+            error,
+        })?;
+        if let Err(error) = std::io::copy(&mut (&mut file).take(build.size), &mut stream.stdin) {
             // The script may have said why it stopped reading (a full disk).
             return Err(match expect(stream, host) {
-                Err(why) if why.starts_with("dsh could not start") => why,
+                Err(why @ BootstrapError::CouldNotStart { .. }) => why,
                 _ => {
                     let status = finish(&mut stream.child, &stream.stderr_done);
-                    format!(
-                        "the stream to {host} closed while dsh was installed there ({e}{status}){}",
-                        said(&stream.stderr_tail())
-                    )
+                    BootstrapError::ClosedWhileInstalling {
+                        host: host.to_owned(),
+                        error,
+                        status,
+                        said: said(&stream.stderr_tail()),
+                    }
                 }
             });
         }
@@ -558,16 +710,16 @@ fn handshake(
     if started.trim() == "start" {
         Ok(())
     } else {
-        Err(format!(
-            "dsh could not start on {host}: {}",
-            started.trim_start_matches("error").trim()
-        ))
+        Err(BootstrapError::CouldNotStart {
+            host: host.to_owned(),
+            why: started.trim_start_matches("error").trim().to_owned(),
+        })
     }
 }
 
 /// The next `@dsh-remote` line's rest; other lines (a login script's
 /// greeting) go to stderr.
-fn expect(stream: &mut Stream, host: &str) -> Result<String, String> {
+fn expect(stream: &mut Stream, host: &str) -> Result<String, BootstrapError> {
     let deadline = Instant::now() + STEP_TIMEOUT;
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
@@ -576,10 +728,10 @@ fn expect(stream: &mut Stream, host: &str) -> Result<String, String> {
                 let line = String::from_utf8_lossy(&line);
                 match line.strip_prefix("@dsh-remote ") {
                     Some(rest) if rest.starts_with("error") => {
-                        return Err(format!(
-                            "dsh could not start on {host}: {}",
-                            rest.trim_start_matches("error").trim()
-                        ));
+                        return Err(BootstrapError::CouldNotStart {
+                            host: host.to_owned(),
+                            why: rest.trim_start_matches("error").trim().to_owned(),
+                        });
                     }
                     Some(rest) => return Ok(rest.to_owned()),
                     None => eprintln!("dsh: {host} printed: {}", line.escape_debug()),
@@ -587,17 +739,19 @@ fn expect(stream: &mut Stream, host: &str) -> Result<String, String> {
             }
             Ok(Line::End(why)) => {
                 let status = finish(&mut stream.child, &stream.stderr_done);
-                return Err(format!(
-                    "the stream to {host} ended before dsh started there ({why}{status}){}",
-                    said(&stream.stderr_tail())
-                ));
+                return Err(BootstrapError::EndedBeforeStart {
+                    host: host.to_owned(),
+                    why,
+                    status,
+                    said: said(&stream.stderr_tail()),
+                });
             }
             Err(_) => {
-                return Err(format!(
-                    "{host} did not answer within {} s{}",
-                    STEP_TIMEOUT.as_secs(),
-                    said(&stream.stderr_tail())
-                ));
+                return Err(BootstrapError::NoAnswer {
+                    host: host.to_owned(),
+                    secs: STEP_TIMEOUT.as_secs(),
+                    said: said(&stream.stderr_tail()),
+                });
             }
         }
     }
@@ -606,17 +760,19 @@ fn expect(stream: &mut Stream, host: &str) -> Result<String, String> {
 /// Writes `bytes` to the target; a stream that closed meanwhile is an
 /// error with the transport's exit and its last words (all of them: its
 /// stderr is read to its end first).
-fn write_to(stream: &mut Stream, host: &str, bytes: &[u8]) -> Result<(), String> {
+fn write_to(stream: &mut Stream, host: &str, bytes: &[u8]) -> Result<(), BootstrapError> {
     stream
         .stdin
         .write_all(bytes)
         .and_then(|()| stream.stdin.flush())
-        .map_err(|e| {
+        .map_err(|error| {
             let status = finish(&mut stream.child, &stream.stderr_done);
-            format!(
-                "the stream to {host} closed during the bootstrap ({e}{status}){}",
-                said(&stream.stderr_tail())
-            )
+            BootstrapError::ClosedDuringBootstrap {
+                host: host.to_owned(),
+                error,
+                status,
+                said: said(&stream.stderr_tail()),
+            }
         })
 }
 

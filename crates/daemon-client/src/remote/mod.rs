@@ -154,7 +154,7 @@ struct Relay {
 /// Runs the bridge until the client closes or is stopped.
 pub fn run(options: RemoteOptions) -> Result<BridgeEnd, ClientError> {
     let signals = super::block_stop_signals();
-    let build = Build::find().map_err(ClientError::Unreachable)?;
+    let build = Build::find().map_err(|e| ClientError::Unreachable(e.to_string()))?;
     let (events, inbox) = mpsc::channel();
     spawn_client_reader(events.clone());
     let stopping = Arc::new(AtomicBool::new(false));
@@ -284,6 +284,7 @@ impl Relay {
         ) {
             Ok(stream) => stream,
             Err(e) => {
+                let e = e.to_string();
                 self.say(&e);
                 self.last_error = e;
                 return false;
@@ -340,7 +341,7 @@ impl Relay {
         live: &mut Live,
         lines: &mpsc::Receiver<Line>,
         mut message: Value,
-    ) -> Result<Value, String> {
+    ) -> Result<Value, ReplayError> {
         self.own_ids += 1;
         let id = format!("dsh-bridge-{}", self.own_ids);
         message["id"] = json!(id);
@@ -364,8 +365,12 @@ impl Relay {
                     }
                     self.write_client(&line);
                 }
-                Ok(Line::End(why)) => return Err(why),
-                Err(_) => return Err(format!("no answer within {} s", REPLAY_TIMEOUT.as_secs())),
+                Ok(Line::End(why)) => return Err(ReplayError::Ended(why)),
+                Err(_) => {
+                    return Err(ReplayError::NoAnswer {
+                        secs: REPLAY_TIMEOUT.as_secs(),
+                    });
+                }
             }
         }
     }
@@ -375,10 +380,10 @@ impl Relay {
         live: &mut Live,
         lines: &mpsc::Receiver<Line>,
         initialize: Value,
-    ) -> Result<(), String> {
+    ) -> Result<(), ReplayError> {
         let reply = self.ask(live, lines, initialize)?;
         if let Some(error) = reply.get("error") {
-            return Err(format!("initialize failed: {error}"));
+            return Err(ReplayError::Initialize(error.clone()));
         }
         send(
             live,
@@ -772,13 +777,38 @@ impl Relay {
 }
 
 /// Queues `message` for `live`'s target.
-fn send(live: &Live, message: &Value) -> Result<(), String> {
+fn send(live: &Live, message: &Value) -> Result<(), ReplayError> {
     live.writer
         .try_send(message.to_string().into_bytes())
         .map_err(|e| match e {
-            mpsc::TrySendError::Full(_) => "the stream reads nothing".to_owned(),
-            mpsc::TrySendError::Disconnected(_) => "the stream closed".to_owned(),
+            mpsc::TrySendError::Full(_) => ReplayError::Full,
+            mpsc::TrySendError::Disconnected(_) => ReplayError::Closed,
         })
+}
+
+/// Why a new stream did not take the client's session over: the
+/// bridge's own requests on it (the client's `initialize`, replayed, and
+/// the resume of the agent's work) were not answered.
+#[derive(Debug, thiserror::Error)]
+enum ReplayError {
+    /// The stream's writer has as many lines queued as it may.
+    #[error("the stream reads nothing")]
+    Full,
+    /// The stream's writer has ended.
+    #[error("the stream closed")]
+    Closed,
+    /// The stream ended; how.
+    #[error("{0}")]
+    Ended(String),
+    /// No answer in time.
+    #[error("no answer within {secs} s")]
+    NoAnswer {
+        /// How long it was given.
+        secs: u64,
+    },
+    /// The target answered the replayed `initialize` with an error.
+    #[error("initialize failed: {0}")]
+    Initialize(Value),
 }
 
 /// The thread that writes lines to the target's `stdin`, in order; it

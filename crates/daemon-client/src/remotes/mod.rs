@@ -28,8 +28,69 @@ use serde::{Deserialize, Serialize};
 
 pub mod target;
 
-use self::target::Target;
+use self::target::{Target, TargetError};
 use daemon_wire::ps::Snapshot;
+
+/// Why a remote host could not be asked, or a person's command on it
+/// did not run.
+#[derive(Debug, thiserror::Error)]
+pub enum RemoteError {
+    /// The bridge's registered target does not parse.
+    #[error(transparent)]
+    Target(#[from] TargetError),
+    /// The command that reaches the host could not be run.
+    #[error("cannot reach {host}: {source}")]
+    Unreachable {
+        /// The host.
+        host: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The host did not answer `dsh ps` in time.
+    #[error("{host} did not answer within {secs} s")]
+    Timeout {
+        /// The host.
+        host: String,
+        /// How long it was given.
+        secs: u64,
+    },
+    /// The host's answer was not a `dsh ps --json`.
+    #[error("{host} answered no dsh ps: {said}")]
+    NoPs {
+        /// The host.
+        host: String,
+        /// The last line of its stderr (`nothing on stderr`).
+        said: String,
+    },
+    /// The id is not `pty-N`.
+    #[error("`{id}` is not a terminal id (pty-N)")]
+    NotATerminal {
+        /// The id as given.
+        id: String,
+    },
+    /// An `exec:` target has no terminal for a person's command.
+    #[error(
+        "{host} is an exec: target, which has no terminal to {verb} through; run `dsh {verb} {id}` inside it (e.g. with docker exec -it)"
+    )]
+    ExecTarget {
+        /// The host.
+        host: String,
+        /// The command (`attach`, `answer`).
+        verb: &'static str,
+        /// The terminal.
+        id: String,
+    },
+    /// The far side's command failed.
+    #[error("dsh {verb} on {host} ended: {status}")]
+    Ended {
+        /// The command (`attach`, `answer`).
+        verb: &'static str,
+        /// The host.
+        host: String,
+        /// How it ended.
+        status: std::process::ExitStatus,
+    },
+}
 
 /// How long a host may take to answer `dsh ps`.
 const PS_TIMEOUT: Duration = Duration::from_secs(15);
@@ -182,7 +243,7 @@ fn installed(record: &Registration, args: &str) -> String {
 /// The local command that runs `sh -s` (or, with `tty`, the command the
 /// caller adds) on the target of `record`, over the bridge's own ssh
 /// connection when it has one.
-fn command(record: &Registration, tty: bool) -> Result<(Command, Target), String> {
+fn command(record: &Registration, tty: bool) -> Result<(Command, Target), RemoteError> {
     let target = Target::parse(&record.target)?;
     let mut command = target.command_via(record.control.as_deref(), tty);
     if !tty {
@@ -202,7 +263,7 @@ pub fn snapshots(runtime_dir: &Path) -> Vec<RemoteSnapshot> {
 fn snapshot_of(record: &Registration) -> RemoteSnapshot {
     let (snapshot, error) = match ask_ps(record) {
         Ok(s) => (Some(s), None),
-        Err(e) => (None, Some(e)),
+        Err(e) => (None, Some(e.to_string())),
     };
     RemoteSnapshot {
         host: record.host.clone(),
@@ -287,25 +348,27 @@ impl Watch {
     }
 }
 
-fn ask_ps(record: &Registration) -> Result<Snapshot, String> {
+fn ask_ps(record: &Registration) -> Result<Snapshot, RemoteError> {
     let (mut command, _) = command(record, false)?;
     let mut child = command
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .map_err(|e| format!("cannot reach {}: {e}", record.host))?;
+        .map_err(|source| RemoteError::Unreachable {
+            host: record.host.clone(),
+            source,
+        })?;
     if let Some(mut stdin) = child.stdin.take() {
         let _ = stdin.write_all(format!("{}\n", installed(record, "ps --json")).as_bytes());
     }
     if wait_within(&mut child, PS_TIMEOUT).is_none() {
         let _ = child.kill();
         let _ = child.wait();
-        return Err(format!(
-            "{} did not answer within {} s",
-            record.host,
-            PS_TIMEOUT.as_secs()
-        ));
+        return Err(RemoteError::Timeout {
+            host: record.host.clone(),
+            secs: PS_TIMEOUT.as_secs(),
+        });
     }
     let mut out = Vec::new();
     let mut err = String::new();
@@ -315,12 +378,9 @@ fn ask_ps(record: &Registration) -> Result<Snapshot, String> {
     if let Some(mut stderr) = child.stderr.take() {
         let _ = stderr.read_to_string(&mut err);
     }
-    let mut snapshot: Snapshot = serde_json::from_slice(&out).map_err(|_| {
-        format!(
-            "{} answered no dsh ps: {}",
-            record.host,
-            err.lines().last().unwrap_or("nothing on stderr")
-        )
+    let mut snapshot: Snapshot = serde_json::from_slice(&out).map_err(|_| RemoteError::NoPs {
+        host: record.host.clone(),
+        said: err.lines().last().unwrap_or("nothing on stderr").to_owned(),
     })?;
     for c in &mut snapshot.connections {
         c.host = Some(record.host.clone());
@@ -361,7 +421,7 @@ pub fn attach(
     host: &str,
     id: &str,
     write: bool,
-) -> Option<Result<String, String>> {
+) -> Option<Result<String, RemoteError>> {
     let record = live(runtime_dir).into_iter().find(|r| r.host == host)?;
     let args = if write {
         format!("attach {id} --write")
@@ -375,7 +435,7 @@ pub fn attach(
 /// bridge's connection with a terminal, so the far side reads the answer
 /// from this person's terminal with echo off and it crosses only inside
 /// ssh. `None` when no live bridge serves HOST.
-pub fn answer(runtime_dir: &Path, host: &str, id: &str) -> Option<Result<(), String>> {
+pub fn answer(runtime_dir: &Path, host: &str, id: &str) -> Option<Result<(), RemoteError>> {
     let record = live(runtime_dir).into_iter().find(|r| r.host == host)?;
     Some(with_terminal(
         &record,
@@ -387,24 +447,37 @@ pub fn answer(runtime_dir: &Path, host: &str, id: &str) -> Option<Result<(), Str
 
 /// Runs the installed build with `args` on `record`'s host, over its
 /// bridge's connection with this terminal as the far side's.
-fn with_terminal(record: &Registration, id: &str, verb: &str, args: &str) -> Result<(), String> {
+fn with_terminal(
+    record: &Registration,
+    id: &str,
+    verb: &'static str,
+    args: &str,
+) -> Result<(), RemoteError> {
     if !id.starts_with("pty-") || !id[4..].bytes().all(|b| b.is_ascii_digit()) {
-        return Err(format!("`{id}` is not a terminal id (pty-N)"));
+        return Err(RemoteError::NotATerminal { id: id.into() });
     }
     let (mut command, target) = command(record, true)?;
     if matches!(target, Target::Exec { .. }) {
-        return Err(format!(
-            "{} is an exec: target, which has no terminal to {verb} through; run `dsh {verb} {id}` inside it (e.g. with docker exec -it)",
-            record.host
-        ));
+        return Err(RemoteError::ExecTarget {
+            host: record.host.clone(),
+            verb,
+            id: id.into(),
+        });
     }
     command.arg(installed(record, args));
     let status = command
         .status()
-        .map_err(|e| format!("cannot reach {}: {e}", record.host))?;
+        .map_err(|source| RemoteError::Unreachable {
+            host: record.host.clone(),
+            source,
+        })?;
     if status.success() {
         Ok(())
     } else {
-        Err(format!("dsh {verb} on {} ended: {status}", record.host))
+        Err(RemoteError::Ended {
+            verb,
+            host: record.host.clone(),
+            status,
+        })
     }
 }

@@ -44,6 +44,63 @@ const PATH_ESCAPES: &percent_encoding::AsciiSet = &percent_encoding::CONTROLS
     .add(b'?')
     .add(b'"');
 
+/// The forms of a target, said when one is not.
+const FORMS: &str = "expected ssh://[user@]host[:port][/path] or exec:COMMAND (for example exec:docker exec -i NAME)";
+
+/// Why a `--remote` target did not parse; each says what form is
+/// expected.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TargetError {
+    /// `exec:` with no command.
+    #[error("`{text}` names no command; {FORMS}", FORMS = FORMS)]
+    NoCommand {
+        /// The target as given.
+        text: String,
+    },
+    /// Neither `ssh://` nor `exec:`.
+    #[error("`{text}` is not a remote target; {FORMS}", FORMS = FORMS)]
+    NotATarget {
+        /// The target as given.
+        text: String,
+    },
+    /// The host and port do not parse.
+    #[error("`{text}`: {port}; {FORMS}", FORMS = FORMS)]
+    Port {
+        /// The target as given.
+        text: String,
+        /// What is wrong with them.
+        port: PortError,
+    },
+    /// No host, or one (or a user) that ssh would take for an option.
+    #[error("`{text}` names no usable host; {FORMS}", FORMS = FORMS)]
+    NoHost {
+        /// The target as given.
+        text: String,
+    },
+    /// The path is not UTF-8 once its escapes are decoded.
+    #[error("`{text}`: `{path}` is not UTF-8 once decoded")]
+    PathNotUtf8 {
+        /// The target as given.
+        text: String,
+        /// The path, escaped.
+        path: String,
+    },
+}
+
+/// What is wrong with the `host[:port]` of a target.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PortError {
+    /// `[v6]` followed by something other than `:port`.
+    #[error("a bracketed address must be followed by :port")]
+    AfterBracket,
+    /// `[` with no `]`.
+    #[error("an unclosed [")]
+    Unclosed,
+    /// The port is not a number from 1 to 65535.
+    #[error("`{0}` is not a port")]
+    NotAPort(String),
+}
+
 /// A parsed `--remote` target.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Target {
@@ -67,19 +124,18 @@ pub enum Target {
 
 impl Target {
     /// Parses TARGET; the error says what form is expected.
-    pub fn parse(text: &str) -> Result<Self, String> {
-        const FORMS: &str = "expected ssh://[user@]host[:port][/path] or exec:COMMAND (for example exec:docker exec -i NAME)";
+    pub fn parse(text: &str) -> Result<Self, TargetError> {
         if let Some(command) = text.strip_prefix("exec:") {
             let command = command.trim();
             if command.is_empty() {
-                return Err(format!("`{text}` names no command; {FORMS}"));
+                return Err(TargetError::NoCommand { text: text.into() });
             }
             return Ok(Self::Exec {
                 command: command.to_owned(),
             });
         }
         let Some(rest) = text.strip_prefix("ssh://") else {
-            return Err(format!("`{text}` is not a remote target; {FORMS}"));
+            return Err(TargetError::NotATarget { text: text.into() });
         };
         let (authority, path) = match rest.find('/') {
             Some(at) => (&rest[..at], Some(&rest[at..])),
@@ -89,12 +145,15 @@ impl Target {
             Some((user, host_port)) => (Some(user), host_port),
             None => (None, authority),
         };
-        let (host, port) = split_port(host_port).map_err(|e| format!("`{text}`: {e}; {FORMS}"))?;
+        let (host, port) = split_port(host_port).map_err(|port| TargetError::Port {
+            text: text.into(),
+            port,
+        })?;
         if host.is_empty()
             || host.starts_with('-')
             || user.is_some_and(|u| u.is_empty() || u.starts_with('-'))
         {
-            return Err(format!("`{text}` names no usable host; {FORMS}"));
+            return Err(TargetError::NoHost { text: text.into() });
         }
         let destination = match user {
             Some(user) => format!("{user}@{host}"),
@@ -102,7 +161,12 @@ impl Target {
         };
         let path = path
             .filter(|p| *p != "/")
-            .map(|p| percent_decode(p).map_err(|e| format!("`{text}`: {e}")))
+            .map(|p| {
+                percent_decode(p).map_err(|_| TargetError::PathNotUtf8 {
+                    text: text.into(),
+                    path: p.into(),
+                })
+            })
             .transpose()?;
         Ok(Self::Ssh {
             destination,
@@ -216,15 +280,15 @@ impl Target {
 }
 
 /// `host[:port]`, with `[v6]:port` for an IPv6 literal.
-fn split_port(text: &str) -> Result<(&str, Option<u16>), String> {
+fn split_port(text: &str) -> Result<(&str, Option<u16>), PortError> {
     let (host, port) = if let Some(rest) = text.strip_prefix('[') {
         match rest.split_once(']') {
             Some((host, "")) => (host, None),
             Some((host, port)) => match port.strip_prefix(':') {
                 Some(port) => (host, Some(port)),
-                None => return Err("a bracketed address must be followed by :port".into()),
+                None => return Err(PortError::AfterBracket),
             },
-            None => return Err("an unclosed [".into()),
+            None => return Err(PortError::Unclosed),
         }
     } else {
         match text.rsplit_once(':') {
@@ -237,18 +301,17 @@ fn split_port(text: &str) -> Result<(&str, Option<u16>), String> {
             p.parse::<u16>()
                 .ok()
                 .filter(|p| *p > 0)
-                .ok_or_else(|| format!("`{p}` is not a port"))
+                .ok_or_else(|| PortError::NotAPort(p.into()))
         })
         .transpose()?;
     Ok((host, port))
 }
 
 /// `%20` and friends in the path of an `ssh://` URL.
-fn percent_decode(path: &str) -> Result<String, String> {
+fn percent_decode(path: &str) -> Result<String, std::str::Utf8Error> {
     percent_encoding::percent_decode_str(path)
         .decode_utf8()
         .map(|p| p.into_owned())
-        .map_err(|_| format!("`{path}` is not UTF-8 once decoded"))
 }
 
 #[cfg(test)]
@@ -311,8 +374,42 @@ mod tests {
             "exec:",
             "ssh://[::1",
         ] {
-            let e = Target::parse(bad).unwrap_err();
+            let e = Target::parse(bad).unwrap_err().to_string();
             assert!(e.contains("ssh://[user@]host"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn each_bad_target_says_its_own_words() {
+        let forms = "expected ssh://[user@]host[:port][/path] or exec:COMMAND (for example exec:docker exec -i NAME)";
+        for (bad, said) in [
+            ("exec: ", format!("`exec: ` names no command; {forms}")),
+            (
+                "devbox",
+                format!("`devbox` is not a remote target; {forms}"),
+            ),
+            (
+                "ssh://h:0",
+                format!("`ssh://h:0`: `0` is not a port; {forms}"),
+            ),
+            (
+                "ssh://[::1]x",
+                format!("`ssh://[::1]x`: a bracketed address must be followed by :port; {forms}"),
+            ),
+            (
+                "ssh://[::1",
+                format!("`ssh://[::1`: an unclosed [; {forms}"),
+            ),
+            (
+                "ssh://u@",
+                format!("`ssh://u@` names no usable host; {forms}"),
+            ),
+            (
+                "ssh://h/%ff",
+                "`ssh://h/%ff`: `/%ff` is not UTF-8 once decoded".to_owned(),
+            ),
+        ] {
+            assert_eq!(Target::parse(bad).unwrap_err().to_string(), said);
         }
     }
 }

@@ -78,7 +78,7 @@ impl DaemonUiSource {
 }
 
 fn source_error(e: WorkspaceError) -> SourceError {
-    SourceError::new(crate::codes::registry(&e).as_str(), e.to_string())
+    SourceError::new(crate::codes::registry(&e), e.to_string())
 }
 
 fn end_of(entry: &LogEntry) -> chrono::DateTime<chrono::Utc> {
@@ -166,7 +166,7 @@ fn registry_op(change: Change) -> RegistryOp {
 fn decode<T: serde::de::DeserializeOwned>(data: serde_json::Value) -> Result<T, SourceError> {
     serde_json::from_value(data).map_err(|e| {
         SourceError::new(
-            Code::Internal.as_str(),
+            Code::Internal,
             format!("the registry's answer did not decode: {e}"),
         )
     })
@@ -264,12 +264,7 @@ impl UiSource for DaemonUiSource {
                     .map_err(source_error)
             })
             .await
-            .map_err(|e| {
-                SourceError::new(
-                    Code::Internal.as_str(),
-                    format!("the store task failed: {e}"),
-                )
-            })?
+            .map_err(|e| SourceError::new(Code::Internal, format!("the store task failed: {e}")))?
         })
     }
 
@@ -290,12 +285,7 @@ impl UiSource for DaemonUiSource {
                 .map_err(source_error)
             })
             .await
-            .map_err(|e| {
-                SourceError::new(
-                    Code::Internal.as_str(),
-                    format!("the store task failed: {e}"),
-                )
-            })?;
+            .map_err(|e| SourceError::new(Code::Internal, format!("the store task failed: {e}")))?;
             let (detail, workspace) = stored?;
             let mut log = detail.log;
             // The session log writes in batches: the newest calls may be
@@ -371,10 +361,7 @@ impl UiSource for DaemonUiSource {
                     tracing::info!(terminal = %id, "a person answered a secret prompt in the page");
                     Ok(how.to_owned())
                 }
-                Err(e) => Err(SourceError::new(
-                    crate::codes::answer(&e).as_str(),
-                    e.to_string(),
-                )),
+                Err(e) => Err(SourceError::new(crate::codes::answer(&e), e.to_string())),
             }
         })
     }
@@ -387,7 +374,7 @@ impl UiSource for DaemonUiSource {
         let decided = self
             .host
             .person_decides(id, run)
-            .map_err(|e| SourceError::new(e.code().as_str(), e.to_string()))?;
+            .map_err(|e| SourceError::new(e.code(), e.to_string()))?;
         tracing::info!(approval = %id, run, "a person decided in the page");
         Ok(decided)
     }
@@ -414,7 +401,7 @@ impl UiSource for DaemonUiSource {
                 .jobs
                 .watch_output(&id, since, max_bytes, wait)
                 .await
-                .map_err(|e| SourceError::new(e.code().as_str(), e.to_string()))?;
+                .map_err(|e| SourceError::new(e.code(), e.to_string()))?;
             // The page shows no secret a job printed.
             let output = match self.host.runtime().redactor() {
                 Some(r) => r.redact(&read.output).text.into_owned(),
@@ -453,12 +440,9 @@ impl UiSource for DaemonUiSource {
                 tokio::task::spawn_blocking(move || crate::registry::execute_held(&held, &run))
                     .await
                     .map_err(|e| {
-                        SourceError::new(
-                            Code::Internal.as_str(),
-                            format!("the store task failed: {e}"),
-                        )
+                        SourceError::new(Code::Internal, format!("the store task failed: {e}"))
                     })?
-                    .map_err(|f| SourceError::new(f.code.as_str(), f.message))?;
+                    .map_err(|f| SourceError::new(f.code, f.message))?;
             Ok(Changed {
                 said: said(&op, data)?,
             })
