@@ -93,7 +93,13 @@ pub const LAYERS: &[(&str, &[&str])] = &[
     ("daemon-wire", &["error-code", "workspace"]),
     (
         "ui",
-        &["daemon-wire", "picker-seam", "terminal-seam", "workspace"],
+        &[
+            "daemon-wire",
+            "error-code",
+            "picker-seam",
+            "terminal-seam",
+            "workspace",
+        ],
     ),
     (
         "daemon-client",
