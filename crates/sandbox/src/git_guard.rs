@@ -1227,19 +1227,27 @@ impl PlaceJudge {
         };
         let mut gone = Vec::new();
         let mut verdict = Ok(());
+        // The links of one directory are next to each other in path
+        // order: its descriptor is opened once for them.
+        let mut opened: Option<(&Path, Option<OwnedFd>)> = None;
         for (path, target) in &links {
-            let (Some(parent), Some(name)) = (self.parent_of(path), path.file_name()) else {
+            let dir = path.parent().unwrap_or(Path::new("/"));
+            if opened.as_ref().is_none_or(|(d, _)| *d != dir) {
+                opened = Some((dir, self.parent_of(path)));
+            }
+            let parent = opened.as_ref().and_then(|(_, fd)| fd.as_ref());
+            let (Some(parent), Some(name)) = (parent, path.file_name()) else {
                 gone.push(path.clone());
                 continue;
             };
-            match crate::emulate::link_target_of(&parent, name.as_bytes()) {
+            match crate::emulate::link_target_of(parent, name.as_bytes()) {
                 Ok(now) if now == *target => {}
                 _ => {
                     gone.push(path.clone());
                     continue;
                 }
             }
-            if self.places().may_point(&parent, target).is_err() {
+            if self.places().may_point(parent, target).is_err() {
                 verdict = Err(libc::EPERM);
                 break;
             }
