@@ -19,7 +19,7 @@
 use std::collections::HashMap;
 
 use crate::holders::holds_a_master;
-use crate::probe::{Tty, WaitState, thread_ids, wait_state};
+use crate::probe::{Tty, WaitState, thread_ids, thread_state, wait_state};
 
 /// One terminal inside a multiplexer.
 struct Inner {
@@ -40,7 +40,8 @@ pub(crate) enum Verdict {
     Answered,
     /// Every inner terminal that moved waits to read again, but the
     /// server has not yet read as much as their readers wrote since the
-    /// write: their last output is still on its way.
+    /// write, or is not yet asleep again: their last output is still on
+    /// its way.
     Relaying,
     /// An inner terminal that moved runs something that is not reading.
     Busy,
@@ -125,6 +126,18 @@ impl Baseline {
         if verdict == Verdict::Answered
             && let Some(Some(before)) = self.servers.get(&pid)
             && io(&format!("/proc/{pid}/io")).is_none_or(|now| now.read - before.read < owed)
+        {
+            return Some(Verdict::Relaying);
+        }
+        // Having read it, the server passes it on in a later turn of its
+        // loop (tmux writes to the outer terminal once it is writable): a
+        // server with a thread running (or in an uninterruptible wait)
+        // may still be doing so. One whose threads all sleep (looked at
+        // after its read count) waits with nothing ready.
+        if verdict == Verdict::Answered
+            && thread_ids(pid)
+                .iter()
+                .any(|tid| matches!(thread_state(pid, *tid), Some('R' | 'D')))
         {
             return Some(Verdict::Relaying);
         }
