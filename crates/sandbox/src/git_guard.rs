@@ -1112,12 +1112,10 @@ impl PlaceJudge {
         (to_dir, to): (&OwnedFd, &CStr),
         exchange: bool,
     ) {
-        let places = self.places();
-        let (Some(a), Some(b)) = (places.dir_path(from_dir), places.dir_path(to_dir)) else {
+        let (Some(from), Some(to)) = (self.entry_path(from_dir, from), self.entry_path(to_dir, to))
+        else {
             return;
         };
-        let from = a.join(OsStr::from_bytes(from.to_bytes()));
-        let to = b.join(OsStr::from_bytes(to.to_bytes()));
         let mut moves = vec![(from.clone(), to.clone())];
         if exchange {
             moves.push((to, from));
@@ -1126,7 +1124,7 @@ impl PlaceJudge {
         let moved: Vec<(PathBuf, PathBuf)> = moves
             .iter()
             .flat_map(|(from, to)| {
-                state.under(from).map(move |(path, rest)| {
+                state.under(from).map(move |(path, _, rest)| {
                     let new = if rest.is_empty() {
                         to.clone()
                     } else {
@@ -1168,20 +1166,16 @@ impl PlaceJudge {
     /// entry) leads out of the workspace: a directory moved with a way
     /// out in it.
     pub(crate) fn holds_a_way_out(&self, dir: &OwnedFd, name: &CStr) -> bool {
-        let Some(under) = self
-            .places()
-            .dir_path(dir)
-            .map(|d| d.join(OsStr::from_bytes(name.to_bytes())))
-        else {
+        let Some(under) = self.entry_path(dir, name) else {
             return true;
         };
-        let links: Vec<(PathBuf, Vec<u8>)> = {
-            let state = self.policy.git_links.state();
-            state
-                .under(&under)
-                .filter_map(|(p, _)| Some((p.clone(), state.links.get(p)?.clone())))
-                .collect()
-        };
+        let links: Vec<(PathBuf, Vec<u8>)> = self
+            .policy
+            .git_links
+            .state()
+            .under(&under)
+            .map(|(p, t, _)| (p.clone(), t.clone()))
+            .collect();
         links.iter().any(|(path, target)| {
             self.parent_of(path)
                 .is_none_or(|parent| self.leads_out(&parent, target))
@@ -1191,11 +1185,7 @@ impl PlaceJudge {
     /// Whether a remembered link passes, by its text, through `dir`'s
     /// entry `name`: replacing that entry may change where it leads.
     pub(crate) fn a_link_passes_through(&self, dir: &OwnedFd, name: &CStr) -> bool {
-        let Some(at) = self
-            .places()
-            .dir_path(dir)
-            .map(|d| d.join(OsStr::from_bytes(name.to_bytes())))
-        else {
+        let Some(at) = self.entry_path(dir, name) else {
             return true;
         };
         self.policy
@@ -1261,6 +1251,14 @@ impl PlaceJudge {
         verdict
     }
 
+    /// The path of entry `name` of directory `dir`, as the guard judges
+    /// it ([`Places::dir_path`]).
+    fn entry_path(&self, dir: &OwnedFd, name: &CStr) -> Option<PathBuf> {
+        self.places()
+            .dir_path(dir)
+            .map(|d| d.join(OsStr::from_bytes(name.to_bytes())))
+    }
+
     /// The directory holding the link at `path`, opened (`O_PATH`) from
     /// the process's root.
     fn parent_of(&self, path: &Path) -> Option<OwnedFd> {
@@ -1314,12 +1312,16 @@ impl MadeLinks {
 }
 
 impl MadeLinksState {
-    /// The links at `dir` or below it, with the names below it.
-    fn under<'a>(&'a self, dir: &'a Path) -> impl Iterator<Item = (&'a PathBuf, &'a [u8])> + 'a {
+    /// The links at `dir` or below it: path, target, and the names
+    /// below `dir`.
+    fn under<'a>(
+        &'a self,
+        dir: &'a Path,
+    ) -> impl Iterator<Item = (&'a PathBuf, &'a Vec<u8>, &'a [u8])> + 'a {
         self.links
             .range::<Path, _>((std::ops::Bound::Included(dir), std::ops::Bound::Unbounded))
             .take_while(move |(p, _)| p.starts_with(dir))
-            .filter_map(move |(p, _)| Some((p, below(p, dir)?)))
+            .filter_map(move |(p, t)| Some((p, t, below(p, dir)?)))
     }
 }
 
