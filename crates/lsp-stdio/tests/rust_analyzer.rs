@@ -506,6 +506,37 @@ fn conflicting_servers_are_rejected() {
     );
 }
 
+/// A `diagnostics` query of `path`, errors and warnings.
+fn diagnostics_of(path: &Path) -> DiagnosticsQuery {
+    DiagnosticsQuery {
+        path: path.to_owned(),
+        all_severities: false,
+        progress: ProgressSink::none(),
+        access: ReadAccess::all(),
+        workspace: Workspace::Unbounded,
+    }
+}
+
+/// The answer to `query`, asked again while it is `LSP_NOT_READY` (for
+/// 300 s at most), and how many times it was.
+fn asked_until_ready(
+    p: &StdioLspProvider,
+    query: &DiagnosticsQuery,
+) -> (Result<DiagnosticsResult, LspError>, usize) {
+    RT.block_on(async {
+        let start = std::time::Instant::now();
+        let mut not_ready = 0;
+        loop {
+            match p.diagnostics(query).await {
+                Err(LspError::NotReady { .. }) if start.elapsed() < Duration::from_secs(300) => {
+                    not_ready += 1;
+                }
+                other => return (other, not_ready),
+            }
+        }
+    })
+}
+
 /// On a copy of its own: an error planted on disk is listed at its line
 /// by the very next `diagnostics` (from the `cargo check` rust-analyzer
 /// runs for it), with rustc's code; the file put back, the next answer
@@ -522,25 +553,8 @@ fn diagnostics_are_cargo_checks_of_the_content_on_disk() {
     let original = std::fs::read_to_string(&report).unwrap();
     let planted = "pub fn planted() -> u32 {\n    \"text\"\n}\n";
     let planted_line = u32::try_from(original.lines().count()).unwrap() + 2;
-    let query = DiagnosticsQuery {
-        path: report.clone(),
-        all_severities: false,
-        progress: ProgressSink::none(),
-        access: ReadAccess::all(),
-        workspace: Workspace::Unbounded,
-    };
-    let ask = || {
-        RT.block_on(async {
-            let start = std::time::Instant::now();
-            loop {
-                match p.diagnostics(&query).await {
-                    Err(LspError::NotReady { .. })
-                        if start.elapsed() < Duration::from_secs(300) => {}
-                    other => return other.unwrap(),
-                }
-            }
-        })
-    };
+    let query = diagnostics_of(&report);
+    let ask = || asked_until_ready(&p, &query).0.unwrap();
     let errors = |d: &DiagnosticsResult| -> Vec<DiagnosticItem> {
         d.items
             .iter()
@@ -596,13 +610,7 @@ fn diagnostics_under_cargo_clean_are_whole_or_not_ready() {
                    pub fn planted_call() -> u32 {\n    planted_args(1, 2) + planted_undefined_xq\n}\n";
     let base = u32::try_from(original.lines().count()).unwrap();
     let want_lines = vec![base + 2, base + 8, base + 8];
-    let query = DiagnosticsQuery {
-        path: report.clone(),
-        all_severities: false,
-        progress: ProgressSink::none(),
-        access: ReadAccess::all(),
-        workspace: Workspace::Unbounded,
-    };
+    let query = diagnostics_of(&report);
     let error_lines = |d: &DiagnosticsResult| -> Vec<u32> {
         let mut lines: Vec<u32> = d
             .items
@@ -614,15 +622,7 @@ fn diagnostics_under_cargo_clean_are_whole_or_not_ready() {
         lines
     };
     // The project loaded and checked once, before the builds start.
-    RT.block_on(async {
-        let start = std::time::Instant::now();
-        loop {
-            match p.diagnostics(&query).await {
-                Err(LspError::NotReady { .. }) if start.elapsed() < Duration::from_secs(300) => {}
-                other => break other.unwrap(),
-            }
-        }
-    });
+    asked_until_ready(&p, &query).0.unwrap();
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let builds = {
         let (stop, root) = (stop.clone(), root.clone());
@@ -695,29 +695,8 @@ fn diagnostics_list_every_error_of_a_check_while_the_machine_is_busy() {
     let p = StdioLspProvider::rust_analyzer(options()).unwrap();
     let report = root.join("app/src/report.rs");
     let original = std::fs::read_to_string(&report).unwrap();
-    let query = DiagnosticsQuery {
-        path: report.clone(),
-        all_severities: false,
-        progress: ProgressSink::none(),
-        access: ReadAccess::all(),
-        workspace: Workspace::Unbounded,
-    };
-    let ask = || {
-        RT.block_on(async {
-            let start = std::time::Instant::now();
-            let mut not_ready = 0;
-            loop {
-                match p.diagnostics(&query).await {
-                    Err(LspError::NotReady { .. })
-                        if start.elapsed() < Duration::from_secs(300) =>
-                    {
-                        not_ready += 1;
-                    }
-                    other => return (other, not_ready),
-                }
-            }
-        })
-    };
+    let query = diagnostics_of(&report);
+    let ask = || asked_until_ready(&p, &query);
     // Loaded and checked once before the machine gets busy.
     assert!(ask().0.is_ok());
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
