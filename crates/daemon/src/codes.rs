@@ -1,7 +1,8 @@
 //! The wire's [`Code`] of each error the daemon passes on to a client: a
-//! terminal's, the registry's and the page's, each turned from its own
-//! enum by an exhaustive match, so a new kind of error in any of them is
-//! a compile error here until the wire has its code.
+//! terminal's and the registry's, each turned from its own enum by an
+//! exhaustive match, so a new kind of error in any of them is a compile
+//! error here until the wire has its code. (The page's errors carry
+//! theirs: `ui::UiError::code`.)
 
 use daemon_wire::Code;
 use terminal_seam::{AnswerError, TerminalError};
@@ -53,15 +54,6 @@ fn storage(error: &StorageError) -> Code {
         StorageError::Poisoned { .. } => Code::StoragePoisoned,
         StorageError::Busy { .. } => Code::StoreBusy,
         StorageError::Corrupt { .. } => Code::StorageCorrupt,
-    }
-}
-
-/// The code of the page's error (it could not be served).
-pub fn page(error: &ui::UiError) -> Code {
-    match error {
-        ui::UiError::PortInUse { .. } => Code::UiPortInUse,
-        ui::UiError::Bind { .. } => Code::UiBindFailed,
-        ui::UiError::Token(_) => Code::UiTokenFailed,
     }
 }
 
@@ -166,17 +158,21 @@ mod tests {
             assert_eq!(registry(e).as_str(), e.code(), "{e:?}");
         }
 
+        // The page's own errors carry their code (`UiError::code`).
         let addr = std::net::SocketAddr::from(([127, 0, 0, 1], 1));
         let pages = [
-            ui::UiError::PortInUse { addr },
-            ui::UiError::Bind {
-                addr,
-                reason: "r".into(),
-            },
-            ui::UiError::Token("t".into()),
+            (ui::UiError::PortInUse { addr }, "UI_PORT_IN_USE"),
+            (
+                ui::UiError::Bind {
+                    addr,
+                    reason: "r".into(),
+                },
+                "UI_BIND_FAILED",
+            ),
+            (ui::UiError::Token("t".into()), "UI_TOKEN_FAILED"),
         ];
-        for e in &pages {
-            assert_eq!(page(e), e.code(), "{e:?}");
+        for (e, code) in &pages {
+            assert_eq!(e.code().as_str(), *code, "{e:?}");
         }
     }
 }

@@ -228,7 +228,7 @@ pub(super) async fn handle(shared: Arc<Shared>, stream: UnixStream) {
             let _busy = Busy::new(&shared.busy);
             match serve_page(&shared).await {
                 Ok(page) => Reply::of(&page),
-                Err(e) => Reply::failed(crate::codes::page(&e), e.to_string()),
+                Err(e) => Reply::failed(e.code(), e.to_string()),
             }
         }
         Request::Handover { socket } => handover(&shared, socket).await,
