@@ -80,7 +80,7 @@ mod imported;
 mod supplement;
 
 use std::borrow::Cow;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 pub use known::{KnownSecret, MAX_KNOWN_LEN, MIN_KNOWN_LEN};
 pub use rules::MAX_MATCH;
@@ -147,6 +147,41 @@ pub fn footer(count: usize) -> Option<String> {
 /// The built-in rules, compiled once per process.
 static BUILTIN: OnceLock<Result<Arc<RuleSet>, RedactError>> = OnceLock::new();
 
+/// How many lists of known values [`Redactor::with_known`] keeps with
+/// their sets.
+pub const KNOWN_SETS_KEPT: usize = 16;
+
+/// The lists of known values asked for lately, with their sets, the
+/// latest first.
+type KeptSets = std::collections::VecDeque<(Vec<KnownSecret>, Arc<KnownSet>)>;
+static KEPT_SETS: Mutex<KeptSets> = Mutex::new(KeptSets::new());
+
+/// The set of `asked`: the one kept for the same list, or a new one.
+fn known_set(asked: Vec<KnownSecret>) -> Arc<KnownSet> {
+    let kept = || {
+        KEPT_SETS
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    };
+    {
+        let mut kept = kept();
+        if let Some(at) = kept.iter().position(|(list, _)| *list == asked)
+            && let Some(entry) = kept.remove(at)
+        {
+            let set = Arc::clone(&entry.1);
+            kept.push_front(entry);
+            return set;
+        }
+    }
+    // Made without the lock: other lists are looked up meanwhile.
+    let (set, _skipped) = KnownSet::new(asked.iter().cloned());
+    let set = Arc::new(set);
+    let mut kept = kept();
+    kept.push_front((asked, Arc::clone(&set)));
+    kept.truncate(KNOWN_SETS_KEPT);
+    set
+}
+
 /// Finds secrets and replaces them with markers. Cheap to clone: the
 /// compiled rules are shared.
 #[derive(Clone)]
@@ -171,11 +206,15 @@ impl Redactor {
     /// this one had). Values [`KnownSecret::is_redactable`] rejects are
     /// left out; [`known_values`](Redactor::known_values) lists the ones
     /// taken.
+    ///
+    /// The values' automaton is made once per distinct list: the last
+    /// [`KNOWN_SETS_KEPT`] lists asked for are kept with theirs (a server
+    /// asks for the same few lists on every call).
     pub fn with_known(&self, known: impl IntoIterator<Item = KnownSecret>) -> Redactor {
-        let (set, _skipped) = KnownSet::new(known);
+        let asked: Vec<KnownSecret> = known.into_iter().collect();
         Redactor {
             rules: Arc::clone(&self.rules),
-            known: Arc::new(set),
+            known: known_set(asked),
         }
     }
 
@@ -273,6 +312,26 @@ mod tests {
             started.elapsed()
         );
         assert!(r.rule_count() > 250, "{}", r.rule_count());
+    }
+
+    #[test]
+    fn the_same_known_values_share_one_automaton() {
+        let base = Redactor::builtin().unwrap();
+        let list = |v: &str| {
+            vec![
+                KnownSecret::new("env A", v),
+                KnownSecret::new("env B", "pa55-Word-two"),
+            ]
+        };
+        let a = base.with_known(list("s3cret-Value-one"));
+        let again = base.with_known(list("s3cret-Value-one"));
+        let other = base.with_known(list("an0ther-Value"));
+        assert!(Arc::ptr_eq(&a.known, &again.known));
+        assert!(!Arc::ptr_eq(&a.known, &other.known));
+        let text = "x s3cret-Value-one an0ther-Value pa55-Word-two";
+        assert_eq!(again.redact(text).count, 2);
+        assert_eq!(other.redact(text).count, 2);
+        assert!(!other.redact(text).text.contains("an0ther"));
     }
 
     #[test]

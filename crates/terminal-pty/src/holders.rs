@@ -145,13 +145,20 @@ impl Holder {
 }
 
 /// The live processes, other than those of `skip_session`, that hold the
-/// terminal `tty`: as their controlling terminal, or by a descriptor.
+/// terminal `tty`: as their controlling terminal (when it is session
+/// `tty_session`'s), or by a descriptor.
 ///
 /// One pass over `/proc`: each process's `stat` (its controlling
 /// terminal), then, for the others, the names of its descriptors, and a
 /// `stat` only of those that name a terminal device. Processes whose
 /// descriptors are closed to us are passed over.
-pub(crate) fn holders(tty: &Tty, skip_session: i32) -> Vec<Holder> {
+///
+/// A controlling terminal is named in `stat` by its device number only,
+/// which every `devpts` instance gives out again (each sandbox's own
+/// `/dev/pts` has a `pts/0`): a process counts by it only when it is in
+/// the session the terminal belongs to — every process that has the
+/// terminal as its controlling one is — not every process on a `pts/0`.
+pub(crate) fn holders(tty: &Tty, skip_session: i32, tty_session: Option<i32>) -> Vec<Holder> {
     let Ok(dir) = fs::read_dir("/proc") else {
         return Vec::new();
     };
@@ -168,7 +175,8 @@ pub(crate) fn holders(tty: &Tty, skip_session: i32) -> Vec<Holder> {
         if info.is_zombie() || info.sid == skip_session || info.ppid == 2 || pid == 2 {
             continue;
         }
-        if tty.is_controlling(info.tty_nr) || holds_by_descriptor(pid, tty) {
+        let controlling = tty_session == Some(info.sid) && tty.is_controlling(info.tty_nr);
+        if controlling || holds_by_descriptor(pid, tty) {
             found.push(Holder {
                 pid,
                 start_time: info.start_time,
@@ -413,6 +421,112 @@ mod tests {
         assert!(!pid_after(99, 100));
         assert!(pid_after(5, max - 5));
         assert!(!pid_after(max - 5, 5));
+    }
+
+    /// A process of its own session on a terminal, started by `argv`;
+    /// returns once it said it holds it.
+    fn holding(argv: &[&str]) -> std::process::Child {
+        use std::io::BufRead as _;
+        let mut child = std::process::Command::new(argv[0])
+            .args(&argv[1..])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert_eq!(line.trim(), "ready", "{argv:?}");
+        child
+    }
+
+    #[test]
+    fn a_process_on_another_devpts_with_the_same_number_is_no_holder() {
+        use std::os::fd::AsRawFd as _;
+        if !test_support::needs(&["python3", "unshare"]) {
+            return;
+        }
+        // Our terminal, on this devpts.
+        let master = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open("/dev/ptmx")
+            .unwrap();
+        let mut number: libc::c_int = 0;
+        let unlock: libc::c_int = 0;
+        // SAFETY: ioctls on our master that read or write one int we own.
+        unsafe {
+            assert_eq!(
+                libc::ioctl(master.as_raw_fd(), libc::TIOCSPTLCK, &unlock),
+                0
+            );
+            assert_eq!(
+                libc::ioctl(master.as_raw_fd(), libc::TIOCGPTN, &mut number),
+                0
+            );
+        }
+        let path = format!("/dev/pts/{number}");
+        let tty = Tty::of_path(&path).unwrap();
+        // A process whose controlling terminal it is.
+        let take = "import os, sys, time\n\
+                    os.setsid()\n\
+                    fd = os.open(sys.argv[1], os.O_RDWR)\n\
+                    print('ready', flush=True)\n\
+                    time.sleep(60)\n";
+        let mut own = holding(&["python3", "-c", take, &path]);
+        // Another process whose controlling terminal has the same number on
+        // a devpts of its own (as in another sandbox).
+        let other = "import fcntl, os, struct, sys, time\n\
+                     want = int(sys.argv[1])\n\
+                     kept = []\n\
+                     while True:\n\
+                     \x20   m = os.open('/dev/pts/ptmx', os.O_RDWR | os.O_NOCTTY)\n\
+                     \x20   fcntl.ioctl(m, 0x40045431, struct.pack('i', 0))\n\
+                     \x20   n = struct.unpack('i', fcntl.ioctl(m, 0x80045430, struct.pack('i', 0)))[0]\n\
+                     \x20   kept.append(m)\n\
+                     \x20   if n >= want: break\n\
+                     os.setsid()\n\
+                     fd = os.open(f'/dev/pts/{want}', os.O_RDWR)\n\
+                     print('ready', flush=True)\n\
+                     time.sleep(60)\n";
+        let script = "mount -t devpts -o newinstance,ptmxmode=0666 devpts /dev/pts && exec python3 -c \"$0\" \"$1\"";
+        let number = number.to_string();
+        let mut foreign = holding(&[
+            "unshare",
+            "-Urm",
+            "--propagation",
+            "private",
+            "sh",
+            "-c",
+            script,
+            other,
+            &number,
+        ]);
+        let of = |child: &std::process::Child| {
+            let pid = child.id() as i32;
+            process_tree::process_info(pid).unwrap()
+        };
+        let (own_info, foreign_info) = (of(&own), of(&foreign));
+        let mut sid: libc::pid_t = 0;
+        // SAFETY: an ioctl that writes one pid_t we own, on our master.
+        let got_sid = unsafe { libc::ioctl(master.as_raw_fd(), libc::TIOCGSID, &mut sid) };
+        // SAFETY: plain syscall.
+        let ours = unsafe { libc::getsid(0) };
+        let found: Vec<i32> = holders(&tty, ours, Some(sid))
+            .iter()
+            .map(|h| h.pid)
+            .collect();
+        for child in [&mut own, &mut foreign] {
+            child.kill().unwrap();
+            child.wait().unwrap();
+        }
+        // The kernel names both controlling terminals by the same number;
+        // ours is the session of the process that took it.
+        assert_eq!(own_info.tty_nr, foreign_info.tty_nr);
+        assert_eq!((got_sid, sid), (0, own_info.sid));
+        assert!(found.contains(&own_info.pid), "{found:?}");
+        assert!(!found.contains(&foreign_info.pid), "{found:?}");
     }
 
     #[test]

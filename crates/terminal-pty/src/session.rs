@@ -282,6 +282,18 @@ impl Session {
         (pgid > 0).then_some(pgid)
     }
 
+    /// The session whose controlling terminal this is (`TIOCGSID` on the
+    /// master); `None` when it is none's.
+    pub(crate) fn terminal_session(&self) -> Option<i32> {
+        let st = self.lock();
+        let master = st.master.as_ref()?;
+        let mut sid: libc::pid_t = 0;
+        // SAFETY: an ioctl that writes one pid_t we own, on a descriptor
+        // kept open by the lock.
+        let rc = unsafe { libc::ioctl(master.as_raw_fd(), libc::TIOCGSID, &mut sid) };
+        (rc == 0 && sid > 0).then_some(sid)
+    }
+
     /// Resolves once the terminal has been hung up.
     async fn hung_up(&self) {
         loop {

@@ -33,6 +33,11 @@ const TIGHT_AFTER_OUTPUT_UNTIL: Duration = Duration::from_millis(50);
 /// The longest a watch spins before its task goes back to the runtime.
 const SPIN_SLICE: Duration = Duration::from_millis(2);
 
+/// The pause of a watch that would spin while as many watches as may
+/// spin at once already do ([`SpinTurn`]): it looks again after it, or
+/// at once when output comes.
+const SPIN_TURN_WAIT: Duration = Duration::from_millis(1);
+
 /// The longest pause between two input-wait probes.
 const MAX_PAUSE: Duration = Duration::from_millis(50);
 
@@ -321,14 +326,22 @@ pub(crate) async fn run_send(
         notified.as_mut().enable();
         let pause = match watch.step(Instant::now()) {
             Step::Settled(reason, code) => break (reason, code),
-            Step::Spin if can_block => match tokio::task::block_in_place(|| watch.spin()) {
-                Some((reason, code)) => break (reason, code),
-                // Back to the runtime between two slices, so a caller that
-                // gave up on the send (or a cancellation) is seen.
-                None => {
-                    tokio::task::yield_now().await;
-                    continue;
+            Step::Spin if can_block => match SpinTurn::take() {
+                Some(turn) => {
+                    let spun = tokio::task::block_in_place(|| watch.spin());
+                    drop(turn);
+                    match spun {
+                        Some((reason, code)) => break (reason, code),
+                        // Back to the runtime between two slices, so a
+                        // caller that gave up on the send (or a
+                        // cancellation) is seen.
+                        None => {
+                            tokio::task::yield_now().await;
+                            continue;
+                        }
+                    }
                 }
+                None => SPIN_TURN_WAIT.min(deadline.saturating_duration_since(Instant::now())),
             },
             Step::Spin => {
                 std::thread::yield_now();
@@ -365,6 +378,43 @@ pub(crate) async fn run_send(
     );
     drop(slot);
     Ok(outcome)
+}
+
+/// The right to spin: held by at most one watch fewer than the machine
+/// has cores (at least one). Spinning buys a send its quickest settle
+/// while a core is free; many watches spinning at once (many agents'
+/// sends on one daemon) would take the cores from the very programs they
+/// wait for, so the others look again after [`SPIN_TURN_WAIT`], or at
+/// once when output comes.
+struct SpinTurn;
+
+/// How many watches spin now.
+static SPINNING: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+impl SpinTurn {
+    /// A turn, when one is free.
+    fn take() -> Option<SpinTurn> {
+        static MOST: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+        let most = *MOST.get_or_init(|| {
+            std::thread::available_parallelism()
+                .map_or(1, |n| n.get().saturating_sub(1))
+                .max(1)
+        });
+        SPINNING
+            .fetch_update(
+                std::sync::atomic::Ordering::AcqRel,
+                std::sync::atomic::Ordering::Acquire,
+                |n| (n < most).then_some(n + 1),
+            )
+            .ok()
+            .map(|_| SpinTurn)
+    }
+}
+
+impl Drop for SpinTurn {
+    fn drop(&mut self) {
+        SPINNING.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+    }
 }
 
 /// Writes a send's text: whole, or a line longer than a canonical-mode
@@ -731,7 +781,7 @@ impl Watch<'_> {
             })
         {
             self.last_holder_scan = Some(now);
-            let fresh: Vec<i32> = holders(self.tty, session.spec.sid)
+            let fresh: Vec<i32> = holders(self.tty, session.spec.sid, session.terminal_session())
                 .into_iter()
                 .map(|h| h.pid)
                 .filter(|p| !self.holders.contains(p))
