@@ -491,21 +491,10 @@ fn a_file_system_that_ignores_characters_in_names_makes_no_repository() {
         }
         return;
     }
-    use std::io::BufRead as _;
     let f = Fixture::new("git-guard-views-");
     let server = f.ws.parent().unwrap().join("ignoring-fs.py");
     std::fs::write(&server, IGNORING_FS).unwrap();
-    let mut child = Command::new("python3")
-        .arg(&server)
-        .arg(&f.ws)
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut ready = String::new();
-    std::io::BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut ready)
-        .unwrap();
-    assert_eq!(ready.trim(), "ready");
+    let mut child = test_support::spawn_ready(Command::new("python3").arg(&server).arg(&f.ws));
     let prepared = f.prepare_default();
     let script = r#"
 import os

@@ -426,19 +426,11 @@ mod tests {
     /// A process of its own session on a terminal, started by `argv`;
     /// returns once it said it holds it.
     fn holding(argv: &[&str]) -> std::process::Child {
-        use std::io::BufRead as _;
-        let mut child = std::process::Command::new(argv[0])
-            .args(&argv[1..])
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        std::io::BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        assert_eq!(line.trim(), "ready", "{argv:?}");
-        child
+        test_support::spawn_ready(
+            std::process::Command::new(argv[0])
+                .args(&argv[1..])
+                .stdin(std::process::Stdio::null()),
+        )
     }
 
     #[test]

@@ -80,8 +80,11 @@ impl Tty {
         self.dev == dev && self.ino == ino
     }
 
-    /// Whether a process whose `tty_nr` (in `/proc/<pid>/stat`) is this
-    /// has this terminal as its controlling terminal.
+    /// Whether a process's `tty_nr` (in `/proc/<pid>/stat`) names this
+    /// terminal's device number. Every `devpts` instance gives the same
+    /// numbers out, so that alone does not make it this terminal: the
+    /// process must also be in the terminal's session, or hold it by a
+    /// descriptor (see `holders::holders`).
     pub(crate) fn is_controlling(&self, tty_nr: u32) -> bool {
         terminal_of(tty_nr) == Some(device(self.rdev))
     }

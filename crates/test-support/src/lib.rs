@@ -127,6 +127,25 @@ pub fn wait_for<T>(what: &str, mut probe: impl FnMut() -> Option<T>) -> T {
     }
 }
 
+/// Starts `command` with its stdout piped and returns once the child
+/// printed its first line, which must be `ready`: the event a helper
+/// process of a test (a server, a process holding a terminal) announces
+/// its set-up by. Panics when it prints something else or exits first.
+#[track_caller]
+pub fn spawn_ready(command: &mut std::process::Command) -> std::process::Child {
+    use std::io::BufRead as _;
+    let mut child = command
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{command:?} could not start: {e}"));
+    let mut line = String::new();
+    if let Some(stdout) = child.stdout.take() {
+        let _ = std::io::BufReader::new(stdout).read_line(&mut line);
+    }
+    assert_eq!(line.trim(), "ready", "{command:?} did not say it was ready");
+    child
+}
+
 /// The async form of [`wait_until`] for tests on a tokio runtime: the
 /// pauses yield to the runtime instead of blocking a worker.
 pub async fn wait_until_async(what: &str, mut condition: impl FnMut() -> bool) {
