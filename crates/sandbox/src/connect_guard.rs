@@ -192,8 +192,9 @@ impl Guard {
 /// number, and in every mode it refuses io_uring.
 ///
 /// With `guard_git` it also hands over the calls that create directory
-/// entries ([`crate::git_guard::calls`]; an `open` only with `O_CREAT`)
-/// and refuses `openat2` with `ENOSYS`.
+/// entries ([`crate::git_guard::calls`]; an `open` only with `O_CREAT`),
+/// refuses `openat2` with `ENOSYS`, and refuses `process_vm_writev` and
+/// `userfaultfd` (see `emulate::memory_is_its_own`).
 pub(crate) fn notify_program(guard_git: bool) -> Vec<libc::sock_filter> {
     const LD_W_ABS: u16 = (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16;
     const JEQ_K: u16 = (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16;
@@ -230,6 +231,14 @@ pub(crate) fn notify_program(guard_git: bool) -> Vec<libc::sock_filter> {
         let number = |call: i64| u32::try_from(call).unwrap_or(u32::MAX);
         program.push(jump(JEQ_K, number(libc::SYS_openat2), 0, 1));
         program.push(stmt(RET_K, libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32));
+        // What writes another process's memory (or makes its pages come
+        // and go) while it waits in a call: the one call the guard lets
+        // the kernel make reads its path again
+        // (`emulate::memory_is_its_own`).
+        for call in [libc::SYS_process_vm_writev, libc::SYS_userfaultfd] {
+            program.push(jump(JEQ_K, number(call), 0, 1));
+            program.push(stmt(RET_K, eperm));
+        }
         for (call, flags) in crate::git_guard::calls() {
             match flags {
                 None => {

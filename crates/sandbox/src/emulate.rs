@@ -1028,6 +1028,13 @@ fn is_proc(dir: &OwnedFd) -> bool {
     rc == 0 && fs.f_type as i64 == PROC_SUPER_MAGIC
 }
 
+/// Whether `file` is a process's memory (`/proc/PID/mem`, or a thread's).
+pub(crate) fn is_process_memory(file: &OwnedFd) -> bool {
+    is_proc(file)
+        && std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd()))
+            .is_ok_and(|path| path.file_name() == Some(std::ffi::OsStr::new("mem")))
+}
+
 /// The target of the symbolic link `link` (an `O_PATH` descriptor).
 fn read_link(link: &OwnedFd) -> Result<Vec<u8>, i32> {
     let mut buffer = vec![0u8; libc::PATH_MAX as usize];
@@ -1188,6 +1195,105 @@ pub(crate) fn may_take_a_terminal(proc_dir: &OwnedFd) -> bool {
     let session = fields.get(3).and_then(|v| v.parse::<i64>().ok());
     let tty = fields.get(4).and_then(|v| v.parse::<i64>().ok());
     one_thread && tty == Some(0) && session.is_some() && session == tgid
+}
+
+/// Whether the `len` bytes at `address` in the process of thread `tid`
+/// (whose `/proc/TID` is `proc_dir`) can change only by the thread's own
+/// writes, so that the kernel, reading them again, reads what was
+/// checked. The thread waits in its call and runs alone
+/// ([`may_take_a_terminal`]); the sandbox's filter refuses
+/// `process_vm_writev`, `userfaultfd` and io_uring, and the guard refuses
+/// opening any process's `/proc/PID/mem` for writing. What is left, and
+/// checked here:
+/// * every page is an anonymous page of the process (`/proc/TID/pagemap`
+///   says neither file-backed nor shared): a shared mapping is written by
+///   other processes, a file's page that was never written follows the
+///   file;
+/// * no other process shares the memory (`clone(CLONE_VM)`, a `vfork`
+///   child's parent): `kcmp(KCMP_VM)` against every thread of every
+///   other process;
+/// * no Linux AIO context (an `[aio]` ring in its maps), whose reads
+///   complete into the process's memory asynchronously.
+///
+/// Any doubt (a file that cannot be read, no `kcmp`) is a no.
+pub(crate) fn memory_is_its_own(proc_dir: &OwnedFd, tid: i32, address: u64, len: usize) -> bool {
+    let dir = proc_dir.as_raw_fd();
+    let Ok(maps) = std::fs::read(format!("/proc/self/fd/{dir}/maps")) else {
+        return false;
+    };
+    if maps
+        .split(|&b| b == b'\n')
+        .any(|line| line.ends_with(b"[aio] (deleted)"))
+    {
+        return false;
+    }
+    pages_are_anonymous(dir, address, len) && no_other_process_shares_memory(dir, tid)
+}
+
+/// Whether every page of the `len` bytes at `address` is present (or
+/// swapped out) and anonymous, by `pagemap`: bit 63 present, bit 62
+/// swapped, bit 61 a file page or shared anonymous.
+fn pages_are_anonymous(proc_dir: i32, address: u64, len: usize) -> bool {
+    use std::os::unix::fs::FileExt;
+    const PRESENT: u64 = 1 << 63;
+    const SWAPPED: u64 = 1 << 62;
+    const FILE_OR_SHARED: u64 = 1 << 61;
+    let Ok(pagemap) = std::fs::File::open(format!("/proc/self/fd/{proc_dir}/pagemap")) else {
+        return false;
+    };
+    // SAFETY: sysconf has no preconditions.
+    let page = u64::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096);
+    let Some(last) = address.checked_add(len.max(1) as u64 - 1) else {
+        return false;
+    };
+    (address / page..=last / page).all(|n| {
+        let mut entry = [0u8; 8];
+        if pagemap.read_exact_at(&mut entry, n * 8).is_err() {
+            return false;
+        }
+        let entry = u64::from_ne_bytes(entry);
+        entry & (PRESENT | SWAPPED) != 0 && entry & FILE_OR_SHARED == 0
+    })
+}
+
+/// Whether no process but the one of thread `tid` (whose `/proc/TID` is
+/// `proc_dir`) has its memory.
+fn no_other_process_shares_memory(proc_dir: i32, tid: i32) -> bool {
+    const KCMP_VM: i32 = 1;
+    let kcmp = |other: i32| {
+        // SAFETY: kcmp compares two processes' kernel objects; no memory.
+        unsafe { libc::syscall(libc::SYS_kcmp, tid, other, KCMP_VM, 0, 0) }
+    };
+    // With itself it must answer "equal": else kcmp is missing or barred.
+    if kcmp(tid) != 0 {
+        return false;
+    }
+    let Ok(status) = std::fs::read_to_string(format!("/proc/self/fd/{proc_dir}/status")) else {
+        return false;
+    };
+    let Some(tgid) = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Tgid:"))
+        .and_then(|v| v.trim().parse::<i32>().ok())
+    else {
+        return false;
+    };
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return false;
+    };
+    let numbers = |dir: std::fs::ReadDir| {
+        dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+    };
+    // Every thread of every other process (a leader that exited leaves
+    // its threads running with no memory of its own to compare). One
+    // whose memory cannot be compared (another user's, one gone) is not
+    // one the sandbox made share it.
+    numbers(entries).filter(|&pid| pid != tgid).all(|pid| {
+        match std::fs::read_dir(format!("/proc/{pid}/task")) {
+            Ok(tasks) => numbers(tasks).all(|task| kcmp(task) != 0),
+            Err(_) => kcmp(pid) != 0,
+        }
+    })
 }
 
 /// The umask of the thread whose `/proc/TID` is `proc_dir`.

@@ -494,10 +494,26 @@ impl Judge<'_> {
                 if path.ends_with(b"/") && kind != libc::S_IFDIR {
                     return Err(libc::ENOTDIR);
                 }
+                // Another process's memory, or its own kept across a fork
+                // (the continued open below depends on nobody else
+                // writing it).
+                if writes && crate::emulate::is_process_memory(&file) {
+                    return Err(libc::EACCES);
+                }
+                // The kernel reads the path again: only from memory
+                // nothing but the waiting thread can write. Otherwise the
+                // terminal is opened here, without becoming the
+                // controlling one.
                 if !creates
                     && flags & libc::O_NOCTTY == 0
                     && crate::emulate::is_terminal_device(&file)
                     && crate::emulate::may_take_a_terminal(self.asker.proc_dir)
+                    && crate::emulate::memory_is_its_own(
+                        self.asker.proc_dir,
+                        self.asker.tid,
+                        at.address,
+                        path.len() + 1,
+                    )
                 {
                     return Ok(Op::TakeTerminal);
                 }

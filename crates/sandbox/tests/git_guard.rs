@@ -198,6 +198,73 @@ print(" ".join(results))
     assert_eq!(stdout(&out), "second");
 }
 
+/// The one call the guard lets the kernel make after its check — a
+/// session leader without a controlling terminal opening a terminal by
+/// name, which takes it as its controlling terminal — attacked by
+/// rewriting the path between the check and the kernel's own read: from
+/// a shared mapping, with `process_vm_writev`, through `/proc/self/mem`
+/// opened before a fork, and from a process sharing the memory
+/// (`CLONE_VM`), also from a thread whose process's first thread exited;
+/// and a process with a Linux AIO context, whose reads
+/// complete into its memory. The attacker is
+/// `tests/attackers/terminal_race.c`.
+#[test]
+fn a_terminal_opened_by_name_is_never_swapped_for_a_repositorys_config() {
+    if !test_support::needs(&["cc", "git"]) || !guarded() {
+        return;
+    }
+    let f = Fixture::new("git-guard-");
+    let lib = nested_repository(&f.ws);
+    let config = lib.join(".git/config");
+    let before = std::fs::read_to_string(&config).unwrap();
+    let attacker = f.tmp.join("terminal_race");
+    let built = Command::new("cc")
+        .args(["-O2", "-pthread", "-o"])
+        .arg(&attacker)
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/attackers/terminal_race.c"
+        ))
+        .output()
+        .unwrap();
+    assert!(built.status.success(), "{built:?}");
+    let attacker = attacker.to_str().unwrap();
+    let prepared = f.prepare_default();
+    // Unattacked, the open still gives the terminal as the controlling
+    // one (as screen's windows take theirs).
+    let out = f.run(&prepared, attacker, &["plain", "5", "lib/.git/config"]);
+    assert_eq!(stdout(&out), "held 5 0 0");
+    // "held" or "written", then how many opens took the terminal as the
+    // controlling one, opened it without, or failed.
+    let mut outcomes = Vec::new();
+    for mode in ["shared", "vmwrite", "procmem", "clonevm", "zombie", "aio"] {
+        // A process with an AIO context takes long to exit: fewer rounds.
+        let rounds = if mode == "aio" { "20" } else { "400" };
+        let out = f.run(&prepared, attacker, &[mode, rounds, "lib/.git/config"]);
+        outcomes.push((mode, stdout(&out)));
+        std::fs::write(&config, &before).unwrap();
+    }
+    let counts =
+        |out: &str| -> Vec<u32> { out.split(' ').skip(1).map(|n| n.parse().unwrap()).collect() };
+    for (mode, out) in &outcomes {
+        assert!(out.starts_with("held "), "{outcomes:#?}");
+        let counts = counts(out);
+        match *mode {
+            // Memory others write, or share: the terminal is opened by
+            // the guard, and never becomes the controlling one.
+            "shared" | "clonevm" | "zombie" => {
+                assert!(counts[0] == 0 && counts[1] > 0, "{outcomes:#?}");
+            }
+            // Nobody rewrites, but a read could complete into the memory.
+            "aio" => assert_eq!(counts, [0, 20, 0], "{outcomes:#?}"),
+            // The writes are refused, so every open is the checked one.
+            "vmwrite" => assert_eq!(counts, [400, 0, 0], "{outcomes:#?}"),
+            // The memory is never opened for writing.
+            _ => assert_eq!(counts, [0, 0, 400], "{outcomes:#?}"),
+        }
+    }
+}
+
 #[test]
 fn a_symbolic_link_from_the_workspace_into_a_writable_place_outside_it_is_refused() {
     if !test_support::needs(&["bash", "python3"]) || !guarded() {
