@@ -110,7 +110,7 @@ pub(crate) struct GuardPolicy {
     pub git_links: Arc<crate::git_guard::MadeLinks>,
     /// Every path the sandbox may write (a symbolic link in the workspace
     /// may not lead out of it into one of these).
-    pub writable: Vec<PathBuf>,
+    pub writable: Arc<[PathBuf]>,
     /// The worker that makes the creating calls the guard allowed.
     pub emulator: Arc<crate::emulate::Emulator>,
 }

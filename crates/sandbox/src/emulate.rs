@@ -196,6 +196,9 @@ fn work(ruleset: &OwnedFd, jobs: &mpsc::Receiver<Job>) {
         }
         // SAFETY: umask of this thread's own file-system context.
         unsafe { libc::umask(job.umask) };
+        // The workers of the workspace's other sandboxes wait meanwhile.
+        let links = job.judge.made_links();
+        let _turn = links.one_maker();
         run(job);
     }
 }

@@ -948,6 +948,12 @@ impl Places<'_> {
     /// through `/proc`: a person who `cd`s through it would run git in a
     /// repository the sandbox made there.
     fn may_point(&self, parent: &OwnedFd, target: &[u8]) -> Result<(), i32> {
+        self.may_point_also(parent, target, &[])
+    }
+
+    /// [`Places::may_point`], with the places `also` writable too (those
+    /// of the sandbox that made a remembered link).
+    fn may_point_also(&self, parent: &OwnedFd, target: &[u8], also: &[PathBuf]) -> Result<(), i32> {
         let Some(base) = self.dir_path(parent) else {
             return Ok(());
         };
@@ -968,7 +974,13 @@ impl Places<'_> {
             Ok(Found::Entry { .. }) | Err(_) => None,
         };
         let escapes = |place: &Path| {
-            !self.in_roots(place) && self.policy.writable.iter().any(|w| place.starts_with(w))
+            !self.in_roots(place)
+                && self
+                    .policy
+                    .writable
+                    .iter()
+                    .chain(also)
+                    .any(|w| place.starts_with(w))
         };
         if escapes(&lexical) || resolved.as_deref().is_some_and(escapes) {
             return Err(libc::EPERM);
@@ -1116,7 +1128,13 @@ impl PlaceJudge {
             state.overflow = true;
             return;
         }
-        state.links.insert(path, target.to_vec());
+        state.links.insert(
+            path,
+            MadeLink {
+                target: target.to_vec(),
+                writable: Arc::clone(&self.policy.writable),
+            },
+        );
     }
 
     /// The links remembered under entry `from` of `from_dir` (or that
@@ -1150,7 +1168,7 @@ impl PlaceJudge {
                 })
             })
             .collect();
-        let mut targets: Vec<(PathBuf, Vec<u8>)> = moved
+        let mut targets: Vec<(PathBuf, MadeLink)> = moved
             .into_iter()
             .filter_map(|(old, new)| Some((new, state.links.remove(&old)?)))
             .collect();
@@ -1190,7 +1208,7 @@ impl PlaceJudge {
             .git_links
             .state()
             .under(&under)
-            .map(|(p, t, _)| (p.clone(), t.clone()))
+            .map(|(p, link, _)| (p.clone(), link.target.clone()))
             .collect();
         links.iter().any(|(path, target)| {
             self.parent_of(path)
@@ -1209,9 +1227,9 @@ impl PlaceJudge {
             .state()
             .links
             .iter()
-            .any(|(path, target)| {
+            .any(|(path, link)| {
                 path.parent()
-                    .is_some_and(|p| lexical_join(p, target).starts_with(&at))
+                    .is_some_and(|p| lexical_join(p, &link.target).starts_with(&at))
             })
     }
 
@@ -1228,7 +1246,7 @@ impl PlaceJudge {
             state
                 .links
                 .iter()
-                .map(|(p, t)| (p.clone(), t.clone()))
+                .map(|(p, link)| (p.clone(), link.clone()))
                 .collect::<Vec<_>>()
         };
         let mut gone = Vec::new();
@@ -1236,7 +1254,8 @@ impl PlaceJudge {
         // The links of one directory are next to each other in path
         // order: its descriptor is opened once for them.
         let mut opened: Option<(&Path, Option<OwnedFd>)> = None;
-        for (path, target) in &links {
+        for (path, link) in &links {
+            let target = &link.target;
             let dir = path.parent().unwrap_or(Path::new("/"));
             if opened.as_ref().is_none_or(|(d, _)| *d != dir) {
                 opened = Some((dir, self.parent_of(path)));
@@ -1253,7 +1272,14 @@ impl PlaceJudge {
                     continue;
                 }
             }
-            if self.places().may_point(parent, target).is_err() {
+            // Into a place this sandbox, or the one that made the link,
+            // may write.
+            let also: &[PathBuf] = if Arc::ptr_eq(&link.writable, &self.policy.writable) {
+                &[]
+            } else {
+                &link.writable
+            };
+            if self.places().may_point_also(parent, target, also).is_err() {
                 verdict = Err(libc::EPERM);
                 break;
             }
@@ -1289,6 +1315,12 @@ impl PlaceJudge {
         }
     }
 
+    /// The links remembered for the workspace, whose turn its worker
+    /// takes for each call ([`MadeLinks::one_maker`]).
+    pub(crate) fn made_links(&self) -> Arc<MadeLinks> {
+        Arc::clone(&self.policy.git_links)
+    }
+
     /// Whether the entry `made` (its device and inode) just made in
     /// `parent` is, by another spelling, a name the guard refuses there
     /// ([`Places::is_a_guarded_name`]).
@@ -1307,24 +1339,82 @@ const LINKS_REMEMBERED: usize = 65_536;
 /// no `up`) is judged by where it leads once a second link (`up -> /`,
 /// to a place the sandbox may not write, so allowed itself) opens the
 /// way. The sandbox's worker makes every link of it, so it sees each.
+///
+/// Every sandbox of one workspace in this process shares one
+/// ([`made_links_for`]): a second agent there, or the same agent's command
+/// after its preparation was made anew while an older one still runs,
+/// each has a worker of its own, and a way out made by one may complete a
+/// link another made. Their workers also make their calls one at a time
+/// ([`MadeLinks::one_maker`]), so none makes a link in a tree another one
+/// walks before moving it.
 #[derive(Debug, Default)]
 pub(crate) struct MadeLinks {
     state: std::sync::Mutex<MadeLinksState>,
+    making: std::sync::Mutex<()>,
 }
 
 #[derive(Debug, Default)]
 struct MadeLinksState {
-    /// Each link's path (as the guard judges it) and target, in path
-    /// order: the links under a directory are one range.
-    links: std::collections::BTreeMap<PathBuf, Vec<u8>>,
+    /// Each link's path (as the guard judges it), in path order: the
+    /// links under a directory are one range.
+    links: std::collections::BTreeMap<PathBuf, MadeLink>,
     /// More were made than are remembered.
     overflow: bool,
+}
+
+/// A remembered link: its target, and what the sandbox that made it may
+/// write (a way out judged later must not lead there either).
+#[derive(Debug, Clone)]
+struct MadeLink {
+    target: Vec<u8>,
+    writable: Arc<[PathBuf]>,
 }
 
 impl MadeLinks {
     fn state(&self) -> std::sync::MutexGuard<'_, MadeLinksState> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
+
+    /// Held by a worker while it makes one call: the workers of the
+    /// workspace's sandboxes take turns.
+    pub(crate) fn one_maker(&self) -> std::sync::MutexGuard<'_, ()> {
+        self.making.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Where a workspace root is: its (device, inode), or its path when it
+/// could not be looked at.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum RootKey {
+    Id(u64, u64),
+    Path(PathBuf),
+}
+
+/// The links remembered for the workspace with `roots` (and their
+/// identities `ids`, in order), shared by every sandbox of this process
+/// whose guard has the same roots. Sandboxes whose roots differ (a
+/// language server's, whose root is a project inside the workspace) keep
+/// their own.
+pub(crate) fn made_links_for(roots: &[PathBuf], ids: &[Option<(u64, u64)>]) -> Arc<MadeLinks> {
+    type Registry = std::collections::HashMap<Vec<RootKey>, std::sync::Weak<MadeLinks>>;
+    static REGISTRY: std::sync::Mutex<Option<Registry>> = std::sync::Mutex::new(None);
+    let key: Vec<RootKey> = roots
+        .iter()
+        .enumerate()
+        .map(|(i, root)| match ids.get(i).copied().flatten() {
+            Some((dev, ino)) => RootKey::Id(dev, ino),
+            None => RootKey::Path(root.clone()),
+        })
+        .collect();
+    let mut registry = REGISTRY.lock().unwrap_or_else(|e| e.into_inner());
+    let registry = registry.get_or_insert_with(Registry::new);
+    if let Some(links) = registry.get(&key).and_then(std::sync::Weak::upgrade) {
+        return links;
+    }
+    registry.retain(|_, links| links.strong_count() > 0);
+    let links = Arc::new(MadeLinks::default());
+    registry.insert(key, Arc::downgrade(&links));
+    links
 }
 
 impl MadeLinksState {
@@ -1333,7 +1423,7 @@ impl MadeLinksState {
     fn under<'a>(
         &'a self,
         dir: &'a Path,
-    ) -> impl Iterator<Item = (&'a PathBuf, &'a Vec<u8>, &'a [u8])> + 'a {
+    ) -> impl Iterator<Item = (&'a PathBuf, &'a MadeLink, &'a [u8])> + 'a {
         self.links
             .range::<Path, _>((std::ops::Bound::Included(dir), std::ops::Bound::Unbounded))
             .take_while(move |(p, _)| p.starts_with(dir))
@@ -1721,7 +1811,7 @@ mod tests {
                 git_mounts: Arc::default(),
                 git_links: Arc::default(),
                 git_roots: roots,
-                writable: vec![writable.to_path_buf()],
+                writable: Arc::from([writable.to_path_buf()]),
                 emulator: Arc::default(),
             }),
         }

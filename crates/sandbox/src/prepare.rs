@@ -1386,16 +1386,17 @@ fn guard_stage(
         .map(|p| existing(&p).unwrap_or(p))
         .collect();
     let git_roots = git_roots(policy, context);
+    let git_root_ids = crate::git_guard::identities(&git_roots);
     let guard = Guard::start(GuardPolicy {
         listed,
         mount_namespace: facts.mount_namespace,
         tcp_refused: facts.tcp_by_landlock,
-        git_root_ids: crate::git_guard::identities(&git_roots),
         git_root_places: crate::git_guard::places_in_file_system(&git_roots),
         git_mounts: Arc::default(),
-        git_links: Arc::default(),
+        git_links: crate::git_guard::made_links_for(&git_roots, &git_root_ids),
+        git_root_ids,
         git_roots,
-        writable: facts.writable.to_vec(),
+        writable: Arc::from(facts.writable),
         emulator: Arc::default(),
     });
     let guard = match guard {

@@ -354,6 +354,56 @@ ls
     );
 }
 
+/// The same attack split between two sandboxes of one workspace (two
+/// preparations: a second agent there, or the same agent's command
+/// after its preparation was made anew while the first still runs),
+/// whose temp dirs differ: the link is made in one, the way out in the
+/// other, and it leads into the first one's temp dir, which the second
+/// may not write.
+#[test]
+fn a_way_out_made_by_another_sandbox_of_the_workspace_is_judged_with_its_links() {
+    if !test_support::needs(&["bash"]) || !guarded() {
+        return;
+    }
+    let f = Fixture::new("git-guard-");
+    let first = f.prepare_default();
+    let other_tmp = f.home.join("other-tmp");
+    std::fs::create_dir_all(&other_tmp).unwrap();
+    let second = sandbox::Sandbox::new(
+        sandbox::SandboxPolicy {
+            mode: sandbox::Mode::WorkspaceWrite,
+            ..sandbox::SandboxPolicy::default()
+        },
+        Availability::probe_kernel(),
+    )
+    .unwrap()
+    .prepare(&sandbox::SpawnContext::command(&f.ws, &f.home).with_temp_dir(&other_tmp))
+    .unwrap();
+    let tmp = f.tmp.display().to_string();
+    let below_root = tmp.trim_start_matches('/');
+    let try_link = |prepared: &sandbox::Prepared, target: &str, name: &str| {
+        let script = format!(
+            r#"if ln -s "{target}" "{name}" 2>/dev/null; then echo made; else echo refused; fi"#
+        );
+        stdout(&f.run(prepared, "bash", &["-c", &script]))
+    };
+    let out = f.run(
+        &first,
+        "bash",
+        &["-c", &format!("mkdir -p '{tmp}/repo/.git'")],
+    );
+    stdout(&out);
+    assert_eq!(
+        try_link(&first, &format!("up/{below_root}/repo"), "x"),
+        "made"
+    );
+    // The way out, made in the other sandbox, would complete x's.
+    assert_eq!(try_link(&second, "/", "up"), "refused");
+    assert!(!f.ws.join("up").exists());
+    // A way out that completes nothing is made.
+    assert_eq!(try_link(&second, "/usr", "to-usr"), "made");
+}
+
 #[test]
 fn ordinary_work_keeps_its_modes_owner_and_special_files() {
     if !test_support::needs(&["bash", "python3"]) || !guarded() {
