@@ -611,6 +611,7 @@ enum SocketKey {
 
 impl Supervisor {
     fn new(listener: OwnedFd, diag: OwnedFd, policy: Arc<GuardPolicy>) -> Self {
+        wake_on_the_same_cpu(&listener);
         // SAFETY: socket with constant arguments.
         let host = unsafe {
             libc::socket(
@@ -1632,6 +1633,29 @@ pub(crate) fn still_valid(listener: &OwnedFd, id: u64) -> bool {
 /// Answers request `id` with success and `value` (a descriptor's number).
 pub(crate) fn respond_value(listener: &OwnedFd, id: u64, value: i64) {
     send_response(listener, id, value, 0, 0);
+}
+
+/// `SECCOMP_IOCTL_NOTIF_SET_FLAGS`: `_IOW('!', 4, __u64)`.
+const SECCOMP_IOCTL_NOTIF_SET_FLAGS: libc::c_ulong = 0x4008_2104;
+/// `SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP` (Linux 6.6).
+const SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP: u64 = 1;
+
+/// Asks the kernel to hand each request and each answer over on the CPU
+/// of the thread that waits for it (`SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP`,
+/// Linux 6.6): the asking process sleeps until the answer anyway, so its
+/// supervisor runs in its place, and the process in the supervisor's,
+/// instead of each waking on another CPU (on a virtual machine, about
+/// 20 µs a wake). Older kernels refuse the flag; the hand-over is then as
+/// before.
+fn wake_on_the_same_cpu(listener: &OwnedFd) {
+    // SAFETY: the listener and a flags word, by value.
+    let _ = unsafe {
+        libc::ioctl(
+            listener.as_raw_fd(),
+            SECCOMP_IOCTL_NOTIF_SET_FLAGS as _,
+            SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP,
+        )
+    };
 }
 
 /// Lets the kernel make request `id`'s call (`git_guard::Plan::Continue`).

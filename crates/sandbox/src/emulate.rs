@@ -1101,8 +1101,7 @@ pub(crate) fn path_of(fd: &OwnedFd) -> Option<PathBuf> {
 /// through `proc_dir` (`/proc/TID`), or else a pseudo-terminal's name in
 /// the `/dev/pts` under its `root`.
 pub(crate) fn controlling_terminal(proc_dir: &OwnedFd, root: &OwnedFd) -> Result<OwnedFd, i32> {
-    let stat = std::fs::read_to_string(format!("/proc/self/fd/{}/stat", proc_dir.as_raw_fd()))
-        .map_err(|_| libc::ENXIO)?;
+    let stat = read_proc_file(proc_dir, c"stat").ok_or(libc::ENXIO)?;
     // The fields after the command name, which is in parentheses.
     let after = stat.rsplit_once(')').map(|(_, rest)| rest).unwrap_or("");
     let tty: u64 = after
@@ -1178,10 +1177,10 @@ pub(crate) fn is_terminal_device(fd: &OwnedFd) -> bool {
 /// session, has no controlling terminal and runs one thread (no other
 /// thread of it can rewrite the path while the kernel reads it again).
 pub(crate) fn may_take_a_terminal(proc_dir: &OwnedFd) -> bool {
-    let read = |name: &str| {
-        std::fs::read_to_string(format!("/proc/self/fd/{}/{name}", proc_dir.as_raw_fd())).ok()
-    };
-    let (Some(stat), Some(status)) = (read("stat"), read("status")) else {
+    let (Some(stat), Some(status)) = (
+        read_proc_file(proc_dir, c"stat"),
+        read_proc_file(proc_dir, c"status"),
+    ) else {
         return false;
     };
     let one_thread = status
@@ -1271,7 +1270,9 @@ fn no_other_process_shares_memory(proc_dir: i32, tid: i32) -> bool {
     if kcmp(tid) != 0 {
         return false;
     }
-    let Ok(status) = std::fs::read_to_string(format!("/proc/self/fd/{proc_dir}/status")) else {
+    // SAFETY: the caller's descriptor, borrowed for this call.
+    let proc_dir = unsafe { std::os::fd::BorrowedFd::borrow_raw(proc_dir) };
+    let Some(status) = read_proc_file(&proc_dir, c"status") else {
         return false;
     };
     let Some(tgid) = status
@@ -1299,10 +1300,47 @@ fn no_other_process_shares_memory(proc_dir: i32, tid: i32) -> bool {
     })
 }
 
+/// The text of file `name` of a `/proc/TID` directory, in as few reads
+/// as it takes (the kernel makes the whole text on the first one; a
+/// small first read, as `read_to_string` starts with, costs a read per
+/// doubling).
+pub(crate) fn read_proc_file(proc_dir: &impl AsRawFd, name: &std::ffi::CStr) -> Option<String> {
+    // SAFETY: a descriptor of the caller's and a NUL-terminated name.
+    let fd = unsafe {
+        libc::openat(
+            proc_dir.as_raw_fd(),
+            name.as_ptr(),
+            libc::O_RDONLY | libc::O_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        return None;
+    }
+    // SAFETY: a new descriptor.
+    let file = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) });
+    let mut text = Vec::with_capacity(4096);
+    loop {
+        if text.len() == text.capacity() {
+            text.reserve(text.capacity());
+        }
+        let spare = text.spare_capacity_mut();
+        // SAFETY: reads into the vector's spare capacity, whose length
+        // is passed.
+        let n = unsafe { libc::read(file.as_raw_fd(), spare.as_mut_ptr().cast(), spare.len()) };
+        match n {
+            0 => break,
+            // SAFETY: the kernel wrote `n` bytes there.
+            n if n > 0 => unsafe { text.set_len(text.len() + n as usize) },
+            _ if io::Error::last_os_error().kind() == io::ErrorKind::Interrupted => {}
+            _ => return None,
+        }
+    }
+    String::from_utf8(text).ok()
+}
+
 /// The umask of the thread whose `/proc/TID` is `proc_dir`.
 pub(crate) fn thread_umask(proc_dir: &OwnedFd) -> Option<u32> {
-    let status =
-        std::fs::read_to_string(format!("/proc/self/fd/{}/status", proc_dir.as_raw_fd())).ok()?;
+    let status = read_proc_file(proc_dir, c"status")?;
     let field = |name: &str| {
         status
             .lines()

@@ -337,9 +337,6 @@ pub(crate) fn plan(asker: &Asker<'_>, nr: i64, args: &[u64; 6], policy: &Arc<Gua
     let Some(call) = decode(nr, args) else {
         return Plan::Fail(libc::ENOSYS);
     };
-    let Some(umask) = crate::emulate::thread_umask(asker.proc_dir) else {
-        return Plan::Fail(libc::EPERM);
-    };
     let root = crate::emulate::open_path(asker.proc_dir, b"root", libc::O_DIRECTORY);
     let (Ok(root), Ok(proc_self)) = (root, asker.proc_dir.try_clone()) else {
         return Plan::Fail(libc::EPERM);
@@ -361,13 +358,18 @@ pub(crate) fn plan(asker: &Asker<'_>, nr: i64, args: &[u64; 6], policy: &Arc<Gua
     let verdict = judge.op(call);
     match verdict {
         Ok(Op::TakeTerminal) => Plan::Continue,
-        Ok(op) => Plan::Make {
-            umask,
-            op,
-            judge: Box::new(PlaceJudge {
-                walker,
-                policy: Arc::clone(policy),
-            }),
+        // Read only for a call that is made (most refusals and the
+        // terminal's answers need none).
+        Ok(op) => match crate::emulate::thread_umask(asker.proc_dir) {
+            Some(umask) => Plan::Make {
+                umask,
+                op,
+                judge: Box::new(PlaceJudge {
+                    walker,
+                    policy: Arc::clone(policy),
+                }),
+            },
+            None => Plan::Fail(libc::EPERM),
         },
         Err(errno) => Plan::Fail(errno),
     }
