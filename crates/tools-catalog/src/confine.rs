@@ -411,24 +411,13 @@ impl Confinement {
         }
     }
 
-    /// [`Confinement::prepare_blocking`] off the async workers: on a
-    /// multi-thread runtime in place (`block_in_place`: this thread's
-    /// other tasks move to another worker meanwhile, and the call pays no
-    /// hand-over to the blocking pool and back, two wake-ups of other
-    /// threads), else on the blocking pool.
+    /// [`Confinement::prepare_blocking`] off the async workers.
     pub async fn prepare(
         self: &Arc<Self>,
         root: &Path,
         base: Option<Arc<Vec<(String, String)>>>,
         what: SpawnFor,
     ) -> Result<ConfinedSpawn, ToolError> {
-        let in_place = tokio::runtime::Handle::try_current()
-            .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
-        if in_place {
-            return tokio::task::block_in_place(|| {
-                self.prepare_blocking(root, base.as_deref().map(Vec::as_slice), what)
-            });
-        }
         let this = self.clone();
         let root = root.to_path_buf();
         tokio::task::spawn_blocking(move || {
