@@ -343,3 +343,81 @@ async def test_a_servers_writes_stay_inside_the_asking_sessions_workspace(isolat
         await eventually(build_script_ran, "the build script ran", timeout_s=180)
     assert marker.read_text().startswith("refused: "), marker.read_text()
     assert not pwned.exists()
+
+
+NET_BUILD_RS = r'''
+use std::path::Path;
+fn main() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let port: u16 = std::fs::read_to_string(dir.join("port")).unwrap().trim().parse().unwrap();
+    let result = match std::net::TcpStream::connect(("127.0.0.1", port)) {
+        Ok(_) => "connected".to_owned(),
+        Err(e) => format!("refused: {e}"),
+    };
+    std::fs::write(dir.join("net"), result).unwrap();
+    println!("cargo:rerun-if-changed=build.rs");
+}
+'''
+
+
+@pytest.mark.parametrize("network", [False, True])
+async def test_a_server_runs_in_the_asking_sessions_sandbox(isolated_env, tmp_path, network):
+    """A connection whose config turns the network off, on a daemon whose
+    own config leaves it on: the build script rust-analyzer runs for that
+    session's crate cannot reach a listener on the host's loopback, as
+    the session's own commands cannot. With the network on, it can (the
+    test's control)."""
+    import socket
+
+    if shutil.which("rust-analyzer", path=isolated_env.get("PATH")) is None:
+        pytest.fail("rust-analyzer is not installed: run `rustup component add rust-analyzer`")
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    listener.setblocking(False)
+    crate = tmp_path / "netcrate"
+    (crate / "src").mkdir(parents=True)
+    (crate / "Cargo.toml").write_text(
+        '[package]\nname = "netcrate"\nversion = "0.1.0"\nedition = "2021"\n')
+    (crate / "src" / "lib.rs").write_text("pub fn net_fn() {}\n")
+    (crate / "build.rs").write_text(NET_BUILD_RS)
+    (crate / "port").write_text(str(listener.getsockname()[1]))
+    subprocess.run(["cargo", "generate-lockfile", "--offline"], cwd=crate, check=True,
+                   env=isolated_env, capture_output=True)
+    (tmp_path / "tmp").mkdir()
+    env = dict(isolated_env, TMPDIR=str(tmp_path / "tmp"))
+    cfg = write_config(tmp_path, f"[sandbox]\nnetwork = {'true' if network else 'false'}\n")
+    marker = crate / "net"
+    try:
+        # The daemon starts with its own config (network on), for a first
+        # connection; the session under test comes second, with its own.
+        async with connect(env, cwd=str(tmp_path)) as first, \
+                connect(env, "--config", cfg, cwd=str(crate)) as s:
+            assert ok(await first.call_tool("bash", {"command": "echo ok"}))["sandbox"]["network"]
+            r = ok(await s.call_tool("bash", {"command": "echo ok"}))
+            assert r["sandbox"]["network"] is network, r
+
+            async def symbols():
+                r = await s.call_tool("lsp", {"op": "symbols", "path": "src/lib.rs"})
+                if r.isError:
+                    assert err(r)["code"] == "LSP_NOT_READY", text_of(r)
+                    return None
+                return {x["name"] for x in r.structuredContent["symbols"]}
+
+            names = await eventually(symbols, "rust-analyzer answers symbols", timeout_s=180)
+            assert "net_fn" in names, names
+
+            async def build_script_ran():
+                return marker.exists()
+
+            # rust-analyzer runs the build script while it loads the crate
+            await eventually(build_script_ran, "the build script ran", timeout_s=180)
+        result = marker.read_text()
+        if network:
+            assert result == "connected", result
+        else:
+            assert result.startswith("refused: "), result
+            with pytest.raises(BlockingIOError):
+                listener.accept()
+    finally:
+        listener.close()

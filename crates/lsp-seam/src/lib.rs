@@ -39,5 +39,5 @@ pub use types::{
     Address, Answer, DefinitionItem, DefinitionResult, DiagnosticItem, DiagnosticsProof,
     DiagnosticsQuery, DiagnosticsResult, FileReferences, HoverContent, HoverResult, NumberedLine,
     PositionQuery, ProgressSink, Reference, ReferencesDetail, ReferencesResult, Request, Resolved,
-    Severity, SymbolItem, SymbolScope, SymbolsQuery, SymbolsResult, Workspace,
+    SandboxTag, Severity, SymbolItem, SymbolScope, SymbolsQuery, SymbolsResult, Workspace,
 };

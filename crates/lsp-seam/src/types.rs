@@ -51,20 +51,34 @@ pub enum Address {
     },
 }
 
-/// Where a language server started for a query may write: the asking
-/// session's workspace. The project root the server serves may lie above
-/// it (a Cargo workspace's root, found by walking up); the server's writes
-/// stay inside the narrower of the two, so a build script it runs cannot
-/// write where the session's own commands may not.
+/// Where a language server started for a query may write, and in which
+/// sandbox it runs: the asking session's workspace and sandbox. The
+/// project root the server serves may lie above the workspace (a Cargo
+/// workspace's root, found by walking up); the server's writes stay
+/// inside the narrower of the two, so a build script it runs cannot write
+/// where the session's own commands may not, and it runs in the session's
+/// sandbox (its network, its `deny_read`), not a wider one.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub enum Workspace {
     /// No session bounds the server (an embedder with no sandbox of its
     /// own): it may write its whole project root.
     #[default]
     Unbounded,
-    /// The session's workspace directory (absolute).
-    Session(PathBuf),
+    /// A session's.
+    Session {
+        /// The session's workspace directory (absolute).
+        dir: PathBuf,
+        /// The session's sandbox.
+        sandbox: SandboxTag,
+    },
 }
+
+/// The host's name for a session's sandbox: sessions whose sandboxes are
+/// alike have the same one, and share servers; others get servers of
+/// their own. Opaque to the seam; the host's hook that confines a server
+/// knows what it names. The empty name is the host's own sandbox.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SandboxTag(pub String);
 
 /// A query at a position (definition, references, hover).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -42,9 +42,13 @@ impl std::fmt::Debug for Confined {
 /// Called before a server is spawned with the directory it may write:
 /// its project root, bounded by the asking session's workspace (see
 /// [`lsp_seam::Workspace`]; the server still runs in and serves its
-/// project root). Blocking (it may list directories). An error refuses the spawn with that
-/// message (the sandbox is required and cannot be enforced).
+/// project root), and the name of the asking session's sandbox, which
+/// the server runs in ([`lsp_seam::SandboxTag`]; empty: the host's own).
+/// Blocking (it may list directories). An error refuses the spawn with
+/// that message (the sandbox is required and cannot be enforced, or the
+/// named one is gone).
 ///
 /// The step it returns must be async-signal-safe (no allocation, no
 /// locks), as [`process_tree::SessionCommand::pre_exec`] requires.
-pub type Confine = Arc<dyn Fn(&Path) -> Result<Confined, String> + Send + Sync>;
+pub type Confine =
+    Arc<dyn Fn(&Path, &lsp_seam::SandboxTag) -> Result<Confined, String> + Send + Sync>;

@@ -84,7 +84,8 @@ fn an_edit_on_disk_is_seen_by_the_next_references_and_shutdown_is_clean() {
     let (_dir, root) = fixture_copy("rust-workspace");
     let p = StdioLspProvider::rust_analyzer(options()).unwrap();
     let canvas = root.join("shapes/src/canvas.rs");
-    RT.block_on(p.start(&root)).unwrap();
+    RT.block_on(p.start(&root, &lsp_seam::SandboxTag::default()))
+        .unwrap();
     RT.block_on(p.wait_ready(&canvas, Duration::from_secs(120)))
         .unwrap();
     let before = RT

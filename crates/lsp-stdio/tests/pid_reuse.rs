@@ -30,7 +30,8 @@ fn dropping_a_dead_server_spares_a_process_that_took_its_pid() {
     // A project the server is started for eagerly.
     std::fs::write(dir.path().join("stub.toml"), "").unwrap();
     let provider = StdioLspProvider::new(config, options());
-    RT.block_on(provider.start(dir.path())).unwrap();
+    RT.block_on(provider.start(dir.path(), &lsp_seam::SandboxTag::default()))
+        .unwrap();
     let pid = provider.servers()[0].pid;
     // The server dies on its own (as a crash would).
     let info = process_tree::process_info(pid).unwrap();

@@ -27,7 +27,8 @@ fn a_language_server_runs_below_the_host_s_priority() {
     };
     std::fs::write(dir.path().join("stub.toml"), "").unwrap();
     let provider = StdioLspProvider::new(config, options());
-    RT.block_on(provider.start(dir.path())).unwrap();
+    RT.block_on(provider.start(dir.path(), &lsp_seam::SandboxTag::default()))
+        .unwrap();
     let pid = provider.servers()[0].pid;
     // A host already lower than that (a niced test run) cannot raise it.
     let host = nice_of(std::process::id() as i32);

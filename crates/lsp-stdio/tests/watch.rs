@@ -42,7 +42,8 @@ fn build_output_is_not_watched_and_new_top_level_directories_are() {
     };
     let before = inotify_watches();
     let provider = StdioLspProvider::new(config, options());
-    RT.block_on(provider.start(root)).unwrap();
+    RT.block_on(provider.start(root, &lsp_seam::SandboxTag::default()))
+        .unwrap();
     // The fence directory, the root, `src` and `src/nested`.
     test_support::wait_until("the watches are in place", || {
         inotify_watches() >= before + 4

@@ -138,6 +138,7 @@ impl ToolLayer {
         let preset = preset.or(config.preset).unwrap_or(Preset::Full);
         let catalog = Catalog::new(preset, &config.settings);
         let confinement = Arc::new(confinement(&config, private));
+        session_sandboxes::register(&confinement);
         Self {
             config,
             catalog,
@@ -290,9 +291,20 @@ impl Host {
     pub fn new(config: HostConfig, store: StoreAccess, private: Vec<PathBuf>) -> Self {
         let servers = Arc::new(confinement(&config, &private));
         // `writable`: the server's project root bounded by the asking
-        // session's workspace, the one directory its sandbox may write.
-        let confine: lsp_stdio::Confine = Arc::new(move |writable: &Path| {
-            let spawn = servers
+        // session's workspace, the one directory its sandbox may write;
+        // `sandbox`: the asking session's sandbox, which the server runs
+        // in (none: the host's own).
+        let confine: lsp_stdio::Confine = Arc::new(move |writable: &Path, sandbox| {
+            let confinement = if sandbox.0.is_empty() {
+                servers.clone()
+            } else {
+                session_sandboxes::find(sandbox).ok_or_else(|| {
+                    "the sandbox of the session that asked for it is gone (its connection \
+                     closed); ask again from a connected session"
+                        .to_owned()
+                })?
+            };
+            let spawn = confinement
                 .prepare_blocking(writable, None, tools_catalog::SpawnFor::LanguageServer)
                 .map_err(|e| format!("{}: {}", e.code, e.message))?;
             let steps = spawn.child_steps();
@@ -419,16 +431,18 @@ impl Host {
     }
 
     /// Starts the language servers for a session's directory ahead of its
-    /// first query (errors wait for that query to report them).
-    fn warm_language_servers(&self, cwd: &Path) {
+    /// first query, in the session's sandbox `sandbox` (errors wait for
+    /// that query to report them).
+    fn warm_language_servers(&self, cwd: &Path, sandbox: lsp_seam::SandboxTag) {
         if !self.config.lsp_eager {
             return;
         }
         for provider in &self.lsp_providers {
             let provider = provider.clone();
             let cwd = cwd.to_path_buf();
+            let sandbox = sandbox.clone();
             let warmup = tokio::spawn(async move {
-                if let Err(e) = provider.start(&cwd).await {
+                if let Err(e) = provider.start(&cwd, &sandbox).await {
                     tracing::debug!("no eager language server for {}: {e}", cwd.display());
                 }
             });
@@ -578,7 +592,8 @@ impl Connection {
     /// language servers warm up, and it is recorded in the registry.
     fn begin(&self, cwd: PathBuf) {
         self.cwd_tx.send_replace(Some(cwd.clone()));
-        self.host.warm_language_servers(&cwd);
+        self.host
+            .warm_language_servers(&cwd, self.layer.load().confinement.tag());
         self.recorder.begin(SessionHeader {
             id: SessionId::new_random(),
             cwd: Some(cwd),
@@ -1541,5 +1556,46 @@ mod tests {
             "the tools/list catalog is over {MAX_CATALOG_BYTES} bytes: {}",
             over.join("; ")
         );
+    }
+}
+
+/// The sandboxes of the connections' tool layers, by name
+/// ([`tools_catalog::Confinement::tag`]): a language server started for a
+/// session runs in that session's sandbox, which the host's confine hook
+/// finds here. Layers alike share a name; a name is kept while a layer of
+/// it lives.
+mod session_sandboxes {
+    use std::collections::HashMap;
+    use std::sync::{Arc, Mutex, Weak};
+
+    use tools_catalog::Confinement;
+
+    type Registry = HashMap<String, Vec<Weak<Confinement>>>;
+
+    static SANDBOXES: Mutex<Option<Registry>> = Mutex::new(None);
+
+    /// Makes `confinement` findable by its name.
+    pub(crate) fn register(confinement: &Arc<Confinement>) {
+        let tag = confinement.tag();
+        let mut registry = SANDBOXES.lock().unwrap_or_else(|e| e.into_inner());
+        let registry = registry.get_or_insert_with(Registry::new);
+        for alike in registry.values_mut() {
+            alike.retain(|c| c.strong_count() > 0);
+        }
+        registry.retain(|_, alike| !alike.is_empty());
+        registry
+            .entry(tag.0)
+            .or_default()
+            .push(Arc::downgrade(confinement));
+    }
+
+    /// A live confinement named `tag`.
+    pub(crate) fn find(tag: &lsp_seam::SandboxTag) -> Option<Arc<Confinement>> {
+        let registry = SANDBOXES.lock().unwrap_or_else(|e| e.into_inner());
+        registry
+            .as_ref()?
+            .get(&tag.0)?
+            .iter()
+            .find_map(Weak::upgrade)
     }
 }

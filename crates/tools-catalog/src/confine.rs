@@ -234,6 +234,23 @@ impl Confinement {
         Sandbox::new(policy, availability).map_err(|e| e.to_string())
     }
 
+    /// The name of this confinement's sandbox for language servers
+    /// ([`lsp_seam::SandboxTag`]): alike for confinements whose policies,
+    /// environment policies, closed directories and REPL states are alike,
+    /// different otherwise (a digest of them, so nothing of the policy is
+    /// kept in it).
+    pub fn tag(&self) -> lsp_seam::SandboxTag {
+        use std::hash::{Hash, Hasher};
+        let mut digest = std::collections::hash_map::DefaultHasher::new();
+        let policy = self.sandbox.as_ref().map(Sandbox::policy);
+        format!(
+            "{policy:?}\n{:?}\n{:?}\n{:?}",
+            self.env, self.private, self.repl_state
+        )
+        .hash(&mut digest);
+        lsp_seam::SandboxTag(format!("{:016x}", digest.finish()))
+    }
+
     /// The configured mode (`off` when the sandbox could not be set up
     /// and the policy says off).
     pub fn mode(&self) -> Mode {

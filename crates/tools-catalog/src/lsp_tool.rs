@@ -233,9 +233,15 @@ impl Tool for LspTool {
                 .read_rules(&cx.cwd, cx.env.clone())
                 .await?
                 .into_access();
+            // The server runs in this session's sandbox, writing no more
+            // than its workspace.
+            let workspace = lsp_seam::Workspace::Session {
+                dir: cx.cwd.clone(),
+                sandbox: cx.confinement.tag(),
+            };
             let request = match at {
                 Some((make, (line, address))) => make(PositionQuery {
-                    workspace: lsp_seam::Workspace::Session(cx.cwd.clone()),
+                    workspace: workspace.clone(),
                     progress,
                     access,
                     path,
@@ -243,14 +249,14 @@ impl Tool for LspTool {
                     address,
                 }),
                 None if op == Op::Diagnostics => Request::Diagnostics(DiagnosticsQuery {
-                    workspace: lsp_seam::Workspace::Session(cx.cwd.clone()),
+                    workspace: workspace.clone(),
                     progress,
                     access,
                     path,
                     all_severities: args.all.unwrap_or(false),
                 }),
                 None => Request::Symbols(SymbolsQuery {
-                    workspace: lsp_seam::Workspace::Session(cx.cwd.clone()),
+                    workspace: workspace.clone(),
                     progress,
                     access,
                     path,

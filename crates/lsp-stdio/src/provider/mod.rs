@@ -24,8 +24,8 @@ use std::time::Duration;
 
 use lsp_seam::{
     DefinitionResult, DiagnosticsQuery, DiagnosticsResult, HoverResult, LspError, LspFuture,
-    LspProvider, PositionQuery, ReadAccess, ReferencesResult, SymbolsQuery, SymbolsResult,
-    UnavailableReason, Workspace,
+    LspProvider, PositionQuery, ReadAccess, ReferencesResult, SandboxTag, SymbolsQuery,
+    SymbolsResult, UnavailableReason, Workspace,
 };
 
 use crate::config::{ClientOptions, ServerConfig};
@@ -113,10 +113,10 @@ impl StdioLspProvider {
 
     /// Starts (without waiting for readiness) the server for the project
     /// containing `dir`, the session's own workspace (the server writes
-    /// nowhere outside it).
+    /// nowhere outside it), in the session's sandbox `sandbox`.
     /// Only a directory inside a project (a root marker other than `.git`
     /// above it) starts anything: `no_project` otherwise.
-    pub async fn start(&self, dir: &Path) -> Result<(), LspError> {
+    pub async fn start(&self, dir: &Path, sandbox: &SandboxTag) -> Result<(), LspError> {
         let dir = absolute(dir)?;
         let at = dir.clone();
         let has_project_marker = self
@@ -135,7 +135,13 @@ impl StdioLspProvider {
             });
         }
         let root = self.root_of(&dir, &ReadAccess::all()).await?;
-        let key = ServerKey::new(root, &Workspace::Session(dir));
+        let key = ServerKey::new(
+            root,
+            &Workspace::Session {
+                dir,
+                sandbox: sandbox.clone(),
+            },
+        );
         self.server_for(&key).await.map(|_| ())
     }
 
@@ -263,6 +269,7 @@ impl StdioLspProvider {
             self.config_for(key).await?,
             root.to_owned(),
             key.writable.clone(),
+            key.sandbox.clone(),
             self.options.clone(),
             self.confine.clone(),
         )

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use lsp_seam::{LspError, ReadAccess, UnavailableReason, Workspace};
+use lsp_seam::{LspError, ReadAccess, SandboxTag, UnavailableReason, Workspace};
 
 use super::StdioLspProvider;
 use crate::config::{RootStrategy, ServerConfig};
@@ -23,15 +23,18 @@ const SEARCH_DEADLINE: Duration = Duration::from_secs(10);
 /// The largest manifest read to tell a Cargo workspace's root.
 const MAX_MANIFEST_BYTES: u64 = 1 << 20;
 
-/// A server's identity in a provider: the project root it serves and the
-/// directory it may write (see [`writable_within`]). Sessions whose
-/// workspaces bound the same root differently get servers of their own.
+/// A server's identity in a provider: the project root it serves, the
+/// directory it may write (see [`writable_within`]) and the sandbox it
+/// runs in. Sessions whose workspaces bound the same root differently, or
+/// whose sandboxes differ, get servers of their own.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub(crate) struct ServerKey {
     /// The project root (the server's working directory and workspace).
     pub root: PathBuf,
     /// The directory the server's sandbox lets it write.
     pub writable: PathBuf,
+    /// The asking session's sandbox (empty: the host's own).
+    pub sandbox: SandboxTag,
 }
 
 impl ServerKey {
@@ -39,7 +42,15 @@ impl ServerKey {
     /// `workspace`.
     pub fn new(root: PathBuf, workspace: &Workspace) -> ServerKey {
         let writable = writable_within(&root, workspace);
-        ServerKey { root, writable }
+        let sandbox = match workspace {
+            Workspace::Unbounded => SandboxTag::default(),
+            Workspace::Session { sandbox, .. } => sandbox.clone(),
+        };
+        ServerKey {
+            root,
+            writable,
+            sandbox,
+        }
     }
 }
 
@@ -50,7 +61,7 @@ impl ServerKey {
 pub(crate) fn writable_within(root: &Path, workspace: &Workspace) -> PathBuf {
     match workspace {
         Workspace::Unbounded => root.to_owned(),
-        Workspace::Session(dir) => {
+        Workspace::Session { dir, .. } => {
             let dir = dir.canonicalize().unwrap_or_else(|_| dir.clone());
             if root.starts_with(&dir) {
                 root.to_owned()
@@ -210,7 +221,10 @@ mod tests {
         let mono = tmp.path().canonicalize().unwrap();
         let svc = mono.join("svc");
         std::fs::create_dir_all(&svc).unwrap();
-        let session = |d: &Path| Workspace::Session(d.to_owned());
+        let session = |d: &Path| Workspace::Session {
+            dir: d.to_owned(),
+            sandbox: SandboxTag::default(),
+        };
         assert_eq!(writable_within(&mono, &session(&svc)), svc);
         assert_eq!(writable_within(&svc, &session(&mono)), svc);
         assert_eq!(writable_within(&mono, &Workspace::Unbounded), mono);

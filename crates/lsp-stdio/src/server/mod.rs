@@ -151,16 +151,18 @@ impl std::fmt::Debug for Server {
 
 impl Server {
     /// Spawns the server for `root` in a new session and initializes it;
-    /// its sandbox (the host's `confine`) lets it write inside `writable`.
+    /// its sandbox (the host's `confine`, for the session sandbox named
+    /// `sandbox`) lets it write inside `writable`.
     pub async fn start(
         config: Arc<ServerConfig>,
         root: PathBuf,
         writable: PathBuf,
+        sandbox: lsp_seam::SandboxTag,
         options: ClientOptions,
         confine: Option<crate::Confine>,
     ) -> Result<Arc<Server>, LspError> {
         let program = config.resolve_command()?;
-        let confined = process::confine(&config, &writable, confine).await?;
+        let confined = process::confine(&config, &writable, sandbox, confine).await?;
         let config = match &confined.build_dir {
             Some(dir) => Arc::new(config.as_ref().clone().building_in(&writable, dir)),
             None => config,

@@ -31,17 +31,18 @@ pub(super) struct Spawned {
 }
 
 /// What `confine` (the host's hook) gives the server that may write
-/// inside `root`, asked off the async threads; the spawn is refused when
-/// the hook refuses.
+/// inside `root`, in the session sandbox named `sandbox`, asked off the
+/// async threads; the spawn is refused when the hook refuses.
 pub(super) async fn confine(
     config: &ServerConfig,
     root: &Path,
+    sandbox: lsp_seam::SandboxTag,
     confine: Option<Confine>,
 ) -> Result<Confined, LspError> {
     Ok(match confine {
         Some(confine) => {
             let at = root.to_owned();
-            tokio::task::spawn_blocking(move || confine(&at))
+            tokio::task::spawn_blocking(move || confine(&at, &sandbox))
                 .await
                 .map_err(|e| e.to_string())
                 .and_then(|r| r)
