@@ -1229,18 +1229,19 @@ pub(crate) fn memory_is_its_own(proc_dir: &OwnedFd, tid: i32, address: u64, len:
     {
         return false;
     }
-    pages_are_anonymous(dir, address, len) && no_other_process_shares_memory(dir, tid)
+    pages_are_anonymous(proc_dir, address, len) && no_other_process_shares_memory(proc_dir, tid)
 }
 
 /// Whether every page of the `len` bytes at `address` is present (or
 /// swapped out) and anonymous, by `pagemap`: bit 63 present, bit 62
 /// swapped, bit 61 a file page or shared anonymous.
-fn pages_are_anonymous(proc_dir: i32, address: u64, len: usize) -> bool {
+fn pages_are_anonymous(proc_dir: &OwnedFd, address: u64, len: usize) -> bool {
     use std::os::unix::fs::FileExt;
     const PRESENT: u64 = 1 << 63;
     const SWAPPED: u64 = 1 << 62;
     const FILE_OR_SHARED: u64 = 1 << 61;
-    let Ok(pagemap) = std::fs::File::open(format!("/proc/self/fd/{proc_dir}/pagemap")) else {
+    let pagemap = format!("/proc/self/fd/{}/pagemap", proc_dir.as_raw_fd());
+    let Ok(pagemap) = std::fs::File::open(pagemap) else {
         return false;
     };
     // SAFETY: sysconf has no preconditions.
@@ -1260,7 +1261,7 @@ fn pages_are_anonymous(proc_dir: i32, address: u64, len: usize) -> bool {
 
 /// Whether no process but the one of thread `tid` (whose `/proc/TID` is
 /// `proc_dir`) has its memory.
-fn no_other_process_shares_memory(proc_dir: i32, tid: i32) -> bool {
+fn no_other_process_shares_memory(proc_dir: &OwnedFd, tid: i32) -> bool {
     const KCMP_VM: i32 = 1;
     let kcmp = |other: i32| {
         // SAFETY: kcmp compares two processes' kernel objects; no memory.
@@ -1270,9 +1271,7 @@ fn no_other_process_shares_memory(proc_dir: i32, tid: i32) -> bool {
     if kcmp(tid) != 0 {
         return false;
     }
-    // SAFETY: the caller's descriptor, borrowed for this call.
-    let proc_dir = unsafe { std::os::fd::BorrowedFd::borrow_raw(proc_dir) };
-    let Some(status) = read_proc_file(&proc_dir, c"status") else {
+    let Some(status) = read_proc_file(proc_dir, c"status") else {
         return false;
     };
     let Some(tgid) = status
