@@ -780,7 +780,7 @@ fn build(
         guard.set_ruleset(copy);
     }
     let status = enforced_status(policy, network, &gaps)?;
-    let stamps = unique_stamps(stamps);
+    let stamps = without_implied(unique_stamps(stamps));
     let read_only = namespaces
         .as_ref()
         .map(|ns: &Arc<Namespaces>| ns.read_only.iter().map(|(p, _)| p.clone()).collect())
@@ -964,6 +964,36 @@ fn git_roots(policy: &SandboxPolicy, context: &SpawnContext) -> Vec<PathBuf> {
         roots.push(real);
     }
     roots
+}
+
+/// `stamps` less those another one implies: a path that does not exist,
+/// whose nearest existing ancestor's entries are watched
+/// ([`Watch::Contents`]). Its first missing name would be an entry of that
+/// ancestor, so while the ancestor's stamp holds it is still missing (the
+/// many credential stores and caches under a home that has none of them:
+/// each would cost a `statx` on every spawn). The ancestor's stamp was
+/// taken before this looks, so a name made there since changes its time.
+fn without_implied(stamps: Vec<(PathBuf, Stamp, Watch)>) -> Vec<(PathBuf, Stamp, Watch)> {
+    let watched: Vec<PathBuf> = stamps
+        .iter()
+        .filter(|(_, stamp, watch)| *watch == Watch::Contents && stamp.identity().is_some())
+        .map(|(path, _, _)| path.clone())
+        .collect();
+    // Looked at now, after every stamp was taken: a path made since its
+    // own stamp (missing) is kept, and so fails the next check.
+    let implied = |path: &Path, stamp: &Stamp| {
+        stamp.identity().is_none()
+            && Stamp::of(path).identity().is_none()
+            && path
+                .ancestors()
+                .skip(1)
+                .find(|a| Stamp::of(a).identity().is_some())
+                .is_some_and(|nearest| watched.iter().any(|w| w == nearest))
+    };
+    stamps
+        .into_iter()
+        .filter(|(path, stamp, watch)| *watch == Watch::Contents || !implied(path, stamp))
+        .collect()
 }
 
 /// Checked before every spawn that reuses a preparation: each (path,
