@@ -94,7 +94,7 @@ pub(crate) struct GuardPolicy {
     pub tcp_refused: bool,
     /// The workspace roots where no repository may be made
     /// ([`crate::git_guard`]); empty: the guard of repositories is off.
-    pub git_roots: Vec<PathBuf>,
+    pub git_roots: Arc<[PathBuf]>,
     /// The (device, inode) of each of `git_roots`, in order: a directory
     /// whose path is elsewhere but that has one of them above it is in the
     /// workspace (a second view of it).

@@ -950,16 +950,25 @@ impl Places<'_> {
     /// through `/proc`: a person who `cd`s through it would run git in a
     /// repository the sandbox made there.
     fn may_point(&self, parent: &OwnedFd, target: &[u8]) -> Result<(), i32> {
-        self.may_point_also(parent, target, &[])
+        self.may_point_also(parent, target, &[], &[])
     }
 
-    /// [`Places::may_point`], with the places `also` writable too (those
-    /// of the sandbox that made a remembered link).
-    fn may_point_also(&self, parent: &OwnedFd, target: &[u8], also: &[PathBuf]) -> Result<(), i32> {
+    /// [`Places::may_point`] for a remembered link another sandbox of the
+    /// workspace made: its workspace roots `roots` count as the workspace
+    /// too, and the places `also` it may write as writable.
+    fn may_point_also(
+        &self,
+        parent: &OwnedFd,
+        target: &[u8],
+        roots: &[PathBuf],
+        also: &[PathBuf],
+    ) -> Result<(), i32> {
+        let in_workspace =
+            |path: &Path| self.in_roots(path) || roots.iter().any(|r| path.starts_with(r));
         let Some(base) = self.dir_path(parent) else {
             return Ok(());
         };
-        if !self.in_roots(&base) {
+        if !in_workspace(&base) {
             return Ok(());
         }
         let lexical = lexical_join(&base, target);
@@ -976,7 +985,7 @@ impl Places<'_> {
             Ok(Found::Entry { .. }) | Err(_) => None,
         };
         let escapes = |place: &Path| {
-            !self.in_roots(place)
+            !in_workspace(place)
                 && self
                     .policy
                     .writable
@@ -1135,6 +1144,7 @@ impl PlaceJudge {
             MadeLink {
                 target: target.to_vec(),
                 writable: Arc::clone(&self.policy.writable),
+                roots: Arc::clone(&self.policy.git_roots),
             },
         );
     }
@@ -1274,14 +1284,23 @@ impl PlaceJudge {
                     continue;
                 }
             }
-            // Into a place this sandbox, or the one that made the link,
-            // may write.
+            // Out of the workspace of this sandbox or of the one that made
+            // the link, into a place either may write.
             let also: &[PathBuf] = if Arc::ptr_eq(&link.writable, &self.policy.writable) {
                 &[]
             } else {
                 &link.writable
             };
-            if self.places().may_point_also(parent, target, also).is_err() {
+            let roots: &[PathBuf] = if Arc::ptr_eq(&link.roots, &self.policy.git_roots) {
+                &[]
+            } else {
+                &link.roots
+            };
+            if self
+                .places()
+                .may_point_also(parent, target, roots, also)
+                .is_err()
+            {
                 verdict = Err(libc::EPERM);
                 break;
             }
@@ -1343,9 +1362,10 @@ const LINKS_REMEMBERED: usize = 65_536;
 /// way. The sandbox's worker makes every link of it, so it sees each.
 ///
 /// Every sandbox of one workspace in this process shares one
-/// ([`made_links_for`]): a second agent there, or the same agent's command
-/// after its preparation was made anew while an older one still runs,
-/// each has a worker of its own, and a way out made by one may complete a
+/// ([`made_links_for`]): a second agent there, the same agent's command
+/// after its preparation was made anew while an older one still runs, or
+/// a language server whose root is a project in the workspace each has a
+/// worker of its own, and a way out made by one may complete a
 /// link another made. Their workers also make their calls one at a time
 /// ([`MadeLinks::one_maker`]), so none makes a link in a tree another one
 /// walks before moving it.
@@ -1364,12 +1384,15 @@ struct MadeLinksState {
     overflow: bool,
 }
 
-/// A remembered link: its target, and what the sandbox that made it may
-/// write (a way out judged later must not lead there either).
+/// A remembered link: its target, and the workspace roots of the sandbox
+/// that made it and what that sandbox may write (a way out judged later,
+/// by another sandbox, must not lead out of either's workspace into a
+/// place either may write).
 #[derive(Debug, Clone)]
 struct MadeLink {
     target: Vec<u8>,
     writable: Arc<[PathBuf]>,
+    roots: Arc<[PathBuf]>,
 }
 
 impl MadeLinks {
@@ -1384,38 +1407,27 @@ impl MadeLinks {
     }
 }
 
-/// Where a workspace root is: its (device, inode), or its path when it
-/// could not be looked at.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-enum RootKey {
-    Id(u64, u64),
-    Path(PathBuf),
-}
-
-/// The links remembered for the workspace with `roots` (and their
-/// identities `ids`, in order), shared by every sandbox of this process
-/// whose guard has the same roots. Sandboxes whose roots differ (a
-/// language server's, whose root is a project inside the workspace) keep
-/// their own.
-pub(crate) fn made_links_for(roots: &[PathBuf], ids: &[Option<(u64, u64)>]) -> Arc<MadeLinks> {
-    type Registry = std::collections::HashMap<Vec<RootKey>, std::sync::Weak<MadeLinks>>;
-    static REGISTRY: std::sync::Mutex<Option<Registry>> = std::sync::Mutex::new(None);
-    let key: Vec<RootKey> = roots
-        .iter()
-        .enumerate()
-        .map(|(i, root)| match ids.get(i).copied().flatten() {
-            Some((dev, ino)) => RootKey::Id(dev, ino),
-            None => RootKey::Path(root.clone()),
-        })
-        .collect();
+/// The links remembered for the workspace with `roots`, shared by every
+/// sandbox of this process whose guarded roots overlap them (one holds
+/// the other): an agent's, another agent's in the same workspace, and a
+/// language server's, whose root is a project inside it. Sandboxes of
+/// workspaces apart keep their own.
+pub(crate) fn made_links_for(roots: &[PathBuf]) -> Arc<MadeLinks> {
+    type Registry = Vec<(Vec<PathBuf>, std::sync::Weak<MadeLinks>)>;
+    static REGISTRY: std::sync::Mutex<Registry> = std::sync::Mutex::new(Vec::new());
+    let overlap = |theirs: &[PathBuf]| {
+        roots
+            .iter()
+            .any(|a| theirs.iter().any(|b| a.starts_with(b) || b.starts_with(a)))
+    };
     let mut registry = REGISTRY.lock().unwrap_or_else(|e| e.into_inner());
-    let registry = registry.get_or_insert_with(Registry::new);
-    if let Some(links) = registry.get(&key).and_then(std::sync::Weak::upgrade) {
-        return links;
-    }
-    registry.retain(|_, links| links.strong_count() > 0);
-    let links = Arc::new(MadeLinks::default());
-    registry.insert(key, Arc::downgrade(&links));
+    registry.retain(|(_, links)| links.strong_count() > 0);
+    let found = registry
+        .iter()
+        .filter(|(theirs, _)| overlap(theirs))
+        .find_map(|(_, links)| links.upgrade());
+    let links = found.unwrap_or_default();
+    registry.push((roots.to_vec(), Arc::downgrade(&links)));
     links
 }
 
@@ -1812,7 +1824,7 @@ mod tests {
                 git_root_places: places_in_file_system(&roots),
                 git_mounts: Arc::default(),
                 git_links: Arc::default(),
-                git_roots: roots,
+                git_roots: Arc::from(roots),
                 writable: Arc::from([writable.to_path_buf()]),
                 emulator: Arc::default(),
             }),

@@ -1423,9 +1423,9 @@ fn guard_stage(
         tcp_refused: facts.tcp_by_landlock,
         git_root_places: crate::git_guard::places_in_file_system(&git_roots),
         git_mounts: Arc::default(),
-        git_links: crate::git_guard::made_links_for(&git_roots, &git_root_ids),
+        git_links: crate::git_guard::made_links_for(&git_roots),
         git_root_ids,
-        git_roots,
+        git_roots: Arc::from(git_roots),
         writable: Arc::from(facts.writable),
         emulator: Arc::default(),
     });

@@ -412,6 +412,58 @@ fn a_way_out_made_by_another_sandbox_of_the_workspace_is_judged_with_its_links()
     assert_eq!(try_link(&second, "/usr", "to-usr"), "made");
 }
 
+/// The same attack split between an agent's sandbox and a language
+/// server's, whose writable root is a project inside the workspace (a
+/// build script the agent wrote runs there): each way round, the link in
+/// one and the way out in the other.
+#[test]
+fn a_way_out_across_an_agent_and_a_language_server_is_judged_with_both_links() {
+    if !test_support::needs(&["bash"]) || !guarded() {
+        return;
+    }
+    let f = Fixture::new("git-guard-");
+    let proj = f.ws.join("proj");
+    std::fs::create_dir_all(&proj).unwrap();
+    std::fs::create_dir_all(f.ws.join("a")).unwrap();
+    let agent = f.prepare_default();
+    let server = sandbox::Sandbox::new(
+        sandbox::SandboxPolicy {
+            mode: sandbox::Mode::WorkspaceWrite,
+            ..sandbox::SandboxPolicy::default()
+        },
+        Availability::probe_kernel(),
+    )
+    .unwrap()
+    .prepare(&sandbox::SpawnContext::language_server(&proj, &f.home).with_temp_dir(&f.tmp))
+    .unwrap();
+    let tmp = f.tmp.display().to_string();
+    let below_root = tmp.trim_start_matches('/');
+    let try_link = |prepared: &sandbox::Prepared, target: &str, name: &str| {
+        let script = format!(
+            r#"if ln -s "{target}" "{name}" 2>/dev/null; then echo made; else echo refused; fi"#
+        );
+        stdout(&f.run(prepared, "bash", &["-c", &script]))
+    };
+    stdout(&f.run(
+        &agent,
+        "bash",
+        &["-c", &format!("mkdir -p '{tmp}/repo/.git'")],
+    ));
+    // The server's link, the agent's way.
+    assert_eq!(
+        try_link(&server, &format!("up/{below_root}/repo"), "proj/x"),
+        "made"
+    );
+    assert_eq!(try_link(&agent, "/", "proj/up"), "refused");
+    // The agent's link (outside the server's root), the server's way.
+    assert_eq!(
+        try_link(&agent, &format!("../proj/up2/{below_root}/repo"), "a/y"),
+        "made"
+    );
+    assert_eq!(try_link(&server, "/", "proj/up2"), "refused");
+    assert!(!proj.join("up").exists() && !proj.join("up2").exists());
+}
+
 #[test]
 fn ordinary_work_keeps_its_modes_owner_and_special_files() {
     if !test_support::needs(&["bash", "python3"]) || !guarded() {
