@@ -296,6 +296,26 @@ fn main() {
 '''
 
 
+async def _wait_for_build_script(s, function, marker):
+    """Waits until rust-analyzer answers `symbols` for `src/lib.rs` with
+    `function` among them, then until the crate's build script, which it
+    runs while it loads the workspace, has written `marker`."""
+
+    async def symbols():
+        r = await s.call_tool("lsp", {"op": "symbols", "path": "src/lib.rs"})
+        if r.isError:
+            assert err(r)["code"] == "LSP_NOT_READY", text_of(r)
+            return None
+        return {x["name"] for x in r.structuredContent["symbols"]}
+
+    names = await eventually(symbols, "rust-analyzer answers symbols", timeout_s=180)
+    assert function in names, names
+
+    async def build_script_ran():
+        return marker.exists()
+
+    await eventually(build_script_ran, "the build script ran", timeout_s=180)
+
 async def test_a_servers_writes_stay_inside_the_asking_sessions_workspace(isolated_env, tmp_path):
     """An agent whose workspace is `mono/svc`, a member of the Cargo
     workspace `mono/`: rust-analyzer serves `mono/` (it reads the whole
@@ -325,22 +345,7 @@ async def test_a_servers_writes_stay_inside_the_asking_sessions_workspace(isolat
         # The agent's own commands may not write the sibling crate.
         r = ok(await s.call_tool("bash", {"command": "echo x > ../other/by-the-agent"}))
         assert r["exit_code"] != 0 and "Permission denied" in r["output"], r
-
-        async def symbols():
-            r = await s.call_tool("lsp", {"op": "symbols", "path": "src/lib.rs"})
-            if r.isError:
-                assert err(r)["code"] == "LSP_NOT_READY", text_of(r)
-                return None
-            return {x["name"] for x in r.structuredContent["symbols"]}
-
-        names = await eventually(symbols, "rust-analyzer answers symbols", timeout_s=180)
-        assert "svc_fn" in names, names
-
-        async def build_script_ran():
-            return marker.exists()
-
-        # rust-analyzer runs the build script while it loads the workspace
-        await eventually(build_script_ran, "the build script ran", timeout_s=180)
+        await _wait_for_build_script(s, "svc_fn", marker)
     assert marker.read_text().startswith("refused: "), marker.read_text()
     assert not pwned.exists()
 
@@ -396,22 +401,7 @@ async def test_a_server_runs_in_the_asking_sessions_sandbox(isolated_env, tmp_pa
             assert ok(await first.call_tool("bash", {"command": "echo ok"}))["sandbox"]["network"]
             r = ok(await s.call_tool("bash", {"command": "echo ok"}))
             assert r["sandbox"]["network"] is network, r
-
-            async def symbols():
-                r = await s.call_tool("lsp", {"op": "symbols", "path": "src/lib.rs"})
-                if r.isError:
-                    assert err(r)["code"] == "LSP_NOT_READY", text_of(r)
-                    return None
-                return {x["name"] for x in r.structuredContent["symbols"]}
-
-            names = await eventually(symbols, "rust-analyzer answers symbols", timeout_s=180)
-            assert "net_fn" in names, names
-
-            async def build_script_ran():
-                return marker.exists()
-
-            # rust-analyzer runs the build script while it loads the crate
-            await eventually(build_script_ran, "the build script ran", timeout_s=180)
+            await _wait_for_build_script(s, "net_fn", marker)
         result = marker.read_text()
         if network:
             assert result == "connected", result

@@ -362,6 +362,28 @@ ls
     );
 }
 
+/// Makes `repo/.git` in the fixture's temp dir from `prepared`, a
+/// repository a confined command may make there; the temp dir's path
+/// without its leading `/`, for a link's way to it from `/`.
+fn repository_in_temp_dir(f: &Fixture, prepared: &sandbox::Prepared) -> String {
+    let tmp = f.tmp.display().to_string();
+    stdout(&f.run(
+        prepared,
+        "bash",
+        &["-c", &format!("mkdir -p '{tmp}/repo/.git'")],
+    ));
+    tmp.trim_start_matches('/').to_owned()
+}
+
+/// `ln -s TARGET NAME` in the workspace, confined by `prepared`: "made"
+/// or "refused".
+fn try_link(f: &Fixture, prepared: &sandbox::Prepared, target: &str, name: &str) -> String {
+    let script = format!(
+        r#"if ln -s "{target}" "{name}" 2>/dev/null; then echo made; else echo refused; fi"#
+    );
+    stdout(&f.run(prepared, "bash", &["-c", &script]))
+}
+
 /// The same attack split between two sandboxes of one workspace (two
 /// preparations: a second agent there, or the same agent's command
 /// after its preparation was made anew while the first still runs),
@@ -377,39 +399,19 @@ fn a_way_out_made_by_another_sandbox_of_the_workspace_is_judged_with_its_links()
     let first = f.prepare_default();
     let other_tmp = f.home.join("other-tmp");
     std::fs::create_dir_all(&other_tmp).unwrap();
-    let second = sandbox::Sandbox::new(
-        sandbox::SandboxPolicy {
-            mode: sandbox::Mode::WorkspaceWrite,
-            ..sandbox::SandboxPolicy::default()
-        },
-        Availability::probe_kernel(),
-    )
-    .unwrap()
-    .prepare(&sandbox::SpawnContext::command(&f.ws, &f.home).with_temp_dir(&other_tmp))
-    .unwrap();
-    let tmp = f.tmp.display().to_string();
-    let below_root = tmp.trim_start_matches('/');
-    let try_link = |prepared: &sandbox::Prepared, target: &str, name: &str| {
-        let script = format!(
-            r#"if ln -s "{target}" "{name}" 2>/dev/null; then echo made; else echo refused; fi"#
-        );
-        stdout(&f.run(prepared, "bash", &["-c", &script]))
-    };
-    let out = f.run(
-        &first,
-        "bash",
-        &["-c", &format!("mkdir -p '{tmp}/repo/.git'")],
+    let second = f.prepare_default_for(
+        &sandbox::SpawnContext::command(&f.ws, &f.home).with_temp_dir(&other_tmp),
     );
-    stdout(&out);
+    let below_root = repository_in_temp_dir(&f, &first);
     assert_eq!(
-        try_link(&first, &format!("up/{below_root}/repo"), "x"),
+        try_link(&f, &first, &format!("up/{below_root}/repo"), "x"),
         "made"
     );
     // The way out, made in the other sandbox, would complete x's.
-    assert_eq!(try_link(&second, "/", "up"), "refused");
+    assert_eq!(try_link(&f, &second, "/", "up"), "refused");
     assert!(!f.ws.join("up").exists());
     // A way out that completes nothing is made.
-    assert_eq!(try_link(&second, "/usr", "to-usr"), "made");
+    assert_eq!(try_link(&f, &second, "/usr", "to-usr"), "made");
 }
 
 /// The same attack split between an agent's sandbox and a language
@@ -426,41 +428,22 @@ fn a_way_out_across_an_agent_and_a_language_server_is_judged_with_both_links() {
     std::fs::create_dir_all(&proj).unwrap();
     std::fs::create_dir_all(f.ws.join("a")).unwrap();
     let agent = f.prepare_default();
-    let server = sandbox::Sandbox::new(
-        sandbox::SandboxPolicy {
-            mode: sandbox::Mode::WorkspaceWrite,
-            ..sandbox::SandboxPolicy::default()
-        },
-        Availability::probe_kernel(),
-    )
-    .unwrap()
-    .prepare(&sandbox::SpawnContext::language_server(&proj, &f.home).with_temp_dir(&f.tmp))
-    .unwrap();
-    let tmp = f.tmp.display().to_string();
-    let below_root = tmp.trim_start_matches('/');
-    let try_link = |prepared: &sandbox::Prepared, target: &str, name: &str| {
-        let script = format!(
-            r#"if ln -s "{target}" "{name}" 2>/dev/null; then echo made; else echo refused; fi"#
-        );
-        stdout(&f.run(prepared, "bash", &["-c", &script]))
-    };
-    stdout(&f.run(
-        &agent,
-        "bash",
-        &["-c", &format!("mkdir -p '{tmp}/repo/.git'")],
-    ));
+    let server = f.prepare_default_for(
+        &sandbox::SpawnContext::language_server(&proj, &f.home).with_temp_dir(&f.tmp),
+    );
+    let below_root = repository_in_temp_dir(&f, &agent);
     // The server's link, the agent's way.
     assert_eq!(
-        try_link(&server, &format!("up/{below_root}/repo"), "proj/x"),
+        try_link(&f, &server, &format!("up/{below_root}/repo"), "proj/x"),
         "made"
     );
-    assert_eq!(try_link(&agent, "/", "proj/up"), "refused");
+    assert_eq!(try_link(&f, &agent, "/", "proj/up"), "refused");
     // The agent's link (outside the server's root), the server's way.
     assert_eq!(
-        try_link(&agent, &format!("../proj/up2/{below_root}/repo"), "a/y"),
+        try_link(&f, &agent, &format!("../proj/up2/{below_root}/repo"), "a/y"),
         "made"
     );
-    assert_eq!(try_link(&server, "/", "proj/up2"), "refused");
+    assert_eq!(try_link(&f, &server, "/", "proj/up2"), "refused");
     assert!(!proj.join("up").exists() && !proj.join("up2").exists());
 }
 

@@ -49,11 +49,17 @@ impl Fixture {
     /// The default `workspace-write` sandbox on `availability`, prepared
     /// for a command in the workspace.
     pub fn prepare_default_in(&self, availability: Availability) -> Prepared {
-        let policy = SandboxPolicy {
-            mode: sandbox::Mode::WorkspaceWrite,
-            ..SandboxPolicy::default()
-        };
-        self.prepare_with(policy, availability)
+        self.prepare_with(workspace_write(), availability)
+    }
+
+    /// The default `workspace-write` sandbox on this kernel, prepared for
+    /// `context` (another temp dir, a language server's root): a second
+    /// sandbox beside the fixture's.
+    pub fn prepare_default_for(&self, context: &SpawnContext) -> Prepared {
+        Sandbox::new(workspace_write(), Availability::probe_kernel())
+            .unwrap()
+            .prepare(context)
+            .unwrap()
     }
 
     /// [`Fixture::prepare_default_in`] on this kernel.
@@ -80,6 +86,14 @@ impl Fixture {
             command.pre_exec(step);
         }
         command.output().expect("spawn")
+    }
+}
+
+/// The default policy in `workspace-write` mode.
+fn workspace_write() -> SandboxPolicy {
+    SandboxPolicy {
+        mode: sandbox::Mode::WorkspaceWrite,
+        ..SandboxPolicy::default()
     }
 }
 
