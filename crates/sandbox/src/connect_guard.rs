@@ -154,11 +154,11 @@ impl Guard {
             unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
         let guard_git = !policy.git_roots.is_empty();
         let emulator = Arc::clone(&policy.emulator);
-        let policy = Arc::new(policy);
-        std::thread::Builder::new()
-            .name("dsh-guard-recv".to_owned())
-            .stack_size(256 * 1024)
-            .spawn(move || receive(&host_end, &policy))?;
+        start_receiver(&Arc::new(Receivers {
+            host_end,
+            policy: Arc::new(policy),
+            idle: AtomicUsize::new(0),
+        }))?;
         Ok(Self {
             child_end,
             program: notify_program(guard_git),
@@ -260,6 +260,51 @@ pub(crate) fn notify_program(guard_git: bool) -> Vec<libc::sock_filter> {
     }
     program.push(stmt(RET_K, libc::SECCOMP_RET_ALLOW));
     program
+}
+
+/// One program that answers as `first` and `then` loaded as two filters
+/// would: `first` runs, and where it would allow, `then` decides. The
+/// kernel takes the strictest answer of all filters, so this is the same
+/// as long as `first` answers only by allowing or by something stricter
+/// than handing over (`SECCOMP_RET_ERRNO`, a kill), as the main filter
+/// does. Each of `first`'s allowing returns becomes an unconditional
+/// jump (same length, so every other offset holds) to `then`, which
+/// loads what it needs itself. Loading one filter instead of two saves
+/// the kernel compiling and later freeing the second, on every spawn.
+///
+/// `None` when `first` returns anything but a constant or the joined
+/// program is longer than the kernel takes: load the two then.
+pub(crate) fn chain(
+    first: &[libc::sock_filter],
+    then: &[libc::sock_filter],
+) -> Option<Vec<libc::sock_filter>> {
+    const RET: u16 = libc::BPF_RET as u16;
+    const RET_K: u16 = (libc::BPF_RET | libc::BPF_K) as u16;
+    const JA: u16 = (libc::BPF_JMP | libc::BPF_JA) as u16;
+    /// `BPF_MAXINSNS`.
+    const MAX_LEN: usize = 4096;
+    if first.len() + then.len() > MAX_LEN {
+        return None;
+    }
+    let mut program = Vec::with_capacity(first.len() + then.len());
+    for (i, instruction) in first.iter().enumerate() {
+        if instruction.code & 0x07 == RET && instruction.code != RET_K {
+            return None;
+        }
+        if instruction.code == RET_K && instruction.k == libc::SECCOMP_RET_ALLOW {
+            let k = u32::try_from(first.len() - i - 1).ok()?;
+            program.push(libc::sock_filter {
+                code: JA,
+                jt: 0,
+                jf: 0,
+                k,
+            });
+        } else {
+            program.push(*instruction);
+        }
+    }
+    program.extend_from_slice(then);
+    Some(program)
 }
 
 /// The part of the notify program that refuses (`refuse`) a Unix
@@ -471,22 +516,58 @@ fn send_fds(channel: RawFd, fds: [RawFd; 2]) -> io::Result<()> {
     Ok(())
 }
 
-/// The receiver thread: one supervisor per listener a child sends, until
-/// every copy of the child end is closed.
-fn receive(host_end: &OwnedFd, policy: &Arc<GuardPolicy>) {
+/// At most this many of a guard's threads wait for a listener; one that
+/// is done with its process tree while as many others wait ends.
+const MAX_IDLE_RECEIVERS: usize = 2;
+
+/// A guard's receiving threads: each waits for a listener a child sends,
+/// serves it until no process of that tree is left, and waits again. A
+/// thread that receives one while no other waits first starts another,
+/// so there is always one to receive the next: every process tree has a
+/// thread of its own, as one tree's slow call must not hold up another's,
+/// and a spawn after another's end finds the thread waiting instead of
+/// starting one. They end once every copy of the child end is closed.
+struct Receivers {
+    host_end: OwnedFd,
+    policy: Arc<GuardPolicy>,
+    /// How many wait in `receive_fds` (or are about to).
+    idle: AtomicUsize,
+}
+
+/// Starts one more receiving thread, counted as waiting from now on.
+fn start_receiver(shared: &Arc<Receivers>) -> io::Result<()> {
+    shared.idle.fetch_add(1, Ordering::SeqCst);
+    let theirs = Arc::clone(shared);
+    let started = std::thread::Builder::new()
+        .name("dsh-guard-serve".to_owned())
+        .stack_size(256 * 1024)
+        .spawn(move || receive(&theirs));
+    if let Err(e) = started {
+        shared.idle.fetch_sub(1, Ordering::SeqCst);
+        return Err(e);
+    }
+    Ok(())
+}
+
+/// A receiving thread (see [`Receivers`]); counted as waiting on entry.
+fn receive(shared: &Arc<Receivers>) {
+    // The thread's diagnostics socket of this process's network
+    // namespace, made at its first use and kept for every tree it serves.
+    let mut host_diag = std::cell::OnceCell::new();
     loop {
-        match receive_fds(host_end.as_raw_fd()) {
+        let received = receive_fds(shared.host_end.as_raw_fd());
+        let others_waiting = shared.idle.fetch_sub(1, Ordering::SeqCst).saturating_sub(1);
+        match received {
             Ok(Some((listener, diag))) => {
-                let policy = Arc::clone(policy);
-                let started = std::thread::Builder::new()
-                    .name("dsh-guard-serve".to_owned())
-                    .stack_size(256 * 1024)
-                    .spawn(move || Supervisor::new(listener, diag, policy).serve());
-                if started.is_err() {
-                    // The listener is dropped with the closure: every
-                    // `connect` of that process now fails (ENOSYS), which
-                    // refuses rather than allows.
-                    continue;
+                if others_waiting == 0 && start_receiver(shared).is_err() {
+                    // No thread would be left to receive the next tree's
+                    // listener: this one is dropped instead, and every
+                    // guarded call of that process now fails (ENOSYS),
+                    // which refuses rather than allows.
+                    drop((listener, diag));
+                } else {
+                    let policy = Arc::clone(&shared.policy);
+                    host_diag = Supervisor::new(listener, diag, policy, host_diag).serve();
                 }
             }
             Ok(None) => return,
@@ -496,6 +577,10 @@ fn receive(host_end: &OwnedFd, policy: &Arc<GuardPolicy>) {
                 // the children waiting to send are not given up.
                 _ => std::thread::sleep(Duration::from_millis(10)),
             },
+        }
+        if shared.idle.fetch_add(1, Ordering::SeqCst) >= MAX_IDLE_RECEIVERS {
+            shared.idle.fetch_sub(1, Ordering::SeqCst);
+            return;
         }
     }
 }
@@ -592,10 +677,10 @@ struct Supervisor {
     listener: Arc<OwnedFd>,
     /// A diagnostics socket in the sandbox's network namespace.
     diag: OwnedFd,
-    /// One in this process's (`None` if it could not be made: a socket
-    /// file not bound in the sandbox's namespace is then taken as bound
-    /// outside).
-    host_diag: Option<OwnedFd>,
+    /// One in this process's, made at its first use (`None` if it could
+    /// not be made: a socket file not bound in the sandbox's namespace is
+    /// then taken as bound outside).
+    host_diag: std::cell::OnceCell<Option<OwnedFd>>,
     policy: Arc<GuardPolicy>,
     waiting: Arc<AtomicUsize>,
     /// Sockets refused lately, by the socket file's (device, inode) or an
@@ -610,18 +695,13 @@ enum SocketKey {
 }
 
 impl Supervisor {
-    fn new(listener: OwnedFd, diag: OwnedFd, policy: Arc<GuardPolicy>) -> Self {
+    fn new(
+        listener: OwnedFd,
+        diag: OwnedFd,
+        policy: Arc<GuardPolicy>,
+        host_diag: std::cell::OnceCell<Option<OwnedFd>>,
+    ) -> Self {
         wake_on_the_same_cpu(&listener);
-        // SAFETY: socket with constant arguments.
-        let host = unsafe {
-            libc::socket(
-                libc::AF_NETLINK,
-                libc::SOCK_RAW | libc::SOCK_CLOEXEC,
-                libc::NETLINK_SOCK_DIAG,
-            )
-        };
-        // SAFETY: a new descriptor, if any.
-        let host_diag = (host >= 0).then(|| unsafe { OwnedFd::from_raw_fd(host) });
         Self {
             listener: Arc::new(listener),
             diag,
@@ -632,7 +712,32 @@ impl Supervisor {
         }
     }
 
-    fn serve(mut self) {
+    /// The diagnostics socket of this process's network namespace.
+    fn host_diag(&self) -> Option<&OwnedFd> {
+        self.host_diag
+            .get_or_init(|| {
+                // SAFETY: socket with constant arguments.
+                let host = unsafe {
+                    libc::socket(
+                        libc::AF_NETLINK,
+                        libc::SOCK_RAW | libc::SOCK_CLOEXEC,
+                        libc::NETLINK_SOCK_DIAG,
+                    )
+                };
+                // SAFETY: a new descriptor, if any.
+                (host >= 0).then(|| unsafe { OwnedFd::from_raw_fd(host) })
+            })
+            .as_ref()
+    }
+
+    /// Serves until no process uses the filter any more; gives back the
+    /// host's diagnostics socket, for the thread's next tree.
+    fn serve(mut self) -> std::cell::OnceCell<Option<OwnedFd>> {
+        self.serve_requests();
+        self.host_diag
+    }
+
+    fn serve_requests(&mut self) {
         loop {
             let mut poll = libc::pollfd {
                 fd: self.listener.as_raw_fd(),
@@ -907,7 +1012,7 @@ impl Supervisor {
             // A socket file may be bound in another network namespace
             // (this process's, when the sandbox has one of its own).
             if let Wanted::File(..) = wanted
-                && self.host_diag.as_ref().is_none_or(|host| {
+                && self.host_diag().is_none_or(|host| {
                     unix_sockets_bound_to(host, wanted).is_ok_and(|found| !found.is_empty())
                 })
             {
@@ -1698,6 +1803,130 @@ fn send_response(listener: &OwnedFd, id: u64, val: i64, error: i32, flags: u32) 
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    /// Runs a classic BPF program as seccomp does, on `seccomp_data`
+    /// made of `nr`, `arch` and `args` (the instructions the filters here
+    /// use; anything else fails the test).
+    fn run(program: &[libc::sock_filter], nr: u32, arch: u32, args: [u64; 6]) -> u32 {
+        let mut data = Vec::new();
+        data.extend_from_slice(&nr.to_ne_bytes());
+        data.extend_from_slice(&arch.to_ne_bytes());
+        data.extend_from_slice(&0u64.to_ne_bytes());
+        for arg in args {
+            data.extend_from_slice(&arg.to_ne_bytes());
+        }
+        let (mut a, mut pc) = (0u32, 0usize);
+        loop {
+            let i = program[pc];
+            let code = u32::from(i.code);
+            pc += 1;
+            match code {
+                c if c == libc::BPF_LD | libc::BPF_W | libc::BPF_ABS => {
+                    let at = i.k as usize;
+                    a = u32::from_ne_bytes(data[at..at + 4].try_into().unwrap());
+                }
+                c if c == libc::BPF_ALU | libc::BPF_AND | libc::BPF_K => a &= i.k,
+                c if c == libc::BPF_RET | libc::BPF_K => return i.k,
+                c if c == libc::BPF_JMP | libc::BPF_JA => pc += i.k as usize,
+                c if c & 0x07 == libc::BPF_JMP => {
+                    let taken = match c & 0xf0 {
+                        x if x == libc::BPF_JEQ => a == i.k,
+                        x if x == libc::BPF_JGT => a > i.k,
+                        x if x == libc::BPF_JGE => a >= i.k,
+                        x if x == libc::BPF_JSET => a & i.k != 0,
+                        _ => panic!("jump {c:#x}"),
+                    };
+                    pc += usize::from(if taken { i.jt } else { i.jf });
+                }
+                _ => panic!("instruction {code:#x}"),
+            }
+        }
+    }
+
+    /// What the kernel answers with several filters: the strictest
+    /// action; among equals, the filter loaded last.
+    fn strictest(answers: &[u32]) -> u32 {
+        let rank = |k: u32| (k & libc::SECCOMP_RET_ACTION_FULL) as i32;
+        let mut best = answers[0];
+        for &k in &answers[1..] {
+            if rank(k) < rank(best) {
+                best = k;
+            }
+        }
+        best
+    }
+
+    #[test]
+    fn the_joined_program_answers_as_the_two_filters_loaded_apart() {
+        let number = |call: i64| u32::try_from(call).unwrap();
+        let arch = 0xc000_003e; // AUDIT_ARCH_X86_64
+        let inet = libc::AF_INET as u64;
+        let unix = libc::AF_UNIX as u64;
+        let calls: Vec<(u32, [u64; 6])> = vec![
+            (number(libc::SYS_read), [0; 6]),
+            (number(libc::SYS_connect), [3, 0, 16, 0, 0, 0]),
+            (number(libc::SYS_socket), [inet, libc::SOCK_STREAM as u64, 0, 0, 0, 0]),
+            (number(libc::SYS_socket), [inet, libc::SOCK_DGRAM as u64, 0, 0, 0, 0]),
+            (number(libc::SYS_socket), [inet, libc::SOCK_STREAM as u64, 132, 0, 0, 0]),
+            (number(libc::SYS_socket), [unix, libc::SOCK_DGRAM as u64, 0, 0, 0, 0]),
+            (number(libc::SYS_socket), [unix, libc::SOCK_STREAM as u64, 0, 0, 0, 0]),
+            (number(libc::SYS_socket), [17, libc::SOCK_RAW as u64, 0, 0, 0, 0]),
+            (number(libc::SYS_socketpair), [unix, libc::SOCK_DGRAM as u64, 0, 0, 0, 0]),
+            (number(libc::SYS_ioctl), [0, libc::TIOCSTI as u64, 0, 0, 0, 0]),
+            (number(libc::SYS_ioctl), [0, libc::TIOCGWINSZ as u64, 0, 0, 0, 0]),
+            (number(libc::SYS_sendto), [3, 0, 1, 0x2000_0000, 0, 0]),
+            (number(libc::SYS_sendto), [3, 0, 1, 0, 0, 0]),
+            (number(libc::SYS_sendmsg), [3, 0, 0x2000_0000, 0, 0, 0]),
+            (number(libc::SYS_io_uring_setup), [0; 6]),
+            (number(libc::SYS_openat), [0, 0, libc::O_RDONLY as u64, 0, 0, 0]),
+            (number(libc::SYS_openat), [0, 0, (libc::O_CREAT | libc::O_WRONLY) as u64, 0, 0, 0]),
+            (number(libc::SYS_openat2), [0; 6]),
+            (number(libc::SYS_mkdirat), [0; 6]),
+            (number(libc::SYS_process_vm_writev), [0; 6]),
+            (number(libc::SYS_connect) | 0x4000_0000, [0; 6]),
+        ];
+        let networks = [
+            crate::seccomp::Network::Untouched,
+            crate::seccomp::Network::Block {
+                tcp_by_landlock: true,
+            },
+            crate::seccomp::Network::Block {
+                tcp_by_landlock: false,
+            },
+        ];
+        let mut compared = 0;
+        for network in networks {
+            let main: Vec<libc::sock_filter> = crate::seccomp::filter(network)
+                .unwrap()
+                .iter()
+                .map(|i| libc::sock_filter {
+                    code: i.code,
+                    jt: i.jt,
+                    jf: i.jf,
+                    k: i.k,
+                })
+                .collect();
+            for guard_git in [false, true] {
+                let notify = notify_program(guard_git);
+                let joined = chain(&main, &notify).unwrap();
+                for (nr, args) in &calls {
+                    for arch in [arch, 0x4000_0003] {
+                        let apart = strictest(&[
+                            run(&main, *nr, arch, *args),
+                            run(&notify, *nr, arch, *args),
+                        ]);
+                        let together = run(&joined, *nr, arch, *args);
+                        assert_eq!(
+                            together, apart,
+                            "call {nr} {args:?} arch {arch:#x}, {network:?}, guard_git {guard_git}"
+                        );
+                        compared += 1;
+                    }
+                }
+            }
+        }
+        assert_eq!(compared, 3 * 2 * calls.len() * 2);
+    }
 
     #[test]
     fn the_notify_program_ends_in_allow_and_names_connect() {

@@ -231,6 +231,10 @@ struct Inner {
     /// The guard of `connect` (a second filter whose listener a
     /// supervisor thread serves).
     guard: Option<Guard>,
+    /// `seccomp` and the guard's filter joined into one
+    /// (`connect_guard::chain`), loaded with the listener in place of the
+    /// two; `None` without a guard, or if they could not be joined.
+    listening: Option<Vec<libc::sock_filter>>,
     /// The filter loaded instead of `seccomp` when the guard cannot listen
     /// (an outer dsh sandbox's guard decides then): with TCP refused by
     /// Landlock, it refuses every TCP socket, since the outer guard would
@@ -263,6 +267,7 @@ impl Prepared {
             landlock: None,
             seccomp: None,
             guard: None,
+            listening: None,
             seccomp_nested: None,
             namespaces: None,
             proc_access: 0,
@@ -300,6 +305,7 @@ impl Prepared {
                     landlock: None,
                     seccomp: None,
                     guard: None,
+                    listening: None,
                     seccomp_nested: None,
                     namespaces: None,
                     proc_access: inner.proc_access,
@@ -557,9 +563,16 @@ fn restrict(inner: &Inner, own_proc: bool) -> io::Result<()> {
     if let Some(filter) = &inner.seccomp {
         let mut filter = filter;
         let listening = match &inner.guard {
-            Some(guard) => connect_guard::install_in_child(guard.program(), guard.child_end())?,
+            Some(guard) => {
+                let program = inner.listening.as_deref().unwrap_or(guard.program());
+                connect_guard::install_in_child(program, guard.child_end())?
+            }
             None => false,
         };
+        if listening && inner.listening.is_some() {
+            // The main filter is part of the one just loaded.
+            return Ok(());
+        }
         if !listening && let Some(nested) = &inner.seccomp_nested {
             filter = nested;
         }
@@ -603,6 +616,20 @@ fn load_seccomp(filter: &BpfProgram) -> io::Result<()> {
         }
     }
     Err(io::Error::from_raw_os_error(libc::EINVAL))
+}
+
+/// seccompiler's program as the kernel's instructions (the same
+/// `repr(C)` layout, field for field).
+fn as_sock_filters(program: &BpfProgram) -> Vec<libc::sock_filter> {
+    program
+        .iter()
+        .map(|i| libc::sock_filter {
+            code: i.code,
+            jt: i.jt,
+            jf: i.jf,
+            k: i.k,
+        })
+        .collect()
 }
 
 /// Canonical form of `path` if it exists.
@@ -805,11 +832,16 @@ fn build(
     } else {
         0
     };
+    let listening = match (&seccomp, &guard) {
+        (Some(main), Some(guard)) => connect_guard::chain(&as_sock_filters(main), guard.program()),
+        _ => None,
+    };
     Ok(Prepared(Arc::new(Inner {
         status,
         landlock: Some(ruleset),
         seccomp,
         guard,
+        listening,
         seccomp_nested,
         namespaces,
         proc_access,

@@ -322,7 +322,7 @@ print("connected", connected)
 }
 
 #[test]
-fn the_supervisor_ends_with_the_processes_it_serves() {
+fn each_running_process_has_a_thread_and_the_threads_end_with_the_preparation() {
     if !test_support::needs(&["python3"]) {
         return;
     }
@@ -343,13 +343,47 @@ fn the_supervisor_ends_with_the_processes_it_serves() {
             })
             .count()
     };
-    let prepared = f.prepare(policy(Vec::new()));
     let before = count();
+    let prepared = f.prepare(policy(Vec::new()));
+    // Four confined processes at once, each waiting for its input: each
+    // has a thread serving its listener, and one more waits for the next.
+    let children: Vec<_> = (0..4)
+        .map(|_| {
+            let mut command = Command::new("python3");
+            command
+                .args(["-c", "import sys; sys.stdin.read(); print('ok')"])
+                .current_dir(&f.ws)
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped());
+            // SAFETY: the sandbox step is async-signal-safe.
+            unsafe { command.pre_exec(prepared.pre_exec_step()) };
+            command.spawn().unwrap()
+        })
+        .collect();
+    test_support::wait_until("a thread per running process, and one waiting", || {
+        count() == before + 5
+    });
+    // Meanwhile others are served as ever: a file created in the
+    // workspace goes through the guard.
+    for i in 0..3 {
+        let script = format!("open('made-{i}', 'w').close(); print('ok')");
+        assert_eq!(stdout(&f.python(&prepared, &script, &[])), "ok");
+    }
+    for mut child in children {
+        drop(child.stdin.take());
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "ok");
+    }
+    // Done with their processes, the threads wait for the next, two at
+    // most; the rest end.
+    test_support::wait_until("at most two threads left waiting", || {
+        count() <= before + 2
+    });
     let out = f.python(&prepared, "print('ok')", &[]);
     assert_eq!(stdout(&out), "ok");
-    // The receiver thread stays while the preparation lives; the
-    // supervisor of the finished process goes.
-    test_support::wait_until("the supervisor thread ends", || count() == before);
+    // The preparation gone, so are they.
+    drop(prepared);
+    test_support::wait_until("no thread of the preparation left", || count() == before);
 }
 
 #[test]
