@@ -131,12 +131,6 @@ struct Slots {
     program: AtomicI32,
     /// The pid of the namespace's init (0: none).
     init: AtomicI32,
-    /// 1 when the program's process is the host's child, not the
-    /// leader's (see `namespaced`); its pid is in `program` on success,
-    /// in `program_child` in any case (for the host to reap it).
-    program_is_hosts: AtomicI32,
-    /// The pid of a program's process that is the host's child (0: none).
-    program_child: AtomicI32,
     /// Why `unshare` of the namespaces failed (0: it did not, or was not
     /// asked for).
     unshare_errno: AtomicI32,
@@ -163,11 +157,8 @@ pub(crate) struct Started {
     /// Why the namespace's `/proc` is the host's (0: its own).
     pub(crate) proc_errno: i32,
     /// Where the waiter leaves the program's wait status (with a
-    /// namespace, when the program is the leader's child).
+    /// namespace).
     pub(crate) status: Option<std::sync::Arc<AtomicI32>>,
-    /// Whether the program's process is the host's child, which the host
-    /// waits for itself (with a namespace, outside a terminal).
-    pub(crate) program_is_hosts: bool,
 }
 
 fn c_string(bytes: &[u8]) -> io::Result<CString> {
@@ -337,8 +328,6 @@ impl Plan {
             failure: AtomicI32::new(DIED_BEFORE_EXEC),
             program: AtomicI32::new(0),
             init: AtomicI32::new(0),
-            program_is_hosts: AtomicI32::new(0),
-            program_child: AtomicI32::new(0),
             unshare_errno: AtomicI32::new(0),
             proc_errno: AtomicI32::new(0),
             pending: AtomicI32::new(1),
@@ -402,14 +391,12 @@ impl Plan {
             // The leader has exited (or is exiting) short of waiting for a
             // program: end the init it started, a child of ours (the
             // namespace, and a program started in it, die with it), and
-            // reap both (and a program's process that was ours) before
-            // their stacks go.
+            // reap both before their stacks go.
             if init > 0 {
                 // SAFETY: our own child, not yet reaped: its pid is its own.
                 unsafe { libc::kill(init, libc::SIGKILL) };
             }
-            let program_child = slots.program_child.load(Ordering::Acquire);
-            for child in [pid, init, program_child].into_iter().filter(|&p| p > 0) {
+            for child in [pid, init].into_iter().filter(|&p| p > 0) {
                 reap_child(child);
             }
             return Err(if errno == DIED_BEFORE_EXEC || errno == 0 {
@@ -437,7 +424,6 @@ impl Plan {
                 0
             },
             status: (program > 0).then_some(status),
-            program_is_hosts: program > 0 && slots.program_is_hosts.load(Ordering::Acquire) == 1,
         })
     }
 }
@@ -678,54 +664,17 @@ fn namespaced(args: &LeaderArgs<'_>) -> Result<std::convert::Infallible, i32> {
         slots,
         may_mount,
     };
-    // Outside a terminal the program's process is made the host's child
-    // (CLONE_PARENT), which the host waits for itself: its exit reaches
-    // the host at once, not through this process's wake-up and exit.
-    // This process stays the session's leader until the program has
-    // exited (a pidfd of it, CLONE_PIDFD, says when): a session leader
-    // that controls a terminal hangs it up when it exits, so there it
-    // stays the program's parent and waiter, as on a kernel without
-    // CLONE_PIDFD (5.2).
-    let mut program_pidfd: libc::c_int = -1;
-    let mut program = -1;
-    if !controls_a_terminal() {
-        // SAFETY: as below; the kernel writes the pidfd into
-        // `program_pidfd` (this process's descriptor table).
-        program = unsafe {
-            libc::clone(
-                program_child,
-                program_stack,
-                libc::CLONE_VM
-                    | libc::CLONE_VFORK
-                    | libc::CLONE_PARENT
-                    | libc::CLONE_PIDFD
-                    | libc::SIGCHLD,
-                (&raw const program_args).cast_mut().cast(),
-                &raw mut program_pidfd,
-            )
-        };
-        if program > 0 {
-            slots.program_child.store(program, Ordering::Release);
-            slots.program_is_hosts.store(1, Ordering::Release);
-        } else if last_errno() != libc::EINVAL {
-            let errno = last_errno();
-            end_init();
-            return Err(errno);
-        }
-    }
-    if program < 0 {
-        // SAFETY: the program's process runs `program_child` on the spare
-        // stack, reads the plan, writes the slots and `exec`s or exits
-        // before `clone` returns (CLONE_VFORK).
-        program = unsafe {
-            libc::clone(
-                program_child,
-                program_stack,
-                libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
-                (&raw const program_args).cast_mut().cast(),
-            )
-        };
-    }
+    // SAFETY: the program's process runs `program_child` on the spare
+    // stack, reads the plan, writes the slots and `exec`s or exits before
+    // `clone` returns (CLONE_VFORK).
+    let program = unsafe {
+        libc::clone(
+            program_child,
+            program_stack,
+            libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+            (&raw const program_args).cast_mut().cast(),
+        )
+    };
     if program < 0 {
         let errno = last_errno();
         end_init();
@@ -734,11 +683,8 @@ fn namespaced(args: &LeaderArgs<'_>) -> Result<std::convert::Infallible, i32> {
     let failed = slots.failure.load(Ordering::Acquire);
     if failed != 0 {
         end_init();
-        if program_pidfd < 0 {
-            // SAFETY: our own child, dead or dying with the namespace.
-            unsafe { libc::waitpid(program, std::ptr::null_mut(), 0) };
-        }
-        // (The host's child otherwise: the host reaps it.)
+        // SAFETY: our own child, dead or dying with the namespace.
+        unsafe { libc::waitpid(program, std::ptr::null_mut(), 0) };
         return Err(failed);
     }
     slots.program.store(program, Ordering::Release);
@@ -749,38 +695,7 @@ fn namespaced(args: &LeaderArgs<'_>) -> Result<std::convert::Infallible, i32> {
     crate::raw::forget_clear_tid();
     slots.pending.store(0, Ordering::Release);
     crate::raw::futex_wake(&slots.pending);
-    if program_pidfd >= 0 {
-        stay_until_exited(program_pidfd)
-    }
     wait_for(program, status)
-}
-
-/// Whether this process (a new session's leader) has taken a terminal on
-/// one of its standard streams as its controlling one.
-fn controls_a_terminal() -> bool {
-    // SAFETY: plain system call.
-    let me = unsafe { libc::getpid() };
-    (0..3).any(|fd| {
-        let mut sid: libc::pid_t = 0;
-        // SAFETY: TIOCGSID writes one pid_t.
-        let rc = unsafe { libc::ioctl(fd, libc::TIOCGSID, &raw mut sid) };
-        rc == 0 && sid == me
-    })
-}
-
-/// The leader once the program, the host's child, runs: it keeps the
-/// session led (and its id in use) until the program has exited, which
-/// the program's pidfd `fd` says, then exits. Every signal stays blocked,
-/// as for the waiter ([`wait_for`]).
-fn stay_until_exited(fd: libc::c_int) -> ! {
-    let fd = fd as libc::c_uint;
-    // Every descriptor but the pidfd.
-    if fd > 0 {
-        crate::raw::close_range(0, fd - 1);
-    }
-    crate::raw::close_range(fd + 1, libc::c_uint::MAX);
-    while !crate::raw::pidfd_wait(fd as libc::c_int) {}
-    crate::raw::exit(0)
 }
 
 /// The leader once the program runs: waits for it (and for anything else

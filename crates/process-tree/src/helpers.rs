@@ -20,7 +20,6 @@ use crate::child::Stack;
 pub(crate) const NO_STATUS: i32 = i32::MIN;
 
 struct Kept {
-    pid: libc::pid_t,
     /// The process on the stack; `None` when no pidfd could be had (the
     /// stack is then never unmapped: a leak, never a hazard).
     pidfd: Option<OwnedFd>,
@@ -55,23 +54,11 @@ pub(crate) fn keep(pid: libc::pid_t, stack: Stack, helper: Helper) {
     let mut kept = lock();
     sweep_locked(&mut kept);
     kept.push(Kept {
-        pid,
         pidfd,
         reap,
         _stack: stack,
         _status: status,
     });
-}
-
-/// Has the helper on a kept stack reaped once it has exited: a leader
-/// whose [`crate::Leader`] is done with it before it exits (it exits
-/// right after the program, which the host waits for itself).
-pub(crate) fn reap_when_exited(pid: libc::pid_t) {
-    let mut kept = lock();
-    for k in kept.iter_mut().filter(|k| k.pid == pid) {
-        k.reap = true;
-    }
-    sweep_locked(&mut kept);
 }
 
 fn lock() -> std::sync::MutexGuard<'static, Vec<Kept>> {

@@ -131,13 +131,8 @@ pub(crate) fn wait_sigchld() {
 
 /// Closes every descriptor of this process's own table.
 pub(crate) fn close_all() {
-    close_range(0, libc::c_uint::MAX);
-}
-
-/// Closes the descriptors `first..=last` of this process's own table.
-pub(crate) fn close_range(first: libc::c_uint, last: libc::c_uint) {
     // SAFETY: close_range takes no pointer.
-    unsafe { syscall4(libc::SYS_close_range, first as usize, last as usize, 0, 0) };
+    unsafe { syscall4(libc::SYS_close_range, 0, u32::MAX as usize, 0, 0) };
 }
 
 /// `prctl(option, arg)`.
@@ -168,29 +163,6 @@ pub(crate) fn pidfd_exited(fd: libc::c_int) -> bool {
             0,
         ) > 0
     }
-}
-
-/// Sleeps until the process behind pidfd `fd` has exited; false when the
-/// wait was cut short (try again).
-pub(crate) fn pidfd_wait(fd: libc::c_int) -> bool {
-    let mut watched = libc::pollfd {
-        fd,
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    // SAFETY: one pollfd on this stack; no timeout, no signal mask.
-    let rc = unsafe {
-        syscall4(
-            libc::SYS_ppoll,
-            std::ptr::from_mut(&mut watched) as usize,
-            1,
-            0,
-            0,
-        )
-    };
-    // A descriptor that is not a pidfd (POLLNVAL) would never turn
-    // readable: that ends the wait too.
-    rc > 0 || (rc < 0 && rc != -(libc::EINTR as isize))
 }
 
 /// Has the kernel clear (and wake, as a shared futex) the word at `word`

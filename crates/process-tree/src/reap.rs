@@ -9,23 +9,14 @@ use nix::unistd::Pid;
 
 use crate::scan::all_processes;
 
-/// The pids of children that a [`crate::Leader`] still holds, with their
-/// start times and whether each is the leader itself (or the program's
-/// process, when that is this process's child too): their exit status
-/// belongs to it, so the orphan reaper leaves them alone. The lock is also
-/// held from the child's start to its registration (see [`crate::spawn`]),
-/// so a child that exits at once is never taken for an orphan.
-static HELD: Mutex<BTreeMap<i32, Held>> = Mutex::new(BTreeMap::new());
-
-/// A held child: its start time, and whether it leads its session.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Held {
-    pub(crate) start_time: u64,
-    pub(crate) leads: bool,
-}
+/// The pids (and start times) of children that a [`crate::Leader`] still holds: their exit
+/// status belongs to it, so the orphan reaper leaves them alone. The lock
+/// is also held from the child's start to its registration (see [`crate::spawn`]), so a
+/// child that exits at once is never taken for an orphan.
+static HELD: Mutex<BTreeMap<i32, u64>> = Mutex::new(BTreeMap::new());
 
 /// Locks the held set (a poisoned lock is still a valid set).
-pub(crate) fn held() -> MutexGuard<'static, BTreeMap<i32, Held>> {
+pub(crate) fn held() -> MutexGuard<'static, BTreeMap<i32, u64>> {
     HELD.lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }

@@ -400,13 +400,7 @@ fn spawn_here(command: SessionCommand, parent_death: Option<Signal>) -> io::Resu
     note_namespace(&started);
     // The child is ours and unreaped: its pid, stat and pidfd are its own.
     let start_time = process_info(pid).map_or(0, |p| p.start_time);
-    held.insert(
-        pid,
-        crate::reap::Held {
-            start_time,
-            leads: true,
-        },
-    );
+    held.insert(pid, start_time);
     // The init, our child in the leader's session, read while the lock
     // keeps the orphan reaper from reaping it: its pid cannot have been
     // reused, so its start time names it.
@@ -416,24 +410,6 @@ fn spawn_here(command: SessionCommand, parent_death: Option<Signal>) -> io::Resu
         .flatten()
         .filter(|p| p.ppid == me && p.sid == pid)
         .and_then(|p| Some((pidfd_open(p.pid).ok()?, p)));
-    // The program's process, when it is our child too: held the same way
-    // (its exit status is the leader's to read), and watched through a
-    // pidfd that names it for certain (unreaped, it is still ours).
-    let program_child = started
-        .program_is_hosts
-        .then(|| {
-            let info = process_info(started.program)?;
-            let pidfd = pidfd_open(started.program).ok()?;
-            held.insert(
-                started.program,
-                crate::reap::Held {
-                    start_time: info.start_time,
-                    leads: false,
-                },
-            );
-            Some(pidfd)
-        })
-        .flatten();
     drop(held);
     let [stdin, stdout, stderr] = plan.into_parent_ends();
     let pidfd = pidfd_open(pid).ok();
@@ -447,7 +423,6 @@ fn spawn_here(command: SessionCommand, parent_death: Option<Signal>) -> io::Resu
             init,
             program_status: started.status,
             program: started.program,
-            program_child,
             state: Mutex::new(LeaderState::default()),
         },
         stdin: stdin.map(ChildStdin::from),
@@ -507,31 +482,7 @@ pub struct Leader {
     /// The pid of the process that runs the program (the leader's own
     /// without a namespace).
     program: i32,
-    /// A pidfd of the program's process when it is this process's child
-    /// (with a namespace, outside a terminal): how the session ended is
-    /// how it ended, read from it directly, while the leader only keeps
-    /// the session led until then and exits (see `child::namespaced`).
-    program_child: Option<OwnedFd>,
     state: Mutex<LeaderState>,
-}
-
-/// `waitid(idtype, id)` with `flags` plus `WEXITED`; how the child
-/// ended once it has.
-fn wait_on(idtype: libc::idtype_t, id: libc::id_t, flags: libc::c_int) -> Option<ExitStatus> {
-    // SAFETY: zeroed siginfo is a valid "nothing yet" value.
-    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
-    loop {
-        // SAFETY: plain syscall writing into `info`, which we own.
-        let rc = unsafe { libc::waitid(idtype, id, &mut info, libc::WEXITED | flags) };
-        if rc == 0 {
-            // SAFETY: as above.
-            let pid = unsafe { info.si_pid() };
-            return (pid != 0).then(|| decode(&info));
-        }
-        if io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
-            return None;
-        }
-    }
 }
 
 fn decode(info: &libc::siginfo_t) -> ExitStatus {
@@ -561,37 +512,32 @@ impl Leader {
         self.start_time
     }
 
-    /// A pidfd that turns readable once the session's end can be read
-    /// ([`Leader::try_exit`]): the program's process's when it is this
-    /// process's child, else the leader's; `None` when the kernel has no
-    /// pidfds.
+    /// A pidfd of the leader (readable once it has exited), when the
+    /// kernel has pidfds.
     pub fn pidfd(&self) -> Option<BorrowedFd<'_>> {
-        self.program_child
-            .as_ref()
-            .or(self.pidfd.as_ref())
-            .map(AsFd::as_fd)
+        self.pidfd.as_ref().map(AsFd::as_fd)
     }
 
-    /// `waitid` on the leader with `flags` (plus `WEXITED`); how the
-    /// session's program ended once the leader has exited.
+    /// `waitid` on the leader with `flags` (plus `WEXITED`); the status
+    /// when it has exited.
     fn wait_with(&self, flags: libc::c_int) -> Option<ExitStatus> {
+        // SAFETY: zeroed siginfo is a valid "nothing yet" value.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
         let (idtype, id) = match &self.pidfd {
             Some(fd) => (libc::P_PIDFD, fd.as_raw_fd() as libc::id_t),
             None => (libc::P_PID, self.pid as libc::id_t),
         };
-        wait_on(idtype, id, flags).map(|status| self.program_exit(status))
-    }
-
-    /// Reaps the leader if it has exited, when the program's process is
-    /// our child (the leader exits right after it); else has it reaped
-    /// when it has (see [`crate::helpers`]).
-    fn reap_leader_after_program(&self) {
-        let (idtype, id) = match &self.pidfd {
-            Some(fd) => (libc::P_PIDFD, fd.as_raw_fd() as libc::id_t),
-            None => (libc::P_PID, self.pid as libc::id_t),
-        };
-        if wait_on(idtype, id, libc::WNOHANG).is_none() {
-            crate::helpers::reap_when_exited(self.pid);
+        loop {
+            // SAFETY: plain syscall writing into `info`, which we own.
+            let rc = unsafe { libc::waitid(idtype, id, &mut info, libc::WEXITED | flags) };
+            if rc == 0 {
+                // SAFETY: as above.
+                let pid = unsafe { info.si_pid() };
+                return (pid != 0).then(|| self.program_exit(decode(&info)));
+            }
+            if io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
+                return None;
+            }
         }
     }
 
@@ -611,56 +557,18 @@ impl Leader {
     }
 
     /// How the leader exited, without reaping it; `None` while it runs.
-    ///
-    /// When the program's process is this process's child, its exit is
-    /// the session's: it is reaped here, at once (under the state lock,
-    /// so once), and its status kept. It must be: the namespace's init,
-    /// once killed, does not finish dying while a process of its
-    /// namespace is left unreaped.
     pub fn try_exit(&self) -> Option<ExitStatus> {
         let mut state = self.state();
         if state.exit.is_none() && !state.reaped {
-            state.exit = match &self.program_child {
-                Some(fd) => {
-                    let status =
-                        wait_on(libc::P_PIDFD, fd.as_raw_fd() as libc::id_t, libc::WNOHANG);
-                    if status.is_some() {
-                        crate::reap::held().remove(&self.program);
-                    }
-                    status
-                }
-                None => self.wait_with(libc::WNOHANG | libc::WNOWAIT),
-            };
+            state.exit = self.wait_with(libc::WNOHANG | libc::WNOWAIT);
         }
         state.exit
     }
 
-    /// Blocks until the session's program has exited (the leader, unless
-    /// the program's process is this process's child) and returns how,
-    /// without reaping the leader.
+    /// Blocks until the leader exits and returns how, without reaping it.
     pub fn wait_exit(&self) -> io::Result<ExitStatus> {
         if let Some(status) = self.try_exit() {
             return Ok(status);
-        }
-        if let Some(fd) = &self.program_child {
-            loop {
-                let mut poll = libc::pollfd {
-                    fd: fd.as_raw_fd(),
-                    events: libc::POLLIN,
-                    revents: 0,
-                };
-                // SAFETY: one pollfd on this stack, a pidfd we own.
-                let rc = unsafe { libc::poll(&raw mut poll, 1, -1) };
-                if rc < 0 && io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
-                    return Err(io::Error::last_os_error());
-                }
-                if let Some(status) = self.try_exit() {
-                    return Ok(status);
-                }
-                if rc > 0 && poll.revents & (libc::POLLERR | libc::POLLNVAL) != 0 {
-                    return Err(io::Error::from_raw_os_error(libc::ECHILD));
-                }
-            }
         }
         // Not under the state lock: others may look meanwhile.
         let status = self
@@ -692,14 +600,10 @@ impl Leader {
         let program_lives =
             process_info(self.program).is_some_and(|p| p.sid == self.pid && !p.is_zombie());
         if program_lives {
-            // The program's process is not below the init (it is the
-            // leader's child, or this process's, or it outlived its
-            // waiter and went to this process, with what it started): the
-            // session's members too, but the leader, dsh's own helper,
-            // which exits once the program has.
+            // The program outlived its waiter (it went to this process,
+            // with what it started): the session's members too.
             for p in live_session_members(self.pid) {
-                if p.pid != init.pid && p.pid != self.pid && members.iter().all(|m| m.pid != p.pid)
-                {
+                if p.pid != init.pid && members.iter().all(|m| m.pid != p.pid) {
                     members.push(p);
                 }
             }
@@ -784,9 +688,6 @@ impl Leader {
             return Ok(EndReport::default());
         }
         let report = crate::end::end_members(self.pid, steps, &|| self.live_members());
-        // A program's process that is our child is reaped first: the init
-        // does not finish dying while it is left unreaped.
-        let _ = self.try_exit();
         self.end_init();
         // Ended on purpose (a close, a timeout): the caller is told the
         // session is over only once the init is no more than a zombie.
@@ -809,11 +710,7 @@ impl Leader {
         if !state.reaped {
             crate::guardian::session_ended(self.pid, self.start_time);
             let mut held = crate::reap::held();
-            if self.program_child.is_some() {
-                self.reap_leader_after_program();
-            } else {
-                let _ = self.wait_with(libc::WNOHANG);
-            }
+            let _ = self.wait_with(libc::WNOHANG);
             held.remove(&self.pid);
             state.reaped = true;
             drop(held);
@@ -839,20 +736,12 @@ impl Drop for Leader {
         if self.reap().is_none() {
             // Still dying: the orphan reaper takes it from here.
             crate::guardian::session_ended(self.pid, self.start_time);
-            let mut held = crate::reap::held();
-            held.remove(&self.pid);
-            if self.program_child.is_some() {
-                held.remove(&self.program);
-            }
+            crate::reap::held().remove(&self.pid);
         }
     }
 }
 
 /// The pids and start times of the leaders currently held.
 pub(crate) fn held_leaders() -> BTreeMap<i32, u64> {
-    crate::reap::held()
-        .iter()
-        .filter(|(_, held)| held.leads)
-        .map(|(&pid, held)| (pid, held.start_time))
-        .collect()
+    crate::reap::held().clone()
 }

@@ -3,10 +3,9 @@
 //!
 //! Landlock (up to the ABI this crate targets) does not govern connecting
 //! to a pathname Unix socket, and the mount namespace can hide only the
-//! places known to hold them. So every confined process carries a seccomp
-//! filter that hands each `connect` to a supervisor thread in the host
-//! (`SECCOMP_RET_USER_NOTIF`); it is joined after the main filter into one
-//! program ([`chain`]), so a spawn loads one filter, not two. The supervisor decides and, when it
+//! places known to hold them. So every confined process carries a second
+//! seccomp filter that hands each `connect` to a supervisor thread in the
+//! host (`SECCOMP_RET_USER_NOTIF`). The supervisor decides and, when it
 //! allows, makes the connection itself, on the process's own socket
 //! (duplicated with `pidfd_getfd`) and with the address it copied and
 //! checked: nothing the process changes after the check (the address in
@@ -45,11 +44,8 @@
 //! Each confined spawn creates the filter's listener in the child, before
 //! `exec`, and sends it (with a `NETLINK_SOCK_DIAG` socket in the child's
 //! network namespace, to list that namespace's Unix sockets) over a
-//! socket pair to one of its [`Guard`]'s threads, which serves it until
-//! every process under the filter has exited and then waits for the next
-//! listener. A thread that takes one while no other waits first starts
-//! another, so every live process tree has a thread of its own and a
-//! spawn usually finds one waiting; at most two wait idle.
+//! socket pair to a receiver thread of its [`Guard`]; one supervisor thread
+//! per listener serves it until every process under the filter has exited.
 //! A host already under a seccomp listener (a dsh inside a dsh sandbox, or
 //! a container runtime's) cannot give its children one of their own: it
 //! starts no guard, and the status says so ([`host_has_listener`]).
@@ -120,7 +116,7 @@ pub(crate) struct GuardPolicy {
 }
 
 /// A sandbox's guard: the socket pair its children send their listeners
-/// over. Dropping it ends the waiting threads once no child that may still
+/// over. Dropping it ends the receiver thread once no child that may still
 /// send holds the other end.
 pub(crate) struct Guard {
     child_end: OwnedFd,
@@ -138,7 +134,7 @@ impl std::fmt::Debug for Guard {
 }
 
 impl Guard {
-    /// Starts the first thread that waits for a listener, for `policy`.
+    /// Starts the receiver thread for `policy`.
     pub(crate) fn start(policy: GuardPolicy) -> io::Result<Self> {
         let mut fds = [0 as RawFd; 2];
         // SAFETY: socketpair writes two descriptors into `fds`.
@@ -1869,54 +1865,21 @@ mod tests {
         let calls: Vec<(u32, [u64; 6])> = vec![
             (number(libc::SYS_read), [0; 6]),
             (number(libc::SYS_connect), [3, 0, 16, 0, 0, 0]),
-            (
-                number(libc::SYS_socket),
-                [inet, libc::SOCK_STREAM as u64, 0, 0, 0, 0],
-            ),
-            (
-                number(libc::SYS_socket),
-                [inet, libc::SOCK_DGRAM as u64, 0, 0, 0, 0],
-            ),
-            (
-                number(libc::SYS_socket),
-                [inet, libc::SOCK_STREAM as u64, 132, 0, 0, 0],
-            ),
-            (
-                number(libc::SYS_socket),
-                [unix, libc::SOCK_DGRAM as u64, 0, 0, 0, 0],
-            ),
-            (
-                number(libc::SYS_socket),
-                [unix, libc::SOCK_STREAM as u64, 0, 0, 0, 0],
-            ),
-            (
-                number(libc::SYS_socket),
-                [17, libc::SOCK_RAW as u64, 0, 0, 0, 0],
-            ),
-            (
-                number(libc::SYS_socketpair),
-                [unix, libc::SOCK_DGRAM as u64, 0, 0, 0, 0],
-            ),
-            (
-                number(libc::SYS_ioctl),
-                [0, libc::TIOCSTI as u64, 0, 0, 0, 0],
-            ),
-            (
-                number(libc::SYS_ioctl),
-                [0, libc::TIOCGWINSZ as u64, 0, 0, 0, 0],
-            ),
+            (number(libc::SYS_socket), [inet, libc::SOCK_STREAM as u64, 0, 0, 0, 0]),
+            (number(libc::SYS_socket), [inet, libc::SOCK_DGRAM as u64, 0, 0, 0, 0]),
+            (number(libc::SYS_socket), [inet, libc::SOCK_STREAM as u64, 132, 0, 0, 0]),
+            (number(libc::SYS_socket), [unix, libc::SOCK_DGRAM as u64, 0, 0, 0, 0]),
+            (number(libc::SYS_socket), [unix, libc::SOCK_STREAM as u64, 0, 0, 0, 0]),
+            (number(libc::SYS_socket), [17, libc::SOCK_RAW as u64, 0, 0, 0, 0]),
+            (number(libc::SYS_socketpair), [unix, libc::SOCK_DGRAM as u64, 0, 0, 0, 0]),
+            (number(libc::SYS_ioctl), [0, libc::TIOCSTI as u64, 0, 0, 0, 0]),
+            (number(libc::SYS_ioctl), [0, libc::TIOCGWINSZ as u64, 0, 0, 0, 0]),
             (number(libc::SYS_sendto), [3, 0, 1, 0x2000_0000, 0, 0]),
             (number(libc::SYS_sendto), [3, 0, 1, 0, 0, 0]),
             (number(libc::SYS_sendmsg), [3, 0, 0x2000_0000, 0, 0, 0]),
             (number(libc::SYS_io_uring_setup), [0; 6]),
-            (
-                number(libc::SYS_openat),
-                [0, 0, libc::O_RDONLY as u64, 0, 0, 0],
-            ),
-            (
-                number(libc::SYS_openat),
-                [0, 0, (libc::O_CREAT | libc::O_WRONLY) as u64, 0, 0, 0],
-            ),
+            (number(libc::SYS_openat), [0, 0, libc::O_RDONLY as u64, 0, 0, 0]),
+            (number(libc::SYS_openat), [0, 0, (libc::O_CREAT | libc::O_WRONLY) as u64, 0, 0, 0]),
             (number(libc::SYS_openat2), [0; 6]),
             (number(libc::SYS_mkdirat), [0; 6]),
             (number(libc::SYS_process_vm_writev), [0; 6]),
