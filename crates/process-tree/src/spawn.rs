@@ -600,10 +600,13 @@ impl Leader {
         let program_lives =
             process_info(self.program).is_some_and(|p| p.sid == self.pid && !p.is_zombie());
         if program_lives {
-            // The program outlived its waiter (it went to this process,
-            // with what it started): the session's members too.
+            // The program is not below the init (it is the waiter's child,
+            // or it outlived its waiter and went to this process, with
+            // what it started): the session's members too, but the
+            // waiter, dsh's own helper, which exits once the program has.
             for p in live_session_members(self.pid) {
-                if p.pid != init.pid && members.iter().all(|m| m.pid != p.pid) {
+                if p.pid != init.pid && p.pid != self.pid && members.iter().all(|m| m.pid != p.pid)
+                {
                     members.push(p);
                 }
             }

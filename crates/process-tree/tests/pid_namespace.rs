@@ -71,6 +71,27 @@ fn the_program_runs_inside_and_the_leader_exits_as_it_did() {
     leader.reap();
 }
 
+fn a_program_ended_while_it_runs_is_counted_without_its_waiter() {
+    let spawned = namespaced("exec sleep 1001");
+    let leader = spawned.leader;
+    until("the program to run sleep", || {
+        std::fs::read_to_string(format!("/proc/{}/comm", spawned.program))
+            .is_ok_and(|c| c.trim() == "sleep")
+    });
+    assert!(leader.try_exit().is_none());
+    let report = leader.end_session(process_tree::TERM_THEN_KILL).unwrap();
+    // Only the program is the session's to end and count: the waiter,
+    // dsh's own, is not one of its processes.
+    let ended: Vec<&str> = report.ended.iter().map(|m| m.command.as_str()).collect();
+    assert_eq!(ended, ["sleep 1001"], "{report:?}");
+    until("the waiter to follow the program", || {
+        leader.try_exit().is_some()
+    });
+    assert_eq!(leader.try_exit().unwrap().signal(), Some(libc::SIGTERM));
+    until("the init to be gone", || inits() == 0);
+    assert!(leader.reap().is_some());
+}
+
 /// The live namespace inits this process started.
 fn inits() -> usize {
     let me = std::process::id() as i32;
@@ -172,7 +193,7 @@ fn main() {
         host();
     }
     process_tree::become_subreaper().unwrap();
-    let checks: [(&str, fn()); 4] = [
+    let checks: [(&str, fn()); 5] = [
         (
             "the_program_runs_inside_and_the_leader_exits_as_it_did",
             the_program_runs_inside_and_the_leader_exits_as_it_did,
@@ -186,6 +207,10 @@ fn main() {
             a_program_killed_by_a_signal_kills_its_leader_the_same_way,
         ),
         (
+            "a_program_ended_while_it_runs_is_counted_without_its_waiter",
+            a_program_ended_while_it_runs_is_counted_without_its_waiter,
+        ),
+        (
             "a_sigkilled_host_without_a_guardian_leaves_nothing",
             a_sigkilled_host_without_a_guardian_leaves_nothing,
         ),
@@ -196,7 +221,10 @@ fn main() {
     for (name, check) in checks {
         // Without one, a process that left the session is not the
         // session's to end, and only the guardian outlives a killed host.
-        if !namespaces_here() && (name.starts_with("a_sigkilled") || name.starts_with("what_left"))
+        if !namespaces_here()
+            && (name.starts_with("a_sigkilled")
+                || name.starts_with("what_left")
+                || name.starts_with("a_program_ended"))
         {
             println!("test {name} ... skipped (needs a PID namespace)");
             continue;

@@ -1865,21 +1865,54 @@ mod tests {
         let calls: Vec<(u32, [u64; 6])> = vec![
             (number(libc::SYS_read), [0; 6]),
             (number(libc::SYS_connect), [3, 0, 16, 0, 0, 0]),
-            (number(libc::SYS_socket), [inet, libc::SOCK_STREAM as u64, 0, 0, 0, 0]),
-            (number(libc::SYS_socket), [inet, libc::SOCK_DGRAM as u64, 0, 0, 0, 0]),
-            (number(libc::SYS_socket), [inet, libc::SOCK_STREAM as u64, 132, 0, 0, 0]),
-            (number(libc::SYS_socket), [unix, libc::SOCK_DGRAM as u64, 0, 0, 0, 0]),
-            (number(libc::SYS_socket), [unix, libc::SOCK_STREAM as u64, 0, 0, 0, 0]),
-            (number(libc::SYS_socket), [17, libc::SOCK_RAW as u64, 0, 0, 0, 0]),
-            (number(libc::SYS_socketpair), [unix, libc::SOCK_DGRAM as u64, 0, 0, 0, 0]),
-            (number(libc::SYS_ioctl), [0, libc::TIOCSTI as u64, 0, 0, 0, 0]),
-            (number(libc::SYS_ioctl), [0, libc::TIOCGWINSZ as u64, 0, 0, 0, 0]),
+            (
+                number(libc::SYS_socket),
+                [inet, libc::SOCK_STREAM as u64, 0, 0, 0, 0],
+            ),
+            (
+                number(libc::SYS_socket),
+                [inet, libc::SOCK_DGRAM as u64, 0, 0, 0, 0],
+            ),
+            (
+                number(libc::SYS_socket),
+                [inet, libc::SOCK_STREAM as u64, 132, 0, 0, 0],
+            ),
+            (
+                number(libc::SYS_socket),
+                [unix, libc::SOCK_DGRAM as u64, 0, 0, 0, 0],
+            ),
+            (
+                number(libc::SYS_socket),
+                [unix, libc::SOCK_STREAM as u64, 0, 0, 0, 0],
+            ),
+            (
+                number(libc::SYS_socket),
+                [17, libc::SOCK_RAW as u64, 0, 0, 0, 0],
+            ),
+            (
+                number(libc::SYS_socketpair),
+                [unix, libc::SOCK_DGRAM as u64, 0, 0, 0, 0],
+            ),
+            (
+                number(libc::SYS_ioctl),
+                [0, libc::TIOCSTI as u64, 0, 0, 0, 0],
+            ),
+            (
+                number(libc::SYS_ioctl),
+                [0, libc::TIOCGWINSZ as u64, 0, 0, 0, 0],
+            ),
             (number(libc::SYS_sendto), [3, 0, 1, 0x2000_0000, 0, 0]),
             (number(libc::SYS_sendto), [3, 0, 1, 0, 0, 0]),
             (number(libc::SYS_sendmsg), [3, 0, 0x2000_0000, 0, 0, 0]),
             (number(libc::SYS_io_uring_setup), [0; 6]),
-            (number(libc::SYS_openat), [0, 0, libc::O_RDONLY as u64, 0, 0, 0]),
-            (number(libc::SYS_openat), [0, 0, (libc::O_CREAT | libc::O_WRONLY) as u64, 0, 0, 0]),
+            (
+                number(libc::SYS_openat),
+                [0, 0, libc::O_RDONLY as u64, 0, 0, 0],
+            ),
+            (
+                number(libc::SYS_openat),
+                [0, 0, (libc::O_CREAT | libc::O_WRONLY) as u64, 0, 0, 0],
+            ),
             (number(libc::SYS_openat2), [0; 6]),
             (number(libc::SYS_mkdirat), [0; 6]),
             (number(libc::SYS_process_vm_writev), [0; 6]),

@@ -376,9 +376,7 @@ fn each_running_process_has_a_thread_and_the_threads_end_with_the_preparation() 
     }
     // Done with their processes, the threads wait for the next, two at
     // most; the rest end.
-    test_support::wait_until("at most two threads left waiting", || {
-        count() <= before + 2
-    });
+    test_support::wait_until("at most two threads left waiting", || count() <= before + 2);
     let out = f.python(&prepared, "print('ok')", &[]);
     assert_eq!(stdout(&out), "ok");
     // The preparation gone, so are they.
