@@ -1857,6 +1857,8 @@ mod tests {
     }
 
     #[test]
+    // `Ioctl` is `c_ulong` or `c_int` depending on the C library.
+    #[allow(clippy::unnecessary_cast)]
     fn the_joined_program_answers_as_the_two_filters_loaded_apart() {
         let number = |call: i64| u32::try_from(call).unwrap();
         let arch = 0xc000_003e; // AUDIT_ARCH_X86_64
