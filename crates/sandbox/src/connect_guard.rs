@@ -3,10 +3,12 @@
 //!
 //! Landlock (up to the ABI this crate targets) does not govern connecting
 //! to a pathname Unix socket, and the mount namespace can hide only the
-//! places known to hold them. So every confined process carries a second
-//! seccomp filter that hands each `connect` to a supervisor thread in the
-//! host (`SECCOMP_RET_USER_NOTIF`). The supervisor decides and, when it
-//! allows, makes the connection itself, on the process's own socket
+//! places known to hold them. So every confined process carries a seccomp
+//! filter that hands each `connect` to a supervisor thread in the host
+//! (`SECCOMP_RET_USER_NOTIF`); it is joined after the main filter into one
+//! program ([`chain`]), so a spawn loads one filter, not two. The
+//! supervisor decides and, when it allows, makes the connection itself,
+//! on the process's own socket
 //! (duplicated with `pidfd_getfd`) and with the address it copied and
 //! checked: nothing the process changes after the check (the address in
 //! its memory, the socket behind its descriptor) reaches the kernel, which
@@ -44,8 +46,11 @@
 //! Each confined spawn creates the filter's listener in the child, before
 //! `exec`, and sends it (with a `NETLINK_SOCK_DIAG` socket in the child's
 //! network namespace, to list that namespace's Unix sockets) over a
-//! socket pair to a receiver thread of its [`Guard`]; one supervisor thread
-//! per listener serves it until every process under the filter has exited.
+//! socket pair to one of its [`Guard`]'s threads, which serves it until
+//! every process under the filter has exited and then waits for the next
+//! listener. A thread that takes one while no other waits first starts
+//! another, so every live process tree has a thread of its own and a
+//! spawn usually finds one waiting; at most two wait idle.
 //! A host already under a seccomp listener (a dsh inside a dsh sandbox, or
 //! a container runtime's) cannot give its children one of their own: it
 //! starts no guard, and the status says so ([`host_has_listener`]).
@@ -116,7 +121,7 @@ pub(crate) struct GuardPolicy {
 }
 
 /// A sandbox's guard: the socket pair its children send their listeners
-/// over. Dropping it ends the receiver thread once no child that may still
+/// over. Dropping it ends the waiting threads once no child that may still
 /// send holds the other end.
 pub(crate) struct Guard {
     child_end: OwnedFd,
@@ -134,7 +139,7 @@ impl std::fmt::Debug for Guard {
 }
 
 impl Guard {
-    /// Starts the receiver thread for `policy`.
+    /// Starts the first thread that waits for a listener, for `policy`.
     pub(crate) fn start(policy: GuardPolicy) -> io::Result<Self> {
         let mut fds = [0 as RawFd; 2];
         // SAFETY: socketpair writes two descriptors into `fds`.

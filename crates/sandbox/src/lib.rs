@@ -39,10 +39,11 @@
 //! [`Prepared`] sandbox also gives a spawn site its `pty_dir` (where a
 //! confined terminal's pty is allocated) and `can_read` (what `lsp` checks
 //! before it reads a file), and runs the guard of `connect`
-//! (`connect_guard`: a receiver thread per preparation and a supervisor
-//! thread per confined process tree serve the seccomp user-notification
-//! listener each child sends it before `exec`; a Unix socket is reached by
-//! path only if `unix_sockets` lists it or the same sandbox holds it). The
+//! (`connect_guard`: a thread per live confined process tree, kept to
+//! serve the next once its tree is gone, serves the seccomp
+//! user-notification listener each child sends before `exec`; a Unix
+//! socket is reached by path only if `unix_sockets` lists it or the same
+//! sandbox holds it). The
 //! same listener receives every call that makes a directory entry and
 //! refuses a new `.git` or `HEAD` in the workspace (`git_guard`), so no
 //! repository a confined command planted runs anything for the person's

@@ -228,8 +228,8 @@ struct Inner {
     landlock: Option<OwnedFd>,
     /// The compiled seccomp filter.
     seccomp: Option<BpfProgram>,
-    /// The guard of `connect` (a second filter whose listener a
-    /// supervisor thread serves).
+    /// The guard of `connect` (a filter whose listener a supervisor
+    /// thread serves).
     guard: Option<Guard>,
     /// `seccomp` and the guard's filter joined into one
     /// (`connect_guard::chain`), loaded with the listener in place of the
