@@ -1936,16 +1936,7 @@ mod tests {
         ];
         let mut compared = 0;
         for network in networks {
-            let main: Vec<libc::sock_filter> = crate::seccomp::filter(network)
-                .unwrap()
-                .iter()
-                .map(|i| libc::sock_filter {
-                    code: i.code,
-                    jt: i.jt,
-                    jf: i.jf,
-                    k: i.k,
-                })
-                .collect();
+            let main = crate::seccomp::as_sock_filters(&crate::seccomp::filter(network).unwrap());
             for guard_git in [false, true] {
                 let notify = notify_program(guard_git);
                 let joined = chain(&main, &notify).unwrap();

@@ -618,20 +618,6 @@ fn load_seccomp(filter: &BpfProgram) -> io::Result<()> {
     Err(io::Error::from_raw_os_error(libc::EINVAL))
 }
 
-/// seccompiler's program as the kernel's instructions (the same
-/// `repr(C)` layout, field for field).
-fn as_sock_filters(program: &BpfProgram) -> Vec<libc::sock_filter> {
-    program
-        .iter()
-        .map(|i| libc::sock_filter {
-            code: i.code,
-            jt: i.jt,
-            jf: i.jf,
-            k: i.k,
-        })
-        .collect()
-}
-
 /// Canonical form of `path` if it exists.
 fn existing(path: &Path) -> Option<PathBuf> {
     path.canonicalize().ok()
@@ -833,7 +819,9 @@ fn build(
         0
     };
     let listening = match (&seccomp, &guard) {
-        (Some(main), Some(guard)) => connect_guard::chain(&as_sock_filters(main), guard.program()),
+        (Some(main), Some(guard)) => {
+            connect_guard::chain(&crate::seccomp::as_sock_filters(main), guard.program())
+        }
         _ => None,
     };
     Ok(Prepared(Arc::new(Inner {

@@ -67,6 +67,20 @@ pub(crate) fn filter(network: Network) -> Result<BpfProgram, String> {
     BpfProgram::try_from(filter).map_err(|e| e.to_string())
 }
 
+/// seccompiler's program as the kernel's instructions (the same
+/// `repr(C)` layout, field for field).
+pub(crate) fn as_sock_filters(program: &BpfProgram) -> Vec<libc::sock_filter> {
+    program
+        .iter()
+        .map(|i| libc::sock_filter {
+            code: i.code,
+            jt: i.jt,
+            jf: i.jf,
+            k: i.k,
+        })
+        .collect()
+}
+
 fn cond(
     arg: u8,
     op: SeccompCmpOp,
